@@ -1,0 +1,476 @@
+// Package batch reads and writes the canonical encoding of sluice.v1.RecordBatch
+// (docs/record-format.md) without decoding record payloads.
+//
+// A canonical batch is a protobuf encoding of RecordBatch whose fields 1..11
+// are always present, in field order, with fixed-width types, at the fixed
+// positions below, followed by the record entries (field 12). The broker
+// writes this form itself; any protobuf library can decode it.
+package batch
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Attribute bits of RecordBatch.attributes.
+const (
+	AttrCompressionMask uint32 = 0x7
+	AttrLogAppendTime   uint32 = 1 << 3
+	AttrTransactional   uint32 = 1 << 4
+	AttrControl         uint32 = 1 << 5
+)
+
+// NoProducerID marks a batch from a plain (non-idempotent) producer.
+const NoProducerID int64 = -1
+
+// Field numbers and layout of the canonical header.
+const (
+	fieldRecords = 12
+
+	offBaseOffset           = 1  // after tag 0x09
+	offPartitionLeaderEpoch = 10 // after tag 0x15
+	offCRC                  = 15 // after tag 0x1d
+	offAttributes           = 20
+	offLastOffsetDelta      = 25
+	offBaseTimestamp        = 30
+	offMaxTimestamp         = 39
+	offProducerID           = 48
+	offProducerEpoch        = 57
+	offBaseSequence         = 62
+	offRecordCount          = 67
+
+	// CRCStart is the first byte covered by the CRC (the attributes tag).
+	CRCStart = 19
+	// HeaderSize is the size of the canonical header (fields 1..11).
+	HeaderSize = 71
+
+	recordTag = byte(fieldRecords<<3 | 2)
+)
+
+// headerTags are the tag bytes of fields 1..11 and their positions.
+var headerTags = [11]struct {
+	pos int
+	tag byte
+}{
+	{0, 1<<3 | 1}, {9, 2<<3 | 5}, {14, 3<<3 | 5}, {19, 4<<3 | 5}, {24, 5<<3 | 5},
+	{29, 6<<3 | 1}, {38, 7<<3 | 1}, {47, 8<<3 | 1}, {56, 9<<3 | 5}, {61, 10<<3 | 5},
+	{66, 11<<3 | 5},
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is the decoded header of a batch.
+type Header struct {
+	BaseOffset           int64
+	PartitionLeaderEpoch int32
+	CRC                  uint32
+	Attributes           uint32
+	LastOffsetDelta      int32
+	BaseTimestamp        int64
+	MaxTimestamp         int64
+	ProducerID           int64
+	ProducerEpoch        int32
+	BaseSequence         int32
+	RecordCount          int32
+}
+
+// LastOffset is the offset of the batch's last record.
+func (h Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+// NextOffset is the offset just past the batch.
+func (h Header) NextOffset() int64 { return h.LastOffset() + 1 }
+
+// IsTransactional reports the transactional attribute.
+func (h Header) IsTransactional() bool { return h.Attributes&AttrTransactional != 0 }
+
+// IsControl reports the control attribute.
+func (h Header) IsControl() bool { return h.Attributes&AttrControl != 0 }
+
+// LastSequence is the sequence of the batch's last record (wrapping after
+// MaxInt32), or -1 for a plain producer.
+func (h Header) LastSequence() int32 {
+	if h.BaseSequence < 0 {
+		return -1
+	}
+	return int32((int64(h.BaseSequence) + int64(h.LastOffsetDelta)) % (1 << 31))
+}
+
+func corrupt(format string, args ...any) error {
+	return errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, format, args...)
+}
+
+func invalid(format string, args ...any) error {
+	return errs.New(sluicev1.ErrorCode_INVALID_RECORD, format, args...)
+}
+
+// ParseHeader decodes the header of a canonical batch. It checks the
+// layout, not the CRC or the records.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, corrupt("batch of %d bytes is shorter than its %d-byte header", len(b), HeaderSize)
+	}
+	for _, t := range headerTags {
+		if b[t.pos] != t.tag {
+			return Header{}, corrupt("batch header is not canonical at byte %d", t.pos)
+		}
+	}
+	return Header{
+		BaseOffset:           int64(binary.LittleEndian.Uint64(b[offBaseOffset:])),
+		PartitionLeaderEpoch: int32(binary.LittleEndian.Uint32(b[offPartitionLeaderEpoch:])),
+		CRC:                  binary.LittleEndian.Uint32(b[offCRC:]),
+		Attributes:           binary.LittleEndian.Uint32(b[offAttributes:]),
+		LastOffsetDelta:      int32(binary.LittleEndian.Uint32(b[offLastOffsetDelta:])),
+		BaseTimestamp:        int64(binary.LittleEndian.Uint64(b[offBaseTimestamp:])),
+		MaxTimestamp:         int64(binary.LittleEndian.Uint64(b[offMaxTimestamp:])),
+		ProducerID:           int64(binary.LittleEndian.Uint64(b[offProducerID:])),
+		ProducerEpoch:        int32(binary.LittleEndian.Uint32(b[offProducerEpoch:])),
+		BaseSequence:         int32(binary.LittleEndian.Uint32(b[offBaseSequence:])),
+		RecordCount:          int32(binary.LittleEndian.Uint32(b[offRecordCount:])),
+	}, nil
+}
+
+// PutHeader writes h as a canonical header into b[:HeaderSize], including
+// h.CRC as given.
+func PutHeader(b []byte, h Header) {
+	_ = b[HeaderSize-1]
+	for _, t := range headerTags {
+		b[t.pos] = t.tag
+	}
+	binary.LittleEndian.PutUint64(b[offBaseOffset:], uint64(h.BaseOffset))
+	binary.LittleEndian.PutUint32(b[offPartitionLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
+	binary.LittleEndian.PutUint32(b[offCRC:], h.CRC)
+	binary.LittleEndian.PutUint32(b[offAttributes:], h.Attributes)
+	binary.LittleEndian.PutUint32(b[offLastOffsetDelta:], uint32(h.LastOffsetDelta))
+	binary.LittleEndian.PutUint64(b[offBaseTimestamp:], uint64(h.BaseTimestamp))
+	binary.LittleEndian.PutUint64(b[offMaxTimestamp:], uint64(h.MaxTimestamp))
+	binary.LittleEndian.PutUint64(b[offProducerID:], uint64(h.ProducerID))
+	binary.LittleEndian.PutUint32(b[offProducerEpoch:], uint32(h.ProducerEpoch))
+	binary.LittleEndian.PutUint32(b[offBaseSequence:], uint32(h.BaseSequence))
+	binary.LittleEndian.PutUint32(b[offRecordCount:], uint32(h.RecordCount))
+}
+
+// SetBaseOffset patches the base offset of a canonical batch in place
+// (not covered by the CRC).
+func SetBaseOffset(b []byte, off int64) {
+	binary.LittleEndian.PutUint64(b[offBaseOffset:], uint64(off))
+}
+
+// SetPartitionLeaderEpoch patches the leader epoch of a canonical batch in
+// place (not covered by the CRC).
+func SetPartitionLeaderEpoch(b []byte, epoch int32) {
+	binary.LittleEndian.PutUint32(b[offPartitionLeaderEpoch:], uint32(epoch))
+}
+
+// SetMaxTimestamp patches the max timestamp and recomputes the CRC.
+func SetMaxTimestamp(b []byte, ts int64) {
+	binary.LittleEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	binary.LittleEndian.PutUint32(b[offCRC:], ComputeCRC(b))
+}
+
+// ComputeCRC returns the CRC-32C of a canonical batch's covered bytes.
+func ComputeCRC(b []byte) uint32 { return crc32.Checksum(b[CRCStart:], castagnoli) }
+
+// Verify checks a canonical batch completely: layout, record framing and
+// count, and CRC. It is what recovery and followers run; it does not look
+// inside records (the CRC vouches for them).
+func Verify(b []byte) (Header, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	n, err := countRecords(b[HeaderSize:])
+	if err != nil {
+		return h, err
+	}
+	if n != int(h.RecordCount) || h.LastOffsetDelta != h.RecordCount-1 {
+		return h, corrupt("batch says %d records (last offset delta %d) but holds %d", h.RecordCount, h.LastOffsetDelta, n)
+	}
+	if c := ComputeCRC(b); c != h.CRC {
+		return h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+	}
+	return h, nil
+}
+
+// countRecords walks field-12 entries, checking only their framing.
+func countRecords(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		if b[0] != recordTag {
+			return 0, corrupt("unexpected field tag 0x%02x among records", b[0])
+		}
+		l, m := protowire.ConsumeVarint(b[1:])
+		if m < 0 || l > uint64(len(b)-1-m) {
+			return 0, corrupt("record entry %d overruns the batch", n)
+		}
+		b = b[1+m+int(l):]
+		n++
+	}
+	return n, nil
+}
+
+// Canonicalize checks a batch as a producer sent it (any valid protobuf
+// encoding of RecordBatch) and returns its canonical form with max
+// timestamp and CRC computed by the broker, and its header.
+//
+// Rules: no compression; at least one record; record_count and
+// last_offset_delta agree with the records; record i has offset_delta i;
+// record and header framing is well formed and header keys are UTF-8; a
+// non-zero crc must match the canonical form of what was sent. A
+// producer_id <= 0 (absent on the wire) means a plain producer and is
+// stored as -1 with epoch and sequence -1.
+//
+// The result may share storage with in (and in may be modified): when in is
+// already canonical, it is patched in place. Errors are *errs.Error with
+// CORRUPT_RECORD, INVALID_RECORD or UNSUPPORTED_COMPRESSION_TYPE.
+func Canonicalize(in []byte) ([]byte, Header, error) {
+	if isCanonicalLayout(in) {
+		h, _ := ParseHeader(in)
+		maxTS, n, err := walkRecords(in[HeaderSize:], h.BaseTimestamp)
+		if err != nil {
+			return nil, h, err
+		}
+		if err := checkHeader(&h, n); err != nil {
+			return nil, h, err
+		}
+		if h.CRC != 0 {
+			if c := ComputeCRC(in); c != h.CRC {
+				return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+			}
+		}
+		finish(in, &h, maxTS)
+		return in, h, nil
+	}
+	return canonicalizeSlow(in)
+}
+
+func isCanonicalLayout(b []byte) bool {
+	if len(b) < HeaderSize {
+		return false
+	}
+	for _, t := range headerTags {
+		if b[t.pos] != t.tag {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHeader applies the header rules shared by both paths.
+func checkHeader(h *Header, n int) error {
+	if h.Attributes&AttrCompressionMask != 0 {
+		return errs.New(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, "compression type %d is not supported; send uncompressed batches", h.Attributes&AttrCompressionMask)
+	}
+	if h.Attributes&^(AttrCompressionMask|AttrLogAppendTime|AttrTransactional|AttrControl) != 0 {
+		return invalid("unknown attribute bits 0x%x", h.Attributes)
+	}
+	if n == 0 {
+		return invalid("batch holds no records")
+	}
+	if int(h.RecordCount) != n {
+		return invalid("record_count %d does not match the %d records sent", h.RecordCount, n)
+	}
+	if int(h.LastOffsetDelta) != n-1 {
+		return invalid("last_offset_delta %d does not match the %d records sent", h.LastOffsetDelta, n)
+	}
+	return nil
+}
+
+// finish sets the broker-computed fields and the CRC.
+func finish(b []byte, h *Header, maxTS int64) {
+	if h.ProducerID <= 0 {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = NoProducerID, -1, -1
+	}
+	h.MaxTimestamp = maxTS
+	PutHeader(b, *h)
+	h.CRC = ComputeCRC(b)
+	binary.LittleEndian.PutUint32(b[offCRC:], h.CRC)
+}
+
+// walkRecords checks every record entry and returns the max timestamp and
+// the record count.
+func walkRecords(b []byte, baseTS int64) (int64, int, error) {
+	maxTS := baseTS
+	n := 0
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return 0, 0, corrupt("malformed field tag among records")
+		}
+		if num != fieldRecords || typ != protowire.BytesType {
+			return 0, 0, invalid("unexpected field %d among records", num)
+		}
+		rec, m2 := protowire.ConsumeBytes(b[m:])
+		if m2 < 0 {
+			return 0, 0, corrupt("record entry %d overruns the batch", n)
+		}
+		tsDelta, offDelta, err := checkRecord(rec)
+		if err != nil {
+			return 0, 0, err
+		}
+		if int(offDelta) != n {
+			return 0, 0, invalid("record %d has offset_delta %d", n, offDelta)
+		}
+		if ts := baseTS + tsDelta; ts > maxTS {
+			maxTS = ts
+		}
+		b = b[m+m2:]
+		n++
+	}
+	return maxTS, n, nil
+}
+
+// checkRecord validates one encoded Record and returns its deltas.
+func checkRecord(b []byte) (tsDelta int64, offDelta int32, err error) {
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return 0, 0, corrupt("malformed record field tag")
+		}
+		b = b[m:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return 0, 0, corrupt("malformed record timestamp_delta")
+			}
+			tsDelta = protowire.DecodeZigZag(v)
+			b = b[k:]
+		case num == 2 && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return 0, 0, corrupt("malformed record offset_delta")
+			}
+			d := protowire.DecodeZigZag(v & 0xffffffff)
+			offDelta = int32(d)
+			b = b[k:]
+		case (num == 3 || num == 4) && typ == protowire.BytesType:
+			_, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return 0, 0, corrupt("record key or value overruns the record")
+			}
+			b = b[k:]
+		case num == 5 && typ == protowire.BytesType:
+			h, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return 0, 0, corrupt("record header overruns the record")
+			}
+			if err := checkHeaderEntry(h); err != nil {
+				return 0, 0, err
+			}
+			b = b[k:]
+		default:
+			return 0, 0, invalid("unexpected record field %d (wire type %d)", num, typ)
+		}
+	}
+	return tsDelta, offDelta, nil
+}
+
+func checkHeaderEntry(b []byte) error {
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 || typ != protowire.BytesType || (num != 1 && num != 2) {
+			return invalid("malformed record header")
+		}
+		v, k := protowire.ConsumeBytes(b[m:])
+		if k < 0 {
+			return corrupt("record header overruns the record")
+		}
+		if num == 1 && !utf8.Valid(v) {
+			return invalid("record header key is not UTF-8")
+		}
+		b = b[m+k:]
+	}
+	return nil
+}
+
+// canonicalizeSlow handles any field order and encoding by rebuilding the
+// batch: header re-encoded, record entries copied byte for byte.
+func canonicalizeSlow(in []byte) ([]byte, Header, error) {
+	var h Header
+	var crcGiven bool
+	var records [][]byte
+	size := HeaderSize
+	b := in
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return nil, h, corrupt("malformed field tag in batch")
+		}
+		b = b[m:]
+		var k int
+		switch {
+		case typ == protowire.Fixed64Type && (num == 1 || num == 6 || num == 7 || num == 8):
+			var v uint64
+			v, k = protowire.ConsumeFixed64(b)
+			switch num {
+			case 1:
+				h.BaseOffset = int64(v)
+			case 6:
+				h.BaseTimestamp = int64(v)
+			case 7:
+				h.MaxTimestamp = int64(v)
+			case 8:
+				h.ProducerID = int64(v)
+			}
+		case typ == protowire.Fixed32Type && num >= 2 && num <= 11 && num != 6 && num != 7 && num != 8:
+			var v uint32
+			v, k = protowire.ConsumeFixed32(b)
+			switch num {
+			case 2:
+				h.PartitionLeaderEpoch = int32(v)
+			case 3:
+				h.CRC, crcGiven = v, v != 0
+			case 4:
+				h.Attributes = v
+			case 5:
+				h.LastOffsetDelta = int32(v)
+			case 9:
+				h.ProducerEpoch = int32(v)
+			case 10:
+				h.BaseSequence = int32(v)
+			case 11:
+				h.RecordCount = int32(v)
+			}
+		case typ == protowire.BytesType && num == fieldRecords:
+			var v []byte
+			v, k = protowire.ConsumeBytes(b)
+			if k >= 0 {
+				records = append(records, v)
+				size += 1 + protowire.SizeVarint(uint64(len(v))) + len(v)
+			}
+		default:
+			return nil, h, invalid("unexpected batch field %d (wire type %d)", num, typ)
+		}
+		if k < 0 {
+			return nil, h, corrupt("batch field %d overruns the batch", num)
+		}
+		b = b[k:]
+	}
+	out := make([]byte, HeaderSize, size)
+	for _, r := range records {
+		out = append(out, recordTag)
+		out = protowire.AppendVarint(out, uint64(len(r)))
+		out = append(out, r...)
+	}
+	PutHeader(out, h)
+	maxTS, n, err := walkRecords(out[HeaderSize:], h.BaseTimestamp)
+	if err != nil {
+		return nil, h, err
+	}
+	if err := checkHeader(&h, n); err != nil {
+		return nil, h, err
+	}
+	if crcGiven {
+		if c := ComputeCRC(out); c != h.CRC {
+			return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+		}
+	}
+	finish(out, &h, maxTS)
+	return out, h, nil
+}

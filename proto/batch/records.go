@@ -1,0 +1,274 @@
+package batch
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// RecordHeader is an application header of a record.
+type RecordHeader struct {
+	Key   string
+	Value []byte
+}
+
+// Record is a decoded record. Key, Value and header values alias the
+// batch bytes they were decoded from.
+type Record struct {
+	Offset    int64
+	Timestamp int64
+	Key       []byte
+	Value     []byte
+	Headers   []RecordHeader
+}
+
+// Builder assembles a canonical batch record by record. The zero value is
+// ready after Reset. A Builder is not safe for concurrent use.
+type Builder struct {
+	buf    []byte
+	n      int32
+	baseTS int64
+	maxTS  int64
+}
+
+// Reset starts a new batch whose base timestamp is baseTimestamp (ms). It
+// keeps the buffer unless Finish handed it out.
+func (b *Builder) Reset(baseTimestamp int64) {
+	if cap(b.buf) < HeaderSize {
+		b.buf = make([]byte, HeaderSize, 16<<10)
+	}
+	b.buf = b.buf[:HeaderSize]
+	b.n = 0
+	b.baseTS, b.maxTS = baseTimestamp, baseTimestamp
+}
+
+// Count is the number of records added since Reset.
+func (b *Builder) Count() int { return int(b.n) }
+
+// Size is the encoded size of the batch so far.
+func (b *Builder) Size() int { return len(b.buf) }
+
+// RecordSize returns how many bytes Add would add for such a record.
+func RecordSize(tsDelta int64, offDelta int32, key, value []byte, headers []RecordHeader) int {
+	n := recordBodySize(tsDelta, offDelta, key, value, headers)
+	return 1 + protowire.SizeVarint(uint64(n)) + n
+}
+
+func recordBodySize(tsDelta int64, offDelta int32, key, value []byte, headers []RecordHeader) int {
+	n := 0
+	if tsDelta != 0 {
+		n += 1 + protowire.SizeVarint(protowire.EncodeZigZag(tsDelta))
+	}
+	if offDelta != 0 {
+		n += 1 + protowire.SizeVarint(protowire.EncodeZigZag(int64(offDelta)))
+	}
+	if len(key) > 0 {
+		n += 1 + protowire.SizeBytes(len(key))
+	}
+	if len(value) > 0 {
+		n += 1 + protowire.SizeBytes(len(value))
+	}
+	for _, h := range headers {
+		n += 1 + protowire.SizeBytes(headerSize(h))
+	}
+	return n
+}
+
+func headerSize(h RecordHeader) int {
+	n := 0
+	if len(h.Key) > 0 {
+		n += 1 + protowire.SizeBytes(len(h.Key))
+	}
+	if len(h.Value) > 0 {
+		n += 1 + protowire.SizeBytes(len(h.Value))
+	}
+	return n
+}
+
+// Add appends a record with timestamp ts (ms). The encoding is what
+// proto.Marshal of sluice.v1.Record would produce.
+func (b *Builder) Add(ts int64, key, value []byte, headers []RecordHeader) {
+	d := ts - b.baseTS
+	body := recordBodySize(d, b.n, key, value, headers)
+	buf := append(b.buf, recordTag)
+	buf = protowire.AppendVarint(buf, uint64(body))
+	if d != 0 {
+		buf = append(buf, 1<<3|0)
+		buf = protowire.AppendVarint(buf, protowire.EncodeZigZag(d))
+	}
+	if b.n != 0 {
+		buf = append(buf, 2<<3|0)
+		buf = protowire.AppendVarint(buf, protowire.EncodeZigZag(int64(b.n)))
+	}
+	if len(key) > 0 {
+		buf = append(buf, 3<<3|2)
+		buf = protowire.AppendBytes(buf, key)
+	}
+	if len(value) > 0 {
+		buf = append(buf, 4<<3|2)
+		buf = protowire.AppendBytes(buf, value)
+	}
+	for _, h := range headers {
+		buf = append(buf, 5<<3|2)
+		buf = protowire.AppendVarint(buf, uint64(headerSize(h)))
+		if len(h.Key) > 0 {
+			buf = append(buf, 1<<3|2)
+			buf = protowire.AppendString(buf, h.Key)
+		}
+		if len(h.Value) > 0 {
+			buf = append(buf, 2<<3|2)
+			buf = protowire.AppendBytes(buf, h.Value)
+		}
+	}
+	b.buf = buf
+	b.n++
+	if ts > b.maxTS {
+		b.maxTS = ts
+	}
+}
+
+// Producer identifies the producer of a batch: ID -1 for a plain producer.
+type Producer struct {
+	ID           int64
+	Epoch        int32
+	BaseSequence int32
+}
+
+// PlainProducer is the identity of a non-idempotent producer.
+var PlainProducer = Producer{ID: NoProducerID, Epoch: -1, BaseSequence: -1}
+
+// Finish writes the header and CRC and returns the canonical batch. The
+// returned slice is handed over to the caller: the Builder starts a new
+// buffer on its next Reset. Finish on an empty builder returns nil.
+func (b *Builder) Finish(p Producer, attributes uint32) []byte {
+	if b.n == 0 {
+		return nil
+	}
+	h := Header{
+		BaseOffset:      0,
+		Attributes:      attributes,
+		LastOffsetDelta: b.n - 1,
+		BaseTimestamp:   b.baseTS,
+		MaxTimestamp:    b.maxTS,
+		ProducerID:      p.ID,
+		ProducerEpoch:   p.Epoch,
+		BaseSequence:    p.BaseSequence,
+		RecordCount:     b.n,
+	}
+	out := b.buf
+	PutHeader(out, h)
+	h.CRC = ComputeCRC(out)
+	PutHeader(out, h)
+	b.buf = nil
+	return out
+}
+
+// ForEachRecord decodes the records of a canonical batch in order and
+// calls fn for each; it stops at fn's first error and returns it. Offsets
+// and timestamps are absolute.
+func ForEachRecord(b []byte, fn func(Record) error) error {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return err
+	}
+	rest := b[HeaderSize:]
+	for len(rest) > 0 {
+		num, typ, m := protowire.ConsumeTag(rest)
+		if m < 0 || num != fieldRecords || typ != protowire.BytesType {
+			return corrupt("unexpected field among records")
+		}
+		body, k := protowire.ConsumeBytes(rest[m:])
+		if k < 0 {
+			return corrupt("record entry overruns the batch")
+		}
+		rest = rest[m+k:]
+		r, err := decodeRecord(body)
+		if err != nil {
+			return err
+		}
+		r.Offset += h.BaseOffset
+		r.Timestamp += h.BaseTimestamp
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeRecord decodes one Record with Offset and Timestamp as deltas.
+func decodeRecord(b []byte) (Record, error) {
+	var r Record
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return r, corrupt("malformed record field tag")
+		}
+		b = b[m:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return r, corrupt("malformed timestamp_delta")
+			}
+			r.Timestamp = protowire.DecodeZigZag(v)
+			b = b[k:]
+		case num == 2 && typ == protowire.VarintType:
+			v, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return r, corrupt("malformed offset_delta")
+			}
+			r.Offset = int64(int32(protowire.DecodeZigZag(v & 0xffffffff)))
+			b = b[k:]
+		case num == 3 && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return r, corrupt("key overruns the record")
+			}
+			r.Key, b = v, b[k:]
+		case num == 4 && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return r, corrupt("value overruns the record")
+			}
+			r.Value, b = v, b[k:]
+		case num == 5 && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return r, corrupt("header overruns the record")
+			}
+			h, err := decodeHeader(v)
+			if err != nil {
+				return r, err
+			}
+			r.Headers = append(r.Headers, h)
+			b = b[k:]
+		default:
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return r, corrupt("malformed record field %d", num)
+			}
+			b = b[k:]
+		}
+	}
+	return r, nil
+}
+
+func decodeHeader(b []byte) (RecordHeader, error) {
+	var h RecordHeader
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 || typ != protowire.BytesType {
+			return h, corrupt("malformed record header")
+		}
+		v, k := protowire.ConsumeBytes(b[m:])
+		if k < 0 {
+			return h, corrupt("record header overruns the record")
+		}
+		switch num {
+		case 1:
+			h.Key = string(v)
+		case 2:
+			h.Value = v
+		}
+		b = b[m+k:]
+	}
+	return h, nil
+}
