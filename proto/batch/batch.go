@@ -235,13 +235,13 @@ func Canonicalize(in []byte) ([]byte, Header, error) {
 		if err != nil {
 			return nil, h, err
 		}
-		if err := checkHeader(&h, n); err != nil {
-			return nil, h, err
-		}
 		if h.CRC != 0 {
 			if c := ComputeCRC(in); c != h.CRC {
 				return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
 			}
+		}
+		if err := checkHeader(&h, n); err != nil {
+			return nil, h, err
 		}
 		finish(in, &h, maxTS)
 		return in, h, nil
@@ -444,6 +444,8 @@ func canonicalizeSlow(in []byte) ([]byte, Header, error) {
 				records = append(records, v)
 				size += 1 + protowire.SizeVarint(uint64(len(v))) + len(v)
 			}
+		case typ > protowire.Fixed32Type || typ == protowire.StartGroupType || typ == protowire.EndGroupType:
+			return nil, h, corrupt("malformed batch: wire type %d", typ)
 		default:
 			return nil, h, invalid("unexpected batch field %d (wire type %d)", num, typ)
 		}
@@ -463,13 +465,13 @@ func canonicalizeSlow(in []byte) ([]byte, Header, error) {
 	if err != nil {
 		return nil, h, err
 	}
-	if err := checkHeader(&h, n); err != nil {
-		return nil, h, err
-	}
 	if crcGiven {
 		if c := ComputeCRC(out); c != h.CRC {
 			return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
 		}
+	}
+	if err := checkHeader(&h, n); err != nil {
+		return nil, h, err
 	}
 	finish(out, &h, maxTS)
 	return out, h, nil

@@ -1,0 +1,58 @@
+package api
+
+import (
+	"context"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Produce appends one batch per partition entry. Each partition succeeds or
+// fails on its own; a failed partition stores nothing. With a single node
+// every acks level completes once the leader has appended; ACKS_NONE
+// answers without offsets.
+func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error) {
+	switch req.Acks {
+	case sluicev1.Acks_ACKS_UNSPECIFIED, sluicev1.Acks_ACKS_ALL, sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_NONE:
+	default:
+		return nil, requestError(invalidArgument, sluicev1.ErrorCode_INVALID_REQUIRED_ACKS, "acks value %d is not one of ACKS_ALL, ACKS_LEADER, ACKS_NONE", req.Acks)
+	}
+	if req.TimeoutMs < 0 {
+		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	if req.TransactionalId != "" {
+		return nil, requestError(failedPrecondition, sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional produce is not supported yet")
+	}
+	now := s.now()
+	resp := &sluicev1.ProduceResponse{Topics: make([]*sluicev1.TopicProduceResponse, 0, len(req.Topics))}
+	for _, t := range req.Topics {
+		tr := &sluicev1.TopicProduceResponse{Name: t.Name, Partitions: make([]*sluicev1.PartitionProduceResponse, 0, len(t.Partitions))}
+		seen := make(map[int32]bool, len(t.Partitions))
+		for _, p := range t.Partitions {
+			pr := &sluicev1.PartitionProduceResponse{Partition: p.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
+			tr.Partitions = append(tr.Partitions, pr)
+			if seen[p.Partition] {
+				pr.ErrorCode, pr.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "partition listed twice in one request"
+				continue
+			}
+			seen[p.Partition] = true
+			res, err := s.replicas.Append(t.Name, p.Partition, p.Batch, now)
+			if err != nil {
+				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
+				if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+					s.log.Error("produce failed", "topic", t.Name, "partition", p.Partition, "err", err)
+				}
+				continue
+			}
+			if req.Acks != sluicev1.Acks_ACKS_NONE {
+				pr.BaseOffset = res.BaseOffset
+			}
+			if part, err := s.replicas.Partition(t.Name, p.Partition); err == nil {
+				pr.LogStartOffset = part.Log.StartOffset()
+			}
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp, nil
+}

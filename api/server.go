@@ -1,0 +1,111 @@
+// Package api holds Sluice's gRPC service handlers: they validate requests,
+// route them to the replica manager and translate errors. Business rules
+// live in cluster/ and storage/.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-io/sluice/cluster"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Limits applied to every request.
+const (
+	// MaxMessageSize bounds gRPC messages both ways; it is above the
+	// largest accepted batch (storage caps max.message.bytes lower).
+	MaxMessageSize = 64 << 20
+	// DefaultProduceTimeout is used when a ProduceRequest has timeout_ms 0.
+	DefaultProduceTimeout = 30 * time.Second
+	// MaxFetchWait caps FetchRequest.max_wait_ms.
+	MaxFetchWait = 30 * time.Second
+	// DefaultFetchMaxBytes is used when FetchRequest.max_bytes is 0.
+	DefaultFetchMaxBytes = 50 << 20
+	// DefaultPartitionMaxBytes is used when partition_max_bytes is 0.
+	DefaultPartitionMaxBytes = 1 << 20
+)
+
+// Broker describes this node for Metadata.
+type Broker struct {
+	NodeID  int32
+	Address string // advertised host:port
+	Rack    string
+}
+
+// Server implements sluice.v1.Log and sluice.v1.Admin.
+type Server struct {
+	sluicev1.UnimplementedAdminServer
+
+	replicas *cluster.ReplicaManager
+	self     Broker
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// NewServer returns a server over replicas. now may be nil (time.Now).
+func NewServer(replicas *cluster.ReplicaManager, self Broker, logger *slog.Logger, now func() time.Time) *Server {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Server{replicas: replicas, self: self, log: logger, now: now}
+}
+
+// Register adds the Log and Admin services to g.
+func (s *Server) Register(g *grpc.Server) {
+	g.RegisterService(&logServiceDesc, s)
+	sluicev1.RegisterAdminServer(g, s)
+}
+
+// logService is the handler type of logServiceDesc: the public
+// sluice.v1.Log service, decoded through the server views.
+type logService interface {
+	Produce(context.Context, *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error)
+	Fetch(context.Context, *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error)
+	ListOffsets(context.Context, *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error)
+}
+
+// logServiceDesc registers sluice.v1.Log by hand so that Produce requests
+// are decoded as ProduceRequestView (batches stay bytes) and Fetch responses
+// are encoded from FetchResponseView (segment bytes copied, not decoded).
+// Both views are wire-compatible with the public messages (DESIGN §4).
+var logServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.v1.Log",
+	HandlerType: (*logService)(nil),
+	Methods: []grpc.MethodDesc{
+		{MethodName: "Produce", Handler: unary("/sluice.v1.Log/Produce", func(s logService, ctx context.Context, in *internalv1.ProduceRequestView) (any, error) {
+			return s.Produce(ctx, in)
+		})},
+		{MethodName: "Fetch", Handler: unary("/sluice.v1.Log/Fetch", func(s logService, ctx context.Context, in *sluicev1.FetchRequest) (any, error) {
+			return s.Fetch(ctx, in)
+		})},
+		{MethodName: "ListOffsets", Handler: unary("/sluice.v1.Log/ListOffsets", func(s logService, ctx context.Context, in *sluicev1.ListOffsetsRequest) (any, error) {
+			return s.ListOffsets(ctx, in)
+		})},
+	},
+	Metadata: "sluice/v1/sluice.proto",
+}
+
+// unary adapts a typed handler to grpc's method handler signature.
+func unary[Req any](method string, call func(logService, context.Context, *Req) (any, error)) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(Req)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		if interceptor == nil {
+			return call(srv.(logService), ctx, in)
+		}
+		info := &grpc.UnaryServerInfo{Server: srv, FullMethod: method}
+		return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+			return call(srv.(logService), ctx, req.(*Req))
+		})
+	}
+}

@@ -1,0 +1,588 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Voter is one member of the static controller quorum
+// (controller.quorum.voters: "1@host:port,2@...").
+type Voter struct {
+	ID      int32
+	Address string // Raft address, host:port
+}
+
+// Raft timing defaults. They suit loopback and a LAN (a failed leader is
+// replaced in about one to two seconds). hashicorp/raft's own defaults,
+// HeartbeatTimeout = ElectionTimeout = 1s, LeaderLeaseTimeout = 500ms,
+// CommitTimeout = 50ms, are the production choice across hosts or zones
+// with noisy networks; set them in Config explicitly there.
+const (
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultCommitTimeout      = 20 * time.Millisecond
+	DefaultApplyTimeout       = 5 * time.Second
+	DefaultShutdownTimeout    = 5 * time.Second
+)
+
+// Config configures a Controller. Zero durations take the defaults above.
+type Config struct {
+	// NodeID is this voter's id, unique and stable across restarts.
+	NodeID int32
+	// DataDir holds raft/raft.db (bolt log and stable store) and
+	// raft/snapshots.
+	DataDir string
+	// RaftBind is the listen address of the Raft transport.
+	RaftBind string
+	// RaftAdvertise is the address other voters dial; empty means the bound
+	// address, which must then not be an unspecified IP (0.0.0.0).
+	RaftAdvertise string
+	// Voters is the static quorum, identical on every voter. It is used
+	// only to bootstrap a node that has no Raft state yet; empty means this
+	// node alone.
+	Voters []Voter
+	// Logger receives Raft's log at Info and above; nil means slog.Default.
+	Logger *slog.Logger
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// ApplyTimeout bounds one proposal when the context has no earlier
+	// deadline.
+	ApplyTimeout time.Duration
+	// ShutdownTimeout bounds Shutdown.
+	ShutdownTimeout time.Duration
+	// SnapshotThreshold is the number of log entries between snapshots
+	// (hashicorp default 8192 when zero).
+	SnapshotThreshold uint64
+}
+
+// Validate checks c and fills in defaults. It must be called (Start does)
+// before c is used.
+func (c *Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("controller: node id %d is negative", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return errors.New("controller: data dir is required")
+	}
+	if c.RaftBind == "" {
+		return errors.New("controller: raft bind address is required")
+	}
+	if c.RaftAdvertise == "" {
+		c.RaftAdvertise = c.RaftBind
+	}
+	if len(c.Voters) == 0 {
+		c.Voters = []Voter{{ID: c.NodeID, Address: c.RaftAdvertise}}
+	}
+	self := false
+	ids, addrs := map[int32]bool{}, map[string]bool{}
+	for _, v := range c.Voters {
+		if ids[v.ID] || addrs[v.Address] {
+			return fmt.Errorf("controller: voter %d@%s is listed twice", v.ID, v.Address)
+		}
+		ids[v.ID], addrs[v.Address] = true, true
+		if v.ID == c.NodeID {
+			self = true
+		}
+	}
+	if !self {
+		return fmt.Errorf("controller: node %d is not in the voter list", c.NodeID)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	def(&c.ElectionTimeout, DefaultElectionTimeout)
+	def(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	def(&c.CommitTimeout, DefaultCommitTimeout)
+	def(&c.ApplyTimeout, DefaultApplyTimeout)
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Controller is one voter of the metadata quorum. Start it once, then
+// Shutdown it (once or more); other methods may only be called after a
+// successful Start. All methods are safe for concurrent use. Reads (Image, Subscribe,
+// WaitForOffset) work on every voter; proposals only on the leader, others
+// answer NOT_CONTROLLER.
+type Controller struct {
+	cfg Config
+	fsm *FSM
+	log *slog.Logger
+
+	raft      *raft.Raft
+	transport *raft.NetworkTransport
+	store     *raftboltdb.BoltStore
+
+	// proposeMu serializes the read-image-then-propose wrappers on this
+	// node, so two of them never compute a record from the same image.
+	proposeMu sync.Mutex
+
+	// ctx is cancelled by Shutdown; background work derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New returns an unstarted Controller.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Controller{cfg: cfg, fsm: NewFSM(), log: cfg.Logger, ctx: ctx, cancel: cancel}, nil
+}
+
+// Start opens the Raft stores in DataDir, listens on RaftBind and joins
+// the quorum. A node with no Raft state bootstraps the configured voters
+// (every voter does the same, with the same list, and Raft agrees on it);
+// a node with state just resumes. Start returns before a leader is known.
+func (c *Controller) Start() (err error) {
+	dir := filepath.Join(c.cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	hlog := hclog.FromStandardLogger(slog.NewLogLogger(c.log.Handler(), slog.LevelInfo),
+		&hclog.LoggerOptions{Name: "raft", Level: hclog.Info})
+	logWriter := slog.NewLogLogger(c.log.Handler(), slog.LevelInfo).Writer()
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("controller: open raft.db: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = store.Close()
+		}
+	}()
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, logWriter)
+	if err != nil {
+		return fmt.Errorf("controller: snapshot store: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", c.cfg.RaftAdvertise)
+	if err != nil {
+		return fmt.Errorf("controller: advertise address: %w", err)
+	}
+	transport, err := raft.NewTCPTransportWithLogger(c.cfg.RaftBind, adv, 3, 5*time.Second, hlog)
+	if err != nil {
+		return fmt.Errorf("controller: raft transport: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = transport.Close()
+		}
+	}()
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = serverID(c.cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = c.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = c.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = c.cfg.CommitTimeout
+	if c.cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = c.cfg.SnapshotThreshold
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if !existing {
+		var conf raft.Configuration
+		for _, v := range c.cfg.Voters {
+			conf.Servers = append(conf.Servers, raft.Server{
+				Suffrage: raft.Voter, ID: serverID(v.ID), Address: raft.ServerAddress(v.Address)})
+		}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, transport, conf); err != nil {
+			return fmt.Errorf("controller: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, c.fsm, store, store, snaps, transport)
+	if err != nil {
+		return fmt.Errorf("controller: start raft: %w", err)
+	}
+	c.raft, c.transport, c.store = r, transport, store
+	c.wg.Add(1)
+	go c.leaderLoop()
+	return nil
+}
+
+// Shutdown stops the node within ShutdownTimeout: it hands leadership to
+// another voter if it leads (so the quorum does not wait for an election
+// timeout), stops Raft, then closes the stores. Later calls return the
+// first call's result.
+func (c *Controller) Shutdown() error {
+	return c.shutdown(true)
+}
+
+// shutdown is Shutdown with an optional leadership hand-off; tests use
+// handoff=false to simulate a crash as far as the other voters can tell.
+func (c *Controller) shutdown(handoff bool) error {
+	c.shutdownOnce.Do(func() {
+		c.cancel()
+		if c.raft == nil {
+			return
+		}
+		deadline := time.Now().Add(c.cfg.ShutdownTimeout)
+		if handoff && c.raft.State() == raft.Leader && len(c.cfg.Voters) > 1 {
+			// Bounded by raft's own ElectionTimeout-based transfer timeout.
+			if err := c.raft.LeadershipTransfer().Error(); err != nil {
+				c.log.Warn("controller: leadership transfer failed", "err", err)
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			_ = c.raft.Shutdown().Error() // also closes the transport
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Until(deadline)):
+			// Raft may still be using the store: leave it open (leaked until
+			// exit) rather than close it under a running writer.
+			c.shutdownErr = errors.New("controller: raft shutdown timed out")
+			_ = c.transport.Close()
+		}
+		c.wg.Wait()
+		if c.shutdownErr == nil {
+			c.shutdownErr = c.store.Close()
+		}
+	})
+	return c.shutdownErr
+}
+
+// leaderLoop runs leader-only upkeep on each leadership gain: it finalizes
+// SupportedFeatures on a fresh cluster. It stops with Shutdown.
+func (c *Controller) leaderLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case isLeader := <-c.raft.LeaderCh():
+			if !isLeader {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
+			if err := c.bootstrapFeatures(ctx); err != nil {
+				c.log.Warn("controller: finalize features", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// bootstrapFeatures finalizes every supported feature that was never set
+// (a fresh cluster) at its maximum level: transaction.version=2.
+func (c *Controller) bootstrapFeatures(ctx context.Context) error {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	if err := c.barrier(ctx); err != nil {
+		return err
+	}
+	var missing []FeatureLevel
+	c.fsm.view(func(im *Image) {
+		for name, level := range SupportedFeatures {
+			if _, ok := im.Features[name]; !ok {
+				missing = append(missing, FeatureLevel{Name: name, Level: level})
+			}
+		}
+	})
+	for _, f := range missing {
+		if _, err := c.Propose(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IsLeader reports whether this node is the active controller right now
+// (a hint: leadership can be lost at any moment after).
+func (c *Controller) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// Leader returns the current leader's node id and Raft address as known to
+// this node, or (-1, "") when no leader is known.
+func (c *Controller) Leader() (int32, string) {
+	addr, id := c.raft.LeaderWithID()
+	if id == "" {
+		return -1, ""
+	}
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	if err != nil {
+		return -1, string(addr)
+	}
+	return int32(n), string(addr)
+}
+
+// Image returns a deep copy of this node's current image. On a follower it
+// may lag the leader; use WaitForOffset to read your own writes.
+func (c *Controller) Image() *Image { return c.fsm.Image() }
+
+// WaitForOffset blocks until this node has applied the log through offset
+// (e.g. the Result.Offset of a proposal made elsewhere), or ctx is done.
+func (c *Controller) WaitForOffset(ctx context.Context, offset uint64) error {
+	return c.fsm.WaitForOffset(ctx, offset)
+}
+
+// Subscribe follows this node's image from offset; see Subscription.
+func (c *Controller) Subscribe(offset uint64) *Subscription { return c.fsm.Subscribe(offset) }
+
+// notController is the NOT_CONTROLLER error naming the leader, if known.
+func (c *Controller) notController() error {
+	id, addr := c.Leader()
+	if id < 0 {
+		return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER,
+			"node %d is not the controller; no leader is known", c.cfg.NodeID)
+	}
+	return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER,
+		"node %d is not the controller; leader is node %d at %s", c.cfg.NodeID, id, addr)
+}
+
+// timeout is the time left for one Raft operation.
+func (c *Controller) timeout(ctx context.Context) time.Duration {
+	t := c.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < t {
+			t = left
+		}
+	}
+	if t <= 0 {
+		// Zero would mean "no timeout" to raft; an expired ctx gets the
+		// shortest bounded wait instead.
+		t = time.Millisecond
+	}
+	return t
+}
+
+// raftError maps a Raft future error to the domain error.
+func (c *Controller) raftError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return c.notController()
+	case errors.Is(err, raft.ErrLeadershipLost):
+		// The entry may or may not commit: the caller must re-read the image
+		// before retrying (all Sluice records are checked, so a retry of an
+		// applied record is rejected rather than applied twice).
+		return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "leadership lost during proposal; outcome unknown")
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "controller %d is shut down", c.cfg.NodeID)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "proposal timed out: %v", err)
+	}
+	return fmt.Errorf("controller: raft: %w", err)
+}
+
+// Propose replicates r and returns its result once it is committed and
+// applied on this node. Errors: NOT_CONTROLLER (retriable; the message names
+// the leader) on a follower or when leadership is lost, REQUEST_TIMED_OUT,
+// or the *errs.Error with which the FSM rejected r. The wait is bounded by
+// ctx's deadline and ApplyTimeout.
+func (c *Controller) Propose(ctx context.Context, r Record) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if c.raft.State() != raft.Leader {
+		return Result{}, c.notController()
+	}
+	data, err := EncodeRecord(r)
+	if err != nil {
+		return Result{}, err
+	}
+	f := c.raft.Apply(data, c.timeout(ctx))
+	if err := f.Error(); err != nil {
+		return Result{}, c.raftError(err)
+	}
+	return responseError(f.Response())
+}
+
+// barrier waits until every entry committed before this call is applied
+// here, so the image read next is current (a new leader's FSM can lag).
+func (c *Controller) barrier(ctx context.Context) error {
+	if c.raft.State() != raft.Leader {
+		return c.notController()
+	}
+	return c.raftError(c.raft.Barrier(c.timeout(ctx)).Error())
+}
+
+// readForProposal runs fn on the current leader image; it must be called
+// with proposeMu held.
+func (c *Controller) readForProposal(ctx context.Context, fn func(im *Image)) error {
+	if err := c.barrier(ctx); err != nil {
+		return err
+	}
+	c.fsm.view(fn)
+	return nil
+}
+
+// CreateTopic places and creates a topic: on the leader it computes the
+// assignment over the live brokers (Place, seeded by the name), then
+// proposes a CreateTopic with a new random topic id. It returns the record
+// that was applied. Errors: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+// INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, NOT_CONTROLLER.
+func (c *Controller) CreateTopic(ctx context.Context, name string, partitions, rf int32, configs map[string]string) (CreateTopic, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return CreateTopic{}, err
+	}
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	var rec CreateTopic
+	var placeErr error
+	err := c.readForProposal(ctx, func(im *Image) {
+		if im.Topics[name] != nil {
+			placeErr = errs.New(sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS, "topic %q already exists", name)
+			return
+		}
+		var assign []PartitionAssignment
+		assign, placeErr = Place(LivePlacementBrokers(im), PlacementSeed(name), partitions, rf)
+		rec = CreateTopic{Name: name, TopicID: newTopicID(), Partitions: assign, Configs: cloneMap(configs)}
+	})
+	if err == nil {
+		err = placeErr
+	}
+	if err != nil {
+		return CreateTopic{}, err
+	}
+	if _, err := c.Propose(ctx, rec); err != nil {
+		return CreateTopic{}, err
+	}
+	return rec, nil
+}
+
+// DeleteTopic deletes a topic. Errors: UNKNOWN_TOPIC_OR_PARTITION,
+// NOT_CONTROLLER.
+func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
+	_, err := c.Propose(ctx, DeleteTopic{Name: name})
+	return err
+}
+
+// RegisterBroker registers a broker and returns its broker epoch. The
+// broker starts fenced; it unfences itself with UnfenceBroker and that
+// epoch once it has caught up with the metadata log.
+func (c *Controller) RegisterBroker(ctx context.Context, id int32, address, rack, incarnationID string) (int64, error) {
+	res, err := c.Propose(ctx, RegisterBroker{BrokerID: id, Address: address, Rack: rack, IncarnationID: incarnationID})
+	return res.BrokerEpoch, err
+}
+
+// FenceBroker fences broker id at epoch (STALE_BROKER_EPOCH if that is not
+// its current epoch), then moves its leaderships and ISR memberships away
+// (ReelectChanges). The fence is committed even if the re-elections fail;
+// the returned error then says so, and calling again re-runs them.
+func (c *Controller) FenceBroker(ctx context.Context, id int32, epoch int64) error {
+	return c.setFenced(ctx, FenceBroker{BrokerID: id, BrokerEpoch: epoch})
+}
+
+// UnfenceBroker unfences broker id at epoch, then elects leaders for the
+// partitions that were offline and can now have one.
+func (c *Controller) UnfenceBroker(ctx context.Context, id int32, epoch int64) error {
+	return c.setFenced(ctx, UnfenceBroker{BrokerID: id, BrokerEpoch: epoch})
+}
+
+func (c *Controller) setFenced(ctx context.Context, r Record) error {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	if _, err := c.Propose(ctx, r); err != nil {
+		return err
+	}
+	return c.reelectLocked(ctx)
+}
+
+// reelectLocked proposes ReelectChanges until none are left (bounded).
+// Caller holds proposeMu.
+func (c *Controller) reelectLocked(ctx context.Context) error {
+	for range 3 {
+		var changes []PartitionChange
+		if err := c.readForProposal(ctx, func(im *Image) { changes = ReelectChanges(im) }); err != nil {
+			return err
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		for _, pc := range changes {
+			if _, err := c.Propose(ctx, pc); err != nil && errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER {
+				return err
+			}
+			// Other rejections mean the partition changed meanwhile; the
+			// next round recomputes from the new image.
+		}
+	}
+	return nil
+}
+
+// PartitionChange proposes a partition change (an AlterPartition from a
+// partition leader, or a reassignment) and returns the partition after it.
+// Stale epochs are rejected by the FSM (INVALID_REQUEST for the partition
+// epoch, FENCED_LEADER_EPOCH for the leader epoch).
+func (c *Controller) PartitionChange(ctx context.Context, r PartitionChange) (*Partition, error) {
+	res, err := c.Propose(ctx, r)
+	return res.Partition, err
+}
+
+// AllocateProducerIDs allocates the next block of ProducerIDBlockSize
+// producer ids to brokerID and returns it as [start, end). Blocks never
+// overlap, across leaders too: the FSM accepts a block only at the current
+// next start, and the leader reads that start after a barrier.
+func (c *Controller) AllocateProducerIDs(ctx context.Context, brokerID int32) (start, end int64, err error) {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	var next int64
+	if err := c.readForProposal(ctx, func(im *Image) { next = im.nextBlockStart() }); err != nil {
+		return 0, 0, err
+	}
+	res, err := c.Propose(ctx, ProducerIDsBlock{BrokerID: brokerID, NextBlockStart: next})
+	if err != nil {
+		return 0, 0, err
+	}
+	return res.ProducerIDStart, res.ProducerIDEnd, nil
+}
+
+// SetConfig sets (value != "") or deletes a topic or cluster (topic == "")
+// config key.
+func (c *Controller) SetConfig(ctx context.Context, topic, key, value string) error {
+	_, err := c.Propose(ctx, ConfigChange{Topic: topic, Key: key, Value: value})
+	return err
+}
+
+func serverID(id int32) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }
+
+// newTopicID returns a random 128-bit topic id in hex. Randomness is fine
+// here: the id is chosen once, on the leader, and travels in the record.
+func newTopicID() string {
+	var b [16]byte
+	_, _ = io.ReadFull(rand.Reader, b[:])
+	return hex.EncodeToString(b[:])
+}

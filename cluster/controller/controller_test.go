@@ -1,0 +1,328 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// eventually polls cond until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startController starts a controller and shuts it down when the test ends.
+func startController(t *testing.T, cfg Config) *Controller {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Shutdown(); err != nil {
+			t.Errorf("shutdown node %d: %v", cfg.NodeID, err)
+		}
+	})
+	return c
+}
+
+// soleLeader returns the one node among nodes that leads and that every
+// other running node follows.
+func soleLeader(nodes map[int32]*Controller) (*Controller, error) {
+	var leader *Controller
+	var id int32
+	for nid, c := range nodes {
+		if c.IsLeader() {
+			if leader != nil {
+				return nil, fmt.Errorf("nodes %d and %d both lead", id, nid)
+			}
+			leader, id = c, nid
+		}
+	}
+	if leader == nil {
+		return nil, fmt.Errorf("no leader")
+	}
+	for nid, c := range nodes {
+		if got, _ := c.Leader(); got != id {
+			return nil, fmt.Errorf("node %d sees leader %d, want %d", nid, got, id)
+		}
+	}
+	return leader, nil
+}
+
+func TestThreeNodeQuorum(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+
+	voters := []Voter{{ID: 1, Address: freeAddr(t)}, {ID: 2, Address: freeAddr(t)}, {ID: 3, Address: freeAddr(t)}}
+	cfgs := map[int32]Config{}
+	nodes := map[int32]*Controller{}
+	for _, v := range voters {
+		cfgs[v.ID] = Config{NodeID: v.ID, DataDir: t.TempDir(), RaftBind: v.Address, Voters: voters, Logger: testLogger()}
+	}
+	begin := time.Now()
+	for _, v := range voters {
+		nodes[v.ID] = startController(t, cfgs[v.ID])
+	}
+
+	// A leader is elected and known to all.
+	var leader *Controller
+	eventually(t, 15*time.Second, func() (err error) { leader, err = soleLeader(nodes); return err })
+	leaderID := leader.cfg.NodeID
+	t.Logf("initial election: node %d leads after %v", leaderID, time.Since(begin))
+
+	// Brokers register fenced and unfence with their epoch.
+	for _, v := range voters {
+		epoch, err := leader.RegisterBroker(ctx, v.ID, fmt.Sprintf("127.0.0.1:%d", 9400+v.ID), "", fmt.Sprintf("inc-%d", v.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.UnfenceBroker(ctx, v.ID, epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var follower *Controller
+	for id, c := range nodes {
+		if id != leaderID {
+			follower = c
+			break
+		}
+	}
+	sub := follower.Subscribe(0)
+
+	// CreateTopic on the leader is visible in all three images.
+	created, err := leader.CreateTopic(ctx, "orders", 6, 3, map[string]string{"retention.ms": "60000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		want := leader.Image().Topics["orders"]
+		for id, c := range nodes {
+			got := c.Image().Topics["orders"]
+			if got == nil || !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("node %d topic = %+v, want %+v", id, got, want)
+			}
+			if got.ID != created.TopicID || len(got.Partitions) != 6 {
+				return fmt.Errorf("node %d topic = %+v", id, got)
+			}
+		}
+		return nil
+	})
+	if _, err := leader.CreateTopic(ctx, "orders", 1, 1, nil); errs.Code(err) != sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS {
+		t.Errorf("second CreateTopic err = %v", err)
+	}
+	if _, err := leader.CreateTopic(ctx, "wide", 1, 4, nil); errs.Code(err) != sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR {
+		t.Errorf("rf 4 on 3 brokers err = %v", err)
+	}
+
+	// The follower's metadata stream carried the CreateTopic.
+	eventually(t, 5*time.Second, func() error {
+		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer scancel()
+		u, err := sub.Next(sctx)
+		if err != nil {
+			return err
+		}
+		for _, d := range u.Deltas {
+			if ct, ok := d.Record.(CreateTopic); ok && ct.Name == "orders" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no CreateTopic yet (at %d)", u.Offset)
+	})
+
+	// A fresh cluster's leader finalizes transaction.version=2.
+	eventually(t, 5*time.Second, func() error {
+		for id, c := range nodes {
+			if lvl, ok := c.Image().Features[FeatureTransactionVersion]; !ok || lvl != 2 {
+				return fmt.Errorf("node %d features = %v", id, c.Image().Features)
+			}
+		}
+		return nil
+	})
+
+	// A follower refuses proposals and names the leader.
+	_, err = follower.Propose(ctx, DeleteTopic{Name: "orders"})
+	if errs.Code(err) != sluicev1.ErrorCode_NOT_CONTROLLER {
+		t.Fatalf("follower Propose err = %v, want NOT_CONTROLLER", err)
+	}
+	leaderAddr := cfgs[leaderID].RaftAdvertise
+	if want := fmt.Sprintf("leader is node %d at %s", leaderID, leaderAddr); !strings.Contains(errs.Message(err), want) {
+		t.Errorf("NOT_CONTROLLER message %q does not contain %q", errs.Message(err), want)
+	}
+
+	type block struct{ start, end int64 }
+	var blocks []block
+	allocate := func(c *Controller, broker int32) {
+		t.Helper()
+		s, e, err := c.AllocateProducerIDs(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			if s < b.end && b.start < e {
+				t.Fatalf("block [%d,%d) overlaps [%d,%d)", s, e, b.start, b.end)
+			}
+		}
+		if s <= 0 || e-s != ProducerIDBlockSize {
+			t.Fatalf("block [%d,%d)", s, e)
+		}
+		blocks = append(blocks, block{s, e})
+	}
+	allocate(leader, 1)
+	allocate(leader, 2)
+
+	// The leader dies (no hand-off); the other two elect a new leader.
+	stopped := time.Now()
+	if err := leader.shutdown(false); err != nil {
+		t.Fatal(err)
+	}
+	delete(nodes, leaderID)
+	var newLeader *Controller
+	eventually(t, 15*time.Second, func() (err error) { newLeader, err = soleLeader(nodes); return err })
+	t.Logf("after leader %d crashed: node %d leads after %v", leaderID, newLeader.cfg.NodeID, time.Since(stopped))
+
+	allocate(newLeader, 3)
+	allocate(newLeader, 1)
+
+	// The old node restarts on its data dir and catches up.
+	restarted := startController(t, cfgs[leaderID])
+	nodes[leaderID] = restarted
+	eventually(t, 15*time.Second, func() error {
+		want, got := newLeader.Image(), restarted.Image()
+		if !reflect.DeepEqual(got, want) {
+			return fmt.Errorf("restarted node at offset %d, leader at %d", got.Offset, want.Offset)
+		}
+		return nil
+	})
+	if got := restarted.Image().NextProducerIDBlockStart; got != blocks[len(blocks)-1].end {
+		t.Errorf("restarted next block start = %d, want %d", got, blocks[len(blocks)-1].end)
+	}
+	if _, err := soleLeader(nodes); err != nil {
+		t.Fatal(err)
+	}
+
+	// A graceful Shutdown of the leader hands leadership off.
+	stopped = time.Now()
+	nl := newLeader.cfg.NodeID
+	if err := newLeader.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	delete(nodes, nl)
+	var third *Controller
+	eventually(t, 15*time.Second, func() (err error) { third, err = soleLeader(nodes); return err })
+	t.Logf("after leader %d shut down gracefully: node %d leads after %v", nl, third.cfg.NodeID, time.Since(stopped))
+	allocate(third, 2)
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"single node defaults", Config{NodeID: 1, DataDir: "d", RaftBind: "127.0.0.1:1"}, true},
+		{"no data dir", Config{NodeID: 1, RaftBind: "127.0.0.1:1"}, false},
+		{"no bind", Config{NodeID: 1, DataDir: "d"}, false},
+		{"self not a voter", Config{NodeID: 1, DataDir: "d", RaftBind: "a:1", Voters: []Voter{{2, "b:1"}}}, false},
+		{"duplicate voter", Config{NodeID: 1, DataDir: "d", RaftBind: "a:1", Voters: []Voter{{1, "a:1"}, {1, "b:1"}}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			err := cfg.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+			if tc.ok && (cfg.ElectionTimeout != DefaultElectionTimeout || len(cfg.Voters) != 1 || cfg.RaftAdvertise != cfg.RaftBind) {
+				t.Errorf("defaults not filled: %+v", cfg)
+			}
+		})
+	}
+}
+
+// A single-node controller (the embedded default) elects itself and fences
+// a broker's leaderships away.
+func TestSingleNodeFenceMovesLeadership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger()})
+	eventually(t, 10*time.Second, func() error {
+		if !c.IsLeader() {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, id, fmt.Sprintf("h%d:1", id), "", "i")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnfenceBroker(ctx, id, e); err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	if _, err := c.CreateTopic(ctx, "t", 3, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FenceBroker(ctx, 1, epochs[1]-1); errs.Code(err) != sluicev1.ErrorCode_STALE_BROKER_EPOCH {
+		t.Fatalf("stale fence err = %v", err)
+	}
+	if err := c.FenceBroker(ctx, 1, epochs[1]); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range c.Image().Topics["t"].Partitions {
+		if p.Leader == 1 || p.Leader == NoLeader || len(p.ISR) != 2 {
+			t.Errorf("partition %d after fencing broker 1: %+v", i, p)
+		}
+	}
+	s1, _, err := c.AllocateProducerIDs(ctx, 2)
+	if err != nil || s1 != FirstProducerIDBlockStart {
+		t.Fatalf("first block start %d, err %v", s1, err)
+	}
+}

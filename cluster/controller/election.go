@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"slices"
+)
+
+// ElectLeader picks a leader for p given which brokers are live (registered
+// and unfenced). It is pure.
+//
+// Rule (DESIGN §6): the first replica, in assignment order, that is both in
+// the ISR and live. If there is none, the partition is offline (NoLeader)
+// unless unclean election is allowed, in which case the first live replica
+// is chosen and uncleanElected is true: the caller must then shrink the ISR
+// to that leader alone, since it may lack acknowledged records.
+func ElectLeader(p *Partition, live func(id int32) bool, unclean bool) (leader int32, uncleanElected bool) {
+	for _, id := range p.Replicas {
+		if slices.Contains(p.ISR, id) && live(id) {
+			return id, false
+		}
+	}
+	if unclean {
+		for _, id := range p.Replicas {
+			if live(id) {
+				return id, true
+			}
+		}
+	}
+	return NoLeader, false
+}
+
+// UncleanElectionEnabled reports whether topic allows unclean leader
+// election: its own ConfigUncleanLeaderElection if set, else the cluster's;
+// off by default.
+func UncleanElectionEnabled(im *Image, topic string) bool {
+	if t := im.Topics[topic]; t != nil {
+		if v, ok := t.Configs[ConfigUncleanLeaderElection]; ok {
+			return v == "true"
+		}
+	}
+	return im.Configs[ConfigUncleanLeaderElection] == "true"
+}
+
+// ReelectChanges returns the PartitionChanges that bring every partition in
+// line with the current broker liveness, in topic-name then partition order
+// (deterministic). It is what the controller proposes after fencing or
+// unfencing a broker:
+//
+//   - fenced brokers leave the ISR, except that the ISR never becomes empty:
+//     its last member stays, so a clean election is possible when it returns;
+//   - a partition whose leader is fenced or offline gets ElectLeader's choice
+//     (an unclean choice also sets ISR = [leader]).
+//
+// Each change carries the partition's current epochs, so it is rejected if
+// the partition changed in between. Partitions already in line yield none.
+func ReelectChanges(im *Image) []PartitionChange {
+	live := func(id int32) bool {
+		b := im.Brokers[id]
+		return b != nil && !b.Fenced
+	}
+	var out []PartitionChange
+	for _, name := range im.TopicNames() {
+		unclean := UncleanElectionEnabled(im, name)
+		for i, p := range im.Topics[name].Partitions {
+			isr := make([]int32, 0, len(p.ISR))
+			for _, id := range p.ISR {
+				if live(id) {
+					isr = append(isr, id)
+				}
+			}
+			if len(isr) == 0 {
+				isr = []int32{p.ISR[len(p.ISR)-1]}
+				if slices.Contains(p.ISR, p.Leader) {
+					// Prefer keeping the last leader as the remembered member.
+					isr = []int32{p.Leader}
+				}
+			}
+			leader := p.Leader
+			if leader == NoLeader || !live(leader) {
+				var wasUnclean bool
+				leader, wasUnclean = ElectLeader(&Partition{Replicas: p.Replicas, ISR: isr}, live, unclean)
+				if wasUnclean {
+					isr = []int32{leader}
+				}
+			}
+			if leader == p.Leader && slices.Equal(isr, p.ISR) {
+				continue
+			}
+			out = append(out, PartitionChange{
+				Topic: name, Partition: int32(i),
+				PartitionEpoch: p.PartitionEpoch, LeaderEpoch: p.LeaderEpoch,
+				Leader: leader, ISR: isr,
+			})
+		}
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+	"sort"
+)
+
+// Image is the metadata state built by applying the metadata log in order.
+// An Image is a plain value with no locks: the owner (the FSM adapter) guards
+// it, and readers get a deep copy from Clone. Everything in it is derived
+// deterministically from the records and their offsets, so every voter that
+// applied the same log holds an equal (reflect.DeepEqual) Image.
+type Image struct {
+	// Offset is the Raft index of the last log entry applied (accepted or
+	// rejected); 0 before any.
+	Offset uint64 `json:"offset"`
+	// Brokers by broker id.
+	Brokers map[int32]*Broker `json:"brokers"`
+	// Topics by name.
+	Topics map[string]*Topic `json:"topics"`
+	// NextProducerIDBlockStart is the start of the next producer id block
+	// to allocate; it only grows.
+	NextProducerIDBlockStart int64 `json:"next_producer_id_block_start"`
+	// Features holds finalized feature levels by name.
+	Features map[string]int16 `json:"features"`
+	// Configs holds cluster-wide config overrides (ConfigChange with no topic).
+	Configs map[string]string `json:"configs"`
+}
+
+// Broker is a registered broker.
+type Broker struct {
+	ID            int32  `json:"id"`
+	Address       string `json:"address"`
+	Rack          string `json:"rack,omitempty"`
+	IncarnationID string `json:"incarnation_id"`
+	// Epoch is the Raft index of the broker's latest registration.
+	Epoch int64 `json:"epoch"`
+	// Fenced brokers lead nothing and receive no new replicas.
+	Fenced bool `json:"fenced"`
+}
+
+// Topic is one topic and its partitions (partition i is Partitions[i]).
+type Topic struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions []*Partition      `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+}
+
+// Partition is the replication state of one partition.
+type Partition struct {
+	// Replicas in assignment (preference) order.
+	Replicas []int32 `json:"replicas"`
+	// Leader is the leading broker, or NoLeader when offline.
+	Leader int32 `json:"leader"`
+	// LeaderEpoch increments on every change of leader.
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// ISR is the in-sync replica set, in replica order.
+	ISR []int32 `json:"isr"`
+	// PartitionEpoch increments on every accepted PartitionChange.
+	PartitionEpoch int32 `json:"partition_epoch"`
+}
+
+// NewImage returns the empty image a fresh cluster starts from.
+func NewImage() *Image {
+	return &Image{
+		Brokers:                  map[int32]*Broker{},
+		Topics:                   map[string]*Topic{},
+		NextProducerIDBlockStart: FirstProducerIDBlockStart,
+		Features:                 map[string]int16{},
+		Configs:                  map[string]string{},
+	}
+}
+
+// Clone returns a deep copy of im; nothing in the copy aliases im. Nil maps
+// in im become empty maps in the copy, so a Clone of a decoded image and a
+// Clone of a built one compare equal.
+func (im *Image) Clone() *Image {
+	out := &Image{
+		Offset:                   im.Offset,
+		Brokers:                  make(map[int32]*Broker, len(im.Brokers)),
+		Topics:                   make(map[string]*Topic, len(im.Topics)),
+		NextProducerIDBlockStart: im.NextProducerIDBlockStart,
+		Features:                 cloneMap(im.Features),
+		Configs:                  cloneMap(im.Configs),
+	}
+	for id, b := range im.Brokers {
+		c := *b
+		out.Brokers[id] = &c
+	}
+	for name, t := range im.Topics {
+		out.Topics[name] = t.Clone()
+	}
+	return out
+}
+
+// Clone returns a deep copy of t.
+func (t *Topic) Clone() *Topic {
+	out := &Topic{Name: t.Name, ID: t.ID, Configs: cloneMap(t.Configs),
+		Partitions: make([]*Partition, len(t.Partitions))}
+	for i, p := range t.Partitions {
+		out.Partitions[i] = p.Clone()
+	}
+	return out
+}
+
+// Clone returns a deep copy of p.
+func (p *Partition) Clone() *Partition {
+	c := *p
+	c.Replicas = slices.Clone(p.Replicas)
+	c.ISR = slices.Clone(p.ISR)
+	return &c
+}
+
+// LiveBrokers returns the ids of registered, unfenced brokers in ascending
+// order.
+func (im *Image) LiveBrokers() []int32 {
+	var ids []int32
+	for id, b := range im.Brokers {
+		if !b.Fenced {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Partition returns the partition topic/index, or nil if it does not exist.
+// The result aliases the image.
+func (im *Image) Partition(topic string, index int32) *Partition {
+	t := im.Topics[topic]
+	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
+		return nil
+	}
+	return t.Partitions[index]
+}
+
+// TopicNames returns the topic names in ascending order.
+func (im *Image) TopicNames() []string {
+	names := make([]string, 0, len(im.Topics))
+	for n := range im.Topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// nextBlockStart is the next producer id block start, treating a zero-value
+// image (not built by NewImage) as fresh.
+func (im *Image) nextBlockStart() int64 {
+	if im.NextProducerIDBlockStart < FirstProducerIDBlockStart {
+		return FirstProducerIDBlockStart
+	}
+	return im.NextProducerIDBlockStart
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	maps.Copy(out, m)
+	return out
+}

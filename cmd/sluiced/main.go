@@ -1,0 +1,98 @@
+// Command sluiced runs a Sluice node. With no flags it is a complete
+// single-node cluster on 127.0.0.1:9400 with data in ./sluice-data.
+//
+// Every flag can also be set by an environment variable: --data-dir is
+// SLUICE_DATA_DIR, --http-listen is SLUICE_HTTP_LISTEN, and so on. Flags
+// win over the environment.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-io/sluice/api"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "sluiced:", err)
+		os.Exit(1)
+	}
+}
+
+// envName maps a flag name to its environment variable.
+func envName(flagName string) string {
+	return "SLUICE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func run(args []string) error {
+	cfg := api.DefaultConfig()
+	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
+	nodeID := fs.Int("node-id", int(cfg.NodeID), "node id: unique, stable across restarts")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all on-disk state")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC listen address (clients and other nodes)")
+	fs.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "gRPC address given to clients (default: the listen address)")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP address for /healthz, /readyz, /metrics and pprof (empty disables)")
+	fs.StringVar(&cfg.Rack, "rack", cfg.Rack, "rack of this node, for rack-aware replica placement")
+	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
+		fs.PrintDefaults()
+	}
+	// The environment fills flags first; the command line then overrides.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *nodeID < 0 || *nodeID > 1<<31-1 {
+		return fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
+	}
+	cfg.NodeID = int32(*nodeID)
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	node, err := api.StartNode(cfg)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	sig := <-sigs
+	cfg.Logger.Info("shutting down", "signal", sig.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		// A second signal stops at once.
+		<-sigs
+		cancel()
+	}()
+	return node.Shutdown(ctx)
+}
