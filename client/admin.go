@@ -1,0 +1,131 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Metadata asks the cluster about topics (all topics when none are named)
+// and refreshes the cache from the answer. Per-topic errors stay in the
+// response (TopicMetadata.error_code); only request failures are returned.
+func (c *Client) Metadata(ctx context.Context, topics ...string) (*sluicev1.MetadataResponse, error) {
+	var resp *sluicev1.MetadataResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).Metadata(ctx, &sluicev1.MetadataRequest{Topics: topics})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	c.storeMetadata(resp)
+	return resp, nil
+}
+
+// CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
+// INVALID_PARTITIONS, ...) is returned as an *errs.Error.
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
+	var resp *sluicev1.CreateTopicsResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).CreateTopics(ctx, &sluicev1.CreateTopicsRequest{
+			Topics:    []*sluicev1.CreatableTopic{{Name: name, NumPartitions: partitions, ReplicationFactor: replicationFactor, Configs: configs}},
+			TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds()),
+		})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create topic %q: %w", name, err)
+	}
+	c.forget(name)
+	for _, t := range resp.Topics {
+		if t.Name == name {
+			return codeError(t.ErrorCode, t.ErrorMessage)
+		}
+	}
+	return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "create topic %q: no result in the response", name)
+}
+
+// DeleteTopic deletes a topic. A topic-level failure is returned as an
+// *errs.Error.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	var resp *sluicev1.DeleteTopicsResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).DeleteTopics(ctx, &sluicev1.DeleteTopicsRequest{
+			Names: []string{name}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds()),
+		})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	c.forget(name)
+	for _, t := range resp.Topics {
+		if t.Name == name {
+			return codeError(t.ErrorCode, t.ErrorMessage)
+		}
+	}
+	return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "delete topic %q: no result in the response", name)
+}
+
+// ListOffsets resolves spec (LATEST, EARLIEST, TIMESTAMP with ts in ms,
+// MAX_TIMESTAMP) for one partition at its leader, with read_committed
+// isolation. It returns -1 with no error when no record matches a
+// timestamp. Per-partition failures are *errs.Error.
+func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32, spec sluicev1.OffsetSpec, ts int64) (int64, error) {
+	return c.listOffsets(ctx, topic, partition, spec, ts, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED)
+}
+
+func (c *Client) listOffsets(ctx context.Context, topic string, partition int32, spec sluicev1.OffsetSpec, ts int64, iso sluicev1.IsolationLevel) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		off, err := c.listOffsetsOnce(ctx, topic, partition, spec, ts, iso)
+		if err == nil || attempt >= 3 || !isRetriable(err) || errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION && attempt >= 1 {
+			return off, err
+		}
+		if needsMetadata(errs.Code(err)) {
+			c.forget(topic)
+		}
+		if werr := sleepCtx(ctx, backoffFor(attempt)); werr != nil {
+			return -1, err
+		}
+	}
+}
+
+func (c *Client) listOffsetsOnce(ctx context.Context, topic string, partition int32, spec sluicev1.OffsetSpec, ts int64, iso sluicev1.IsolationLevel) (int64, error) {
+	addr, _, err := c.leader(ctx, topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	cc, err := c.conn(addr)
+	if err != nil {
+		return -1, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+	defer cancel()
+	resp, err := sluicev1.NewLogClient(cc).ListOffsets(rctx, &sluicev1.ListOffsetsRequest{
+		IsolationLevel: iso,
+		Topics: []*sluicev1.ListOffsetsTopic{{Name: topic, Partitions: []*sluicev1.ListOffsetsPartition{
+			{Partition: partition, Spec: spec, Timestamp: ts},
+		}}},
+	})
+	if err != nil {
+		return -1, rpcError(err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if t.Name == topic && p.Partition == partition {
+				if err := codeError(p.ErrorCode, p.ErrorMessage); err != nil {
+					return -1, err
+				}
+				return p.Offset, nil
+			}
+		}
+	}
+	return -1, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "list offsets: no result for %s/%d", topic, partition)
+}

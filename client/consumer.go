@@ -1,0 +1,611 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Special offsets for Consumer.Assign and Seek, resolved with ListOffsets
+// when the partition is first fetched.
+const (
+	OffsetEarliest int64 = -2
+	OffsetLatest   int64 = -1
+)
+
+// Isolation selects what a consumer may read.
+type Isolation int
+
+const (
+	// ReadCommitted (the default) reads up to the last stable offset.
+	ReadCommitted Isolation = iota
+	// ReadUncommitted reads up to the high watermark.
+	ReadUncommitted
+)
+
+func (i Isolation) proto() sluicev1.IsolationLevel {
+	if i == ReadUncommitted {
+		return sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED
+	}
+	return sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+}
+
+// ConsumerOption configures a Consumer.
+type ConsumerOption func(*consumerConfig) error
+
+type consumerConfig struct {
+	isolation         Isolation
+	maxWait           time.Duration
+	minBytes          int32
+	maxBytes          int32
+	partitionMaxBytes int32
+	fetchObserver     func(FetchStats)
+}
+
+// FetchStats describes one completed fetch request, for metrics.
+type FetchStats struct {
+	Broker  string
+	Latency time.Duration // request sent to response decoded
+	Bytes   int           // batch bytes in the response
+	Err     error
+}
+
+// WithFetchObserver calls fn after every fetch request, on the fetch
+// goroutine; fn must be fast and safe for concurrent use.
+func WithFetchObserver(fn func(FetchStats)) ConsumerOption {
+	return func(c *consumerConfig) error {
+		c.fetchObserver = fn
+		return nil
+	}
+}
+
+// WithIsolation sets the isolation level (default ReadCommitted).
+func WithIsolation(i Isolation) ConsumerOption {
+	return func(c *consumerConfig) error {
+		if i != ReadCommitted && i != ReadUncommitted {
+			return fmt.Errorf("sluice: unknown isolation %d", i)
+		}
+		c.isolation = i
+		return nil
+	}
+}
+
+// WithMaxWait sets how long a fetch at the log end waits for data
+// (default 500ms; at most 30s).
+func WithMaxWait(d time.Duration) ConsumerOption {
+	return func(c *consumerConfig) error {
+		if d < 0 || d > 30*time.Second {
+			return fmt.Errorf("sluice: max wait must be in [0, 30s], got %v", d)
+		}
+		c.maxWait = d
+		return nil
+	}
+}
+
+// WithMinBytes sets the bytes a fetch waits for (default 1).
+func WithMinBytes(n int32) ConsumerOption {
+	return func(c *consumerConfig) error {
+		if n < 0 {
+			return fmt.Errorf("sluice: min bytes must be >= 0, got %d", n)
+		}
+		c.minBytes = n
+		return nil
+	}
+}
+
+// WithMaxBytes bounds one fetch response (default 0: the broker's 50 MiB).
+func WithMaxBytes(n int32) ConsumerOption {
+	return func(c *consumerConfig) error {
+		if n < 0 || n > MaxMessageSize {
+			return fmt.Errorf("sluice: max bytes must be in [0, %d], got %d", MaxMessageSize, n)
+		}
+		c.maxBytes = n
+		return nil
+	}
+}
+
+// WithPartitionMaxBytes bounds each partition of a fetch response
+// (default 4 MiB).
+func WithPartitionMaxBytes(n int32) ConsumerOption {
+	return func(c *consumerConfig) error {
+		if n <= 0 || n > MaxMessageSize {
+			return fmt.Errorf("sluice: partition max bytes must be in [1, %d], got %d", MaxMessageSize, n)
+		}
+		c.partitionMaxBytes = n
+		return nil
+	}
+}
+
+// Consumer reads assigned partitions. One fetch goroutine per broker
+// fetches ahead of Poll (one response buffered while Poll decodes the
+// previous one). Assign, Seek, Position and HighWatermark are safe for
+// concurrent use; Poll is meant to be called from one goroutine at a time.
+type Consumer struct {
+	c   *Client
+	cfg consumerConfig
+
+	mu       sync.Mutex // guards the following
+	assigned map[topicPartition]*assignment
+	loops    map[string]chan struct{} // broker addr -> wake channel of its fetch loop
+	closed   bool
+
+	results chan *fetchResult // fetch loops -> Poll
+	recBuf  []Record          // owned by Poll: the slice it returns
+	ctx     context.Context   // cancelled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// assignment is the state of one assigned partition; guarded by
+// Consumer.mu.
+type assignment struct {
+	tp       topicPartition
+	position int64  // next offset Poll returns; <0 while OffsetEarliest/Latest is unresolved
+	fetchPos int64  // next offset to fetch (ahead of position when prefetched)
+	gen      uint64 // bumped by Seek: results of older generations are dropped
+	leader   string // "" until resolved
+	epoch    int32
+	hw       int64 // high watermark from the last fetch, -1 unknown
+	err      error // non-retriable error, returned once by Poll
+	retryAt  time.Time
+}
+
+type fetchResult struct {
+	parts []fetchedPartition
+}
+
+type fetchedPartition struct {
+	a   *assignment
+	gen uint64
+	pd  *internalv1.PartitionDataView
+}
+
+// NewConsumer returns a Consumer with no assignments.
+func (c *Client) NewConsumer(opts ...ConsumerOption) (*Consumer, error) {
+	cfg := consumerConfig{maxWait: 500 * time.Millisecond, minBytes: 1, partitionMaxBytes: 4 << 20}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	co := &Consumer{
+		c:        c,
+		cfg:      cfg,
+		assigned: map[topicPartition]*assignment{},
+		loops:    map[string]chan struct{}{},
+		results:  make(chan *fetchResult, 1),
+	}
+	co.ctx, co.cancel = context.WithCancel(context.Background())
+	return co, nil
+}
+
+// Assign adds (or re-positions) a partition at offset, which may be
+// OffsetEarliest or OffsetLatest.
+func (co *Consumer) Assign(topic string, partition int32, offset int64) error {
+	return co.Seek(topic, partition, offset)
+}
+
+// Unassign stops consuming a partition.
+func (co *Consumer) Unassign(topic string, partition int32) {
+	co.mu.Lock()
+	delete(co.assigned, topicPartition{topic, partition})
+	co.mu.Unlock()
+}
+
+// Seek sets the next offset Poll returns for a partition, assigning it if
+// needed. Records already prefetched from the old position are dropped.
+func (co *Consumer) Seek(topic string, partition int32, offset int64) error {
+	if offset < OffsetEarliest {
+		return fmt.Errorf("sluice: invalid offset %d", offset)
+	}
+	if partition < 0 {
+		return fmt.Errorf("sluice: invalid partition %d", partition)
+	}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if co.closed {
+		return ErrClosed
+	}
+	tp := topicPartition{topic, partition}
+	a := co.assigned[tp]
+	if a == nil {
+		a = &assignment{tp: tp, hw: -1}
+		co.assigned[tp] = a
+	}
+	a.gen++
+	a.position, a.fetchPos, a.err, a.retryAt = offset, offset, nil, time.Time{}
+	if wake := co.loops[a.leader]; wake != nil {
+		notify(wake)
+	}
+	return nil
+}
+
+// Position returns the next offset Poll returns for a partition, and
+// whether it is assigned and resolved.
+func (co *Consumer) Position(topic string, partition int32) (int64, bool) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	a := co.assigned[topicPartition{topic, partition}]
+	if a == nil || a.position < 0 {
+		return -1, false
+	}
+	return a.position, true
+}
+
+// HighWatermark returns the partition's high watermark from the latest
+// fetch, or -1 when unknown.
+func (co *Consumer) HighWatermark(topic string, partition int32) int64 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if a := co.assigned[topicPartition{topic, partition}]; a != nil {
+		return a.hw
+	}
+	return -1
+}
+
+// Close stops the fetch goroutines. It does not close the Client.
+func (co *Consumer) Close() error {
+	co.mu.Lock()
+	co.closed = true
+	co.mu.Unlock()
+	co.cancel()
+	co.wg.Wait()
+	return nil
+}
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Poll returns the next records of the assigned partitions, waiting until
+// some arrive or ctx ends (returning ctx.Err()).
+//
+// The returned slice is reused by the next Poll: copy the Record values
+// (not their bytes) to keep them longer. Key, Value and header bytes alias
+// the fetched response and are never overwritten, so they stay valid. A partition error is
+// returned as an error naming the partition (an *errs.Error inside);
+// transient errors are retried in the background, so Poll may be called
+// again after any error.
+func (co *Consumer) Poll(ctx context.Context) ([]Record, error) {
+	for {
+		if err := co.prepare(ctx); err != nil {
+			return nil, err
+		}
+		wait := time.NewTimer(100 * time.Millisecond) // re-prepare for retries
+		select {
+		case r := <-co.results:
+			wait.Stop()
+			recs, err := co.decode(r)
+			if err != nil || len(recs) > 0 {
+				return recs, err
+			}
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, ctx.Err()
+		case <-co.ctx.Done():
+			wait.Stop()
+			return nil, ErrClosed
+		}
+	}
+}
+
+// prepare resolves leaders and special offsets, starts fetch loops, and
+// returns a pending partition error.
+func (co *Consumer) prepare(ctx context.Context) error {
+	co.mu.Lock()
+	if co.closed {
+		co.mu.Unlock()
+		return ErrClosed
+	}
+	var todo []*assignment
+	var gens []uint64
+	now := time.Now()
+	for _, a := range co.assigned {
+		if a.err != nil {
+			err := a.err
+			a.err = nil
+			co.mu.Unlock()
+			return err
+		}
+		if (a.leader == "" || a.position < 0) && !now.Before(a.retryAt) {
+			todo = append(todo, a)
+			gens = append(gens, a.gen)
+		}
+	}
+	co.mu.Unlock()
+	// Loops are woken after every partition is resolved, so that the first
+	// fetch (which may long-poll) carries all of them.
+	var wakes []chan struct{}
+	defer func() {
+		for _, w := range wakes {
+			notify(w)
+		}
+	}()
+	for i, a := range todo {
+		addr, epoch, err := co.c.leader(ctx, a.tp.topic, a.tp.partition)
+		pos := int64(-1)
+		if err == nil {
+			co.mu.Lock()
+			pos = a.position
+			co.mu.Unlock()
+			if pos < 0 {
+				spec := sluicev1.OffsetSpec_OFFSET_SPEC_LATEST
+				if pos == OffsetEarliest {
+					spec = sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST
+				}
+				pos, err = co.c.listOffsets(ctx, a.tp.topic, a.tp.partition, spec, 0, co.cfg.isolation.proto())
+			}
+		}
+		co.mu.Lock()
+		if co.assigned[a.tp] != a || a.gen != gens[i] {
+			co.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			a.retryAt = time.Now().Add(backoffFor(0))
+			co.mu.Unlock()
+			if needsMetadata(errs.Code(err)) {
+				co.c.forget(a.tp.topic)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
+		}
+		a.leader, a.epoch = addr, epoch
+		if a.position < 0 {
+			a.position, a.fetchPos = pos, pos
+		}
+		wake := co.loops[addr]
+		if wake == nil && !co.closed {
+			wake = make(chan struct{}, 1)
+			co.loops[addr] = wake
+			co.wg.Add(1)
+			go func() {
+				defer co.wg.Done()
+				co.fetchLoop(addr, wake)
+			}()
+		}
+		co.mu.Unlock()
+		if wake != nil {
+			wakes = append(wakes, wake)
+		}
+	}
+	return nil
+}
+
+// fetchLoop fetches, for as long as the consumer is open, every partition
+// led by addr, handing each response to Poll through co.results.
+func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
+	req := &sluicev1.FetchRequest{
+		MaxWaitMs:      int32(co.cfg.maxWait.Milliseconds()),
+		MinBytes:       co.cfg.minBytes,
+		MaxBytes:       co.cfg.maxBytes,
+		IsolationLevel: co.cfg.isolation.proto(),
+	}
+	var parts []*assignment
+	var gens []uint64
+	// Start on prepare's wake, once it has resolved every partition.
+	select {
+	case <-wake:
+	case <-co.ctx.Done():
+		return
+	}
+	for {
+		// Collect the partitions to fetch.
+		parts, gens = parts[:0], gens[:0]
+		req.Topics = req.Topics[:0]
+		byTopic := map[string]*sluicev1.FetchTopic{}
+		now := time.Now()
+		co.mu.Lock()
+		for _, a := range co.assigned {
+			if a.leader != addr || a.position < 0 || a.err != nil || now.Before(a.retryAt) {
+				continue
+			}
+			t := byTopic[a.tp.topic]
+			if t == nil {
+				t = &sluicev1.FetchTopic{Name: a.tp.topic}
+				byTopic[a.tp.topic] = t
+				req.Topics = append(req.Topics, t)
+			}
+			t.Partitions = append(t.Partitions, &sluicev1.FetchPartition{
+				Partition: a.tp.partition, FetchOffset: a.fetchPos,
+				PartitionMaxBytes: co.cfg.partitionMaxBytes, CurrentLeaderEpoch: -1,
+			})
+			parts = append(parts, a)
+			gens = append(gens, a.gen)
+		}
+		co.mu.Unlock()
+		if len(parts) == 0 {
+			select {
+			case <-wake:
+			case <-time.After(100 * time.Millisecond): // retry backoffs
+			case <-co.ctx.Done():
+				return
+			}
+			continue
+		}
+		resp, err := co.fetch(addr, req)
+		if co.ctx.Err() != nil {
+			return
+		}
+		res := &fetchResult{}
+		tell := err != nil // Poll must learn of errors even without records
+		co.mu.Lock()
+		if err != nil {
+			retryAt := time.Now().Add(backoffFor(1))
+			for i, a := range parts {
+				if a.gen == gens[i] {
+					a.retryAt = retryAt
+					a.leader = ""
+					if !isRetriable(err) {
+						a.err = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
+					}
+				}
+			}
+		} else {
+			idx := make(map[topicPartition]int, len(parts))
+			for i, a := range parts {
+				idx[a.tp] = i
+			}
+			for _, t := range resp.Topics {
+				for _, pd := range t.Partitions {
+					i, ok := idx[topicPartition{t.Name, pd.Partition}]
+					if !ok {
+						continue
+					}
+					a := parts[i]
+					if a.gen != gens[i] || co.assigned[a.tp] != a {
+						continue // re-positioned while fetching
+					}
+					if pd.ErrorCode != sluicev1.ErrorCode_NONE {
+						tell = true
+						perr := &errs.Error{Code: pd.ErrorCode, Message: pd.ErrorMessage}
+						a.retryAt = time.Now().Add(backoffFor(1))
+						if needsMetadata(pd.ErrorCode) {
+							a.leader = ""
+							co.c.forget(a.tp.topic)
+						}
+						if !perr.Retriable() {
+							a.err = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, perr)
+						}
+						continue
+					}
+					a.hw = pd.HighWatermark
+					if co.cfg.isolation == ReadCommitted && pd.LastStableOffset >= 0 {
+						a.hw = pd.LastStableOffset
+					}
+					if pd.NextFetchOffset > a.fetchPos {
+						a.fetchPos = pd.NextFetchOffset
+					}
+					if len(pd.Batches) > 0 {
+						res.parts = append(res.parts, fetchedPartition{a: a, gen: a.gen, pd: pd})
+					}
+				}
+			}
+		}
+		co.mu.Unlock()
+		if len(res.parts) == 0 && !tell {
+			continue
+		}
+		// Hand the response over; this blocks while Poll has not taken
+		// the previous one, which bounds prefetching to one response.
+		select {
+		case co.results <- res:
+		case <-co.ctx.Done():
+			return
+		}
+	}
+}
+
+func (co *Consumer) fetch(addr string, req *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error) {
+	cc, err := co.c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(co.ctx, co.c.cfg.requestTimeout+co.cfg.maxWait)
+	defer cancel()
+	resp := &internalv1.FetchResponseView{}
+	start := time.Now()
+	err = rpcError(cc.Invoke(ctx, "/sluice.v1.Log/Fetch", req, resp))
+	if fn := co.cfg.fetchObserver; fn != nil {
+		st := FetchStats{Broker: addr, Latency: time.Since(start), Err: err}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				for _, b := range p.Batches {
+					st.Bytes += len(b)
+				}
+			}
+		}
+		fn(st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// decode turns a fetch result into records past each partition's
+// position, advancing the positions. Records alias the response bytes.
+func (co *Consumer) decode(r *fetchResult) ([]Record, error) {
+	n := 0
+	for _, fp := range r.parts {
+		for _, b := range fp.pd.Batches {
+			if h, err := batch.ParseHeader(b); err == nil && h.RecordCount > 0 {
+				n += int(h.RecordCount)
+			}
+		}
+	}
+	// The slice is reused across Polls (see Poll): a new Record array per
+	// response would cost an allocation and a zeroing per record.
+	out := co.recBuf[:0]
+	if cap(out) < n {
+		out = make([]Record, 0, n)
+	}
+	defer func() { co.recBuf = out[:0] }()
+	for _, fp := range r.parts {
+		co.mu.Lock()
+		a := fp.a
+		if a.gen != fp.gen || co.assigned[a.tp] != a {
+			co.mu.Unlock()
+			continue
+		}
+		pos := a.position
+		co.mu.Unlock()
+		start := len(out)
+		topic, partition := a.tp.topic, a.tp.partition
+		next := pos
+		for _, b := range fp.pd.Batches {
+			h, err := batch.ParseHeader(b)
+			if err != nil {
+				// Not the canonical layout (a broker re-encoding batches):
+				// rebuild it, which also validates it.
+				if b, h, err = batch.Canonicalize(b); err != nil {
+					return nil, fmt.Errorf("topic %q partition %d: %w", topic, partition, err)
+				}
+			}
+			if h.NextOffset() <= pos {
+				continue
+			}
+			if h.IsControl() {
+				next = max(next, h.NextOffset())
+				continue
+			}
+			err = batch.ForEachRecord(b, func(br batch.Record) error {
+				if br.Offset < pos {
+					return nil
+				}
+				out = append(out, Record{
+					Topic: topic, Partition: partition, Offset: br.Offset, Timestamp: br.Timestamp,
+					Key: br.Key, Value: br.Value, Headers: br.Headers,
+				})
+				return nil
+			})
+			if err != nil {
+				return out[:start], fmt.Errorf("topic %q partition %d: %w", topic, partition, err)
+			}
+			next = max(next, h.NextOffset())
+		}
+		if fp.pd.NextFetchOffset > next && len(fp.pd.Batches) > 0 {
+			next = fp.pd.NextFetchOffset
+		}
+		co.mu.Lock()
+		if a.gen == fp.gen && co.assigned[a.tp] == a {
+			a.position = next
+		} else {
+			out = out[:start]
+		}
+		co.mu.Unlock()
+	}
+	return out, nil
+}

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+const benchUsage = `usage: sluice bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N]
+       sluice bench consume --topic T [--records N]
+`
+
+// benchResult is the final summary of a benchmark.
+type benchResult struct {
+	Mode          string  `json:"mode"`
+	Topic         string  `json:"topic"`
+	Records       int64   `json:"records"`
+	RecordSize    int     `json:"record_size,omitempty"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	LatencyWhat   string  `json:"latency"`
+	LatencyP50Ms  float64 `json:"latency_p50_ms"`
+	LatencyP99Ms  float64 `json:"latency_p99_ms"`
+	LatencyP999Ms float64 `json:"latency_p999_ms"`
+	Errors        int64   `json:"errors"`
+}
+
+func (e *env) bench(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {
+		fmt.Fprint(e.stderr, benchUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return errUsage
+	}
+	if args[0] == "produce" {
+		return e.benchProduce(ctx, args[1:])
+	}
+	return e.benchConsume(ctx, args[1:])
+}
+
+// latencies collects samples; safe for concurrent use.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) percentiles() (p50, p99, p999 float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(l.d)
+	at := func(q float64) float64 {
+		i := min(int(q*float64(len(l.d))), len(l.d)-1)
+		return float64(l.d[i]) / 1e6
+	}
+	return at(0.50), at(0.99), at(0.999)
+}
+
+// progress prints a live line on stderr once a second until stop is
+// closed; done is closed when it has returned.
+func (e *env) progress(what string, count *atomic.Int64, bytes *atomic.Int64, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	start := time.Now()
+	var lastN, lastB int64
+	last := start
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			n, b := count.Load(), bytes.Load()
+			dt := now.Sub(last).Seconds()
+			fmt.Fprintf(e.stderr, "%s: %d records, %.0f records/s, %.1f MB/s (%.0fs)\n", what, n, float64(n-lastN)/dt, float64(b-lastB)/dt/1e6, now.Sub(start).Seconds())
+			lastN, lastB, last = n, b, now
+		}
+	}
+}
+
+func (e *env) printBench(r benchResult) error {
+	if e.g.json() {
+		return json.NewEncoder(e.stdout).Encode(r)
+	}
+	fmt.Fprintf(e.stdout, "%s %s: %d records in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; errors %d\n",
+		r.Mode, r.Topic, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.LatencyWhat, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyP999Ms, r.Errors)
+	return nil
+}
+
+func (e *env) benchProduce(ctx context.Context, args []string) error {
+	fs := e.newFlags("bench produce", "bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--throughput R]")
+	topic := fs.String("topic", "", "topic to produce to (required)")
+	records := fs.Int64("records", 1_000_000, "records to send")
+	size := fs.Int("record-size", 100, "value size in bytes")
+	acksFlag := fs.String("acks", "1", "acknowledgement: all, 1 or 0")
+	create := fs.Int("create-partitions", 0, "create the topic with this many partitions if it does not exist")
+	partition := fs.Int("partition", -1, "partition to produce to (-1: sticky across all)")
+	linger := fs.Duration("linger", 5*time.Millisecond, "producer linger")
+	batchBytes := fs.Int("batch-bytes", 1<<20, "producer batch size")
+	sample := fs.Int("latency-sample", 8, "measure the latency of one record in this many")
+	throughput := fs.Int("throughput", 0, "target records/s (0: as fast as possible); latency is only meaningful below saturation")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	if _, err := e.parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *profile != "" {
+		stopProfile, err := startProfile(*profile)
+		if err != nil {
+			return fmt.Errorf("bench produce: %w", err)
+		}
+		defer stopProfile()
+	}
+	if *topic == "" || *records <= 0 || *size < 0 || *sample < 1 {
+		fs.Usage()
+		return errUsage
+	}
+	acks, err := parseAcks(*acksFlag)
+	if err != nil {
+		return fmt.Errorf("bench produce: %w", err)
+	}
+	c, err := e.g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *create > 0 {
+		err := c.CreateTopic(ctx, *topic, int32(*create), 1, nil)
+		if err != nil && errs.Code(err) != sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS {
+			return fmt.Errorf("bench produce: %w", err)
+		}
+	}
+	p, err := c.NewProducer(client.WithAcks(acks), client.WithLinger(*linger), client.WithBatchBytes(*batchBytes))
+	if err != nil {
+		return fmt.Errorf("bench produce: %w", err)
+	}
+	value := make([]byte, *size)
+	rand.Read(value)
+
+	var acked, ackedBytes, failures atomic.Int64
+	var firstErr atomic.Pointer[error]
+	lat := &latencies{d: make([]time.Duration, 0, *records/int64(*sample)+1)}
+	note := func(err error) {
+		if err != nil {
+			failures.Add(1)
+			firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		acked.Add(1)
+		ackedBytes.Add(int64(*size))
+	}
+	plain := func(_ client.RecordMetadata, err error) { note(err) }
+	stop, done := make(chan struct{}), make(chan struct{})
+	go e.progress("produce", &acked, &ackedBytes, stop, done)
+	start := time.Now()
+	for i := int64(0); i < *records && ctx.Err() == nil; i++ {
+		if failures.Load() > 0 {
+			break
+		}
+		if *throughput > 0 && i%256 == 0 {
+			// Pace in steps of 256 records: sleep until record i is due.
+			due := start.Add(time.Duration(float64(i) / float64(*throughput) * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		r := client.Record{Topic: *topic, Partition: int32(*partition), Value: value}
+		if i%int64(*sample) == 0 {
+			sent := time.Now()
+			p.Send(ctx, r, func(_ client.RecordMetadata, err error) {
+				lat.add(time.Since(sent))
+				note(err)
+			})
+			continue
+		}
+		p.Send(ctx, r, plain)
+	}
+	ferr := p.Flush(ctx)
+	elapsed := time.Since(start)
+	close(stop)
+	<-done
+	p.Close()
+	if ep := firstErr.Load(); ep != nil {
+		return fmt.Errorf("bench produce: %d records failed, first: %w", failures.Load(), *ep)
+	}
+	if ferr != nil {
+		return fmt.Errorf("bench produce: %w", ferr)
+	}
+	n := acked.Load()
+	res := benchResult{Mode: "produce", Topic: *topic, Records: n, RecordSize: *size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
+		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
+		LatencyWhat: "send-to-ack", Errors: failures.Load()}
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms = lat.percentiles()
+	return e.printBench(res)
+}
+
+func (e *env) benchConsume(ctx context.Context, args []string) error {
+	fs := e.newFlags("bench consume", "bench consume --topic T [--records N]\n\nReads from the earliest offset of every partition.")
+	topic := fs.String("topic", "", "topic to read (required)")
+	records := fs.Int64("records", 0, "records to read (0: everything up to the current end)")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up when no record arrives for this long")
+	partMax := fs.Int("partition-max-bytes", 4<<20, "fetch bytes per partition")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	if _, err := e.parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *profile != "" {
+		stopProfile, err := startProfile(*profile)
+		if err != nil {
+			return fmt.Errorf("bench consume: %w", err)
+		}
+		defer stopProfile()
+	}
+	if *topic == "" || *records < 0 {
+		fs.Usage()
+		return errUsage
+	}
+	c, err := e.g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	md, err := c.Metadata(ctx, *topic)
+	if err != nil {
+		return fmt.Errorf("bench consume: %w", err)
+	}
+	nparts := 0
+	for _, t := range md.Topics {
+		if t.Name == *topic {
+			if t.ErrorCode != sluicev1.ErrorCode_NONE {
+				return fmt.Errorf("bench consume: topic %q: %w", *topic, &errs.Error{Code: t.ErrorCode, Message: t.ErrorMessage})
+			}
+			nparts = len(t.Partitions)
+		}
+	}
+	target := *records
+	if target == 0 {
+		for p := 0; p < nparts; p++ {
+			hi, err := c.ListOffsets(ctx, *topic, int32(p), sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+			if err != nil {
+				return fmt.Errorf("bench consume: %w", err)
+			}
+			lo, err := c.ListOffsets(ctx, *topic, int32(p), sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST, 0)
+			if err != nil {
+				return fmt.Errorf("bench consume: %w", err)
+			}
+			target += hi - lo
+		}
+		if target == 0 {
+			return fmt.Errorf("bench consume: topic %q is empty", *topic)
+		}
+	}
+	lat := &latencies{}
+	co, err := c.NewConsumer(client.WithPartitionMaxBytes(int32(*partMax)), client.WithFetchObserver(func(s client.FetchStats) {
+		if s.Bytes > 0 {
+			lat.add(s.Latency)
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("bench consume: %w", err)
+	}
+	defer co.Close()
+	for p := 0; p < nparts; p++ {
+		if err := co.Assign(*topic, int32(p), client.OffsetEarliest); err != nil {
+			return fmt.Errorf("bench consume: %w", err)
+		}
+	}
+	var got, bytes atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go e.progress("consume", &got, &bytes, stop, done)
+	start := time.Now()
+	var perr error
+	for got.Load() < target {
+		pctx, cancel := context.WithTimeout(ctx, *timeout)
+		recs, err := co.Poll(pctx)
+		cancel()
+		if err != nil {
+			perr = err
+			break
+		}
+		var b int64
+		if left := target - got.Load(); int64(len(recs)) > left {
+			recs = recs[:left] // count exactly the records asked for
+		}
+		for i := range recs {
+			b += int64(len(recs[i].Value) + len(recs[i].Key))
+		}
+		got.Add(int64(len(recs)))
+		bytes.Add(b)
+	}
+	elapsed := time.Since(start)
+	close(stop)
+	<-done
+	if perr != nil && got.Load() == 0 {
+		return fmt.Errorf("bench consume: %w", perr)
+	}
+	n := got.Load()
+	res := benchResult{Mode: "consume", Topic: *topic, Records: n, Bytes: bytes.Load(), Seconds: elapsed.Seconds(),
+		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(bytes.Load()) / elapsed.Seconds() / 1e6, LatencyWhat: "fetch"}
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms = lat.percentiles()
+	if perr != nil {
+		fmt.Fprintf(e.stderr, "bench consume: stopped early after %d of %d records: %v\n", n, target, perr)
+	}
+	return e.printBench(res)
+}
+
+// startProfile starts a CPU profile into path and returns its stop.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}

@@ -1,0 +1,185 @@
+// Command sluice is the command-line client of Sluice: topic admin,
+// produce and consume from stdin/stdout, offline segment dumps, and
+// benchmarks.
+//
+//	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
+//
+// Run "sluice help" for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-io/sluice/client"
+)
+
+const usage = `usage: sluice [--brokers host:port[,...]] [--output text|json] COMMAND [ARGS]
+
+Commands:
+  topic create NAME --partitions N --replication-factor R [--config k=v]...
+  topic list
+  topic describe NAME
+  topic delete NAME
+  produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]
+  consume TOPIC [--partition P] [--from-beginning | --offset O] [--max-messages N]
+                [--timeout D] [--isolation read_committed|read_uncommitted]
+                [--print-offsets] [--print-keys]
+  dump-log PATH [--records]
+  bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N]
+  bench consume --topic T [--records N]
+
+Global flags (also accepted after the command):
+  --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
+  --output    text or json, for commands that print results
+
+Run "sluice COMMAND --help" for a command's flags.
+`
+
+// globals are the flags shared by every command.
+type globals struct {
+	brokers string
+	output  string
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.brokers, "brokers", g.brokers, "bootstrap brokers, comma separated (env SLUICE_BROKERS)")
+	fs.StringVar(&g.output, "output", g.output, "output format: text or json")
+}
+
+func (g *globals) validate() error {
+	if g.output != "text" && g.output != "json" {
+		return fmt.Errorf("--output must be text or json, got %q", g.output)
+	}
+	return nil
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+// client connects to the brokers.
+func (g *globals) client() (*client.Client, error) {
+	return client.New(strings.Split(g.brokers, ","), client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(30*time.Second))
+}
+
+// errUsage marks an error already explained by usage text (exit 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+// run executes one command line.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	g := &globals{brokers: os.Getenv("SLUICE_BROKERS"), output: "text"}
+	if g.brokers == "" {
+		g.brokers = "127.0.0.1:9400"
+	}
+	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	g.register(fs)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	cmd, rest := rest[0], rest[1:]
+	env := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "topic":
+		return env.topic(ctx, rest)
+	case "produce":
+		return env.produce(ctx, rest)
+	case "consume":
+		return env.consume(ctx, rest)
+	case "dump-log":
+		return env.dumpLog(rest)
+	case "bench":
+		return env.bench(ctx, rest)
+	default:
+		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+		return errUsage
+	}
+}
+
+// env is what a command runs with.
+type env struct {
+	g      *globals
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// newFlags returns a command's flag set with the global flags registered
+// and its usage line.
+func (e *env) newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	e.g.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: sluice %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args allowing flags before, between and after positional
+// arguments, and checks the positional count.
+func (e *env) parse(fs *flag.FlagSet, args []string, npos int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != npos {
+		fs.Usage()
+		return nil, errUsage
+	}
+	if err := e.g.validate(); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
