@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -331,5 +330,3 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
-// ErrClosed is returned by operations after Close.
-var ErrClosed = errors.New("cluster: replica manager closed")

@@ -1,0 +1,108 @@
+// Command gen-errors-doc prints docs/errors.md, the table of Sluice error
+// codes, from the ErrorCode enum in proto/sluice/v1/errors.proto:
+//
+//	go run ./scripts/gen-errors-doc > docs/errors.md
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+
+	"github.com/sluice-io/sluice/proto/errs"
+)
+
+// meanings holds a one-line meaning for every ErrorCode; the program fails
+// if a code has none, so that a new code cannot be added undocumented.
+var meanings = map[string]string{
+	"NONE":                             "Success.",
+	"UNKNOWN_SERVER_ERROR":             "An unexpected error on the broker; see its log.",
+	"OFFSET_OUT_OF_RANGE":              "The requested offset is below the log start offset or above the high watermark.",
+	"CORRUPT_RECORD":                   "The batch bytes are malformed or fail their CRC.",
+	"UNKNOWN_TOPIC_OR_PARTITION":       "The topic or partition does not exist (or this broker does not know it yet).",
+	"INVALID_FETCH_SIZE":               "The requested fetch size is invalid.",
+	"LEADER_NOT_AVAILABLE":             "The partition has no leader right now (an election is in progress).",
+	"NOT_LEADER_OR_FOLLOWER":           "This broker is not the leader (or a replica) of the partition; refresh metadata.",
+	"REQUEST_TIMED_OUT":                "The request did not complete in time (for example acks=all waiting for replicas).",
+	"MESSAGE_TOO_LARGE":                "The batch is larger than the topic's max.message.bytes.",
+	"INVALID_TOPIC_EXCEPTION":          "The topic name is invalid or the topic is internal.",
+	"RECORD_LIST_TOO_LARGE":            "The request's batches together exceed the broker's request size limit.",
+	"NOT_ENOUGH_REPLICAS":              "Fewer in-sync replicas than min.insync.replicas; the batch was not appended.",
+	"NOT_ENOUGH_REPLICAS_AFTER_APPEND": "The batch was appended but the in-sync set shrank below min.insync.replicas before it was acknowledged.",
+	"INVALID_REQUIRED_ACKS":            "The acks value is not supported.",
+	"INVALID_TIMESTAMP":                "A record timestamp is outside the range the topic accepts.",
+	"TOPIC_ALREADY_EXISTS":             "A topic with this name already exists.",
+	"INVALID_PARTITIONS":               "The partition count is invalid (zero, negative, or a decrease).",
+	"INVALID_REPLICATION_FACTOR":       "The replication factor is invalid or larger than the number of brokers.",
+	"INVALID_REPLICA_ASSIGNMENT":       "The explicit replica assignment is invalid.",
+	"INVALID_CONFIG":                   "A topic or broker config name or value is invalid.",
+	"NOT_CONTROLLER":                   "This broker is not the controller; send the request to the controller.",
+	"INVALID_REQUEST":                  "The request is malformed or inconsistent.",
+	"POLICY_VIOLATION":                 "The request violates a configured policy.",
+	"OUT_OF_ORDER_SEQUENCE_NUMBER":     "The batch's base sequence is not the next one expected for this producer and partition.",
+	"DUPLICATE_SEQUENCE_NUMBER":        "The batch was already appended (a retried idempotent produce); the original result stands.",
+	"INVALID_PRODUCER_EPOCH":           "The producer epoch is older than the current one for this producer id.",
+	"INVALID_TXN_STATE":                "The operation is not allowed in the transaction's current state.",
+	"INVALID_PRODUCER_ID_MAPPING":      "The producer id does not match the one mapped to the transactional id.",
+	"INVALID_TRANSACTION_TIMEOUT":      "The transaction timeout is larger than the broker's maximum.",
+	"CONCURRENT_TRANSACTIONS":          "Another transaction operation for this producer is still in progress.",
+	"TRANSACTION_COORDINATOR_FENCED":   "The transaction coordinator has been replaced by a newer one.",
+	"COORDINATOR_LOAD_IN_PROGRESS":     "The coordinator is still loading its state.",
+	"COORDINATOR_NOT_AVAILABLE":        "The coordinator is not available.",
+	"NOT_COORDINATOR":                  "This broker is not the coordinator for the key; find the coordinator again.",
+	"KAFKA_STORAGE_ERROR":              "A disk error on the broker made the partition's log unavailable.",
+	"UNKNOWN_PRODUCER_ID":              "The broker has no state for this producer id (for example after retention removed it).",
+	"UNSUPPORTED_COMPRESSION_TYPE":     "The batch uses a compression type the broker does not accept (only none today).",
+	"STALE_BROKER_EPOCH":               "The request carries an old broker epoch.",
+	"FENCED_LEADER_EPOCH":              "The leader epoch in the request is older than the broker's.",
+	"UNKNOWN_LEADER_EPOCH":             "The leader epoch in the request is newer than the broker's.",
+	"OFFSET_NOT_AVAILABLE":             "The requested offset is not available yet (for example the high watermark is still advancing after an election).",
+	"INVALID_RECORD":                   "The batch is well formed but breaks a rule (record count, offset deltas, unknown fields, header key encoding, ...).",
+	"PRODUCER_FENCED":                  "A newer producer with the same transactional id has started; this one must stop.",
+	"TRANSACTIONAL_ID_NOT_FOUND":       "The transactional id is not known to the coordinator.",
+}
+
+func main() {
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprint(w, `# Error codes
+
+<!-- Generated by "go run ./scripts/gen-errors-doc > docs/errors.md" from
+proto/sluice/v1/errors.proto. Do not edit. -->
+
+Every per-partition (or per-topic) result in a response carries an `+"`error_code`"+` from the
+`+"`sluice.v1.ErrorCode`"+` enum. Names and numbers follow Apache Kafka's. A **retriable** code
+means the client may send the same request again, possibly after refreshing metadata (to find a
+new leader or coordinator); other codes need a change to the request or the configuration.
+
+Failures of a whole request are reported as gRPC status codes instead, with a
+`+"`google.rpc.ErrorInfo`"+` detail whose `+"`reason`"+` is the `+"`ErrorCode`"+` name.
+
+| Name | Number | Retriable | Meaning |
+|---|---:|---|---|
+`)
+	missing := 0
+	for _, e := range errs.Table() {
+		name := e.Code.String()
+		m, ok := meanings[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "gen-errors-doc: no meaning for %s; add one to scripts/gen-errors-doc/main.go\n", name)
+			missing++
+		}
+		r := "no"
+		if e.Retriable {
+			r = "yes"
+		}
+		fmt.Fprintf(w, "| `%s` | %d | %s | %s |\n", name, int32(e.Code), r, m)
+	}
+	if missing > 0 {
+		os.Exit(1)
+	}
+	if len(meanings) != len(errs.Table()) {
+		fmt.Fprintln(os.Stderr, "gen-errors-doc: meanings lists codes that are not in errors.proto")
+		os.Exit(1)
+	}
+	if err := w.Flush(); err != nil {
+		fmt.Fprintln(os.Stderr, "gen-errors-doc:", err)
+		os.Exit(1)
+	}
+}
