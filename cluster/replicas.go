@@ -329,4 +329,3 @@ func copyMap(m map[string]string) map[string]string {
 	}
 	return out
 }
-
