@@ -42,7 +42,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// ignoredKeys are topic configs handled outside storage.
+// ignoredKeys are topic configs handled outside storage; ParseConfig
+// accepts and ignores them.
 var ignoredKeys = map[string]bool{
 	"min.insync.replicas":            true,
 	"unclean.leader.election.enable": true,
@@ -131,6 +132,16 @@ func (c Config) Validate() error {
 		return badConfig("max.message.bytes", strconv.Itoa(int(c.MaxMessageBytes)), "out of range")
 	case c.IndexIntervalBytes < 0:
 		return badConfig("index.interval.bytes", strconv.Itoa(c.IndexIntervalBytes), "must be >= 0")
+	case c.RetentionMs < -1:
+		return badConfig("retention.ms", strconv.FormatInt(c.RetentionMs, 10), "must be >= -1")
+	case c.RetentionBytes < -1:
+		return badConfig("retention.bytes", strconv.FormatInt(c.RetentionBytes, 10), "must be >= -1")
+	case c.FlushMessages < 0:
+		return badConfig("flush.messages", strconv.FormatInt(c.FlushMessages, 10), "must be >= 0")
+	case c.FlushMs < 0:
+		return badConfig("flush.ms", strconv.FormatInt(c.FlushMs, 10), "must be >= 0")
+	case c.CleanupPolicy != "delete":
+		return badConfig("cleanup.policy", c.CleanupPolicy, "only delete is supported yet")
 	}
 	return nil
 }

@@ -2,11 +2,9 @@ package storage
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +23,9 @@ type AppendResult struct {
 // ReadResult is the outcome of Read.
 type ReadResult struct {
 	// Batches are canonical batches (frames stripped) in offset order; the
-	// first may start before the requested offset. Callers must not modify
-	// them.
+	// first may start before the requested offset. They are copies read
+	// from the files: they stay valid after any later log operation, and
+	// callers must not modify them (they may share one buffer).
 	Batches [][]byte
 	// NextOffset is the offset after the last returned batch, or the
 	// requested offset when none was returned.
@@ -41,22 +40,31 @@ type SegmentInfo struct {
 	Path       string
 }
 
-// Log is one partition's log in a directory. It is safe for concurrent
-// use: appends are serialised by mu; reads take mu shared only to find
-// positions and copy bytes out of files that are only ever appended to, so
-// a reader never sees a partially written batch (the committed size moves
-// after the write).
+// Log is one partition's log in a directory.
+//
+// Concurrency: all methods are safe for concurrent use. Writers (Append,
+// AppendVerbatim, EnforceRetention, Flush, SetConfig, Close, Delete) are
+// serialised by appendMu, which they hold across their file IO. Readers
+// (Read, OffsetForTimestamp, ...) take mu shared only to snapshot segment
+// positions and never hold it during file IO; writers take mu exclusively
+// only to publish new state after the bytes are written. A reader
+// therefore only ever reads committed bytes (below the size snapshot) and
+// never sees a partially written batch.
+//
+// Lock order: appendMu before mu.
 type Log struct {
 	dir string
 
-	mu          sync.RWMutex // guards the following
+	appendMu  sync.Mutex // guards the following and serialises writers
+	frame     []byte     // append scratch buffer
+	unflushed int64      // records appended since the last flush
+	lastFlush time.Time
+
+	mu          sync.RWMutex // guards the following (writes also need appendMu)
 	cfg         Config
 	segments    []*segment // ascending base offsets; the last is active
 	startOffset int64
 	changed     chan struct{}
-	unflushed   int64
-	lastFlush   time.Time
-	frame       []byte // append scratch buffer
 	closed      bool
 }
 
@@ -66,13 +74,16 @@ const (
 	recoveryPointFile = "recovery-point-offset-checkpoint"
 )
 
-var errClosed = errors.New("storage: log is closed")
+// ErrClosed is returned by operations on a closed or deleted log.
+var ErrClosed = errors.New("storage: log is closed")
 
-// Open opens the log in dir, creating it if needed, and recovers it: after
-// a clean shutdown the indexes are trusted and only the active segment's
-// tail is verified; otherwise every segment past the recovery point is
-// scanned, CRCs checked, a torn or corrupt tail truncated (dropping every
-// later segment) and indexes rebuilt.
+// Open opens the log in dir, creating the directory if needed, and
+// recovers it (see recovery.go): after a clean shutdown the indexes are
+// trusted and only the active segment's tail is verified; otherwise every
+// segment past the recovery point is scanned, CRCs checked, a torn or
+// corrupt tail truncated (dropping every later segment) and indexes
+// rebuilt. The clean-shutdown marker is removed, so a crash of this
+// incarnation rescans. cfg must pass Validate.
 func Open(dir string, cfg Config, now time.Time) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -85,136 +96,14 @@ func Open(dir string, cfg Config, now time.Time) (*Log, error) {
 		for _, s := range l.segments {
 			s.close()
 		}
-		return nil, fmt.Errorf("recover %s: %w", dir, err)
+		return nil, errRecover(dir, err)
 	}
 	return l, nil
 }
 
-func (l *Log) recover(now time.Time) error {
-	clean := fileExists(filepath.Join(l.dir, cleanShutdownFile))
-	// The marker describes the state at the last close; once we run, a
-	// crash must rescan.
-	if clean {
-		if err := os.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil {
-			return err
-		}
-	}
-	recoveryPoint, _ := readCheckpoint(filepath.Join(l.dir, recoveryPointFile))
-	start, _ := readCheckpoint(filepath.Join(l.dir, startOffsetFile))
-	bases, err := listSegments(l.dir)
-	if err != nil {
-		return err
-	}
-	if len(bases) == 0 {
-		s, err := openSegment(l.dir, start, now)
-		if err != nil {
-			return err
-		}
-		l.segments = []*segment{s}
-		l.startOffset = start
-		return nil
-	}
-	for i, base := range bases {
-		s, err := openSegment(l.dir, base, now)
-		if err != nil {
-			return err
-		}
-		l.segments = append(l.segments, s)
-		last := i == len(bases)-1
-		trusted := !last && (clean || bases[i+1] <= recoveryPoint)
-		if trusted && s.loadIndexes(bases[i+1]) {
-			continue
-		}
-		if err := s.resetIndexes(); err != nil {
-			return err
-		}
-		end, ok, err := s.scan(0, l.cfg.IndexIntervalBytes)
-		if err != nil {
-			return err
-		}
-		if !ok || (!last && s.next != bases[i+1]) {
-			// Corruption or a gap: keep what verified and drop the rest.
-			if err := s.log.Truncate(end); err != nil {
-				return err
-			}
-			s.size = end
-			for _, b := range bases[i+1:] {
-				later := &segment{base: b, path: segmentName(l.dir, b, ".log")}
-				if err := later.remove(); err != nil {
-					return err
-				}
-			}
-			break
-		}
-		s.size = end
-	}
-	l.startOffset = start
-	if first := l.segments[0].base; l.startOffset < first {
-		l.startOffset = first
-	}
-	if end := l.endOffsetLocked(); l.startOffset > end {
-		l.startOffset = end
-	}
-	return nil
-}
-
-// loadIndexes loads index files of a sealed segment whose next offset is
-// next; false means they must be rebuilt.
-func (s *segment) loadIndexes(next int64) bool {
-	idx, err := os.ReadFile(segmentName(filepath.Dir(s.path), s.base, ".index"))
-	if err != nil {
-		return false
-	}
-	tix, err := os.ReadFile(segmentName(filepath.Dir(s.path), s.base, ".timeindex"))
-	if err != nil {
-		return false
-	}
-	ie, ok := decodeIndex(idx, s.size)
-	if !ok || s.size > 0 && len(ie) == 0 {
-		return false
-	}
-	te, ok := decodeTimeIndex(tix)
-	if !ok || s.size > 0 && len(te) == 0 {
-		return false
-	}
-	s.index, s.times, s.next = ie, te, next
-	if n := len(te); n > 0 {
-		s.maxTS, s.maxTSBase = te[n-1].ts, s.base+int64(te[n-1].rel)
-	}
-	return true
-}
-
-func listSegments(dir string) ([]int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var bases []int64
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".log") || len(name) != 24 {
-			continue
-		}
-		var base int64
-		if _, err := fmt.Sscanf(name[:20], "%d", &base); err != nil {
-			continue
-		}
-		bases = append(bases, base)
-	}
-	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	return bases, nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
 func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 
-func (l *Log) endOffsetLocked() int64 { return l.active().next }
-
-// StartOffset is the log start offset: the first offset still stored.
+// StartOffset is the log start offset: the first offset still readable.
 func (l *Log) StartOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -225,125 +114,179 @@ func (l *Log) StartOffset() int64 {
 func (l *Log) EndOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.endOffsetLocked()
+	return l.active().next
 }
 
-// Changed returns a channel closed at the next append, truncation or
-// retention change.
+// Changed returns a channel that is closed at the next append, truncation,
+// retention change or close; each close is followed by a new channel, so
+// callers fetch it again after waking.
 func (l *Log) Changed() <-chan struct{} {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.changed
 }
 
+// notifyLocked wakes waiters on Changed; the caller holds mu exclusively.
 func (l *Log) notifyLocked() {
 	close(l.changed)
 	l.changed = make(chan struct{})
 }
 
+func storageErr(format string, args ...any) error {
+	return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, format, args...)
+}
+
 // Append assigns the next offsets to canonical batch b (already validated,
-// CRC set), stamps leaderEpoch, and writes it. b is owned by the log after
-// the call. A batch over max.message.bytes is refused with
-// MESSAGE_TOO_LARGE and nothing is written.
+// CRC set): it patches the base offset to the log end offset and the
+// partition leader epoch in place, and writes the frame. b is owned by the
+// log after the call. A batch over max.message.bytes is refused with
+// MESSAGE_TOO_LARGE and nothing is written. The active segment is rolled
+// first if the frame would take it past segment.bytes or it is older than
+// segment.ms (measured from its first append). Write failures are
+// KAFKA_STORAGE_ERROR and leave the log as it was.
 func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	if l.closed {
-		return AppendResult{}, errClosed
+		return AppendResult{}, ErrClosed
 	}
 	if len(b) > int(l.cfg.MaxMessageBytes) {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
 	}
-	batch.SetBaseOffset(b, l.endOffsetLocked())
+	if len(b) < batch.HeaderSize {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "batch of %d bytes is shorter than its header", len(b))
+	}
+	batch.SetBaseOffset(b, l.active().next)
 	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
 	return l.appendLocked(b, now)
 }
 
 // AppendVerbatim appends a batch that already carries its offsets and
-// leader epoch (a follower's copy of the leader's bytes). Its base offset
-// must equal the log end offset and it must pass batch.Verify.
+// leader epoch (a follower's copy of the leader's bytes). It must pass
+// batch.Verify (else CORRUPT_RECORD) and its base offset must equal the log
+// end offset (else INVALID_RECORD); nothing is written on error. b is owned
+// by the log after the call.
 func (l *Log) AppendVerbatim(b []byte, now time.Time) (AppendResult, error) {
 	h, err := batch.Verify(b)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	if l.closed {
-		return AppendResult{}, errClosed
+		return AppendResult{}, ErrClosed
 	}
-	if end := l.endOffsetLocked(); h.BaseOffset != end {
+	if len(b) > int(l.cfg.MaxMessageBytes) {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
+	}
+	if end := l.active().next; h.BaseOffset != end {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "batch base offset %d is not the log end offset %d", h.BaseOffset, end)
 	}
 	return l.appendLocked(b, now)
 }
 
+// appendLocked writes b (base offset already the log end offset) as the
+// next frame. The caller holds appendMu.
 func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
 		return AppendResult{}, err
 	}
+	if h.LastOffsetDelta < 0 {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "negative last offset delta %d", h.LastOffsetDelta)
+	}
 	frameSize := int64(batch.FrameSize(len(b)))
 	s := l.active()
-	if s.size > 0 && (s.size+frameSize > l.cfg.SegmentBytes || now.Sub(s.created) >= time.Duration(l.cfg.SegmentMs)*time.Millisecond) {
+	if s.size > 0 && (s.size+frameSize > l.cfg.SegmentBytes ||
+		now.Sub(s.created) >= time.Duration(l.cfg.SegmentMs)*time.Millisecond ||
+		h.LastOffset()-s.base > maxRelOffset) {
 		if s, err = l.rollLocked(now); err != nil {
-			return AppendResult{}, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "roll segment: %v", err)
+			return AppendResult{}, storageErr("roll segment: %v", err)
 		}
 	}
+	if s.size == 0 {
+		s.created = now // segment.ms counts from the first append
+	}
 	l.frame = batch.AppendFrame(l.frame[:0], b)
-	if _, err := s.log.WriteAt(l.frame, s.size); err != nil {
-		_ = s.log.Truncate(s.size)
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write %s: %v", s.path, err)
+	pos := s.size
+	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
+	if _, err := s.log.WriteAt(l.frame, pos); err != nil {
+		_ = s.log.Truncate(pos)
+		return AppendResult{}, storageErr("write %s: %v", s.path, err)
 	}
 	if cap(l.frame) > 4<<20 {
 		l.frame = nil // do not pin a huge buffer
 	}
-	if err := s.track(h, s.size, int(frameSize), l.cfg.IndexIntervalBytes); err != nil {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write index of %s: %v", s.path, err)
+	idxSize, timeSize := s.idxSize, s.timeSize
+	if err := s.writeEntries(e); err != nil {
+		_ = s.log.Truncate(pos)
+		s.idxSize, s.timeSize = idxSize, timeSize
+		_ = s.truncateIndexFiles()
+		return AppendResult{}, storageErr("write index of %s: %v", s.path, err)
 	}
-	s.size += frameSize
+	l.mu.Lock()
+	s.apply(h, int(frameSize), e)
+	l.notifyLocked()
+	l.mu.Unlock()
+
 	l.unflushed += int64(h.RecordCount)
-	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) || (l.cfg.FlushMs > 0 && now.Sub(l.lastFlush) >= time.Duration(l.cfg.FlushMs)*time.Millisecond) {
+	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||
+		(l.cfg.FlushMs > 0 && now.Sub(l.lastFlush) >= time.Duration(l.cfg.FlushMs)*time.Millisecond) {
+		// The batch is in the log already; a failed fsync is reported but
+		// does not undo it.
 		if err := l.flushLocked(now); err != nil {
-			return AppendResult{}, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "flush: %v", err)
+			return AppendResult{}, storageErr("flush: %v", err)
 		}
 	}
-	l.notifyLocked()
 	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp}, nil
 }
 
-// rollLocked seals the active segment and starts a new one at the log end
-// offset.
+// rollLocked syncs the active segment and starts a new one at the log end
+// offset. The caller holds appendMu.
 func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	old := l.active()
-	if err := old.log.Sync(); err != nil {
+	if err := old.sync(); err != nil {
 		return nil, err
 	}
-	_ = old.idxFile.Sync()
-	_ = old.timeIdx.Sync()
 	s, err := openSegment(l.dir, old.next, now)
 	if err != nil {
 		return nil, err
 	}
+	if s.size != 0 {
+		// A stale file at this base (should not exist): start it afresh.
+		if err := s.log.Truncate(0); err != nil {
+			s.close()
+			return nil, err
+		}
+		s.size = 0
+	}
+	if err := s.truncateIndexFiles(); err != nil { // drop any stale entries
+		s.close()
+		return nil, err
+	}
 	s.created = now
+	l.mu.Lock()
 	l.segments = append(l.segments, s)
+	l.mu.Unlock()
 	return s, nil
 }
 
 // Read returns whole batches holding offsets >= offset whose base offset
-// is below maxOffset (the high watermark), at most maxBytes of frames
-// except that the first batch is always returned whole. Reading at the
-// end (or at/after maxOffset) returns no batches. An offset outside
-// [StartOffset, EndOffset] is OFFSET_OUT_OF_RANGE.
+// is below maxOffset (the high watermark, exclusive), with at most
+// maxBytes of frames in total, except that the first batch is always
+// returned whole. A read returns batches from one segment; NextOffset says
+// where to continue. Reading at the log end offset, or at/after maxOffset,
+// returns no batches and no error. An offset outside [StartOffset,
+// EndOffset] is OFFSET_OUT_OF_RANGE. Read does its file IO without any
+// lock, concurrently with appends.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
-		return ReadResult{}, errClosed
+		return ReadResult{}, ErrClosed
 	}
-	end := l.endOffsetLocked()
-	if offset < l.startOffset || offset > end {
-		start := l.startOffset
+	start, end := l.startOffset, l.active().next
+	if offset < start || offset > end {
 		l.mu.RUnlock()
 		return ReadResult{}, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d is outside the log [%d, %d]", offset, start, end)
 	}
@@ -351,15 +294,15 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 		l.mu.RUnlock()
 		return ReadResult{NextOffset: offset}, nil
 	}
+	// The last segment with base <= offset, then skip empty segments.
 	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > offset }) - 1
 	if i < 0 {
 		i = 0
 	}
-	s := l.segments[i]
-	for s.next <= offset && i+1 < len(l.segments) {
+	for l.segments[i].next <= offset && i+1 < len(l.segments) {
 		i++
-		s = l.segments[i]
 	}
+	s := l.segments[i]
 	pos := lookupIndex(s.index, uint32(offset-s.base))
 	size := s.size
 	l.mu.RUnlock()
@@ -367,21 +310,27 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 	batches, next, err := s.readFrames(pos, size, offset, maxBytes, maxOffset)
 	if err != nil {
 		if l.StartOffset() > offset {
+			// Retention removed the segment while we read it.
 			return ReadResult{}, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d was deleted by retention", offset)
 		}
-		return ReadResult{}, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "read: %v", err)
+		return ReadResult{}, storageErr("read offset %d: %v", offset, err)
 	}
 	return ReadResult{Batches: batches, NextOffset: next}, nil
 }
 
 // OffsetForTimestamp returns the first offset whose record timestamp is
-// >= ts, with that record's timestamp; found is false when no record is.
+// >= ts, with that record's timestamp; found is false when no stored
+// record is that recent. It finds the batch with the time index and then
+// scans that batch's records.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
 	l.mu.RLock()
 	var seg *segment
 	var rel uint32
 	for _, s := range l.segments {
-		if s.maxTS >= ts {
+		// Time index entries track the running maximum, so the first
+		// segment (and the first entry) to reach ts holds the first
+		// batch with a record >= ts.
+		if s.maxTS >= ts && s.next > l.startOffset {
 			seg = s
 			rel, _ = lookupTime(s.times, ts)
 			break
@@ -391,45 +340,46 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 		l.mu.RUnlock()
 		return -1, -1, false, nil
 	}
-	start := seg.base + int64(rel)
-	if start < l.startOffset {
-		start = l.startOffset
-	}
+	from := max(seg.base+int64(rel), l.startOffset)
 	l.mu.RUnlock()
-	res, err := l.Read(start, 1, 1<<62)
-	if err != nil {
-		return -1, -1, false, err
-	}
-	for _, b := range res.Batches {
-		h, _ := batch.ParseHeader(b)
-		if h.MaxTimestamp < ts {
-			continue
-		}
-		stop := errors.New("found")
-		err := batch.ForEachRecord(b, func(r batch.Record) error {
-			if r.Offset >= start && r.Timestamp >= ts {
-				offset, timestamp, found = r.Offset, r.Timestamp, true
-				return stop
-			}
-			return nil
-		})
-		if found {
-			return offset, timestamp, true, nil
-		}
+	for {
+		res, err := l.Read(from, 1, 1<<62)
 		if err != nil {
 			return -1, -1, false, err
 		}
+		if len(res.Batches) == 0 {
+			return -1, -1, false, nil
+		}
+		b := res.Batches[0]
+		if h, _ := batch.ParseHeader(b); h.MaxTimestamp >= ts {
+			errFound := errors.New("found")
+			err := batch.ForEachRecord(b, func(r batch.Record) error {
+				if r.Offset >= from && r.Timestamp >= ts {
+					offset, timestamp, found = r.Offset, r.Timestamp, true
+					return errFound
+				}
+				return nil
+			})
+			if found {
+				return offset, timestamp, true, nil
+			}
+			if err != nil {
+				return -1, -1, false, storageErr("decode records at %d: %v", from, err)
+			}
+		}
+		// Only reached when from was clamped into a later batch than the
+		// indexed one: keep scanning forward.
+		from = res.NextOffset
 	}
-	return -1, -1, false, nil
 }
 
-// MaxTimestampOffset returns the offset and timestamp of the record with
-// the largest timestamp, or (-1, -1) when the log is empty.
+// MaxTimestampOffset returns the offset and timestamp of the (first)
+// record with the largest timestamp, or (-1, -1) when the log is empty.
 func (l *Log) MaxTimestampOffset() (offset, timestamp int64) {
 	l.mu.RLock()
 	var best *segment
 	for _, s := range l.segments {
-		if s.maxTS >= 0 && (best == nil || s.maxTS > best.maxTS) {
+		if s.maxTS >= 0 && s.next > l.startOffset && (best == nil || s.maxTS > best.maxTS) {
 			best = s
 		}
 	}
@@ -450,42 +400,58 @@ func (l *Log) MaxTimestampOffset() (offset, timestamp int64) {
 		}
 		return nil
 	})
+	if offset < 0 {
+		h, _ := batch.ParseHeader(res.Batches[0])
+		offset = h.LastOffset() // LogAppendTime batch: records carry no such timestamp
+	}
 	return offset, maxTS
 }
 
-// SetConfig replaces the configuration (applies to later appends).
+// SetConfig replaces the configuration; it applies to later appends,
+// rolls and retention runs. cfg should pass Validate.
 func (l *Log) SetConfig(cfg Config) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	l.mu.Lock()
 	l.cfg = cfg
 	l.mu.Unlock()
 }
 
-// Flush fsyncs the active segment and its indexes and checkpoints the
-// recovery point.
+// Config returns the current configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// Flush fsyncs the active segment and its indexes (sealed segments were
+// synced when rolled) and checkpoints the recovery point at the log end
+// offset.
 func (l *Log) Flush() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	if l.closed {
-		return errClosed
+		return ErrClosed
 	}
 	return l.flushLocked(time.Now())
 }
 
+// flushLocked is Flush with appendMu held.
 func (l *Log) flushLocked(now time.Time) error {
 	s := l.active()
-	for _, f := range []interface{ Sync() error }{s.log, s.idxFile, s.timeIdx} {
-		if err := f.Sync(); err != nil {
-			return err
-		}
+	if err := s.sync(); err != nil {
+		return err
 	}
 	l.unflushed, l.lastFlush = 0, now
-	return writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), l.endOffsetLocked())
+	return writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), s.next)
 }
 
-// Close flushes, writes the clean-shutdown marker and closes the files.
+// Close flushes, checkpoints the log start offset, writes the
+// clean-shutdown marker and closes the files. Later calls return nil;
+// other methods return ErrClosed.
 func (l *Log) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	if l.closed {
 		return nil
 	}
@@ -494,29 +460,42 @@ func (l *Log) Close() error {
 		err = writeCheckpoint(filepath.Join(l.dir, startOffsetFile), l.startOffset)
 	}
 	if err == nil {
-		err = writeCheckpoint(filepath.Join(l.dir, cleanShutdownFile), l.endOffsetLocked())
+		// Only a fully flushed log may claim a clean shutdown.
+		err = writeCheckpoint(filepath.Join(l.dir, cleanShutdownFile), l.active().next)
 	}
-	for _, s := range l.segments {
+	l.mu.Lock()
+	l.closed = true
+	l.notifyLocked()
+	segs := l.segments
+	l.mu.Unlock()
+	for _, s := range segs {
 		if cerr := s.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}
-	l.closed = true
-	l.notifyLocked()
 	return err
 }
 
-// Delete closes the log and removes its directory.
+// Delete closes the log (without a clean-shutdown marker) and removes its
+// directory.
 func (l *Log) Delete() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	l.mu.Lock()
-	for _, s := range l.segments {
+	if !l.closed {
+		l.closed = true
+		l.notifyLocked()
+	}
+	segs := l.segments
+	l.mu.Unlock()
+	for _, s := range segs {
 		s.close()
 	}
-	l.closed = true
-	l.notifyLocked()
-	l.mu.Unlock()
 	return os.RemoveAll(l.dir)
 }
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
 
 // Segments describes the segments in offset order.
 func (l *Log) Segments() []SegmentInfo {
@@ -529,7 +508,7 @@ func (l *Log) Segments() []SegmentInfo {
 	return out
 }
 
-// Size is the total size of the segment files.
+// Size is the total size of the segments' .log files.
 func (l *Log) Size() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -6,15 +6,19 @@ import (
 )
 
 // EnforceRetention deletes whole segments, oldest first, while the oldest
-// is past retention.ms (its newest record older than now - retention.ms)
-// or the log is over retention.bytes without it. The active segment is
-// never deleted. The log start offset moves to the first remaining
-// segment and is checkpointed. It returns how many segments were deleted.
+// is past retention.ms (its newest record's timestamp is older than now -
+// retention.ms) or the log without it would still hold at least
+// retention.bytes (Kafka's rule). The active segment is never deleted, and
+// retention never rolls it (rolling happens on append). The log start
+// offset moves to the first remaining segment's base and is checkpointed
+// before any file is removed, so a crash in between never exposes offsets
+// that are about to vanish. It returns how many segments were deleted.
+// Reads racing with a deletion get OFFSET_OUT_OF_RANGE.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	if l.closed {
-		return 0, errClosed
+		return 0, ErrClosed
 	}
 	var total int64
 	for _, s := range l.segments {
@@ -28,24 +32,24 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		if !byTime && !bySize {
 			break
 		}
-		// Advance the start offset durably before the files go, so a crash
-		// in between never exposes offsets that are about to vanish.
 		next := l.segments[1].base
 		if next > l.startOffset {
 			if err := writeCheckpoint(filepath.Join(l.dir, startOffsetFile), next); err != nil {
-				return deleted, err
+				return deleted, storageErr("checkpoint log start offset: %v", err)
 			}
+		}
+		l.mu.Lock()
+		if next > l.startOffset {
 			l.startOffset = next
 		}
 		l.segments = l.segments[1:]
-		total -= s.size
-		if err := s.remove(); err != nil {
-			return deleted, err
-		}
-		deleted++
-	}
-	if deleted > 0 {
 		l.notifyLocked()
+		l.mu.Unlock()
+		total -= s.size
+		deleted++
+		if err := s.remove(); err != nil {
+			return deleted, storageErr("delete segment %s: %v", s.path, err)
+		}
 	}
 	return deleted, nil
 }

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -9,11 +8,18 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/sluice-io/sluice/proto/batch"
 )
 
-// segment is one .log file with its indexes. Its fields are guarded by
-// the owning Log's mu; the file handles are safe for concurrent ReadAt.
+// segment is one .log file with its .index and .timeindex.
+//
+// Concurrency: fields marked (mu) are written only by the holder of the
+// owning Log's appendMu while it also holds mu exclusively, and read by
+// readers under mu shared (the appender may read them without mu). Fields
+// marked (appendMu) belong to the appender alone. The file handles are safe
+// for concurrent ReadAt; bytes below size are never rewritten.
 type segment struct {
 	base    int64
 	path    string // .log path
@@ -21,14 +27,17 @@ type segment struct {
 	idxFile *os.File
 	timeIdx *os.File
 
-	size      int64 // bytes of complete frames
-	next      int64 // offset after the last batch
-	index     []indexEntry
-	times     []timeEntry
-	maxTS     int64 // largest batch max timestamp, -1 when empty
-	maxTSBase int64 // base offset of the batch holding maxTS
-	created   time.Time
-	sinceIdx  int // bytes appended since the last index entry
+	size      int64        // (mu) bytes of complete, committed frames
+	next      int64        // (mu) offset after the last batch
+	index     []indexEntry // (mu) sparse offset index
+	times     []timeEntry  // (mu) time index
+	maxTS     int64        // (mu) largest batch max timestamp, -1 when empty
+	maxTSBase int64        // (mu) base offset of the first batch holding maxTS
+
+	created  time.Time // (appendMu) age origin for segment.ms
+	sinceIdx int       // (appendMu) frame bytes appended since the last index entry
+	idxSize  int64     // (appendMu) bytes of .index written
+	timeSize int64     // (appendMu) bytes of .timeindex written
 }
 
 func segmentName(dir string, base int64, ext string) string {
@@ -36,6 +45,7 @@ func segmentName(dir string, base int64, ext string) string {
 }
 
 // openSegment opens (creating if needed) the files of the segment at base.
+// size is the .log file size; indexes are empty until loaded or scanned.
 func openSegment(dir string, base int64, now time.Time) (*segment, error) {
 	s := &segment{base: base, path: segmentName(dir, base, ".log"), next: base, maxTS: -1, maxTSBase: -1, created: now}
 	var err error
@@ -56,8 +66,14 @@ func openSegment(dir string, base int64, now time.Time) (*segment, error) {
 		return nil, err
 	}
 	s.size = st.Size()
-	if !st.ModTime().IsZero() && s.size > 0 {
+	if s.size > 0 {
+		// A reopened segment ages from its first batch's timestamp (as
+		// Kafka does), else from the file's modification time; both are
+		// at or after the first append, so a segment never rolls early.
 		s.created = st.ModTime()
+		if h, _, err := s.peek(0, s.size); err == nil && h.MaxTimestamp > 0 && h.MaxTimestamp <= now.UnixMilli() {
+			s.created = time.UnixMilli(h.MaxTimestamp)
+		}
 	}
 	return s, nil
 }
@@ -66,7 +82,7 @@ func (s *segment) close() error {
 	var first error
 	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx} {
 		if f != nil {
-			if err := f.Close(); err != nil && first == nil {
+			if err := f.Close(); err != nil && first == nil && !errors.Is(err, os.ErrClosed) {
 				first = err
 			}
 		}
@@ -74,127 +90,166 @@ func (s *segment) close() error {
 	return first
 }
 
+func (s *segment) sync() error {
+	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx} {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remove closes and deletes the segment's files.
 func (s *segment) remove() error {
 	s.close()
+	return removeSegmentFiles(filepath.Dir(s.path), s.base)
+}
+
+func removeSegmentFiles(dir string, base int64) error {
 	var first error
 	for _, ext := range []string{".log", ".index", ".timeindex"} {
-		if err := os.Remove(segmentName(filepath.Dir(s.path), s.base, ext)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+		if err := os.Remove(segmentName(dir, base, ext)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// track updates the in-memory indexes for a batch written at pos, and
-// appends the new index entries to the index files.
-func (s *segment) track(h batch.Header, pos int64, frameLen int, intervalBytes int) error {
+// maxPeek is the largest frame prefix holding a whole batch header: tag,
+// a varint length of at most 5 bytes, the canonical header.
+const maxPeek = 1 + 5 + batch.HeaderSize
+
+// peek reads the header of the frame at pos (the file holds limit valid
+// bytes) and returns it with the frame's total size. It reads at most
+// maxPeek bytes.
+func (s *segment) peek(pos, limit int64) (batch.Header, int, error) {
+	var buf [maxPeek]byte
+	n := int64(len(buf))
+	if limit-pos < n {
+		n = limit - pos
+	}
+	if n <= 0 {
+		return batch.Header{}, 0, batch.ErrShortFrame
+	}
+	if _, err := s.log.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+		return batch.Header{}, 0, err
+	}
+	return peekFrame(buf[:n], limit-pos)
+}
+
+// peekFrame parses a frame prefix p of a region holding avail bytes.
+func peekFrame(p []byte, avail int64) (batch.Header, int, error) {
+	if len(p) == 0 {
+		return batch.Header{}, 0, batch.ErrShortFrame
+	}
+	if p[0] != batch.FrameTag {
+		return batch.Header{}, 0, fmt.Errorf("storage: frame tag 0x%02x", p[0])
+	}
+	l, m := protowire.ConsumeVarint(p[1:])
+	if m < 0 {
+		return batch.Header{}, 0, batch.ErrShortFrame
+	}
+	if l > MaxMessageBytesLimit*2 {
+		return batch.Header{}, 0, fmt.Errorf("storage: frame length %d too large", l)
+	}
+	total := 1 + m + int(l)
+	if int64(total) > avail {
+		return batch.Header{}, 0, batch.ErrShortFrame
+	}
+	hb := p[1+m:]
+	if len(hb) > int(l) {
+		hb = hb[:l]
+	}
+	h, err := batch.ParseHeader(hb)
+	return h, total, err
+}
+
+// entries are the index updates one appended batch causes.
+type entries struct {
+	idx     indexEntry
+	addIdx  bool
+	time    timeEntry
+	addTime bool
+}
+
+// plan computes the index entries for batch h written at pos. Only the
+// appender calls it.
+func (s *segment) plan(h batch.Header, pos int64, intervalBytes int) entries {
+	var e entries
 	rel := uint32(h.BaseOffset - s.base)
 	if len(s.index) == 0 || s.sinceIdx >= intervalBytes {
-		e := indexEntry{rel: rel, pos: uint32(pos)}
-		s.index = append(s.index, e)
-		s.sinceIdx = 0
-		if s.idxFile != nil {
-			if _, err := s.idxFile.Write(encodeIndex(e)); err != nil {
-				return err
-			}
+		e.idx, e.addIdx = indexEntry{rel: rel, pos: uint32(pos)}, true
+	}
+	if h.MaxTimestamp > s.maxTS {
+		e.time, e.addTime = timeEntry{ts: h.MaxTimestamp, rel: rel}, true
+	}
+	return e
+}
+
+// writeEntries appends planned entries to the index files (appender only,
+// no lock needed: readers use the in-memory copies).
+func (s *segment) writeEntries(e entries) error {
+	if e.addIdx {
+		if _, err := s.idxFile.WriteAt(encodeIndex(e.idx), s.idxSize); err != nil {
+			return err
 		}
+		s.idxSize += indexEntrySize
+	}
+	if e.addTime {
+		if _, err := s.timeIdx.WriteAt(encodeTimeIndex(e.time), s.timeSize); err != nil {
+			return err
+		}
+		s.timeSize += timeIndexEntrySize
+	}
+	return nil
+}
+
+// apply publishes a written batch of frameLen bytes: the caller holds
+// appendMu and mu exclusively.
+func (s *segment) apply(h batch.Header, frameLen int, e entries) {
+	if e.addIdx {
+		s.index = append(s.index, e.idx)
+		s.sinceIdx = 0
 	}
 	s.sinceIdx += frameLen
-	if h.MaxTimestamp > s.maxTS {
+	if e.addTime {
+		s.times = append(s.times, e.time)
 		s.maxTS, s.maxTSBase = h.MaxTimestamp, h.BaseOffset
-		e := timeEntry{ts: h.MaxTimestamp, rel: rel}
-		s.times = append(s.times, e)
-		if s.timeIdx != nil {
-			if _, err := s.timeIdx.Write(encodeTimeIndex(e)); err != nil {
-				return err
-			}
-		}
 	}
+	s.size += int64(frameLen)
 	s.next = h.NextOffset()
-	return nil
 }
 
-// resetIndexes empties the in-memory and on-disk indexes (before a scan
-// rebuilds them).
-func (s *segment) resetIndexes() error {
-	s.index, s.times, s.sinceIdx = nil, nil, 0
-	s.maxTS, s.maxTSBase, s.next = -1, -1, s.base
-	for _, f := range []*os.File{s.idxFile, s.timeIdx} {
-		if err := f.Truncate(0); err != nil {
-			return err
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scan reads frames from pos, verifying each batch (CRC, layout, offset
-// continuity), and indexes them. It stops at the first bad or torn frame
-// and returns the position of the end of the last good frame and whether
-// the whole file was good.
-func (s *segment) scan(pos int64, intervalBytes int) (end int64, clean bool, err error) {
-	st, err := s.log.Stat()
-	if err != nil {
-		return pos, false, err
-	}
-	fileSize := st.Size()
-	r := bufio.NewReaderSize(io.NewSectionReader(s.log, pos, fileSize-pos), 1<<20)
-	var hdr [11]byte
-	buf := make([]byte, 0, 64<<10)
-	for pos < fileSize {
-		// Frame: tag, varint length, batch.
-		n, _ := io.ReadFull(r, hdr[:1])
-		if n == 0 || hdr[0] != batch.FrameTag {
-			return pos, false, nil
-		}
-		var length uint64
-		var lenBytes int
-		for shift := uint(0); ; shift += 7 {
-			c, err := r.ReadByte()
-			if err != nil || shift > 63 {
-				return pos, false, nil
-			}
-			lenBytes++
-			length |= uint64(c&0x7f) << shift
-			if c < 0x80 {
-				break
-			}
-		}
-		if length > MaxMessageBytesLimit*2 || pos+1+int64(lenBytes)+int64(length) > fileSize {
-			return pos, false, nil
-		}
-		if cap(buf) < int(length) {
-			buf = make([]byte, length)
-		}
-		b := buf[:length]
-		if _, err := io.ReadFull(r, b); err != nil {
-			return pos, false, nil
-		}
-		h, err := batch.Verify(b)
-		if err != nil || h.BaseOffset != s.next {
-			return pos, false, nil
-		}
-		frameLen := 1 + lenBytes + int(length)
-		if err := s.track(h, pos, frameLen, intervalBytes); err != nil {
-			return pos, false, err
-		}
-		pos += int64(frameLen)
-	}
-	return pos, true, nil
-}
-
-// readFrames reads whole frames starting at pos that hold offsets >=
-// offset and start below maxOffset, up to maxBytes of frames (the first
-// wanted batch always whole). size is the committed size snapshot.
+// readFrames returns whole frames of this segment holding offsets >=
+// offset with base offsets below maxOffset, starting the search at pos (an
+// index position at or before the wanted batch) and reading no further
+// than size (the committed size snapshot). The first wanted batch is
+// returned whole; further ones only while the frame total stays within
+// maxBytes. The returned slices share one freshly read buffer.
 func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset int64) ([][]byte, int64, error) {
-	want := int64(maxBytes) + 8<<10 // slack for batches below offset
+	// Skip the batches between the index entry and offset by reading only
+	// their headers.
+	first := 0
+	for {
+		if pos >= size {
+			return nil, offset, nil
+		}
+		h, n, err := s.peek(pos, size)
+		if err != nil {
+			return nil, offset, fmt.Errorf("storage: bad frame at %s:%d: %w", s.path, pos, err)
+		}
+		if h.BaseOffset >= maxOffset {
+			return nil, offset, nil
+		}
+		if h.LastOffset() >= offset {
+			first = n
+			break
+		}
+		pos += int64(n)
+	}
+	want := int64(max(first, maxBytes))
 	if want > size-pos {
 		want = size - pos
-	}
-	if want <= 0 {
-		return nil, offset, nil
 	}
 	buf := make([]byte, want)
 	if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
@@ -205,58 +260,24 @@ func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset in
 	next := offset
 	for len(buf) > 0 {
 		b, n, err := batch.NextFrame(buf)
-		if errors.Is(err, batch.ErrShortFrame) {
-			if len(out) > 0 || len(buf) == 0 {
-				break
-			}
-			// The first wanted batch is larger than the buffer: read it whole.
-			l, m := frameLen(buf)
-			if m <= 0 || pos+int64(l) > size {
-				return nil, offset, fmt.Errorf("storage: torn frame at %s:%d", s.path, pos)
-			}
-			big := make([]byte, l)
-			if _, err := s.log.ReadAt(big, pos); err != nil && !errors.Is(err, io.EOF) {
-				return nil, offset, err
-			}
-			buf = big
-			continue
+		if errors.Is(err, batch.ErrShortFrame) && len(out) > 0 {
+			break // the next frame does not fit in maxBytes
 		}
 		if err != nil {
 			return nil, offset, fmt.Errorf("storage: bad frame at %s:%d: %w", s.path, pos, err)
 		}
 		h, err := batch.ParseHeader(b)
 		if err != nil {
-			return nil, offset, err
+			return nil, offset, fmt.Errorf("storage: bad batch at %s:%d: %w", s.path, pos, err)
 		}
-		if h.BaseOffset >= maxOffset {
+		if h.BaseOffset >= maxOffset || (len(out) > 0 && total+n > maxBytes) {
 			break
 		}
-		if h.LastOffset() >= offset {
-			if len(out) > 0 && total+n > maxBytes {
-				break
-			}
-			out = append(out, b)
-			total += n
-			next = h.NextOffset()
-		}
+		out = append(out, b[:len(b):len(b)])
+		total += n
+		next = h.NextOffset()
 		buf = buf[n:]
 		pos += int64(n)
 	}
 	return out, next, nil
-}
-
-// frameLen returns the total frame length from its start, and the number
-// of header bytes (<= 0 if the length is not readable).
-func frameLen(b []byte) (int, int) {
-	if len(b) < 2 {
-		return 0, 0
-	}
-	var l uint64
-	for i, shift := 1, uint(0); i < len(b) && i < 11; i, shift = i+1, shift+7 {
-		l |= uint64(b[i]&0x7f) << shift
-		if b[i] < 0x80 {
-			return 1 + i + int(l), i + 1
-		}
-	}
-	return 0, 0
 }

@@ -1,0 +1,67 @@
+package storage
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-io/sluice/proto/batch"
+)
+
+// benchBatch is a batch of 100 records of 100-byte values.
+func benchBatch() []byte {
+	var bl batch.Builder
+	bl.Reset(t0.UnixMilli())
+	v := make([]byte, 100)
+	for i := 0; i < 100; i++ {
+		bl.Add(t0.UnixMilli(), []byte(fmt.Sprintf("key-%03d", i)), v, nil)
+	}
+	return bl.Finish(batch.PlainProducer, 0)
+}
+
+// BenchmarkAppend measures appends into the default 1 GiB segments (so
+// rolls and their fsyncs are rare, as in production).
+func BenchmarkAppend(b *testing.B) {
+	cfg := DefaultConfig()
+	l := openLog(b, b.TempDir(), cfg)
+	// Close fsyncs everything written; that is not part of the measured
+	// path (appends do not fsync by default).
+	defer func() { b.StopTimer(); l.Close() }()
+	src := benchBatch()
+	buf := make([]byte, len(src))
+	b.SetBytes(int64(len(src)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		copy(buf, src)
+		if _, err := l.Append(buf, 1, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 64 << 20
+	l := openLog(b, b.TempDir(), cfg)
+	// Close fsyncs everything written; that is not part of the measured
+	// path (appends do not fsync by default).
+	defer func() { b.StopTimer(); l.Close() }()
+	src := benchBatch()
+	for l.Size() < 64<<20 {
+		if _, err := l.Append(append([]byte(nil), src...), 1, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(1 << 20)
+	b.ResetTimer()
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		res, err := l.Read(off, 1<<20, 1<<62)
+		if err != nil {
+			b.Fatal(err)
+		}
+		off = res.NextOffset
+		if off >= l.EndOffset() {
+			off = 0
+		}
+	}
+}
