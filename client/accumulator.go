@@ -22,7 +22,7 @@ type pendingRecord struct {
 // recordBatch is one batch of one partition, from first append to ack.
 type recordBatch struct {
 	tp      topicPartition
-	builder batchEncoder
+	builder batch.Builder
 	records []pendingRecord
 	data    []byte // the finished canonical batch; nil while open
 	size    int    // bytes accounted against the buffer limit
@@ -97,8 +97,8 @@ func (a *accumulator) stickyPartition(topic string, numPartitions int32, key, va
 		p = 0
 		a.sticky[topic] = p
 	}
-	if q := a.parts[topicPartition{topic, p}]; q != nil && q.open != nil && q.open.builder.count() > 0 &&
-		q.open.builder.size()+recordSize(key, value, headers) > a.batchBytes {
+	if q := a.parts[topicPartition{topic, p}]; q != nil && q.open != nil && q.open.builder.Count() > 0 &&
+		q.open.builder.Size()+recordSize(key, value, headers) > a.batchBytes {
 		q.numPartitions = numPartitions
 		a.close(q, true)
 		p, closed = a.sticky[topic], true
@@ -119,7 +119,7 @@ func (a *accumulator) append(tp topicPartition, numPartitions int32, ts int64, k
 	q := a.queue(tp)
 	q.numPartitions = numPartitions
 	b := q.open
-	if b != nil && b.builder.count() > 0 && b.builder.size()+recordSize(key, value, headers) > a.batchBytes {
+	if b != nil && b.builder.Count() > 0 && b.builder.Size()+recordSize(key, value, headers) > a.batchBytes {
 		// The record starts the partition's next batch, so the sticky
 		// partition stays: moving it would leave this record alone.
 		a.close(q, false)
@@ -130,12 +130,12 @@ func (a *accumulator) append(tp topicPartition, numPartitions int32, ts int64, k
 		b = a.newBatch(tp, ts, now)
 		q.open = b
 	}
-	before := b.builder.size()
-	b.builder.add(ts, key, value, headers)
+	before := b.builder.Size()
+	b.builder.Add(ts, key, value, headers)
 	b.records = append(b.records, pendingRecord{cb: cb, timestamp: ts})
-	size = b.builder.size() - before
+	size = b.builder.Size() - before
 	b.size += size
-	if b.builder.size() >= a.batchBytes {
+	if b.builder.Size() >= a.batchBytes {
 		a.close(q, true)
 		closed = true
 	}
@@ -151,7 +151,7 @@ func (a *accumulator) newBatch(tp topicPartition, ts int64, now time.Time) *reco
 		b = &recordBatch{}
 	}
 	b.tp = tp
-	b.builder.reset(a.bufs.get(), ts)
+	b.builder.ResetBuffer(a.bufs.get(), ts)
 	b.created = now
 	b.deadline = now.Add(a.deliveryTimeout)
 	b.size = batch.HeaderSize
@@ -170,7 +170,7 @@ func (a *accumulator) close(q *partitionQueue, rotate bool) {
 	if p, ok := a.sticky[q.tp.topic]; rotate && ok && p == q.tp.partition && q.numPartitions > 0 {
 		a.sticky[q.tp.topic] = (p + 1) % q.numPartitions
 	}
-	b.data = b.builder.finish(batch.PlainProducer, 0)
+	b.data = b.builder.Finish(batch.PlainProducer, 0)
 	q.queue = append(q.queue, b)
 }
 

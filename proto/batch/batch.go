@@ -9,6 +9,7 @@ package batch
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"unicode/utf8"
 
@@ -232,6 +233,11 @@ func Canonicalize(in []byte) ([]byte, Header, error) {
 	if isCanonicalLayout(in) {
 		h, _ := ParseHeader(in)
 		maxTS, n, err := walkRecords(in[HeaderSize:], h.BaseTimestamp)
+		if err == errNotCanonical {
+			// Valid protobuf, perhaps, but not stored as sent: the slow
+			// path re-frames the entries (and reports what is wrong).
+			return canonicalizeSlow(in)
+		}
 		if err != nil {
 			return nil, h, err
 		}
@@ -292,22 +298,31 @@ func finish(b []byte, h *Header, maxTS int64) {
 	binary.LittleEndian.PutUint32(b[offCRC:], h.CRC)
 }
 
-// walkRecords checks every record entry and returns the max timestamp and
-// the record count.
+// errNotCanonical means the bytes after a canonical header are not only
+// canonically framed record entries (tag byte 0x62, minimal length
+// varint): an overlong tag or length, or another field after the records.
+// Such input may still be a valid RecordBatch; Canonicalize then takes the
+// slow path, which re-frames the entries. Verify accepts only the 0x62 tag,
+// so the fast path must never store another framing.
+var errNotCanonical = errors.New("batch: records are not canonically framed")
+
+// walkRecords checks every record entry, which must be canonically framed
+// (else errNotCanonical), and returns the max timestamp and the record
+// count.
 func walkRecords(b []byte, baseTS int64) (int64, int, error) {
 	maxTS := baseTS
 	n := 0
 	for len(b) > 0 {
-		num, typ, m := protowire.ConsumeTag(b)
-		if m < 0 {
-			return 0, 0, corrupt("malformed field tag among records")
+		if b[0] != recordTag {
+			return 0, 0, errNotCanonical
 		}
-		if num != fieldRecords || typ != protowire.BytesType {
-			return 0, 0, invalid("unexpected field %d among records", num)
-		}
+		const m = 1
 		rec, m2 := protowire.ConsumeBytes(b[m:])
 		if m2 < 0 {
 			return 0, 0, corrupt("record entry %d overruns the batch", n)
+		}
+		if m2 != protowire.SizeBytes(len(rec)) {
+			return 0, 0, errNotCanonical
 		}
 		tsDelta, offDelta, err := checkRecord(rec)
 		if err != nil {
@@ -462,6 +477,10 @@ func canonicalizeSlow(in []byte) ([]byte, Header, error) {
 	}
 	PutHeader(out, h)
 	maxTS, n, err := walkRecords(out[HeaderSize:], h.BaseTimestamp)
+	if err == errNotCanonical {
+		// Cannot happen: out was framed just above.
+		return nil, h, corrupt("internal error re-framing records")
+	}
 	if err != nil {
 		return nil, h, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -20,7 +21,7 @@ import (
 func fuzzSeeds(t testing.TB) map[string][]byte {
 	canonical := build(t, batch.Producer{ID: 3, Epoch: 1, BaseSequence: 5}, 0, sampleRecords())
 	small := build(t, batch.PlainProducer, batch.AttrTransactional, []testRecord{{ts: baseTS, key: []byte("k"), value: []byte("v"), headers: []batch.RecordHeader{{Key: "h", Value: []byte("1")}}}})
-	return map[string][]byte{
+	seeds := map[string][]byte{
 		"canonical":       canonical,
 		"canonical-small": small,
 		"proto-marshal":   marshal(t, toMessage(t, withHeader(t, canonical, func(*batch.Header) {}))),
@@ -29,6 +30,12 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 		"garbage":         []byte("\x0a\xff\xff\xff\xff\x0f\x62\x00garbage\x00\x01"),
 		"empty":           {},
 	}
+	// Canonical header, non-canonical record framing (the overlong-tag one
+	// was a crasher: output that failed Verify).
+	for name, b := range nonCanonicalFraming(t, small) {
+		seeds["framing-"+strings.ReplaceAll(name, " ", "-")] = b
+	}
+	return seeds
 }
 
 func TestWriteFuzzCorpus(t *testing.T) {
@@ -71,6 +78,14 @@ func FuzzCanonicalize(f *testing.F) {
 		if err := proto.Unmarshal(out, &m); err != nil {
 			t.Fatalf("output does not decode as RecordBatch: %v", err)
 		}
+		// Accepted input is a valid RecordBatch holding the same records.
+		var sent sluicev1.RecordBatch
+		if err := proto.Unmarshal(data, &sent); err != nil {
+			t.Fatalf("accepted input does not decode as RecordBatch: %v", err)
+		}
+		if !proto.Equal(&sluicev1.RecordBatch{Records: sent.Records}, &sluicev1.RecordBatch{Records: m.Records}) {
+			t.Fatal("records of the output differ from those sent")
+		}
 		if len(m.Records) != int(h.RecordCount) || int(m.RecordCount) != len(m.Records) || h.RecordCount < 1 {
 			t.Fatalf("%d records decoded, header says %d", len(m.Records), h.RecordCount)
 		}
@@ -105,6 +120,28 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 		if !bytes.Equal(again, out) || h2 != h {
 			t.Fatalf("Canonicalize is not idempotent:\n%x\n%x", out, again)
+		}
+		// The slow path (header fields reversed, after the records) agrees.
+		slow, h3, err := batch.Canonicalize(shuffled(t, out))
+		if err != nil {
+			t.Fatalf("slow path rejects the canonical output: %v", err)
+		}
+		if !bytes.Equal(slow, out) || h3 != h {
+			t.Fatalf("slow path differs from the fast path:\n%x\n%x", out, slow)
+		}
+		// What a client gets from proto.Unmarshal, re-encoded by
+		// proto.Marshal with crc 0, is accepted as the same batch.
+		m.Crc = 0
+		re, h4, err := batch.Canonicalize(marshal(t, &m))
+		if err != nil {
+			t.Fatalf("proto.Marshal of the decoded output rejected: %v", err)
+		}
+		h4.CRC = h.CRC
+		if h4 != h {
+			t.Fatalf("proto.Marshal round trip: header %+v, want %+v", h4, h)
+		}
+		if _, err := batch.Verify(re); err != nil {
+			t.Fatalf("proto.Marshal round trip fails Verify: %v", err)
 		}
 	})
 }

@@ -40,6 +40,18 @@ func (b *Builder) Reset(baseTimestamp int64) {
 	b.baseTS, b.maxTS = baseTimestamp, baseTimestamp
 }
 
+// ResetBuffer is Reset building into buf's storage (its contents are
+// discarded), for callers that recycle batch buffers once a batch has been
+// acknowledged.
+func (b *Builder) ResetBuffer(buf []byte, baseTimestamp int64) {
+	if cap(buf) < HeaderSize {
+		buf = make([]byte, HeaderSize, 16<<10)
+	}
+	b.buf = buf[:HeaderSize]
+	b.n = 0
+	b.baseTS, b.maxTS = baseTimestamp, baseTimestamp
+}
+
 // Count is the number of records added since Reset.
 func (b *Builder) Count() int { return int(b.n) }
 
