@@ -159,39 +159,10 @@ func (c *Catalog) persistLocked() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(c.path, data)
-}
-
-// writeFileAtomic writes data to path through a synced temp file and a
-// rename, then syncs the directory.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return storage.WriteFileAtomic(c.path, data)
 }
 
 // ValidateTopicName applies Kafka's naming rules: 1..249 characters of

@@ -7,15 +7,21 @@ import (
 	"strings"
 )
 
-// writeCheckpoint durably replaces the file at path with the decimal value
-// (temp file, fsync, rename, directory fsync).
+// writeCheckpoint durably replaces the file at path with the decimal value.
 func writeCheckpoint(path string, v int64) error {
+	return WriteFileAtomic(path, []byte(strconv.FormatInt(v, 10)+"\n"))
+}
+
+// WriteFileAtomic durably replaces the file at path with data: temp file,
+// fsync, rename, directory fsync. A crash leaves the old or the new file,
+// never a torn one.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(strconv.FormatInt(v, 10) + "\n"); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
 	}
