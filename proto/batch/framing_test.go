@@ -165,3 +165,30 @@ func TestBatchErrorCodes(t *testing.T) {
 		t.Error("Code of a plain error or nil")
 	}
 }
+
+// ResetBuffer builds the same batch as Reset whatever the recycled buffer
+// holds, and builds into its storage when it is large enough.
+func TestBuilderResetBuffer(t *testing.T) {
+	recs := sampleRecords()
+	want := build(t, batch.Producer{ID: 2, Epoch: 0, BaseSequence: 3}, 0, recs)
+	bufs := map[string][]byte{
+		"nil":     nil,
+		"tiny":    make([]byte, 3),
+		"garbage": bytes.Repeat([]byte{0xee}, 64<<10),
+		"used":    clone(want),
+	}
+	for name, buf := range bufs {
+		var bld batch.Builder
+		bld.ResetBuffer(buf, baseTS)
+		for _, r := range recs {
+			bld.Add(r.ts, r.key, r.value, r.headers)
+		}
+		got := bld.Finish(batch.Producer{ID: 2, Epoch: 0, BaseSequence: 3}, 0)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: batch differs from Reset's", name)
+		}
+		if cap(buf) >= len(want) && &got[0] != &buf[:1][0] {
+			t.Errorf("%s: did not build into the recycled buffer", name)
+		}
+	}
+}
