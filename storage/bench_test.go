@@ -36,6 +36,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(b.N)*100/b.Elapsed().Seconds(), "records/s")
 }
 
 func BenchmarkRead(b *testing.B) {

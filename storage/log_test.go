@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"fmt"
+	"maps"
 	"math/rand"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -459,5 +462,295 @@ func TestSegmentAgeSurvivesReopen(t *testing.T) {
 	}
 	if n := len(l.Segments()); n != 2 {
 		t.Fatalf("%d segments after segment.ms elapsed, want 2", n)
+	}
+}
+
+// Rule: the active segment rolls exactly when the next frame would take it
+// past segment.bytes; random reads (seeded) across all segments return the
+// batch holding the offset and then following batches of that segment
+// within maxBytes, before and after a clean reopen.
+func TestSegmentRollBySizeAndRandomReads(t *testing.T) {
+	for _, segBytes := range []int64{1024, 1500, 2048, 4096} {
+		t.Run(fmt.Sprint(segBytes), func(t *testing.T) {
+			cfg := testConfig()
+			cfg.SegmentBytes = segBytes
+			dir := t.TempDir()
+			l := openLog(t, dir, cfg)
+			want := fill(t, l, 300, 6, t0.UnixMilli())
+			segs := l.Segments()
+			if len(segs) < 4 {
+				t.Fatalf("only %d segments", len(segs))
+			}
+			// segOf[i] is the segment index batch i must be in, replaying
+			// the roll rule.
+			segOf := make([]int, len(want))
+			var size int64
+			seg := 0
+			for i, w := range want {
+				n := int64(batch.FrameSize(len(w.bytes)))
+				if size > 0 && size+n > segBytes {
+					seg++
+					size = 0
+				}
+				size += n
+				segOf[i] = seg
+			}
+			if seg != len(segs)-1 {
+				t.Fatalf("%d segments, roll rule predicts %d", len(segs), seg+1)
+			}
+			for i, w := range want {
+				if s := segs[segOf[i]]; w.base < s.BaseOffset || w.last >= s.NextOffset {
+					t.Fatalf("batch %d [%d,%d] not in segment %d [%d,%d)", i, w.base, w.last, segOf[i], s.BaseOffset, s.NextOffset)
+				}
+			}
+			check := func(l *Log) {
+				rng := rand.New(rand.NewSource(segBytes))
+				for k := 0; k < 400; k++ {
+					off := rng.Int63n(l.EndOffset())
+					maxBytes := rng.Intn(3 * int(segBytes))
+					res, err := l.Read(off, maxBytes, 1<<62)
+					if err != nil {
+						t.Fatalf("Read(%d): %v", off, err)
+					}
+					j := 0
+					for want[j].last < off {
+						j++
+					}
+					var exp [][]byte
+					total := 0
+					for i := j; i < len(want) && segOf[i] == segOf[j]; i++ {
+						n := batch.FrameSize(len(want[i].bytes))
+						if i > j && total+n > maxBytes {
+							break
+						}
+						total += n
+						exp = append(exp, want[i].bytes)
+					}
+					if len(res.Batches) != len(exp) {
+						t.Fatalf("Read(%d, %d): %d batches, want %d", off, maxBytes, len(res.Batches), len(exp))
+					}
+					for i := range exp {
+						if !sameBatch(res.Batches[i], exp[i]) {
+							t.Fatalf("Read(%d, %d): batch %d differs", off, maxBytes, i)
+						}
+					}
+					if wantNext := want[j+len(exp)-1].last + 1; res.NextOffset != wantNext {
+						t.Fatalf("Read(%d): NextOffset %d, want %d", off, res.NextOffset, wantNext)
+					}
+				}
+			}
+			check(l)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openLog(t, dir, cfg)
+			defer l.Close()
+			check(l)
+		})
+	}
+}
+
+// Rule: a batch larger than segment.bytes still gets a segment of its own
+// (first batch in a segment never rolls) and is read whole at maxBytes 1.
+func TestBatchLargerThanSegmentBytes(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+	fill(t, l, 3, 1, 1)
+	big := makeBatch(60, 1, "big")
+	if len(big) <= 1024 {
+		t.Fatalf("batch of %d bytes", len(big))
+	}
+	res, err := l.Append(big, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Read(res.BaseOffset+30, 1, 1<<62)
+	if err != nil || len(r.Batches) != 1 || !sameBatch(r.Batches[0], big) || r.NextOffset != res.LastOffset+1 {
+		t.Fatalf("Read big batch: %v", err)
+	}
+	if _, err := l.Append(makeBatch(1, 1, "next"), 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	segs := l.Segments()
+	if len(segs) != 3 || segs[1].BaseOffset != res.BaseOffset || segs[2].BaseOffset != res.LastOffset+1 {
+		t.Fatalf("segments %+v", segs)
+	}
+}
+
+// Rule: offsets outside [StartOffset, EndOffset] are OFFSET_OUT_OF_RANGE,
+// also once retention raised the start; the bounds themselves are fine.
+func TestReadOutOfRangeAfterRetention(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	cfg.RetentionBytes = 2048
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+	fill(t, l, 60, 3, t0.UnixMilli())
+	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+		t.Fatalf("EnforceRetention %d %v", n, err)
+	}
+	start, end := l.StartOffset(), l.EndOffset()
+	for _, tc := range []struct {
+		off  int64
+		code sluicev1.ErrorCode
+		n    int
+	}{
+		{0, sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, 0},
+		{start - 1, sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, 0},
+		{start, sluicev1.ErrorCode_NONE, 1},
+		{end - 1, sluicev1.ErrorCode_NONE, 1},
+		{end, sluicev1.ErrorCode_NONE, 0},
+		{end + 1, sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, 0},
+	} {
+		res, err := l.Read(tc.off, 1, 1<<62)
+		if tc.code != sluicev1.ErrorCode_NONE {
+			wantCode(t, err, tc.code)
+			continue
+		}
+		if err != nil || len(res.Batches) != tc.n {
+			t.Fatalf("Read(%d): %d batches, %v; want %d", tc.off, len(res.Batches), err, tc.n)
+		}
+		if tc.n == 0 && res.NextOffset != tc.off {
+			t.Fatalf("Read(%d) at end: NextOffset %d", tc.off, res.NextOffset)
+		}
+	}
+}
+
+// Rule: OffsetForTimestamp and MaxTimestampOffset look across segments and
+// ignore segments removed by retention.
+func TestTimestampLookupsAcrossSegmentsAndRetention(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	cfg.RetentionBytes = 3000
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+	// Batch i: 2 records at 10i and 10i+1, except the peak batch 7.
+	tsOf := map[int64]int64{}
+	for i := 0; i < 80; i++ {
+		ts := int64(10 * i)
+		if i == 7 {
+			ts = 100_000
+		}
+		res, err := l.Append(makeBatch(2, ts, "x"), 0, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tsOf[res.BaseOffset], tsOf[res.BaseOffset+1] = ts, ts+1
+	}
+	if len(l.Segments()) < 5 {
+		t.Fatalf("%d segments", len(l.Segments()))
+	}
+	firstAtOrAfter := func(target int64) (int64, int64, bool) {
+		for o := l.StartOffset(); o < l.EndOffset(); o++ {
+			if tsOf[o] >= target {
+				return o, tsOf[o], true
+			}
+		}
+		return -1, -1, false
+	}
+	maxOf := func() (int64, int64) {
+		bo, bt := int64(-1), int64(-1)
+		for o := l.StartOffset(); o < l.EndOffset(); o++ {
+			if tsOf[o] > bt {
+				bo, bt = o, tsOf[o]
+			}
+		}
+		return bo, bt
+	}
+	check := func(stage string) {
+		for _, target := range []int64{-5, 0, 1, 2, 69, 70, 71, 500, 501, 789, 790, 791, 792, 100_000, 100_001, 100_002} {
+			wo, wt, wf := firstAtOrAfter(target)
+			o, ts, f, err := l.OffsetForTimestamp(target)
+			if err != nil || o != wo || ts != wt || f != wf {
+				t.Errorf("%s: OffsetForTimestamp(%d) = %d,%d,%v,%v want %d,%d,%v", stage, target, o, ts, f, err, wo, wt, wf)
+			}
+		}
+		wo, wt := maxOf()
+		if o, ts := l.MaxTimestampOffset(); o != wo || ts != wt {
+			t.Errorf("%s: MaxTimestampOffset = %d,%d want %d,%d", stage, o, ts, wo, wt)
+		}
+	}
+	check("before retention")
+	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+		t.Fatalf("EnforceRetention %d %v", n, err)
+	}
+	if l.StartOffset() <= 15 {
+		t.Fatalf("start %d: peak batch not removed", l.StartOffset())
+	}
+	check("after retention")
+}
+
+// Rule: ParseConfig rejects every bad value with INVALID_CONFIG naming the
+// key, accepts the boundaries, and Map round-trips any valid config.
+func TestParseConfigValues(t *testing.T) {
+	bad := []struct{ key, val string }{
+		{"segment.bytes", "1023"}, {"segment.bytes", "2147483648"}, {"segment.bytes", ""}, {"segment.bytes", "1k"},
+		{"segment.ms", "0"}, {"segment.ms", "-1"},
+		{"retention.ms", "-2"}, {"retention.bytes", "-2"}, {"retention.bytes", "1.5"},
+		{"max.message.bytes", "127"}, {"max.message.bytes", fmt.Sprint(MaxMessageBytesLimit + 1)},
+		{"cleanup.policy", "compact,delete"}, {"cleanup.policy", "Delete"}, {"cleanup.policy", ""},
+		{"index.interval.bytes", "-1"}, {"flush.messages", "-1"}, {"flush.ms", "x"},
+		{"retention.msec", "1"}, {"", ""},
+	}
+	for _, tc := range bad {
+		_, err := ParseConfig(map[string]string{tc.key: tc.val})
+		wantCode(t, err, sluicev1.ErrorCode_INVALID_CONFIG)
+		if !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.key)) && !strings.Contains(err.Error(), tc.key+"=") {
+			t.Errorf("%s=%q: error %q does not name the key", tc.key, tc.val, err)
+		}
+	}
+	good := map[string]string{
+		"segment.bytes": "2147483647", "segment.ms": "1", "retention.ms": "0", "retention.bytes": "0",
+		"max.message.bytes": fmt.Sprint(MaxMessageBytesLimit), "cleanup.policy": "delete",
+		"index.interval.bytes": "0", "flush.messages": "0", "flush.ms": "0",
+	}
+	c, err := ParseConfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(c.Map(), good) {
+		t.Fatalf("Map() = %v, want %v", c.Map(), good)
+	}
+	if m := DefaultConfig().Map(); len(m) != 9 {
+		t.Fatalf("default Map has %d keys", len(m))
+	}
+	if back, err := ParseConfig(DefaultConfig().Map()); err != nil || back != DefaultConfig() {
+		t.Fatalf("defaults do not round-trip: %+v %v", back, err)
+	}
+}
+
+// Rule: Changed is closed (and renewed) by retention and by Close, too.
+func TestChangedIsClosedOnRetentionAndClose(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	cfg.RetentionBytes = 0
+	l := openLog(t, t.TempDir(), cfg)
+	fill(t, l, 30, 3, 1)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := l.Changed()
+	if closed(ch) {
+		t.Fatal("Changed closed before any change")
+	}
+	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+		t.Fatalf("EnforceRetention %d %v", n, err)
+	}
+	if !closed(ch) {
+		t.Fatal("retention did not close Changed")
+	}
+	ch = l.Changed()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("Close did not close Changed")
 	}
 }

@@ -162,6 +162,15 @@ func (s *segment) loadIndexes(next int64) bool {
 	if next >= 0 && len(te) > 0 && s.base+int64(te[len(te)-1].rel) >= next {
 		return false
 	}
+	if len(te) > 0 {
+		// The first and last time entries must name batches with exactly
+		// their timestamps (a zero-filled file is otherwise plausible).
+		for _, e := range []timeEntry{te[0], te[len(te)-1]} {
+			if !s.timeEntryMatches(ie, e) {
+				return false
+			}
+		}
+	}
 	s.index, s.times = ie, te
 	s.idxSize, s.timeSize = int64(len(idx)), int64(len(tix))
 	if next >= 0 {
@@ -171,6 +180,23 @@ func (s *segment) loadIndexes(next int64) bool {
 		s.maxTS, s.maxTSBase = te[n-1].ts, s.base+int64(te[n-1].rel)
 	}
 	return true
+}
+
+// timeEntryMatches reports whether the batch at e.rel (found from the
+// offset index idx) has max timestamp e.ts.
+func (s *segment) timeEntryMatches(idx []indexEntry, e timeEntry) bool {
+	want := s.base + int64(e.rel)
+	for pos := lookupIndex(idx, e.rel); pos < s.size; {
+		h, n, err := s.peek(pos, s.size)
+		if err != nil || h.BaseOffset > want {
+			return false
+		}
+		if h.BaseOffset == want {
+			return h.MaxTimestamp == e.ts
+		}
+		pos += int64(n)
+	}
+	return false
 }
 
 // rewind prepares a scan from the batch of index entry from: it keeps the

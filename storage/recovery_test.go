@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sluice-io/sluice/proto/batch"
@@ -205,3 +207,340 @@ func TestRecoveryRebuildsIndexes(t *testing.T) {
 }
 
 func (s stored) bytesTS() int64 { h, _ := batch.ParseHeader(s.bytes); return h.BaseTimestamp }
+
+// values decodes the record values of b with their offsets, for checking
+// that recovered batches carry the values written.
+func values(t testing.TB, b []byte) []string {
+	t.Helper()
+	var out []string
+	if err := batch.ForEachRecord(b, func(r batch.Record) error {
+		out = append(out, fmt.Sprintf("%d=%s", r.Offset, r.Value))
+		return nil
+	}); err != nil {
+		t.Fatalf("ForEachRecord: %v", err)
+	}
+	return out
+}
+
+// frameEnds returns, for each batch of want in the segment [base, next),
+// the file position just past its frame (-1 for batches elsewhere).
+func frameEnds(want []stored, base, next int64) []int64 {
+	ends := make([]int64, len(want))
+	var pos int64
+	for i, w := range want {
+		ends[i] = -1
+		if w.base >= base && w.base < next {
+			pos += int64(batch.FrameSize(len(w.bytes)))
+			ends[i] = pos
+		}
+	}
+	return ends
+}
+
+// Rule: a crash is the *Log abandoned without Close (files left open, no
+// clean-shutdown marker), after a Flush (recovery point at the end: only
+// the active segment is rescanned) or without one (everything is). A tail
+// cut at any point keeps exactly the batches wholly before the cut, with
+// their values, and appends continue right after them.
+func TestRecoveryAfterAbandonedLogWithTornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flushed bool
+	}{{"unflushed", false}, {"flushed", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.SegmentBytes = 2048
+			rng := rand.New(rand.NewSource(50))
+			for iter := 0; iter < 50; iter++ {
+				dir := t.TempDir()
+				l := openLog(t, dir, cfg)
+				want := fill(t, l, 50, 4, t0.UnixMilli())
+				if tc.flushed {
+					if err := l.Flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				segs := l.Segments()
+				act := segs[len(segs)-1]
+				// Abandon l: no Close, so no marker and no final flush.
+				cut := rng.Int63n(act.Size + 1)
+				if err := os.Truncate(act.Path, cut); err != nil {
+					t.Fatal(err)
+				}
+				ends := frameEnds(want, act.BaseOffset, act.NextOffset)
+				var keep []stored
+				for i, w := range want {
+					if ends[i] < 0 || ends[i] <= cut {
+						keep = append(keep, w)
+					}
+				}
+				r := openLog(t, dir, cfg)
+				got := readAll(t, r)
+				if len(got) != len(keep) {
+					t.Fatalf("iter %d cut %d/%d: %d batches survive, want %d", iter, cut, act.Size, len(got), len(keep))
+				}
+				for i := range keep {
+					if !sameBatch(got[i], keep[i].bytes) || !slices.Equal(values(t, got[i]), values(t, keep[i].bytes)) {
+						t.Fatalf("iter %d: batch %d differs", iter, i)
+					}
+				}
+				wantEnd := act.BaseOffset
+				if len(keep) > 0 {
+					wantEnd = keep[len(keep)-1].last + 1
+				}
+				if r.EndOffset() != wantEnd {
+					t.Fatalf("iter %d: EndOffset %d, want %d", iter, r.EndOffset(), wantEnd)
+				}
+				nb := makeBatch(3, t0.UnixMilli(), "after")
+				res, err := r.Append(nb, 1, t0)
+				if err != nil || res.BaseOffset != wantEnd || res.LastOffset != wantEnd+2 {
+					t.Fatalf("iter %d: append after recovery %+v %v, want base %d", iter, res, err, wantEnd)
+				}
+				rr, err := r.Read(wantEnd, 1, 1<<62)
+				if err != nil || len(rr.Batches) != 1 || !sameBatch(rr.Batches[0], nb) {
+					t.Fatalf("iter %d: appended batch not readable: %v", iter, err)
+				}
+				readAll(t, r)
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Rule: random byte flips in the active segment of an abandoned log never
+// get a batch failing batch.Verify served, and every batch ending before
+// the first flipped byte survives intact.
+func TestRecoveryAfterAbandonedLogWithFlippedBytes(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 4096
+	rng := rand.New(rand.NewSource(30))
+	for iter := 0; iter < 30; iter++ {
+		dir := t.TempDir()
+		l := openLog(t, dir, cfg)
+		want := fill(t, l, 60, 4, t0.UnixMilli())
+		if iter%2 == 0 {
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		segs := l.Segments()
+		act := segs[len(segs)-1]
+		data, err := os.ReadFile(act.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := int64(len(data))
+		for k := 0; k < 1+rng.Intn(3); k++ {
+			at := rng.Int63n(int64(len(data)))
+			data[at] ^= byte(1 + rng.Intn(255))
+			first = min(first, at)
+		}
+		if err := os.WriteFile(act.Path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ends := frameEnds(want, act.BaseOffset, act.NextOffset)
+		intact := 0
+		for i := range want {
+			if ends[i] < 0 || ends[i] <= first {
+				intact = i + 1
+			} else {
+				break
+			}
+		}
+		r := openLog(t, dir, cfg)
+		got := readAll(t, r) // every served batch passes Verify, contiguous
+		if len(got) < intact {
+			t.Fatalf("iter %d: %d batches survive, want at least %d", iter, len(got), intact)
+		}
+		for i := 0; i < intact; i++ {
+			if !sameBatch(got[i], want[i].bytes) {
+				t.Fatalf("iter %d: batch %d before the flip differs", iter, i)
+			}
+		}
+		for i := intact; i < len(got); i++ {
+			// Survivors past the flip can only differ outside the CRC.
+			g, _ := batch.ParseHeader(got[i])
+			w, _ := batch.ParseHeader(want[i].bytes)
+			if g.BaseOffset != w.BaseOffset || g.CRC != w.CRC || !slices.Equal(values(t, got[i]), values(t, want[i].bytes)) {
+				t.Fatalf("iter %d: batch %d is not the original", iter, i)
+			}
+		}
+		end := r.EndOffset()
+		if res, err := r.Append(makeBatch(1, 1, "x"), 0, t0); err != nil || res.BaseOffset != end {
+			t.Fatalf("iter %d: append after recovery %+v %v, want base %d", iter, res, err, end)
+		}
+		readAll(t, r)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Rule: index files of any content are only a cache. After a clean close,
+// same-length garbage (random or zero-filled) in .index or .timeindex is
+// detected and the indexes rebuilt: reads, OffsetForTimestamp and
+// MaxTimestampOffset still answer as before.
+func TestRecoveryRebuildsSameLengthGarbageIndexes(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	for _, tc := range []struct {
+		name    string
+		pattern string
+		zero    bool
+	}{
+		{"zeroed timeindex", "*.timeindex", true},
+		{"zeroed index", "*.index", true},
+		{"random timeindex", "*.timeindex", false},
+		{"random index", "*.index", false},
+		{"deleted both", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, cfg)
+			// Batches of equal timestamps except a peak in the middle, so
+			// segments have single-entry time indexes.
+			var want []stored
+			for i := 0; i < 40; i++ {
+				ts := int64(5000)
+				if i == 17 {
+					ts = 9000
+				}
+				b := makeBatch(2, ts, fmt.Sprintf("g%d", i))
+				res, err := l.Append(b, 0, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, stored{res.BaseOffset, res.LastOffset, append([]byte(nil), b...)})
+			}
+			if len(l.Segments()) < 3 {
+				t.Fatalf("%d segments", len(l.Segments()))
+			}
+			type answers struct{ maxOff, maxTS, off5000, off9000, off9001 int64 }
+			ask := func(l *Log) answers {
+				var a answers
+				a.maxOff, a.maxTS = l.MaxTimestampOffset()
+				a.off5000, _, _, _ = l.OffsetForTimestamp(5000)
+				a.off9000, _, _, _ = l.OffsetForTimestamp(9000)
+				a.off9001, _, _, _ = l.OffsetForTimestamp(9002)
+				return a
+			}
+			before := ask(l)
+			if before != (answers{want[17].base + 1, 9001, 0, want[17].base, -1}) {
+				t.Fatalf("answers before close %+v", before)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewSource(9))
+			var files []string
+			if tc.pattern == "" {
+				a, _ := filepath.Glob(filepath.Join(dir, "*.index"))
+				b, _ := filepath.Glob(filepath.Join(dir, "*.timeindex"))
+				for _, p := range append(a, b...) {
+					if err := os.Remove(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				files, _ = filepath.Glob(filepath.Join(dir, tc.pattern))
+			}
+			for _, p := range files {
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := make([]byte, st.Size())
+				if !tc.zero {
+					rng.Read(g)
+				}
+				if err := os.WriteFile(p, g, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l = openLog(t, dir, cfg)
+			defer l.Close()
+			if got := ask(l); got != before {
+				t.Fatalf("answers after rebuild %+v, want %+v", got, before)
+			}
+			got := readAll(t, l)
+			if len(got) != len(want) {
+				t.Fatalf("%d batches, want %d", len(got), len(want))
+			}
+			for i := range want {
+				res, err := l.Read(want[i].base+1, 1, 1<<62)
+				if err != nil || len(res.Batches) != 1 || !sameBatch(res.Batches[0], want[i].bytes) {
+					t.Fatalf("Read(%d) wrong: %v", want[i].base+1, err)
+				}
+			}
+		})
+	}
+}
+
+// Rule: a corrupt batch in a middle segment ends the log there: that
+// segment is truncated before the batch, all later segments are deleted
+// from disk, and appends continue at the corrupt batch's base offset.
+func TestRecoveryCorruptMiddleSegmentDropsLaterSegments(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	dir := t.TempDir()
+	l := openLog(t, dir, cfg)
+	want := fill(t, l, 60, 3, t0.UnixMilli())
+	segs := l.Segments()
+	if len(segs) < 5 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	mid := segs[2]
+	// Corrupt the second batch of the middle segment (its last byte is a
+	// record byte covered by the CRC).
+	ends := frameEnds(want, mid.BaseOffset, mid.NextOffset)
+	second := -1
+	for i, e := range ends {
+		if e >= 0 {
+			if second == -2 {
+				second = i
+				break
+			}
+			second = -2
+		}
+	}
+	data, err := os.ReadFile(mid.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[ends[second]-1] ^= 0x5a
+	if err := os.WriteFile(mid.Path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Abandon l without Flush or Close: a crash, so everything is rescanned.
+	r := openLog(t, dir, cfg)
+	defer r.Close()
+	if r.EndOffset() != want[second].base {
+		t.Fatalf("EndOffset %d, want %d", r.EndOffset(), want[second].base)
+	}
+	got := r.Segments()
+	if len(got) != 3 || got[2].BaseOffset != mid.BaseOffset || got[2].Size != ends[second-1] {
+		t.Fatalf("segments after recovery %+v", got)
+	}
+	for _, s := range segs[3:] {
+		for _, ext := range []string{".log", ".index", ".timeindex"} {
+			if _, err := os.Stat(segmentName(dir, s.BaseOffset, ext)); !os.IsNotExist(err) {
+				t.Fatalf("later segment file %d%s still exists: %v", s.BaseOffset, ext, err)
+			}
+		}
+	}
+	all := readAll(t, r)
+	if len(all) != second {
+		t.Fatalf("%d batches, want %d", len(all), second)
+	}
+	for i := range all {
+		if !sameBatch(all[i], want[i].bytes) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+	if res, err := r.Append(makeBatch(2, 1, "y"), 0, t0); err != nil || res.BaseOffset != want[second].base {
+		t.Fatalf("append after recovery %+v %v", res, err)
+	}
+	readAll(t, r)
+}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -176,5 +177,105 @@ func TestReadsRacingRetention(t *testing.T) {
 	}
 	if reads == 0 || l.StartOffset() == 0 {
 		t.Fatalf("reads %d, start %d: retention or reads did not run", reads, l.StartOffset())
+	}
+}
+
+// Rule (table): EnforceRetention deletes oldest segments while the oldest
+// has its newest timestamp strictly before now-retention.ms, or the log
+// without it still holds >= retention.bytes; never the active segment.
+// The start offset moves to the first kept segment, survives a clean
+// reopen and an abandoned (crashed) log, and appends continue.
+func TestRetentionRules(t *testing.T) {
+	// 8 sealed segments of one batch each plus the active one: segment i
+	// holds one batch of records at 1000*i .. 1000*i+1 (SegmentMs rolls
+	// them on every append).
+	const segs = 9
+	tests := []struct {
+		name        string
+		retentionMs int64
+		retBytes    int64
+		now         int64 // ms
+		deleted     int
+	}{
+		{"unlimited", -1, -1, 1 << 40, 0},
+		{"time: nothing old enough", 100_000, -1, 9000, 0},
+		{"time: boundary kept", 1000, -1, 2001, 1}, // segment 0 max 1 < 1001; segment 1 max 1001 == 1001 kept
+		{"time: boundary deleted", 1000, -1, 2002, 2},
+		{"time: all but active", 0, -1, 1 << 40, segs - 1},
+		{"size: zero keeps the active", -1, 0, 0, segs - 1},
+		{"size: huge", -1, 1 << 40, 0, 0},
+		{"size: keeps at least retention.bytes", -1, -2, 0, -1}, // filled in below
+		{"time or size", 3500, -3, 5000, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.SegmentMs = 1
+			dir := t.TempDir()
+			l := openLog(t, dir, cfg)
+			for i := 0; i < segs; i++ {
+				if _, err := l.Append(makeBatch(2, int64(1000*i), "r"), 0, t0.Add(time.Duration(i)*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := l.Segments()
+			if len(before) != segs {
+				t.Fatalf("%d segments, want %d", len(before), segs)
+			}
+			size := before[0].Size
+			cfg.RetentionMs, cfg.RetentionBytes = tc.retentionMs, tc.retBytes
+			deleted := tc.deleted
+			switch tc.retBytes {
+			case -2: // just under 4 segments: 5 deleted, 4 kept
+				cfg.RetentionBytes = 4*size - 1
+				deleted = 5
+			case -3: // time removes 2 (max ts 1, 1001 < 1500), size 3 more
+				cfg.RetentionBytes = 4 * size
+				deleted = 5
+			}
+			l.SetConfig(cfg)
+			n, err := l.EnforceRetention(time.UnixMilli(tc.now))
+			if err != nil || n != deleted {
+				t.Fatalf("EnforceRetention deleted %d (%v), want %d", n, err, deleted)
+			}
+			after := l.Segments()
+			if len(after) != segs-deleted || after[0].BaseOffset != before[deleted].BaseOffset {
+				t.Fatalf("segments after retention %+v", after)
+			}
+			for _, s := range before[:deleted] {
+				if _, err := os.Stat(s.Path); !os.IsNotExist(err) {
+					t.Fatalf("deleted segment %s still on disk", s.Path)
+				}
+			}
+			start, end := l.StartOffset(), l.EndOffset()
+			if start != before[deleted].BaseOffset {
+				t.Fatalf("start %d, want %d", start, before[deleted].BaseOffset)
+			}
+			if again, err := l.EnforceRetention(time.UnixMilli(tc.now)); err != nil || again != 0 {
+				t.Fatalf("second EnforceRetention deleted %d (%v)", again, err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openLog(t, dir, cfg)
+			if l.StartOffset() != start || l.EndOffset() != end {
+				t.Fatalf("after reopen [%d,%d), want [%d,%d)", l.StartOffset(), l.EndOffset(), start, end)
+			}
+			readAll(t, l)
+			if res, err := l.Append(makeBatch(1, 1, "z"), 0, t0.Add(time.Hour)); err != nil || res.BaseOffset != end {
+				t.Fatalf("append after reopen %+v %v", res, err)
+			}
+			// Abandon without Close: a crash keeps the start offset too.
+			r := openLog(t, dir, cfg)
+			defer r.Close()
+			if r.StartOffset() != start || r.EndOffset() != end+1 {
+				t.Fatalf("after crash [%d,%d), want [%d,%d)", r.StartOffset(), r.EndOffset(), start, end+1)
+			}
+			_, err = r.Read(start-1, 1, 1<<62)
+			if start > 0 {
+				wantCode(t, err, sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE)
+			}
+			readAll(t, r)
+		})
 	}
 }
