@@ -38,18 +38,33 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	return seeds
 }
 
-func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("SLUICE_WRITE_FUZZ_CORPUS") == "" {
-		t.Skip("set SLUICE_WRITE_FUZZ_CORPUS=1 to regenerate the seed corpus")
-	}
+// The committed seed corpus must be what fuzzSeeds generates, so that
+// `go test -fuzz` starts from every seed. SLUICE_WRITE_FUZZ_CORPUS=1
+// rewrites the files instead of checking them.
+func TestFuzzCorpusIsCurrent(t *testing.T) {
+	write := os.Getenv("SLUICE_WRITE_FUZZ_CORPUS") != ""
 	dir := filepath.Join("testdata", "fuzz", "FuzzCanonicalize")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	if write {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, b := range fuzzSeeds(t) {
+		path := filepath.Join(dir, "seed-"+name)
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
-		if err := os.WriteFile(filepath.Join(dir, "seed-"+name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+		if write {
+			if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("seed %s missing (regenerate with SLUICE_WRITE_FUZZ_CORPUS=1): %v", name, err)
+			continue
+		}
+		if string(got) != body {
+			t.Errorf("seed %s differs from fuzzSeeds (regenerate with SLUICE_WRITE_FUZZ_CORPUS=1)", name)
 		}
 	}
 }
