@@ -2,104 +2,200 @@ package api
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Metadata describes the brokers and the requested topics (all when none
-// are named). Unknown topics answer UNKNOWN_TOPIC_OR_PARTITION; topics are
-// never created by Metadata.
+// Metadata describes the live brokers and the requested topics (all when
+// none are named) from this broker's metadata image. Unknown topics answer
+// UNKNOWN_TOPIC_OR_PARTITION; topics are never created by Metadata.
 func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*sluicev1.MetadataResponse, error) {
-	cat := s.replicas.Catalog()
-	resp := &sluicev1.MetadataResponse{
-		ClusterId:    cat.ClusterID(),
-		ControllerId: s.self.NodeID,
-		Brokers:      []*sluicev1.BrokerMetadata{{NodeId: s.self.NodeID, Address: s.self.Address, Rack: s.self.Rack}},
+	im := s.cache.Image()
+	resp := &sluicev1.MetadataResponse{ClusterId: im.ClusterID, ControllerId: s.cache.ControllerLeader()}
+	for _, id := range im.LiveBrokers() {
+		b := im.Brokers[id]
+		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerMetadata{NodeId: b.ID, Address: b.Address, Rack: b.Rack})
 	}
-	var topics []cluster.Topic
-	if len(req.Topics) == 0 {
-		topics = cat.Topics()
-	} else {
-		for _, name := range req.Topics {
-			t, ok := cat.Topic(name)
-			if !ok {
-				resp.Topics = append(resp.Topics, &sluicev1.TopicMetadata{Name: name, ErrorCode: sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: "topic " + strconv.Quote(name) + " does not exist"})
-				continue
-			}
-			topics = append(topics, t)
+	names := req.Topics
+	if len(names) == 0 {
+		names = im.TopicNames()
+	}
+	for _, name := range names {
+		t := im.Topics[name]
+		if t == nil {
+			resp.Topics = append(resp.Topics, &sluicev1.TopicMetadata{Name: name, ErrorCode: sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: "topic " + strconv.Quote(name) + " does not exist"})
+			continue
 		}
-	}
-	for _, t := range topics {
-		resp.Topics = append(resp.Topics, s.topicMetadata(t))
+		resp.Topics = append(resp.Topics, topicMetadata(im, t))
 	}
 	return resp, nil
 }
 
-func (s *Server) topicMetadata(t cluster.Topic) *sluicev1.TopicMetadata {
+func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMetadata {
 	tm := &sluicev1.TopicMetadata{Name: t.Name}
-	if tc, err := cluster.ParseTopicConfig(t.Configs, t.ReplicationFactor); err == nil {
+	rf := int32(0)
+	if len(t.Partitions) > 0 {
+		rf = int32(len(t.Partitions[0].Replicas))
+	}
+	if tc, err := cluster.ParseTopicConfig(t.Configs, rf); err == nil {
 		tm.Configs = tc.Map()
 	}
-	for p := int32(0); p < t.Partitions; p++ {
-		pm := &sluicev1.PartitionMetadata{Partition: p, LeaderId: s.self.NodeID, Replicas: []int32{s.self.NodeID}, Isr: []int32{s.self.NodeID}}
-		if part, err := s.replicas.Partition(t.Name, p); err == nil {
-			pm.LeaderEpoch = part.LeaderEpoch
-		} else {
-			pm.ErrorCode, pm.LeaderId, pm.Isr, pm.OfflineReplicas = sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, -1, nil, []int32{s.self.NodeID}
+	for i, p := range t.Partitions {
+		pm := &sluicev1.PartitionMetadata{Partition: int32(i), LeaderId: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR)}
+		for _, r := range p.Replicas {
+			if b := im.Brokers[r]; b == nil || b.Fenced {
+				pm.OfflineReplicas = append(pm.OfflineReplicas, r)
+			}
+		}
+		if p.Leader == controller.NoLeader {
+			pm.ErrorCode = sluicev1.ErrorCode_LEADER_NOT_AVAILABLE
 		}
 		tm.Partitions = append(tm.Partitions, pm)
 	}
 	return tm
 }
 
-// CreateTopics creates each topic independently; each gets its own result.
+// adminTimeout is the time a forwarded admin request may take: the
+// request's timeout_ms, else 30 s.
+func adminTimeout(ms int32) time.Duration {
+	if ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return 30 * time.Second
+}
+
+// CreateTopics forwards to the active controller, then waits until this
+// broker's image shows the result, so a Metadata sent here next sees it.
 func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsRequest) (*sluicev1.CreateTopicsResponse, error) {
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
-	resp := &sluicev1.CreateTopicsResponse{}
-	seen := map[string]int{}
-	for _, ct := range req.Topics {
-		seen[ct.Name]++
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout(req.TimeoutMs))
+	defer cancel()
+	var out *internalv1.ControllerCreateTopicsResponse
+	err := s.controllers.Call(ctx, adminTimeout(req.TimeoutMs), func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		out, err = cl.CreateTopics(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, errs.Status(err, nil)
 	}
-	for _, ct := range req.Topics {
-		r := &sluicev1.CreatableTopicResult{Name: ct.Name}
-		resp.Topics = append(resp.Topics, r)
-		if seen[ct.Name] > 1 {
-			r.ErrorCode, r.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "topic listed more than once in the request"
-			continue
+	if err := s.cache.WaitForOffset(ctx, out.MetadataOffset); err != nil {
+		return nil, requestError(codesDeadline, sluicev1.ErrorCode_REQUEST_TIMED_OUT, "topics were created but broker %d has not seen them yet: %v", s.self.NodeID, err)
+	}
+	for _, r := range out.Response.Topics {
+		if r.ErrorCode == sluicev1.ErrorCode_NONE && !req.ValidateOnly {
+			s.log.Info("topic created", "topic", r.Name, "partitions", r.NumPartitions, "replication_factor", r.ReplicationFactor)
 		}
-		t, tc, err := s.replicas.CreateTopic(ct.Name, ct.NumPartitions, ct.ReplicationFactor, ct.Configs, req.ValidateOnly, s.now())
-		if err != nil {
-			r.ErrorCode, r.ErrorMessage = partitionError(err)
-			continue
+	}
+	return out.Response, nil
+}
+
+// DeleteTopics forwards to the active controller; each topic's logs are
+// deleted by the brokers hosting it as they apply the change.
+func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsRequest) (*sluicev1.DeleteTopicsResponse, error) {
+	if req.TimeoutMs < 0 {
+		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout(req.TimeoutMs))
+	defer cancel()
+	var out *internalv1.ControllerDeleteTopicsResponse
+	err := s.controllers.Call(ctx, adminTimeout(req.TimeoutMs), func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		out, err = cl.DeleteTopics(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, errs.Status(err, nil)
+	}
+	if err := s.cache.WaitForOffset(ctx, out.MetadataOffset); err != nil {
+		return nil, requestError(codesDeadline, sluicev1.ErrorCode_REQUEST_TIMED_OUT, "topics were deleted but broker %d has not seen it yet: %v", s.self.NodeID, err)
+	}
+	for _, r := range out.Response.Topics {
+		if r.ErrorCode == sluicev1.ErrorCode_NONE {
+			s.log.Info("topic deleted", "topic", r.Name)
 		}
-		r.NumPartitions, r.ReplicationFactor, r.Configs = t.Partitions, t.ReplicationFactor, tc.Map()
-		if !req.ValidateOnly {
-			s.log.Info("topic created", "topic", t.Name, "partitions", t.Partitions, "replication_factor", t.ReplicationFactor)
+	}
+	return out.Response, nil
+}
+
+// DescribeCluster reports the quorum (each voter asked for its own state,
+// in parallel, bounded), the brokers and partition health from this
+// broker's image.
+func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClusterRequest) (*sluicev1.DescribeClusterResponse, error) {
+	im := s.cache.Image()
+	resp := &sluicev1.DescribeClusterResponse{ClusterId: im.ClusterID, MetadataOffset: im.Offset, NodeId: s.self.NodeID}
+	leads := map[int32]int32{}
+	for _, name := range im.TopicNames() {
+		for _, p := range im.Topics[name].Partitions {
+			if p.Leader == controller.NoLeader {
+				resp.OfflinePartitions++
+			} else {
+				leads[p.Leader]++
+			}
+			if len(p.ISR) < len(p.Replicas) {
+				resp.UnderReplicatedPartitions++
+			}
+		}
+	}
+	ids := make([]int32, 0, len(im.Brokers))
+	for id := range im.Brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		b := im.Brokers[id]
+		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerStatus{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced, LeaderPartitions: leads[id]})
+	}
+	resp.Voters = s.quorumStatus(ctx)
+	var term uint64
+	for _, v := range resp.Voters {
+		if v.State == "leader" && v.Term >= term {
+			resp.ControllerLeader, term = v.NodeId, v.Term
 		}
 	}
 	return resp, nil
 }
 
-// DeleteTopics deletes each named topic and its data.
-func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsRequest) (*sluicev1.DeleteTopicsResponse, error) {
-	if req.TimeoutMs < 0 {
-		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+// quorumStatus asks every known voter for its Raft state (1 s each, in
+// parallel). Voters that do not answer are "unreachable".
+func (s *Server) quorumStatus(ctx context.Context) []*sluicev1.VoterStatus {
+	eps := s.controllers.Endpoints()
+	slices.SortFunc(eps, func(a, b cluster.ControllerEndpoint) int { return int(a.ID - b.ID) })
+	out := make([]*sluicev1.VoterStatus, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		out[i] = &sluicev1.VoterStatus{NodeId: ep.ID, Address: ep.Address, State: "unreachable"}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cc, err := s.pool.Get(ep.Address)
+			if err != nil {
+				return
+			}
+			qctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			q, err := internalv1.NewControllerClient(cc).QuorumState(qctx, &internalv1.QuorumStateRequest{})
+			if err != nil || q.NodeId != ep.ID {
+				return
+			}
+			v := out[i]
+			v.RaftAddress, v.State, v.Term = q.RaftAddress, q.State, q.Term
+			v.LastLogIndex, v.CommitIndex, v.AppliedIndex = q.LastLogIndex, q.CommitIndex, q.AppliedIndex
+		}()
 	}
-	resp := &sluicev1.DeleteTopicsResponse{}
-	for _, name := range req.Names {
-		r := &sluicev1.DeletableTopicResult{Name: name}
-		resp.Topics = append(resp.Topics, r)
-		if err := s.replicas.DeleteTopic(name); err != nil {
-			r.ErrorCode, r.ErrorMessage = partitionError(err)
-			continue
-		}
-		s.log.Info("topic deleted", "topic", name)
-	}
-	return resp, nil
+	wg.Wait()
+	return out
 }
 
 // ListOffsets resolves an offset spec per partition.
@@ -111,12 +207,12 @@ func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 		for _, lp := range t.Partitions {
 			pr := &sluicev1.ListOffsetsPartitionResponse{Partition: lp.Partition, Offset: -1, Timestamp: -1}
 			tr.Partitions = append(tr.Partitions, pr)
-			part, err := s.replicas.Partition(t.Name, lp.Partition)
+			part, err := s.leaderPartition(t.Name, lp.Partition)
 			if err != nil {
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
 				continue
 			}
-			pr.LeaderEpoch = part.LeaderEpoch
+			pr.LeaderEpoch = part.LeaderEpoch()
 			switch lp.Spec {
 			case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
 				pr.Offset = part.Log.EndOffset()

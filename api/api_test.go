@@ -36,11 +36,17 @@ func startNode(t *testing.T, dir string) *testNode {
 	t.Helper()
 	cfg := api.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Listen, cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.HTTPListen = ""
 	n, err := api.StartNode(cfg)
 	if err != nil {
 		t.Fatalf("start node: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.WaitReady(rctx); err != nil {
+		n.Shutdown(context.Background())
+		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -515,6 +521,7 @@ func TestDataDirLockedAgainstSecondNode(t *testing.T) {
 	startNode(t, dir)
 	cfg := api.DefaultConfig()
 	cfg.DataDir, cfg.Listen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
+	cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", "127.0.0.1:0"
 	if n, err := api.StartNode(cfg); err == nil {
 		n.Shutdown(context.Background())
 		t.Fatal("a second node opened a data dir in use")

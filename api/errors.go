@@ -12,7 +12,7 @@ import (
 )
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of Sluice's errors.
-const ErrorDomain = "sluice.io"
+const ErrorDomain = errs.Domain
 
 // requestError is a request-level failure: a gRPC status whose
 // google.rpc.ErrorInfo carries the ErrorCode name as its reason.
@@ -40,4 +40,5 @@ func partitionError(err error) (sluicev1.ErrorCode, string) {
 const (
 	invalidArgument    = codes.InvalidArgument
 	failedPrecondition = codes.FailedPrecondition
+	codesDeadline      = codes.DeadlineExceeded
 )

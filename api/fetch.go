@@ -65,21 +65,24 @@ func (s *Server) fetchOnce(req *sluicev1.FetchRequest, maxBytes int) (*internalv
 		for _, fp := range t.Partitions {
 			pd := &internalv1.PartitionDataView{Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, NextFetchOffset: fp.FetchOffset}
 			tr.Partitions = append(tr.Partitions, pd)
-			part, err := s.replicas.Partition(t.Name, fp.Partition)
+			part, err := s.leaderPartition(t.Name, fp.Partition)
 			if err != nil {
 				pd.ErrorCode, pd.ErrorMessage = partitionError(err)
+				pd.CurrentLeader = s.leaderHint(t.Name, fp.Partition, pd.ErrorCode)
 				continue
 			}
+			epoch := part.LeaderEpoch()
 			if fp.PartitionMaxBytes < 0 {
 				pd.ErrorCode, pd.ErrorMessage = sluicev1.ErrorCode_INVALID_FETCH_SIZE, "partition_max_bytes must be >= 0"
 				continue
 			}
-			if fp.CurrentLeaderEpoch > part.LeaderEpoch {
+			if fp.CurrentLeaderEpoch > epoch {
 				pd.ErrorCode, pd.ErrorMessage = sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, "leader epoch is newer than this broker knows"
 				continue
 			}
-			if fp.CurrentLeaderEpoch >= 0 && fp.CurrentLeaderEpoch < part.LeaderEpoch {
+			if fp.CurrentLeaderEpoch >= 0 && fp.CurrentLeaderEpoch < epoch {
 				pd.ErrorCode, pd.ErrorMessage = sluicev1.ErrorCode_FENCED_LEADER_EPOCH, "leader epoch is stale; refresh metadata"
+				pd.CurrentLeader = s.leaderHint(t.Name, fp.Partition, pd.ErrorCode)
 				continue
 			}
 			changed = append(changed, part.Log.Changed())

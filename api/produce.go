@@ -37,9 +37,15 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 				continue
 			}
 			seen[p.Partition] = true
+			if _, err := s.leaderPartition(t.Name, p.Partition); err != nil {
+				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
+				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
+				continue
+			}
 			res, err := s.replicas.Append(t.Name, p.Partition, p.Batch, now)
 			if err != nil {
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
+				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
 				if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
 					s.log.Error("produce failed", "topic", t.Name, "partition", p.Partition, "err", err)
 				}

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -37,25 +39,80 @@ type Broker struct {
 	Rack    string
 }
 
-// Server implements sluice.v1.Log and sluice.v1.Admin.
+// Server implements sluice.v1.Log and sluice.v1.Admin on a broker.
 type Server struct {
 	sluicev1.UnimplementedAdminServer
 
-	replicas *cluster.ReplicaManager
-	self     Broker
-	log      *slog.Logger
-	now      func() time.Time
+	replicas    *cluster.ReplicaManager
+	cache       *cluster.MetadataCache
+	controllers *cluster.ControllerClient
+	pool        *cluster.ConnPool
+	self        Broker
+	log         *slog.Logger
+	now         func() time.Time
 }
 
-// NewServer returns a server over replicas. now may be nil (time.Now).
-func NewServer(replicas *cluster.ReplicaManager, self Broker, logger *slog.Logger, now func() time.Time) *Server {
-	if now == nil {
-		now = time.Now
+// ServerConfig is what a Server needs.
+type ServerConfig struct {
+	Replicas    *cluster.ReplicaManager
+	Metadata    *cluster.MetadataCache
+	Controllers *cluster.ControllerClient
+	Pool        *cluster.ConnPool
+	Self        Broker
+	Logger      *slog.Logger
+	// Now may be nil (time.Now).
+	Now func() time.Time
+}
+
+// NewServer returns a broker's server.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	if logger == nil {
-		logger = slog.Default()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	return &Server{replicas: replicas, self: self, log: logger, now: now}
+	return &Server{replicas: cfg.Replicas, cache: cfg.Metadata, controllers: cfg.Controllers, pool: cfg.Pool,
+		self: cfg.Self, log: cfg.Logger, now: cfg.Now}
+}
+
+// leaderPartition returns the hosted partition if this broker leads it.
+// Otherwise the error is UNKNOWN_TOPIC_OR_PARTITION (not in the image),
+// LEADER_NOT_AVAILABLE (offline) or NOT_LEADER_OR_FOLLOWER (another broker
+// leads it; leaderHint names it).
+func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Partition, error) {
+	p, err := s.replicas.Partition(topic, partition)
+	if err == nil {
+		if leader, _ := p.Leadership(); leader == s.self.NodeID {
+			return p, nil
+		}
+	}
+	h, ok := s.cache.Leader(topic, partition)
+	switch {
+	case !ok && s.cache.Image().Topics[topic] == nil:
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
+	case !ok:
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", topic, partition)
+	case h.LeaderID == controller.NoLeader:
+		return nil, errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "%s-%d has no leader", topic, partition)
+	case h.LeaderID == s.self.NodeID:
+		// The image says we lead but the replica manager has not caught up.
+		return nil, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is becoming the leader of %s-%d", s.self.NodeID, topic, partition)
+	}
+	return nil, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s-%d; the leader is node %d at %s (epoch %d)", s.self.NodeID, topic, partition, h.LeaderID, h.Address, h.LeaderEpoch)
+}
+
+// leaderHint is the LeaderHint to attach to a NOT_LEADER_OR_FOLLOWER
+// answer, or nil.
+func (s *Server) leaderHint(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint {
+	if code != sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER && code != sluicev1.ErrorCode_FENCED_LEADER_EPOCH {
+		return nil
+	}
+	h, ok := s.cache.Leader(topic, partition)
+	if !ok || h.LeaderID == controller.NoLeader {
+		return nil
+	}
+	return &sluicev1.LeaderHint{LeaderId: h.LeaderID, LeaderEpoch: h.LeaderEpoch, Address: h.Address}
 }
 
 // Register adds the Log and Admin services to g.

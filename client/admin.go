@@ -27,6 +27,25 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*sluicev1.Meta
 	return resp, nil
 }
 
+// DescribeCluster asks any broker for the controller quorum, the registered
+// brokers and partition health, as that broker sees them (node_id and
+// metadata_offset in the response say which broker and how current). Like
+// Metadata it moves on to the next seed only when a broker is UNAVAILABLE;
+// a broker that predates the RPC answers codes.Unimplemented, returned
+// wrapped.
+func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeClusterResponse, error) {
+	var resp *sluicev1.DescribeClusterResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe cluster: %w", err)
+	}
+	return resp, nil
+}
+
 // CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
 // INVALID_PARTITIONS, ...) is returned as an *errs.Error.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {

@@ -1,15 +1,19 @@
 package cluster
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -25,15 +29,36 @@ type TopicPartition struct {
 func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
 
 // Partition is a replica hosted by this node. Its Log is safe for
-// concurrent use; Config is fixed for the replica's lifetime.
+// concurrent use; leadership and config follow the metadata image.
 type Partition struct {
 	TopicPartition
-	Log    *storage.Log
-	Config TopicConfig
-	// LeaderEpoch is the epoch stamped on appended batches. With a single
-	// node it stays 0; the controller will own it.
-	LeaderEpoch int32
+	TopicID string
+	Log     *storage.Log
+
+	// leadership packs leader id (high 32 bits) and leader epoch (low).
+	leadership atomic.Uint64
+	config     atomic.Pointer[TopicConfig]
 }
+
+// Leadership returns the partition's leader and leader epoch as this
+// broker last applied them.
+func (p *Partition) Leadership() (leader, epoch int32) {
+	v := p.leadership.Load()
+	return int32(v >> 32), int32(uint32(v))
+}
+
+// LeaderEpoch is the current leader epoch.
+func (p *Partition) LeaderEpoch() int32 {
+	_, e := p.Leadership()
+	return e
+}
+
+func (p *Partition) setLeadership(leader, epoch int32) {
+	p.leadership.Store(uint64(uint32(leader))<<32 | uint64(uint32(epoch)))
+}
+
+// Config is the topic's effective configuration.
+func (p *Partition) Config() TopicConfig { return *p.config.Load() }
 
 // ReplicaManagerConfig configures a ReplicaManager.
 type ReplicaManagerConfig struct {
@@ -45,15 +70,22 @@ type ReplicaManagerConfig struct {
 	Logger                 *slog.Logger
 }
 
-// ReplicaManager owns the partition logs of this node and the topic
-// catalog. Safe for concurrent use.
+// ReplicaManager owns the partition logs of this node. Which partitions it
+// hosts, who leads them and their configs come from the metadata image
+// (Apply); it hosts exactly the partitions whose replica set names this
+// node. Safe for concurrent use.
 type ReplicaManager struct {
-	cfg     ReplicaManagerConfig
-	catalog *Catalog
-	log     *slog.Logger
+	cfg ReplicaManagerConfig
+	log *slog.Logger
 
-	// topicMu serialises topic creation and deletion (catalog + logs).
-	topicMu sync.Mutex
+	// applyMu serialises Apply (log creation and deletion).
+	applyMu sync.Mutex
+	// clusterID is the cluster this data dir belongs to ("" until the
+	// first image that names one); guarded by applyMu.
+	clusterID string
+	// onDisk are partition directories found at start and not yet
+	// claimed by the image, by directory name; guarded by applyMu.
+	onDisk map[string]string // dir name -> topic id ("" for legacy dirs)
 
 	mu         sync.RWMutex // guards the following
 	partitions map[TopicPartition]*Partition
@@ -62,78 +94,233 @@ type ReplicaManager struct {
 	wg   sync.WaitGroup
 }
 
-// NewReplicaManager opens the catalog in dataDir/meta and every partition
-// log it lists under dataDir/logs. Log directories not in the catalog are
-// left-overs of an interrupted delete and are removed.
-func NewReplicaManager(cfg ReplicaManagerConfig, now time.Time) (*ReplicaManager, error) {
+// partitionMetaFile is written in every partition directory: the topic id
+// the log belongs to, so a topic deleted and re-created under the same
+// name while this broker was away is never confused with the old one.
+const partitionMetaFile = "partition.metadata"
+
+type partitionMeta struct {
+	Version int    `json:"version"`
+	TopicID string `json:"topic_id"`
+}
+
+// clusterFile records which cluster a data dir belongs to.
+const clusterFile = "cluster.json"
+
+type clusterMeta struct {
+	Version   int    `json:"version"`
+	ClusterID string `json:"cluster_id"`
+	NodeID    int32  `json:"node_id"`
+}
+
+// NewReplicaManager scans dataDir/logs. Logs are opened by the first Apply
+// that names them; directories no image claims are deleted once the image
+// proves this data dir belongs to its cluster.
+func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cat, err := OpenCatalog(filepath.Join(cfg.DataDir, "meta", "topics.json"))
-	if err != nil {
-		return nil, err
-	}
 	m := &ReplicaManager{
 		cfg:        cfg,
-		catalog:    cat,
 		log:        cfg.Logger,
+		onDisk:     map[string]string{},
 		partitions: map[TopicPartition]*Partition{},
 		stop:       make(chan struct{}),
 	}
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
 		return nil, err
 	}
-	want := map[string]bool{}
-	for _, t := range cat.Topics() {
-		tc, err := ParseTopicConfig(t.Configs, t.ReplicationFactor)
-		if err != nil {
-			m.closeAll()
-			return nil, fmt.Errorf("topic %q has an invalid stored config: %w", t.Name, err)
+	if data, err := os.ReadFile(filepath.Join(cfg.DataDir, "meta", clusterFile)); err == nil {
+		var cm clusterMeta
+		if err := json.Unmarshal(data, &cm); err != nil {
+			return nil, fmt.Errorf("%s is corrupt: %w", clusterFile, err)
 		}
-		for p := int32(0); p < t.Partitions; p++ {
-			tp := TopicPartition{t.Name, p}
-			want[tp.String()] = true
-			if err := m.openPartition(tp, tc, now); err != nil {
-				m.closeAll()
-				return nil, err
-			}
+		if cm.NodeID != cfg.NodeID {
+			return nil, fmt.Errorf("data dir %s belongs to node %d, not node %d", cfg.DataDir, cm.NodeID, cfg.NodeID)
 		}
+		m.clusterID = cm.ClusterID
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
 	}
 	entries, err := os.ReadDir(m.logsDir())
 	if err != nil {
-		m.closeAll()
 		return nil, err
 	}
 	for _, e := range entries {
-		if e.IsDir() && !want[e.Name()] {
-			m.log.Warn("removing log directory of a deleted topic", "dir", e.Name())
-			_ = os.RemoveAll(filepath.Join(m.logsDir(), e.Name()))
+		if !e.IsDir() {
+			continue
 		}
+		var pm partitionMeta
+		if data, err := os.ReadFile(filepath.Join(m.logsDir(), e.Name(), partitionMetaFile)); err == nil {
+			if json.Unmarshal(data, &pm) != nil {
+				m.log.Warn("unreadable partition metadata; treating the directory as legacy", "dir", e.Name())
+			}
+		}
+		m.onDisk[e.Name()] = pm.TopicID
 	}
 	return m, nil
 }
 
 func (m *ReplicaManager) logsDir() string { return filepath.Join(m.cfg.DataDir, "logs") }
 
-func (m *ReplicaManager) openPartition(tp TopicPartition, tc TopicConfig, now time.Time) error {
-	l, err := storage.Open(filepath.Join(m.logsDir(), tp.String()), tc.Storage, now)
-	if err != nil {
-		return fmt.Errorf("open log %s: %w", tp, err)
-	}
-	m.mu.Lock()
-	m.partitions[tp] = &Partition{TopicPartition: tp, Log: l, Config: tc}
-	m.mu.Unlock()
-	return nil
-}
-
-// Catalog returns the topic catalog.
-func (m *ReplicaManager) Catalog() *Catalog { return m.catalog }
-
 // NodeID is this node's id.
 func (m *ReplicaManager) NodeID() int32 { return m.cfg.NodeID }
+
+// ClusterID is the cluster this data dir belongs to ("" before the first
+// image naming one).
+func (m *ReplicaManager) ClusterID() string {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	return m.clusterID
+}
+
+// ErrClusterMismatch is returned by Apply when the image belongs to a
+// different cluster than the data dir: the node must not serve (and must
+// never delete) that data.
+var ErrClusterMismatch = errors.New("data dir belongs to another cluster")
+
+// Apply brings the hosted partitions in line with im: it opens or creates
+// the logs of partitions that name this node as a replica, sets their
+// leader, leader epoch and config, and deletes the logs of partitions
+// that no longer name it (deleted topics, moved replicas, topics
+// re-created under a new id). It returns ErrClusterMismatch (and changes
+// nothing) for an image of another cluster.
+func (m *ReplicaManager) Apply(im *controller.Image, now time.Time) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	if im.ClusterID == "" {
+		return nil // a fresh quorum not yet bootstrapped: nothing to host
+	}
+	if m.clusterID == "" {
+		if err := m.writeClusterMeta(im.ClusterID); err != nil {
+			return err
+		}
+		m.clusterID = im.ClusterID
+	} else if m.clusterID != im.ClusterID {
+		return fmt.Errorf("%w: data dir has cluster id %s, controller has %s", ErrClusterMismatch, m.clusterID, im.ClusterID)
+	}
+	self := m.cfg.NodeID
+	want := map[TopicPartition]bool{}
+	var firstErr error
+	for _, name := range im.TopicNames() {
+		t := im.Topics[name]
+		for i, ps := range t.Partitions {
+			if !slices.Contains(ps.Replicas, self) {
+				continue
+			}
+			tp := TopicPartition{name, int32(i)}
+			want[tp] = true
+			tc, err := ParseTopicConfig(t.Configs, int32(len(ps.Replicas)))
+			if err != nil {
+				// The controller validated it; keep going with defaults
+				// rather than refuse to host the partition.
+				m.log.Error("topic has an invalid config; using defaults", "topic", name, "err", err)
+				tc, _ = ParseTopicConfig(nil, int32(len(ps.Replicas)))
+			}
+			p, err := m.ensurePartition(tp, t.ID, tc, now)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			p.setLeadership(ps.Leader, ps.LeaderEpoch)
+			if old := p.config.Load(); old.Storage != tc.Storage {
+				p.Log.SetConfig(tc.Storage)
+			}
+			p.config.Store(&tc)
+		}
+	}
+	for _, p := range m.allPartitions() {
+		if !want[p.TopicPartition] {
+			m.removePartition(p)
+		}
+	}
+	for dir, id := range m.onDisk {
+		if id == "" {
+			m.log.Warn("partition directory without metadata left alone", "dir", dir)
+			continue
+		}
+		m.log.Info("deleting log of a partition this node no longer hosts", "dir", dir)
+		if err := os.RemoveAll(filepath.Join(m.logsDir(), dir)); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		delete(m.onDisk, dir)
+	}
+	return firstErr
+}
+
+func (m *ReplicaManager) writeClusterMeta(id string) error {
+	data, err := json.Marshal(clusterMeta{Version: 1, ClusterID: id, NodeID: m.cfg.NodeID})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(m.cfg.DataDir, "meta")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return storage.WriteFileAtomic(filepath.Join(dir, clusterFile), data)
+}
+
+// ensurePartition returns the hosted replica of tp for topic id, opening
+// its log from disk or creating it. A hosted replica or a directory of a
+// different topic id is deleted first. Caller holds applyMu.
+func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc TopicConfig, now time.Time) (*Partition, error) {
+	m.mu.RLock()
+	p := m.partitions[tp]
+	m.mu.RUnlock()
+	if p != nil {
+		if p.TopicID == topicID {
+			return p, nil
+		}
+		m.removePartition(p)
+	}
+	dir := filepath.Join(m.logsDir(), tp.String())
+	if id, found := m.onDisk[tp.String()]; found {
+		delete(m.onDisk, tp.String())
+		if id != "" && id != topicID {
+			m.log.Info("deleting log of an earlier topic with the same name", "partition", tp.String(), "old_topic_id", id)
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "remove old log %s: %v", tp, err)
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "create log %s: %v", tp, err)
+	}
+	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
+	if err := storage.WriteFileAtomic(filepath.Join(dir, partitionMetaFile), meta); err != nil {
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write %s metadata: %v", tp, err)
+	}
+	l, err := storage.Open(dir, tc.Storage, now)
+	if err != nil {
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %v", tp, err)
+	}
+	p = &Partition{TopicPartition: tp, TopicID: topicID, Log: l}
+	p.setLeadership(controller.NoLeader, -1)
+	p.config.Store(&tc)
+	m.mu.Lock()
+	m.partitions[tp] = p
+	m.mu.Unlock()
+	return p, nil
+}
+
+// removePartition stops hosting p and deletes its log.
+func (m *ReplicaManager) removePartition(p *Partition) {
+	m.mu.Lock()
+	if m.partitions[p.TopicPartition] == p {
+		delete(m.partitions, p.TopicPartition)
+	}
+	m.mu.Unlock()
+	if err := p.Log.Delete(); err != nil {
+		m.log.Error("delete log", "partition", p.String(), "err", err)
+		return
+	}
+	m.log.Info("deleted log", "partition", p.String(), "topic_id", p.TopicID)
+}
 
 // Start runs the retention loop until Close.
 func (m *ReplicaManager) Start() {
@@ -164,6 +351,9 @@ func (m *ReplicaManager) EnforceRetention(now time.Time) {
 	}
 }
 
+// Partitions returns the hosted replicas, in no particular order.
+func (m *ReplicaManager) Partitions() []*Partition { return m.allPartitions() }
+
 func (m *ReplicaManager) allPartitions() []*Partition {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -183,10 +373,8 @@ func (m *ReplicaManager) Close() error {
 		close(m.stop)
 	}
 	m.wg.Wait()
-	return m.closeAll()
-}
-
-func (m *ReplicaManager) closeAll() error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var first error
@@ -199,91 +387,16 @@ func (m *ReplicaManager) closeAll() error {
 	return first
 }
 
-// Partition returns the replica of topic/partition, or
+// Partition returns the replica of topic/partition hosted here, or
 // UNKNOWN_TOPIC_OR_PARTITION.
 func (m *ReplicaManager) Partition(topic string, partition int32) (*Partition, error) {
 	m.mu.RLock()
 	p, ok := m.partitions[TopicPartition{topic, partition}]
 	m.mu.RUnlock()
 	if !ok {
-		if _, known := m.catalog.Topic(topic); known {
-			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", topic, partition)
-		}
-		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d is not hosted by node %d", topic, partition, m.cfg.NodeID)
 	}
 	return p, nil
-}
-
-// CreateTopic validates and creates a topic with its partition logs. With
-// validateOnly it only validates. Errors are *errs.Error.
-func (m *ReplicaManager) CreateTopic(name string, partitions, replicationFactor int32, configs map[string]string, validateOnly bool, now time.Time) (Topic, TopicConfig, error) {
-	if err := ValidateTopicName(name); err != nil {
-		return Topic{}, TopicConfig{}, err
-	}
-	if partitions < 1 || partitions > MaxPartitions {
-		return Topic{}, TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_PARTITIONS, "number of partitions must be between 1 and %d, got %d", MaxPartitions, partitions)
-	}
-	brokers := int32(1)
-	if replicationFactor < 1 || replicationFactor > brokers {
-		return Topic{}, TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR, "replication factor must be between 1 and the number of brokers (%d), got %d", brokers, replicationFactor)
-	}
-	tc, err := ParseTopicConfig(configs, replicationFactor)
-	if err != nil {
-		return Topic{}, TopicConfig{}, err
-	}
-	t := Topic{Name: name, Partitions: partitions, ReplicationFactor: replicationFactor, Configs: copyMap(configs)}
-	m.topicMu.Lock()
-	defer m.topicMu.Unlock()
-	if _, exists := m.catalog.Topic(name); exists {
-		return Topic{}, TopicConfig{}, errs.New(sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS, "topic %q already exists", name)
-	}
-	if validateOnly {
-		return t, tc, nil
-	}
-	// The catalog entry is durable before the logs exist: a crash in
-	// between leaves a topic whose logs are created at the next start.
-	if err := m.catalog.Add(t); err != nil {
-		return Topic{}, TopicConfig{}, err
-	}
-	for p := int32(0); p < partitions; p++ {
-		if err := m.openPartition(TopicPartition{name, p}, tc, now); err != nil {
-			return Topic{}, TopicConfig{}, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%v", err)
-		}
-	}
-	t, _ = m.catalog.Topic(name)
-	return t, tc, nil
-}
-
-// DeleteTopic removes a topic from the catalog, then deletes its logs.
-func (m *ReplicaManager) DeleteTopic(name string) error {
-	if strings.TrimSpace(name) == "" {
-		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name is empty")
-	}
-	m.topicMu.Lock()
-	defer m.topicMu.Unlock()
-	t, ok := m.catalog.Topic(name)
-	if !ok {
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", name)
-	}
-	// Removal is durable first: a crash before the logs are gone leaves
-	// orphan directories that the next start removes.
-	if err := m.catalog.Remove(name); err != nil {
-		return err
-	}
-	var first error
-	for p := int32(0); p < t.Partitions; p++ {
-		tp := TopicPartition{name, p}
-		m.mu.Lock()
-		part := m.partitions[tp]
-		delete(m.partitions, tp)
-		m.mu.Unlock()
-		if part != nil {
-			if err := part.Log.Delete(); err != nil && first == nil {
-				first = err
-			}
-		}
-	}
-	return first
 }
 
 // Append validates a batch as a producer sent it and appends it to the
@@ -294,7 +407,11 @@ func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now t
 	if err != nil {
 		return storage.AppendResult{}, err
 	}
-	if max := p.Config.Storage.MaxMessageBytes; len(raw) > int(max) {
+	leader, epoch := p.Leadership()
+	if leader != m.cfg.NodeID {
+		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
+	}
+	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, topic)
 	}
 	b, h, err := batch.Canonicalize(raw)
@@ -309,7 +426,10 @@ func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now t
 	case h.ProducerID != batch.NoProducerID:
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_UNKNOWN_PRODUCER_ID, "producer id %d is unknown: idempotent producers are not supported yet; send producer_id -1", h.ProducerID)
 	}
-	res, err := p.Log.Append(b, p.LeaderEpoch, now)
+	res, err := p.Log.Append(b, epoch, now)
+	if errors.Is(err, storage.ErrClosed) {
+		return res, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s is no longer hosted by node %d", p, m.cfg.NodeID)
+	}
 	if err != nil {
 		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
 			return res, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %v", p, err)
@@ -317,15 +437,4 @@ func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now t
 		return res, err
 	}
 	return res, nil
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

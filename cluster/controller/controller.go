@@ -42,6 +42,16 @@ const (
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultApplyTimeout       = 5 * time.Second
 	DefaultShutdownTimeout    = 5 * time.Second
+	// DefaultSessionTimeout is broker.session.timeout.ms: a broker that
+	// has not heartbeated for this long is fenced. Kafka's default is 9 s;
+	// Sluice aims to move leadership within 3 s of a crash.
+	DefaultSessionTimeout = 2 * time.Second
+	// DefaultGoneGrace is how long a broker that gossip reported gone may
+	// still prove itself alive with a heartbeat before it is fenced.
+	DefaultGoneGrace = 400 * time.Millisecond
+	// DefaultSessionCheckInterval is how often the active controller looks
+	// for expired sessions.
+	DefaultSessionCheckInterval = 100 * time.Millisecond
 )
 
 // Config configures a Controller. Zero durations take the defaults above.
@@ -75,6 +85,12 @@ type Config struct {
 	// SnapshotThreshold is the number of log entries between snapshots
 	// (hashicorp default 8192 when zero).
 	SnapshotThreshold uint64
+
+	// SessionTimeout, GoneGrace and SessionCheckInterval drive broker
+	// fencing (see Liveness).
+	SessionTimeout       time.Duration
+	GoneGrace            time.Duration
+	SessionCheckInterval time.Duration
 }
 
 // Validate checks c and fills in defaults. It must be called (Start does)
@@ -120,6 +136,9 @@ func (c *Config) Validate() error {
 	def(&c.CommitTimeout, DefaultCommitTimeout)
 	def(&c.ApplyTimeout, DefaultApplyTimeout)
 	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	def(&c.SessionTimeout, DefaultSessionTimeout)
+	def(&c.GoneGrace, DefaultGoneGrace)
+	def(&c.SessionCheckInterval, DefaultSessionCheckInterval)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -144,6 +163,13 @@ type Controller struct {
 	// node, so two of them never compute a record from the same image.
 	proposeMu sync.Mutex
 
+	// livenessMu guards liveness (heartbeats arrive on gRPC goroutines;
+	// the session loop reads it).
+	livenessMu sync.Mutex
+	liveness   *Liveness
+	// leaderSince is when this node last became leader (zero if not).
+	leaderSince time.Time
+
 	// ctx is cancelled by Shutdown; background work derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -159,7 +185,8 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Controller{cfg: cfg, fsm: NewFSM(), log: cfg.Logger, ctx: ctx, cancel: cancel}, nil
+	return &Controller{cfg: cfg, fsm: NewFSM(), log: cfg.Logger, ctx: ctx, cancel: cancel,
+		liveness: NewLiveness(cfg.SessionTimeout, cfg.GoneGrace)}, nil
 }
 
 // Start opens the Raft stores in DataDir, listens on RaftBind and joins
@@ -188,9 +215,13 @@ func (c *Controller) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("controller: snapshot store: %w", err)
 	}
-	adv, err := net.ResolveTCPAddr("tcp", c.cfg.RaftAdvertise)
-	if err != nil {
-		return fmt.Errorf("controller: advertise address: %w", err)
+	var adv net.Addr
+	if _, port, _ := net.SplitHostPort(c.cfg.RaftAdvertise); port != "0" {
+		a, err := net.ResolveTCPAddr("tcp", c.cfg.RaftAdvertise)
+		if err != nil {
+			return fmt.Errorf("controller: advertise address: %w", err)
+		}
+		adv = a
 	}
 	transport, err := raft.NewTCPTransportWithLogger(c.cfg.RaftBind, adv, 3, 5*time.Second, hlog)
 	if err != nil {
@@ -201,6 +232,16 @@ func (c *Controller) Start() (err error) {
 			_ = transport.Close()
 		}
 	}()
+	if adv == nil {
+		// Bound to port 0 (tests): the actual address is known only now.
+		bound := string(transport.LocalAddr())
+		for i := range c.cfg.Voters {
+			if c.cfg.Voters[i].ID == c.cfg.NodeID && c.cfg.Voters[i].Address == c.cfg.RaftAdvertise {
+				c.cfg.Voters[i].Address = bound
+			}
+		}
+		c.cfg.RaftAdvertise = bound
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = serverID(c.cfg.NodeID)
@@ -235,8 +276,9 @@ func (c *Controller) Start() (err error) {
 		return fmt.Errorf("controller: start raft: %w", err)
 	}
 	c.raft, c.transport, c.store = r, transport, store
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.leaderLoop()
+	go c.sessionLoop()
 	return nil
 }
 
@@ -293,6 +335,7 @@ func (c *Controller) leaderLoop() {
 		case <-c.ctx.Done():
 			return
 		case isLeader := <-c.raft.LeaderCh():
+			c.onLeadership(isLeader)
 			if !isLeader {
 				continue
 			}
@@ -305,16 +348,20 @@ func (c *Controller) leaderLoop() {
 	}
 }
 
-// bootstrapFeatures finalizes every supported feature that was never set
-// (a fresh cluster) at its maximum level: transaction.version=2.
+// bootstrapFeatures names a fresh cluster (BootstrapCluster with a random
+// id) and finalizes every supported feature that was never set at its
+// maximum level: transaction.version=2.
 func (c *Controller) bootstrapFeatures(ctx context.Context) error {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
 	if err := c.barrier(ctx); err != nil {
 		return err
 	}
-	var missing []FeatureLevel
+	var missing []Record
 	c.fsm.view(func(im *Image) {
+		if im.ClusterID == "" {
+			missing = append(missing, BootstrapCluster{ClusterID: newTopicID()})
+		}
 		for name, level := range SupportedFeatures {
 			if _, ok := im.Features[name]; !ok {
 				missing = append(missing, FeatureLevel{Name: name, Level: level})

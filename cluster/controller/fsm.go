@@ -79,6 +79,8 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyFeatureLevel(im, r)
 	case ConfigChange:
 		err = applyConfigChange(im, r)
+	case BootstrapCluster:
+		err = applyBootstrapCluster(im, r)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}
@@ -360,5 +362,17 @@ func applyConfigChange(im *Image, r ConfigChange) error {
 	} else {
 		configs[r.Key] = r.Value
 	}
+	return nil
+}
+
+// applyBootstrapCluster sets the cluster id once.
+func applyBootstrapCluster(im *Image, r BootstrapCluster) error {
+	if r.ClusterID == "" {
+		return invalid("cluster id is empty")
+	}
+	if im.ClusterID != "" {
+		return invalid("cluster is already bootstrapped with id %s", im.ClusterID)
+	}
+	im.ClusterID = r.ClusterID
 	return nil
 }

@@ -50,6 +50,21 @@ func TestApplyRules(t *testing.T) {
 		code  sluicev1.ErrorCode // NONE = accepted
 		check check
 	}{
+		// BootstrapCluster: once, non-empty.
+		{name: "bootstrap sets the cluster id", rec: BootstrapCluster{ClusterID: "c1"},
+			check: func(t *testing.T, im *Image, res Result) {
+				if im.ClusterID != "c1" {
+					t.Errorf("cluster id = %q", im.ClusterID)
+				}
+			}},
+		{name: "bootstrap twice rejected", setup: []Record{BootstrapCluster{ClusterID: "c1"}},
+			rec: BootstrapCluster{ClusterID: "c2"}, code: sluicev1.ErrorCode_INVALID_REQUEST,
+			check: func(t *testing.T, im *Image, res Result) {
+				if im.ClusterID != "c1" {
+					t.Errorf("cluster id changed to %q", im.ClusterID)
+				}
+			}},
+		{name: "bootstrap with empty id rejected", rec: BootstrapCluster{}, code: sluicev1.ErrorCode_INVALID_REQUEST},
 		// RegisterBroker: epoch = Raft index of the record; starts fenced.
 		{name: "register assigns epoch = offset, fenced", setup: nil, rec: reg(1, "r1"),
 			check: func(t *testing.T, im *Image, res Result) {

@@ -15,6 +15,8 @@ type Image struct {
 	// Offset is the Raft index of the last log entry applied (accepted or
 	// rejected); 0 before any.
 	Offset uint64 `json:"offset"`
+	// ClusterID is set once by BootstrapCluster; empty before.
+	ClusterID string `json:"cluster_id,omitempty"`
 	// Brokers by broker id.
 	Brokers map[int32]*Broker `json:"brokers"`
 	// Topics by name.
@@ -79,6 +81,7 @@ func NewImage() *Image {
 func (im *Image) Clone() *Image {
 	out := &Image{
 		Offset:                   im.Offset,
+		ClusterID:                im.ClusterID,
 		Brokers:                  make(map[int32]*Broker, len(im.Brokers)),
 		Topics:                   make(map[string]*Topic, len(im.Topics)),
 		NextProducerIDBlockStart: im.NextProducerIDBlockStart,

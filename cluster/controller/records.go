@@ -38,6 +38,7 @@ const (
 	TypeProducerIDsBlock RecordType = "ProducerIDsBlock"
 	TypeFeatureLevel     RecordType = "FeatureLevel"
 	TypeConfigChange     RecordType = "ConfigChange"
+	TypeBootstrapCluster RecordType = "BootstrapCluster"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -160,6 +161,16 @@ type ConfigChange struct {
 	Value string `json:"value,omitempty"`
 }
 
+// BootstrapCluster names a new cluster. The first active controller of a
+// fresh quorum proposes it once; a second one is rejected, so the cluster
+// id never changes.
+type BootstrapCluster struct {
+	ClusterID string `json:"cluster_id"`
+}
+
+// Type implements Record.
+func (BootstrapCluster) Type() RecordType { return TypeBootstrapCluster }
+
 // Type implements Record.
 func (RegisterBroker) Type() RecordType { return TypeRegisterBroker }
 
@@ -269,6 +280,8 @@ func newRecord(t RecordType) (any, bool) {
 		return &FeatureLevel{}, true
 	case TypeConfigChange:
 		return &ConfigChange{}, true
+	case TypeBootstrapCluster:
+		return &BootstrapCluster{}, true
 	}
 	return nil, false
 }
@@ -292,6 +305,8 @@ func derefRecord(p any) Record {
 	case *FeatureLevel:
 		return *r
 	case *ConfigChange:
+		return *r
+	case *BootstrapCluster:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

@@ -21,6 +21,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		FeatureLevel{Name: FeatureTransactionVersion, Level: 2},
 		ConfigChange{Topic: "t", Key: "k", Value: "v"},
 		DeleteTopic{},
+		BootstrapCluster{ClusterID: "c1"},
 	}
 	for _, r := range recs {
 		t.Run(string(r.Type()), func(t *testing.T) {

@@ -88,10 +88,11 @@ type server struct {
 
 // startServer starts sluiced and waits until /readyz answers 200. The
 // process is killed in t.Cleanup.
-func startServer(t *testing.T, bin, dataDir, listen, httpListen string) *server {
+func startServer(t *testing.T, bin, dataDir, listen, httpListen string, extra ...string) *server {
 	t.Helper()
 	s := &server{log: &syncBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "--node-id", "1", "--data-dir", dataDir, "--listen", listen, "--http-listen", httpListen)
+	args := append([]string{"--node-id", "1", "--data-dir", dataDir, "--listen", listen, "--http-listen", httpListen}, extra...)
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start sluiced: %v", err)
@@ -192,7 +193,10 @@ func TestProduceSurvivesKillAndConsumeInOrder(t *testing.T) {
 	sluice := buildBinary(t, root, bin, "sluice")
 	dataDir := t.TempDir()
 	listen, httpListen := freeAddr(t), freeAddr(t)
-	srv := startServer(t, sluiced, dataDir, listen, httpListen)
+	// The Raft address is part of the persisted quorum: keep it across the
+	// restart.
+	ports := []string{"--raft-listen", freeAddr(t), "--gossip-listen", freeAddr(t)}
+	srv := startServer(t, sluiced, dataDir, listen, httpListen, ports...)
 	brokers := "--brokers=" + listen
 
 	const topic = "e2e"
@@ -228,7 +232,7 @@ func TestProduceSurvivesKillAndConsumeInOrder(t *testing.T) {
 
 	// SIGKILL and restart on the same data directory.
 	srv.kill()
-	startServer(t, sluiced, dataDir, listen, freeAddr(t))
+	startServer(t, sluiced, dataDir, listen, freeAddr(t), ports...)
 
 	out, stderr, err = runCLI(t, sluice, "", brokers, "consume", topic, "--partition", "0", "--from-beginning", "--max-messages", fmt.Sprint(n), "--timeout", "10s")
 	if err != nil {

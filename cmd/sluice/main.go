@@ -1,6 +1,6 @@
 // Command sluice is the command-line client of Sluice: topic admin,
-// produce and consume from stdin/stdout, offline segment dumps, and
-// benchmarks.
+// cluster status, produce and consume from stdin/stdout, offline segment
+// dumps, and benchmarks.
 //
 //	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
 //
@@ -29,6 +29,7 @@ Commands:
   topic list
   topic describe NAME
   topic delete NAME
+  cluster status
   produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]
   consume TOPIC [--partition P] [--from-beginning | --offset O] [--max-messages N]
                 [--timeout D] [--isolation read_committed|read_uncommitted]
@@ -116,6 +117,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	case "topic":
 		return env.topic(ctx, rest)
+	case "cluster":
+		return env.cluster(ctx, rest)
 	case "produce":
 		return env.produce(ctx, rest)
 	case "consume":

@@ -1,5 +1,7 @@
-// Command sluiced runs a Sluice node. With no flags it is a complete
-// single-node cluster on 127.0.0.1:9400 with data in ./sluice-data.
+// Command sluiced runs a Sluice node: a controller voter, a broker, or both
+// (the default). With no flags it is a complete single-node cluster on
+// 127.0.0.1:9400 (Raft 9401, gossip 9402, HTTP 9403) with data in
+// ./sluice-data.
 //
 // Every flag can also be set by an environment variable: --data-dir is
 // SLUICE_DATA_DIR, --http-listen is SLUICE_HTTP_LISTEN, and so on. Flags
@@ -43,6 +45,16 @@ func run(args []string) error {
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP address for /healthz, /readyz, /metrics and pprof (empty disables)")
 	fs.StringVar(&cfg.Rack, "rack", cfg.Rack, "rack of this node, for rack-aware replica placement")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
+	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "controller, broker, or controller,broker")
+	voters := fs.String("controller-voters", "", "static controller quorum id@host:raftport,... (same on every node; default: this node alone)")
+	fs.StringVar(&cfg.RaftListen, "raft-listen", cfg.RaftListen, "controller Raft listen address")
+	fs.StringVar(&cfg.RaftAdvertise, "raft-advertise", cfg.RaftAdvertise, "Raft address other voters dial (default: the raft listen address)")
+	fs.StringVar(&cfg.GossipListen, "gossip-listen", cfg.GossipListen, "gossip (memberlist) listen IP:port, TCP and UDP")
+	fs.StringVar(&cfg.GossipAdvertise, "gossip-advertise", cfg.GossipAdvertise, "gossip IP:port other nodes use (default: the gossip listen address)")
+	join := fs.String("join", "", "gossip seeds host:port,... to join a cluster")
+	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller; default 2s)")
+	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval (default 250ms)")
+	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
@@ -73,6 +85,21 @@ func run(args []string) error {
 		return fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
 	}
 	cfg.NodeID = int32(*nodeID)
+	cfg.Roles = nil
+	for _, r := range strings.Split(*roles, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			cfg.Roles = append(cfg.Roles, r)
+		}
+	}
+	var err error
+	if cfg.ControllerVoters, err = api.ParseVoters(*voters); err != nil {
+		return fmt.Errorf("--controller-voters: %w", err)
+	}
+	for _, j := range strings.Split(*join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			cfg.Join = append(cfg.Join, j)
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)

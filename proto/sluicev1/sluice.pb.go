@@ -2194,6 +2194,339 @@ func (x *DeletableTopicResult) GetErrorMessage() string {
 	return ""
 }
 
+type DescribeClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterRequest) Reset() {
+	*x = DescribeClusterRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterRequest) ProtoMessage() {}
+
+func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
+func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{32}
+}
+
+type DescribeClusterResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The active controller's node id; 0 when no leader is known.
+	ControllerLeader int32           `protobuf:"varint,2,opt,name=controller_leader,json=controllerLeader,proto3" json:"controller_leader,omitempty"`
+	Voters           []*VoterStatus  `protobuf:"bytes,3,rep,name=voters,proto3" json:"voters,omitempty"`
+	Brokers          []*BrokerStatus `protobuf:"bytes,4,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	// Partitions with no leader.
+	OfflinePartitions int32 `protobuf:"varint,5,opt,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
+	// Partitions whose ISR is smaller than their replica set.
+	UnderReplicatedPartitions int32 `protobuf:"varint,6,opt,name=under_replicated_partitions,json=underReplicatedPartitions,proto3" json:"under_replicated_partitions,omitempty"`
+	// The metadata offset (controller Raft index) the answering broker has
+	// applied.
+	MetadataOffset uint64 `protobuf:"varint,7,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	// The node that answered.
+	NodeId        int32 `protobuf:"varint,8,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterResponse) Reset() {
+	*x = DescribeClusterResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterResponse) ProtoMessage() {}
+
+func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
+func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DescribeClusterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *DescribeClusterResponse) GetControllerLeader() int32 {
+	if x != nil {
+		return x.ControllerLeader
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetVoters() []*VoterStatus {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *DescribeClusterResponse) GetBrokers() []*BrokerStatus {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
+func (x *DescribeClusterResponse) GetOfflinePartitions() int32 {
+	if x != nil {
+		return x.OfflinePartitions
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetUnderReplicatedPartitions() int32 {
+	if x != nil {
+		return x.UnderReplicatedPartitions
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+// VoterStatus is one controller voter as it reports itself.
+type VoterStatus struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The voter's Raft address.
+	RaftAddress string `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	// "leader", "follower", "candidate", "shutdown", or "unreachable" when it
+	// did not answer.
+	State        string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Term         uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	LastLogIndex uint64 `protobuf:"varint,5,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	CommitIndex  uint64 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Its gRPC address, when known.
+	Address       string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoterStatus) Reset() {
+	*x = VoterStatus{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoterStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoterStatus) ProtoMessage() {}
+
+func (x *VoterStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoterStatus.ProtoReflect.Descriptor instead.
+func (*VoterStatus) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *VoterStatus) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *VoterStatus) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *VoterStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *VoterStatus) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *VoterStatus) GetLastLogIndex() uint64 {
+	if x != nil {
+		return x.LastLogIndex
+	}
+	return 0
+}
+
+func (x *VoterStatus) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *VoterStatus) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *VoterStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type BrokerStatus struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack    string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// The broker epoch of its current registration.
+	Epoch  int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Fenced bool  `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// Partitions it leads.
+	LeaderPartitions int32 `protobuf:"varint,6,opt,name=leader_partitions,json=leaderPartitions,proto3" json:"leader_partitions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *BrokerStatus) Reset() {
+	*x = BrokerStatus{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerStatus) ProtoMessage() {}
+
+func (x *BrokerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerStatus.ProtoReflect.Descriptor instead.
+func (*BrokerStatus) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *BrokerStatus) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *BrokerStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *BrokerStatus) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *BrokerStatus) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *BrokerStatus) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *BrokerStatus) GetLeaderPartitions() int32 {
+	if x != nil {
+		return x.LeaderPartitions
+	}
+	return 0
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -2372,7 +2705,34 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage*J\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\x18\n" +
+	"\x16DescribeClusterRequest\"\xf9\x02\n" +
+	"\x17DescribeClusterResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12+\n" +
+	"\x11controller_leader\x18\x02 \x01(\x05R\x10controllerLeader\x12.\n" +
+	"\x06voters\x18\x03 \x03(\v2\x16.sluice.v1.VoterStatusR\x06voters\x121\n" +
+	"\abrokers\x18\x04 \x03(\v2\x17.sluice.v1.BrokerStatusR\abrokers\x12-\n" +
+	"\x12offline_partitions\x18\x05 \x01(\x05R\x11offlinePartitions\x12>\n" +
+	"\x1bunder_replicated_partitions\x18\x06 \x01(\x05R\x19underReplicatedPartitions\x12'\n" +
+	"\x0fmetadata_offset\x18\a \x01(\x04R\x0emetadataOffset\x12\x17\n" +
+	"\anode_id\x18\b \x01(\x05R\x06nodeId\"\xfb\x01\n" +
+	"\vVoterStatus\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12$\n" +
+	"\x0elast_log_index\x18\x05 \x01(\x04R\flastLogIndex\x12!\n" +
+	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x18\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\"\xb0\x01\n" +
+	"\fBrokerStatus\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12\x16\n" +
+	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12+\n" +
+	"\x11leader_partitions\x18\x06 \x01(\x05R\x10leaderPartitions*J\n" +
 	"\x04Acks\x12\x14\n" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bACKS_ALL\x10\x01\x12\x0f\n" +
@@ -2392,11 +2752,12 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x03Log\x12@\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xee\x01\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xc8\x02\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
-	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a\x1f.sluice.v1.DeleteTopicsResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a\x1f.sluice.v1.DeleteTopicsResponse\x12X\n" +
+	"\x0fDescribeCluster\x12!.sluice.v1.DescribeClusterRequest\x1a\".sluice.v1.DescribeClusterResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_sluice_proto_rawDescOnce sync.Once
@@ -2411,7 +2772,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Acks)(0),                            // 0: sluice.v1.Acks
 	(IsolationLevel)(0),                  // 1: sluice.v1.IsolationLevel
@@ -2448,67 +2809,75 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*DeleteTopicsRequest)(nil),          // 32: sluice.v1.DeleteTopicsRequest
 	(*DeleteTopicsResponse)(nil),         // 33: sluice.v1.DeleteTopicsResponse
 	(*DeletableTopicResult)(nil),         // 34: sluice.v1.DeletableTopicResult
-	nil,                                  // 35: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                  // 36: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                  // 37: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(*RecordBatch)(nil),                  // 38: sluice.v1.RecordBatch
-	(ErrorCode)(0),                       // 39: sluice.v1.ErrorCode
+	(*DescribeClusterRequest)(nil),       // 35: sluice.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),      // 36: sluice.v1.DescribeClusterResponse
+	(*VoterStatus)(nil),                  // 37: sluice.v1.VoterStatus
+	(*BrokerStatus)(nil),                 // 38: sluice.v1.BrokerStatus
+	nil,                                  // 39: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                  // 40: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                  // 41: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(*RecordBatch)(nil),                  // 42: sluice.v1.RecordBatch
+	(ErrorCode)(0),                       // 43: sluice.v1.ErrorCode
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
 	5,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
 	6,  // 2: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	38, // 3: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	42, // 3: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
 	8,  // 4: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
 	9,  // 5: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	39, // 6: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	43, // 6: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
 	3,  // 7: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
 	1,  // 8: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	11, // 9: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
 	12, // 10: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
 	14, // 11: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
 	16, // 12: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	39, // 13: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	43, // 13: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
 	15, // 14: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
 	3,  // 15: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	38, // 16: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	42, // 16: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
 	1,  // 17: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	18, // 18: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
 	19, // 19: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
 	2,  // 20: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
 	21, // 21: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
 	22, // 22: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	39, // 23: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	43, // 23: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
 	25, // 24: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
 	26, // 25: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	39, // 26: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	43, // 26: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	27, // 27: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	35, // 28: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	39, // 29: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	39, // 28: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	43, // 29: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	29, // 30: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	36, // 31: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	40, // 31: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
 	31, // 32: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	39, // 33: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	37, // 34: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	43, // 33: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	41, // 34: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
 	34, // 35: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	39, // 36: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	4,  // 37: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	10, // 38: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	17, // 39: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	23, // 40: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	28, // 41: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	32, // 42: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	7,  // 43: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	13, // 44: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	20, // 45: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	24, // 46: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	30, // 47: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	33, // 48: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	43, // [43:49] is the sub-list for method output_type
-	37, // [37:43] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	43, // 36: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	37, // 37: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
+	38, // 38: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
+	4,  // 39: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	10, // 40: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	17, // 41: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	23, // 42: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	28, // 43: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	32, // 44: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	35, // 45: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	7,  // 46: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	13, // 47: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	20, // 48: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	24, // 49: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	30, // 50: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	33, // 51: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	36, // 52: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	46, // [46:53] is the sub-list for method output_type
+	39, // [39:46] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -2524,7 +2893,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -205,9 +205,10 @@ var Log_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Metadata_FullMethodName     = "/sluice.v1.Admin/Metadata"
-	Admin_CreateTopics_FullMethodName = "/sluice.v1.Admin/CreateTopics"
-	Admin_DeleteTopics_FullMethodName = "/sluice.v1.Admin/DeleteTopics"
+	Admin_Metadata_FullMethodName        = "/sluice.v1.Admin/Metadata"
+	Admin_CreateTopics_FullMethodName    = "/sluice.v1.Admin/CreateTopics"
+	Admin_DeleteTopics_FullMethodName    = "/sluice.v1.Admin/DeleteTopics"
+	Admin_DescribeCluster_FullMethodName = "/sluice.v1.Admin/DescribeCluster"
 )
 
 // AdminClient is the client API for Admin service.
@@ -219,6 +220,9 @@ type AdminClient interface {
 	Metadata(ctx context.Context, in *MetadataRequest, opts ...grpc.CallOption) (*MetadataResponse, error)
 	CreateTopics(ctx context.Context, in *CreateTopicsRequest, opts ...grpc.CallOption) (*CreateTopicsResponse, error)
 	DeleteTopics(ctx context.Context, in *DeleteTopicsRequest, opts ...grpc.CallOption) (*DeleteTopicsResponse, error)
+	// DescribeCluster reports the controller quorum, the brokers and
+	// partition health, as `sluice cluster status` shows them.
+	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 }
 
 type adminClient struct {
@@ -259,6 +263,16 @@ func (c *adminClient) DeleteTopics(ctx context.Context, in *DeleteTopicsRequest,
 	return out, nil
 }
 
+func (c *adminClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClusterResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -268,6 +282,9 @@ type AdminServer interface {
 	Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error)
 	CreateTopics(context.Context, *CreateTopicsRequest) (*CreateTopicsResponse, error)
 	DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error)
+	// DescribeCluster reports the controller quorum, the brokers and
+	// partition health, as `sluice cluster status` shows them.
+	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -286,6 +303,9 @@ func (UnimplementedAdminServer) CreateTopics(context.Context, *CreateTopicsReque
 }
 func (UnimplementedAdminServer) DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopics not implemented")
+}
+func (UnimplementedAdminServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -362,6 +382,24 @@ func _Admin_DeleteTopics_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeCluster(ctx, req.(*DescribeClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -380,6 +418,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTopics",
 			Handler:    _Admin_DeleteTopics_Handler,
+		},
+		{
+			MethodName: "DescribeCluster",
+			Handler:    _Admin_DescribeCluster_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,233 @@
+package api
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// metadataKeepalive is how often an idle metadata stream sends an empty
+// update (carrying the serving voter's view of the leader).
+const metadataKeepalive = time.Second
+
+// ControllerService serves sluice.internal.v1.Controller on a controller
+// voter. It translates between the wire and cluster/controller; the rules
+// live there.
+type ControllerService struct {
+	internalv1.UnimplementedControllerServer
+
+	ctl *controller.Controller
+	// grpcAddress resolves a voter's gRPC address for NOT_CONTROLLER
+	// answers ("" when unknown).
+	grpcAddress func(id int32) string
+
+	closeOnce sync.Once
+	closed    chan struct{} // ends every metadata stream
+}
+
+// NewControllerService returns the service over ctl.
+func NewControllerService(ctl *controller.Controller, grpcAddress func(id int32) string) *ControllerService {
+	return &ControllerService{ctl: ctl, grpcAddress: grpcAddress, closed: make(chan struct{})}
+}
+
+// Close ends every open metadata stream (so a graceful stop does not wait
+// on them) and refuses new ones.
+func (s *ControllerService) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+// status encodes err for the wire, naming the leader on NOT_CONTROLLER.
+func (s *ControllerService) status(err error) error {
+	if errs.Code(err) != sluicev1.ErrorCode_NOT_CONTROLLER {
+		return errs.Status(err, nil)
+	}
+	md := map[string]string{}
+	if id, _ := s.ctl.Leader(); id >= 0 {
+		md["leader_id"] = strconv.Itoa(int(id))
+		if addr := s.grpcAddress(id); addr != "" {
+			md["leader_address"] = addr
+		}
+	}
+	return errs.Status(err, md)
+}
+
+// RegisterBroker implements the Controller service.
+func (s *ControllerService) RegisterBroker(ctx context.Context, req *internalv1.RegisterBrokerRequest) (*internalv1.RegisterBrokerResponse, error) {
+	epoch, err := s.ctl.RegisterBroker(ctx, req.BrokerId, req.Address, req.Rack, req.IncarnationId)
+	if err != nil {
+		return nil, s.status(err)
+	}
+	// The epoch is the Raft index of the registration record.
+	return &internalv1.RegisterBrokerResponse{BrokerEpoch: epoch, MetadataOffset: uint64(epoch)}, nil
+}
+
+// BrokerHeartbeat implements the Controller service.
+func (s *ControllerService) BrokerHeartbeat(ctx context.Context, req *internalv1.BrokerHeartbeatRequest) (*internalv1.BrokerHeartbeatResponse, error) {
+	resp, err := s.ctl.Heartbeat(ctx, controller.HeartbeatRequest{
+		BrokerID: req.BrokerId, BrokerEpoch: req.BrokerEpoch, MetadataOffset: req.MetadataOffset,
+		WantUnfence: req.WantUnfence, WantShutdown: req.WantShutdown,
+	})
+	if err != nil {
+		return nil, s.status(err)
+	}
+	return &internalv1.BrokerHeartbeatResponse{Fenced: resp.Fenced, ShutdownReady: resp.ShutdownReady, MetadataOffset: resp.MetadataOffset}, nil
+}
+
+// AllocateProducerIds implements the Controller service. The caller must
+// present its current broker epoch.
+func (s *ControllerService) AllocateProducerIds(ctx context.Context, req *internalv1.AllocateProducerIdsRequest) (*internalv1.AllocateProducerIdsResponse, error) {
+	if !s.ctl.IsLeader() {
+		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
+	}
+	b := s.ctl.Image().Brokers[req.BrokerId]
+	if b == nil || b.Epoch != req.BrokerEpoch {
+		return nil, s.status(errs.New(sluicev1.ErrorCode_STALE_BROKER_EPOCH, "broker %d epoch %d is not current", req.BrokerId, req.BrokerEpoch))
+	}
+	start, end, err := s.ctl.AllocateProducerIDs(ctx, req.BrokerId)
+	if err != nil {
+		return nil, s.status(err)
+	}
+	return &internalv1.AllocateProducerIdsResponse{ProducerIdStart: start, ProducerIdLen: int32(end - start)}, nil
+}
+
+// CreateTopics implements the Controller service: each topic is validated
+// (name, partition count, replication factor against the live brokers,
+// configs) and created on its own.
+func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsRequest) (*internalv1.ControllerCreateTopicsResponse, error) {
+	if !s.ctl.IsLeader() {
+		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
+	}
+	resp := &sluicev1.CreateTopicsResponse{}
+	seen := map[string]int{}
+	for _, ct := range req.Topics {
+		seen[ct.Name]++
+	}
+	for _, ct := range req.Topics {
+		r := &sluicev1.CreatableTopicResult{Name: ct.Name}
+		resp.Topics = append(resp.Topics, r)
+		if seen[ct.Name] > 1 {
+			r.ErrorCode, r.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "topic listed more than once in the request"
+			continue
+		}
+		tc, err := validateNewTopic(ct)
+		if err == nil && req.ValidateOnly {
+			_, err = s.ctl.PlanTopic(ct.Name, ct.NumPartitions, ct.ReplicationFactor)
+		} else if err == nil {
+			_, err = s.ctl.CreateTopic(ctx, ct.Name, ct.NumPartitions, ct.ReplicationFactor, ct.Configs)
+		}
+		if err != nil {
+			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER {
+				return nil, s.status(err)
+			}
+			r.ErrorCode, r.ErrorMessage = partitionError(err)
+			continue
+		}
+		r.NumPartitions, r.ReplicationFactor, r.Configs = ct.NumPartitions, ct.ReplicationFactor, tc.Map()
+	}
+	return &internalv1.ControllerCreateTopicsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
+}
+
+// validateNewTopic checks what the controller's placement does not: the
+// name rules for user topics, the partition count and the configs.
+func validateNewTopic(ct *sluicev1.CreatableTopic) (cluster.TopicConfig, error) {
+	if err := cluster.ValidateTopicName(ct.Name); err != nil {
+		return cluster.TopicConfig{}, err
+	}
+	if ct.NumPartitions < 1 || ct.NumPartitions > cluster.MaxPartitions {
+		return cluster.TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_PARTITIONS, "number of partitions must be between 1 and %d, got %d", cluster.MaxPartitions, ct.NumPartitions)
+	}
+	if ct.ReplicationFactor < 1 {
+		return cluster.TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR, "replication factor must be >= 1, got %d", ct.ReplicationFactor)
+	}
+	return cluster.ParseTopicConfig(ct.Configs, ct.ReplicationFactor)
+}
+
+// DeleteTopics implements the Controller service.
+func (s *ControllerService) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsRequest) (*internalv1.ControllerDeleteTopicsResponse, error) {
+	if !s.ctl.IsLeader() {
+		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
+	}
+	resp := &sluicev1.DeleteTopicsResponse{}
+	for _, name := range req.Names {
+		r := &sluicev1.DeletableTopicResult{Name: name}
+		resp.Topics = append(resp.Topics, r)
+		if name == "" {
+			r.ErrorCode, r.ErrorMessage = sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name is empty"
+			continue
+		}
+		if err := s.ctl.DeleteTopic(ctx, name); err != nil {
+			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER {
+				return nil, s.status(err)
+			}
+			r.ErrorCode, r.ErrorMessage = partitionError(err)
+		}
+	}
+	return &internalv1.ControllerDeleteTopicsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
+}
+
+// MetadataStream implements the Controller service: every voter serves it
+// from its own committed image; updates carry the voter's view of the
+// leader so subscribers move to the active controller.
+func (s *ControllerService) MetadataStream(req *internalv1.MetadataStreamRequest, stream internalv1.Controller_MetadataStreamServer) error {
+	sub := s.ctl.Subscribe(req.FromOffset)
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		nctx, cancel := context.WithTimeout(ctx, metadataKeepalive)
+		u, err := sub.Next(nctx)
+		cancel()
+		if ctx.Err() != nil {
+			return errs.Status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "metadata stream closed"), nil)
+		}
+		leader, _ := s.ctl.Leader()
+		if leader < 0 {
+			leader = 0
+		}
+		out := &internalv1.MetadataUpdate{Offset: sub.Offset(), ControllerLeader: leader}
+		if err == nil {
+			if u.Snapshot != nil {
+				if out.Snapshot, err = controller.EncodeSnapshot(u.Snapshot); err != nil {
+					return errs.Status(err, nil)
+				}
+			}
+			for _, d := range u.Deltas {
+				data, err := controller.EncodeRecord(d.Record)
+				if err != nil {
+					return errs.Status(err, nil)
+				}
+				out.Deltas = append(out.Deltas, &internalv1.MetadataDelta{Offset: d.Offset, Record: data})
+			}
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// QuorumState implements the Controller service.
+func (s *ControllerService) QuorumState(ctx context.Context, req *internalv1.QuorumStateRequest) (*internalv1.QuorumStateResponse, error) {
+	q := s.ctl.QuorumState()
+	resp := &internalv1.QuorumStateResponse{
+		NodeId: q.NodeID, RaftAddress: q.RaftAddress, State: q.State, Term: q.Term,
+		LastLogIndex: q.LastLogIndex, CommitIndex: q.CommitIndex, AppliedIndex: q.AppliedIndex,
+	}
+	if q.LeaderID > 0 {
+		resp.LeaderId = q.LeaderID
+	}
+	for _, v := range q.Voters {
+		resp.Voters = append(resp.Voters, &internalv1.VoterRef{NodeId: v.ID, RaftAddress: v.Address})
+	}
+	return resp, nil
+}

@@ -1,0 +1,323 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// DefaultHeartbeatInterval is broker.heartbeat.interval.ms; it must be well
+// below the controller's session timeout.
+const DefaultHeartbeatInterval = 250 * time.Millisecond
+
+// BrokerConfig configures a BrokerLifecycle.
+type BrokerConfig struct {
+	NodeID  int32
+	Address string // advertised gRPC address
+	Rack    string
+	// HeartbeatInterval; 0 means DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	Controllers       *ControllerClient
+	Metadata          *MetadataCache
+	// OnImage is called from the metadata goroutine after every applied
+	// update (the replica manager follows the image there). May be nil.
+	OnImage func(im *controller.Image)
+	Logger  *slog.Logger
+}
+
+// BrokerLifecycle runs a broker's side of the cluster protocol (DESIGN §6):
+// it registers with the active controller (a new broker epoch per process
+// start), follows the metadata stream into the MetadataCache, heartbeats,
+// asks to be unfenced once it has caught up with its registration, and on
+// shutdown asks the controller to move its leaderships away first.
+type BrokerLifecycle struct {
+	cfg BrokerConfig
+	log *slog.Logger
+
+	mu            sync.Mutex // guards the following
+	incarnation   string
+	epoch         int64
+	registeredAt  uint64 // metadata offset of the registration
+	readyAt       uint64 // metadata offset at which the controller unfenced us
+	fenced        bool
+	wantShutdown  bool
+	shutdownReady chan struct{} // closed when the controller says so
+	registered    chan struct{} // closed at the first registration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewBrokerLifecycle returns an unstarted lifecycle.
+func NewBrokerLifecycle(cfg BrokerConfig) *BrokerLifecycle {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &BrokerLifecycle{cfg: cfg, log: cfg.Logger, fenced: true, ctx: ctx, cancel: cancel,
+		incarnation: newIncarnation(), shutdownReady: make(chan struct{}), registered: make(chan struct{})}
+}
+
+func newIncarnation() string {
+	var b [16]byte
+	_, _ = io.ReadFull(rand.Reader, b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Start begins the metadata stream and the register/heartbeat loop.
+func (b *BrokerLifecycle) Start() {
+	b.wg.Add(2)
+	go b.metadataLoop()
+	go b.heartbeatLoop()
+}
+
+// Epoch is the current broker epoch (0 before registration).
+func (b *BrokerLifecycle) Epoch() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch
+}
+
+// Fenced reports whether the controller last said this broker is fenced.
+func (b *BrokerLifecycle) Fenced() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fenced
+}
+
+// Ready reports whether the broker is registered, unfenced and has applied
+// the metadata through its registration.
+func (b *BrokerLifecycle) Ready() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch > 0 && !b.fenced && b.cfg.Metadata.Offset() >= max(b.registeredAt, b.readyAt)
+}
+
+// ControlledShutdown asks the controller to fence this broker and move its
+// leaderships away, and waits until it confirms or ctx is done. Heartbeats
+// continue afterwards (without asking to be unfenced) until Stop.
+func (b *BrokerLifecycle) ControlledShutdown(ctx context.Context) error {
+	b.mu.Lock()
+	b.wantShutdown = true
+	ready := b.shutdownReady
+	b.mu.Unlock()
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "controlled shutdown not confirmed: %v", ctx.Err())
+	case <-b.ctx.Done():
+		return errors.New("broker lifecycle stopped")
+	}
+}
+
+// Stop ends every goroutine.
+func (b *BrokerLifecycle) Stop() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+// heartbeatLoop registers, then heartbeats every interval; a
+// STALE_BROKER_EPOCH answer (the controller lost or replaced the
+// registration) makes it register again with a new incarnation.
+func (b *BrokerLifecycle) heartbeatLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if b.Epoch() == 0 {
+			b.register()
+		} else {
+			b.heartbeat()
+		}
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *BrokerLifecycle) register() {
+	b.mu.Lock()
+	req := &internalv1.RegisterBrokerRequest{BrokerId: b.cfg.NodeID, Address: b.cfg.Address, Rack: b.cfg.Rack, IncarnationId: b.incarnation}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	var resp *internalv1.RegisterBrokerResponse
+	err := b.cfg.Controllers.Call(ctx, 5*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		resp, err = cl.RegisterBroker(ctx, req)
+		return err
+	})
+	if err != nil {
+		if b.ctx.Err() == nil {
+			b.log.Warn("broker registration failed; retrying", "err", err)
+		}
+		return
+	}
+	b.mu.Lock()
+	b.epoch, b.registeredAt, b.fenced = resp.BrokerEpoch, resp.MetadataOffset, true
+	select {
+	case <-b.registered:
+	default:
+		close(b.registered)
+	}
+	b.mu.Unlock()
+	b.log.Info("broker registered", "node_id", b.cfg.NodeID, "broker_epoch", resp.BrokerEpoch)
+}
+
+func (b *BrokerLifecycle) heartbeat() {
+	b.mu.Lock()
+	offset := b.cfg.Metadata.Offset()
+	req := &internalv1.BrokerHeartbeatRequest{
+		BrokerId: b.cfg.NodeID, BrokerEpoch: b.epoch, MetadataOffset: offset,
+		WantUnfence:  !b.wantShutdown && offset >= b.registeredAt,
+		WantShutdown: b.wantShutdown,
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	var resp *internalv1.BrokerHeartbeatResponse
+	err := b.cfg.Controllers.Call(ctx, 2*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		resp, err = cl.BrokerHeartbeat(ctx, req)
+		return err
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		if errs.Code(err) == sluicev1.ErrorCode_STALE_BROKER_EPOCH {
+			b.log.Warn("broker epoch is stale; registering again", "broker_epoch", b.epoch, "err", err)
+			b.epoch, b.fenced, b.incarnation = 0, true, newIncarnation()
+		} else if b.ctx.Err() == nil {
+			b.log.Warn("broker heartbeat failed", "err", err)
+		}
+		return
+	}
+	if b.fenced != resp.Fenced {
+		b.log.Info("broker fencing changed", "fenced", resp.Fenced, "broker_epoch", b.epoch)
+		if !resp.Fenced {
+			// Leaders re-elected on unfencing are in the image at this
+			// offset; serving starts once the broker has applied it.
+			b.readyAt = resp.MetadataOffset
+		}
+	}
+	b.fenced = resp.Fenced
+	if resp.ShutdownReady {
+		select {
+		case <-b.shutdownReady:
+		default:
+			close(b.shutdownReady)
+		}
+	}
+}
+
+// metadataLoop follows the metadata stream from the active controller
+// into the cache, reconnecting (from the applied offset) whenever the
+// stream ends or the serving voter is no longer the leader.
+func (b *BrokerLifecycle) metadataLoop() {
+	defer b.wg.Done()
+	delay := 50 * time.Millisecond
+	for b.ctx.Err() == nil {
+		err := b.followOnce()
+		if b.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			b.log.Debug("metadata stream ended", "err", err)
+		}
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if delay < time.Second {
+			delay *= 2
+		}
+	}
+}
+
+// errResubscribe asks followOnce's caller to start over.
+var errResubscribe = errors.New("resubscribe")
+
+func (b *BrokerLifecycle) followOnce() error {
+	cache := b.cfg.Metadata
+	var stream internalv1.Controller_MetadataStreamClient
+	var servingID int32
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	// Open the stream on the first voter that accepts it (leader first).
+	var last error = errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "no controller is known yet")
+	for _, ep := range b.cfg.Controllers.Endpoints() {
+		cc, err := b.cfg.Controllers.pool.Get(ep.Address)
+		if err != nil {
+			last = err
+			continue
+		}
+		s, err := internalv1.NewControllerClient(cc).MetadataStream(ctx, &internalv1.MetadataStreamRequest{BrokerId: b.cfg.NodeID, FromOffset: cache.Image().Offset})
+		if err != nil {
+			last = err
+			continue
+		}
+		stream, servingID = s, ep.ID
+		break
+	}
+	if stream == nil {
+		return last
+	}
+	for {
+		upd, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if upd.ControllerLeader > 0 {
+			b.cfg.Controllers.SetLeader(upd.ControllerLeader)
+		}
+		cache.SetControllerLeader(upd.ControllerLeader)
+		var snap *controller.Image
+		if len(upd.Snapshot) > 0 {
+			if snap, err = controller.DecodeSnapshot(upd.Snapshot); err != nil {
+				return err
+			}
+		}
+		deltas := make([]controller.Delta, 0, len(upd.Deltas))
+		for _, d := range upd.Deltas {
+			rec, err := controller.DecodeRecord(d.Record)
+			if err != nil {
+				return err
+			}
+			deltas = append(deltas, controller.Delta{Offset: d.Offset, Record: rec})
+		}
+		before := cache.Image().Offset
+		if err := cache.Update(upd.Offset, snap, deltas); err != nil {
+			// Diverged: start over from a full image.
+			b.log.Error("metadata cache diverged; reloading the full image", "err", err)
+			_ = cache.Update(0, controller.NewImage(), nil)
+			return errResubscribe
+		}
+		if im := cache.Image(); im.Offset != before || snap != nil {
+			if b.cfg.OnImage != nil {
+				b.cfg.OnImage(im)
+			}
+			cache.MarkApplied(im.Offset)
+		}
+		if upd.ControllerLeader > 0 && upd.ControllerLeader != servingID {
+			return errResubscribe // move to the active controller
+		}
+	}
+}

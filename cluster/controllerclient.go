@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// MaxInterNodeMessage bounds inter-node gRPC messages (metadata snapshots
+// of large clusters included).
+const MaxInterNodeMessage = 64 << 20
+
+// ConnPool holds one gRPC client connection per peer address. Safe for
+// concurrent use.
+type ConnPool struct {
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewConnPool returns an empty pool.
+func NewConnPool() *ConnPool { return &ConnPool{conns: map[string]*grpc.ClientConn{}} }
+
+// Get returns the connection to addr, creating it (lazily connecting) if
+// needed.
+func (p *ConnPool) Get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "connection pool is closed")
+	}
+	if cc := p.conns[addr]; cc != nil {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxInterNodeMessage), grpc.MaxCallSendMsgSize(MaxInterNodeMessage)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	p.conns[addr] = cc
+	return cc, nil
+}
+
+// Close closes every connection.
+func (p *ConnPool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for a, cc := range p.conns {
+		_ = cc.Close()
+		delete(p.conns, a)
+	}
+}
+
+// ControllerEndpoint is a controller voter's id and gRPC address.
+type ControllerEndpoint struct {
+	ID      int32
+	Address string
+}
+
+// ControllerClient sends requests to the active controller. It learns the
+// leader from NOT_CONTROLLER answers (their ErrorInfo names it) and from
+// SetLeader, and otherwise tries every known voter in turn.
+type ControllerClient struct {
+	pool    *ConnPool
+	resolve func() []ControllerEndpoint
+
+	mu     sync.Mutex
+	leader int32 // 0 = unknown
+}
+
+// NewControllerClient returns a client over pool; resolve lists the
+// controller voters currently known (from gossip and configuration).
+func NewControllerClient(pool *ConnPool, resolve func() []ControllerEndpoint) *ControllerClient {
+	return &ControllerClient{pool: pool, resolve: resolve}
+}
+
+// SetLeader records a leader hint (0 = unknown).
+func (c *ControllerClient) SetLeader(id int32) {
+	c.mu.Lock()
+	c.leader = id
+	c.mu.Unlock()
+}
+
+// Leader is the current leader hint (0 = unknown).
+func (c *ControllerClient) Leader() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// Endpoints lists the known voters, the hinted leader first.
+func (c *ControllerClient) Endpoints() []ControllerEndpoint {
+	eps := c.resolve()
+	lead := c.Leader()
+	for i, e := range eps {
+		if e.ID == lead && i > 0 {
+			eps[0], eps[i] = eps[i], eps[0]
+			break
+		}
+	}
+	return eps
+}
+
+// Call runs fn against the active controller, retrying with backoff on
+// NOT_CONTROLLER and transport failures until ctx is done. Each attempt is
+// bounded by attempt (or ctx, if sooner). Other errors return at once,
+// decoded into *errs.Error when they carry a Sluice code.
+func (c *ControllerClient) Call(ctx context.Context, attempt time.Duration, fn func(ctx context.Context, cl internalv1.ControllerClient) error) error {
+	delay := 20 * time.Millisecond
+	var last error
+	for {
+		eps := c.Endpoints()
+		if len(eps) == 0 {
+			last = errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "no controller is known yet")
+		}
+		for _, ep := range eps {
+			if ctx.Err() != nil {
+				break
+			}
+			cc, err := c.pool.Get(ep.Address)
+			if err != nil {
+				last = err
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, attempt)
+			err = fn(actx, internalv1.NewControllerClient(cc))
+			cancel()
+			if err == nil {
+				c.SetLeader(ep.ID)
+				return nil
+			}
+			derr, md := errs.FromStatus(err)
+			last = derr
+			if errs.Code(derr) == sluicev1.ErrorCode_NOT_CONTROLLER {
+				if id, perr := strconv.ParseInt(md["leader_id"], 10, 32); perr == nil && id > 0 && int32(id) != ep.ID {
+					c.SetLeader(int32(id))
+					break // restart with the named leader first
+				}
+				continue
+			}
+			if errs.Code(derr) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+				switch status.Code(err) {
+				case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unimplemented:
+					if ctx.Err() == nil {
+						continue // that voter is down or not a controller; try the next
+					}
+				}
+			}
+			return derr
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return fmt.Errorf("controller unreachable: %w", last)
+		case <-time.After(delay):
+		}
+		if delay < 500*time.Millisecond {
+			delay *= 2
+		}
+	}
+}

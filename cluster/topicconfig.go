@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
+)
+
+// Limits on topic creation; requests beyond them are refused, not clamped.
+const (
+	MaxTopicNameLength = 249
+	MaxPartitions      = 10000
+)
+
+// ValidateTopicName applies Kafka's naming rules: 1..249 characters of
+// [a-zA-Z0-9._-], not "." or "..". Names starting with "__" are reserved
+// for internal topics.
+func ValidateTopicName(name string) error {
+	bad := func(why string) error {
+		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name %q is invalid: %s", name, why)
+	}
+	switch {
+	case name == "":
+		return bad("it is empty")
+	case len(name) > MaxTopicNameLength:
+		return bad(fmt.Sprintf("longer than %d characters", MaxTopicNameLength))
+	case name == "." || name == "..":
+		return bad("'.' and '..' are not allowed")
+	}
+	for _, r := range name {
+		ok := r == '.' || r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return bad("only ASCII letters, digits, '.', '_' and '-' are allowed")
+		}
+	}
+	if len(name) >= 2 && name[:2] == "__" {
+		return bad("names starting with '__' are reserved for internal topics")
+	}
+	return nil
+}
+
+// TopicConfig is a topic's full configuration: storage settings plus those
+// the broker applies itself.
+type TopicConfig struct {
+	Storage           storage.Config
+	MinInsyncReplicas int32
+	UncleanElection   bool
+}
+
+// ParseTopicConfig validates user-supplied topic configs and returns the
+// effective configuration. Errors are INVALID_CONFIG naming the key.
+func ParseTopicConfig(m map[string]string, replicationFactor int32) (TopicConfig, error) {
+	sc, err := storage.ParseConfig(m)
+	if err != nil {
+		return TopicConfig{}, err
+	}
+	tc := TopicConfig{Storage: sc, MinInsyncReplicas: 1}
+	if v, ok := m["min.insync.replicas"]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas must be an integer >= 1, got %q", v)
+		}
+		if int32(n) > replicationFactor {
+			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas %d exceeds the replication factor %d", n, replicationFactor)
+		}
+		tc.MinInsyncReplicas = int32(n)
+	}
+	if v, ok := m["unclean.leader.election.enable"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "unclean.leader.election.enable must be true or false, got %q", v)
+		}
+		tc.UncleanElection = b
+	}
+	if v, ok := m["message.timestamp.type"]; ok && v != "CreateTime" {
+		return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "message.timestamp.type %q is not supported (only CreateTime)", v)
+	}
+	return tc, nil
+}
+
+// Map returns every effective config value, for describe.
+func (tc TopicConfig) Map() map[string]string {
+	m := tc.Storage.Map()
+	m["min.insync.replicas"] = strconv.Itoa(int(tc.MinInsyncReplicas))
+	m["unclean.leader.election.enable"] = strconv.FormatBool(tc.UncleanElection)
+	m["message.timestamp.type"] = "CreateTime"
+	return m
+}
