@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/membership"
+	"github.com/sluice-io/sluice/coordinator"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 )
 
@@ -217,6 +218,7 @@ type Node struct {
 	replicas    *cluster.ReplicaManager // nil unless a broker
 	cache       *cluster.MetadataCache
 	broker      *cluster.BrokerLifecycle // nil unless a broker
+	producerIDs *coordinator.ProducerIDManager // nil unless a broker
 
 	healthMu sync.Mutex
 	serving  bool // guarded by healthMu
@@ -355,6 +357,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
 		})
 		n.broker.Start()
+		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
 	}
 	n.goTracked(n.readinessLoop)
 	n.wg.Add(1)
@@ -535,6 +538,46 @@ func (n *Node) Metadata() *cluster.MetadataCache { return n.cache }
 // Controllers exposes the client to the active controller.
 func (n *Node) Controllers() *cluster.ControllerClient { return n.controllers }
 
+// ProducerIDs hands out producer ids from blocks allocated by the
+// controller (nil unless a broker).
+func (n *Node) ProducerIDs() *coordinator.ProducerIDManager { return n.producerIDs }
+
+// Abort stops the node as if its process died, for failure tests: no
+// controlled shutdown, no gossip leave, no Raft leadership hand-off, no
+// drain. Logs and stores are still closed so the test can restart it.
+func (n *Node) Abort() {
+	n.stopOnce.Do(func() {
+		n.healthMu.Lock()
+		n.cancel()
+		n.health.Shutdown()
+		n.healthMu.Unlock()
+		if n.producerIDs != nil {
+			n.producerIDs.Close()
+		}
+		if n.broker != nil {
+			n.broker.Stop()
+		}
+		if n.ctlService != nil {
+			n.ctlService.Close()
+		}
+		n.grpc.Stop()
+		_ = n.members.Shutdown()
+		if n.ctl != nil {
+			_ = n.ctl.Abort()
+		}
+		if n.replicas != nil {
+			_ = n.replicas.Close()
+		}
+		if n.httpSrv != nil {
+			_ = n.httpSrv.Close()
+		}
+		n.pool.Close()
+		close(n.stopped)
+		n.wg.Wait()
+		n.log.Info("sluice node aborted", "node_id", n.cfg.NodeID)
+	})
+}
+
 // BrokerEpoch is the broker's current epoch (0 if none).
 func (n *Node) BrokerEpoch() int64 {
 	if n.broker == nil {
@@ -562,6 +605,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 				n.log.Info("controlled shutdown done: leaderships moved away")
 			}
 			cancel()
+		}
+		if n.producerIDs != nil {
+			n.producerIDs.Close()
 		}
 		if n.broker != nil {
 			n.broker.Stop()

@@ -321,3 +321,47 @@ func (b *BrokerLifecycle) followOnce() error {
 		}
 	}
 }
+
+// WaitRegistered blocks until the broker has registered once (or ctx is
+// done) and returns the current epoch.
+func (b *BrokerLifecycle) WaitRegistered(ctx context.Context) (int64, error) {
+	select {
+	case <-b.registered:
+	case <-ctx.Done():
+		return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is not registered yet: %v", b.cfg.NodeID, ctx.Err())
+	case <-b.ctx.Done():
+		return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "broker %d is stopping", b.cfg.NodeID)
+	}
+	for {
+		if e := b.Epoch(); e > 0 {
+			return e, nil
+		}
+		// Re-registering after a stale epoch: wait a heartbeat.
+		select {
+		case <-ctx.Done():
+			return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is re-registering: %v", b.cfg.NodeID, ctx.Err())
+		case <-b.ctx.Done():
+			return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "broker %d is stopping", b.cfg.NodeID)
+		case <-time.After(b.cfg.HeartbeatInterval):
+		}
+	}
+}
+
+// AllocateProducerIDBlock asks the active controller for the next block of
+// producer ids with this broker's epoch (coordinator.ProducerIDBlockAllocator).
+func (b *BrokerLifecycle) AllocateProducerIDBlock(ctx context.Context) (start, end int64, err error) {
+	epoch, err := b.WaitRegistered(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var resp *internalv1.AllocateProducerIdsResponse
+	err = b.cfg.Controllers.Call(ctx, 5*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		resp, err = cl.AllocateProducerIds(ctx, &internalv1.AllocateProducerIdsRequest{BrokerId: b.cfg.NodeID, BrokerEpoch: epoch})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.ProducerIdStart, resp.ProducerIdStart + int64(resp.ProducerIdLen), nil
+}

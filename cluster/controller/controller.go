@@ -290,6 +290,11 @@ func (c *Controller) Shutdown() error {
 	return c.shutdown(true)
 }
 
+// Abort stops the node like a crash as far as the other voters can tell:
+// no leadership hand-off (they must time out and elect). For failure
+// tests; the stores are still closed cleanly.
+func (c *Controller) Abort() error { return c.shutdown(false) }
+
 // shutdown is Shutdown with an optional leadership hand-off; tests use
 // handoff=false to simulate a crash as far as the other voters can tell.
 func (c *Controller) shutdown(handoff bool) error {
