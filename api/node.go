@@ -217,7 +217,7 @@ type Node struct {
 	ctlService  *ControllerService
 	replicas    *cluster.ReplicaManager // nil unless a broker
 	cache       *cluster.MetadataCache
-	broker      *cluster.BrokerLifecycle // nil unless a broker
+	broker      *cluster.BrokerLifecycle       // nil unless a broker
 	producerIDs *coordinator.ProducerIDManager // nil unless a broker
 
 	healthMu sync.Mutex
