@@ -173,6 +173,7 @@ func (s *Server) quorumStatus(ctx context.Context) []*sluicev1.VoterStatus {
 	eps := s.controllers.Endpoints()
 	slices.SortFunc(eps, func(a, b cluster.ControllerEndpoint) int { return int(a.ID - b.ID) })
 	out := make([]*sluicev1.VoterStatus, len(eps))
+	configs := make([][]*internalv1.VoterRef, len(eps))
 	var wg sync.WaitGroup
 	for i, ep := range eps {
 		out[i] = &sluicev1.VoterStatus{NodeId: ep.ID, Address: ep.Address, State: "unreachable"}
@@ -189,12 +190,34 @@ func (s *Server) quorumStatus(ctx context.Context) []*sluicev1.VoterStatus {
 			if err != nil || q.NodeId != ep.ID {
 				return
 			}
+			configs[i] = q.Voters
 			v := out[i]
 			v.RaftAddress, v.State, v.Term = q.RaftAddress, q.State, q.Term
 			v.LastLogIndex, v.CommitIndex, v.AppliedIndex = q.LastLogIndex, q.CommitIndex, q.AppliedIndex
 		}()
 	}
 	wg.Wait()
+	// The Raft configuration, as any voter that answered knows it, names
+	// every voter: fill in the Raft address of those that did not answer
+	// and add voters this node has no gRPC address for.
+	known := map[int32]*sluicev1.VoterStatus{}
+	for _, v := range out {
+		known[v.NodeId] = v
+	}
+	for _, conf := range configs {
+		for _, ref := range conf {
+			v := known[ref.NodeId]
+			if v == nil {
+				v = &sluicev1.VoterStatus{NodeId: ref.NodeId, State: "unreachable"}
+				known[ref.NodeId] = v
+				out = append(out, v)
+			}
+			if v.RaftAddress == "" {
+				v.RaftAddress = ref.RaftAddress
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *sluicev1.VoterStatus) int { return int(a.NodeId - b.NodeId) })
 	return out
 }
 

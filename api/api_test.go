@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/sluice-io/sluice/proto/batch"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
 type testNode struct {
@@ -525,5 +528,62 @@ func TestDataDirLockedAgainstSecondNode(t *testing.T) {
 	if n, err := api.StartNode(cfg); err == nil {
 		n.Shutdown(context.Background())
 		t.Fatal("a second node opened a data dir in use")
+	}
+}
+
+// TestLegacyCatalogImported: a data dir written by single-node Sluice
+// before the controller (meta/topics.json, logs without partition
+// metadata) starts with its topics and data intact.
+func TestLegacyCatalogImported(t *testing.T) {
+	dir := t.TempDir()
+	l, err := storage.Open(filepath.Join(dir, "logs", "old-1"), storage.DefaultConfig(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(makeBatch("legacy", 3, 1000), 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	catalog := `{"version":1,"cluster_id":"x","topics":[{"name":"old","id":"0123456789abcdef0123456789abcdef","partitions":2,"replication_factor":1,"configs":{"retention.ms":"3600000"}}]}`
+	if err := os.MkdirAll(filepath.Join(dir, "meta"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "meta", "topics.json"), []byte(catalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tn := startNode(t, dir)
+	var md *sluicev1.MetadataResponse
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		md, err = tn.admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"old"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Topics[0].ErrorCode == sluicev1.ErrorCode_NONE && md.Topics[0].Partitions[1].LeaderId == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("legacy topic not imported: %v", md)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
+	}
+	if got := md.Topics[0].Configs["retention.ms"]; got != "3600000" {
+		t.Errorf("retention.ms = %q", got)
+	}
+	var pd *sluicev1.PartitionData
+	for {
+		pd = tn.fetch("old", 1, 0, 0)
+		if pd.ErrorCode == sluicev1.ErrorCode_NONE || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
+	}
+	if got := values(pd, 0); len(got) != 3 || got[0] != "legacy-0" {
+		t.Fatalf("legacy data: %v (%v %s)", got, pd.ErrorCode, pd.ErrorMessage)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "meta", "topics.json.migrated")); err != nil {
+		t.Errorf("catalog not renamed: %v", err)
 	}
 }

@@ -360,6 +360,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
 	}
 	n.goTracked(n.readinessLoop)
+	n.goTracked(n.migrateLegacyCatalog)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
