@@ -216,6 +216,19 @@ func (s *ControllerService) MetadataStream(req *internalv1.MetadataStreamRequest
 	}
 }
 
+// AlterPartition implements the Controller service.
+func (s *ControllerService) AlterPartition(ctx context.Context, req *internalv1.AlterPartitionRequest) (*internalv1.AlterPartitionResponse, error) {
+	p, err := s.ctl.AlterPartition(ctx, controller.AlterPartitionRequest{
+		BrokerID: req.BrokerId, BrokerEpoch: req.BrokerEpoch, Topic: req.Topic, Partition: req.Partition,
+		LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, NewISR: req.NewIsr,
+	})
+	if err != nil {
+		return nil, s.status(err)
+	}
+	return &internalv1.AlterPartitionResponse{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+		Isr: p.ISR, Replicas: p.Replicas, MetadataOffset: s.ctl.Offset()}, nil
+}
+
 // QuorumState implements the Controller service.
 func (s *ControllerService) QuorumState(ctx context.Context, req *internalv1.QuorumStateRequest) (*internalv1.QuorumStateResponse, error) {
 	q := s.ctl.QuorumState()

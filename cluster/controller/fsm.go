@@ -251,10 +251,8 @@ func applyPartitionChange(im *Image, r PartitionChange) (*Partition, error) {
 		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", r.Topic, r.Partition)
 	}
 	if r.PartitionEpoch != p.PartitionEpoch {
-		// Kafka answers INVALID_UPDATE_VERSION here; the Sluice table has no
-		// such code, and INVALID_REQUEST (not retriable) says the same: the
-		// proposer must re-read the partition before trying again.
-		return nil, invalid("stale partition epoch %d for %s-%d, current is %d",
+		// The proposer must re-read the partition before trying again.
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_UPDATE_VERSION, "stale partition epoch %d for %s-%d, current is %d",
 			r.PartitionEpoch, r.Topic, r.Partition, p.PartitionEpoch)
 	}
 	if r.LeaderEpoch != p.LeaderEpoch {

@@ -883,6 +883,184 @@ func (x *VoterRef) GetRaftAddress() string {
 	return ""
 }
 
+type AlterPartitionRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	Topic       string                 `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The partition as the leader knows it; stale values are refused
+	// (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION).
+	LeaderEpoch    int32   `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	PartitionEpoch int32   `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	NewIsr         []int32 `protobuf:"varint,7,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AlterPartitionRequest) Reset() {
+	*x = AlterPartitionRequest{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionRequest) ProtoMessage() {}
+
+func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AlterPartitionRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AlterPartitionRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetNewIsr() []int32 {
+	if x != nil {
+		return x.NewIsr
+	}
+	return nil
+}
+
+type AlterPartitionResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Leader         int32                  `protobuf:"varint,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch    int32                  `protobuf:"varint,2,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	PartitionEpoch int32                  `protobuf:"varint,3,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	Isr            []int32                `protobuf:"varint,4,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	Replicas       []int32                `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	MetadataOffset uint64                 `protobuf:"varint,6,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AlterPartitionResponse) Reset() {
+	*x = AlterPartitionResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionResponse) ProtoMessage() {}
+
+func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AlterPartitionResponse) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *AlterPartitionResponse) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionResponse) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionResponse) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *AlterPartitionResponse) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *AlterPartitionResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
 var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
@@ -946,7 +1124,22 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	" \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\"F\n" +
 	"\bVoterRef\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
-	"\fraft_address\x18\x02 \x01(\tR\vraftAddress2\xe4\x05\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\"\xf0\x01\n" +
+	"\x15AlterPartitionRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x17\n" +
+	"\anew_isr\x18\a \x03(\x05R\x06newIsr\"\xd3\x01\n" +
+	"\x16AlterPartitionResponse\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x02 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x03 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
+	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x1a\n" +
+	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fmetadata_offset\x18\x06 \x01(\x04R\x0emetadataOffset2\xcd\x06\n" +
 	"\n" +
 	"Controller\x12g\n" +
 	"\x0eRegisterBroker\x12).sluice.internal.v1.RegisterBrokerRequest\x1a*.sluice.internal.v1.RegisterBrokerResponse\x12j\n" +
@@ -954,7 +1147,8 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x13AllocateProducerIds\x12..sluice.internal.v1.AllocateProducerIdsRequest\x1a/.sluice.internal.v1.AllocateProducerIdsResponse\x12b\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a2.sluice.internal.v1.ControllerCreateTopicsResponse\x12b\n" +
 	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a2.sluice.internal.v1.ControllerDeleteTopicsResponse\x12a\n" +
-	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12^\n" +
+	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12g\n" +
+	"\x0eAlterPartition\x12).sluice.internal.v1.AlterPartitionRequest\x1a*.sluice.internal.v1.AlterPartitionResponse\x12^\n" +
 	"\vQuorumState\x12&.sluice.internal.v1.QuorumStateRequest\x1a'.sluice.internal.v1.QuorumStateResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
 
 var (
@@ -969,7 +1163,7 @@ func file_sluice_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_controller_proto_rawDescData
 }
 
-var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),          // 0: sluice.internal.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),         // 1: sluice.internal.v1.RegisterBrokerResponse
@@ -985,34 +1179,38 @@ var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*QuorumStateRequest)(nil),             // 11: sluice.internal.v1.QuorumStateRequest
 	(*QuorumStateResponse)(nil),            // 12: sluice.internal.v1.QuorumStateResponse
 	(*VoterRef)(nil),                       // 13: sluice.internal.v1.VoterRef
-	(*sluicev1.CreateTopicsResponse)(nil),  // 14: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),  // 15: sluice.v1.DeleteTopicsResponse
-	(sluicev1.ErrorCode)(0),                // 16: sluice.v1.ErrorCode
-	(*sluicev1.CreateTopicsRequest)(nil),   // 17: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),   // 18: sluice.v1.DeleteTopicsRequest
+	(*AlterPartitionRequest)(nil),          // 14: sluice.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),         // 15: sluice.internal.v1.AlterPartitionResponse
+	(*sluicev1.CreateTopicsResponse)(nil),  // 16: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil),  // 17: sluice.v1.DeleteTopicsResponse
+	(sluicev1.ErrorCode)(0),                // 18: sluice.v1.ErrorCode
+	(*sluicev1.CreateTopicsRequest)(nil),   // 19: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),   // 20: sluice.v1.DeleteTopicsRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	14, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	15, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	16, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	17, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
 	10, // 2: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
 	13, // 3: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	16, // 4: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	18, // 4: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
 	0,  // 5: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
 	2,  // 6: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
 	4,  // 7: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	17, // 8: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	18, // 9: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	19, // 8: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	20, // 9: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
 	8,  // 10: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	11, // 11: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 12: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 13: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 14: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 15: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 16: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	9,  // 17: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	12, // 18: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
+	14, // 11: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	11, // 12: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 13: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 14: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 15: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 16: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 17: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	9,  // 18: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	15, // 19: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	12, // 20: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	13, // [13:21] is the sub-list for method output_type
+	5,  // [5:13] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -1029,7 +1227,7 @@ func file_sluice_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_controller_proto_rawDesc), len(file_sluice_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	Controller_CreateTopics_FullMethodName        = "/sluice.internal.v1.Controller/CreateTopics"
 	Controller_DeleteTopics_FullMethodName        = "/sluice.internal.v1.Controller/DeleteTopics"
 	Controller_MetadataStream_FullMethodName      = "/sluice.internal.v1.Controller/MetadataStream"
+	Controller_AlterPartition_FullMethodName      = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName         = "/sluice.internal.v1.Controller/QuorumState"
 )
 
@@ -56,6 +57,9 @@ type ControllerClient interface {
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
+	// AlterPartition changes a partition's ISR on behalf of its leader (ISR
+	// shrink and expand), checked against the partition epoch.
+	AlterPartition(ctx context.Context, in *AlterPartitionRequest, opts ...grpc.CallOption) (*AlterPartitionResponse, error)
 	// QuorumState reports this voter's own Raft state.
 	QuorumState(ctx context.Context, in *QuorumStateRequest, opts ...grpc.CallOption) (*QuorumStateResponse, error)
 }
@@ -137,6 +141,16 @@ func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Controller_MetadataStreamClient = grpc.ServerStreamingClient[MetadataUpdate]
 
+func (c *controllerClient) AlterPartition(ctx context.Context, in *AlterPartitionRequest, opts ...grpc.CallOption) (*AlterPartitionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterPartition_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) QuorumState(ctx context.Context, in *QuorumStateRequest, opts ...grpc.CallOption) (*QuorumStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QuorumStateResponse)
@@ -174,6 +188,9 @@ type ControllerServer interface {
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
+	// AlterPartition changes a partition's ISR on behalf of its leader (ISR
+	// shrink and expand), checked against the partition epoch.
+	AlterPartition(context.Context, *AlterPartitionRequest) (*AlterPartitionResponse, error)
 	// QuorumState reports this voter's own Raft state.
 	QuorumState(context.Context, *QuorumStateRequest) (*QuorumStateResponse, error)
 	mustEmbedUnimplementedControllerServer()
@@ -203,6 +220,9 @@ func (UnimplementedControllerServer) DeleteTopics(context.Context, *sluicev1.Del
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
+}
+func (UnimplementedControllerServer) AlterPartition(context.Context, *AlterPartitionRequest) (*AlterPartitionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartition not implemented")
 }
 func (UnimplementedControllerServer) QuorumState(context.Context, *QuorumStateRequest) (*QuorumStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method QuorumState not implemented")
@@ -329,6 +349,24 @@ func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Controller_MetadataStreamServer = grpc.ServerStreamingServer[MetadataUpdate]
 
+func _Controller_AlterPartition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterPartition(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterPartition_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterPartition(ctx, req.(*AlterPartitionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_QuorumState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(QuorumStateRequest)
 	if err := dec(in); err != nil {
@@ -373,6 +411,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTopics",
 			Handler:    _Controller_DeleteTopics_Handler,
+		},
+		{
+			MethodName: "AlterPartition",
+			Handler:    _Controller_AlterPartition_Handler,
 		},
 		{
 			MethodName: "QuorumState",

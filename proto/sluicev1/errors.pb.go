@@ -76,6 +76,13 @@ const (
 	ErrorCode_INVALID_RECORD                   ErrorCode = 87
 	ErrorCode_PRODUCER_FENCED                  ErrorCode = 90
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND       ErrorCode = 105
+	// A partition change named a partition epoch that is not the current
+	// one: re-read the partition and decide again.
+	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
+	// An ISR change would add a replica that is fenced or not a replica.
+	ErrorCode_INELIGIBLE_REPLICA ErrorCode = 107
+	// The partition's leader changed while the request was in flight.
+	ErrorCode_NEW_LEADER_ELECTED ErrorCode = 108
 )
 
 // Enum value maps for ErrorCode.
@@ -126,6 +133,9 @@ var (
 		87:  "INVALID_RECORD",
 		90:  "PRODUCER_FENCED",
 		105: "TRANSACTIONAL_ID_NOT_FOUND",
+		95:  "INVALID_UPDATE_VERSION",
+		107: "INELIGIBLE_REPLICA",
+		108: "NEW_LEADER_ELECTED",
 	}
 	ErrorCode_value = map[string]int32{
 		"NONE":                             0,
@@ -173,6 +183,9 @@ var (
 		"INVALID_RECORD":                   87,
 		"PRODUCER_FENCED":                  90,
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
+		"INVALID_UPDATE_VERSION":           95,
+		"INELIGIBLE_REPLICA":               107,
+		"NEW_LEADER_ELECTED":               108,
 	}
 )
 
@@ -227,7 +240,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\x95\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xe7\n" +
 	"\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
@@ -275,7 +288,10 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x14OFFSET_NOT_AVAILABLE\x10N\x1a\x04\x88\xb5\x18\x01\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x1e\n" +
-	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i:A\n" +
+	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x1a\n" +
+	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
+	"\x12INELIGIBLE_REPLICA\x10k\x12\x1c\n" +
+	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01:A\n" +
 	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"slices"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// AlterPartitionRequest is an ISR change asked for by a partition's leader
+// (Kafka's AlterPartition): the partition as the leader knows it and the
+// ISR it wants.
+type AlterPartitionRequest struct {
+	BrokerID       int32
+	BrokerEpoch    int64
+	Topic          string
+	Partition      int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+}
+
+// CheckAlterPartition decides whether req may be applied to im, and
+// returns the PartitionChange to propose. It is pure. The rules, in order:
+//
+//   - the requester is registered with that broker epoch (else
+//     STALE_BROKER_EPOCH);
+//   - the partition exists and the requester leads it at LeaderEpoch
+//     (NOT_LEADER_OR_FOLLOWER if another broker leads; FENCED_LEADER_EPOCH
+//     for an older epoch);
+//   - PartitionEpoch is current (INVALID_UPDATE_VERSION: the leader must
+//     apply the newer metadata first);
+//   - the new ISR is a non-empty set of assigned replicas that contains the
+//     leader (INVALID_REQUEST);
+//   - every replica it adds is a live (unfenced) broker
+//     (INELIGIBLE_REPLICA): a fenced broker cannot catch up, and adding it
+//     would let it be elected.
+func CheckAlterPartition(im *Image, req AlterPartitionRequest) (PartitionChange, error) {
+	b := im.Brokers[req.BrokerID]
+	if b == nil || b.Epoch != req.BrokerEpoch {
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_STALE_BROKER_EPOCH, "broker %d epoch %d is not current", req.BrokerID, req.BrokerEpoch)
+	}
+	p := im.Partition(req.Topic, req.Partition)
+	if p == nil {
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", req.Topic, req.Partition)
+	}
+	switch {
+	case req.LeaderEpoch < p.LeaderEpoch:
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_FENCED_LEADER_EPOCH, "leader epoch %d of %s-%d is stale, current is %d", req.LeaderEpoch, req.Topic, req.Partition, p.LeaderEpoch)
+	case req.LeaderEpoch > p.LeaderEpoch:
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, "leader epoch %d of %s-%d is newer than the controller's %d", req.LeaderEpoch, req.Topic, req.Partition, p.LeaderEpoch)
+	case p.Leader != req.BrokerID:
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d does not lead %s-%d (leader %d)", req.BrokerID, req.Topic, req.Partition, p.Leader)
+	case req.PartitionEpoch != p.PartitionEpoch:
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_INVALID_UPDATE_VERSION, "partition epoch %d of %s-%d is stale, current is %d", req.PartitionEpoch, req.Topic, req.Partition, p.PartitionEpoch)
+	}
+	if len(req.NewISR) == 0 || !slices.Contains(req.NewISR, req.BrokerID) {
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "new ISR %v of %s-%d must contain the leader %d", req.NewISR, req.Topic, req.Partition, req.BrokerID)
+	}
+	for i, id := range req.NewISR {
+		if slices.Contains(req.NewISR[:i], id) || !slices.Contains(p.Replicas, id) {
+			return PartitionChange{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "new ISR %v of %s-%d is not a set of its replicas %v", req.NewISR, req.Topic, req.Partition, p.Replicas)
+		}
+		if !slices.Contains(p.ISR, id) {
+			if rb := im.Brokers[id]; rb == nil || rb.Fenced {
+				return PartitionChange{}, errs.New(sluicev1.ErrorCode_INELIGIBLE_REPLICA, "replica %d of %s-%d is fenced and cannot join the ISR", id, req.Topic, req.Partition)
+			}
+		}
+	}
+	return PartitionChange{Topic: req.Topic, Partition: req.Partition, PartitionEpoch: p.PartitionEpoch,
+		LeaderEpoch: p.LeaderEpoch, Leader: NoChange, ISR: slices.Clone(req.NewISR)}, nil
+}
+
+// AlterPartition applies an ISR change from a partition's leader and
+// returns the partition after it. Errors: those of CheckAlterPartition,
+// NOT_CONTROLLER.
+func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (*Partition, error) {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	var pc PartitionChange
+	var checkErr error
+	if err := c.readForProposal(ctx, func(im *Image) { pc, checkErr = CheckAlterPartition(im, req) }); err != nil {
+		return nil, err
+	}
+	if checkErr != nil {
+		return nil, checkErr
+	}
+	res, err := c.Propose(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	return res.Partition, nil
+}
