@@ -5,7 +5,7 @@ BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
-.PHONY: all build run test test-short proto bench lint vet fmt clean chaos
+.PHONY: all build run test test-short proto bench bench-failover lint vet fmt clean chaos
 
 all: build
 
@@ -40,6 +40,11 @@ proto:
 # see docs/benchmarks.md.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./proto/... ./storage/...
+
+# Controller and partition failover of a real 3-node cluster (SIGKILL of the
+# controller leader, 5 times); not part of `make test`. See docs/benchmarks.md.
+bench-failover:
+	$(GO) test -run '^$$' -bench BenchmarkFailover -benchtime 5x ./cmd/sluice/
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \

@@ -46,6 +46,13 @@ func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeCluster
 	return resp, nil
 }
 
+// adminTimeoutMs is the timeout_ms sent with admin requests: 80% of the
+// request timeout, so the broker answers (e.g. NOT_CONTROLLER when no
+// controller quorum is up) before the client gives up on the call.
+func (c *Client) adminTimeoutMs() int32 {
+	return int32(c.cfg.requestTimeout.Milliseconds() * 8 / 10)
+}
+
 // CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
 // INVALID_PARTITIONS, ...) is returned as an *errs.Error.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
@@ -53,7 +60,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).CreateTopics(ctx, &sluicev1.CreateTopicsRequest{
 			Topics:    []*sluicev1.CreatableTopic{{Name: name, NumPartitions: partitions, ReplicationFactor: replicationFactor, Configs: configs}},
-			TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds()),
+			TimeoutMs: c.adminTimeoutMs(),
 		})
 		resp = r
 		return err
@@ -76,7 +83,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	var resp *sluicev1.DeleteTopicsResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).DeleteTopics(ctx, &sluicev1.DeleteTopicsRequest{
-			Names: []string{name}, TimeoutMs: int32(c.cfg.requestTimeout.Milliseconds()),
+			Names: []string{name}, TimeoutMs: c.adminTimeoutMs(),
 		})
 		resp = r
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -241,6 +242,11 @@ func (b *BrokerLifecycle) metadataLoop() {
 		if err != nil {
 			b.log.Debug("metadata stream ended", "err", err)
 		}
+		if errors.Is(err, errResubscribe) || errors.Is(err, errStreamWorked) {
+			// Moving to the active controller, or a stream that delivered
+			// updates and then ended (the voter stopped): reconnect at once.
+			delay = 10 * time.Millisecond
+		}
 		select {
 		case <-b.ctx.Done():
 			return
@@ -254,6 +260,9 @@ func (b *BrokerLifecycle) metadataLoop() {
 
 // errResubscribe asks followOnce's caller to start over.
 var errResubscribe = errors.New("resubscribe")
+
+// errStreamWorked wraps the end of a stream that had delivered updates.
+var errStreamWorked = errors.New("metadata stream ended after updates")
 
 func (b *BrokerLifecycle) followOnce() error {
 	cache := b.cfg.Metadata
@@ -280,11 +289,16 @@ func (b *BrokerLifecycle) followOnce() error {
 	if stream == nil {
 		return last
 	}
+	received := false
 	for {
 		upd, err := stream.Recv()
 		if err != nil {
+			if received {
+				return fmt.Errorf("%w: %v", errStreamWorked, err)
+			}
 			return err
 		}
+		received = true
 		if upd.ControllerLeader > 0 {
 			b.cfg.Controllers.SetLeader(upd.ControllerLeader)
 		}

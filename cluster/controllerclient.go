@@ -169,10 +169,14 @@ func (c *ControllerClient) Call(ctx context.Context, attempt time.Duration, fn f
 		}
 		select {
 		case <-ctx.Done():
-			if last == nil {
-				last = ctx.Err()
+			// Whatever the last failure was (a dial error, a voter without a
+			// leader), the caller's answer is the same: no active controller
+			// could take the request. NOT_CONTROLLER is retriable.
+			cause := "no controller answered"
+			if last != nil {
+				cause = last.Error()
 			}
-			return fmt.Errorf("controller unreachable: %w", last)
+			return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "no active controller reachable before the deadline: %s", cause)
 		case <-time.After(delay):
 		}
 		if delay < 500*time.Millisecond {

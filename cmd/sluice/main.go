@@ -41,6 +41,7 @@ Commands:
 Global flags (also accepted after the command):
   --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
   --output    text or json, for commands that print results
+  --request-timeout  how long one request may take, retries included (default 30s)
 
 Run "sluice COMMAND --help" for a command's flags.
 `
@@ -49,16 +50,21 @@ Run "sluice COMMAND --help" for a command's flags.
 type globals struct {
 	brokers string
 	output  string
+	timeout time.Duration
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.brokers, "brokers", g.brokers, "bootstrap brokers, comma separated (env SLUICE_BROKERS)")
 	fs.StringVar(&g.output, "output", g.output, "output format: text or json")
+	fs.DurationVar(&g.timeout, "request-timeout", g.timeout, "how long one request may take, retries included")
 }
 
 func (g *globals) validate() error {
 	if g.output != "text" && g.output != "json" {
 		return fmt.Errorf("--output must be text or json, got %q", g.output)
+	}
+	if g.timeout <= 0 {
+		return fmt.Errorf("--request-timeout must be > 0, got %v", g.timeout)
 	}
 	return nil
 }
@@ -67,7 +73,7 @@ func (g *globals) json() bool { return g.output == "json" }
 
 // client connects to the brokers.
 func (g *globals) client() (*client.Client, error) {
-	return client.New(strings.Split(g.brokers, ","), client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(30*time.Second))
+	return client.New(strings.Split(g.brokers, ","), client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))
 }
 
 // errUsage marks an error already explained by usage text (exit 2).
@@ -90,7 +96,7 @@ func main() {
 
 // run executes one command line.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	g := &globals{brokers: os.Getenv("SLUICE_BROKERS"), output: "text"}
+	g := &globals{brokers: os.Getenv("SLUICE_BROKERS"), output: "text", timeout: 30 * time.Second}
 	if g.brokers == "" {
 		g.brokers = "127.0.0.1:9400"
 	}
