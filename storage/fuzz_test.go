@@ -107,7 +107,7 @@ func FuzzRecovery(f *testing.F) {
 		}
 		readAll(t, l)
 		end := l.EndOffset()
-		res, err := l.Append(makeBatch(2, 1, "after"), 0, t0)
+		res, err := l.Append(makeBatch(2, 1, "after"), appendEpoch(l), t0)
 		if err != nil || res.BaseOffset != end {
 			t.Fatalf("append after recovery: %+v %v, want base %d", res, err, end)
 		}

@@ -50,13 +50,21 @@ type stored struct {
 	bytes      []byte
 }
 
+// fillEpoch is the leader epoch fill appends under.
+const fillEpoch = 7
+
+// appendEpoch is a leader epoch Append accepts next on l: its latest epoch
+// (which a flipped byte in a batch's leader epoch, not covered by the CRC,
+// may have raised), at least fillEpoch.
+func appendEpoch(l *Log) int32 { return max(l.LatestEpoch(), fillEpoch) }
+
 // fill appends n batches of 1..maxRecs records and returns copies of them.
 func fill(t testing.TB, l *Log, n, maxRecs int, ts int64) []stored {
 	t.Helper()
 	var out []stored
 	for i := 0; i < n; i++ {
 		b := makeBatch(1+i%maxRecs, ts+int64(i)*10, fmt.Sprintf("b%d", i))
-		res, err := l.Append(b, 7, t0)
+		res, err := l.Append(b, fillEpoch, t0)
 		if err != nil {
 			t.Fatalf("Append %d: %v", i, err)
 		}

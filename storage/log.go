@@ -43,15 +43,22 @@ type SegmentInfo struct {
 // Log is one partition's log in a directory.
 //
 // Concurrency: all methods are safe for concurrent use. Writers (Append,
-// AppendVerbatim, EnforceRetention, Flush, SetConfig, Close, Delete) are
-// serialised by appendMu, which they hold across their file IO. Readers
-// (Read, OffsetForTimestamp, ...) take mu shared only to snapshot segment
-// positions and never hold it during file IO; writers take mu exclusively
-// only to publish new state after the bytes are written. A reader
-// therefore only ever reads committed bytes (below the size snapshot) and
-// never sees a partially written batch.
+// AppendVerbatim, TruncateTo, TruncateFullyAndStartAt, EnforceRetention,
+// Flush, SetConfig, Close, Delete) are serialised by appendMu, which they
+// hold across their file IO. Readers (Read, OffsetForTimestamp, ...) take
+// mu shared only to snapshot segment positions and never hold it during
+// file IO; writers take mu exclusively only to publish new state after the
+// bytes are written. A reader therefore only ever reads committed bytes
+// (below the size snapshot) and never sees a partially written batch.
+// The exceptions are the truncations, which remove committed bytes: they
+// hold mu exclusively across the cut (ftruncate, fsync, unlink; no data
+// is written) and count it in truncations, so a read that snapshotted
+// before the cut notices and is retried.
 //
-// Lock order: appendMu before mu.
+// The high watermark is guarded by mu alone (SetHighWatermark does not
+// wait for appends); ckptMu serialises writes of its checkpoint file.
+//
+// Lock order: appendMu before ckptMu before mu.
 type Log struct {
 	dir string
 
@@ -60,12 +67,21 @@ type Log struct {
 	unflushed int64      // records appended since the last flush
 	lastFlush time.Time
 
-	mu          sync.RWMutex // guards the following (writes also need appendMu)
+	ckptMu sync.Mutex // serialises writes of high-watermark-checkpoint
+
+	mu          sync.RWMutex // guards the following (writes also need appendMu, except hw)
 	cfg         Config
 	segments    []*segment // ascending base offsets; the last is active
 	startOffset int64
+	epochs      epochCache // leader-epoch cache; replaced, never modified in place
+	hw          int64      // high watermark, in [startOffset, log end offset]
+	truncations uint64     // count of truncations, for readers racing with them
 	changed     chan struct{}
 	closed      bool
+
+	// truncateHook, set only by tests before the log is shared, is called
+	// between the steps of a truncation (see crashPoint).
+	truncateHook func(step string)
 }
 
 const (
@@ -83,7 +99,10 @@ var ErrClosed = errors.New("storage: log is closed")
 // segment past the recovery point is scanned, CRCs checked, a torn or
 // corrupt tail truncated (dropping every later segment) and indexes
 // rebuilt. The clean-shutdown marker is removed, so a crash of this
-// incarnation rescans. cfg must pass Validate.
+// incarnation rescans. The high watermark and the leader-epoch cache are
+// loaded from their checkpoints and fitted to the recovered log (the
+// cache is rebuilt from the batch headers when its checkpoint is missing
+// or disagrees with the log; see epochs.go). cfg must pass Validate.
 func Open(dir string, cfg Config, now time.Time) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -92,7 +111,12 @@ func Open(dir string, cfg Config, now time.Time) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{dir: dir, cfg: cfg, changed: make(chan struct{}), lastFlush: now}
-	if err := l.recover(now); err != nil {
+	err := l.recover(now)
+	if err == nil {
+		l.loadHighWatermark()
+		err = l.loadEpochs()
+	}
+	if err != nil {
 		for _, s := range l.segments {
 			s.close()
 		}
@@ -118,8 +142,8 @@ func (l *Log) EndOffset() int64 {
 }
 
 // Changed returns a channel that is closed at the next append, truncation,
-// retention change or close; each close is followed by a new channel, so
-// callers fetch it again after waking.
+// retention change, high-watermark advance or close; each close is
+// followed by a new channel, so callers fetch it again after waking.
 func (l *Log) Changed() <-chan struct{} {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -140,7 +164,10 @@ func storageErr(format string, args ...any) error {
 // CRC set): it patches the base offset to the log end offset and the
 // partition leader epoch in place, and writes the frame. b is owned by the
 // log after the call. A batch over max.message.bytes is refused with
-// MESSAGE_TOO_LARGE and nothing is written. The active segment is rolled
+// MESSAGE_TOO_LARGE and nothing is written. leaderEpoch must be >= 0
+// (else INVALID_RECORD) and >= LatestEpoch (else FENCED_LEADER_EPOCH: a
+// stale leader); a larger one becomes the latest epoch, starting at this
+// batch. The active segment is rolled
 // first if the frame would take it past segment.bytes or it is older than
 // segment.ms (measured from its first append). Write failures are
 // KAFKA_STORAGE_ERROR and leave the log as it was.
@@ -164,8 +191,10 @@ func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, 
 // AppendVerbatim appends a batch that already carries its offsets and
 // leader epoch (a follower's copy of the leader's bytes). It must pass
 // batch.Verify (else CORRUPT_RECORD) and its base offset must equal the log
-// end offset (else INVALID_RECORD); nothing is written on error. b is owned
-// by the log after the call.
+// end offset (else INVALID_RECORD); its partition leader epoch follows
+// Append's rules (a lower epoch than LatestEpoch means the follower did
+// not truncate to the divergence point first: FENCED_LEADER_EPOCH).
+// Nothing is written on error. b is owned by the log after the call.
 func (l *Log) AppendVerbatim(b []byte, now time.Time) (AppendResult, error) {
 	h, err := batch.Verify(b)
 	if err != nil {
@@ -186,7 +215,9 @@ func (l *Log) AppendVerbatim(b []byte, now time.Time) (AppendResult, error) {
 }
 
 // appendLocked writes b (base offset already the log end offset) as the
-// next frame. The caller holds appendMu.
+// next frame. A batch opening a new leader epoch is recorded in the
+// leader-epoch checkpoint before it is written (epochs.go). The caller
+// holds appendMu.
 func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
@@ -194,6 +225,17 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	}
 	if h.LastOffsetDelta < 0 {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "negative last offset delta %d", h.LastOffsetDelta)
+	}
+	newEpoch, err := l.epochs.checkAppend(h.PartitionLeaderEpoch, h.BaseOffset)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	epochs := l.epochs
+	if newEpoch {
+		epochs = epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+		if err := l.writeEpochs(epochs); err != nil {
+			return AppendResult{}, storageErr("checkpoint leader epochs: %v", err)
+		}
 	}
 	frameSize := int64(batch.FrameSize(len(b)))
 	s := l.active()
@@ -226,6 +268,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	}
 	l.mu.Lock()
 	s.apply(h, int(frameSize), e)
+	l.epochs = epochs
 	l.notifyLocked()
 	l.mu.Unlock()
 
@@ -278,21 +321,44 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 // where to continue. Reading at the log end offset, or at/after maxOffset,
 // returns no batches and no error. An offset outside [StartOffset,
 // EndOffset] is OFFSET_OUT_OF_RANGE. Read does its file IO without any
-// lock, concurrently with appends.
+// lock, concurrently with appends; a read that raced with a truncation is
+// retried on the truncated log.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, gen, err := l.readOnce(offset, maxBytes, maxOffset)
+		l.mu.RLock()
+		raced := l.truncations != gen
+		l.mu.RUnlock()
+		if !raced {
+			return res, err
+		}
+		if attempt == maxReadAttempts-1 {
+			return ReadResult{}, storageErr("read offset %d: the log was truncated %d times during the read", offset, maxReadAttempts)
+		}
+	}
+}
+
+// maxReadAttempts bounds Read's retries after racing with truncations
+// (each retry needs a new truncation, which are rare).
+const maxReadAttempts = 8
+
+// readOnce is one attempt of Read; gen is the truncation count its
+// snapshot was taken at.
+func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResult, gen uint64, _ error) {
 	l.mu.RLock()
+	gen = l.truncations
 	if l.closed {
 		l.mu.RUnlock()
-		return ReadResult{}, ErrClosed
+		return ReadResult{}, gen, ErrClosed
 	}
 	start, end := l.startOffset, l.active().next
 	if offset < start || offset > end {
 		l.mu.RUnlock()
-		return ReadResult{}, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d is outside the log [%d, %d]", offset, start, end)
+		return ReadResult{}, gen, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d is outside the log [%d, %d]", offset, start, end)
 	}
 	if offset == end || offset >= maxOffset {
 		l.mu.RUnlock()
-		return ReadResult{NextOffset: offset}, nil
+		return ReadResult{NextOffset: offset}, gen, nil
 	}
 	// The last segment with base <= offset, then skip empty segments.
 	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > offset }) - 1
@@ -311,11 +377,11 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 	if err != nil {
 		if l.StartOffset() > offset {
 			// Retention removed the segment while we read it.
-			return ReadResult{}, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d was deleted by retention", offset)
+			return ReadResult{}, gen, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d was deleted by retention", offset)
 		}
-		return ReadResult{}, storageErr("read offset %d: %v", offset, err)
+		return ReadResult{}, gen, storageErr("read offset %d: %v", offset, err)
 	}
-	return ReadResult{Batches: batches, NextOffset: next}, nil
+	return ReadResult{Batches: batches, NextOffset: next}, gen, nil
 }
 
 // OffsetForTimestamp returns the first offset whose record timestamp is
@@ -446,18 +512,26 @@ func (l *Log) flushLocked(now time.Time) error {
 	return writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), s.next)
 }
 
-// Close flushes, checkpoints the log start offset, writes the
-// clean-shutdown marker and closes the files. Later calls return nil;
-// other methods return ErrClosed.
+// Close flushes, checkpoints the log start offset and the high
+// watermark, writes the clean-shutdown marker and closes the files. Later
+// calls return nil; other methods return ErrClosed.
 func (l *Log) Close() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
 	if l.closed {
 		return nil
 	}
 	err := l.flushLocked(time.Now())
 	if err == nil {
 		err = writeCheckpoint(filepath.Join(l.dir, startOffsetFile), l.startOffset)
+	}
+	if err == nil {
+		l.mu.RLock()
+		hw := l.hw
+		l.mu.RUnlock()
+		err = writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw)
 	}
 	if err == nil {
 		// Only a fully flushed log may claim a clean shutdown.
@@ -481,6 +555,8 @@ func (l *Log) Close() error {
 func (l *Log) Delete() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
 	l.mu.Lock()
 	if !l.closed {
 		l.closed = true

@@ -397,7 +397,7 @@ func TestCleanShutdownReopen(t *testing.T) {
 	if g := l.Segments(); len(g) != len(segs) || g[len(g)-1] != segs[len(segs)-1] {
 		t.Fatalf("segments changed: %v vs %v", g, segs)
 	}
-	res, err := l.Append(makeBatch(2, 5, "after"), 0, t0)
+	res, err := l.Append(makeBatch(2, 5, "after"), appendEpoch(l), t0)
 	if err != nil || res.BaseOffset != want[len(want)-1].last+1 {
 		t.Fatalf("append after reopen: %+v %v", res, err)
 	}
@@ -562,7 +562,7 @@ func TestBatchLargerThanSegmentBytes(t *testing.T) {
 	if len(big) <= 1024 {
 		t.Fatalf("batch of %d bytes", len(big))
 	}
-	res, err := l.Append(big, 0, t0)
+	res, err := l.Append(big, appendEpoch(l), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +570,7 @@ func TestBatchLargerThanSegmentBytes(t *testing.T) {
 	if err != nil || len(r.Batches) != 1 || !sameBatch(r.Batches[0], big) || r.NextOffset != res.LastOffset+1 {
 		t.Fatalf("Read big batch: %v", err)
 	}
-	if _, err := l.Append(makeBatch(1, 1, "next"), 0, t0); err != nil {
+	if _, err := l.Append(makeBatch(1, 1, "next"), appendEpoch(l), t0); err != nil {
 		t.Fatal(err)
 	}
 	segs := l.Segments()

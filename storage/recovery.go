@@ -25,8 +25,9 @@ import (
 //     offsets exactly. The first torn, corrupt or out-of-sequence frame
 //     ends the log: the segment is truncated there and all later segments
 //     are deleted. Scanned segments get rebuilt indexes.
-//   - The log start offset comes from its checkpoint, clamped to
-//     [first segment base, log end offset].
+//   - The log start offset comes from its checkpoint, raised to the first
+//     segment base. A checkpoint past the log end offset (an interrupted
+//     TruncateFullyAndStartAt) empties the log and starts it there.
 func (l *Log) recover(now time.Time) error {
 	marker := filepath.Join(l.dir, cleanShutdownFile)
 	clean := fileExists(marker)
@@ -112,7 +113,25 @@ func (l *Log) recover(now time.Time) error {
 		l.startOffset = first
 	}
 	if end := l.active().next; l.startOffset > end {
-		l.startOffset = end
+		// Only TruncateFullyAndStartAt moves the start checkpoint past the
+		// end (before deleting the segments; or corruption cut the log
+		// below it): finish it, an empty log at the checkpointed start,
+		// so no offset below it is ever reused.
+		for _, s := range l.segments {
+			if err := s.remove(); err != nil {
+				return err
+			}
+		}
+		s, err := openSegment(l.dir, l.startOffset, now)
+		if err != nil {
+			l.segments = nil
+			return err
+		}
+		l.segments = []*segment{s}
+		if s.size != 0 {
+			return fmt.Errorf("stale segment file %s", s.path)
+		}
+		return s.truncateIndexFiles()
 	}
 	// Retention checkpoints the start offset before deleting files; finish
 	// deletions a crash interrupted (segments wholly below the start).

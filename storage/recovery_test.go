@@ -59,7 +59,7 @@ func TestRecoveryTruncatesTornTail(t *testing.T) {
 		if len(keep) > 0 {
 			wantNext = keep[len(keep)-1].last + 1
 		}
-		res, err := l.Append(makeBatch(2, 1, "after"), 0, t0)
+		res, err := l.Append(makeBatch(2, 1, "after"), appendEpoch(l), t0)
 		if err != nil || res.BaseOffset != wantNext {
 			t.Fatalf("iter %d: append after recovery at %d (%v), want %d", iter, res.BaseOffset, err, wantNext)
 		}
@@ -127,7 +127,7 @@ func TestRecoveryDiscardsFromFirstCorruptBatch(t *testing.T) {
 				}
 			}
 		}
-		if _, err := l.Append(makeBatch(1, 1, "x"), 0, t0); err != nil {
+		if _, err := l.Append(makeBatch(1, 1, "x"), appendEpoch(l), t0); err != nil {
 			t.Fatal(err)
 		}
 		readAll(t, l)
@@ -292,7 +292,7 @@ func TestRecoveryAfterAbandonedLogWithTornTail(t *testing.T) {
 					t.Fatalf("iter %d: EndOffset %d, want %d", iter, r.EndOffset(), wantEnd)
 				}
 				nb := makeBatch(3, t0.UnixMilli(), "after")
-				res, err := r.Append(nb, 1, t0)
+				res, err := r.Append(nb, appendEpoch(r), t0)
 				if err != nil || res.BaseOffset != wantEnd || res.LastOffset != wantEnd+2 {
 					t.Fatalf("iter %d: append after recovery %+v %v, want base %d", iter, res, err, wantEnd)
 				}
@@ -368,7 +368,7 @@ func TestRecoveryAfterAbandonedLogWithFlippedBytes(t *testing.T) {
 			}
 		}
 		end := r.EndOffset()
-		if res, err := r.Append(makeBatch(1, 1, "x"), 0, t0); err != nil || res.BaseOffset != end {
+		if res, err := r.Append(makeBatch(1, 1, "x"), appendEpoch(r), t0); err != nil || res.BaseOffset != end {
 			t.Fatalf("iter %d: append after recovery %+v %v, want base %d", iter, res, err, end)
 		}
 		readAll(t, r)
@@ -539,7 +539,7 @@ func TestRecoveryCorruptMiddleSegmentDropsLaterSegments(t *testing.T) {
 			t.Fatalf("batch %d differs", i)
 		}
 	}
-	if res, err := r.Append(makeBatch(2, 1, "y"), 0, t0); err != nil || res.BaseOffset != want[second].base {
+	if res, err := r.Append(makeBatch(2, 1, "y"), appendEpoch(r), t0); err != nil || res.BaseOffset != want[second].base {
 		t.Fatalf("append after recovery %+v %v", res, err)
 	}
 	readAll(t, r)

@@ -12,7 +12,10 @@ import (
 // retention never rolls it (rolling happens on append). The log start
 // offset moves to the first remaining segment's base and is checkpointed
 // before any file is removed, so a crash in between never exposes offsets
-// that are about to vanish. It returns how many segments were deleted.
+// that are about to vanish. The leader-epoch cache is trimmed to the new
+// start (entries wholly below it dropped, the first kept one moved up to
+// it) and the high watermark raised to it if below. It returns how many
+// segments were deleted.
 // Reads racing with a deletion get OFFSET_OUT_OF_RANGE.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	l.appendMu.Lock()
@@ -24,7 +27,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	for _, s := range l.segments {
 		total += s.size
 	}
-	deleted := 0
+	deleted, epochsTrimmed := 0, false
 	for len(l.segments) > 1 {
 		s := l.segments[0]
 		byTime := l.cfg.RetentionMs >= 0 && s.maxTS >= 0 && s.maxTS < now.UnixMilli()-l.cfg.RetentionMs
@@ -41,6 +44,10 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		l.mu.Lock()
 		if next > l.startOffset {
 			l.startOffset = next
+			l.hw = max(l.hw, next)
+			var trimmed bool
+			l.epochs, trimmed = l.epochs.truncateFromStart(next)
+			epochsTrimmed = epochsTrimmed || trimmed
 		}
 		l.segments = l.segments[1:]
 		l.notifyLocked()
@@ -49,6 +56,12 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		deleted++
 		if err := s.remove(); err != nil {
 			return deleted, storageErr("delete segment %s: %v", s.path, err)
+		}
+	}
+	if epochsTrimmed {
+		// The checkpoint may lag: Open trims it to the start offset again.
+		if err := l.writeEpochs(l.epochs); err != nil {
+			return deleted, storageErr("checkpoint leader epochs: %v", err)
 		}
 	}
 	return deleted, nil
