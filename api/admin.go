@@ -238,7 +238,7 @@ func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 			pr.LeaderEpoch = part.LeaderEpoch()
 			switch lp.Spec {
 			case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
-				pr.Offset = part.Log.EndOffset()
+				pr.Offset = part.Log.HighWatermark()
 			case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 				pr.Offset = part.Log.StartOffset()
 			case sluicev1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP:

@@ -512,7 +512,7 @@ func TestRestartKeepsData(t *testing.T) {
 	tn2 := startNode(t, dir)
 	pd := tn2.fetch("t", 1, 0, 0)
 	if got := values(pd, 0); len(got) != 10 || got[0] != "r1-0" || got[9] != "r9-1" {
-		t.Fatalf("after restart: %v", got)
+		t.Fatalf("after restart: %v (%v %s hw %d)", got, pd.ErrorCode, pd.ErrorMessage, pd.HighWatermark)
 	}
 	if r := tn2.produceRaw("t", 1, makeBatch("z", 1, 1)); r.BaseOffset != 10 {
 		t.Fatalf("append after restart at %d, want 10", r.BaseOffset)

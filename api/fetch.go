@@ -86,9 +86,9 @@ func (s *Server) fetchOnce(req *sluicev1.FetchRequest, maxBytes int) (*internalv
 				continue
 			}
 			changed = append(changed, part.Log.Changed())
-			// With a single replica the high watermark is the log end
-			// offset, and with no transactions the LSO equals it.
-			hw := part.Log.EndOffset()
+			// Consumers read below the high watermark only; with no
+			// transactions yet the LSO equals it.
+			hw := part.Log.HighWatermark()
 			pd.HighWatermark, pd.LastStableOffset, pd.LogStartOffset = hw, hw, part.Log.StartOffset()
 			limit := int(fp.PartitionMaxBytes)
 			if limit == 0 {

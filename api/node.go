@@ -65,6 +65,8 @@ type Config struct {
 	// silent for SessionTimeout is fenced. Zero takes the defaults.
 	HeartbeatInterval time.Duration
 	SessionTimeout    time.Duration
+	// ReplicaLagTimeMax is replica.lag.time.max.ms (0 = 30 s).
+	ReplicaLagTimeMax time.Duration
 	Logger            *slog.Logger
 }
 
@@ -324,6 +326,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		internalv1.RegisterControllerServer(n.grpc, n.ctlService)
 	}
 	if n.replicas != nil {
+		internalv1.RegisterReplicaServer(n.grpc, NewReplicaService(n.replicas, n.cache))
 		NewServer(ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger}).Register(n.grpc)
 	}
@@ -352,6 +355,8 @@ func StartNode(cfg Config) (_ *Node, err error) {
 	})
 	if n.replicas != nil {
 		n.replicas.Start()
+		n.replicas.StartReplication(cluster.ReplicationConfig{Metadata: n.cache, Pool: n.pool, Controllers: n.controllers,
+			BrokerEpoch: n.BrokerEpoch, LagTimeMax: cfg.ReplicaLagTimeMax})
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
 			NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
 			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
@@ -374,7 +379,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 
 // applyImage makes the hosted partitions follow a new metadata image.
 func (n *Node) applyImage(im *controller.Image) {
-	if err := n.replicas.Apply(im, time.Now()); err != nil {
+	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
 		if errors.Is(err, cluster.ErrClusterMismatch) {
 			n.log.Error("refusing to serve: this data dir belongs to another cluster", "err", err)
 			return

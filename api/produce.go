@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -9,8 +10,12 @@ import (
 )
 
 // Produce appends one batch per partition entry. Each partition succeeds or
-// fails on its own; a failed partition stores nothing. With a single node
-// every acks level completes once the leader has appended; ACKS_NONE
+// fails on its own; a failed partition stores nothing. ACKS_LEADER answers
+// once the leader has appended; ACKS_ALL (the default) first refuses with
+// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas,
+// then waits until the batch is below the high watermark (replicated to
+// every in-sync replica) or the timeout passes (REQUEST_TIMED_OUT: the
+// batch is in the leader's log and may still become committed); ACKS_NONE
 // answers without offsets.
 func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error) {
 	switch req.Acks {
@@ -25,6 +30,7 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 		return nil, requestError(failedPrecondition, sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional produce is not supported yet")
 	}
 	now := s.now()
+	var waits []pendingAck
 	resp := &sluicev1.ProduceResponse{Topics: make([]*sluicev1.TopicProduceResponse, 0, len(req.Topics))}
 	for _, t := range req.Topics {
 		tr := &sluicev1.TopicProduceResponse{Name: t.Name, Partitions: make([]*sluicev1.PartitionProduceResponse, 0, len(t.Partitions))}
@@ -42,7 +48,11 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
 				continue
 			}
-			res, err := s.replicas.Append(t.Name, p.Partition, p.Batch, now)
+			acksAll := req.Acks == sluicev1.Acks_ACKS_ALL || req.Acks == sluicev1.Acks_ACKS_UNSPECIFIED
+			res, err := s.replicas.AppendWithAcks(t.Name, p.Partition, p.Batch, now, acksAll)
+			if err == nil && acksAll {
+				waits = append(waits, pendingAck{resp: pr, topic: t.Name, partition: p.Partition, last: res.LastOffset})
+			}
 			if err != nil {
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
 				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
@@ -60,5 +70,31 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}
+	// acks=all: every appended batch must reach the high watermark within
+	// the request timeout.
+	timeout := DefaultProduceTimeout
+	if req.TimeoutMs > 0 {
+		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, w := range waits {
+		part, err := s.replicas.Partition(w.topic, w.partition)
+		if err == nil {
+			err = part.WaitCommitted(wctx, w.last)
+		}
+		if err != nil {
+			w.resp.ErrorCode, w.resp.ErrorMessage = partitionError(err)
+			w.resp.CurrentLeader = s.leaderHint(w.topic, w.partition, w.resp.ErrorCode)
+		}
+	}
 	return resp, nil
+}
+
+// pendingAck is an appended batch an acks=all produce waits for.
+type pendingAck struct {
+	resp      *sluicev1.PartitionProduceResponse
+	topic     string
+	partition int32
+	last      int64
 }

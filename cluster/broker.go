@@ -100,6 +100,14 @@ func (b *BrokerLifecycle) Fenced() bool {
 	return b.fenced
 }
 
+// CaughtUp reports whether an image at offset includes this broker's
+// current registration, and so every record before it.
+func (b *BrokerLifecycle) CaughtUp(offset uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch > 0 && offset >= b.registeredAt
+}
+
 // Ready reports whether the broker is registered, unfenced and has applied
 // the metadata through its registration.
 func (b *BrokerLifecycle) Ready() bool {

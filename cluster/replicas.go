@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/cluster/replication"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -38,6 +39,21 @@ type Partition struct {
 	// leadership packs leader id (high 32 bits) and leader epoch (low).
 	leadership atomic.Uint64
 	config     atomic.Pointer[TopicConfig]
+
+	// roleMu guards the replication role below (see roles.go).
+	roleMu sync.Mutex
+	// tracker is the ISR/HW state while this broker leads; nil otherwise.
+	tracker *replication.Tracker
+	// hwCh is closed (and replaced) when the HW moves or leadership ends.
+	hwCh chan struct{}
+	// following and followEpoch name the leader being fetched from
+	// (controller.NoLeader when not a follower).
+	following   int32
+	followEpoch int32
+	// expand queues followers that qualify for the ISR; altering is set
+	// while an AlterPartition is in flight.
+	expand   []int32
+	altering bool
 }
 
 // Leadership returns the partition's leader and leader epoch as this
@@ -89,6 +105,11 @@ type ReplicaManager struct {
 
 	mu         sync.RWMutex // guards the following
 	partitions map[TopicPartition]*Partition
+
+	// repl and fetchers are set by StartReplication (nil without it).
+	repl        *ReplicationConfig
+	fetchers    *fetcherManager
+	fetchPaused atomic.Bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -188,7 +209,13 @@ var ErrClusterMismatch = errors.New("data dir belongs to another cluster")
 // that no longer name it (deleted topics, moved replicas, topics
 // re-created under a new id). It returns ErrClusterMismatch (and changes
 // nothing) for an image of another cluster.
-func (m *ReplicaManager) Apply(im *controller.Image, now time.Time) error {
+//
+// Directories found at start that the image does not claim are deleted
+// only when caughtUp: the broker has applied the metadata log through its
+// own registration, so im holds every topic that existed when it started.
+// An earlier image may be a prefix of the log (a controller still
+// replaying it) that lacks topics which do exist.
+func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp bool) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	if im.ClusterID == "" {
@@ -232,6 +259,7 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time) error {
 				p.Log.SetConfig(tc.Storage)
 			}
 			p.config.Store(&tc)
+			m.updateRole(p, ps, im, tc, now)
 		}
 	}
 	for _, p := range m.allPartitions() {
@@ -240,6 +268,9 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time) error {
 		}
 	}
 	for dir, id := range m.onDisk {
+		if !caughtUp {
+			break
+		}
 		if id == "" {
 			m.log.Warn("partition directory without metadata left alone", "dir", dir)
 			continue
@@ -299,7 +330,8 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 	if err != nil {
 		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %v", tp, err)
 	}
-	p = &Partition{TopicPartition: tp, TopicID: topicID, Log: l}
+	p = &Partition{TopicPartition: tp, TopicID: topicID, Log: l, hwCh: make(chan struct{}),
+		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
 	m.mu.Lock()
@@ -310,6 +342,12 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 
 // removePartition stops hosting p and deletes its log.
 func (m *ReplicaManager) removePartition(p *Partition) {
+	if m.fetchers != nil {
+		m.fetchers.unfollow(p.TopicPartition)
+	}
+	p.roleMu.Lock()
+	p.dropTrackerLocked()
+	p.roleMu.Unlock()
 	m.mu.Lock()
 	if m.partitions[p.TopicPartition] == p {
 		delete(m.partitions, p.TopicPartition)
@@ -372,6 +410,12 @@ func (m *ReplicaManager) Close() error {
 	default:
 		close(m.stop)
 	}
+	m.applyMu.Lock()
+	fetchers := m.fetchers
+	m.applyMu.Unlock()
+	if fetchers != nil {
+		fetchers.close()
+	}
 	m.wg.Wait()
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
@@ -403,6 +447,13 @@ func (m *ReplicaManager) Partition(topic string, partition int32) (*Partition, e
 // partition. Nothing is written unless every check passes. Errors are
 // *errs.Error with the code to return for the partition.
 func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now time.Time) (storage.AppendResult, error) {
+	return m.AppendWithAcks(topic, partition, raw, now, false)
+}
+
+// AppendWithAcks is Append; with acksAll it first refuses
+// (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas.
+// The caller then waits with Partition.WaitCommitted.
+func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
 	p, err := m.Partition(topic, partition)
 	if err != nil {
 		return storage.AppendResult{}, err
@@ -426,7 +477,15 @@ func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now t
 	case h.ProducerID != batch.NoProducerID:
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_UNKNOWN_PRODUCER_ID, "producer id %d is unknown: idempotent producers are not supported yet; send producer_id -1", h.ProducerID)
 	}
+	if acksAll {
+		if err := p.checkAcksAll(); err != nil {
+			return storage.AppendResult{}, err
+		}
+	}
 	res, err := p.Log.Append(b, epoch, now)
+	if err == nil {
+		p.leaderAppended(res.LastOffset+1, now)
+	}
 	if errors.Is(err, storage.ErrClosed) {
 		return res, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s is no longer hosted by node %d", p, m.cfg.NodeID)
 	}

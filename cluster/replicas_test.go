@@ -88,7 +88,7 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, dir, 2)
 	b := newImage(t, "c1").apply(topic("a", "id-a", []int32{1, 2}, []int32{2, 3}, []int32{1, 3}))
-	if err := m.Apply(b.snapshot(), now); err != nil {
+	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	// Node 2 hosts a-0 (follower, leader 1) and a-1 (leader), not a-2.
@@ -113,7 +113,7 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 	}
 	// A config change reaches the logs.
 	b.apply(controller.ConfigChange{Topic: "a", Key: "retention.ms", Value: "1000"})
-	if err := m.Apply(b.snapshot(), now); err != nil {
+	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if l, e := p.Leadership(); l != 3 || e != 1 {
@@ -128,7 +128,7 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 
 	// Deleting the topic deletes the logs.
 	b.apply(controller.DeleteTopic{Name: "a"})
-	if err := m.Apply(b.snapshot(), now); err != nil {
+	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Partitions()) != 0 {
@@ -144,7 +144,7 @@ func TestReplicaManagerRestartKeepsDataAndDropsRecreatedTopics(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, dir, 1)
 	b := newImage(t, "c1").apply(topic("keep", "id-k", []int32{1})).apply(topic("gone", "id-g1", []int32{1}))
-	if err := m.Apply(b.snapshot(), now); err != nil {
+	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"keep", "gone"} {
@@ -158,7 +158,15 @@ func TestReplicaManagerRestartKeepsDataAndDropsRecreatedTopics(t *testing.T) {
 	// While the broker was away, "gone" was deleted and re-created (new id).
 	b.apply(controller.DeleteTopic{Name: "gone"}).apply(topic("gone", "id-g2", []int32{1}))
 	m2 := newManager(t, dir, 1)
-	if err := m2.Apply(b.snapshot(), now); err != nil {
+	// A controller still replaying its log first sends a prefix of the
+	// image, without the topics: nothing may be deleted for it.
+	if err := m2.Apply(newImage(t, "c1").snapshot(), now, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "keep-0", "00000000000000000000.log")); err != nil {
+		t.Fatalf("a prefix image deleted a log: %v", err)
+	}
+	if err := m2.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := m2.Partition("keep", 0); p == nil || p.Log.EndOffset() != 5 {
@@ -173,14 +181,14 @@ func TestReplicaManagerRefusesAnotherClustersImage(t *testing.T) {
 	now := time.Unix(5000, 0)
 	dir := t.TempDir()
 	m := newManager(t, dir, 1)
-	if err := m.Apply(newImage(t, "c1").apply(topic("a", "id-a", []int32{1})).snapshot(), now); err != nil {
+	if err := m.Apply(newImage(t, "c1").apply(topic("a", "id-a", []int32{1})).snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Append("a", 0, plainBatch(2), now); err != nil {
 		t.Fatal(err)
 	}
 	// An image of another cluster (no topics) must not delete anything.
-	if err := m.Apply(newImage(t, "c2").snapshot(), now); !errors.Is(err, ErrClusterMismatch) {
+	if err := m.Apply(newImage(t, "c2").snapshot(), now, true); !errors.Is(err, ErrClusterMismatch) {
 		t.Fatalf("foreign image: %v, want ErrClusterMismatch", err)
 	}
 	if p, err := m.Partition("a", 0); err != nil || p.Log.EndOffset() != 2 {
@@ -190,10 +198,10 @@ func TestReplicaManagerRefusesAnotherClustersImage(t *testing.T) {
 	// The cluster id is remembered across restarts; an image before the
 	// cluster is bootstrapped changes nothing.
 	m2 := newManager(t, dir, 1)
-	if err := m2.Apply(newImage(t, "").snapshot(), now); err != nil {
+	if err := m2.Apply(newImage(t, "").snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := m2.Apply(newImage(t, "c2").snapshot(), now); !errors.Is(err, ErrClusterMismatch) {
+	if err := m2.Apply(newImage(t, "c2").snapshot(), now, true); !errors.Is(err, ErrClusterMismatch) {
 		t.Fatalf("after restart: %v, want ErrClusterMismatch", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "logs", "a-0")); err != nil {
@@ -214,7 +222,7 @@ func TestReplicaManagerLeavesLegacyDirsAlone(t *testing.T) {
 		}
 	}
 	m := newManager(t, dir, 1)
-	if err := m.Apply(newImage(t, "c1").apply(topic("adopt", "id-x", []int32{1})).snapshot(), now); err != nil {
+	if err := m.Apply(newImage(t, "c1").apply(topic("adopt", "id-x", []int32{1})).snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "logs", "old-0")); err != nil {

@@ -1,0 +1,326 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Replica fetch tuning.
+const (
+	// replicaFetchWait is how long a leader holds a follower's fetch when
+	// there is nothing new (replica.fetch.wait.max.ms).
+	replicaFetchWait = 500 * time.Millisecond
+	// replicaFetchMaxBytes bounds one fetch response (replica.fetch.response.max.bytes).
+	replicaFetchMaxBytes = 16 << 20
+	// replicaFetchPartitionBytes bounds one partition in it (replica.fetch.max.bytes).
+	replicaFetchPartitionBytes = 4 << 20
+	// fetchBackoff is the pause after a failed fetch (replica.fetch.backoff.ms).
+	fetchBackoff = 100 * time.Millisecond
+)
+
+// fetcherManager runs one fetcher per source broker (DESIGN §8): a
+// follower partition is fetched by the fetcher of its leader. Safe for
+// concurrent use.
+type fetcherManager struct {
+	rm   *ReplicaManager
+	pool *ConnPool
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	fetchers map[int32]*fetcher
+	closed   bool
+}
+
+func newFetcherManager(rm *ReplicaManager, pool *ConnPool, log *slog.Logger) *fetcherManager {
+	return &fetcherManager{rm: rm, pool: pool, log: log, fetchers: map[int32]*fetcher{}}
+}
+
+// follow makes p fetched from leader at leaderEpoch, first truncating to
+// the divergence point with the leader (KIP-101/279). It replaces any
+// earlier assignment of p.
+func (fm *fetcherManager) follow(p *Partition, leader, leaderEpoch int32) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	if fm.closed {
+		return
+	}
+	for id, f := range fm.fetchers {
+		if id != leader {
+			f.remove(p.TopicPartition)
+		}
+	}
+	f := fm.fetchers[leader]
+	if f == nil {
+		f = newFetcher(fm, leader)
+		fm.fetchers[leader] = f
+		f.start()
+	}
+	f.add(&fetchState{p: p, leaderEpoch: leaderEpoch, truncate: true})
+}
+
+// unfollow stops fetching p.
+func (fm *fetcherManager) unfollow(tp TopicPartition) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	for _, f := range fm.fetchers {
+		f.remove(tp)
+	}
+}
+
+// close stops every fetcher and waits for them.
+func (fm *fetcherManager) close() {
+	fm.mu.Lock()
+	fm.closed = true
+	fs := make([]*fetcher, 0, len(fm.fetchers))
+	for _, f := range fm.fetchers {
+		fs = append(fs, f)
+	}
+	fm.fetchers = map[int32]*fetcher{}
+	fm.mu.Unlock()
+	for _, f := range fs {
+		f.stop()
+	}
+}
+
+// fetchState is one follower partition in a fetcher.
+type fetchState struct {
+	p           *Partition
+	leaderEpoch int32
+	// truncate: ask the leader for the divergence point before fetching.
+	truncate bool
+	// retryAt delays a partition after a partition-level error.
+	retryAt time.Time
+}
+
+// fetcher pulls every partition it holds from one source broker, in one
+// long-polled ReplicaFetch at a time.
+type fetcher struct {
+	fm     *fetcherManager
+	source int32
+
+	mu    sync.Mutex
+	parts map[TopicPartition]*fetchState
+	wake  chan struct{} // capacity 1: a partition was added
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFetcher(fm *fetcherManager, source int32) *fetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fetcher{fm: fm, source: source, parts: map[TopicPartition]*fetchState{},
+		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (f *fetcher) start() { go f.run() }
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+}
+
+func (f *fetcher) add(s *fetchState) {
+	f.mu.Lock()
+	f.parts[s.p.TopicPartition] = s
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) remove(tp TopicPartition) {
+	f.mu.Lock()
+	delete(f.parts, tp)
+	f.mu.Unlock()
+}
+
+// current returns s if it is still the state of its partition.
+func (f *fetcher) current(s *fetchState) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[s.p.TopicPartition] == s
+}
+
+func (f *fetcher) snapshot(now time.Time) (truncate, fetch []*fetchState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.parts {
+		if now.Before(s.retryAt) {
+			continue
+		}
+		if s.truncate {
+			truncate = append(truncate, s)
+		} else {
+			fetch = append(fetch, s)
+		}
+	}
+	return truncate, fetch
+}
+
+func (f *fetcher) client() (internalv1.ReplicaClient, error) {
+	addr := ""
+	if b := f.fm.rm.metadata().Image().Brokers[f.source]; b != nil {
+		addr = b.Address
+	}
+	if addr == "" {
+		return nil, errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "no address for broker %d", f.source)
+	}
+	cc, err := f.fm.pool.Get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return internalv1.NewReplicaClient(cc), nil
+}
+
+func (f *fetcher) run() {
+	defer close(f.done)
+	backoff := fetchBackoff
+	for f.ctx.Err() == nil {
+		now := time.Now()
+		truncate, fetch := f.snapshot(now)
+		if f.fm.rm.fetchPaused.Load() {
+			truncate, fetch = nil, nil
+		}
+		if len(truncate) == 0 && len(fetch) == 0 {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-f.wake:
+			case <-time.After(fetchBackoff):
+			}
+			continue
+		}
+		cl, err := f.client()
+		if err == nil && len(truncate) > 0 {
+			err = f.truncate(cl, truncate)
+		}
+		if err == nil && len(fetch) > 0 {
+			err = f.fetch(cl, fetch)
+		}
+		if err != nil {
+			if f.ctx.Err() != nil {
+				return
+			}
+			f.fm.log.Debug("replica fetch failed", "source", f.source, "err", err)
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			if backoff < time.Second {
+				backoff *= 2
+			}
+			continue
+		}
+		backoff = fetchBackoff
+	}
+}
+
+// truncate asks the leader where each partition's log diverges from its
+// own and truncates there (KIP-279).
+func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) error {
+	req := &internalv1.OffsetForLeaderEpochRequest{ReplicaId: f.fm.rm.cfg.NodeID}
+	for _, s := range states {
+		req.Partitions = append(req.Partitions, &internalv1.EpochQuery{Topic: s.p.Topic, Partition: s.p.Partition,
+			CurrentLeaderEpoch: s.leaderEpoch, LeaderEpoch: s.p.Log.LatestEpoch()})
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cl.OffsetForLeaderEpoch(ctx, req)
+	if err != nil {
+		return err
+	}
+	for i, r := range resp.Partitions {
+		if i >= len(states) {
+			break
+		}
+		s := states[i]
+		if !f.current(s) {
+			continue
+		}
+		if r.ErrorCode != sluicev1.ErrorCode_NONE {
+			f.fm.log.Debug("offset for leader epoch refused", "partition", s.p.String(), "code", r.ErrorCode, "msg", r.ErrorMessage)
+			s.retryAt = time.Now().Add(fetchBackoff)
+			continue
+		}
+		again, err := f.fm.rm.truncateFollower(s.p, r.LeaderEpoch, r.EndOffset, r.LogStartOffset)
+		if err != nil {
+			f.fm.log.Error("follower truncation failed", "partition", s.p.String(), "err", err)
+			s.retryAt = time.Now().Add(time.Second)
+			continue
+		}
+		if !again {
+			f.mu.Lock()
+			s.truncate = false
+			f.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// fetch runs one ReplicaFetch and appends what it returns.
+func (f *fetcher) fetch(cl internalv1.ReplicaClient, states []*fetchState) error {
+	rm := f.fm.rm
+	req := &internalv1.ReplicaFetchRequest{ReplicaId: rm.cfg.NodeID, BrokerEpoch: rm.brokerEpoch(),
+		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
+	for _, s := range states {
+		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
+			FetchOffset: s.p.Log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, replicaFetchWait+5*time.Second)
+	defer cancel()
+	resp, err := cl.ReplicaFetch(ctx, req)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for i, r := range resp.Partitions {
+		if i >= len(states) {
+			break
+		}
+		s := states[i]
+		if !f.current(s) {
+			continue
+		}
+		switch r.ErrorCode {
+		case sluicev1.ErrorCode_NONE:
+		case sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE:
+			// Behind the leader's log start: start over there. Ahead of its
+			// end: the logs diverged; find the divergence point again.
+			if s.p.Log.EndOffset() < r.LogStartOffset {
+				if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil {
+					f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
+				}
+			} else {
+				f.mu.Lock()
+				s.truncate = true
+				f.mu.Unlock()
+			}
+			continue
+		default:
+			// Not the leader (yet or any more), stale epochs: wait for the
+			// metadata to move this partition.
+			s.retryAt = now.Add(fetchBackoff)
+			continue
+		}
+		for _, b := range r.Batches {
+			if _, err := s.p.Log.AppendVerbatim(b, now); err != nil {
+				f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
+				f.mu.Lock()
+				s.truncate = true
+				f.mu.Unlock()
+				break
+			}
+		}
+		s.p.Log.SetHighWatermark(min(r.HighWatermark, s.p.Log.EndOffset()))
+	}
+	return nil
+}
