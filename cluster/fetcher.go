@@ -251,7 +251,13 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 			s.retryAt = time.Now().Add(fetchBackoff)
 			continue
 		}
-		again, err := f.fm.rm.truncateFollower(s.p, r.LeaderEpoch, r.EndOffset, r.LogStartOffset)
+		var again bool
+		var err error
+		if !s.p.lockAsFollower(f.source, s.leaderEpoch) {
+			continue // the partition's role changed; its new state is elsewhere
+		}
+		again, err = f.fm.rm.truncateFollower(s.p, r.LeaderEpoch, r.EndOffset, r.LogStartOffset)
+		s.p.roleMu.Unlock()
 		if err != nil {
 			f.fm.log.Error("follower truncation failed", "partition", s.p.String(), "err", err)
 			s.retryAt = time.Now().Add(time.Second)
@@ -311,6 +317,11 @@ func (f *fetcher) fetch(cl internalv1.ReplicaClient, states []*fetchState) error
 			s.retryAt = now.Add(fetchBackoff)
 			continue
 		}
+		// Append under the role lock, so a partition that became leader
+		// (or moved to another leader) meanwhile never takes these bytes.
+		if !s.p.lockAsFollower(f.source, s.leaderEpoch) {
+			continue
+		}
 		for _, b := range r.Batches {
 			if _, err := s.p.Log.AppendVerbatim(b, now); err != nil {
 				f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
@@ -321,6 +332,7 @@ func (f *fetcher) fetch(cl internalv1.ReplicaClient, states []*fetchState) error
 			}
 		}
 		s.p.Log.SetHighWatermark(min(r.HighWatermark, s.p.Log.EndOffset()))
+		s.p.roleMu.Unlock()
 	}
 	return nil
 }

@@ -133,6 +133,17 @@ func (m *ReplicaManager) updateRole(p *Partition, ps *controller.Partition, im *
 	}
 }
 
+// lockAsFollower takes roleMu if p still follows leader at leaderEpoch and
+// reports whether it did; the caller unlocks.
+func (p *Partition) lockAsFollower(leader, leaderEpoch int32) bool {
+	p.roleMu.Lock()
+	if p.tracker == nil && p.following == leader && p.followEpoch == leaderEpoch {
+		return true
+	}
+	p.roleMu.Unlock()
+	return false
+}
+
 // dropTrackerLocked ends leadership: waiters wake and see it gone.
 func (p *Partition) dropTrackerLocked() {
 	if p.tracker == nil {
