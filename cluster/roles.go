@@ -321,6 +321,12 @@ func (m *ReplicaManager) truncateFollower(p *Partition, leaderEpoch int32, endOf
 	case d.Truncate:
 		m.log.Info("follower truncating to the divergence point", "partition", p.String(), "from", p.Log.EndOffset(), "to", d.TruncateTo, "rule", d.Rule.String())
 		err = p.Log.TruncateTo(d.TruncateTo)
+	case p.Log.LatestEpoch() > leaderEpoch && leaderEpoch >= 0 && d.TruncateTo == p.Log.EndOffset():
+		// Nothing to cut, but an epoch entry with no records sits at the
+		// log end (a leader that crashed before its first batch reached
+		// the log): drop it, or the leader's lower-epoch batches would be
+		// refused.
+		err = p.Log.TruncateTo(d.TruncateTo)
 	}
 	return d.NeedAnotherRound, err
 }
