@@ -18,6 +18,10 @@ type AppendResult struct {
 	BaseOffset   int64
 	LastOffset   int64
 	MaxTimestamp int64
+	// Duplicate: the batch was a producer's retry of a batch already in
+	// the log (same producer id, epoch and sequences); nothing was written
+	// and the offsets are the original's.
+	Duplicate bool
 }
 
 // ReadResult is the outcome of Read.
@@ -74,8 +78,11 @@ type Log struct {
 	segments    []*segment // ascending base offsets; the last is active
 	startOffset int64
 	epochs      epochCache // leader-epoch cache; replaced, never modified in place
-	hw          int64      // high watermark, in [startOffset, log end offset]
-	truncations uint64     // count of truncations, for readers racing with them
+	// producers is the idempotent-producer state (producers.go); guarded
+	// by appendMu alone.
+	producers   *ProducerState
+	hw          int64  // high watermark, in [startOffset, log end offset]
+	truncations uint64 // count of truncations, for readers racing with them
 	changed     chan struct{}
 	closed      bool
 
@@ -115,6 +122,9 @@ func Open(dir string, cfg Config, now time.Time) (*Log, error) {
 	if err == nil {
 		l.loadHighWatermark()
 		err = l.loadEpochs()
+	}
+	if err == nil {
+		l.loadProducers()
 	}
 	if err != nil {
 		for _, s := range l.segments {
@@ -185,6 +195,17 @@ func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, 
 	}
 	batch.SetBaseOffset(b, l.active().next)
 	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if _, d, err := l.checkProducer(h); err != nil {
+		return AppendResult{}, err
+	} else if d.Duplicate {
+		// A retry of a batch already in the log: nothing is written and
+		// the original offsets are returned.
+		return AppendResult{BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, MaxTimestamp: d.MaxTimestamp, Duplicate: true}, nil
+	}
 	return l.appendLocked(b, now)
 }
 
@@ -271,6 +292,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	l.epochs = epochs
 	l.notifyLocked()
 	l.mu.Unlock()
+	l.updateProducer(h)
 
 	l.unflushed += int64(h.RecordCount)
 	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||
@@ -311,6 +333,9 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	l.mu.Lock()
 	l.segments = append(l.segments, s)
 	l.mu.Unlock()
+	// The producer state as of the roll bounds recovery's replay. A failed
+	// snapshot only makes the next recovery scan further back.
+	_ = l.writeProducerSnapshot()
 	return s, nil
 }
 
@@ -532,6 +557,9 @@ func (l *Log) Close() error {
 		hw := l.hw
 		l.mu.RUnlock()
 		err = writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw)
+	}
+	if err == nil {
+		err = l.writeProducerSnapshot()
 	}
 	if err == nil {
 		// Only a fully flushed log may claim a clean shutdown.

@@ -58,6 +58,9 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 			return deleted, storageErr("delete segment %s: %v", s.path, err)
 		}
 	}
+	if deleted > 0 {
+		l.deleteStaleSnapshots()
+	}
 	if epochsTrimmed {
 		// The checkpoint may lag: Open trims it to the start offset again.
 		if err := l.writeEpochs(l.epochs); err != nil {

@@ -41,9 +41,14 @@ import (
 // watermark to offset if it was above, and wakes Changed waiters. Reads
 // racing with it either see the old log or are retried on the new one.
 // File errors are KAFKA_STORAGE_ERROR.
-func (l *Log) TruncateTo(offset int64) error {
+func (l *Log) TruncateTo(offset int64) (err error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	defer func() {
+		if err == nil && !l.closed {
+			l.producersTruncated(l.active().next)
+		}
+	}()
 	if l.closed {
 		return ErrClosed
 	}
@@ -203,12 +208,17 @@ func (s *segment) cut(pos, offset int64) {
 //     after it the batches at or after offset of the segments not yet
 //     deleted, with the start offset at or above offset: a valid log that
 //     a follower then truncates again.
-func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	if offset < 0 {
 		return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "log start offset %d is negative", offset)
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	defer func() {
+		if err == nil && !l.closed {
+			l.producersTruncated(l.active().next)
+		}
+	}()
 	if l.closed {
 		return ErrClosed
 	}
@@ -263,7 +273,6 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 
 	l.mu.Lock()
 	l.truncations++
-	var err error
 	keep := func(e error) {
 		if err == nil {
 			err = e

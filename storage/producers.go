@@ -1,0 +1,186 @@
+package storage
+
+import (
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sluice-io/sluice/proto/batch"
+)
+
+// The log's idempotent-producer state (DESIGN §9): the pure rules are in
+// producerstate.go; this file keeps one ProducerState per log, checked and
+// updated under appendMu on every append, snapshotted at each segment roll
+// and at clean shutdown as <offset>.snapshot, and rebuilt on open and after
+// truncation from the latest snapshot at or below the log end plus the
+// batch headers after it. A missing or corrupt snapshot falls back to an
+// older one, or to a scan of the whole log.
+
+// loadProducers rebuilds the producer state for the recovered log. Called
+// by Open before the log is shared.
+func (l *Log) loadProducers() {
+	l.producers = l.rebuildProducers(l.active().next)
+}
+
+// rebuildProducers returns the producer state at offset end: the newest
+// readable snapshot at or below end, then every batch header from there.
+// Unreadable snapshots are deleted. The caller holds appendMu (or runs
+// before the log is shared).
+func (l *Log) rebuildProducers(end int64) *ProducerState {
+	offsets := l.snapshotOffsets()
+	for {
+		at, ok := LatestSnapshotOffset(offsets, end)
+		if !ok {
+			break
+		}
+		path := filepath.Join(l.dir, SnapshotFileName(at))
+		data, err := os.ReadFile(path)
+		var st *ProducerState
+		if err == nil {
+			st, err = LoadSnapshot(data)
+		}
+		if err == nil {
+			if rerr := Replay(st, l.headersFrom(at, end)); rerr == nil {
+				st.SetMaxProducers(DefaultMaxProducers)
+				return st
+			}
+		}
+		_ = os.Remove(path)
+		offsets = slices.DeleteFunc(offsets, func(o int64) bool { return o == at })
+	}
+	st := NewProducerState(DefaultMaxProducers)
+	_ = Replay(st, l.headersFrom(l.startOffset, end))
+	return st
+}
+
+// snapshotOffsets lists the offsets of the snapshot files in the log dir.
+func (l *Log) snapshotOffsets() []int64 {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil
+	}
+	var out []int64
+	for _, e := range entries {
+		if off, ok := ParseSnapshotFileName(e.Name()); ok {
+			out = append(out, off)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// headersFrom iterates over the headers of the batches with offsets in
+// [from, end), in order, reading only headers.
+func (l *Log) headersFrom(from, end int64) iter.Seq[batch.Header] {
+	return func(yield func(batch.Header) bool) {
+		for _, s := range l.segments {
+			if s.next <= from || s.base >= end {
+				continue
+			}
+			for pos := int64(0); pos < s.size; {
+				h, n, err := s.peek(pos, s.size)
+				if err != nil {
+					break
+				}
+				pos += int64(n)
+				if h.LastOffset() < from {
+					continue
+				}
+				if h.BaseOffset >= end || !yield(h) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// writeProducerSnapshot writes the state as of the log end offset. The
+// caller holds appendMu.
+func (l *Log) writeProducerSnapshot() error {
+	if l.producers == nil {
+		return nil
+	}
+	end := l.active().next
+	if err := WriteFileAtomic(filepath.Join(l.dir, SnapshotFileName(end)), l.producers.Snapshot()); err != nil {
+		return err
+	}
+	l.deleteStaleSnapshots()
+	return nil
+}
+
+// deleteStaleSnapshots removes snapshots no rebuild can use any more.
+func (l *Log) deleteStaleSnapshots() {
+	for _, off := range StaleSnapshots(l.snapshotOffsets(), l.startOffset, l.active().next) {
+		_ = os.Remove(filepath.Join(l.dir, SnapshotFileName(off)))
+	}
+}
+
+// producersTruncated brings the producer state in line with a log
+// truncated to end: snapshots above it are deleted, then the state is cut
+// in place when that is exact or rebuilt otherwise. The caller holds
+// appendMu.
+func (l *Log) producersTruncated(end int64) {
+	for _, off := range l.snapshotOffsets() {
+		if off > end {
+			_ = os.Remove(filepath.Join(l.dir, SnapshotFileName(off)))
+		}
+	}
+	if l.producers != nil && l.producers.TruncateTo(end) {
+		return
+	}
+	l.producers = l.rebuildProducers(end)
+}
+
+// checkProducer applies the idempotence rules to a batch a producer sent
+// (Append): an error to refuse it, or a duplicate decision. The caller
+// holds appendMu.
+func (l *Log) checkProducer(h batch.Header) (BatchInfo, Decision, error) {
+	info, err := BatchInfoFromHeader(h)
+	if err != nil || info.ProducerID <= 0 {
+		return info, Decision{}, err
+	}
+	d, err := l.producers.Check(info)
+	return info, d, err
+}
+
+// updateProducer records an appended batch. The caller holds appendMu.
+func (l *Log) updateProducer(h batch.Header) {
+	info, err := BatchInfoFromHeader(h)
+	if err != nil || info.ProducerID <= 0 {
+		return
+	}
+	l.producers.Update(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+}
+
+// ExpireProducers drops producers idle for expiration
+// (producer.id.expiration.ms) and returns how many.
+func (l *Log) ExpireProducers(now time.Time, expiration time.Duration) int {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed || l.producers == nil {
+		return 0
+	}
+	return l.producers.ExpireBefore(now, expiration)
+}
+
+// ProducerCount is the number of producer ids with state in this log.
+func (l *Log) ProducerCount() int {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.producers == nil {
+		return 0
+	}
+	return l.producers.Len()
+}
+
+// Producer returns the state of one producer id, for tests and tools.
+func (l *Log) Producer(id int64) (ProducerEntry, bool) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.producers == nil {
+		return ProducerEntry{}, false
+	}
+	return l.producers.Producer(id)
+}
