@@ -50,7 +50,8 @@ func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMet
 	}
 	for i, p := range t.Partitions {
 		pm := &sluicev1.PartitionMetadata{Partition: int32(i), LeaderId: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR)}
+			Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
+			AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas)}
 		for _, r := range p.Replicas {
 			if b := im.Brokers[r]; b == nil || b.Fenced {
 				pm.OfflineReplicas = append(pm.OfflineReplicas, r)
@@ -127,6 +128,62 @@ func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsReq
 		}
 	}
 	return out.Response, nil
+}
+
+// AlterPartitionReassignments forwards a partition reassignment to the
+// active controller, then waits until this broker's image shows it, so a
+// Metadata or ListPartitionReassignments sent here next sees it. The
+// checks' failures (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION,
+// REASSIGNMENT_IN_PROGRESS) are in the response; NOT_CONTROLLER and
+// timeouts are request errors.
+func (s *Server) AlterPartitionReassignments(ctx context.Context, req *sluicev1.AlterPartitionReassignmentsRequest) (*sluicev1.AlterPartitionReassignmentsResponse, error) {
+	if req.TimeoutMs < 0 {
+		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout(req.TimeoutMs))
+	defer cancel()
+	var out *internalv1.ControllerAlterPartitionReassignmentsResponse
+	err := s.controllers.Call(ctx, adminTimeout(req.TimeoutMs), func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		out, err = cl.AlterPartitionReassignments(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, errs.Status(err, nil)
+	}
+	if err := s.cache.WaitForOffset(ctx, out.MetadataOffset); err != nil {
+		return nil, requestError(codesDeadline, sluicev1.ErrorCode_REQUEST_TIMED_OUT, "the reassignment was recorded but broker %d has not seen it yet: %v", s.self.NodeID, err)
+	}
+	if r := out.Response; r.ErrorCode == sluicev1.ErrorCode_NONE {
+		s.log.Info("partition reassignment requested", "topic", req.Topic, "partition", req.Partition, "target", req.Replicas,
+			"replicas", r.Replicas, "adding", r.AddingReplicas, "removing", r.RemovingReplicas)
+	}
+	return out.Response, nil
+}
+
+// ListPartitionReassignments lists the running reassignments of the named
+// topics (all when none are named; unknown ones are skipped) from this
+// broker's image.
+func (s *Server) ListPartitionReassignments(ctx context.Context, req *sluicev1.ListPartitionReassignmentsRequest) (*sluicev1.ListPartitionReassignmentsResponse, error) {
+	im := s.cache.Image()
+	names := req.Topics
+	if len(names) == 0 {
+		names = im.TopicNames()
+	}
+	resp := &sluicev1.ListPartitionReassignmentsResponse{}
+	for _, name := range names {
+		t := im.Topics[name]
+		if t == nil {
+			continue
+		}
+		for i, p := range t.Partitions {
+			if p.Reassigning() {
+				resp.Reassignments = append(resp.Reassignments, &sluicev1.OngoingPartitionReassignment{Topic: name, Partition: int32(i),
+					Replicas: slices.Clone(p.Replicas), AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas)})
+			}
+		}
+	}
+	return resp, nil
 }
 
 // DescribeCluster reports the quorum (each voter asked for its own state,

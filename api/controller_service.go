@@ -170,6 +170,26 @@ func (s *ControllerService) DeleteTopics(ctx context.Context, req *sluicev1.Dele
 	return &internalv1.ControllerDeleteTopicsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
 }
 
+// AlterPartitionReassignments implements the Controller service: it
+// starts a partition reassignment. Rule violations are in the response;
+// NOT_CONTROLLER and an expired request are gRPC errors.
+func (s *ControllerService) AlterPartitionReassignments(ctx context.Context, req *sluicev1.AlterPartitionReassignmentsRequest) (*internalv1.ControllerAlterPartitionReassignmentsResponse, error) {
+	if !s.ctl.IsLeader() {
+		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
+	}
+	resp := &sluicev1.AlterPartitionReassignmentsResponse{}
+	p, err := s.ctl.ReassignPartition(ctx, req.Topic, req.Partition, req.Replicas)
+	switch {
+	case err == nil:
+		resp.Replicas, resp.AddingReplicas, resp.RemovingReplicas = p.Replicas, p.AddingReplicas, p.RemovingReplicas
+	case errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER || ctx.Err() != nil:
+		return nil, s.status(err)
+	default:
+		resp.ErrorCode, resp.ErrorMessage = partitionError(err)
+	}
+	return &internalv1.ControllerAlterPartitionReassignmentsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
+}
+
 // MetadataStream implements the Controller service: every voter serves it
 // from its own committed image; updates carry the voter's view of the
 // leader so subscribers move to the active controller.

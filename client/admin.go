@@ -100,6 +100,50 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "delete topic %q: no result in the response", name)
 }
 
+// AlterPartitionReassignments starts reassigning topic/partition to the
+// replica set replicas (preference order; the first is the preferred
+// leader). It returns once the controller has recorded the reassignment,
+// with the partition's replicas, adding and removing replicas at that
+// moment; the move itself continues in the background (watch it with
+// ListPartitionReassignments or Metadata). A partition-level failure
+// (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION,
+// REASSIGNMENT_IN_PROGRESS) is returned as an *errs.Error. Asking again for
+// the running target, or for the current assignment, changes nothing.
+func (c *Client) AlterPartitionReassignments(ctx context.Context, topic string, partition int32, replicas []int32) (*sluicev1.AlterPartitionReassignmentsResponse, error) {
+	var resp *sluicev1.AlterPartitionReassignmentsResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).AlterPartitionReassignments(ctx, &sluicev1.AlterPartitionReassignmentsRequest{
+			Topic: topic, Partition: partition, Replicas: replicas, TimeoutMs: c.adminTimeoutMs(),
+		})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reassign %s-%d: %w", topic, partition, err)
+	}
+	c.forget(topic)
+	if err := codeError(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ListPartitionReassignments lists the running partition reassignments of
+// topics (all topics when none are named), as the answering broker knows
+// them.
+func (c *Client) ListPartitionReassignments(ctx context.Context, topics ...string) ([]*sluicev1.OngoingPartitionReassignment, error) {
+	var resp *sluicev1.ListPartitionReassignmentsResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).ListPartitionReassignments(ctx, &sluicev1.ListPartitionReassignmentsRequest{Topics: topics})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list partition reassignments: %w", err)
+	}
+	return resp.Reassignments, nil
+}
+
 // ListOffsets resolves spec (LATEST, EARLIEST, TIMESTAMP with ts in ms,
 // MAX_TIMESTAMP) for one partition at its leader, with read_committed
 // isolation. It returns -1 with no error when no record matches a

@@ -74,7 +74,11 @@ func CheckAlterPartition(im *Image, req AlterPartitionRequest) (PartitionChange,
 
 // AlterPartition applies an ISR change from a partition's leader and
 // returns the partition after it. Errors: those of CheckAlterPartition,
-// NOT_CONTROLLER.
+// NOT_CONTROLLER. An expansion can be the last step of a reassignment:
+// the completions it allows are proposed before AlterPartition returns
+// (their failure is logged, not returned; the ISR change stands), so the
+// returned partition is the ISR change's result and the completion follows
+// in the metadata.
 func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (*Partition, error) {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
@@ -89,6 +93,9 @@ func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionReque
 	res, err := c.Propose(ctx, pc)
 	if err != nil {
 		return nil, err
+	}
+	if err := c.completeReassignmentsLocked(ctx); err != nil {
+		c.log.Warn("controller: completing reassignments after an ISR change", "err", err)
 	}
 	return res.Partition, nil
 }

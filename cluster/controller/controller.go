@@ -332,7 +332,9 @@ func (c *Controller) shutdown(handoff bool) error {
 }
 
 // leaderLoop runs leader-only upkeep on each leadership gain: it finalizes
-// SupportedFeatures on a fresh cluster. It stops with Shutdown.
+// SupportedFeatures on a fresh cluster and completes the partition
+// reassignments the previous controller left ready. It stops with
+// Shutdown.
 func (c *Controller) leaderLoop() {
 	defer c.wg.Done()
 	for {
@@ -348,6 +350,11 @@ func (c *Controller) leaderLoop() {
 			if err := c.bootstrapFeatures(ctx); err != nil {
 				c.log.Warn("controller: finalize features", "err", err)
 			}
+			c.proposeMu.Lock()
+			if err := c.completeReassignmentsLocked(ctx); err != nil {
+				c.log.Warn("controller: completing reassignments", "err", err)
+			}
+			c.proposeMu.Unlock()
 			cancel()
 		}
 	}
@@ -570,7 +577,12 @@ func (c *Controller) setFenced(ctx context.Context, r Record) error {
 	if _, err := c.Propose(ctx, r); err != nil {
 		return err
 	}
-	return c.reelectLocked(ctx)
+	if err := c.reelectLocked(ctx); err != nil {
+		return err
+	}
+	// A fenced removing replica leaving the ISR, or a target replica
+	// returning, can let a reassignment complete.
+	return c.completeReassignmentsLocked(ctx)
 }
 
 // reelectLocked proposes ReelectChanges until none are left (bounded).

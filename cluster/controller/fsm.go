@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -293,6 +294,10 @@ func applyPartitionChange(im *Image, r PartitionChange) (*Partition, error) {
 	if leader != NoLeader && !slices.Contains(isr, leader) {
 		return nil, invalid("%s-%d: leader %d is not in ISR %v", r.Topic, r.Partition, leader, isr)
 	}
+	adding, removing, err := reassignmentAfter(p, r, replicas)
+	if err != nil {
+		return nil, err
+	}
 
 	// All checks passed: write.
 	newReplicas := slices.Clone(replicas)
@@ -304,12 +309,74 @@ func applyPartitionChange(im *Image, r PartitionChange) (*Partition, error) {
 		}
 	}
 	p.Replicas, p.ISR = newReplicas, newISR
+	p.AddingReplicas, p.RemovingReplicas = cloneNonEmpty(adding), cloneNonEmpty(removing)
 	if leader != p.Leader {
 		p.Leader = leader
 		p.LeaderEpoch++
 	}
 	p.PartitionEpoch++
 	return p.Clone(), nil
+}
+
+// reassignmentAfter returns the adding and removing replicas partition p
+// has after change r, whose replica list is replicas, and checks them
+// (KIP-455 rules):
+//
+//   - ClearReassignment ends the reassignment; it may not also set one;
+//   - non-empty AddingReplicas or RemovingReplicas set both lists; with
+//     neither, the running reassignment (if any) is kept;
+//   - each list is duplicate-free and a subset of replicas (a change that
+//     drops a replica still being added or removed must clear or reset
+//     the reassignment), and the two are disjoint;
+//   - the target (replicas minus the removing ones) is not empty.
+//
+// Violations are INVALID_REPLICA_ASSIGNMENT.
+func reassignmentAfter(p *Partition, r PartitionChange, replicas []int32) (adding, removing []int32, err error) {
+	bad := func(format string, args ...any) error {
+		return errs.New(sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "%s-%d: %s", r.Topic, r.Partition, fmt.Sprintf(format, args...))
+	}
+	set := len(r.AddingReplicas) > 0 || len(r.RemovingReplicas) > 0
+	switch {
+	case r.ClearReassignment && set:
+		return nil, nil, bad("a change cannot both clear and set a reassignment")
+	case r.ClearReassignment:
+		return nil, nil, nil
+	case set:
+		adding, removing = r.AddingReplicas, r.RemovingReplicas
+	default:
+		adding, removing = p.AddingReplicas, p.RemovingReplicas
+	}
+	for _, l := range []struct {
+		name string
+		ids  []int32
+	}{{"adding", adding}, {"removing", removing}} {
+		for i, id := range l.ids {
+			if slices.Contains(l.ids[:i], id) {
+				return nil, nil, bad("replica %d listed twice in the %s replicas %v", id, l.name, l.ids)
+			}
+			if !slices.Contains(replicas, id) {
+				return nil, nil, bad("%s replica %d is not in the replicas %v", l.name, id, replicas)
+			}
+		}
+	}
+	for _, id := range adding {
+		if slices.Contains(removing, id) {
+			return nil, nil, bad("replica %d is both being added and removed", id)
+		}
+	}
+	if len(removing) >= len(replicas) {
+		return nil, nil, bad("every replica of %v is being removed", replicas)
+	}
+	return adding, removing, nil
+}
+
+// cloneNonEmpty copies ids, returning nil for an empty list so that images
+// built by Apply and images decoded from JSON (omitempty) compare equal.
+func cloneNonEmpty(ids []int32) []int32 {
+	if len(ids) == 0 {
+		return nil
+	}
+	return slices.Clone(ids)
 }
 
 // applyProducerIDsBlock: the record must name exactly the current next

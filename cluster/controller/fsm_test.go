@@ -376,3 +376,105 @@ func TestApplyIsDeterministic(t *testing.T) {
 		t.Fatal("snapshots of equal images differ")
 	}
 }
+
+// withFourthBroker is withTopic plus an unfenced broker 4 (epoch 8) that
+// holds no replica of t-0.
+func withFourthBroker() []Record {
+	return append(withTopic(), reg(4, ""), UnfenceBroker{BrokerID: 4, BrokerEpoch: 8})
+}
+
+// reassigning is withFourthBroker with t-0 being moved from 1,2,3 to
+// 1,2,4: replicas 1,2,4,3, adding 4, removing 3 (partition epoch 1).
+func reassigning() []Record {
+	return append(withFourthBroker(), PartitionChange{Topic: "t", Leader: NoChange,
+		Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}})
+}
+
+// KIP-455 rules of PartitionChange (applyPartitionChange /
+// reassignmentAfter): the adding and removing sets are subsets of the new
+// replicas, disjoint and duplicate-free, leave a non-empty target, are
+// kept by changes that do not name them, replaced together by changes
+// that do, and emptied by ClearReassignment.
+func TestApplyReassignmentRules(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup []Record
+		rec   PartitionChange
+		code  sluicev1.ErrorCode
+		want  *Partition // t-0 after an accepted change
+	}{
+		{name: "start: target first, then the removing replicas", setup: withFourthBroker(),
+			rec: PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}},
+			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
+				AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}},
+		{name: "a change that names neither list keeps the reassignment", setup: reassigning(),
+			rec: PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, ISR: []int32{1, 2, 3, 4}},
+			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 4, 3}, PartitionEpoch: 2,
+				AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}},
+		{name: "naming one list sets both (the other becomes empty)", setup: reassigning(),
+			rec: PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, AddingReplicas: []int32{4}},
+			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 2,
+				AddingReplicas: []int32{4}}},
+		{name: "clear empties both", setup: reassigning(),
+			rec:  PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, Replicas: []int32{1, 2, 4}, ISR: []int32{1, 2}, ClearReassignment: true},
+			want: &Partition{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 2}, PartitionEpoch: 2}},
+		{name: "clear without a reassignment is a no-op on the lists", setup: withTopic(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, ClearReassignment: true},
+			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1}},
+		{name: "clear and set at once", setup: reassigning(),
+			rec:  PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, AddingReplicas: []int32{4}, ClearReassignment: true},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "adding replica not in the replicas", setup: withFourthBroker(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, AddingReplicas: []int32{4}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "removing replica not in the replicas", setup: withFourthBroker(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{1, 2, 4}, ISR: []int32{1, 2}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "a replica both added and removed", setup: withFourthBroker(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{4, 3}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "duplicate adding replica", setup: withFourthBroker(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4, 4}, RemovingReplicas: []int32{3}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "duplicate removing replica", setup: withFourthBroker(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{3, 3}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "every replica removed leaves no target", setup: withTopic(),
+			rec:  PartitionChange{Topic: "t", Leader: NoChange, RemovingReplicas: []int32{1, 2, 3}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "dropping a replica still being added without clearing", setup: reassigning(),
+			rec:  PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, Replicas: []int32{1, 2, 3}},
+			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+		{name: "epoch checks still come first", setup: reassigning(),
+			rec:  PartitionChange{Topic: "t", PartitionEpoch: 0, Leader: NoChange, ClearReassignment: true},
+			code: sluicev1.ErrorCode_INVALID_UPDATE_VERSION},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			im := build(t, tc.setup...)
+			before := im.Clone()
+			res, err := Apply(im, tc.rec, im.Offset+1)
+			if got := errs.Code(err); got != tc.code {
+				t.Fatalf("Apply(%+v) error = %v, want code %v", tc.rec, err, tc.code)
+			}
+			if err != nil {
+				if !reflect.DeepEqual(im, before) {
+					t.Errorf("rejected record changed the image:\n got %+v\nwant %+v", im, before)
+				}
+				return
+			}
+			if got := im.Partition("t", 0); !reflect.DeepEqual(got, tc.want) || !reflect.DeepEqual(res.Partition, tc.want) {
+				t.Errorf("partition = %+v, result %+v, want %+v", got, res.Partition, tc.want)
+			}
+			// The image survives a snapshot round trip unchanged (no empty
+			// non-nil lists that JSON would turn into nil).
+			data, err := EncodeSnapshot(im)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, err := DecodeSnapshot(data); err != nil || !reflect.DeepEqual(back, im.Clone()) {
+				t.Errorf("snapshot round trip: %v\n got %+v\nwant %+v", err, back.Partition("t", 0), im.Partition("t", 0))
+			}
+		})
+	}
+}

@@ -51,6 +51,13 @@ type Topic struct {
 }
 
 // Partition is the replication state of one partition.
+//
+// While a reassignment runs (KIP-455), Replicas is the target assignment
+// followed by the replicas being removed (Kafka's order, so that leader
+// preference already follows the target); AddingReplicas are the target
+// replicas that were not replicas before, RemovingReplicas those that will
+// be dropped. Both are subsets of Replicas, disjoint, and empty (nil) when
+// no reassignment runs. See ReassignmentCompletions for when it ends.
 type Partition struct {
 	// Replicas in assignment (preference) order.
 	Replicas []int32 `json:"replicas"`
@@ -62,6 +69,12 @@ type Partition struct {
 	ISR []int32 `json:"isr"`
 	// PartitionEpoch increments on every accepted PartitionChange.
 	PartitionEpoch int32 `json:"partition_epoch"`
+	// AddingReplicas are the replicas a running reassignment adds, in
+	// target order; nil when none runs.
+	AddingReplicas []int32 `json:"adding_replicas,omitempty"`
+	// RemovingReplicas are the replicas a running reassignment drops once
+	// it completes, in their old order; nil when none runs.
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 }
 
 // NewImage returns the empty image a fresh cluster starts from.
@@ -113,7 +126,27 @@ func (p *Partition) Clone() *Partition {
 	c := *p
 	c.Replicas = slices.Clone(p.Replicas)
 	c.ISR = slices.Clone(p.ISR)
+	c.AddingReplicas = slices.Clone(p.AddingReplicas)
+	c.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 	return &c
+}
+
+// Reassigning reports whether a reassignment of p is running.
+func (p *Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
+}
+
+// TargetReplicas is the assignment p converges to: Replicas without the
+// replicas being removed (Replicas itself when no reassignment runs). The
+// result is a new slice.
+func (p *Partition) TargetReplicas() []int32 {
+	out := make([]int32, 0, len(p.Replicas))
+	for _, id := range p.Replicas {
+		if !slices.Contains(p.RemovingReplicas, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // LiveBrokers returns the ids of registered, unfenced brokers in ascending

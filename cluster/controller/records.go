@@ -11,6 +11,8 @@
 //     (WaitForOffset, Subscribe).
 //   - placement.go: pure replica assignment for new topics.
 //   - election.go: pure partition leader election.
+//   - reassign.go: partition reassignment (KIP-455): the pure start and
+//     completion rules and the controller's driver.
 //   - controller.go: the Raft node, proposals and the convenience wrappers.
 package controller
 
@@ -119,14 +121,26 @@ const NoLeader int32 = -1
 // Leader is the new leader (NoLeader for offline, NoChange to keep it); nil
 // ISR or Replicas keep the current list. Every accepted change increments
 // the PartitionEpoch; a change of leader also increments the LeaderEpoch.
+//
+// The reassignment fields (KIP-455) were added to version 1 as optional
+// fields: a record written before them decodes with all three unset, which
+// means "keep the running reassignment", exactly what such a record did.
+// A record with AddingReplicas or RemovingReplicas non-empty sets the
+// running reassignment to exactly those two lists (an absent one is empty;
+// an empty list and an absent one are the same, since omitempty drops
+// both); ClearReassignment ends it. Setting and clearing at once is
+// rejected.
 type PartitionChange struct {
-	Topic          string  `json:"topic"`
-	Partition      int32   `json:"partition"`
-	PartitionEpoch int32   `json:"partition_epoch"`
-	LeaderEpoch    int32   `json:"leader_epoch"`
-	Leader         int32   `json:"leader"`
-	ISR            []int32 `json:"isr,omitempty"`
-	Replicas       []int32 `json:"replicas,omitempty"`
+	Topic             string  `json:"topic"`
+	Partition         int32   `json:"partition"`
+	PartitionEpoch    int32   `json:"partition_epoch"`
+	LeaderEpoch       int32   `json:"leader_epoch"`
+	Leader            int32   `json:"leader"`
+	ISR               []int32 `json:"isr,omitempty"`
+	Replicas          []int32 `json:"replicas,omitempty"`
+	AddingReplicas    []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas  []int32 `json:"removing_replicas,omitempty"`
+	ClearReassignment bool    `json:"clear_reassignment,omitempty"`
 }
 
 // ProducerIDBlockSize is the number of producer ids in one block.

@@ -131,7 +131,9 @@ func (c *Controller) onLeadership(isLeader bool) {
 }
 
 // sessionLoop fences brokers whose sessions expired, on the active
-// controller, every SessionCheckInterval until Shutdown.
+// controller, every SessionCheckInterval until Shutdown. It also
+// completes any partition reassignment that is ready but was not
+// completed where it became ready (see maybeCompleteReassignments).
 func (c *Controller) sessionLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.SessionCheckInterval)
@@ -163,6 +165,9 @@ func (c *Controller) sessionLoop() {
 				c.log.Info("controller: fenced broker: session expired or node gone", "broker", f.BrokerID, "epoch", f.BrokerEpoch)
 			}
 		}
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
+		c.maybeCompleteReassignments(ctx)
+		cancel()
 	}
 }
 

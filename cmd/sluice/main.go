@@ -29,6 +29,7 @@ Commands:
   topic list
   topic describe NAME
   topic delete NAME
+  topic reassign NAME --partition P --replicas 1,2,3 [--wait] [--timeout D]
   cluster status
   produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]
   consume TOPIC [--partition P] [--from-beginning | --offset O] [--max-messages N]

@@ -499,6 +499,60 @@ func (x *ControllerDeleteTopicsResponse) GetMetadataOffset() uint64 {
 	return 0
 }
 
+type ControllerAlterPartitionReassignmentsResponse struct {
+	state    protoimpl.MessageState                        `protogen:"open.v1"`
+	Response *sluicev1.AlterPartitionReassignmentsResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The metadata offset after the change; the forwarding broker waits for
+	// it before answering.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControllerAlterPartitionReassignmentsResponse) Reset() {
+	*x = ControllerAlterPartitionReassignmentsResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerAlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerAlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *ControllerAlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerAlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*ControllerAlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ControllerAlterPartitionReassignmentsResponse) GetResponse() *sluicev1.AlterPartitionReassignmentsResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ControllerAlterPartitionReassignmentsResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
 type MetadataStreamRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -510,7 +564,7 @@ type MetadataStreamRequest struct {
 
 func (x *MetadataStreamRequest) Reset() {
 	*x = MetadataStreamRequest{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +576,7 @@ func (x *MetadataStreamRequest) String() string {
 func (*MetadataStreamRequest) ProtoMessage() {}
 
 func (x *MetadataStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[8]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +589,7 @@ func (x *MetadataStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataStreamRequest.ProtoReflect.Descriptor instead.
 func (*MetadataStreamRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetadataStreamRequest) GetBrokerId() int32 {
@@ -568,7 +622,7 @@ type MetadataUpdate struct {
 
 func (x *MetadataUpdate) Reset() {
 	*x = MetadataUpdate{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +634,7 @@ func (x *MetadataUpdate) String() string {
 func (*MetadataUpdate) ProtoMessage() {}
 
 func (x *MetadataUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[9]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +647,7 @@ func (x *MetadataUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataUpdate.ProtoReflect.Descriptor instead.
 func (*MetadataUpdate) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataUpdate) GetOffset() uint64 {
@@ -635,7 +689,7 @@ type MetadataDelta struct {
 
 func (x *MetadataDelta) Reset() {
 	*x = MetadataDelta{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +701,7 @@ func (x *MetadataDelta) String() string {
 func (*MetadataDelta) ProtoMessage() {}
 
 func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[10]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +714,7 @@ func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDelta.ProtoReflect.Descriptor instead.
 func (*MetadataDelta) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetadataDelta) GetOffset() uint64 {
@@ -685,7 +739,7 @@ type QuorumStateRequest struct {
 
 func (x *QuorumStateRequest) Reset() {
 	*x = QuorumStateRequest{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +751,7 @@ func (x *QuorumStateRequest) String() string {
 func (*QuorumStateRequest) ProtoMessage() {}
 
 func (x *QuorumStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[11]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +764,7 @@ func (x *QuorumStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStateRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 type QuorumStateResponse struct {
@@ -733,7 +787,7 @@ type QuorumStateResponse struct {
 
 func (x *QuorumStateResponse) Reset() {
 	*x = QuorumStateResponse{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +799,7 @@ func (x *QuorumStateResponse) String() string {
 func (*QuorumStateResponse) ProtoMessage() {}
 
 func (x *QuorumStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[12]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +812,7 @@ func (x *QuorumStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStateResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QuorumStateResponse) GetNodeId() int32 {
@@ -841,7 +895,7 @@ type VoterRef struct {
 
 func (x *VoterRef) Reset() {
 	*x = VoterRef{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +907,7 @@ func (x *VoterRef) String() string {
 func (*VoterRef) ProtoMessage() {}
 
 func (x *VoterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[13]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +920,7 @@ func (x *VoterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoterRef.ProtoReflect.Descriptor instead.
 func (*VoterRef) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VoterRef) GetNodeId() int32 {
@@ -900,7 +954,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +966,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[14]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +979,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -991,7 +1045,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1057,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_controller_proto_msgTypes[15]
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1070,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AlterPartitionResponse) GetLeader() int32 {
@@ -1095,6 +1149,9 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x86\x01\n" +
 	"\x1eControllerDeleteTopicsResponse\x12;\n" +
 	"\bresponse\x18\x01 \x01(\v2\x1f.sluice.v1.DeleteTopicsResponseR\bresponse\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\xa4\x01\n" +
+	"-ControllerAlterPartitionReassignmentsResponse\x12J\n" +
+	"\bresponse\x18\x01 \x01(\v2..sluice.v1.AlterPartitionReassignmentsResponseR\bresponse\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"U\n" +
 	"\x15MetadataStreamRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1f\n" +
@@ -1139,14 +1196,15 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x03 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x1a\n" +
 	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12'\n" +
-	"\x0fmetadata_offset\x18\x06 \x01(\x04R\x0emetadataOffset2\xcd\x06\n" +
+	"\x0fmetadata_offset\x18\x06 \x01(\x04R\x0emetadataOffset2\xdf\a\n" +
 	"\n" +
 	"Controller\x12g\n" +
 	"\x0eRegisterBroker\x12).sluice.internal.v1.RegisterBrokerRequest\x1a*.sluice.internal.v1.RegisterBrokerResponse\x12j\n" +
 	"\x0fBrokerHeartbeat\x12*.sluice.internal.v1.BrokerHeartbeatRequest\x1a+.sluice.internal.v1.BrokerHeartbeatResponse\x12v\n" +
 	"\x13AllocateProducerIds\x12..sluice.internal.v1.AllocateProducerIdsRequest\x1a/.sluice.internal.v1.AllocateProducerIdsResponse\x12b\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a2.sluice.internal.v1.ControllerCreateTopicsResponse\x12b\n" +
-	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a2.sluice.internal.v1.ControllerDeleteTopicsResponse\x12a\n" +
+	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a2.sluice.internal.v1.ControllerDeleteTopicsResponse\x12\x8f\x01\n" +
+	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1aA.sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse\x12a\n" +
 	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12g\n" +
 	"\x0eAlterPartition\x12).sluice.internal.v1.AlterPartitionRequest\x1a*.sluice.internal.v1.AlterPartitionResponse\x12^\n" +
 	"\vQuorumState\x12&.sluice.internal.v1.QuorumStateRequest\x1a'.sluice.internal.v1.QuorumStateResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
@@ -1163,57 +1221,63 @@ func file_sluice_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_controller_proto_rawDescData
 }
 
-var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sluice_internal_v1_controller_proto_goTypes = []any{
-	(*RegisterBrokerRequest)(nil),          // 0: sluice.internal.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),         // 1: sluice.internal.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),         // 2: sluice.internal.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),        // 3: sluice.internal.v1.BrokerHeartbeatResponse
-	(*AllocateProducerIdsRequest)(nil),     // 4: sluice.internal.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),    // 5: sluice.internal.v1.AllocateProducerIdsResponse
-	(*ControllerCreateTopicsResponse)(nil), // 6: sluice.internal.v1.ControllerCreateTopicsResponse
-	(*ControllerDeleteTopicsResponse)(nil), // 7: sluice.internal.v1.ControllerDeleteTopicsResponse
-	(*MetadataStreamRequest)(nil),          // 8: sluice.internal.v1.MetadataStreamRequest
-	(*MetadataUpdate)(nil),                 // 9: sluice.internal.v1.MetadataUpdate
-	(*MetadataDelta)(nil),                  // 10: sluice.internal.v1.MetadataDelta
-	(*QuorumStateRequest)(nil),             // 11: sluice.internal.v1.QuorumStateRequest
-	(*QuorumStateResponse)(nil),            // 12: sluice.internal.v1.QuorumStateResponse
-	(*VoterRef)(nil),                       // 13: sluice.internal.v1.VoterRef
-	(*AlterPartitionRequest)(nil),          // 14: sluice.internal.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),         // 15: sluice.internal.v1.AlterPartitionResponse
-	(*sluicev1.CreateTopicsResponse)(nil),  // 16: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),  // 17: sluice.v1.DeleteTopicsResponse
-	(sluicev1.ErrorCode)(0),                // 18: sluice.v1.ErrorCode
-	(*sluicev1.CreateTopicsRequest)(nil),   // 19: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),   // 20: sluice.v1.DeleteTopicsRequest
+	(*RegisterBrokerRequest)(nil),                         // 0: sluice.internal.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),                        // 1: sluice.internal.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),                        // 2: sluice.internal.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),                       // 3: sluice.internal.v1.BrokerHeartbeatResponse
+	(*AllocateProducerIdsRequest)(nil),                    // 4: sluice.internal.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),                   // 5: sluice.internal.v1.AllocateProducerIdsResponse
+	(*ControllerCreateTopicsResponse)(nil),                // 6: sluice.internal.v1.ControllerCreateTopicsResponse
+	(*ControllerDeleteTopicsResponse)(nil),                // 7: sluice.internal.v1.ControllerDeleteTopicsResponse
+	(*ControllerAlterPartitionReassignmentsResponse)(nil), // 8: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	(*MetadataStreamRequest)(nil),                         // 9: sluice.internal.v1.MetadataStreamRequest
+	(*MetadataUpdate)(nil),                                // 10: sluice.internal.v1.MetadataUpdate
+	(*MetadataDelta)(nil),                                 // 11: sluice.internal.v1.MetadataDelta
+	(*QuorumStateRequest)(nil),                            // 12: sluice.internal.v1.QuorumStateRequest
+	(*QuorumStateResponse)(nil),                           // 13: sluice.internal.v1.QuorumStateResponse
+	(*VoterRef)(nil),                                      // 14: sluice.internal.v1.VoterRef
+	(*AlterPartitionRequest)(nil),                         // 15: sluice.internal.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),                        // 16: sluice.internal.v1.AlterPartitionResponse
+	(*sluicev1.CreateTopicsResponse)(nil),                 // 17: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil),                 // 18: sluice.v1.DeleteTopicsResponse
+	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 19: sluice.v1.AlterPartitionReassignmentsResponse
+	(sluicev1.ErrorCode)(0),                               // 20: sluice.v1.ErrorCode
+	(*sluicev1.CreateTopicsRequest)(nil),                  // 21: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),                  // 22: sluice.v1.DeleteTopicsRequest
+	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 23: sluice.v1.AlterPartitionReassignmentsRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	16, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	17, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
-	10, // 2: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
-	13, // 3: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	18, // 4: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
-	0,  // 5: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
-	2,  // 6: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
-	4,  // 7: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	19, // 8: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	20, // 9: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	8,  // 10: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	14, // 11: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
-	11, // 12: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 13: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 14: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 15: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 16: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 17: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	9,  // 18: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	15, // 19: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
-	12, // 20: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	13, // [13:21] is the sub-list for method output_type
-	5,  // [5:13] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	17, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	18, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	19, // 2: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
+	11, // 3: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
+	14, // 4: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
+	20, // 5: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	0,  // 6: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
+	2,  // 7: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
+	4,  // 8: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
+	21, // 9: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	22, // 10: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	23, // 11: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	9,  // 12: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
+	15, // 13: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	12, // 14: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 15: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 16: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 17: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 18: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 19: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	8,  // 20: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	10, // 21: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	16, // 22: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	13, // 23: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	15, // [15:24] is the sub-list for method output_type
+	6,  // [6:15] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_controller_proto_init() }
@@ -1227,7 +1291,7 @@ func file_sluice_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_controller_proto_rawDesc), len(file_sluice_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

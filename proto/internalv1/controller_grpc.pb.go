@@ -20,14 +20,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Controller_RegisterBroker_FullMethodName      = "/sluice.internal.v1.Controller/RegisterBroker"
-	Controller_BrokerHeartbeat_FullMethodName     = "/sluice.internal.v1.Controller/BrokerHeartbeat"
-	Controller_AllocateProducerIds_FullMethodName = "/sluice.internal.v1.Controller/AllocateProducerIds"
-	Controller_CreateTopics_FullMethodName        = "/sluice.internal.v1.Controller/CreateTopics"
-	Controller_DeleteTopics_FullMethodName        = "/sluice.internal.v1.Controller/DeleteTopics"
-	Controller_MetadataStream_FullMethodName      = "/sluice.internal.v1.Controller/MetadataStream"
-	Controller_AlterPartition_FullMethodName      = "/sluice.internal.v1.Controller/AlterPartition"
-	Controller_QuorumState_FullMethodName         = "/sluice.internal.v1.Controller/QuorumState"
+	Controller_RegisterBroker_FullMethodName              = "/sluice.internal.v1.Controller/RegisterBroker"
+	Controller_BrokerHeartbeat_FullMethodName             = "/sluice.internal.v1.Controller/BrokerHeartbeat"
+	Controller_AllocateProducerIds_FullMethodName         = "/sluice.internal.v1.Controller/AllocateProducerIds"
+	Controller_CreateTopics_FullMethodName                = "/sluice.internal.v1.Controller/CreateTopics"
+	Controller_DeleteTopics_FullMethodName                = "/sluice.internal.v1.Controller/DeleteTopics"
+	Controller_AlterPartitionReassignments_FullMethodName = "/sluice.internal.v1.Controller/AlterPartitionReassignments"
+	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
+	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
+	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -54,6 +55,9 @@ type ControllerClient interface {
 	// by the broker that received them.
 	CreateTopics(ctx context.Context, in *sluicev1.CreateTopicsRequest, opts ...grpc.CallOption) (*ControllerCreateTopicsResponse, error)
 	DeleteTopics(ctx context.Context, in *sluicev1.DeleteTopicsRequest, opts ...grpc.CallOption) (*ControllerDeleteTopicsResponse, error)
+	// AlterPartitionReassignments is the public request, forwarded by the
+	// broker that received it: it starts a partition reassignment.
+	AlterPartitionReassignments(ctx context.Context, in *sluicev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ControllerAlterPartitionReassignmentsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -116,6 +120,16 @@ func (c *controllerClient) DeleteTopics(ctx context.Context, in *sluicev1.Delete
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ControllerDeleteTopicsResponse)
 	err := c.cc.Invoke(ctx, Controller_DeleteTopics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *sluicev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ControllerAlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerAlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +199,9 @@ type ControllerServer interface {
 	// by the broker that received them.
 	CreateTopics(context.Context, *sluicev1.CreateTopicsRequest) (*ControllerCreateTopicsResponse, error)
 	DeleteTopics(context.Context, *sluicev1.DeleteTopicsRequest) (*ControllerDeleteTopicsResponse, error)
+	// AlterPartitionReassignments is the public request, forwarded by the
+	// broker that received it: it starts a partition reassignment.
+	AlterPartitionReassignments(context.Context, *sluicev1.AlterPartitionReassignmentsRequest) (*ControllerAlterPartitionReassignmentsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -217,6 +234,9 @@ func (UnimplementedControllerServer) CreateTopics(context.Context, *sluicev1.Cre
 }
 func (UnimplementedControllerServer) DeleteTopics(context.Context, *sluicev1.DeleteTopicsRequest) (*ControllerDeleteTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopics not implemented")
+}
+func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *sluicev1.AlterPartitionReassignmentsRequest) (*ControllerAlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -338,6 +358,24 @@ func _Controller_DeleteTopics_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, req.(*sluicev1.AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -411,6 +449,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTopics",
 			Handler:    _Controller_DeleteTopics_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Controller_AlterPartitionReassignments_Handler,
 		},
 		{
 			MethodName: "AlterPartition",

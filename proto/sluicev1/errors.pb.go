@@ -68,14 +68,17 @@ const (
 	ErrorCode_NOT_COORDINATOR                  ErrorCode = 16
 	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
 	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE     ErrorCode = 76
-	ErrorCode_STALE_BROKER_EPOCH               ErrorCode = 77
-	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
-	ErrorCode_OFFSET_NOT_AVAILABLE             ErrorCode = 78
-	ErrorCode_INVALID_RECORD                   ErrorCode = 87
-	ErrorCode_PRODUCER_FENCED                  ErrorCode = 90
-	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND       ErrorCode = 105
+	// The partition is already being reassigned to another target; wait for
+	// that reassignment to finish first.
+	ErrorCode_REASSIGNMENT_IN_PROGRESS     ErrorCode = 60
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
+	ErrorCode_STALE_BROKER_EPOCH           ErrorCode = 77
+	ErrorCode_FENCED_LEADER_EPOCH          ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH         ErrorCode = 75
+	ErrorCode_OFFSET_NOT_AVAILABLE         ErrorCode = 78
+	ErrorCode_INVALID_RECORD               ErrorCode = 87
+	ErrorCode_PRODUCER_FENCED              ErrorCode = 90
+	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND   ErrorCode = 105
 	// A partition change named a partition epoch that is not the current
 	// one: re-read the partition and decide again.
 	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
@@ -125,6 +128,7 @@ var (
 		16:  "NOT_COORDINATOR",
 		56:  "KAFKA_STORAGE_ERROR",
 		59:  "UNKNOWN_PRODUCER_ID",
+		60:  "REASSIGNMENT_IN_PROGRESS",
 		76:  "UNSUPPORTED_COMPRESSION_TYPE",
 		77:  "STALE_BROKER_EPOCH",
 		74:  "FENCED_LEADER_EPOCH",
@@ -175,6 +179,7 @@ var (
 		"NOT_COORDINATOR":                  16,
 		"KAFKA_STORAGE_ERROR":              56,
 		"UNKNOWN_PRODUCER_ID":              59,
+		"REASSIGNMENT_IN_PROGRESS":         60,
 		"UNSUPPORTED_COMPRESSION_TYPE":     76,
 		"STALE_BROKER_EPOCH":               77,
 		"FENCED_LEADER_EPOCH":              74,
@@ -240,8 +245,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xe7\n" +
-	"\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\x85\v\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -280,7 +284,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x19COORDINATOR_NOT_AVAILABLE\x10\x0f\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
 	"\x0fNOT_COORDINATOR\x10\x10\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +
-	"\x13UNKNOWN_PRODUCER_ID\x10;\x12 \n" +
+	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x1c\n" +
+	"\x18REASSIGNMENT_IN_PROGRESS\x10<\x12 \n" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
 	"\x12STALE_BROKER_EPOCH\x10M\x12\x1d\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +

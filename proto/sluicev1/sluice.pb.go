@@ -1698,8 +1698,13 @@ type PartitionMetadata struct {
 	Replicas        []int32 `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	Isr             []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	OfflineReplicas []int32 `protobuf:"varint,7,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// While the partition is being reassigned: the replicas being added
+	// (not yet caught up) and those that will be dropped when it completes.
+	// Both are part of replicas; empty otherwise.
+	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionMetadata) Reset() {
@@ -1777,6 +1782,20 @@ func (x *PartitionMetadata) GetIsr() []int32 {
 func (x *PartitionMetadata) GetOfflineReplicas() []int32 {
 	if x != nil {
 		return x.OfflineReplicas
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
 	}
 	return nil
 }
@@ -2527,6 +2546,322 @@ func (x *BrokerStatus) GetLeaderPartitions() int32 {
 	return 0
 }
 
+type AlterPartitionReassignmentsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The target replica set, in preference order (the first is the
+	// preferred leader): non-empty, distinct, registered brokers.
+	Replicas      []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	TimeoutMs     int32   `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type AlterPartitionReassignmentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// INVALID_REPLICA_ASSIGNMENT (empty, duplicate or unknown brokers, fewer
+	// than min.insync.replicas), UNKNOWN_TOPIC_OR_PARTITION,
+	// REASSIGNMENT_IN_PROGRESS (another target is being reached).
+	ErrorCode    ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The partition right after the request: during a reassignment, the
+	// target followed by the replicas being removed.
+	Replicas         []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32 `protobuf:"varint,4,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
+type ListPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topics to look at; empty means all.
+	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsRequest) Reset() {
+	*x = ListPartitionReassignmentsRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type ListPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Reassignments []*OngoingPartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsResponse) Reset() {
+	*x = ListPartitionReassignmentsResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingPartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+type OngoingPartitionReassignment struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Topic            string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition        int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas         []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32                `protobuf:"varint,4,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32                `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *OngoingPartitionReassignment) Reset() {
+	*x = OngoingPartitionReassignment{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OngoingPartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OngoingPartitionReassignment) ProtoMessage() {}
+
+func (x *OngoingPartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OngoingPartitionReassignment.ProtoReflect.Descriptor instead.
+func (*OngoingPartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *OngoingPartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OngoingPartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OngoingPartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *OngoingPartitionReassignment) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *OngoingPartitionReassignment) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -2659,7 +2994,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aconfigs\x18\x06 \x03(\v2%.sluice.v1.TopicMetadata.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
 	"\n" +
@@ -2668,7 +3003,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
 	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12)\n" +
-	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\"\x8c\x01\n" +
+	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\x12'\n" +
+	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.sluice.v1.CreatableTopicR\x06topics\x12#\n" +
 	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\x12\x1d\n" +
@@ -2732,7 +3069,30 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12+\n" +
-	"\x11leader_partitions\x18\x06 \x01(\x05R\x10leaderPartitions*J\n" +
+	"\x11leader_partitions\x18\x06 \x01(\x05R\x10leaderPartitions\"\x93\x01\n" +
+	"\"AlterPartitionReassignmentsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\"\xf1\x01\n" +
+	"#AlterPartitionReassignmentsResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x04 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas\";\n" +
+	"!ListPartitionReassignmentsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"s\n" +
+	"\"ListPartitionReassignmentsResponse\x12M\n" +
+	"\rreassignments\x18\x01 \x03(\v2'.sluice.v1.OngoingPartitionReassignmentR\rreassignments\"\xc4\x01\n" +
+	"\x1cOngoingPartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x04 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas*J\n" +
 	"\x04Acks\x12\x14\n" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bACKS_ALL\x10\x01\x12\x0f\n" +
@@ -2752,12 +3112,14 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x03Log\x12@\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xc8\x02\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xc1\x04\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a\x1f.sluice.v1.DeleteTopicsResponse\x12X\n" +
-	"\x0fDescribeCluster\x12!.sluice.v1.DescribeClusterRequest\x1a\".sluice.v1.DescribeClusterResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x0fDescribeCluster\x12!.sluice.v1.DescribeClusterRequest\x1a\".sluice.v1.DescribeClusterResponse\x12|\n" +
+	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1a..sluice.v1.AlterPartitionReassignmentsResponse\x12y\n" +
+	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_sluice_proto_rawDescOnce sync.Once
@@ -2772,112 +3134,123 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_sluice_v1_sluice_proto_goTypes = []any{
-	(Acks)(0),                            // 0: sluice.v1.Acks
-	(IsolationLevel)(0),                  // 1: sluice.v1.IsolationLevel
-	(OffsetSpec)(0),                      // 2: sluice.v1.OffsetSpec
-	(*LeaderHint)(nil),                   // 3: sluice.v1.LeaderHint
-	(*ProduceRequest)(nil),               // 4: sluice.v1.ProduceRequest
-	(*TopicProduceData)(nil),             // 5: sluice.v1.TopicProduceData
-	(*PartitionProduceData)(nil),         // 6: sluice.v1.PartitionProduceData
-	(*ProduceResponse)(nil),              // 7: sluice.v1.ProduceResponse
-	(*TopicProduceResponse)(nil),         // 8: sluice.v1.TopicProduceResponse
-	(*PartitionProduceResponse)(nil),     // 9: sluice.v1.PartitionProduceResponse
-	(*FetchRequest)(nil),                 // 10: sluice.v1.FetchRequest
-	(*FetchTopic)(nil),                   // 11: sluice.v1.FetchTopic
-	(*FetchPartition)(nil),               // 12: sluice.v1.FetchPartition
-	(*FetchResponse)(nil),                // 13: sluice.v1.FetchResponse
-	(*FetchableTopicResponse)(nil),       // 14: sluice.v1.FetchableTopicResponse
-	(*AbortedTransaction)(nil),           // 15: sluice.v1.AbortedTransaction
-	(*PartitionData)(nil),                // 16: sluice.v1.PartitionData
-	(*ListOffsetsRequest)(nil),           // 17: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsTopic)(nil),             // 18: sluice.v1.ListOffsetsTopic
-	(*ListOffsetsPartition)(nil),         // 19: sluice.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),          // 20: sluice.v1.ListOffsetsResponse
-	(*ListOffsetsTopicResponse)(nil),     // 21: sluice.v1.ListOffsetsTopicResponse
-	(*ListOffsetsPartitionResponse)(nil), // 22: sluice.v1.ListOffsetsPartitionResponse
-	(*MetadataRequest)(nil),              // 23: sluice.v1.MetadataRequest
-	(*MetadataResponse)(nil),             // 24: sluice.v1.MetadataResponse
-	(*BrokerMetadata)(nil),               // 25: sluice.v1.BrokerMetadata
-	(*TopicMetadata)(nil),                // 26: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),            // 27: sluice.v1.PartitionMetadata
-	(*CreateTopicsRequest)(nil),          // 28: sluice.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),               // 29: sluice.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),         // 30: sluice.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),         // 31: sluice.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),          // 32: sluice.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),         // 33: sluice.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),         // 34: sluice.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),       // 35: sluice.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),      // 36: sluice.v1.DescribeClusterResponse
-	(*VoterStatus)(nil),                  // 37: sluice.v1.VoterStatus
-	(*BrokerStatus)(nil),                 // 38: sluice.v1.BrokerStatus
-	nil,                                  // 39: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                  // 40: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                  // 41: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(*RecordBatch)(nil),                  // 42: sluice.v1.RecordBatch
-	(ErrorCode)(0),                       // 43: sluice.v1.ErrorCode
+	(Acks)(0),                                   // 0: sluice.v1.Acks
+	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
+	(OffsetSpec)(0),                             // 2: sluice.v1.OffsetSpec
+	(*LeaderHint)(nil),                          // 3: sluice.v1.LeaderHint
+	(*ProduceRequest)(nil),                      // 4: sluice.v1.ProduceRequest
+	(*TopicProduceData)(nil),                    // 5: sluice.v1.TopicProduceData
+	(*PartitionProduceData)(nil),                // 6: sluice.v1.PartitionProduceData
+	(*ProduceResponse)(nil),                     // 7: sluice.v1.ProduceResponse
+	(*TopicProduceResponse)(nil),                // 8: sluice.v1.TopicProduceResponse
+	(*PartitionProduceResponse)(nil),            // 9: sluice.v1.PartitionProduceResponse
+	(*FetchRequest)(nil),                        // 10: sluice.v1.FetchRequest
+	(*FetchTopic)(nil),                          // 11: sluice.v1.FetchTopic
+	(*FetchPartition)(nil),                      // 12: sluice.v1.FetchPartition
+	(*FetchResponse)(nil),                       // 13: sluice.v1.FetchResponse
+	(*FetchableTopicResponse)(nil),              // 14: sluice.v1.FetchableTopicResponse
+	(*AbortedTransaction)(nil),                  // 15: sluice.v1.AbortedTransaction
+	(*PartitionData)(nil),                       // 16: sluice.v1.PartitionData
+	(*ListOffsetsRequest)(nil),                  // 17: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsTopic)(nil),                    // 18: sluice.v1.ListOffsetsTopic
+	(*ListOffsetsPartition)(nil),                // 19: sluice.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 20: sluice.v1.ListOffsetsResponse
+	(*ListOffsetsTopicResponse)(nil),            // 21: sluice.v1.ListOffsetsTopicResponse
+	(*ListOffsetsPartitionResponse)(nil),        // 22: sluice.v1.ListOffsetsPartitionResponse
+	(*MetadataRequest)(nil),                     // 23: sluice.v1.MetadataRequest
+	(*MetadataResponse)(nil),                    // 24: sluice.v1.MetadataResponse
+	(*BrokerMetadata)(nil),                      // 25: sluice.v1.BrokerMetadata
+	(*TopicMetadata)(nil),                       // 26: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),                   // 27: sluice.v1.PartitionMetadata
+	(*CreateTopicsRequest)(nil),                 // 28: sluice.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),                      // 29: sluice.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),                // 30: sluice.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                // 31: sluice.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                 // 32: sluice.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 33: sluice.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                // 34: sluice.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),              // 35: sluice.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 36: sluice.v1.DescribeClusterResponse
+	(*VoterStatus)(nil),                         // 37: sluice.v1.VoterStatus
+	(*BrokerStatus)(nil),                        // 38: sluice.v1.BrokerStatus
+	(*AlterPartitionReassignmentsRequest)(nil),  // 39: sluice.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 40: sluice.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 41: sluice.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 42: sluice.v1.ListPartitionReassignmentsResponse
+	(*OngoingPartitionReassignment)(nil),        // 43: sluice.v1.OngoingPartitionReassignment
+	nil,                                         // 44: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                         // 45: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 46: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(*RecordBatch)(nil),                         // 47: sluice.v1.RecordBatch
+	(ErrorCode)(0),                              // 48: sluice.v1.ErrorCode
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
 	5,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
 	6,  // 2: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	42, // 3: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	47, // 3: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
 	8,  // 4: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
 	9,  // 5: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	43, // 6: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	48, // 6: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
 	3,  // 7: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
 	1,  // 8: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	11, // 9: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
 	12, // 10: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
 	14, // 11: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
 	16, // 12: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	43, // 13: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	48, // 13: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
 	15, // 14: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
 	3,  // 15: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	42, // 16: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	47, // 16: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
 	1,  // 17: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	18, // 18: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
 	19, // 19: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
 	2,  // 20: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
 	21, // 21: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
 	22, // 22: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	43, // 23: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	48, // 23: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
 	25, // 24: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
 	26, // 25: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	43, // 26: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	48, // 26: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	27, // 27: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	39, // 28: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	43, // 29: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	44, // 28: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	48, // 29: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	29, // 30: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	40, // 31: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	45, // 31: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
 	31, // 32: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	43, // 33: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	41, // 34: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	48, // 33: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	46, // 34: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
 	34, // 35: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	43, // 36: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	48, // 36: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
 	37, // 37: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
 	38, // 38: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
-	4,  // 39: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	10, // 40: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	17, // 41: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	23, // 42: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	28, // 43: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	32, // 44: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	35, // 45: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
-	7,  // 46: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	13, // 47: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	20, // 48: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	24, // 49: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	30, // 50: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	33, // 51: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	36, // 52: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	46, // [46:53] is the sub-list for method output_type
-	39, // [39:46] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	48, // 39: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	43, // 40: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
+	4,  // 41: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	10, // 42: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	17, // 43: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	23, // 44: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	28, // 45: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	32, // 46: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	35, // 47: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	39, // 48: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	41, // 49: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
+	7,  // 50: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	13, // 51: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	20, // 52: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	24, // 53: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	30, // 54: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	33, // 55: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	36, // 56: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	40, // 57: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	42, // 58: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	50, // [50:59] is the sub-list for method output_type
+	41, // [41:50] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -2893,7 +3266,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

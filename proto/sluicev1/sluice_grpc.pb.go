@@ -205,10 +205,12 @@ var Log_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Metadata_FullMethodName        = "/sluice.v1.Admin/Metadata"
-	Admin_CreateTopics_FullMethodName    = "/sluice.v1.Admin/CreateTopics"
-	Admin_DeleteTopics_FullMethodName    = "/sluice.v1.Admin/DeleteTopics"
-	Admin_DescribeCluster_FullMethodName = "/sluice.v1.Admin/DescribeCluster"
+	Admin_Metadata_FullMethodName                    = "/sluice.v1.Admin/Metadata"
+	Admin_CreateTopics_FullMethodName                = "/sluice.v1.Admin/CreateTopics"
+	Admin_DeleteTopics_FullMethodName                = "/sluice.v1.Admin/DeleteTopics"
+	Admin_DescribeCluster_FullMethodName             = "/sluice.v1.Admin/DescribeCluster"
+	Admin_AlterPartitionReassignments_FullMethodName = "/sluice.v1.Admin/AlterPartitionReassignments"
+	Admin_ListPartitionReassignments_FullMethodName  = "/sluice.v1.Admin/ListPartitionReassignments"
 )
 
 // AdminClient is the client API for Admin service.
@@ -223,6 +225,15 @@ type AdminClient interface {
 	// DescribeCluster reports the controller quorum, the brokers and
 	// partition health, as `sluice cluster status` shows them.
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
+	// AlterPartitionReassignments starts moving one partition to a new
+	// replica set (Kafka KIP-455): the new replicas are added and catch up,
+	// and once they are in the ISR the controller drops the old ones. It
+	// answers as soon as the reassignment is recorded; follow it with
+	// ListPartitionReassignments or Metadata.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments lists the running reassignments, from the
+	// answering broker's metadata.
+	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
 }
 
 type adminClient struct {
@@ -273,6 +284,26 @@ func (c *adminClient) DescribeCluster(ctx context.Context, in *DescribeClusterRe
 	return out, nil
 }
 
+func (c *adminClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -285,6 +316,15 @@ type AdminServer interface {
 	// DescribeCluster reports the controller quorum, the brokers and
 	// partition health, as `sluice cluster status` shows them.
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
+	// AlterPartitionReassignments starts moving one partition to a new
+	// replica set (Kafka KIP-455): the new replicas are added and catch up,
+	// and once they are in the ISR the controller drops the old ones. It
+	// answers as soon as the reassignment is recorded; follow it with
+	// ListPartitionReassignments or Metadata.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments lists the running reassignments, from the
+	// answering broker's metadata.
+	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -306,6 +346,12 @@ func (UnimplementedAdminServer) DeleteTopics(context.Context, *DeleteTopicsReque
 }
 func (UnimplementedAdminServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
+}
+func (UnimplementedAdminServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -400,6 +446,42 @@ func _Admin_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPartitionReassignments(ctx, req.(*ListPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -422,6 +504,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeCluster",
 			Handler:    _Admin_DescribeCluster_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Admin_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ListPartitionReassignments",
+			Handler:    _Admin_ListPartitionReassignments_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -52,6 +52,7 @@ var meanings = map[string]string{
 	"NOT_COORDINATOR":                  "This broker is not the coordinator for the key; find the coordinator again.",
 	"KAFKA_STORAGE_ERROR":              "A disk error on the broker made the partition's log unavailable.",
 	"UNKNOWN_PRODUCER_ID":              "The broker has no state for this producer id (for example after retention removed it).",
+	"REASSIGNMENT_IN_PROGRESS":         "The partition is already being reassigned to another target; wait until that reassignment completes.",
 	"UNSUPPORTED_COMPRESSION_TYPE":     "The batch uses a compression type the broker does not accept (only none today).",
 	"STALE_BROKER_EPOCH":               "The request carries an old broker epoch.",
 	"FENCED_LEADER_EPOCH":              "The leader epoch in the request is older than the broker's.",
