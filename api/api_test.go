@@ -197,7 +197,7 @@ func TestBadProduceStoresNothing(t *testing.T) {
 		var b batch.Builder
 		b.Reset(1)
 		b.Add(1, nil, []byte("v"), nil)
-		return b.Finish(batch.Producer{ID: 5000, Epoch: 0, BaseSequence: 0}, 0)
+		return b.Finish(batch.Producer{ID: 5000, Epoch: 40000, BaseSequence: 0}, 0)
 	}()
 	control := func() []byte {
 		var b batch.Builder
@@ -221,7 +221,7 @@ func TestBadProduceStoresNothing(t *testing.T) {
 		{"truncated", "t", 0, good[:len(good)-3], sluicev1.ErrorCode_CORRUPT_RECORD},
 		{"empty batch", "t", 0, nil, sluicev1.ErrorCode_INVALID_RECORD},
 		{"compressed", "t", 0, compressed, sluicev1.ErrorCode_CORRUPT_RECORD},
-		{"producer id without idempotence", "t", 0, withPID, sluicev1.ErrorCode_UNKNOWN_PRODUCER_ID},
+		{"producer epoch beyond int16", "t", 0, withPID, sluicev1.ErrorCode_INVALID_RECORD},
 		{"control batch from a producer", "t", 0, control, sluicev1.ErrorCode_INVALID_RECORD},
 	}
 	part, err := tn.node.Replicas().Partition("t", 0)

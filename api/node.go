@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/membership"
 	"github.com/sluice-io/sluice/coordinator"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // Roles a node can take (DESIGN §2).
@@ -326,6 +327,13 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		internalv1.RegisterControllerServer(n.grpc, n.ctlService)
 	}
 	if n.replicas != nil {
+		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
+			NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
+			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
+		})
+		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
+		cleanups = append(cleanups, func() { n.producerIDs.Close(); n.broker.Stop() })
+		sluicev1.RegisterTransactionsServer(n.grpc, NewTransactionsService(n.producerIDs))
 		internalv1.RegisterReplicaServer(n.grpc, NewReplicaService(n.replicas, n.cache))
 		NewServer(ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger}).Register(n.grpc)
@@ -357,12 +365,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		n.replicas.Start()
 		n.replicas.StartReplication(cluster.ReplicationConfig{Metadata: n.cache, Pool: n.pool, Controllers: n.controllers,
 			BrokerEpoch: n.BrokerEpoch, LagTimeMax: cfg.ReplicaLagTimeMax})
-		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
-			NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
-			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
-		})
 		n.broker.Start()
-		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
 	}
 	n.goTracked(n.readinessLoop)
 	n.goTracked(n.migrateLegacyCatalog)
@@ -709,6 +712,14 @@ func (n *Node) httpMux() *http.ServeMux {
 		})
 		for _, part := range parts {
 			fmt.Fprintf(w, "sluice_log_end_offset{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.EndOffset())
+		}
+		fmt.Fprintf(w, "# HELP sluice_high_watermark High watermark per hosted partition.\n# TYPE sluice_high_watermark gauge\n")
+		for _, part := range parts {
+			fmt.Fprintf(w, "sluice_high_watermark{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.HighWatermark())
+		}
+		fmt.Fprintf(w, "# HELP sluice_producer_ids Producer ids with idempotence state per hosted partition.\n# TYPE sluice_producer_ids gauge\n")
+		for _, part := range parts {
+			fmt.Fprintf(w, "sluice_producer_ids{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.ProducerCount())
 		}
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

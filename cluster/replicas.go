@@ -378,9 +378,17 @@ func (m *ReplicaManager) Start() {
 	}()
 }
 
-// EnforceRetention applies retention to every partition once.
+// ProducerIDExpiration is producer.id.expiration.ms: the producer state of
+// an id idle this long is dropped (checked with retention).
+const ProducerIDExpiration = 24 * time.Hour
+
+// EnforceRetention applies retention to every partition once, and expires
+// idle producer ids.
 func (m *ReplicaManager) EnforceRetention(now time.Time) {
 	for _, p := range m.allPartitions() {
+		if n := p.Log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
+			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
+		}
 		if n, err := p.Log.EnforceRetention(now); err != nil {
 			m.log.Error("retention failed", "partition", p.String(), "err", err)
 		} else if n > 0 {
@@ -474,8 +482,6 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
 	case h.IsTransactional():
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional batches are not supported yet")
-	case h.ProducerID != batch.NoProducerID:
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_UNKNOWN_PRODUCER_ID, "producer id %d is unknown: idempotent producers are not supported yet; send producer_id -1", h.ProducerID)
 	}
 	if acksAll {
 		if err := p.checkAcksAll(); err != nil {

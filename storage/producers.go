@@ -119,13 +119,19 @@ func (l *Log) deleteStaleSnapshots() {
 
 // producersTruncated brings the producer state in line with a log
 // truncated to end: snapshots above it are deleted, then the state is cut
-// in place when that is exact or rebuilt otherwise. The caller holds
+// in place when that is exact or rebuilt otherwise; full (the log was
+// emptied and restarted) forgets every producer. The caller holds
 // appendMu.
-func (l *Log) producersTruncated(end int64) {
+func (l *Log) producersTruncated(end int64, full bool) {
 	for _, off := range l.snapshotOffsets() {
-		if off > end {
+		if off > end || full {
 			_ = os.Remove(filepath.Join(l.dir, SnapshotFileName(off)))
 		}
+	}
+	if full {
+		// Nothing of the old log is left to remember.
+		l.producers = NewProducerState(DefaultMaxProducers)
+		return
 	}
 	if l.producers != nil && l.producers.TruncateTo(end) {
 		return

@@ -46,7 +46,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	defer l.appendMu.Unlock()
 	defer func() {
 		if err == nil && !l.closed {
-			l.producersTruncated(l.active().next)
+			l.producersTruncated(l.active().next, false)
 		}
 	}()
 	if l.closed {
@@ -216,7 +216,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	defer l.appendMu.Unlock()
 	defer func() {
 		if err == nil && !l.closed {
-			l.producersTruncated(l.active().next)
+			l.producersTruncated(l.active().next, true)
 		}
 	}()
 	if l.closed {
