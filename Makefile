@@ -5,7 +5,7 @@ BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
-.PHONY: all build run test test-short proto bench bench-failover lint vet fmt clean chaos
+.PHONY: all build run test test-short proto bench bench-failover bench-cluster lint vet fmt clean chaos
 
 all: build
 
@@ -45,6 +45,12 @@ bench:
 # controller leader, 5 times); not part of `make test`. See docs/benchmarks.md.
 bench-failover:
 	$(GO) test -run '^$$' -bench BenchmarkFailover -benchtime 5x ./cmd/sluice/
+
+# Produce throughput and latency of a local 3-node cluster, replication
+# factor 3 (acks=1 and acks=all, 100 B and 1 KiB records); about 1.5 min.
+# Not part of `make test`. See docs/benchmarks.md and scripts/bench-cluster.sh.
+bench-cluster:
+	GO=$(GO) scripts/bench-cluster.sh
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Three-node Sluice benchmark: replication factor 3, min.insync.replicas=2.
+#
+# Builds bin/sluiced and bin/sluice, starts three combined (controller and
+# broker) nodes on loopback with fixed ports and temporary data directories,
+# creates one topic per run (6 partitions, RF 3, min.insync.replicas=2) and
+# runs `sluice bench produce`: acks=1 and acks=all with 100-byte and 1 KiB
+# records as fast as possible (default batching: linger 5 ms, 1 MiB
+# batches), acks=all 100-byte records paced at 250,000 records/s (latency
+# below saturation), and a paced low-rate acks=all run for the single-record
+# latency. Each topic is deleted after its run. It prints one summary line
+# per run, stops the nodes (SIGTERM) and removes the data. See docs/benchmarks.md.
+#
+#   make bench-cluster                    # or scripts/bench-cluster.sh
+#   RECORDS_100=3000000 RECORDS_1K=1000000 scripts/bench-cluster.sh
+#
+# Environment: BASE_PORT (19500; node i uses BASE_PORT+10*i .. +3), PARTITIONS
+# (6), RECORDS_100 / RECORDS_1K / RECORDS_100_ALL / RECORDS_1K_ALL (records per
+# run; the defaults take about 10 s each on a 2-core machine), LATENCY_RECORDS
+# (records of the latency run: 1024 a second), PACED_RATE (250000: records/s
+# of the paced acks=all 100-byte run), PROFILE_DIR (if set, CPU profiles of
+# node 1 and of the load generator during the saturated acks=all 100-byte
+# run are written there), KEEP=1 keeps the data directories and logs, GO
+# (go).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+BASE_PORT=${BASE_PORT:-19500}
+PARTITIONS=${PARTITIONS:-6}
+RECORDS_100=${RECORDS_100:-9000000}
+RECORDS_100_ALL=${RECORDS_100_ALL:-9000000}
+RECORDS_1K=${RECORDS_1K:-1300000}
+RECORDS_1K_ALL=${RECORDS_1K_ALL:-1000000}
+PACED_RATE=${PACED_RATE:-250000}
+LATENCY_RECORDS=${LATENCY_RECORDS:-10240}
+PROFILE_DIR=${PROFILE_DIR:-}
+
+echo "building bin/sluiced and bin/sluice" >&2
+"$GO" build -o bin/sluiced ./cmd/sluiced
+"$GO" build -o bin/sluice ./cmd/sluice
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench-cluster.XXXXXX")
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		# Bounded: a node whose controlled shutdown cannot finish stops
+		# after --controlled-shutdown-timeout; SIGKILL after 20 s.
+		for _ in $(seq 200); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	if [[ -n ${KEEP:-} ]]; then
+		echo "data and node logs kept in $work" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+
+port() { echo $((BASE_PORT + 10 * $1 + $2)); } # node, offset: 0 gRPC, 1 Raft, 2 gossip, 3 HTTP
+
+voters="" join="" brokers=""
+for i in 1 2 3; do
+	voters+="${voters:+,}$i@127.0.0.1:$(port "$i" 1)"
+	join+="${join:+,}127.0.0.1:$(port "$i" 2)"
+	brokers+="${brokers:+,}127.0.0.1:$(port "$i" 0)"
+done
+for i in 1 2 3; do
+	mkdir -p "$work/node$i"
+	bin/sluiced --node-id "$i" --data-dir "$work/node$i" \
+		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
+		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
+		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s \
+		--log-level warn >"$work/node$i.log" 2>&1 &
+	pids+=($!)
+done
+# ready PORT: GET /readyz answers 200 (bash's /dev/tcp: no curl needed).
+ready() {
+	local status
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	read -r _ status _ <&3 || status=""
+	exec 3<&-
+	[[ $status == 200 ]]
+}
+for i in 1 2 3; do
+	ok=""
+	for _ in $(seq 300); do # 30 s
+		if ready "$(port "$i" 3)" 2>/dev/null; then
+			ok=1
+			break
+		fi
+		sleep 0.1
+	done
+	if [[ -z $ok ]]; then
+		echo "node $i not ready within 30 s; its log:" >&2
+		cat "$work/node$i.log" >&2
+		exit 1
+	fi
+done
+echo "three nodes ready: $brokers" >&2
+
+export SLUICE_BROKERS=$brokers
+results=()
+
+# topic NAME: RF 3, min.insync.replicas=2, every ISR full before use.
+topic() {
+	bin/sluice topic create "$1" --partitions "$PARTITIONS" --replication-factor 3 --config min.insync.replicas=2 >/dev/null
+	for _ in $(seq 200); do # 20 s
+		# Every "isr":[a,b,c] of the JSON has three members.
+		local isrs full
+		isrs=$(bin/sluice --output json topic describe "$1" | grep -o '"isr":\[[0-9,]*\]' || true)
+		full=$(grep -c '^"isr":\[[0-9]*,[0-9]*,[0-9]*\]$' <<<"$isrs" || true)
+		if [[ $full -eq $PARTITIONS ]]; then
+			return
+		fi
+		sleep 0.1
+	done
+	echo "topic $1: ISRs not full within 20 s" >&2
+	exit 1
+}
+
+# run LABEL TOPIC ARGS...: one bench produce run, its summary kept.
+run() {
+	local label=$1 name=$2
+	shift 2
+	topic "$name"
+	echo "== $label" >&2
+	local out
+	out=$(bin/sluice bench produce --topic "$name" "$@" 2> >(grep -v '^produce:' >&2))
+	echo "$out" >&2
+	results+=("$label: $out")
+	drop "$name"
+}
+
+# drop NAME: deletes the topic and waits until every node removed its logs,
+# then syncs. Each run then starts without the previous runs' data: left
+# behind, gigabytes of dirty page cache make the kernel throttle writers
+# and flush in the background, stalling later runs (p99 in seconds).
+drop() {
+	bin/sluice topic delete "$1" >/dev/null
+	for _ in $(seq 200); do # 20 s
+		if ! compgen -G "$work/node*/logs/$1-*" >/dev/null; then
+			sync
+			return
+		fi
+		sleep 0.1
+	done
+	echo "topic $1: logs not removed within 20 s" >&2
+	exit 1
+}
+
+run "100 B, acks=1" r100-acks1 --record-size 100 --acks 1 --records "$RECORDS_100"
+profile=()
+if [[ -n $PROFILE_DIR ]]; then
+	mkdir -p "$PROFILE_DIR"
+	"$GO" tool pprof -h >/dev/null 2>&1 || true # builds the tool now, not during the run
+	# 8 s of node 1 (it leads a third of the partitions and follows the
+	# rest) during the run that follows, and the load generator's own.
+	(sleep 3 && "$GO" tool pprof -proto "http://127.0.0.1:$(port 1 3)/debug/pprof/profile?seconds=8" \
+		>"$PROFILE_DIR/node1-acks-all-100.pb.gz" 2>/dev/null) &
+	prof=$!
+	profile=(--cpuprofile "$PROFILE_DIR/client-acks-all-100.pprof")
+fi
+run "100 B, acks=all" r100-acksall --record-size 100 --acks all --records "$RECORDS_100_ALL" "${profile[@]}"
+if [[ -n $PROFILE_DIR ]]; then
+	wait "$prof" || echo "CPU profile failed" >&2
+	echo "CPU profiles in $PROFILE_DIR: go tool pprof -top bin/sluiced $PROFILE_DIR/node1-acks-all-100.pb.gz" >&2
+fi
+# Below saturation: the latency target is for 250,000 records/s (10 s).
+run "100 B, acks=all, --throughput $PACED_RATE" r100-acksall-paced --record-size 100 --acks all \
+	--throughput "$PACED_RATE" --records $((PACED_RATE * 10))
+run "1 KiB, acks=1" r1k-acks1 --record-size 1024 --acks 1 --records "$RECORDS_1K"
+run "1 KiB, acks=all" r1k-acksall --record-size 1024 --acks all --records "$RECORDS_1K_ALL"
+# There is no synchronous one-record-at-a-time mode in `sluice bench`. The
+# closest: one partition, linger 0, --throughput 1024, which sends a burst
+# of 256 records every 250 ms, and only the first record of each burst
+# timed (--latency-sample 256): it is sent while the producer is idle (the
+# previous burst is acknowledged long before), in a batch with the burst's
+# next few records. --batch-bytes 1024 closes that batch at once: a batch
+# that merely lingers while the producer is idle is not sent until
+# something wakes the sender, so without it a burst would wait.
+run "single-record latency, 100 B, acks=all (paced proxy)" r100-latency --record-size 100 --acks all \
+	--partition 0 --linger 0 --batch-bytes 1024 --throughput 1024 --latency-sample 256 --records "$LATENCY_RECORDS"
+
+echo
+echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions:"
+for r in "${results[@]}"; do
+	echo "  $r"
+done
