@@ -29,7 +29,7 @@ func startViewBroker(tb testing.TB) *viewBroker {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	vb := &viewBroker{fakeBroker: &fakeBroker{addr: l.Addr().String(), topics: map[string][][][]byte{"t": make([][][]byte, 1)}, failing: map[string]int{}}}
+	vb := &viewBroker{fakeBroker: &fakeBroker{fakeState: newFakeState(map[string]int{"t": 1}), addr: l.Addr().String(), node: 1}}
 	s := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))
 	s.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "sluice.v1.Log",

@@ -246,6 +246,21 @@ func isRetriable(err error) bool {
 	return false
 }
 
+// isTransportError reports whether err is a failure to reach a broker or
+// to hear back from it (no Sluice error code): the broker may be gone, so
+// the producer refreshes its metadata, as Kafka does on a disconnect.
+func isTransportError(err error) bool {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return false
+	}
+	switch status.Code(unwrapStatus(err)) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
 // needsMetadata reports whether err means the cached leader is stale.
 func needsMetadata(code sluicev1.ErrorCode) bool {
 	switch code {

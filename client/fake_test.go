@@ -9,43 +9,162 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
-// fakeBroker is an in-memory single-node broker speaking the public API,
-// for exercising the client without sluiced. It stores canonical batches
-// per partition and can inject per-partition produce errors.
+// fakeBroker is one node of an in-memory broker cluster speaking the
+// public API, for exercising the client without sluiced. The nodes share
+// one fakeState: batches per partition, and per partition the
+// idempotent-producer state, checked with the broker's own pure rules
+// (storage.ProducerState), so a new leader deduplicates a retry the old
+// one wrote, as followers that keep the same state do. Faults are injected
+// through the fakeState fields.
 type fakeBroker struct {
 	sluicev1.UnimplementedLogServer
 	sluicev1.UnimplementedAdminServer
+	sluicev1.UnimplementedTransactionsServer
+	*fakeState
 	addr string
-
-	mu      sync.Mutex            // guards the following
-	topics  map[string][][][]byte // topic -> partition -> batches
-	failing map[string]int        // "topic/partition" -> produce errors left to inject
+	node int32
 }
 
-func startFake(t *testing.T, topics map[string]int) *fakeBroker {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// fakeState is what the nodes of a fake cluster share.
+type fakeState struct {
+	mu      sync.Mutex            // guards the following
+	topics  map[string][][][]byte // topic -> partition -> batches
+	nodes   map[int32]*fakeBroker
+	leaders map[string]int32 // "topic/partition" -> leader node; absent: node 1
+
+	// failing: produce attempts of "topic/partition" left to refuse with
+	// NOT_LEADER_OR_FOLLOWER before looking at the batch.
+	failing map[string]int
+	// lose: appends of "topic/partition" left whose answer is lost: the
+	// batch is written, the answer is REQUEST_TIMED_OUT. With moveOnLose
+	// the partition's leadership then moves to the next node (the leader
+	// replicated the batch and died before answering).
+	lose       map[string]int
+	moveOnLose bool
+	// reject: the next produce attempt of "topic/partition" is refused
+	// with this (non-retriable) code and nothing is written.
+	reject map[string]sluicev1.ErrorCode
+	// initError, when set, answers every InitProducerId.
+	initError sluicev1.ErrorCode
+	// dropRequests: requests left that are served completely, then
+	// answered UNAVAILABLE (the whole answer lost).
+	dropRequests int
+	// hold, when not nil, parks every produce request until it is closed;
+	// held counts the parked requests.
+	hold chan struct{}
+	held int
+
+	producers    map[string]*storage.ProducerState // "topic/partition" -> producer state
+	nextPID      int64
+	initFailures int // InitProducerId calls left to answer COORDINATOR_LOAD_IN_PROGRESS
+	initCalls    int
+
+	produceCalls map[int32]int  // produce requests per node
+	inflight     map[string]int // produce requests being served, per partition
+	maxInflight  map[string]int // the most seen at once
+	outOfOrder   int            // OUT_OF_ORDER_SEQUENCE_NUMBER answers
+	duplicates   int            // duplicate batches answered with their original offset
+}
+
+func newFakeState(topics map[string]int) *fakeState {
+	st := &fakeState{
+		topics: map[string][][][]byte{}, nodes: map[int32]*fakeBroker{}, leaders: map[string]int32{},
+		failing: map[string]int{}, lose: map[string]int{}, reject: map[string]sluicev1.ErrorCode{}, produceCalls: map[int32]int{}, producers: map[string]*storage.ProducerState{},
+		nextPID: 1000, inflight: map[string]int{}, maxInflight: map[string]int{},
 	}
-	f := &fakeBroker{addr: l.Addr().String(), topics: map[string][][][]byte{}, failing: map[string]int{}}
 	for name, n := range topics {
-		f.topics[name] = make([][][]byte, n)
+		st.topics[name] = make([][][]byte, n)
 	}
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))
-	sluicev1.RegisterLogServer(s, f)
-	sluicev1.RegisterAdminServer(s, f)
-	done := make(chan struct{})
-	go func() { defer close(done); s.Serve(l) }()
-	t.Cleanup(func() { s.Stop(); <-done })
-	return f
+	return st
+}
+
+// startFake starts a one-node fake cluster and returns its node.
+func startFake(t *testing.T, topics map[string]int) *fakeBroker {
+	return startFakeCluster(t, topics, 1)
+}
+
+// startFakeCluster starts n fake nodes (ids 1..n) over one state and
+// returns node 1; every partition is led by node 1 until leaders says
+// otherwise.
+func startFakeCluster(t *testing.T, topics map[string]int, n int) *fakeBroker {
+	t.Helper()
+	st := newFakeState(topics)
+	for id := int32(1); id <= int32(n); id++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fakeBroker{fakeState: st, addr: l.Addr().String(), node: id}
+		st.nodes[id] = f
+		s := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))
+		sluicev1.RegisterLogServer(s, f)
+		sluicev1.RegisterAdminServer(s, f)
+		sluicev1.RegisterTransactionsServer(s, f)
+		done := make(chan struct{})
+		go func() { defer close(done); s.Serve(l) }()
+		t.Cleanup(func() {
+			st.release()
+			s.Stop()
+			<-done
+		})
+	}
+	return st.nodes[1]
+}
+
+// release lets held requests go and stops holding new ones.
+func (st *fakeState) release() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.hold != nil {
+		close(st.hold)
+		st.hold = nil
+	}
+}
+
+func (st *fakeState) leader(key string) int32 {
+	if id, ok := st.leaders[key]; ok {
+		return id
+	}
+	return 1
+}
+
+// records returns the values stored in a partition, in offset order.
+func (st *fakeState) records(t *testing.T, topic string, partition int32) []string {
+	t.Helper()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []string
+	for _, b := range st.topics[topic][partition] {
+		if err := batch.ForEachRecord(b, func(r batch.Record) error {
+			out = append(out, string(r.Value))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// headers returns the headers of the batches stored in a partition.
+func (st *fakeState) headers(topic string, partition int32) []batch.Header {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []batch.Header
+	for _, b := range st.topics[topic][partition] {
+		h, _ := batch.ParseHeader(b)
+		out = append(out, h)
+	}
+	return out
 }
 
 func endOffset(batches [][]byte) int64 {
@@ -59,7 +178,13 @@ func endOffset(batches [][]byte) int64 {
 func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) (*sluicev1.MetadataResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	resp := &sluicev1.MetadataResponse{Brokers: []*sluicev1.BrokerMetadata{{NodeId: 1, Address: f.addr}}}
+	resp := &sluicev1.MetadataResponse{}
+	for id := int32(1); int(id) <= len(f.nodes); id++ {
+		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerMetadata{NodeId: id, Address: f.nodes[id].addr})
+	}
+	if len(resp.Brokers) == 0 { // a bare fakeBroker (bench_test's viewBroker)
+		resp.Brokers = []*sluicev1.BrokerMetadata{{NodeId: 1, Address: f.addr}}
+	}
 	for _, name := range req.Topics {
 		parts, ok := f.topics[name]
 		if !ok {
@@ -68,16 +193,55 @@ func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) 
 		}
 		tm := &sluicev1.TopicMetadata{Name: name}
 		for p := range parts {
-			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{Partition: int32(p), LeaderId: 1, Replicas: []int32{1}, Isr: []int32{1}})
+			leader := f.leader(fmt.Sprintf("%s/%d", name, p))
+			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{Partition: int32(p), LeaderId: leader, Replicas: []int32{leader}, Isr: []int32{leader}})
 		}
 		resp.Topics = append(resp.Topics, tm)
 	}
 	return resp, nil
 }
 
-func (f *fakeBroker) Produce(_ context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+func (f *fakeBroker) InitProducerId(_ context.Context, req *sluicev1.InitProducerIdRequest) (*sluicev1.InitProducerIdResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.initCalls++
+	if f.initError != sluicev1.ErrorCode_NONE {
+		return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: f.initError, ErrorMessage: "fake: refused"}, nil
+	}
+	if f.initFailures > 0 {
+		f.initFailures--
+		return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, ErrorMessage: "no producer id block yet"}, nil
+	}
+	id := f.nextPID
+	f.nextPID++
+	return &sluicev1.InitProducerIdResponse{ProducerId: id}, nil
+}
+
+func (f *fakeBroker) Produce(_ context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+	f.mu.Lock()
+	f.produceCalls[f.node]++
+	var keys []string
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			key := fmt.Sprintf("%s/%d", t.Name, p.Partition)
+			keys = append(keys, key)
+			f.inflight[key]++
+			f.maxInflight[key] = max(f.maxInflight[key], f.inflight[key])
+		}
+	}
+	if hold := f.hold; hold != nil {
+		f.held++
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+		f.held--
+	}
+	defer f.mu.Unlock()
+	defer func() {
+		for _, k := range keys {
+			f.inflight[k]--
+		}
+	}()
 	resp := &sluicev1.ProduceResponse{}
 	for _, t := range req.Topics {
 		tr := &sluicev1.TopicProduceResponse{Name: t.Name}
@@ -91,26 +255,69 @@ func (f *fakeBroker) Produce(_ context.Context, req *sluicev1.ProduceRequest) (*
 				pr.ErrorCode = sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER
 				continue
 			}
+			if c, ok := f.reject[key]; ok {
+				delete(f.reject, key)
+				pr.ErrorCode, pr.ErrorMessage = c, "fake: rejected"
+				continue
+			}
 			parts, ok := f.topics[t.Name]
 			if !ok || int(p.Partition) >= len(parts) {
 				pr.ErrorCode = sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
+				continue
+			}
+			if f.nodes[f.node] != nil && f.leader(key) != f.node {
+				pr.ErrorCode = sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER
 				continue
 			}
 			raw, err := proto.Marshal(p.Batch)
 			if err != nil {
 				return nil, err
 			}
-			b, _, err := batch.Canonicalize(raw)
+			b, h, err := batch.Canonicalize(raw)
 			if err != nil {
 				pr.ErrorCode = sluicev1.ErrorCode_CORRUPT_RECORD
 				pr.ErrorMessage = err.Error()
 				continue
 			}
+			info, err := storage.BatchInfoFromHeader(h)
+			st := f.producers[key]
+			if st == nil {
+				st = storage.NewProducerState(0)
+				f.producers[key] = st
+			}
+			var d storage.Decision
+			if err == nil {
+				d, err = st.Check(info)
+			}
+			if err != nil {
+				pr.ErrorCode, pr.ErrorMessage = errs.Code(err), errs.Message(err)
+				if pr.ErrorCode == sluicev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER {
+					f.outOfOrder++
+				}
+				continue
+			}
+			if d.Duplicate {
+				f.duplicates++
+				pr.BaseOffset = d.FirstOffset
+				continue
+			}
 			base := endOffset(parts[p.Partition])
 			batch.SetBaseOffset(b, base)
 			parts[p.Partition] = append(parts[p.Partition], b)
+			st.Update(info, base, base+int64(h.LastOffsetDelta), h.MaxTimestamp)
 			pr.BaseOffset = base
+			if f.lose[key] > 0 {
+				f.lose[key]--
+				pr.ErrorCode, pr.BaseOffset = sluicev1.ErrorCode_REQUEST_TIMED_OUT, -1
+				if f.moveOnLose {
+					f.leaders[key] = f.leader(key)%int32(len(f.nodes)) + 1
+				}
+			}
 		}
+	}
+	if f.dropRequests > 0 {
+		f.dropRequests--
+		return nil, status.Error(codes.Unavailable, "fake: answer lost")
 	}
 	return resp, nil
 }
@@ -304,5 +511,42 @@ func TestErrorsCarryCodes(t *testing.T) {
 	}
 	if off, err := c.ListOffsets(ctx, "t", 0, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0); err != nil || off != 1 {
 		t.Errorf("list offsets latest = %d, %v; want 1", off, err)
+	}
+}
+
+// A Send that opens a batch wakes the sender, so the batch goes when its
+// linger elapses even if nothing else happens (no Flush, no full batch).
+func TestLoneSendIsSentAfterLinger(t *testing.T) {
+	for _, idempotent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
+			f := startFake(t, map[string]int{"t": 1})
+			c, err := New([]string{f.addr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			p, err := c.NewProducer(WithIdempotence(idempotent), WithLinger(5*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx := context.Background()
+			if _, err := p.SendSync(ctx, Record{Topic: "t", Partition: 0, Value: []byte("warm")}); err != nil {
+				t.Fatal(err)
+			}
+			// Not waiting for a condition: this gives the sender loop time
+			// to go idle (nothing due), the state the rule is about.
+			time.Sleep(50 * time.Millisecond)
+			done := make(chan error, 1)
+			p.Send(ctx, Record{Topic: "t", Partition: 0, Value: []byte("x")}, func(_ RecordMetadata, err error) { done <- err })
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a lone record was not sent within 5s of its 5ms linger")
+			}
+		})
 	}
 }

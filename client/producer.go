@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -58,6 +60,19 @@ const (
 	AcksNone
 )
 
+// String returns the constant's name.
+func (a Acks) String() string {
+	switch a {
+	case AcksAll:
+		return "AcksAll"
+	case AcksLeader:
+		return "AcksLeader"
+	case AcksNone:
+		return "AcksNone"
+	}
+	return fmt.Sprintf("Acks(%d)", int(a))
+}
+
 func (a Acks) proto() sluicev1.Acks {
 	switch a {
 	case AcksLeader:
@@ -73,6 +88,9 @@ type ProducerOption func(*producerConfig) error
 
 type producerConfig struct {
 	acks            Acks
+	acksSet         bool // WithAcks was given
+	idempotence     bool
+	idempotenceSet  bool // WithIdempotence was given
 	linger          time.Duration
 	batchBytes      int
 	bufferBytes     int
@@ -81,16 +99,38 @@ type producerConfig struct {
 	partitioner     Partitioner
 }
 
-// MaxInFlightLimit is the largest accepted WithMaxInFlight.
+// MaxInFlightLimit is the largest WithMaxInFlight an idempotent producer
+// accepts: the broker remembers the last 5 batches of each producer per
+// partition, so a retry must be among the last 5 sent (DESIGN §9).
 const MaxInFlightLimit = 5
 
-// WithAcks sets the acknowledgement level (default AcksAll).
+// maxInFlightPlain bounds WithMaxInFlight without idempotence.
+const maxInFlightPlain = 64
+
+// WithAcks sets the acknowledgement level (default AcksAll). Idempotence
+// needs AcksAll: AcksLeader or AcksNone without WithIdempotence turns
+// idempotence off, and together with WithIdempotence(true) NewProducer
+// fails (as Kafka's acks and enable.idempotence do).
 func WithAcks(a Acks) ProducerOption {
 	return func(c *producerConfig) error {
 		if a < AcksAll || a > AcksNone {
 			return fmt.Errorf("sluice: unknown acks %d", a)
 		}
-		c.acks = a
+		c.acks, c.acksSet = a, true
+		return nil
+	}
+}
+
+// WithIdempotence turns the idempotent producer on or off (default on,
+// unless WithAcks chose AcksLeader or AcksNone). An idempotent producer
+// gets a producer id from the cluster (InitProducerId) and numbers each
+// partition's records, so that the broker writes a retried batch once and
+// in order: every acknowledged record is stored exactly once, in Send
+// order, and up to WithMaxInFlight batches per partition are in flight at
+// once. It requires AcksAll and a max in flight of at most 5.
+func WithIdempotence(on bool) ProducerOption {
+	return func(c *producerConfig) error {
+		c.idempotence, c.idempotenceSet = on, true
 		return nil
 	}
 }
@@ -132,12 +172,16 @@ func WithBufferBytes(n int) ProducerOption {
 }
 
 // WithMaxInFlight sets how many produce requests may be outstanding to one
-// broker at a time (default 5, at most 5). See Producer for why a single
-// partition has one batch in flight until idempotence exists.
+// broker at a time (default 5), Kafka's
+// max.in.flight.requests.per.connection. With idempotence it is also how
+// many batches of one partition may be outstanding, and it must be at most
+// MaxInFlightLimit (NewProducer fails otherwise). Without idempotence a
+// partition has one batch outstanding whatever the value (see Producer);
+// the value may then be up to 64.
 func WithMaxInFlight(n int) ProducerOption {
 	return func(c *producerConfig) error {
-		if n < 1 || n > MaxInFlightLimit {
-			return fmt.Errorf("sluice: max in flight must be in [1, %d], got %d", MaxInFlightLimit, n)
+		if n < 1 || n > maxInFlightPlain {
+			return fmt.Errorf("sluice: max in flight must be in [1, %d] (at most %d with idempotence), got %d", maxInFlightPlain, MaxInFlightLimit, n)
 		}
 		c.maxInFlight = n
 		return nil
@@ -145,7 +189,8 @@ func WithMaxInFlight(n int) ProducerOption {
 }
 
 // WithDeliveryTimeout bounds the time from Send to the callback, retries
-// included (default 2m).
+// included (default 2m). It also bounds how long the producer waits for a
+// producer id before the records fail.
 func WithDeliveryTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) error {
 		if d <= 0 {
@@ -167,22 +212,49 @@ func WithPartitioner(p Partitioner) ProducerOption {
 	}
 }
 
+// resolve applies the rules between options, Kafka's
+// (ProducerConfig.postProcessAndValidateIdempotenceConfigs, ref §1: "When
+// idempotence is on only by default and the user sets acks=1, it is turned
+// off ...; but if the user explicitly wrote enable.idempotence=true and
+// acks isn't all, a ConfigException is thrown. A
+// max.in.flight.requests.per.connection greater than 5 is also rejected").
+func (c *producerConfig) resolve() error {
+	if !c.idempotenceSet {
+		c.idempotence = !c.acksSet || c.acks == AcksAll
+	}
+	if !c.idempotence {
+		return nil
+	}
+	if c.acks != AcksAll {
+		return fmt.Errorf("sluice: the idempotent producer needs acks=all, but WithAcks(%s) was given: use WithAcks(AcksAll) or WithIdempotence(false)", c.acks)
+	}
+	if c.maxInFlight > MaxInFlightLimit {
+		return fmt.Errorf("sluice: the idempotent producer allows at most %d requests in flight (the broker remembers the last %d batches per producer), but WithMaxInFlight(%d) was given: lower it or use WithIdempotence(false)", MaxInFlightLimit, MaxInFlightLimit, c.maxInFlight)
+	}
+	return nil
+}
+
 // Producer sends records asynchronously in per-partition batches. It is
 // safe for concurrent use.
 //
 // Records are appended to their partition's open batch; a batch is closed
 // when it reaches the batch size or its linger elapses, and one sender
-// goroutine drains closed batches into one request per broker (many
+// goroutine drains closed batches into requests per broker (many
 // partitions per request). Up to MaxInFlight requests per broker are
 // outstanding at once, each run by a tracked worker goroutine.
 //
-// Ordering: callbacks of one partition run in record order, and records of
-// one partition are stored in Send order, retries included. Because a
-// plain producer has no sequence numbers (the broker could not reject an
-// out-of-order retry, and concurrent gRPC calls may be served in any
-// order), a partition has at most one batch in flight; the seam for
-// idempotence is accumulator.maxInFlight, which a sequenced producer can
-// raise to MaxInFlight per partition.
+// Ordering: callbacks of one partition run in record order, one at a
+// time, and records of one partition are stored in Send order, retries
+// included.
+//
+// The idempotent producer (the default, see WithIdempotence) numbers the
+// batches of each partition, so that the broker drops a retry that was
+// already written and refuses one that would be out of order; that lets a
+// partition have up to MaxInFlight batches in flight. sequence.go explains
+// how sequences are assigned, retried in order and restarted under a new
+// epoch. A plain producer has no sequence numbers: the broker could not
+// reject an out-of-order retry, and concurrent gRPC calls may be served in
+// any order, so a plain partition has one batch in flight at a time.
 //
 // Callbacks run on producer goroutines and must not block for long.
 type Producer struct {
@@ -197,8 +269,10 @@ type Producer struct {
 	space       chan struct{} // closed when buffered drops below the limit, then replaced
 	flushing    int           // Flush/Close calls in progress: no lingering
 	closed      bool
+	initRunning bool  // an InitProducerId loop is running
+	fatal       error // the producer cannot send at all: every record fails with it
 	readyBuf    []*recordBatch
-	brokerQueue map[string]chan []*recordBatch // addr -> requests for its workers
+	brokerQueue map[string]*brokerQueue
 
 	wake   chan struct{} // capacity 1: nudges the sender loop
 	stop   chan struct{} // closed by Close to end every goroutine
@@ -207,11 +281,20 @@ type Producer struct {
 	wg     sync.WaitGroup
 }
 
-// NewProducer returns a Producer; invalid options are reported as an
-// error.
+// brokerQueue holds the requests for one broker and orders their start.
+type brokerQueue struct {
+	ch chan []*recordBatch
+	// sendMu is held by a worker from taking a request off ch until the
+	// request is on the wire, so requests start in drain order.
+	sendMu sync.Mutex
+}
+
+// NewProducer returns a Producer; invalid options, or options that
+// contradict each other (see WithIdempotence), are reported as an error.
 func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 	cfg := producerConfig{
 		acks:            AcksAll,
+		idempotence:     true,
 		linger:          5 * time.Millisecond,
 		batchBytes:      1 << 20,
 		bufferBytes:     64 << 20,
@@ -224,22 +307,61 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 			return nil, err
 		}
 	}
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
 	if cfg.bufferBytes < cfg.batchBytes {
 		cfg.bufferBytes = cfg.batchBytes
+	}
+	perPartition := 1
+	if cfg.idempotence {
+		perPartition = cfg.maxInFlight
 	}
 	p := &Producer{
 		c:           c,
 		cfg:         cfg,
-		acc:         newAccumulator(cfg.batchBytes, cfg.linger, cfg.deliveryTimeout, 1),
+		acc:         newAccumulator(cfg.batchBytes, cfg.linger, cfg.deliveryTimeout, perPartition, cfg.idempotence),
 		idle:        make(chan struct{}),
 		space:       make(chan struct{}),
-		brokerQueue: map[string]chan []*recordBatch{},
+		brokerQueue: map[string]*brokerQueue{},
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.goTracked(p.senderLoop)
 	return p, nil
+}
+
+// Idempotent reports whether the producer is idempotent (after the
+// option rules of WithIdempotence).
+func (p *Producer) Idempotent() bool { return p.cfg.idempotence }
+
+// ProducerStats describes a Producer's sending since it was created.
+type ProducerStats struct {
+	// ProducerID and Epoch are the idempotent producer's current identity:
+	// -1 before InitProducerId has answered, and without idempotence.
+	ProducerID int64
+	Epoch      int16
+	// Retries counts batch attempts that failed and were sent again.
+	Retries int64
+	// SequenceErrors counts OUT_OF_ORDER_SEQUENCE_NUMBER and
+	// UNKNOWN_PRODUCER_ID answers; most are batches that reached the
+	// broker ahead of their predecessor and were retried after it.
+	SequenceErrors int64
+	// EpochBumps counts local epoch bumps after unresolvable sequence
+	// errors (see WithIdempotence).
+	EpochBumps int64
+}
+
+// Stats returns the producer's counters.
+func (p *Producer) Stats() ProducerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := p.acc.identity
+	if !id.valid() {
+		id = producerIdentity{id: -1, epoch: -1}
+	}
+	return ProducerStats{ProducerID: id.id, Epoch: id.epoch, Retries: p.acc.retries, SequenceErrors: p.acc.sequenceErrors, EpochBumps: p.acc.epochBumps}
 }
 
 // goTracked runs fn on a goroutine that Close waits for.
@@ -303,6 +425,12 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 		fail(ErrClosed)
 		return
 	}
+	if p.fatal != nil {
+		err := p.fatal
+		p.mu.Unlock()
+		fail(err)
+		return
+	}
 	part := r.Partition
 	var stickyClosed bool
 	if part < 0 {
@@ -311,12 +439,11 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 			part, stickyClosed = p.acc.stickyPartition(r.Topic, n, r.Key, r.Value, r.Headers)
 		}
 	}
-	size, closed := p.acc.append(topicPartition{r.Topic, part}, n, r.Timestamp, r.Key, r.Value, r.Headers, cb, now)
-	closed = closed || stickyClosed
+	size, closed, opened := p.acc.append(topicPartition{r.Topic, part}, n, r.Timestamp, r.Key, r.Value, r.Headers, cb, now)
 	p.buffered += size
 	p.records++
 	p.mu.Unlock()
-	if closed {
+	if closed || opened || stickyClosed {
 		p.signal()
 	}
 }
@@ -381,31 +508,70 @@ func (p *Producer) Close() error {
 	return err
 }
 
+// stopping reports whether Close has stopped the producer's goroutines.
+func (p *Producer) stopping() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // senderLoop is the one goroutine that drains the accumulator.
 func (p *Producer) senderLoop() {
 	ctx := p.ctx
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	byBroker := map[string][]*recordBatch{}
+	var results []batchResult
 	for {
 		now := time.Now()
 		p.mu.Lock()
-		ready, next := p.acc.drain(now, p.flushing > 0 || p.closed, p.readyBuf)
+		var aborted []topicPartition
+		if p.fatal != nil {
+			aborted = p.acc.abort(p.fatal)
+		}
+		if p.acc.needsIdentity() && !p.initRunning && p.fatal == nil && !p.acc.empty() {
+			p.initRunning = true
+			p.goTracked(p.initProducerIDLoop)
+		}
+		ready, expired, next := p.acc.drain(now, p.flushing > 0 || p.closed, p.readyBuf)
 		p.readyBuf = ready[:0]
 		p.mu.Unlock()
+		for _, tp := range aborted {
+			p.complete(tp)
+		}
+		for _, tp := range expired {
+			p.complete(tp)
+		}
+		results = results[:0]
 		for _, b := range ready {
 			addr, _, err := p.c.leader(ctx, b.tp.topic, b.tp.partition)
 			if err != nil {
-				p.failed(b, err)
+				results = append(results, batchResult{b: b, err: err})
 				continue
 			}
 			byBroker[addr] = append(byBroker[addr], b)
 		}
+		if len(results) > 0 {
+			p.applyResults(results)
+			clear(results)
+		}
 		for addr, bs := range byBroker {
-			p.queueFor(addr) <- bs
+			p.queueFor(addr).ch <- bs
 			delete(byBroker, addr)
 		}
+		sent := len(ready) > 0
 		clear(ready)
+		if sent {
+			// Drain gives one batch per partition: look again at once for
+			// the next batches of pipelined partitions.
+			if p.stopping() {
+				return
+			}
+			continue
+		}
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(time.Until(next), 0)
@@ -428,15 +594,15 @@ func (p *Producer) senderLoop() {
 
 // queueFor returns the request queue of a broker, starting its workers on
 // first use. Only the sender loop calls it.
-func (p *Producer) queueFor(addr string) chan []*recordBatch {
+func (p *Producer) queueFor(addr string) *brokerQueue {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.brokerQueue[addr]
 	if q == nil {
-		// Each partition has at most one batch in flight, so the queue
-		// never holds more than one entry per partition: size it so the
-		// sender loop rarely blocks.
-		q = make(chan []*recordBatch, 1024)
+		// A partition has at most maxInFlight batches outstanding, so the
+		// queue holds at most that many entries per partition: size it so
+		// the sender loop rarely blocks.
+		q = &brokerQueue{ch: make(chan []*recordBatch, 1024)}
 		p.brokerQueue[addr] = q
 		for i := 0; i < p.cfg.maxInFlight; i++ {
 			p.goTracked(func() { p.brokerWorker(addr, q) })
@@ -445,21 +611,41 @@ func (p *Producer) queueFor(addr string) chan []*recordBatch {
 	return q
 }
 
-// brokerWorker sends produce requests to one broker, one at a time.
-func (p *Producer) brokerWorker(addr string, q chan []*recordBatch) {
+// brokerWorker sends produce requests to one broker, one at a time. The
+// workers of a broker start their requests in queue order (sendMu), so
+// that the batches of a pipelined partition usually reach the broker in
+// sequence order; they wait for the answers concurrently.
+func (p *Producer) brokerWorker(addr string, q *brokerQueue) {
 	for {
+		q.sendMu.Lock()
+		var bs []*recordBatch
 		select {
-		case bs := <-q:
-			p.produce(addr, bs)
+		case bs = <-q.ch:
 		case <-p.stop:
+			q.sendMu.Unlock()
 			return
 		}
+		call := p.startProduce(addr, bs)
+		q.sendMu.Unlock()
+		p.finishProduce(call)
 	}
 }
 
-// produce sends one request carrying bs (distinct partitions) and
-// completes each batch.
-func (p *Producer) produce(addr string, bs []*recordBatch) {
+// produceCall is one produce request on its way.
+type produceCall struct {
+	bs     []*recordBatch // distinct partitions
+	stream grpc.ClientStream
+	cancel context.CancelFunc
+	err    error
+}
+
+var produceStream = &grpc.StreamDesc{StreamName: "Produce"}
+
+// startProduce builds the request for bs and sends it, without waiting for
+// the answer (a unary call split in two: NewStream and SendMsg here,
+// RecvMsg in finishProduce).
+func (p *Producer) startProduce(addr string, bs []*recordBatch) *produceCall {
+	call := &produceCall{bs: bs}
 	req := &internalv1.ProduceRequestView{
 		Acks:      p.cfg.acks.proto(),
 		TimeoutMs: int32(p.c.cfg.requestTimeout.Milliseconds()),
@@ -474,99 +660,144 @@ func (p *Producer) produce(addr string, bs []*recordBatch) {
 		}
 		t.Partitions = append(t.Partitions, &internalv1.PartitionProduceDataView{Partition: b.tp.partition, Batch: b.data})
 	}
-	resp := &sluicev1.ProduceResponse{}
-	err := func() error {
-		cc, err := p.c.conn(addr)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.requestTimeout)
-		defer cancel()
-		return rpcError(cc.Invoke(ctx, "/sluice.v1.Log/Produce", req, resp))
-	}()
+	cc, err := p.c.conn(addr)
 	if err != nil {
+		call.err = err
+		return call
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.requestTimeout)
+	call.cancel = cancel
+	call.stream, call.err = cc.NewStream(ctx, produceStream, "/sluice.v1.Log/Produce")
+	if call.err == nil {
+		// For a non-streaming call SendMsg reports transport failures
+		// through RecvMsg.
+		call.err = call.stream.SendMsg(req)
+	}
+	return call
+}
+
+// batchResult is the answer for one batch of a request.
+type batchResult struct {
+	b                      *recordBatch
+	err                    error
+	baseOffset, appendTime int64
+}
+
+// finishProduce waits for the answer of call and completes its batches.
+func (p *Producer) finishProduce(call *produceCall) {
+	resp := &sluicev1.ProduceResponse{}
+	err := call.err
+	if err == nil {
+		err = call.stream.RecvMsg(resp)
+	}
+	if call.cancel != nil {
+		call.cancel()
+	}
+	err = rpcError(err)
+	results := make([]batchResult, len(call.bs))
+	if err != nil {
+		for i, b := range call.bs {
+			results[i] = batchResult{b: b, err: err}
+		}
+		p.applyResults(results)
+		return
+	}
+	byTP := map[topicPartition]*sluicev1.PartitionProduceResponse{}
+	for _, t := range resp.Topics {
+		for _, pr := range t.Partitions {
+			byTP[topicPartition{t.Name, pr.Partition}] = pr
+		}
+	}
+	for i, b := range call.bs {
+		pr := byTP[b.tp]
+		switch {
+		case pr == nil:
+			results[i] = batchResult{b: b, err: errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "no result for the partition in the produce response")}
+		case pr.ErrorCode != sluicev1.ErrorCode_NONE:
+			results[i] = batchResult{b: b, err: &errs.Error{Code: pr.ErrorCode, Message: pr.ErrorMessage}}
+		default:
+			results[i] = batchResult{b: b, baseOffset: pr.BaseOffset, appendTime: pr.LogAppendTimeMs}
+		}
+	}
+	p.applyResults(results)
+}
+
+// applyResults hands the answers of in-flight batches to the accumulator
+// (which retries or finishes each, see sequence.go), then completes what
+// can be completed.
+func (p *Producer) applyResults(rs []batchResult) {
+	for _, r := range rs {
+		if r.err != nil && (needsMetadata(errs.Code(r.err)) || isTransportError(r.err)) {
+			p.c.forget(r.b.tp.topic)
+		}
+	}
+	now := time.Now()
+	stopping := p.stopping()
+	// Once onResult has run, another goroutine may complete and recycle a
+	// batch: note the partitions first.
+	tps := make([]topicPartition, len(rs))
+	p.mu.Lock()
+	for i, r := range rs {
+		tps[i] = r.b.tp
+		p.acc.onResult(r.b, r.err, r.baseOffset, r.appendTime, now, stopping)
+	}
+	p.mu.Unlock()
+	for _, tp := range tps {
+		p.complete(tp)
+	}
+	p.signal()
+}
+
+// complete runs the callbacks of tp's batches that are done and whose
+// predecessors have completed, in order, and releases them. If another
+// goroutine is completing tp it picks these up instead.
+func (p *Producer) complete(tp topicPartition) {
+	p.mu.Lock()
+	bs := p.acc.takeCompleted(tp, false)
+	for len(bs) > 0 {
+		p.mu.Unlock()
 		for _, b := range bs {
-			p.failed(b, err)
+			p.callbacks(b)
+		}
+		p.mu.Lock()
+		for _, b := range bs {
+			p.release(b)
+		}
+		bs = p.acc.takeCompleted(tp, true)
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// callbacks runs b's callbacks in record order with its result.
+func (p *Producer) callbacks(b *recordBatch) {
+	md := RecordMetadata{Topic: b.tp.topic, Partition: b.tp.partition, Offset: -1}
+	if b.err != nil {
+		err := fmt.Errorf("topic %q partition %d: %w", b.tp.topic, b.tp.partition, b.err)
+		for _, r := range b.records {
+			md.Timestamp = r.timestamp
+			if r.cb != nil {
+				r.cb(md, err)
+			}
 		}
 		return
 	}
-	results := map[topicPartition]*sluicev1.PartitionProduceResponse{}
-	for _, t := range resp.Topics {
-		for _, pr := range t.Partitions {
-			results[topicPartition{t.Name, pr.Partition}] = pr
-		}
-	}
-	for _, b := range bs {
-		pr := results[b.tp]
-		switch {
-		case pr == nil:
-			p.failed(b, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "no result for the partition in the produce response"))
-		case pr.ErrorCode != sluicev1.ErrorCode_NONE:
-			p.failed(b, &errs.Error{Code: pr.ErrorCode, Message: pr.ErrorMessage})
-		default:
-			p.succeeded(b, pr.BaseOffset, pr.LogAppendTimeMs)
-		}
-	}
-}
-
-// succeeded runs b's callbacks in order, then releases its partition.
-func (p *Producer) succeeded(b *recordBatch, baseOffset, appendTime int64) {
-	md := RecordMetadata{Topic: b.tp.topic, Partition: b.tp.partition, Offset: -1}
 	for i, r := range b.records {
-		if baseOffset >= 0 {
-			md.Offset = baseOffset + int64(i)
+		if b.baseOffset >= 0 {
+			md.Offset = b.baseOffset + int64(i)
 		}
 		md.Timestamp = r.timestamp
-		if appendTime >= 0 {
-			md.Timestamp = appendTime
+		if b.appendTime >= 0 {
+			md.Timestamp = b.appendTime
 		}
 		if r.cb != nil {
 			r.cb(md, nil)
 		}
 	}
-	p.finish(b)
 }
 
-// failed retries b when err is retriable and its delivery timeout allows,
-// else fails every record of b.
-func (p *Producer) failed(b *recordBatch, err error) {
-	code := errs.Code(err)
-	if needsMetadata(code) {
-		p.c.forget(b.tp.topic)
-	}
-	now := time.Now()
-	b.attempts++
-	b.lastErr = err
-	retryAt := now.Add(backoffFor(b.attempts - 1))
-	p.mu.Lock()
-	stopping := false
-	select {
-	case <-p.stop:
-		stopping = true
-	default:
-	}
-	if isRetriable(err) && retryAt.Before(b.deadline) && !stopping {
-		p.acc.requeue(b, retryAt)
-		p.mu.Unlock()
-		p.signal()
-		return
-	}
-	p.mu.Unlock()
-	werr := fmt.Errorf("topic %q partition %d: %w", b.tp.topic, b.tp.partition, err)
-	md := RecordMetadata{Topic: b.tp.topic, Partition: b.tp.partition, Offset: -1}
-	for _, r := range b.records {
-		md.Timestamp = r.timestamp
-		if r.cb != nil {
-			r.cb(md, werr)
-		}
-	}
-	p.finish(b)
-}
-
-// finish releases b's partition and buffer space, and recycles b.
-func (p *Producer) finish(b *recordBatch) {
-	p.mu.Lock()
-	p.acc.done(b)
+// release returns b's buffer space and recycles it. p.mu must be held.
+func (p *Producer) release(b *recordBatch) {
 	before := p.buffered
 	p.buffered -= b.size
 	p.records -= len(b.records)
@@ -579,6 +810,4 @@ func (p *Producer) finish(b *recordBatch) {
 		p.space = make(chan struct{})
 	}
 	p.acc.recycle(b)
-	p.mu.Unlock()
-	p.signal()
 }
