@@ -174,6 +174,7 @@ if [[ -n $PROFILE_DIR ]]; then
 	echo "CPU profiles in $PROFILE_DIR: go tool pprof -top bin/sluiced $PROFILE_DIR/node1-acks-all-100.pb.gz" >&2
 fi
 # Below saturation: the latency target is for 250,000 records/s (10 s).
+run "100 B, acks=all, plain producer (no idempotence)" r100-acksall-plain --record-size 100 --acks all --no-idempotence --records "$RECORDS_100_ALL"
 run "100 B, acks=all, --throughput $PACED_RATE" r100-acksall-paced --record-size 100 --acks all \
 	--throughput "$PACED_RATE" --records $((PACED_RATE * 10))
 run "1 KiB, acks=1" r1k-acks1 --record-size 1024 --acks 1 --records "$RECORDS_1K"

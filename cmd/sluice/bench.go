@@ -122,6 +122,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	sample := fs.Int("latency-sample", 8, "measure the latency of one record in this many")
 	throughput := fs.Int("throughput", 0, "target records/s (0: as fast as possible); latency is only meaningful below saturation")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	noIdem := fs.Bool("no-idempotence", false, "send as a plain producer (idempotence is on by default with --acks all)")
 	if _, err := e.parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -151,7 +152,11 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 			return fmt.Errorf("bench produce: %w", err)
 		}
 	}
-	p, err := c.NewProducer(client.WithAcks(acks), client.WithLinger(*linger), client.WithBatchBytes(*batchBytes))
+	opts := []client.ProducerOption{client.WithAcks(acks), client.WithLinger(*linger), client.WithBatchBytes(*batchBytes)}
+	if *noIdem {
+		opts = append(opts, client.WithIdempotence(false))
+	}
+	p, err := c.NewProducer(opts...)
 	if err != nil {
 		return fmt.Errorf("bench produce: %w", err)
 	}
