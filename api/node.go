@@ -68,7 +68,12 @@ type Config struct {
 	SessionTimeout    time.Duration
 	// ReplicaLagTimeMax is replica.lag.time.max.ms (0 = 30 s).
 	ReplicaLagTimeMax time.Duration
-	Logger            *slog.Logger
+	// FaultDropProduceResponses is fault injection for chaos tests: the
+	// fraction (0..1) of produce responses dropped after the request was
+	// fully processed; the client sees UNAVAILABLE and must retry. 0 in
+	// production.
+	FaultDropProduceResponses float64
+	Logger                    *slog.Logger
 }
 
 // DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
@@ -154,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return errors.New("retention check interval must be > 0")
+	}
+	if c.FaultDropProduceResponses < 0 || c.FaultDropProduceResponses > 1 {
+		return fmt.Errorf("fault drop produce responses must be within [0, 1], got %v", c.FaultDropProduceResponses)
 	}
 	return nil
 }
@@ -336,7 +344,8 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		sluicev1.RegisterTransactionsServer(n.grpc, NewTransactionsService(n.producerIDs))
 		internalv1.RegisterReplicaServer(n.grpc, NewReplicaService(n.replicas, n.cache))
 		NewServer(ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
-			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger}).Register(n.grpc)
+			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger,
+			FaultDropProduceResponses: cfg.FaultDropProduceResponses}).Register(n.grpc)
 	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

@@ -50,6 +50,7 @@ type Server struct {
 	self        Broker
 	log         *slog.Logger
 	now         func() time.Time
+	dropProduce float64
 }
 
 // ServerConfig is what a Server needs.
@@ -62,6 +63,8 @@ type ServerConfig struct {
 	Logger      *slog.Logger
 	// Now may be nil (time.Now).
 	Now func() time.Time
+	// FaultDropProduceResponses: see Config.
+	FaultDropProduceResponses float64
 }
 
 // NewServer returns a broker's server.
@@ -73,7 +76,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{replicas: cfg.Replicas, cache: cfg.Metadata, controllers: cfg.Controllers, pool: cfg.Pool,
-		self: cfg.Self, log: cfg.Logger, now: cfg.Now}
+		self: cfg.Self, log: cfg.Logger, now: cfg.Now, dropProduce: cfg.FaultDropProduceResponses}
 }
 
 // leaderPartition returns the hosted partition if this broker leads it.

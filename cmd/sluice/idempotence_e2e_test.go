@@ -17,7 +17,8 @@ import (
 // End-to-end test of the idempotent producer (client/sequence.go) against
 // three sluiced processes (testCluster, cluster_e2e_test.go): records are
 // stored exactly once and in send order per partition while a partition's
-// leader is SIGKILLed, twice, under a pipelining producer.
+// leader is SIGKILLed, twice, under a pipelining producer, and while the
+// brokers drop some produce responses after writing the batches.
 
 const (
 	idemTopic      = "idempotent-e2e"
@@ -43,6 +44,11 @@ func TestIdempotentProducerExactlyOnceAcrossLeaderKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs three sluiced processes")
 	}
+	// Every node also loses 2% of its produce responses after processing
+	// the request (sluiced --fault-drop-produce-responses, read from the
+	// environment the processes inherit): the producer retries batches
+	// the broker has already written, which must come back as duplicates.
+	t.Setenv("SLUICE_FAULT_DROP_PRODUCE_RESPONSES", "0.02")
 	c := startTestCluster(t, 3)
 	all := c.ids()
 	idemCreateTopic(t, c, all)

@@ -54,6 +54,7 @@ func run(args []string) error {
 	join := fs.String("join", "", "gossip seeds host:port,... to join a cluster")
 	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller; default 2s)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval (default 250ms)")
+	fs.Float64Var(&cfg.FaultDropProduceResponses, "fault-drop-produce-responses", 0, "testing only: drop this fraction (0..1) of produce responses after processing them")
 	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR (default 30s)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
