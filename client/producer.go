@@ -93,6 +93,7 @@ type producerConfig struct {
 	idempotenceSet  bool // WithIdempotence was given
 	linger          time.Duration
 	batchBytes      int
+	maxRequestBytes int
 	bufferBytes     int
 	maxInFlight     int
 	deliveryTimeout time.Duration
@@ -155,6 +156,20 @@ func WithBatchBytes(n int) ProducerOption {
 			return fmt.Errorf("sluice: batch bytes must be in [1KiB, 32MiB], got %d", n)
 		}
 		c.batchBytes = n
+		return nil
+	}
+}
+
+// WithMaxRequestBytes bounds one produce request (max.request.size): the
+// batches sent to one broker together, and so also one record (a record
+// larger than this fails at once with MESSAGE_TOO_LARGE). Default 4 MiB;
+// between 1 KiB and 64 MiB, and at least the batch size.
+func WithMaxRequestBytes(n int) ProducerOption {
+	return func(c *producerConfig) error {
+		if n < 1<<10 || n > 64<<20 {
+			return fmt.Errorf("sluice: max request bytes must be in [1KiB, 64MiB], got %d", n)
+		}
+		c.maxRequestBytes = n
 		return nil
 	}
 }
@@ -297,6 +312,7 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 		idempotence:     true,
 		linger:          5 * time.Millisecond,
 		batchBytes:      1 << 20,
+		maxRequestBytes: 4 << 20,
 		bufferBytes:     64 << 20,
 		maxInFlight:     MaxInFlightLimit,
 		deliveryTimeout: 2 * time.Minute,
@@ -309,6 +325,9 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 	}
 	if err := cfg.resolve(); err != nil {
 		return nil, err
+	}
+	if cfg.batchBytes > cfg.maxRequestBytes {
+		return nil, fmt.Errorf("sluice: batch bytes %d exceed max request bytes %d: a full batch could never be sent", cfg.batchBytes, cfg.maxRequestBytes)
 	}
 	if cfg.bufferBytes < cfg.batchBytes {
 		cfg.bufferBytes = cfg.batchBytes
@@ -400,6 +419,10 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 	n := int32(len(tm.partitions))
 	if r.Partition >= n || r.Partition < -1 || n == 0 {
 		fail(fmt.Errorf("topic %q: %w", r.Topic, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "no partition %d (the topic has %d)", r.Partition, n)))
+		return
+	}
+	if size := recordWireSize(r); size > p.cfg.maxRequestBytes {
+		fail(errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "record of about %d bytes exceeds max request bytes %d", size, p.cfg.maxRequestBytes))
 		return
 	}
 	now := time.Now()
@@ -559,7 +582,10 @@ func (p *Producer) senderLoop() {
 			clear(results)
 		}
 		for addr, bs := range byBroker {
-			p.queueFor(addr).ch <- bs
+			q := p.queueFor(addr)
+			for _, req := range splitRequests(bs, p.cfg.maxRequestBytes) {
+				q.ch <- req
+			}
 			delete(byBroker, addr)
 		}
 		sent := len(ready) > 0
@@ -810,4 +836,30 @@ func (p *Producer) release(b *recordBatch) {
 		p.space = make(chan struct{})
 	}
 	p.acc.recycle(b)
+}
+
+// recordWireSize is an upper bound of a record's size in a batch: its
+// bytes plus per-field framing.
+func recordWireSize(r Record) int {
+	n := len(r.Key) + len(r.Value) + 32
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 8
+	}
+	return n + batch.HeaderSize
+}
+
+// splitRequests cuts the batches for one broker into requests of at most
+// limit bytes each (a single batch is always sent, whatever its size), in
+// order.
+func splitRequests(bs []*recordBatch, limit int) [][]*recordBatch {
+	var out [][]*recordBatch
+	start, size := 0, 0
+	for i, b := range bs {
+		if i > start && size+b.size > limit {
+			out = append(out, bs[start:i:i])
+			start, size = i, 0
+		}
+		size += b.size
+	}
+	return append(out, bs[start:])
 }
