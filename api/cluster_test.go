@@ -70,7 +70,10 @@ func newTestCluster(t *testing.T, voters []int32, combined bool, brokerOnly []in
 		cfg := api.DefaultConfig()
 		cfg.NodeID = id
 		cfg.DataDir = t.TempDir()
-		cfg.Listen, cfg.HTTPListen = freeAddr(t), ""
+		// gRPC addresses travel by registration and gossip, so the kernel
+		// may choose them: fewer pre-picked ports to collide with other
+		// tests. Raft and gossip ports must be known up front.
+		cfg.Listen, cfg.HTTPListen = "127.0.0.1:0", ""
 		cfg.GossipListen = gossip[id]
 		cfg.Join = tc.seeds
 		cfg.ControllerVoters = tc.voters
