@@ -553,9 +553,6 @@ func (n *Node) Controller() *controller.Controller { return n.ctl }
 // Metadata exposes the broker's metadata cache.
 func (n *Node) Metadata() *cluster.MetadataCache { return n.cache }
 
-// Controllers exposes the client to the active controller.
-func (n *Node) Controllers() *cluster.ControllerClient { return n.controllers }
-
 // ProducerIDs hands out producer ids from blocks allocated by the
 // controller (nil unless a broker).
 func (n *Node) ProducerIDs() *coordinator.ProducerIDManager { return n.producerIDs }

@@ -190,14 +190,6 @@ func (m *ReplicaManager) logsDir() string { return filepath.Join(m.cfg.DataDir, 
 // NodeID is this node's id.
 func (m *ReplicaManager) NodeID() int32 { return m.cfg.NodeID }
 
-// ClusterID is the cluster this data dir belongs to ("" before the first
-// image naming one).
-func (m *ReplicaManager) ClusterID() string {
-	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
-	return m.clusterID
-}
-
 // ErrClusterMismatch is returned by Apply when the image belongs to a
 // different cluster than the data dir: the node must not serve (and must
 // never delete) that data.

@@ -212,25 +212,12 @@ func (p *Partition) WaitCommitted(ctx context.Context, lastOffset int64) error {
 	}
 }
 
-// HWChanged returns a channel closed when the high watermark moves or
-// leadership changes.
-func (p *Partition) HWChanged() <-chan struct{} {
-	p.roleMu.Lock()
-	defer p.roleMu.Unlock()
-	return p.hwCh
-}
-
 // IsLeader reports whether this broker leads p at leaderEpoch (any epoch
 // when leaderEpoch < 0).
 func (p *Partition) IsLeader(leaderEpoch int32) bool {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	return p.tracker != nil && (leaderEpoch < 0 || p.tracker.LeaderEpoch() == leaderEpoch)
-}
-
-// FollowerFetch is a leader's view of one follower fetch.
-type FollowerFetch struct {
-	HW int64
 }
 
 // FollowerFetched records that replica fetched p at offset (its log end
