@@ -274,27 +274,28 @@ func (p *Partition) EndOffsetForEpoch(currentEpoch, epoch int32) (int32, int64, 
 	}
 	// The leader's current epoch counts as starting at its log end even
 	// before its first append under it (Kafka assigns it at election).
-	entries := p.Log.EpochEntries()
-	epochs := make([]replication.EpochEntry, len(entries))
-	for i, e := range entries {
-		epochs[i] = replication.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
-	}
-	e, off := replication.LeaderEndOffsetForEpoch(epochs, p.Log.EndOffset(), cur, epoch)
+	e, off := replication.LeaderEndOffsetForEpoch(epochEntries(p.Log), p.Log.EndOffset(), cur, epoch)
 	return e, off, nil
+}
+
+// epochEntries is l's leader-epoch cache in the replication package's
+// terms.
+func epochEntries(l *storage.Log) []replication.EpochEntry {
+	entries := l.EpochEntries()
+	out := make([]replication.EpochEntry, len(entries))
+	for i, e := range entries {
+		out[i] = replication.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
+	}
+	return out
 }
 
 // truncateFollower truncates a follower's log where it diverges from the
 // leader's answer (KIP-101/279). again reports that another
 // OffsetForLeaderEpoch round is needed.
 func (m *ReplicaManager) truncateFollower(p *Partition, leaderEpoch int32, endOffset, leaderStart int64) (again bool, err error) {
-	entries := p.Log.EpochEntries()
-	epochs := make([]replication.EpochEntry, len(entries))
-	for i, e := range entries {
-		epochs[i] = replication.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
-	}
 	d := replication.TruncationOffset(replication.TruncationInput{
 		LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), HighWatermark: p.Log.HighWatermark(),
-		Epochs: epochs, Leader: replication.EpochEndOffset{LeaderEpoch: leaderEpoch, EndOffset: endOffset},
+		Epochs: epochEntries(p.Log), Leader: replication.EpochEndOffset{LeaderEpoch: leaderEpoch, EndOffset: endOffset},
 		LeaderLogStartOffset: leaderStart,
 	})
 	if d.BelowHW {
