@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -47,15 +48,16 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 				continue
 			}
 			seen[p.Partition] = true
-			if _, err := s.leaderPartition(t.Name, p.Partition); err != nil {
+			part, err := s.leaderPartition(t.Name, p.Partition)
+			if err != nil {
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
 				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
 				continue
 			}
 			acksAll := req.Acks == sluicev1.Acks_ACKS_ALL || req.Acks == sluicev1.Acks_ACKS_UNSPECIFIED
-			res, err := s.replicas.AppendWithAcks(t.Name, p.Partition, p.Batch, now, acksAll)
+			res, err := s.replicas.AppendTo(part, p.Batch, now, acksAll)
 			if err == nil && acksAll {
-				waits = append(waits, pendingAck{resp: pr, topic: t.Name, partition: p.Partition, last: res.LastOffset})
+				waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset})
 			}
 			if err != nil {
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
@@ -68,9 +70,7 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 			if req.Acks != sluicev1.Acks_ACKS_NONE {
 				pr.BaseOffset = res.BaseOffset
 			}
-			if part, err := s.replicas.Partition(t.Name, p.Partition); err == nil {
-				pr.LogStartOffset = part.Log.StartOffset()
-			}
+			pr.LogStartOffset = part.Log.StartOffset()
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}
@@ -83,13 +83,9 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, w := range waits {
-		part, err := s.replicas.Partition(w.topic, w.partition)
-		if err == nil {
-			err = part.WaitCommitted(wctx, w.last)
-		}
-		if err != nil {
+		if err := w.part.WaitCommitted(wctx, w.last); err != nil {
 			w.resp.ErrorCode, w.resp.ErrorMessage = partitionError(err)
-			w.resp.CurrentLeader = s.leaderHint(w.topic, w.partition, w.resp.ErrorCode)
+			w.resp.CurrentLeader = s.leaderHint(w.part.Topic, w.part.Partition, w.resp.ErrorCode)
 		}
 	}
 	if s.dropResponse() {
@@ -106,8 +102,7 @@ func (s *Server) dropResponse() bool {
 
 // pendingAck is an appended batch an acks=all produce waits for.
 type pendingAck struct {
-	resp      *sluicev1.PartitionProduceResponse
-	topic     string
-	partition int32
-	last      int64
+	resp *sluicev1.PartitionProduceResponse
+	part *cluster.Partition
+	last int64
 }

@@ -458,12 +458,17 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 	if err != nil {
 		return storage.AppendResult{}, err
 	}
+	return m.AppendTo(p, raw, now, acksAll)
+}
+
+// AppendTo is AppendWithAcks on a partition the caller already looked up.
+func (m *ReplicaManager) AppendTo(p *Partition, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
 	leader, epoch := p.Leadership()
 	if leader != m.cfg.NodeID {
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
 	}
 	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, topic)
+		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
 	}
 	b, h, err := batch.Canonicalize(raw)
 	if err != nil {
