@@ -3,9 +3,7 @@ package api
 import (
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -17,15 +15,7 @@ const ErrorDomain = errs.Domain
 // requestError is a request-level failure: a gRPC status whose
 // google.rpc.ErrorInfo carries the ErrorCode name as its reason.
 func requestError(c codes.Code, code sluicev1.ErrorCode, format string, args ...any) error {
-	st := status.New(c, fmt.Sprintf(format, args...))
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{
-		Reason:   code.String(),
-		Domain:   ErrorDomain,
-		Metadata: map[string]string{"retriable": fmt.Sprint(errs.Retriable(code))},
-	}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return errs.NewStatus(c, code, fmt.Sprintf(format, args...), nil)
 }
 
 func invalidRequest(format string, args ...any) error {

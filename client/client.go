@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -207,21 +206,8 @@ func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc 
 // rpcError turns a gRPC status carrying a Sluice google.rpc.ErrorInfo into
 // an *errs.Error (wrapping nothing else); other errors pass through.
 func rpcError(err error) error {
-	if err == nil {
-		return nil
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == "sluice.io" {
-			if v, ok := sluicev1.ErrorCode_value[info.Reason]; ok {
-				return errs.New(sluicev1.ErrorCode(v), "%s", st.Message())
-			}
-		}
-	}
-	return err
+	e, _ := errs.FromStatus(err)
+	return e
 }
 
 func unwrapStatus(err error) error {

@@ -59,11 +59,18 @@ func Status(err error, md map[string]string) error {
 	case errors.Is(err, context.Canceled):
 		gc = codes.Canceled
 	}
+	return NewStatus(gc, code, Message(err), md)
+}
+
+// NewStatus is a gRPC status error with gRPC code gc carrying a Sluice
+// google.rpc.ErrorInfo: reason = code's name, metadata md plus
+// "retriable".
+func NewStatus(gc codes.Code, code sluicev1.ErrorCode, msg string, md map[string]string) error {
 	meta := map[string]string{"retriable": fmt.Sprint(Retriable(code))}
 	for k, v := range md {
 		meta[k] = v
 	}
-	st := status.New(gc, Message(err))
+	st := status.New(gc, msg)
 	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: code.String(), Domain: Domain, Metadata: meta}); derr == nil {
 		st = d
 	}
