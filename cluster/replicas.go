@@ -322,6 +322,9 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 	if err != nil {
 		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %v", tp, err)
 	}
+	if err := l.ProducerStateError(); err != nil {
+		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
+	}
 	p = &Partition{TopicPartition: tp, TopicID: topicID, Log: l, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)

@@ -81,6 +81,7 @@ type Log struct {
 	// producers is the idempotent-producer state (producers.go); guarded
 	// by appendMu alone.
 	producers   *ProducerState
+	producerErr error  // why the last rebuild of producers stopped early
 	hw          int64  // high watermark, in [startOffset, log end offset]
 	truncations uint64 // count of truncations, for readers racing with them
 	changed     chan struct{}

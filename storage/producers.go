@@ -41,18 +41,30 @@ func (l *Log) rebuildProducers(end int64) *ProducerState {
 		if err == nil {
 			st, err = LoadSnapshot(data)
 		}
-		if err == nil {
-			if rerr := Replay(st, l.headersFrom(at, end)); rerr == nil {
-				st.SetMaxProducers(DefaultMaxProducers)
-				return st
-			}
+		if err != nil {
+			// Only an unreadable snapshot is discarded; a failed replay is
+			// the log's problem, not the snapshot's.
+			_ = os.Remove(path)
+			offsets = slices.DeleteFunc(offsets, func(o int64) bool { return o == at })
+			continue
 		}
-		_ = os.Remove(path)
-		offsets = slices.DeleteFunc(offsets, func(o int64) bool { return o == at })
+		l.producerErr = Replay(st, l.headersFrom(at, end))
+		st.SetMaxProducers(DefaultMaxProducers)
+		return st
 	}
 	st := NewProducerState(DefaultMaxProducers)
-	_ = Replay(st, l.headersFrom(l.startOffset, end))
+	l.producerErr = Replay(st, l.headersFrom(l.startOffset, end))
 	return st
+}
+
+// ProducerStateError reports why the last rebuild of the producer state
+// stopped early (a batch header in the log that cannot be replayed), or
+// nil. The state then holds the batches before it: retries of later
+// batches may not be recognised as duplicates. The caller logs it.
+func (l *Log) ProducerStateError() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.producerErr
 }
 
 // snapshotOffsets lists the offsets of the snapshot files in the log dir.
