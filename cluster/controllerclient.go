@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -25,13 +27,29 @@ const MaxInterNodeMessage = 64 << 20
 // ConnPool holds one gRPC client connection per peer address. Safe for
 // concurrent use.
 type ConnPool struct {
-	mu     sync.Mutex
+	// dialMap redirects dials (fault injection, testing only); nil in
+	// production. Read-only.
+	dialMap faultnet.DialMap
+
+	mu     sync.Mutex // guards the following
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
 // NewConnPool returns an empty pool.
 func NewConnPool() *ConnPool { return &ConnPool{conns: map[string]*grpc.ClientConn{}} }
+
+// NewConnPoolWithDialMap returns an empty pool whose connections to an
+// address in m dial m's target for it instead (testing only: a fault
+// injection proxy stands there). Connections are still keyed, and their
+// gRPC authority set, by the real address. An empty m is NewConnPool.
+func NewConnPoolWithDialMap(m faultnet.DialMap) *ConnPool {
+	p := NewConnPool()
+	if len(m) > 0 {
+		p.dialMap = m
+	}
+	return p
+}
 
 // Get returns the connection to addr, creating it (lazily connecting) if
 // needed.
@@ -44,19 +62,38 @@ func (p *ConnPool) Get(addr string) (*grpc.ClientConn, error) {
 	if cc := p.conns[addr]; cc != nil {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxInterNodeMessage), grpc.MaxCallSendMsgSize(MaxInterNodeMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: time.Second,
 		}),
-	)
+	}
+	if p.dialMap != nil {
+		opts = append(opts, grpc.WithContextDialer(p.mappedDialer(addr)))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", addr, err)
 	}
 	p.conns[addr] = cc
 	return cc, nil
+}
+
+// mappedDialer dials the dial map's target for addr. gRPC hands the dialer
+// the resolved address (a host name becomes an IP), so a map entry for
+// either the address as given or the resolved one applies; unmapped
+// addresses are dialed as resolved, as gRPC's own dialer would.
+func (p *ConnPool) mappedDialer(addr string) func(ctx context.Context, resolved string) (net.Conn, error) {
+	return func(ctx context.Context, resolved string) (net.Conn, error) {
+		target, ok := p.dialMap.Lookup(addr)
+		if !ok {
+			target = p.dialMap.Target(resolved)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
+	}
 }
 
 // Close closes every connection.

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -72,6 +73,10 @@ type Config struct {
 	Voters []Voter
 	// Logger receives Raft's log at Info and above; nil means slog.Default.
 	Logger *slog.Logger
+	// DialMap (fault injection, testing only) makes this voter dial the
+	// map's target whenever it connects to a voter address in the map;
+	// the Raft configuration keeps the real addresses. Nil in production.
+	DialMap faultnet.DialMap
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -107,6 +112,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftAdvertise == "" {
 		c.RaftAdvertise = c.RaftBind
+	}
+	if err := c.DialMap.Validate(); err != nil {
+		return fmt.Errorf("controller: %w", err)
 	}
 	if len(c.Voters) == 0 {
 		c.Voters = []Voter{{ID: c.NodeID, Address: c.RaftAdvertise}}
@@ -223,7 +231,7 @@ func (c *Controller) Start() (err error) {
 		}
 		adv = a
 	}
-	transport, err := raft.NewTCPTransportWithLogger(c.cfg.RaftBind, adv, 3, 5*time.Second, hlog)
+	transport, err := newTransport(c.cfg.RaftBind, adv, c.cfg.DialMap, hlog)
 	if err != nil {
 		return fmt.Errorf("controller: raft transport: %w", err)
 	}

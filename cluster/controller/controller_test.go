@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -269,6 +270,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no bind", Config{NodeID: 1, DataDir: "d"}, false},
 		{"self not a voter", Config{NodeID: 1, DataDir: "d", RaftBind: "a:1", Voters: []Voter{{2, "b:1"}}}, false},
 		{"duplicate voter", Config{NodeID: 1, DataDir: "d", RaftBind: "a:1", Voters: []Voter{{1, "a:1"}, {1, "b:1"}}}, false},
+		{"dial map", Config{NodeID: 1, DataDir: "d", RaftBind: "127.0.0.1:1", DialMap: faultnet.DialMap{"127.0.0.1:2": "127.0.0.1:3"}}, true},
+		{"bad dial map", Config{NodeID: 1, DataDir: "d", RaftBind: "127.0.0.1:1", DialMap: faultnet.DialMap{"127.0.0.1:2": "nowhere"}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

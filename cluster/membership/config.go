@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/sluice-io/sluice/cluster/faultnet"
 )
 
 // Failure-detection defaults. They start from memberlist's DefaultLANConfig
@@ -101,6 +103,12 @@ type Config struct {
 	// seeds again anyway, to merge back a partition. Negative disables it.
 	RejoinInterval time.Duration
 
+	// DialMap (fault injection, testing only) redirects every outgoing
+	// gossip packet and stream, seeds included, whose destination is in
+	// the map to the map's target. Members, events and logs keep the real
+	// addresses. Nil in production.
+	DialMap faultnet.DialMap
+
 	// Logger receives this package's log and memberlist's (memberlist's
 	// [DEBUG] at Debug, [INFO] at Info, [WARN] and [ERR] at Warn: its
 	// errors are network failures that the protocol tolerates). Nil means
@@ -141,6 +149,9 @@ func (c *Config) Validate() error {
 		// memberlist picks a private IP only for 0.0.0.0; "::" would be
 		// advertised as is.
 		return fmt.Errorf("%w: bind address %q needs an advertise address", ErrInvalidConfig, c.BindAddr)
+	}
+	if err := c.DialMap.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	for _, s := range c.Join {
 		if _, _, err := net.SplitHostPort(s); err != nil {

@@ -131,12 +131,30 @@ func Start(cfg Config) (*Membership, error) {
 	mc.Merge = delegate{m}
 	mc.Logger = newMemberlistLogger(cfg.Logger)
 
+	if len(cfg.DialMap) > 0 {
+		// Fault injection: our own transport, so that dials can be
+		// redirected. Memberlist then neither binds nor writes the bound
+		// port back into mc; do what it would have.
+		t, port, err := newDialMapTransport(bindIP, mc.BindPort, cfg.DialMap, mc.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("membership: start gossip on %s: %w", cfg.BindAddr, err)
+		}
+		if mc.BindPort == 0 {
+			mc.BindPort, mc.AdvertisePort = port, port
+		}
+		mc.Transport = t
+	}
+
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if mc.Transport != nil {
+			_ = mc.Transport.Shutdown() // ours; memberlist does not always close it
+		}
 		return nil, fmt.Errorf("membership: start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	m.ml = ml
-	// With port 0, memberlist wrote the port it bound back into mc.
+	// With port 0, memberlist (or the block above) wrote the bound port
+	// back into mc.
 	m.bound = net.JoinHostPort(bindIP.String(), strconv.Itoa(mc.BindPort))
 
 	// Memberlist reported this node's join, with its advertised address,
