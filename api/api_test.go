@@ -37,10 +37,20 @@ type testNode struct {
 
 func startNode(t *testing.T, dir string) *testNode {
 	t.Helper()
+	return startNodeWith(t, dir, nil)
+}
+
+// startNodeWith starts a single node like startNode, with edit (if not
+// nil) applied to its config.
+func startNodeWith(t *testing.T, dir string, edit func(*api.Config)) *testNode {
+	t.Helper()
 	cfg := api.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Listen, cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.HTTPListen = ""
+	if edit != nil {
+		edit(&cfg)
+	}
 	n, err := api.StartNode(cfg)
 	if err != nil {
 		t.Fatalf("start node: %v", err)

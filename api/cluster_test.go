@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -465,6 +466,10 @@ func TestNodeConfigValidate(t *testing.T) {
 		{"voter listed twice", func(c *api.Config) { c.ControllerVoters = append(voters, voters[0]) }, "twice"},
 		{"bad join", func(c *api.Config) { c.Join = []string{"nohost"} }, "join address"},
 		{"controller without raft listen", func(c *api.Config) { c.RaftListen = "" }, "raft listen"},
+		{"fault injection", func(c *api.Config) { c.FaultInjection = true }, ""},
+		{"fault injection without http", func(c *api.Config) { c.FaultInjection, c.HTTPListen = true, "" }, "fault injection needs an http listen address"},
+		{"dial map", func(c *api.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"} }, ""},
+		{"bad dial map", func(c *api.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "nowhere"} }, "fault dial map: to address for 127.0.0.1:1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

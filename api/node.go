@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/membership"
 	"github.com/sluice-io/sluice/coordinator"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -70,10 +71,22 @@ type Config struct {
 	ReplicaLagTimeMax time.Duration
 	// FaultDropProduceResponses is fault injection for chaos tests: the
 	// fraction (0..1) of produce responses dropped after the request was
-	// fully processed; the client sees UNAVAILABLE and must retry. 0 in
-	// production.
+	// fully processed; the client sees UNAVAILABLE and must retry. It is
+	// the startup rule {"method":"/sluice.v1.Log/Produce","drop_response":F}
+	// of the FaultInjection mechanism. 0 in production.
 	FaultDropProduceResponses float64
-	Logger                    *slog.Logger
+	// FaultInjection (testing only) serves /debug/faults on HTTPListen,
+	// where a harness sets per-RPC fault rules (FaultRule) that a gRPC
+	// interceptor applies to this node's calls. False in production: no
+	// endpoint, no interceptor.
+	FaultInjection bool
+	// FaultDialMap (testing only) redirects every outgoing inter-node
+	// connection (gRPC, Raft, gossip TCP and UDP) to an address in the map
+	// to the map's target, where a fault-injecting proxy stands. Advertised
+	// addresses, metadata and logs keep the real addresses. Nil in
+	// production.
+	FaultDialMap faultnet.DialMap
+	Logger       *slog.Logger
 }
 
 // DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
@@ -163,7 +176,10 @@ func (c Config) Validate() error {
 	if c.FaultDropProduceResponses < 0 || c.FaultDropProduceResponses > 1 {
 		return fmt.Errorf("fault drop produce responses must be within [0, 1], got %v", c.FaultDropProduceResponses)
 	}
-	return nil
+	if c.FaultInjection && c.HTTPListen == "" {
+		return errors.New("fault injection needs an http listen address (it serves /debug/faults there)")
+	}
+	return c.FaultDialMap.Validate()
 }
 
 // ParseVoters parses "1@host:port,2@host:port".
@@ -230,6 +246,7 @@ type Node struct {
 	cache       *cluster.MetadataCache
 	broker      *cluster.BrokerLifecycle       // nil unless a broker
 	producerIDs *coordinator.ProducerIDManager // nil unless a broker
+	faults      *faultInjector                 // nil unless fault injection is on
 
 	healthMu sync.Mutex
 	serving  bool // guarded by healthMu
@@ -263,7 +280,10 @@ func StartNode(cfg Config) (_ *Node, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, log: logger, stopped: make(chan struct{}), ctx: ctx, cancel: cancel,
-		pool: cluster.NewConnPool(), cache: cluster.NewMetadataCache()}
+		pool: cluster.NewConnPoolWithDialMap(cfg.FaultDialMap), cache: cluster.NewMetadataCache()}
+	if len(cfg.FaultDialMap) > 0 {
+		logger.Warn("fault injection (testing only): outgoing inter-node connections are redirected", "dial_map", cfg.FaultDialMap.String())
+	}
 	var cleanups []func()
 	defer func() {
 		if err != nil {
@@ -300,7 +320,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 	if cfg.hasRole(RoleController) {
 		n.ctl, err = controller.New(controller.Config{
 			NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-			Voters: cfg.ControllerVoters, Logger: logger, SessionTimeout: cfg.SessionTimeout,
+			Voters: cfg.ControllerVoters, Logger: logger, SessionTimeout: cfg.SessionTimeout, DialMap: cfg.FaultDialMap,
 		})
 		if err != nil {
 			return nil, err
@@ -321,7 +341,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 	}
 	n.members, err = membership.Start(membership.Config{
 		Meta: meta, BindAddr: gossipBind, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.Join,
-		Logger: logger, OnEvent: n.onMemberEvent,
+		Logger: logger, OnEvent: n.onMemberEvent, DialMap: cfg.FaultDialMap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)
@@ -329,7 +349,12 @@ func StartNode(cfg Config) (_ *Node, err error) {
 	cleanups = append(cleanups, func() { n.members.Shutdown() })
 	n.controllers = cluster.NewControllerClient(n.pool, n.controllerEndpoints)
 
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+	if cfg.FaultInjection || cfg.FaultDropProduceResponses > 0 {
+		n.faults = newFaultInjector(logger)
+		opts = append(opts, grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream))
+	}
+	n.grpc = grpc.NewServer(opts...)
 	if n.ctl != nil {
 		n.ctlService = NewControllerService(n.ctl, n.grpcAddressOf)
 		internalv1.RegisterControllerServer(n.grpc, n.ctlService)
@@ -344,13 +369,19 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		sluicev1.RegisterTransactionsServer(n.grpc, NewTransactionsService(n.producerIDs))
 		internalv1.RegisterReplicaServer(n.grpc, NewReplicaService(n.replicas, n.cache))
 		NewServer(ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
-			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger,
-			FaultDropProduceResponses: cfg.FaultDropProduceResponses}).Register(n.grpc)
+			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger}).Register(n.grpc)
 	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	reflection.Register(n.grpc)
+	if n.faults != nil {
+		n.faults.served = servedMethods(n.grpc.GetServiceInfo())
+		logger.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", cfg.FaultInjection)
+		if f := cfg.FaultDropProduceResponses; f > 0 {
+			n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}}, "--fault-drop-produce-responses")
+		}
+	}
 
 	if cfg.HTTPListen != "" {
 		hl, err := net.Listen("tcp", cfg.HTTPListen)
@@ -728,6 +759,9 @@ func (n *Node) httpMux() *http.ServeMux {
 			fmt.Fprintf(w, "sluice_producer_ids{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.ProducerCount())
 		}
 	})
+	if n.cfg.FaultInjection {
+		n.faults.register(mux)
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

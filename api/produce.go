@@ -2,11 +2,7 @@ package api
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -88,16 +84,7 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 			w.resp.CurrentLeader = s.leaderHint(w.part.Topic, w.part.Partition, w.resp.ErrorCode)
 		}
 	}
-	if s.dropResponse() {
-		return nil, status.Error(codes.Unavailable, "fault injection: produce response dropped after processing")
-	}
 	return resp, nil
-}
-
-// dropResponse decides, for fault injection, whether to lose this produce
-// response after the request was processed.
-func (s *Server) dropResponse() bool {
-	return s.dropProduce > 0 && rand.Float64() < s.dropProduce
 }
 
 // pendingAck is an appended batch an acks=all produce waits for.

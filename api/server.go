@@ -50,7 +50,6 @@ type Server struct {
 	self        Broker
 	log         *slog.Logger
 	now         func() time.Time
-	dropProduce float64
 }
 
 // ServerConfig is what a Server needs.
@@ -63,8 +62,6 @@ type ServerConfig struct {
 	Logger      *slog.Logger
 	// Now may be nil (time.Now).
 	Now func() time.Time
-	// FaultDropProduceResponses: see Config.
-	FaultDropProduceResponses float64
 }
 
 // NewServer returns a broker's server.
@@ -76,7 +73,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{replicas: cfg.Replicas, cache: cfg.Metadata, controllers: cfg.Controllers, pool: cfg.Pool,
-		self: cfg.Self, log: cfg.Logger, now: cfg.Now, dropProduce: cfg.FaultDropProduceResponses}
+		self: cfg.Self, log: cfg.Logger, now: cfg.Now}
 }
 
 // leaderPartition returns the hosted partition if this broker leads it.

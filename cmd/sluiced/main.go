@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/cluster/faultnet"
 )
 
 func main() {
@@ -55,6 +56,8 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller; default 2s)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval (default 250ms)")
 	fs.Float64Var(&cfg.FaultDropProduceResponses, "fault-drop-produce-responses", 0, "testing only: drop this fraction (0..1) of produce responses after processing them")
+	fs.BoolVar(&cfg.FaultInjection, "fault-injection", false, "testing only: serve /debug/faults on --http-listen, per-RPC fault rules applied to this node's gRPC calls")
+	dialMap := fs.String("fault-dial-map", "", "testing only: from=to,... host:port pairs; outgoing inter-node connections (gRPC, Raft, gossip) to from dial to instead")
 	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR (default 30s)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -96,6 +99,9 @@ func run(args []string) error {
 	var err error
 	if cfg.ControllerVoters, err = api.ParseVoters(*voters); err != nil {
 		return fmt.Errorf("--controller-voters: %w", err)
+	}
+	if cfg.FaultDialMap, err = faultnet.ParseDialMap(*dialMap); err != nil {
+		return fmt.Errorf("--fault-dial-map: %w", err)
 	}
 	for _, j := range strings.Split(*join, ",") {
 		if j = strings.TrimSpace(j); j != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +42,19 @@ func TestBadFlagsAndEnvAreRejected(t *testing.T) {
 	}
 	if err := run([]string{"stray-arg"}); err == nil {
 		t.Error("stray argument accepted")
+	}
+	for _, bad := range []struct{ value, want string }{
+		{"127.0.0.1:9501", "want from=to"},
+		{"127.0.0.1:9501=127.0.0.1", "missing port"},
+		{"127.0.0.1:9501=127.0.0.1:1,127.0.0.1:9501=127.0.0.1:2", "mapped twice"},
+	} {
+		err := run([]string{"--fault-dial-map", bad.value, "--data-dir", t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), "--fault-dial-map") || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("--fault-dial-map %q: got %v, want an error naming the flag and %q", bad.value, err, bad.want)
+		}
+	}
+	if err := run([]string{"--fault-injection", "--http-listen", "", "--data-dir", t.TempDir()}); err == nil || !strings.Contains(err.Error(), "http listen") {
+		t.Errorf("--fault-injection without an HTTP listener: got %v", err)
 	}
 	t.Setenv("SLUICE_NODE_ID", "not-a-number")
 	if err := run(nil); err == nil {

@@ -1,0 +1,83 @@
+package api_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/cluster/faultnet/faultnettest"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// A node's FaultDialMap reaches all three of its inter-node links: two
+// combined nodes, each with every other node's gRPC, Raft and gossip
+// address mapped to a forwarder of its own (one per direction and link, as
+// the chaos harness does), form a cluster, replicate a topic, and every
+// kind of link carried traffic through its forwarders.
+func TestClusterDialsThroughFaultDialMap(t *testing.T) {
+	tc := newTestCluster(t, []int32{1, 2}, true, nil)
+	type link struct {
+		from, to int32
+		kind     string
+	}
+	fwd := map[link]*faultnettest.Forwarder{}
+	for id, cfg := range tc.cfgs {
+		// The gRPC address must be known before the peers start.
+		cfg.Listen = freeAddr(t)
+		tc.cfgs[id] = cfg
+	}
+	for from, cfg := range tc.cfgs {
+		dm := faultnet.DialMap{}
+		for to, peer := range tc.cfgs {
+			if to == from {
+				continue
+			}
+			for kind, addr := range map[string]string{"grpc": peer.Listen, "raft": peer.RaftListen, "gossip": peer.GossipListen} {
+				f := faultnettest.New(t, addr, kind == "gossip")
+				fwd[link{from, to, kind}] = f
+				dm[addr] = f.Addr()
+			}
+		}
+		cfg.FaultDialMap = dm
+		tc.cfgs[from] = cfg
+	}
+	tc.startAll()
+
+	admin := sluicev1.NewAdminClient(dial(t, tc.nodes[1].Addr()))
+	cr, err := admin.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "r", NumPartitions: 1, ReplicationFactor: 2}}})
+	if err != nil || cr.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("create: %v %v", err, cr)
+	}
+	p := tc.partition(t, "r", 0)
+	if r := produceTo(t, tc.nodes[p.LeaderId], sluicev1.Acks_ACKS_ALL, "x", 1)[0]; r.ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("acks=all produce (needs the follower's fetch): %v", r)
+	}
+	follower := 3 - p.LeaderId
+	ctl := tc.leader()
+
+	// Advertised addresses are the real ones.
+	md, err := admin.Metadata(ctx(t), &sluicev1.MetadataRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range md.Brokers {
+		if want := tc.cfgs[b.NodeId].Listen; b.Address != want {
+			t.Errorf("broker %d advertised as %s, want the real address %s", b.NodeId, b.Address, want)
+		}
+	}
+
+	for _, c := range []struct {
+		what string
+		f    *faultnettest.Forwarder
+	}{
+		{"gRPC replica fetch, follower to leader", fwd[link{follower, p.LeaderId, "grpc"}]},
+		{"Raft, controller leader to follower", fwd[link{ctl, 3 - ctl, "raft"}]},
+	} {
+		if c.f.Conns() == 0 {
+			t.Errorf("%s: no connection through the forwarder", c.what)
+		}
+	}
+	eventually(t, 10*time.Second, "gossip packets both ways", func() bool {
+		return fwd[link{1, 2, "gossip"}].Packets() > 0 && fwd[link{2, 1, "gossip"}].Packets() > 0
+	})
+}

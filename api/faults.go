@@ -1,0 +1,294 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Runtime per-RPC fault injection (testing only, sluiced --fault-injection):
+// a gRPC server interceptor applies FaultRules to the calls this node
+// serves, and /debug/faults on the HTTP listener replaces, shows and clears
+// them. Together with a dial map (cluster/faultnet) it lets a chaos harness
+// make requests fail, responses vanish after the request was applied, and
+// answers arrive late.
+
+// FaultRule is one fault-injection rule. Method is a full gRPC method name
+// ("/sluice.v1.Log/Produce"), a service prefix ending in '/'
+// ("/sluice.v1.Log/") or "*" for every method; it must name a method or
+// service this node serves. Probabilities are within [0, 1].
+type FaultRule struct {
+	Method string `json:"method"`
+	// DropResponse is the probability of running the handler (the request
+	// is applied) and then answering UNAVAILABLE instead of its response:
+	// the client cannot tell that it was applied.
+	DropResponse float64 `json:"drop_response"`
+	// DelayResponseMs delays the answer by this many milliseconds after the
+	// handler ran (bounded by the call's deadline), so a client may time out
+	// and retry a request that was applied.
+	DelayResponseMs int64 `json:"delay_response_ms"`
+	// FailRequest is the probability of answering UNAVAILABLE without
+	// running the handler: the request is not applied.
+	FailRequest float64 `json:"fail_request"`
+}
+
+// FaultRules is the JSON body of /debug/faults, both ways.
+type FaultRules struct {
+	Rules []FaultRule `json:"rules"`
+}
+
+// Statuses of injected faults. Both are UNAVAILABLE (retriable): the
+// client must retry, and only the second means the request was applied.
+const (
+	faultRequestDropped  = "fault injection: request dropped"
+	faultResponseDropped = "fault injection: response dropped after processing"
+)
+
+// maxFaultBody bounds a /debug/faults request body.
+const maxFaultBody = 1 << 20
+
+// matchFaultRule returns the rule that applies to fullMethod: an exact
+// method rule, else the rule for its service prefix, else "*". Validated
+// rule sets have at most one of each.
+func matchFaultRule(rules []FaultRule, fullMethod string) (FaultRule, bool) {
+	var prefix, all *FaultRule
+	for i := range rules {
+		r := &rules[i]
+		switch {
+		case r.Method == fullMethod:
+			return *r, true
+		case r.Method == "*":
+			all = r
+		case strings.HasSuffix(r.Method, "/") && strings.HasPrefix(fullMethod, r.Method):
+			prefix = r
+		}
+	}
+	switch {
+	case prefix != nil:
+		return *prefix, true
+	case all != nil:
+		return *all, true
+	}
+	return FaultRule{}, false
+}
+
+// validateFaultRules checks rules against served, the full method names of
+// this node's gRPC server ("/sluice.v1.Log/Produce"). It reports the first
+// bad rule by index.
+func validateFaultRules(rules []FaultRule, served []string) error {
+	seen := map[string]bool{}
+	for i, r := range rules {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("rule %d (method %q): %s", i, r.Method, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case r.Method == "":
+			return bad("method is required: a full method name (/sluice.v1.Log/Produce), a service prefix (/sluice.v1.Log/) or *")
+		case r.Method == "*":
+		case !strings.HasPrefix(r.Method, "/") || strings.Count(r.Method, "/") != 2 || strings.HasPrefix(r.Method, "//"):
+			return bad("want a full method name (/sluice.v1.Log/Produce), a service prefix (/sluice.v1.Log/) or *")
+		case strings.HasSuffix(r.Method, "/"):
+			if !slices.ContainsFunc(served, func(m string) bool { return strings.HasPrefix(m, r.Method) }) {
+				return bad("unknown service: this node serves %s", servedServices(served))
+			}
+		case !slices.Contains(served, r.Method):
+			return bad("unknown method: this node serves %s", servedServices(served))
+		}
+		if seen[r.Method] {
+			return bad("method listed twice")
+		}
+		seen[r.Method] = true
+		for _, p := range []struct {
+			name string
+			v    float64
+		}{{"fail_request", r.FailRequest}, {"drop_response", r.DropResponse}} {
+			if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
+				return bad("%s %v is not a probability within [0, 1]", p.name, p.v)
+			}
+		}
+		if r.DelayResponseMs < 0 {
+			return bad("delay_response_ms %d is negative", r.DelayResponseMs)
+		}
+	}
+	return nil
+}
+
+// servedServices lists the service prefixes of served, for error messages.
+func servedServices(served []string) string {
+	var svcs []string
+	for _, m := range served {
+		if i := strings.LastIndexByte(m, '/'); i > 0 && !slices.Contains(svcs, m[:i+1]) {
+			svcs = append(svcs, m[:i+1])
+		}
+	}
+	slices.Sort(svcs)
+	return strings.Join(svcs, ", ")
+}
+
+// servedMethods lists the full method names a gRPC server serves, sorted.
+func servedMethods(info map[string]grpc.ServiceInfo) []string {
+	var out []string
+	for svc, si := range info {
+		for _, m := range si.Methods {
+			out = append(out, "/"+svc+"/"+m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// faultDecision is what the interceptor does to one call.
+type faultDecision struct {
+	failRequest  bool
+	dropResponse bool
+	delay        time.Duration
+}
+
+// faultInjector holds the rules and applies them to gRPC calls.
+type faultInjector struct {
+	log *slog.Logger
+	// served is the full method names of the node's gRPC server, set by
+	// StartNode after registration and before the HTTP server starts;
+	// read-only after.
+	served []string
+
+	mu    sync.Mutex // guards the following
+	rules []FaultRule
+	rng   *rand.Rand // not safe for concurrent use on its own
+}
+
+// newFaultInjector returns an injector with no rules, drawing from a
+// random source seeded now.
+func newFaultInjector(log *slog.Logger) *faultInjector {
+	seed := uint64(time.Now().UnixNano())
+	return &faultInjector{log: log, rng: rand.New(rand.NewPCG(seed, seed>>32|1))}
+}
+
+// Rules returns a copy of the current rules.
+func (f *faultInjector) Rules() []FaultRule {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rules)
+}
+
+// setRules replaces the rules (nil clears them); they must be valid.
+func (f *faultInjector) setRules(rules []FaultRule, why string) {
+	f.mu.Lock()
+	f.rules = slices.Clone(rules)
+	f.mu.Unlock()
+	if len(rules) == 0 {
+		f.log.Info("fault injection: rules cleared", "by", why)
+		return
+	}
+	b, _ := json.Marshal(rules)
+	f.log.Info("fault injection: rules replaced", "by", why, "rules", string(b))
+}
+
+// decide draws the faults for one call of fullMethod.
+func (f *faultInjector) decide(fullMethod string) faultDecision {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := matchFaultRule(f.rules, fullMethod)
+	if !ok {
+		return faultDecision{}
+	}
+	// A probability of 1 always fires (Float64 < 1) and 0 never does.
+	return faultDecision{
+		failRequest:  f.rng.Float64() < r.FailRequest,
+		dropResponse: f.rng.Float64() < r.DropResponse,
+		delay:        time.Duration(r.DelayResponseMs) * time.Millisecond,
+	}
+}
+
+// unary is the unary server interceptor: fail the request, or run it and
+// then delay and/or drop its answer (error answers included).
+func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	d := f.decide(info.FullMethod)
+	if d.failRequest {
+		return nil, status.Error(codes.Unavailable, faultRequestDropped)
+	}
+	resp, err := handler(ctx, req)
+	if d.delay > 0 {
+		t := time.NewTimer(d.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if d.dropResponse {
+		return nil, status.Error(codes.Unavailable, faultResponseDropped)
+	}
+	return resp, err
+}
+
+// stream is the stream server interceptor: it applies fail_request only.
+func (f *faultInjector) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if f.decide(info.FullMethod).failRequest {
+		return status.Error(codes.Unavailable, faultRequestDropped)
+	}
+	return handler(srv, ss)
+}
+
+// register adds /debug/faults to mux: GET shows the rules, PUT or POST
+// replaces them (400 and no change when the body is bad), DELETE clears
+// them. Every answer but an error is the rule set now in force.
+func (f *faultInjector) register(mux *http.ServeMux) {
+	reply := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		rules := f.Rules()
+		if rules == nil {
+			rules = []FaultRule{}
+		}
+		_ = json.NewEncoder(w).Encode(FaultRules{Rules: rules})
+	}
+	mux.HandleFunc("GET /debug/faults", func(w http.ResponseWriter, r *http.Request) { reply(w) })
+	replace := func(w http.ResponseWriter, r *http.Request) {
+		rules, err := decodeFaultRules(http.MaxBytesReader(w, r.Body, maxFaultBody))
+		if err == nil {
+			err = validateFaultRules(rules, f.served)
+		}
+		if err != nil {
+			http.Error(w, "fault injection: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.setRules(rules, "http "+r.Method+" from "+r.RemoteAddr)
+		reply(w)
+	}
+	mux.HandleFunc("PUT /debug/faults", replace)
+	mux.HandleFunc("POST /debug/faults", replace)
+	mux.HandleFunc("DELETE /debug/faults", func(w http.ResponseWriter, r *http.Request) {
+		f.setRules(nil, "http DELETE from "+r.RemoteAddr)
+		reply(w)
+	})
+}
+
+// decodeFaultRules reads one FaultRules JSON object; unknown fields (a
+// misspelt "drop_responce") and trailing data are errors.
+func decodeFaultRules(body io.Reader) ([]FaultRule, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var fr FaultRules
+	if err := dec.Decode(&fr); err != nil {
+		return nil, fmt.Errorf(`bad JSON (want {"rules":[{"method":"/sluice.v1.Log/Produce","drop_response":0.3}]}): %w`, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("bad JSON: data after the rules object")
+	}
+	return fr.Rules, nil
+}

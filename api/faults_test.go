@@ -1,0 +1,180 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/api"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// faultsDo sends method /debug/faults with body to tn and returns the
+// status code and body.
+func (tn *testNode) faultsDo(method, body string) (int, string) {
+	tn.t.Helper()
+	req, err := http.NewRequestWithContext(ctx(tn.t), method, "http://"+tn.node.HTTPAddr()+"/debug/faults", strings.NewReader(body))
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// faultRules GETs the rules in force.
+func (tn *testNode) faultRules() []api.FaultRule {
+	tn.t.Helper()
+	code, body := tn.faultsDo(http.MethodGet, "")
+	if code != http.StatusOK {
+		tn.t.Fatalf("GET /debug/faults: %d %s", code, body)
+	}
+	var fr api.FaultRules
+	if err := json.Unmarshal([]byte(body), &fr); err != nil {
+		tn.t.Fatalf("GET /debug/faults body %q: %v", body, err)
+	}
+	if fr.Rules == nil {
+		tn.t.Fatalf("GET /debug/faults gave rules null, want a list: %s", body)
+	}
+	return fr.Rules
+}
+
+// setFaults PUTs rules and expects them accepted.
+func (tn *testNode) setFaults(rules string) {
+	tn.t.Helper()
+	if code, body := tn.faultsDo(http.MethodPut, `{"rules":`+rules+`}`); code != http.StatusOK {
+		tn.t.Fatalf("PUT /debug/faults %s: %d %s", rules, code, body)
+	}
+}
+
+// tryProduce sends one batch through the server view and returns the gRPC
+// error, or the partition's answer.
+func (tn *testNode) tryProduce(topic string, raw []byte) (*sluicev1.PartitionProduceResponse, error) {
+	req := &internalv1.ProduceRequestView{Acks: sluicev1.Acks_ACKS_ALL, Topics: []*internalv1.TopicProduceDataView{{Name: topic, Partitions: []*internalv1.PartitionProduceDataView{{Partition: 0, Batch: raw}}}}}
+	resp := &sluicev1.ProduceResponse{}
+	if err := tn.conn.Invoke(ctx(tn.t), "/sluice.v1.Log/Produce", req, resp); err != nil {
+		return nil, err
+	}
+	return resp.Topics[0].Partitions[0], nil
+}
+
+// wantUnavailable checks that err is the injected UNAVAILABLE with msg.
+func wantUnavailable(t *testing.T, err error, msg string) {
+	t.Helper()
+	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != msg {
+		t.Fatalf("got %v, want UNAVAILABLE %q", err, msg)
+	}
+}
+
+// With --fault-injection, rules PUT on /debug/faults apply to the node's
+// gRPC calls: a dropped response hides a produce that was applied, a
+// failed request is not applied, a delayed answer comes no sooner than
+// the delay, and DELETE restores normal service. Bad rule sets are refused
+// with 400 and change nothing.
+func TestFaultInjectionEndpoint(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *api.Config) {
+		c.HTTPListen, c.FaultInjection = "127.0.0.1:0", true
+	})
+	tn.createTopic("faults", 1, nil)
+	if rules := tn.faultRules(); len(rules) != 0 {
+		t.Fatalf("rules at start: %+v", rules)
+	}
+
+	// Drop every Produce response: the client sees UNAVAILABLE, yet the
+	// record was appended.
+	tn.setFaults(`[{"method":"/sluice.v1.Log/Produce","drop_response":1}]`)
+	if got, want := tn.faultRules(), []api.FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: 1}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("GET after PUT: %+v, want %+v", got, want)
+	}
+	_, err := tn.tryProduce("faults", makeBatch("dropped", 1, 1000))
+	wantUnavailable(t, err, "fault injection: response dropped after processing")
+	if got := values(tn.fetch("faults", 0, 0, 0), 0); fmt.Sprint(got) != "[dropped-0]" {
+		t.Fatalf("after a dropped response the log holds %v, want the record", got)
+	}
+
+	// Bad rule sets: 400 with a reason, and the rules in force stay.
+	for body, reason := range map[string]string{
+		`{"rules":[{"method":"/sluice.v1.Log/Prodcue","drop_response":1}]}`: "unknown method",
+		`{"rules":[{"method":"/nope.v1.Svc/","fail_request":1}]}`:           "unknown service",
+		`{"rules":[{"method":"*","drop_response":1.5}]}`:                    "not a probability",
+		`{"rules":[{"method":"*","fail_request":-1}]}`:                      "not a probability",
+		`{"rules":[{"method":"*"`:                                           "bad JSON",
+		`{"rules":[{"method":"*","drop":1}]}`:                               `unknown field "drop"`,
+	} {
+		code, msg := tn.faultsDo(http.MethodPut, body)
+		if code != http.StatusBadRequest || !strings.Contains(msg, reason) {
+			t.Errorf("PUT %s: %d %q, want 400 mentioning %q", body, code, msg, reason)
+		}
+	}
+	if got := tn.faultRules(); len(got) != 1 || got[0].DropResponse != 1 {
+		t.Fatalf("a refused PUT changed the rules to %+v", got)
+	}
+	if code, _ := tn.faultsDo(http.MethodPatch, "{}"); code != http.StatusMethodNotAllowed {
+		t.Errorf("PATCH /debug/faults: %d, want 405", code)
+	}
+
+	// Fail every Produce request (POST works like PUT): not appended.
+	if code, body := tn.faultsDo(http.MethodPost, `{"rules":[{"method":"/sluice.v1.Log/","fail_request":1}]}`); code != http.StatusOK {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	_, err = tn.tryProduce("faults", makeBatch("failed", 1, 2000))
+	wantUnavailable(t, err, "fault injection: request dropped")
+
+	// DELETE: normal again; the next record lands right after the first,
+	// so the failed one was never appended.
+	if code, body := tn.faultsDo(http.MethodDelete, ""); code != http.StatusOK || !strings.Contains(body, `"rules":[]`) {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	if r, err := tn.tryProduce("faults", makeBatch("normal", 1, 3000)); err != nil || r.ErrorCode != sluicev1.ErrorCode_NONE || r.BaseOffset != 1 {
+		t.Fatalf("produce after DELETE: %v %v, want base offset 1", r, err)
+	}
+
+	// A delayed answer takes at least the delay, and the request succeeds.
+	const delay = 300 * time.Millisecond
+	tn.setFaults(fmt.Sprintf(`[{"method":"*","delay_response_ms":%d}]`, delay.Milliseconds()))
+	begin := time.Now()
+	r, err := tn.tryProduce("faults", makeBatch("delayed", 1, 4000))
+	if took := time.Since(begin); err != nil || r.BaseOffset != 2 || took < delay {
+		t.Fatalf("delayed produce: %v %v after %v, want base offset 2 after >= %v", r, err, took, delay)
+	}
+	tn.faultsDo(http.MethodDelete, "")
+	if got := values(tn.fetch("faults", 0, 0, 0), 0); fmt.Sprint(got) != "[dropped-0 normal-0 delayed-0]" {
+		t.Fatalf("log holds %v", got)
+	}
+}
+
+// Without --fault-injection there is no /debug/faults; the older
+// --fault-drop-produce-responses still works, as a startup rule of the same
+// interceptor.
+func TestFaultDropProduceResponsesWithoutEndpoint(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *api.Config) {
+		c.HTTPListen, c.FaultDropProduceResponses = "127.0.0.1:0", 1
+	})
+	if code, _ := tn.faultsDo(http.MethodGet, ""); code != http.StatusNotFound {
+		t.Fatalf("GET /debug/faults without --fault-injection: %d, want 404", code)
+	}
+	if code, _ := tn.faultsDo(http.MethodPut, `{"rules":[]}`); code != http.StatusNotFound {
+		t.Fatalf("PUT /debug/faults without --fault-injection: %d, want 404", code)
+	}
+	tn.createTopic("drops", 1, nil)
+	_, err := tn.tryProduce("drops", makeBatch("x", 2, 1000))
+	wantUnavailable(t, err, "fault injection: response dropped after processing")
+	if got := values(tn.fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1]" {
+		t.Fatalf("log holds %v, want the batch whose response was dropped", got)
+	}
+}
