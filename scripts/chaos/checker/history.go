@@ -1,0 +1,93 @@
+// Package checker judges a chaos run's history: what producers were told,
+// what consumers read, and what the replicas hold once the cluster is
+// healed. It is pure: a History in, a Report out, no clock and no network.
+//
+// Values are unique across the whole run (the workload makes them so), which
+// is what lets a value identify one write wherever it is read.
+package checker
+
+import "time"
+
+// Outcome is what a producer learned about one write.
+type Outcome int
+
+const (
+	// OK: acknowledged (acks=all) at Write.Offset.
+	OK Outcome = iota
+	// Failed: definitely not written (refused before append, e.g. a
+	// validation error). Reading the value later is an anomaly.
+	Failed
+	// Unknown: timed out, connection lost, or retries ran out; the value
+	// may or may not be in the log.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Failed:
+		return "failed"
+	case Unknown:
+		return "unknown"
+	}
+	return "outcome?"
+}
+
+// Write is one produce of one record, from invocation to completion.
+type Write struct {
+	// Producer names the producer instance (one idempotent producer id).
+	// A restarted producer is a new name.
+	Producer  string
+	Partition int32
+	// Seq is the order in which Producer sent its writes (0, 1, 2, ...):
+	// an idempotent producer must keep that order within a partition.
+	Seq   int64
+	Key   string
+	Value string // unique across the run
+	// Invoke and Complete bracket the call. Complete is zero for a write
+	// still in flight when the run ended (treated as Unknown).
+	Invoke   time.Time
+	Complete time.Time
+	Outcome  Outcome
+	Offset   int64 // valid only when Outcome == OK
+	Err      string
+}
+
+// Read is one record returned to a consumer.
+type Read struct {
+	// Consumer names the consumer session: within one session offsets of a
+	// partition must strictly increase. A consumer that seeks back or
+	// restarts starts a new session name.
+	Consumer  string
+	Partition int32
+	Offset    int64
+	Key       string
+	Value     string
+	Time      time.Time
+}
+
+// ReplicaRecord is one record of one replica's log.
+type ReplicaRecord struct {
+	Offset int64
+	Value  string
+}
+
+// ReplicaLog is what one replica of one partition holds, read from its
+// files once the cluster is healed and stopped.
+type ReplicaLog struct {
+	Partition int32
+	Node      int32
+	// HighWatermark is this replica's checkpointed high watermark.
+	HighWatermark int64
+	Records       []ReplicaRecord
+}
+
+// History is everything a run recorded.
+type History struct {
+	Writes []Write
+	Reads  []Read
+	// Replicas: every replica of every partition, after healing. May be
+	// empty (the replica check is then skipped and says so).
+	Replicas []ReplicaLog
+}
