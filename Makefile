@@ -52,6 +52,16 @@ bench-failover:
 bench-cluster:
 	GO=$(GO) scripts/bench-cluster.sh
 
+# Chaos run: a 3-node cluster of real processes under random faults for
+# CHAOS_DURATION (default 10m) with seed CHAOS_SEED (default: random,
+# printed); exits non-zero on any anomaly. CHAOS_ARGS adds sluice-chaos
+# flags (e.g. --nodes 5, --faults kill:leader,partition). See docs/chaos.md.
+CHAOS_DURATION ?= 10m
+CHAOS_SEED ?=
+CHAOS_ARGS ?=
+chaos:
+	GO=$(GO) scripts/chaos.sh --duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

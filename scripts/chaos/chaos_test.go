@@ -1,0 +1,130 @@
+package chaos
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/scripts/chaos/checker"
+)
+
+// TestChaosShortProfile is the short profile run by `make test`: a 3-node
+// cluster of real sluiced processes, about 90 s of faults cycling through
+// every kind (each at least twice), the idempotent workload, and the
+// checker. Any anomaly fails the test with the checker's summary, the
+// seed and the applied schedule. CHAOS_SEED overrides the seed.
+func TestChaosShortProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos run (about 2.5 minutes)")
+	}
+	cfg := DefaultConfig()
+	cfg.Seed = 20261202
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+		cfg.Seed = v
+	}
+	// Every kind twice, against a mix of targets.
+	script, err := ParseScript("kill:leader,partition:controller,pause:follower,latency:random,drop-responses:leader,delay-responses:leader," +
+		"partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Script = script
+	cfg.Duration = 90 * time.Second
+	cfg.FaultMin, cfg.FaultMax = 3*time.Second, 4*time.Second
+	cfg.GapMin, cfg.GapMax = 2*time.Second, 3*time.Second
+	cfg.Dir = t.TempDir()
+	var out bytes.Buffer
+	cfg.Out = &out
+	res, err := Run(cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("chaos run failed to run: %v", err)
+	}
+	if !res.Report.OK() {
+		t.Errorf("anomalies found (seed %d):\n%s", res.Seed, strings.Join(res.Report.Summary(), "\n"))
+		t.Log(nodeLogTails(res, cfg.Dir))
+	}
+	kinds := map[Kind]int{}
+	for _, a := range res.Applied {
+		if a.Err == "" {
+			kinds[a.Fault.Kind]++
+		}
+	}
+	for _, k := range Kinds {
+		if kinds[k] == 0 {
+			t.Errorf("no %s fault was injected: %v", k, kinds)
+		}
+	}
+	if res.Report.Stats.WritesOK == 0 || res.Report.Stats.Reads == 0 {
+		t.Errorf("the workload did nothing: %+v", res.Report.Stats)
+	}
+}
+
+// nodeLogTails returns the last lines of every node's log.
+func nodeLogTails(_ Result, dir string) string {
+	var b strings.Builder
+	for i := 1; i <= 5; i++ {
+		data, err := os.ReadFile(dir + "/node-" + strconv.Itoa(i) + ".log")
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(string(data), "\n")
+		if len(lines) > 80 {
+			lines = lines[len(lines)-80:]
+		}
+		b.WriteString("\n----- node " + strconv.Itoa(i) + " (tail) -----\n" + strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// TestChaosCatchesDuplicatesOfPlainRetries runs the harness end to end on
+// a workload that is known to be wrong: producers without idempotence,
+// while leaders lose most produce responses after appending. Every such
+// retry writes the batch again, so the checker must report duplicates
+// (and nothing the faults cannot cause, such as lost writes).
+func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos run (about 40 seconds)")
+	}
+	cfg := DefaultConfig()
+	cfg.Seed = 5
+	cfg.Script = []string{string(DropResponses) + ":" + string(Leader)}
+	cfg.Duration = 12 * time.Second
+	cfg.FaultMin, cfg.FaultMax = 4*time.Second, 5*time.Second
+	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	cfg.Methods = []string{"/sluice.v1.Log/Produce"}
+	cfg.Workload.NoIdempotence = true
+	cfg.Workload.Consumers = 1
+	cfg.Dir = t.TempDir()
+	var out bytes.Buffer
+	cfg.Out = &out
+	res, err := Run(cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("chaos run failed to run: %v", err)
+	}
+	produceFaults := 0
+	for _, a := range res.Applied {
+		if a.Err == "" && a.Fault.Method == "/sluice.v1.Log/Produce" {
+			produceFaults++
+		}
+	}
+	if produceFaults == 0 {
+		t.Fatalf("no produce-response fault was injected: %+v", res.Applied)
+	}
+	if n := res.Report.For(checker.Duplicate).Count; n == 0 {
+		t.Errorf("plain retries of applied produce requests, yet no duplicate reported:\n%s", strings.Join(res.Report.Summary(), "\n"))
+	}
+	for _, c := range []string{"lost-write", "unseen-ack", "replica-divergence", "unknown-value"} {
+		if n := res.Report.For(checker.Class(c)).Count; n != 0 {
+			t.Errorf("%s: %d, want 0:\n%s", c, n, strings.Join(res.Report.Summary(), "\n"))
+		}
+	}
+}

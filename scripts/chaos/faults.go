@@ -1,0 +1,349 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+// The fault kinds. Each lasts Fault.Duration and is then healed.
+const (
+	// Kill: SIGKILL the node; restart it when the fault ends.
+	Kill Kind = "kill"
+	// Pause: SIGSTOP the node for longer than the broker session and
+	// replica lag timeouts; SIGCONT when the fault ends.
+	Pause Kind = "pause"
+	// Partition: cut every link between the target (with one more node
+	// in a 5-node cluster: a minority of two) and the rest, both ways.
+	Partition Kind = "partition"
+	// Latency: add Fault.Latency to every link to and from the target.
+	Latency Kind = "latency"
+	// DropResponses: the target runs Fault.Method requests but loses
+	// Fault.Probability of their responses (applied, answer lost).
+	DropResponses Kind = "drop-responses"
+	// DelayResponses: the target answers Fault.Method requests only after
+	// Fault.Latency (applied, answer late: the client times out and
+	// retries).
+	DelayResponses Kind = "delay-responses"
+)
+
+// Kinds lists every fault kind.
+var Kinds = []Kind{Kill, Pause, Partition, Latency, DropResponses, DelayResponses}
+
+// Target says which node a fault hits, resolved when the fault starts.
+type Target string
+
+const (
+	// Leader: the leader of a partition of the workload's topic.
+	Leader Target = "leader"
+	// Controller: the active controller.
+	Controller Target = "controller"
+	// Follower: a replica of a partition that is not its leader.
+	Follower Target = "follower"
+	// Random: any node.
+	Random Target = "random"
+)
+
+// Targets lists every target.
+var Targets = []Target{Leader, Controller, Follower, Random}
+
+// Fault is one scheduled fault. Node is filled in when it starts.
+type Fault struct {
+	At          time.Duration // after the workload starts
+	Kind        Kind
+	Target      Target
+	Duration    time.Duration
+	Latency     time.Duration // Latency, DelayResponses
+	Probability float64       // DropResponses
+	Method      string        // DropResponses, DelayResponses: gRPC full method
+	Partition   int32         // Leader, Follower: which partition's
+	Pick        uint64        // deterministic choice among candidates
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("+%v %s %s for %v", f.At.Round(time.Millisecond), f.Kind, f.Target, f.Duration.Round(time.Millisecond))
+	if f.Target == Leader || f.Target == Follower {
+		s += fmt.Sprintf(" (partition %d)", f.Partition)
+	}
+	switch f.Kind {
+	case Latency:
+		s += fmt.Sprintf(" latency %v", f.Latency)
+	case DropResponses:
+		s += fmt.Sprintf(" %s p=%.2f", f.Method, f.Probability)
+	case DelayResponses:
+		s += fmt.Sprintf(" %s delay %v", f.Method, f.Latency)
+	}
+	return s
+}
+
+// ScheduleConfig shapes a schedule.
+type ScheduleConfig struct {
+	Seed       uint64
+	Duration   time.Duration // total time during which faults start
+	Partitions int32
+	// Script, when set, is the sequence of faults to run, cycled: "kind"
+	// or "kind:target" entries. Empty means random kinds and targets.
+	Script []string
+	// FaultMin/Max bound a fault's duration; GapMin/Max the quiet time
+	// between two faults.
+	FaultMin, FaultMax, GapMin, GapMax time.Duration
+	// Methods are the RPCs response faults pick from; empty means
+	// responseMethods.
+	Methods []string
+	// RequestTimeout of the workload's clients: DelayResponses delays
+	// past it, so that clients retry requests that were applied.
+	RequestTimeout time.Duration
+}
+
+// responseMethods are the RPCs whose responses DropResponses and
+// DelayResponses interfere with: the client's produce, the follower's
+// fetch, the leader's ISR change and the broker's heartbeat.
+var responseMethods = []string{
+	"/sluice.v1.Log/Produce",
+	"/sluice.v1.Log/Produce",
+	"/sluice.internal.v1.Replica/ReplicaFetch",
+	"/sluice.internal.v1.Controller/AlterPartition",
+	"/sluice.internal.v1.Controller/BrokerHeartbeat",
+}
+
+// ParseScript checks a comma-separated script ("kill:leader,pause,...").
+func ParseScript(s string) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		kind, target, _ := strings.Cut(e, ":")
+		if !slices.Contains(Kinds, Kind(kind)) {
+			return nil, fmt.Errorf("chaos: unknown fault kind %q in %q (kinds: %v)", kind, e, Kinds)
+		}
+		if target != "" && !slices.Contains(Targets, Target(target)) {
+			return nil, fmt.Errorf("chaos: unknown target %q in %q (targets: %v)", target, e, Targets)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// NewSchedule draws a schedule from cfg.Seed: the same seed and config
+// give the same schedule.
+func NewSchedule(cfg ScheduleConfig) []Fault {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	between := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+	}
+	methods := cfg.Methods
+	if len(methods) == 0 {
+		methods = responseMethods
+	}
+	var out []Fault
+	at := between(cfg.GapMin, cfg.GapMax)
+	for i := 0; at < cfg.Duration; i++ {
+		f := Fault{At: at, Duration: between(cfg.FaultMin, cfg.FaultMax), Pick: rng.Uint64()}
+		f.Kind, f.Target = Kinds[rng.IntN(len(Kinds))], Targets[rng.IntN(len(Targets))]
+		if len(cfg.Script) > 0 {
+			kind, target, _ := strings.Cut(cfg.Script[i%len(cfg.Script)], ":")
+			f.Kind = Kind(kind)
+			if target != "" {
+				f.Target = Target(target)
+			}
+		}
+		f.Partition = rng.Int32N(max(cfg.Partitions, 1))
+		switch f.Kind {
+		case Latency:
+			f.Latency = between(20*time.Millisecond, 200*time.Millisecond).Round(time.Millisecond)
+		case DropResponses:
+			f.Method = methods[rng.IntN(len(methods))]
+			f.Probability = 0.2 + 0.6*rng.Float64()
+		case DelayResponses:
+			f.Method = methods[rng.IntN(len(methods))]
+			f.Latency = cfg.RequestTimeout + between(0, time.Second).Round(time.Millisecond)
+		}
+		out = append(out, f)
+		at += f.Duration + between(cfg.GapMin, cfg.GapMax)
+	}
+	return out
+}
+
+// resolve picks the node a fault hits in the cluster's current state.
+func (r *runner) resolve(ctx context.Context, f Fault) (int32, error) {
+	ids := r.cluster.IDs()
+	switch f.Target {
+	case Controller:
+		d, err := r.admin.DescribeCluster(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if d.GetControllerLeader() == 0 {
+			return 0, fmt.Errorf("no active controller known")
+		}
+		return d.GetControllerLeader(), nil
+	case Leader, Follower:
+		md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topic)
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range md.GetTopics() {
+			for _, p := range t.GetPartitions() {
+				if p.GetPartition() != f.Partition {
+					continue
+				}
+				if f.Target == Leader {
+					if p.GetLeaderId() <= 0 {
+						return 0, fmt.Errorf("partition %d has no leader", f.Partition)
+					}
+					return p.GetLeaderId(), nil
+				}
+				var followers []int32
+				for _, id := range p.GetReplicas() {
+					if id != p.GetLeaderId() {
+						followers = append(followers, id)
+					}
+				}
+				if len(followers) == 0 {
+					return 0, fmt.Errorf("partition %d has no follower", f.Partition)
+				}
+				return followers[f.Pick%uint64(len(followers))], nil
+			}
+		}
+		return 0, fmt.Errorf("partition %d not in metadata", f.Partition)
+	}
+	return ids[f.Pick%uint64(len(ids))], nil
+}
+
+// inject starts fault f on node id and returns the function that heals it.
+func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
+	c := r.cluster
+	switch f.Kind {
+	case Kill:
+		c.note(id, "fault: SIGKILL")
+		c.Kill(id)
+		return func() error {
+			c.note(id, "heal: restart")
+			return c.Restart(id)
+		}, nil
+	case Pause:
+		c.note(id, "fault: SIGSTOP")
+		if err := c.Pause(id); err != nil {
+			return nil, err
+		}
+		return func() error {
+			c.note(id, "heal: SIGCONT")
+			return c.Resume(id)
+		}, nil
+	case Partition:
+		side := []int32{id}
+		if len(c.Nodes) >= 5 {
+			others := without(c.IDs(), id)
+			side = append(side, others[f.Pick%uint64(len(others))])
+		}
+		rest := without(c.IDs(), side...)
+		for _, a := range side {
+			c.note(a, "fault: partitioned from %v", rest)
+			for _, b := range rest {
+				c.Link(a, b).Cut(true)
+				c.Link(b, a).Cut(true)
+			}
+		}
+		return func() error {
+			for _, a := range side {
+				c.note(a, "heal: partition from %v", rest)
+				for _, b := range rest {
+					c.Link(a, b).Cut(false)
+					c.Link(b, a).Cut(false)
+				}
+			}
+			return nil
+		}, nil
+	case Latency:
+		c.note(id, "fault: latency %v on every link", f.Latency)
+		for _, o := range without(c.IDs(), id) {
+			c.Link(id, o).SetLatency(f.Latency)
+			c.Link(o, id).SetLatency(f.Latency)
+		}
+		return func() error {
+			c.note(id, "heal: latency")
+			for _, o := range without(c.IDs(), id) {
+				c.Link(id, o).SetLatency(0)
+				c.Link(o, id).SetLatency(0)
+			}
+			return nil
+		}, nil
+	case DropResponses, DelayResponses:
+		rule := faultRule{Method: f.Method}
+		if f.Kind == DropResponses {
+			rule.DropResponse = f.Probability
+		} else {
+			rule.DelayResponseMs = f.Latency.Milliseconds()
+		}
+		c.note(id, "fault: %s %+v", f.Kind, rule)
+		if err := putRules(c.Node(id).HTTP, []faultRule{rule}); err != nil {
+			return nil, err
+		}
+		return func() error {
+			c.note(id, "heal: %s", f.Kind)
+			return putRules(c.Node(id).HTTP, nil)
+		}, nil
+	}
+	return nil, fmt.Errorf("chaos: unknown fault kind %q", f.Kind)
+}
+
+// faultRule is one rule of sluiced's /debug/faults (--fault-injection).
+type faultRule struct {
+	Method          string  `json:"method"`
+	DropResponse    float64 `json:"drop_response,omitempty"`
+	DelayResponseMs int64   `json:"delay_response_ms,omitempty"`
+	FailRequest     float64 `json:"fail_request,omitempty"`
+}
+
+// putRules replaces node's response-fault rules (nil clears them).
+func putRules(httpAddr string, rules []faultRule) error {
+	url := "http://" + httpAddr + "/debug/faults"
+	var req *http.Request
+	var err error
+	if rules == nil {
+		req, err = http.NewRequest(http.MethodDelete, url, nil)
+	} else {
+		body, _ := json.Marshal(map[string]any{"rules": rules})
+		req, err = http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
+	}
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("chaos: %s %s: %w", req.Method, url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return fmt.Errorf("chaos: %s %s: %s: %s", req.Method, url, resp.Status, strings.TrimSpace(b.String()))
+	}
+	return nil
+}
+
+// without returns ids minus drop.
+func without(ids []int32, drop ...int32) []int32 {
+	var out []int32
+	for _, id := range ids {
+		if !slices.Contains(drop, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

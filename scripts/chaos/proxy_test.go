@@ -1,0 +1,202 @@
+package chaos
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer answers every line on TCP and every UDP packet with itself.
+func echoServer(t *testing.T) (addr string, udp <-chan []byte) {
+	t.Helper()
+	addrs, release, err := freeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	ln, err := net.Listen("tcp", addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); pc.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadBytes('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write(line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	got := make(chan []byte, 16)
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			got <- append([]byte(nil), buf[:n]...)
+		}
+	}()
+	return addrs[0], got
+}
+
+func roundTrip(c net.Conn, msg string) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return line, err
+}
+
+func TestLinkForwardsCutsAndDelays(t *testing.T) {
+	target, udp := echoServer(t)
+	l, err := newLink(1, 2, map[string]string{"gossip": target}, map[string]bool{"gossip": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	proxy := l.Port("gossip")
+
+	// Healthy: TCP and UDP pass.
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("through the link: %q, %v", got, err)
+	}
+	u, err := net.Dial("udp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if _, err := u.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-udp:
+		if string(p) != "ping" {
+			t.Fatalf("udp got %q", p)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("udp packet not forwarded")
+	}
+
+	// Cut: the open connection is reset, a new one gets nothing through,
+	// UDP is dropped.
+	l.Cut(true)
+	if _, err := roundTrip(c, "lost"); err == nil {
+		t.Fatal("an open connection survived the cut")
+	}
+	if c2, err := net.Dial("tcp", proxy); err == nil {
+		if _, err := roundTrip(c2, "lost"); err == nil {
+			t.Fatal("a new connection got through a cut link")
+		}
+		c2.Close()
+	}
+	if _, err := u.Write([]byte("dropped")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-udp:
+		t.Fatalf("udp packet %q crossed a cut link", p)
+	case <-time.After(300 * time.Millisecond): // nothing may arrive in this window
+	}
+
+	// Healed with latency: data passes, no sooner than the latency (one
+	// way each: the echo comes back through the same link).
+	l.Cut(false)
+	l.SetLatency(150 * time.Millisecond)
+	c3, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	start := time.Now()
+	if got, err := roundTrip(c3, "slow"); err != nil || got != "slow\n" {
+		t.Fatalf("after heal: %q, %v", got, err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("round trip took %v through a link with 150ms latency each way", d)
+	}
+}
+
+func TestScheduleIsReproducibleFromItsSeed(t *testing.T) {
+	cfg := ScheduleConfig{Seed: 7, Duration: 10 * time.Minute, Partitions: 3, FaultMin: time.Second, FaultMax: 5 * time.Second,
+		GapMin: time.Second, GapMax: 3 * time.Second, RequestTimeout: 2 * time.Second}
+	a, b := NewSchedule(cfg), NewSchedule(cfg)
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("schedules of %d and %d faults", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("fault %d differs: %v vs %v", i, a[i], b[i])
+		}
+	}
+	cfg.Seed = 8
+	c := NewSchedule(cfg)
+	same := len(c) == len(a)
+	for i := 0; same && i < len(a); i++ {
+		same = a[i] == c[i]
+	}
+	if same {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+	kinds := map[Kind]bool{}
+	for i, f := range a {
+		kinds[f.Kind] = true
+		if i > 0 && f.At < a[i-1].At+a[i-1].Duration {
+			t.Fatalf("fault %d (%v) starts before fault %d ends", i, f, i-1)
+		}
+		if f.Kind == DelayResponses && f.Latency < cfg.RequestTimeout {
+			t.Fatalf("delay %v below the request timeout %v", f.Latency, cfg.RequestTimeout)
+		}
+	}
+	if len(kinds) != len(Kinds) {
+		t.Fatalf("a 10-minute random schedule used only %v", kinds)
+	}
+}
+
+func TestScriptCyclesKindsAndTargets(t *testing.T) {
+	script, err := ParseScript("kill:leader, partition ,pause:controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSchedule(ScheduleConfig{Seed: 1, Duration: time.Minute, Partitions: 1, Script: script,
+		FaultMin: time.Second, FaultMax: 2 * time.Second, GapMin: time.Second, GapMax: 2 * time.Second})
+	want := []Kind{Kill, Partition, Pause}
+	for i, f := range s {
+		if f.Kind != want[i%3] {
+			t.Fatalf("fault %d is %s, want %s", i, f.Kind, want[i%3])
+		}
+		if i%3 == 0 && f.Target != Leader || i%3 == 2 && f.Target != Controller {
+			t.Fatalf("fault %d target %s", i, f.Target)
+		}
+	}
+	for _, bad := range []string{"explode", "kill:nobody"} {
+		if _, err := ParseScript(bad); err == nil {
+			t.Errorf("ParseScript(%q) accepted", bad)
+		}
+	}
+}

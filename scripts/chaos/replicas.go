@@ -1,0 +1,74 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/scripts/chaos/checker"
+	"github.com/sluice-io/sluice/storage"
+)
+
+// readReplicas reads every replica of every partition of topic from the
+// stopped nodes' data directories (DATA/logs/TOPIC-P/), with the storage
+// package's own recovery, as a restarted broker would. A node without a
+// directory for a partition holds no replica of it.
+func readReplicas(c *Cluster, topic string, partitions int32) ([]checker.ReplicaLog, error) {
+	var out []checker.ReplicaLog
+	for _, n := range c.Nodes {
+		for p := int32(0); p < partitions; p++ {
+			dir := filepath.Join(n.DataDir, "logs", fmt.Sprintf("%s-%d", topic, p))
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				continue
+			}
+			rl, err := readReplica(dir)
+			if err != nil {
+				return nil, fmt.Errorf("chaos: node %d partition %d: %w", n.ID, p, err)
+			}
+			rl.Node, rl.Partition = n.ID, p
+			out = append(out, rl)
+		}
+	}
+	return out, nil
+}
+
+func readReplica(dir string) (checker.ReplicaLog, error) {
+	l, err := storage.Open(dir, storage.DefaultConfig(), time.Now())
+	if err != nil {
+		return checker.ReplicaLog{}, err
+	}
+	defer l.Close()
+	rl := checker.ReplicaLog{HighWatermark: l.HighWatermark()}
+	end := l.EndOffset()
+	for off := l.StartOffset(); off < end; {
+		res, err := l.Read(off, 1<<20, end)
+		if err != nil {
+			return rl, err
+		}
+		if len(res.Batches) == 0 {
+			break
+		}
+		for _, b := range res.Batches {
+			h, err := batch.ParseHeader(b)
+			if err != nil {
+				return rl, err
+			}
+			if h.IsControl() {
+				continue
+			}
+			err = batch.ForEachRecord(b, func(r batch.Record) error {
+				if r.Offset >= off {
+					rl.Records = append(rl.Records, checker.ReplicaRecord{Offset: r.Offset, Value: string(r.Value)})
+				}
+				return nil
+			})
+			if err != nil {
+				return rl, err
+			}
+		}
+		off = res.NextOffset
+	}
+	return rl, nil
+}

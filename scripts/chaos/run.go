@@ -1,0 +1,421 @@
+// Package chaos runs a real Sluice cluster (sluiced processes on loopback,
+// each inter-node link through a fault-injecting proxy), injects faults on
+// a seeded schedule while idempotent producers and tailing consumers run,
+// records their history, and judges it with package checker.
+//
+// See docs/chaos.md for how to run it and what it checks.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/scripts/chaos/checker"
+)
+
+// Config is one chaos run.
+type Config struct {
+	// Sluiced is the sluiced binary; empty builds ./cmd/sluiced from
+	// ModuleRoot into Dir.
+	Sluiced    string
+	ModuleRoot string
+	Dir        string // run directory (data dirs and node logs); must exist
+	Nodes      int    // 3 or 5
+	Seed       uint64
+	// Duration is how long faults are injected; the run takes longer
+	// (start, settle, final read, replica check).
+	Duration time.Duration
+	// Script: see ScheduleConfig.Script. Empty: random faults.
+	Script []string
+	// Methods: see ScheduleConfig.Methods.
+	Methods                            []string
+	FaultMin, FaultMax, GapMin, GapMax time.Duration
+	Workload                           WorkloadConfig
+	// SessionTimeout and ReplicaLagTimeMax are the nodes' broker session
+	// and ISR lag timeouts (Pause lasts longer than both).
+	SessionTimeout, ReplicaLagTimeMax time.Duration
+	// Out receives the progress log and the summary.
+	Out io.Writer
+}
+
+// DefaultConfig is the short profile: 3 nodes, faults of every kind.
+func DefaultConfig() Config {
+	return Config{
+		Nodes: 3, Seed: 1, Duration: 90 * time.Second,
+		FaultMin: 3 * time.Second, FaultMax: 6 * time.Second,
+		GapMin: 2 * time.Second, GapMax: 4 * time.Second,
+		Workload: WorkloadConfig{Topic: "chaos", Partitions: 3, Producers: 2, Consumers: 2, Keys: 32, Rate: 300,
+			RequestTimeout: 2 * time.Second, DeliveryTimeout: 30 * time.Second},
+		SessionTimeout: 2 * time.Second, ReplicaLagTimeMax: 3 * time.Second,
+		Out: os.Stdout,
+	}
+}
+
+// Applied is a fault as it happened.
+type Applied struct {
+	Fault Fault
+	Node  int32
+	Err   string // why it was not injected, if it was not
+}
+
+// Result is what a run found.
+type Result struct {
+	Seed     uint64
+	Schedule []Fault
+	Applied  []Applied
+	Report   checker.Report
+	Ops      int // writes invoked + records read
+	Faults   int // faults injected
+}
+
+// SummaryLine is the run's last line.
+func (r Result) SummaryLine() string {
+	return fmt.Sprintf("chaos: %d ops, %d faults, %d anomalies, seed %d", r.Ops, r.Faults, r.Report.Anomalies(), r.Seed)
+}
+
+type runner struct {
+	cfg     Config
+	log     *slog.Logger
+	cluster *Cluster
+	admin   *client.Client
+	rec     *recorder
+}
+
+// Run runs cfg. The error is for a run that could not be carried out
+// (cluster did not start, topic not created); anomalies are in the
+// Result's Report.
+func Run(cfg Config) (Result, error) {
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Nodes < 3 {
+		return Result{}, errors.New("chaos: at least 3 nodes (replication factor 3)")
+	}
+	r := &runner{cfg: cfg, rec: &recorder{},
+		log: slog.New(slog.NewTextHandler(cfg.Out, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	res := Result{Seed: cfg.Seed}
+	res.Schedule = NewSchedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Partitions: cfg.Workload.Partitions,
+		Script: cfg.Script, FaultMin: cfg.FaultMin, FaultMax: cfg.FaultMax, GapMin: cfg.GapMin, GapMax: cfg.GapMax,
+		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout})
+	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d nodes, %v of faults, run directory %s\nchaos: schedule (%d faults):\n", cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Dir, len(res.Schedule))
+	for _, f := range res.Schedule {
+		fmt.Fprintf(cfg.Out, "  %s\n", f)
+	}
+	if cfg.Sluiced == "" {
+		bin, err := buildSluiced(cfg.ModuleRoot, cfg.Dir)
+		if err != nil {
+			return res, err
+		}
+		cfg.Sluiced = bin
+		r.cfg.Sluiced = bin
+	}
+	c, err := NewCluster(ClusterConfig{Sluiced: cfg.Sluiced, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: []string{
+		"--broker-session-timeout", cfg.SessionTimeout.String(),
+		"--replica-lag-time-max", cfg.ReplicaLagTimeMax.String(),
+	}})
+	if err != nil {
+		return res, err
+	}
+	r.cluster = c
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	err = c.Start(ctx)
+	cancel()
+	if err != nil {
+		return res, err
+	}
+	r.admin, err = client.New(c.Addrs(), client.WithRequestTimeout(3*time.Second))
+	if err != nil {
+		return res, err
+	}
+	defer r.admin.Close()
+	if err := r.createTopic(); err != nil {
+		return res, err
+	}
+	w, err := startWorkload(cfg.Workload, c.Addrs(), r.rec, r.log)
+	if err != nil {
+		return res, err
+	}
+	defer w.stop()
+	start := time.Now()
+	r.log.Info("workload started", "producers", cfg.Workload.Producers, "consumers", cfg.Workload.Consumers, "rate", cfg.Workload.Rate)
+
+	for _, f := range res.Schedule {
+		if d := time.Until(start.Add(f.At)); d > 0 {
+			time.Sleep(d) // the schedule's clock
+		}
+		a := r.runFault(f)
+		res.Applied = append(res.Applied, a)
+		if a.Err == "" {
+			res.Faults++
+		}
+	}
+	if d := time.Until(start.Add(cfg.Duration)); d > 0 {
+		time.Sleep(d)
+	}
+	acked, writes, reads := r.rec.counts()
+	r.log.Info("faults over: healing", "writes", writes, "acked", acked, "reads", reads)
+
+	// Settle: every node up and ready, producers flushed, every replica
+	// back in the ISR.
+	if err := r.healAll(); err != nil {
+		return res, err
+	}
+	w.stopProducing()
+	if err := r.waitISRFull(90 * time.Second); err != nil {
+		r.log.Error("replicas did not all rejoin the ISR", "err", err)
+	}
+	// Producers are flushed when their goroutines end; wait for that
+	// through the recorder (all writes completed) within the delivery
+	// timeout.
+	r.waitWritesComplete(cfg.Workload.DeliveryTimeout + 10*time.Second)
+	if err := readAll(c.Addrs(), cfg.Workload.Topic, cfg.Workload.Partitions, "final", 60*time.Second, r.rec); err != nil {
+		r.log.Error("final read incomplete", "err", err)
+	}
+	w.stop()
+	c.Stop(30 * time.Second)
+	h := r.rec.history()
+	h.Replicas, err = readReplicas(c, cfg.Workload.Topic, cfg.Workload.Partitions)
+	if err != nil {
+		r.log.Error("replica check skipped", "err", err)
+	}
+	res.Report = checker.Check(h)
+	res.Ops = len(h.Writes) + len(h.Reads)
+	fmt.Fprintf(cfg.Out, "chaos: history: %s\n", res.Report.Stats)
+	for _, l := range res.Report.Summary() {
+		fmt.Fprintf(cfg.Out, "chaos: %s\n", l)
+	}
+	if !res.Report.OK() {
+		fmt.Fprintf(cfg.Out, "chaos: ANOMALIES FOUND with seed %d; faults as applied:\n", cfg.Seed)
+		for _, a := range res.Applied {
+			fmt.Fprintf(cfg.Out, "  %s on node %d %s\n", a.Fault, a.Node, a.Err)
+		}
+		fmt.Fprintf(cfg.Out, "chaos: node logs in %s\n", cfg.Dir)
+	}
+	fmt.Fprintln(cfg.Out, res.SummaryLine())
+	return res, nil
+}
+
+// runFault resolves, injects, holds and heals one fault.
+func (r *runner) runFault(f Fault) Applied {
+	a := Applied{Fault: f}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	id, err := r.resolve(ctx, f)
+	cancel()
+	if err != nil {
+		// The cluster cannot say (e.g. no leader right now): hit a node
+		// chosen by the seed instead, so the fault still happens.
+		r.log.Warn("target not resolved, using a node picked by the seed", "fault", f.String(), "err", err)
+		ids := r.cluster.IDs()
+		id = ids[f.Pick%uint64(len(ids))]
+	}
+	a.Node = id
+	r.log.Info("fault", "what", f.String(), "node", id)
+	heal, err := r.inject(f, id)
+	if err != nil {
+		a.Err = err.Error()
+		r.log.Error("fault not injected", "what", f.String(), "err", err)
+		return a
+	}
+	time.Sleep(f.Duration) // the fault lasts this long
+	r.log.Info("before heal", "state", r.state())
+	if err := heal(); err != nil {
+		r.log.Error("heal", "what", f.String(), "err", err)
+	}
+	if f.Kind == Kill {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := r.cluster.WaitReady(ctx, id); err != nil {
+			r.log.Error("restarted node not ready", "node", id, "err", err)
+		}
+		cancel()
+	}
+	r.log.Info("healed", "what", f.Kind, "node", id)
+	return a
+}
+
+// state describes the cluster as the admin client sees it: the active
+// controller and each partition's leader and ISR, for the progress log
+// (evidence that a fault had an effect).
+func (r *runner) state() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if d, err := r.admin.DescribeCluster(ctx); err == nil {
+		fmt.Fprintf(&b, "controller=%d", d.GetControllerLeader())
+	} else {
+		b.WriteString("controller=?")
+	}
+	md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topic)
+	if err != nil {
+		return b.String() + " metadata=?"
+	}
+	for _, t := range md.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			fmt.Fprintf(&b, " p%d:leader=%d,isr=%v", p.GetPartition(), p.GetLeaderId(), p.GetIsr())
+		}
+	}
+	return b.String()
+}
+
+// healAll makes sure no fault is left: links restored, every node
+// running, resumed and ready, no response rules.
+func (r *runner) healAll() error {
+	c := r.cluster
+	for _, l := range c.links {
+		l.Cut(false)
+		l.SetLatency(0)
+	}
+	for _, n := range c.Nodes {
+		if n.Paused() {
+			_ = c.Resume(n.ID)
+		}
+		if !n.Running() {
+			if err := c.Restart(n.ID); err != nil {
+				return err
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if err := c.WaitReady(ctx, n.ID); err != nil {
+			return err
+		}
+		_ = putRules(n.HTTP, nil)
+	}
+	return nil
+}
+
+// createTopic creates the workload's topic (replication factor 3,
+// min.insync.replicas 2) and waits for every replica in the ISR.
+func (r *runner) createTopic() error {
+	wc := r.cfg.Workload
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := r.admin.CreateTopic(ctx, wc.Topic, wc.Partitions, 3, map[string]string{"min.insync.replicas": "2"})
+		cancel()
+		var e *errs.Error
+		if err == nil || errors.As(err, &e) && e.Code == sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: create topic %s: %w", wc.Topic, err)
+		}
+		time.Sleep(200 * time.Millisecond) // retry pacing within the deadline
+	}
+	return r.waitISRFull(30 * time.Second)
+}
+
+// waitISRFull waits until every partition of the topic has a leader and
+// all its replicas in the ISR.
+func (r *runner) waitISRFull(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		last = r.isrFull()
+		if last == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval within the deadline
+	}
+	return last
+}
+
+func (r *runner) isrFull() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topic)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, t := range md.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			n++
+			if p.GetLeaderId() <= 0 {
+				return fmt.Errorf("partition %d has no leader", p.GetPartition())
+			}
+			isr := slices.Clone(p.GetIsr())
+			slices.Sort(isr)
+			reps := slices.Clone(p.GetReplicas())
+			slices.Sort(reps)
+			if !slices.Equal(isr, reps) {
+				return fmt.Errorf("partition %d: ISR %v of replicas %v", p.GetPartition(), p.GetIsr(), p.GetReplicas())
+			}
+		}
+	}
+	if n != int(r.cfg.Workload.Partitions) {
+		return fmt.Errorf("%d of %d partitions in metadata", n, r.cfg.Workload.Partitions)
+	}
+	return nil
+}
+
+// waitWritesComplete waits until every invoked write has an outcome.
+func (r *runner) waitWritesComplete(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		r.rec.mu.Lock()
+		open := 0
+		for i := range r.rec.writes {
+			if r.rec.writes[i].Complete.IsZero() {
+				open++
+			}
+		}
+		r.rec.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
+	}
+	r.log.Warn("writes still in flight after the delivery timeout; they count as unknown")
+}
+
+// buildSluiced builds ./cmd/sluiced of the module at root into dir.
+func buildSluiced(root, dir string) (string, error) {
+	if root == "" {
+		var err error
+		if root, err = FindModuleRoot(); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(dir, "sluiced")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/sluiced")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("chaos: go build ./cmd/sluiced: %v\n%s", err, strings.TrimSpace(string(out)))
+	}
+	return bin, nil
+}
+
+// FindModuleRoot returns the directory holding go.mod, searching up from
+// the working directory.
+func FindModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", errors.New("chaos: go.mod not found above the working directory")
+		}
+		dir = filepath.Dir(dir)
+	}
+}

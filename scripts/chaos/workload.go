@@ -1,0 +1,315 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/scripts/chaos/checker"
+)
+
+// recorder is the history being written by the workload's goroutines.
+type recorder struct {
+	mu     sync.Mutex // guards the following
+	writes []checker.Write
+	reads  []checker.Read
+}
+
+// invoke appends a write in flight and returns its index.
+func (r *recorder) invoke(w checker.Write) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, w)
+	return len(r.writes) - 1
+}
+
+// complete records the outcome of write i.
+func (r *recorder) complete(i int, now time.Time, md client.RecordMetadata, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := &r.writes[i]
+	w.Complete = now
+	if err == nil {
+		w.Outcome, w.Offset = checker.OK, md.Offset
+		return
+	}
+	w.Outcome, w.Err = outcomeOf(err), err.Error()
+}
+
+// outcomeOf classifies a produce error. Only a refusal that the broker
+// gives before appending, and that the producer does not retry, is a
+// definite failure; timeouts, transport errors and expired retries may
+// have been written.
+func outcomeOf(err error) checker.Outcome {
+	var e *errs.Error
+	if errors.As(err, &e) && !errs.Retriable(e.Code) {
+		switch e.Code {
+		case sluicev1.ErrorCode_INVALID_RECORD, sluicev1.ErrorCode_CORRUPT_RECORD, sluicev1.ErrorCode_MESSAGE_TOO_LARGE,
+			sluicev1.ErrorCode_RECORD_LIST_TOO_LARGE, sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, sluicev1.ErrorCode_INVALID_REQUIRED_ACKS:
+			return checker.Failed
+		}
+	}
+	return checker.Unknown
+}
+
+func (r *recorder) read(rs []checker.Read) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads = append(r.reads, rs...)
+}
+
+// counts returns writes acknowledged so far and reads so far.
+func (r *recorder) counts() (acked, writes, reads int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.writes {
+		if r.writes[i].Outcome == checker.OK && !r.writes[i].Complete.IsZero() {
+			acked++
+		}
+	}
+	return acked, len(r.writes), len(r.reads)
+}
+
+// history returns a copy of what was recorded. Writes still in flight
+// (no completion) are Unknown.
+func (r *recorder) history() checker.History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := checker.History{Writes: append([]checker.Write(nil), r.writes...), Reads: append([]checker.Read(nil), r.reads...)}
+	for i := range h.Writes {
+		if h.Writes[i].Complete.IsZero() {
+			h.Writes[i].Outcome = checker.Unknown
+		}
+	}
+	return h
+}
+
+// WorkloadConfig sizes the workload.
+type WorkloadConfig struct {
+	Topic      string
+	Partitions int32
+	Producers  int // idempotent producers, acks=all
+	Consumers  int // tailing consumers from the beginning
+	Keys       int
+	Rate       int // records per second per producer
+	// NoIdempotence turns the producers' idempotence off (plain retries):
+	// only for showing that the checker catches the duplicates that
+	// follow.
+	NoIdempotence bool
+	// RequestTimeout of the clients; DeliveryTimeout of the producers.
+	RequestTimeout, DeliveryTimeout time.Duration
+}
+
+// workload runs producers and tailing consumers until stopped.
+type workload struct {
+	cfg   WorkloadConfig
+	addrs []string
+	rec   *recorder
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	prodMu    sync.Mutex // guards producers
+	producers []*client.Producer
+	stopProd  chan struct{}
+}
+
+func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &workload{cfg: cfg, addrs: addrs, rec: rec, log: log, ctx: ctx, cancel: cancel, stopProd: make(chan struct{})}
+	for i := 0; i < cfg.Producers; i++ {
+		cl, err := client.New(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
+		if err != nil {
+			w.stop()
+			return nil, err
+		}
+		p, err := cl.NewProducer(client.WithDeliveryTimeout(cfg.DeliveryTimeout), client.WithLinger(2*time.Millisecond),
+			client.WithIdempotence(!cfg.NoIdempotence))
+		if err != nil {
+			cl.Close()
+			w.stop()
+			return nil, err
+		}
+		w.prodMu.Lock()
+		w.producers = append(w.producers, p)
+		w.prodMu.Unlock()
+		name := fmt.Sprintf("p%d", i+1)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer cl.Close()
+			w.produce(name, p)
+		}()
+	}
+	for i := 0; i < cfg.Consumers; i++ {
+		name := fmt.Sprintf("c%d", i+1)
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); w.consume(name) }()
+	}
+	return w, nil
+}
+
+// produce sends unique values (producer/key/seq) at the configured rate
+// until stopProd closes, then flushes (bounded) and closes the producer.
+func (w *workload) produce(name string, p *client.Producer) {
+	defer p.Close()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	perTick := max(1, w.cfg.Rate/100)
+	var seq int64
+loop:
+	for {
+		select {
+		case <-w.stopProd:
+			break loop
+		case <-w.ctx.Done():
+			break loop
+		case <-tick.C:
+		}
+		for range perTick {
+			key := fmt.Sprintf("k%03d", seq%int64(w.cfg.Keys))
+			value := fmt.Sprintf("%s/%s/%d", name, key, seq)
+			part := client.HashPartitioner{}.Partition(w.cfg.Topic, []byte(key), w.cfg.Partitions)
+			i := w.rec.invoke(checker.Write{Producer: name, Partition: part, Seq: seq, Key: key, Value: value, Invoke: time.Now()})
+			seq++
+			// Send blocks while the producer's buffer is full (a slow or
+			// failed-over cluster): the workload slows down with it.
+			p.Send(w.ctx, client.Record{Topic: w.cfg.Topic, Partition: part, Key: []byte(key), Value: []byte(value)},
+				func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.DeliveryTimeout+5*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		w.log.Warn("producer flush", "producer", name, "err", err)
+	}
+}
+
+// consume tails every partition from the beginning, recording what it
+// reads, until the workload stops.
+func (w *workload) consume(name string) {
+	cl, err := client.New(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
+	if err != nil {
+		w.log.Error("consumer client", "err", err)
+		return
+	}
+	defer cl.Close()
+	co, err := cl.NewConsumer(client.WithMaxWait(200 * time.Millisecond))
+	if err != nil {
+		w.log.Error("consumer", "err", err)
+		return
+	}
+	defer co.Close()
+	for p := int32(0); p < w.cfg.Partitions; p++ {
+		if err := co.Assign(w.cfg.Topic, p, client.OffsetEarliest); err != nil {
+			w.log.Error("assign", "err", err)
+			return
+		}
+	}
+	for w.ctx.Err() == nil {
+		recs, err := co.Poll(w.ctx)
+		if err != nil {
+			if w.ctx.Err() != nil {
+				return
+			}
+			w.log.Debug("poll", "consumer", name, "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-w.ctx.Done():
+			}
+			continue
+		}
+		w.rec.read(toReads(name, recs, time.Now()))
+	}
+}
+
+func toReads(session string, recs []client.Record, now time.Time) []checker.Read {
+	out := make([]checker.Read, len(recs))
+	for i, r := range recs {
+		out[i] = checker.Read{Consumer: session, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: string(r.Value), Time: now}
+	}
+	return out
+}
+
+// stopProducing stops sending and waits (bounded by the delivery
+// timeout) for the producers to flush.
+func (w *workload) stopProducing() {
+	select {
+	case <-w.stopProd:
+	default:
+		close(w.stopProd)
+	}
+}
+
+// stop ends everything and waits for every goroutine.
+func (w *workload) stop() {
+	w.stopProducing()
+	w.cancel()
+	w.wg.Wait()
+}
+
+// readAll reads every partition from the beginning up to its high
+// watermark as session name, within d.
+func readAll(addrs []string, topic string, partitions int32, session string, d time.Duration, rec *recorder) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cl, err := client.New(addrs, client.WithRequestTimeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends := map[int32]int64{}
+	for p := int32(0); p < partitions; p++ {
+		for {
+			end, err := cl.ListOffsets(ctx, topic, p, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+			if err == nil {
+				ends[p] = end
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("final read: end offset of partition %d: %w", p, err)
+			}
+			time.Sleep(200 * time.Millisecond) // retry pacing within ctx
+		}
+	}
+	co, err := cl.NewConsumer(client.WithMaxWait(100 * time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer co.Close()
+	left := 0
+	for p := int32(0); p < partitions; p++ {
+		if ends[p] > 0 {
+			if err := co.Assign(topic, p, client.OffsetEarliest); err != nil {
+				return err
+			}
+			left++
+		}
+	}
+	for left > 0 {
+		recs, err := co.Poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("final read: %w (positions short of the end offsets %v)", ctx.Err(), ends)
+			}
+			continue
+		}
+		rec.read(toReads(session, recs, time.Now()))
+		for p := int32(0); p < partitions; p++ {
+			if pos, ok := co.Position(topic, p); ok && pos >= ends[p] && ends[p] > 0 {
+				co.Unassign(topic, p)
+				ends[p] = 0
+				left--
+			}
+		}
+	}
+	return nil
+}
