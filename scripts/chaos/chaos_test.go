@@ -29,9 +29,9 @@ func TestChaosShortProfile(t *testing.T) {
 		}
 		cfg.Seed = v
 	}
-	// Every kind twice, against a mix of targets.
+	// Every kind at least once, most twice, against a mix of targets.
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,latency:random,drop-responses:leader,delay-responses:leader," +
-		"partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader")
+		"partition-pair:leader,partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +60,17 @@ func TestChaosShortProfile(t *testing.T) {
 	for _, k := range Kinds {
 		if kinds[k] == 0 {
 			t.Errorf("no %s fault was injected: %v", k, kinds)
+		}
+	}
+	// The faults must bite: a killed, paused or cut-off node is fenced and
+	// leaves every ISR before it is healed (seen at least once per kind).
+	for _, k := range []Kind{Kill, Pause, Partition} {
+		seen := false
+		for _, a := range res.Applied {
+			seen = seen || a.Fault.Kind == k && a.Err == "" && a.Observed && a.OutOfISR
+		}
+		if !seen {
+			t.Errorf("no %s fault took its node out of every ISR", k)
 		}
 	}
 	if res.Report.Stats.WritesOK == 0 || res.Report.Stats.Reads == 0 {

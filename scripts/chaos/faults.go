@@ -25,6 +25,9 @@ const (
 	// Partition: cut every link between the target (with one more node
 	// in a 5-node cluster: a minority of two) and the rest, both ways.
 	Partition Kind = "partition"
+	// PartitionPair: cut only the links between the target and one other
+	// node; both still reach the rest (a non-transitive partition).
+	PartitionPair Kind = "partition-pair"
 	// Latency: add Fault.Latency to every link to and from the target.
 	Latency Kind = "latency"
 	// DropResponses: the target runs Fault.Method requests but loses
@@ -37,7 +40,7 @@ const (
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{Kill, Pause, Partition, Latency, DropResponses, DelayResponses}
+var Kinds = []Kind{Kill, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses}
 
 // Target says which node a fault hits, resolved when the fault starts.
 type Target string
@@ -99,6 +102,10 @@ type ScheduleConfig struct {
 	// Methods are the RPCs response faults pick from; empty means
 	// responseMethods.
 	Methods []string
+	// MinPause is the shortest Pause: longer than the broker session and
+	// replica lag timeouts, so that a paused node is fenced and leaves
+	// the ISR.
+	MinPause time.Duration
 	// RequestTimeout of the workload's clients: DelayResponses delays
 	// past it, so that clients retry requests that were applied.
 	RequestTimeout time.Duration
@@ -163,6 +170,8 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		}
 		f.Partition = rng.Int32N(max(cfg.Partitions, 1))
 		switch f.Kind {
+		case Pause:
+			f.Duration = max(f.Duration, cfg.MinPause)
 		case Latency:
 			f.Latency = between(20*time.Millisecond, 200*time.Millisecond).Round(time.Millisecond)
 		case DropResponses:
@@ -266,6 +275,20 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 					c.Link(b, a).Cut(false)
 				}
 			}
+			return nil
+		}, nil
+	case PartitionPair:
+		others := without(c.IDs(), id)
+		peer := others[f.Pick%uint64(len(others))]
+		c.note(id, "fault: partitioned from node %d only", peer)
+		c.note(peer, "fault: partitioned from node %d only", id)
+		c.Link(id, peer).Cut(true)
+		c.Link(peer, id).Cut(true)
+		return func() error {
+			c.note(id, "heal: partition from node %d", peer)
+			c.note(peer, "heal: partition from node %d", id)
+			c.Link(id, peer).Cut(false)
+			c.Link(peer, id).Cut(false)
 			return nil
 		}, nil
 	case Latency:

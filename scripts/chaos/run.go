@@ -68,6 +68,11 @@ type Applied struct {
 	Fault Fault
 	Node  int32
 	Err   string // why it was not injected, if it was not
+	// State is the cluster as seen just before the heal (controller,
+	// partition leaders and ISRs); OutOfISR says whether Node was then in
+	// no partition's ISR, when the metadata could be read (Observed).
+	State              string
+	Observed, OutOfISR bool
 }
 
 // Result is what a run found.
@@ -108,7 +113,8 @@ func Run(cfg Config) (Result, error) {
 	res := Result{Seed: cfg.Seed}
 	res.Schedule = NewSchedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Partitions: cfg.Workload.Partitions,
 		Script: cfg.Script, FaultMin: cfg.FaultMin, FaultMax: cfg.FaultMax, GapMin: cfg.GapMin, GapMax: cfg.GapMax,
-		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout})
+		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout,
+		MinPause: max(cfg.SessionTimeout, cfg.ReplicaLagTimeMax) + time.Second})
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d nodes, %v of faults, run directory %s\nchaos: schedule (%d faults):\n", cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Dir, len(res.Schedule))
 	for _, f := range res.Schedule {
 		fmt.Fprintf(cfg.Out, "  %s\n", f)
@@ -230,7 +236,8 @@ func (r *runner) runFault(f Fault) Applied {
 		return a
 	}
 	time.Sleep(f.Duration) // the fault lasts this long
-	r.log.Info("before heal", "state", r.state())
+	a.State, a.Observed, a.OutOfISR = r.state(id)
+	r.log.Info("before heal", "state", a.State, "node_out_of_isr", a.OutOfISR)
 	if err := heal(); err != nil {
 		r.log.Error("heal", "what", f.String(), "err", err)
 	}
@@ -247,26 +254,34 @@ func (r *runner) runFault(f Fault) Applied {
 
 // state describes the cluster as the admin client sees it: the active
 // controller and each partition's leader and ISR, for the progress log
-// (evidence that a fault had an effect).
-func (r *runner) state() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+// (evidence that a fault had an effect). observed says whether the
+// metadata could be read, outOfISR whether node was in no ISR.
+func (r *runner) state(node int32) (desc string, observed, outOfISR bool) {
 	var b strings.Builder
-	if d, err := r.admin.DescribeCluster(ctx); err == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	d, err := r.admin.DescribeCluster(ctx)
+	cancel()
+	if err == nil {
 		fmt.Fprintf(&b, "controller=%d", d.GetControllerLeader())
 	} else {
 		b.WriteString("controller=?")
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
 	md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topic)
+	cancel()
 	if err != nil {
-		return b.String() + " metadata=?"
+		return b.String() + " metadata=?", false, false
 	}
+	outOfISR = true
 	for _, t := range md.GetTopics() {
 		for _, p := range t.GetPartitions() {
 			fmt.Fprintf(&b, " p%d:leader=%d,isr=%v", p.GetPartition(), p.GetLeaderId(), p.GetIsr())
+			if slices.Contains(p.GetIsr(), node) {
+				outOfISR = false
+			}
 		}
 	}
-	return b.String()
+	return b.String(), true, outOfISR
 }
 
 // healAll makes sure no fault is left: links restored, every node
