@@ -18,6 +18,12 @@ import (
 // none are named) from this broker's metadata image. Unknown topics answer
 // UNKNOWN_TOPIC_OR_PARTITION; topics are never created by Metadata.
 func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*sluicev1.MetadataResponse, error) {
+	if err := s.metadataLoaded(); err != nil {
+		// A restarted broker's image is empty until its first metadata
+		// snapshot: "topic does not exist" would be a lie that clients
+		// cache. UNAVAILABLE sends them to another broker or a retry.
+		return nil, errs.Status(err, nil)
+	}
 	im := s.cache.Image()
 	resp := &sluicev1.MetadataResponse{ClusterId: im.ClusterID, ControllerId: s.cache.ControllerLeader()}
 	for _, id := range im.LiveBrokers() {

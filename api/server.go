@@ -76,6 +76,19 @@ func NewServer(cfg ServerConfig) *Server {
 		self: cfg.Self, log: cfg.Logger, now: cfg.Now}
 }
 
+// metadataLoaded is nil once the broker has received cluster metadata
+// since it started (its image is then complete as of some offset, if
+// possibly stale), and LEADER_NOT_AVAILABLE (retriable) before: an empty
+// image must not be reported as "no such topic". Found by the chaos
+// harness: producers failed records of an existing topic when two of
+// three nodes restarted.
+func (s *Server) metadataLoaded() error {
+	if s.cache.Offset() == 0 {
+		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", s.self.NodeID)
+	}
+	return nil
+}
+
 // leaderPartition returns the hosted partition if this broker leads it.
 // Otherwise the error is UNKNOWN_TOPIC_OR_PARTITION (not in the image),
 // LEADER_NOT_AVAILABLE (offline) or NOT_LEADER_OR_FOLLOWER (another broker
@@ -86,6 +99,9 @@ func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Partit
 		if leader, _ := p.Leadership(); leader == s.self.NodeID {
 			return p, nil
 		}
+	}
+	if err := s.metadataLoaded(); err != nil {
+		return nil, err
 	}
 	h, ok := s.cache.Leader(topic, partition)
 	switch {
