@@ -28,7 +28,7 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long faults are injected (the run takes about 1 min longer)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000), "schedule seed (printed; the same seed gives the same schedule)")
 	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "cluster size: 3 or 5")
-	faults := fs.String("faults", "", "scripted faults, cycled: kind[:target],... (kinds: kill, pause, partition, latency, drop-responses, delay-responses; targets: leader, controller, follower, random); empty: random")
+	faults := fs.String("faults", "", fmt.Sprintf("scripted faults, cycled: kind[:target],... (kinds %v, targets %v); empty: random", chaos.Kinds, chaos.Targets))
 	fs.IntVar(&cfg.Workload.Rate, "rate", cfg.Workload.Rate, "records per second per producer")
 	fs.IntVar(&cfg.Workload.Producers, "producers", cfg.Workload.Producers, "idempotent producers")
 	fs.IntVar(&cfg.Workload.Consumers, "consumers", cfg.Workload.Consumers, "tailing consumers")

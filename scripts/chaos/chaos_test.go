@@ -31,7 +31,7 @@ func TestChaosShortProfile(t *testing.T) {
 	}
 	// Every kind at least once, most twice, against a mix of targets.
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,latency:random,drop-responses:leader,delay-responses:leader," +
-		"partition-pair:leader,partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader")
+		"partition-pair:leader,kill-two:leader,partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,10 @@ type Kind string
 const (
 	// Kill: SIGKILL the node; restart it when the fault ends.
 	Kill Kind = "kill"
+	// KillTwo: SIGKILL the node and one more (in a 3-node cluster a
+	// majority: no controller quorum, no partition with 2 in-sync
+	// replicas); restart both when the fault ends.
+	KillTwo Kind = "kill-two"
 	// Pause: SIGSTOP the node for longer than the broker session and
 	// replica lag timeouts; SIGCONT when the fault ends.
 	Pause Kind = "pause"
@@ -40,7 +44,7 @@ const (
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{Kill, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses}
+var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses}
 
 // Target says which node a fault hits, resolved when the fault starts.
 type Target string
@@ -243,6 +247,22 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 		return func() error {
 			c.note(id, "heal: restart")
 			return c.Restart(id)
+		}, nil
+	case KillTwo:
+		others := without(c.IDs(), id)
+		second := others[f.Pick%uint64(len(others))]
+		for _, n := range []int32{id, second} {
+			c.note(n, "fault: SIGKILL (with node %d)", id+second-n)
+			c.Kill(n)
+		}
+		return func() error {
+			for _, n := range []int32{second, id} {
+				c.note(n, "heal: restart")
+				if err := c.Restart(n); err != nil {
+					return err
+				}
+			}
+			return nil
 		}, nil
 	case Pause:
 		c.note(id, "fault: SIGSTOP")

@@ -7,14 +7,17 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -200,6 +203,9 @@ func Run(cfg Config) (Result, error) {
 	res.Report = checker.Check(h)
 	res.Ops = len(h.Writes) + len(h.Reads)
 	fmt.Fprintf(cfg.Out, "chaos: history: %s\n", res.Report.Stats)
+	if e := topErrors(h.Writes, 3); e != "" {
+		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)
+	}
 	for _, l := range res.Report.Summary() {
 		fmt.Fprintf(cfg.Out, "chaos: %s\n", l)
 	}
@@ -213,6 +219,32 @@ func Run(cfg Config) (Result, error) {
 	fmt.Fprintln(cfg.Out, res.SummaryLine())
 	return res, nil
 }
+
+// topErrors counts the writes that were not acknowledged by error message
+// (numbers blanked, so that one cause is one line) and returns the n most
+// frequent.
+func topErrors(ws []checker.Write, n int) string {
+	counts := map[string]int{}
+	for _, w := range ws {
+		if w.Outcome == checker.OK && !w.Complete.IsZero() {
+			continue
+		}
+		msg := w.Err
+		if w.Complete.IsZero() {
+			msg = "still in flight at the end"
+		}
+		counts[digits.ReplaceAllString(msg, "N")]++
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	var parts []string
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%d × %q", counts[k], k))
+	}
+	return strings.Join(parts, "; ")
+}
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // runFault resolves, injects, holds and heals one fault.
 func (r *runner) runFault(f Fault) Applied {
@@ -241,10 +273,12 @@ func (r *runner) runFault(f Fault) Applied {
 	if err := heal(); err != nil {
 		r.log.Error("heal", "what", f.String(), "err", err)
 	}
-	if f.Kind == Kill {
+	if f.Kind == Kill || f.Kind == KillTwo {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		if err := r.cluster.WaitReady(ctx, id); err != nil {
-			r.log.Error("restarted node not ready", "node", id, "err", err)
+		for _, n := range r.cluster.Nodes {
+			if err := r.cluster.WaitReady(ctx, n.ID); err != nil {
+				r.log.Error("restarted node not ready", "node", n.ID, "err", err)
+			}
 		}
 		cancel()
 	}
