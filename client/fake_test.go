@@ -54,6 +54,10 @@ type fakeState struct {
 	// reject: the next produce attempt of "topic/partition" is refused
 	// with this (non-retriable) code and nothing is written.
 	reject map[string]sluicev1.ErrorCode
+	// metadataUnavailable: Metadata requests left to refuse as a broker
+	// that has no cluster metadata yet does (UNAVAILABLE,
+	// LEADER_NOT_AVAILABLE); metadataCalls counts every request.
+	metadataUnavailable, metadataCalls int
 	// initError, when set, answers every InitProducerId.
 	initError sluicev1.ErrorCode
 	// dropRequests: requests left that are served completely, then
@@ -178,6 +182,11 @@ func endOffset(batches [][]byte) int64 {
 func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) (*sluicev1.MetadataResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.metadataCalls++
+	if f.metadataUnavailable > 0 {
+		f.metadataUnavailable--
+		return nil, errs.Status(errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", f.node), nil)
+	}
 	resp := &sluicev1.MetadataResponse{}
 	for id := int32(1); int(id) <= len(f.nodes); id++ {
 		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerMetadata{NodeId: id, Address: f.nodes[id].addr})

@@ -97,6 +97,7 @@ type producerConfig struct {
 	bufferBytes     int
 	maxInFlight     int
 	deliveryTimeout time.Duration
+	maxBlock        time.Duration
 	partitioner     Partitioner
 }
 
@@ -216,6 +217,25 @@ func WithDeliveryTimeout(d time.Duration) ProducerOption {
 	}
 }
 
+// DefaultMaxBlock is WithMaxBlock's default (Kafka's max.block.ms).
+const DefaultMaxBlock = 60 * time.Second
+
+// WithMaxBlock bounds how long Send may block (max.block.ms, default 60 s):
+// while the topic's metadata cannot be had (no broker reachable, or the
+// brokers reached cannot say yet: a retriable error) and while the buffer
+// is full. After it the record fails without having been sent. A topic
+// the cluster reports as nonexistent fails at once (topics are not
+// auto-created).
+func WithMaxBlock(d time.Duration) ProducerOption {
+	return func(c *producerConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("sluice: max block must be positive, got %v", d)
+		}
+		c.maxBlock = d
+		return nil
+	}
+}
+
 // WithPartitioner replaces the default HashPartitioner.
 func WithPartitioner(p Partitioner) ProducerOption {
 	return func(c *producerConfig) error {
@@ -316,6 +336,7 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 		bufferBytes:     64 << 20,
 		maxInFlight:     MaxInFlightLimit,
 		deliveryTimeout: 2 * time.Minute,
+		maxBlock:        DefaultMaxBlock,
 		partitioner:     HashPartitioner{},
 	}
 	for _, o := range opts {
@@ -411,7 +432,8 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 			cb(md, err)
 		}
 	}
-	tm, err := p.c.topic(ctx, r.Topic)
+	blockUntil := time.Now().Add(p.cfg.maxBlock)
+	tm, err := p.topicFor(ctx, r.Topic, blockUntil)
 	if err != nil {
 		fail(fmt.Errorf("topic %q: %w", r.Topic, err))
 		return
@@ -434,9 +456,15 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 	for p.buffered >= p.cfg.bufferBytes && !p.closed {
 		space := p.space
 		p.mu.Unlock()
+		wait := time.NewTimer(time.Until(blockUntil))
 		select {
 		case <-space:
+			wait.Stop()
+		case <-wait.C:
+			fail(errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "no buffer space within max block %v (%d bytes buffered)", p.cfg.maxBlock, p.cfg.bufferBytes))
+			return
 		case <-ctx.Done():
+			wait.Stop()
 			fail(ctx.Err())
 			return
 		}
@@ -468,6 +496,31 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 	p.mu.Unlock()
 	if closed || opened || stickyClosed {
 		p.signal()
+	}
+}
+
+// topicFor returns topic's metadata for Send, waiting (with backoff, until
+// deadline or ctx ends) while the cluster cannot say: a retriable error or
+// an unreachable broker. Found by the chaos harness: with two of three
+// nodes restarting, a lookup that found only a starting broker failed the
+// record at once. A cached per-topic error that is retriable is dropped
+// so that the next attempt asks again.
+func (p *Producer) topicFor(ctx context.Context, topic string, deadline time.Time) (*topicMeta, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		tm, err := p.c.topic(ctx, topic)
+		if err == nil || !isRetriable(err) || errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+			return tm, err
+		}
+		p.c.forget(topic)
+		wait := min(backoff, time.Until(deadline))
+		if wait <= 0 {
+			return nil, fmt.Errorf("no metadata within max block %v: %w", p.cfg.maxBlock, err)
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
