@@ -190,10 +190,17 @@ func (s *ControllerService) AlterPartitionReassignments(ctx context.Context, req
 	return &internalv1.ControllerAlterPartitionReassignmentsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
 }
 
-// MetadataStream implements the Controller service: every voter serves it
-// from its own committed image; updates carry the voter's view of the
-// leader so subscribers move to the active controller.
+// MetadataStream implements the Controller service. A stream starts only
+// on the active controller once it has caught up with the metadata log
+// (CaughtUpLeader); any other voter answers NOT_CONTROLLER naming the
+// leader, because its image may be an old prefix. Once started, a stream
+// keeps serving this node's committed image (monotonic, so safe after a
+// leadership loss); updates carry this node's view of the leader so
+// subscribers move to the active controller.
 func (s *ControllerService) MetadataStream(req *internalv1.MetadataStreamRequest, stream internalv1.Controller_MetadataStreamServer) error {
+	if !s.ctl.CaughtUpLeader() {
+		return s.status(s.ctl.NotCaughtUpError())
+	}
 	sub := s.ctl.Subscribe(req.FromOffset)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()

@@ -255,6 +255,11 @@ func (b *BrokerLifecycle) metadataLoop() {
 			// updates and then ended (the voter stopped): reconnect at once.
 			delay = 10 * time.Millisecond
 		}
+		if e, _ := errs.FromStatus(err); errs.Code(e) == sluicev1.ErrorCode_NOT_CONTROLLER {
+			// A new controller is being elected or is catching up (it
+			// serves no stream before): poll briskly, it is soon ready.
+			delay = min(delay, 200*time.Millisecond)
+		}
 		select {
 		case <-b.ctx.Done():
 			return
@@ -326,6 +331,14 @@ func (b *BrokerLifecycle) followOnce() error {
 			deltas = append(deltas, controller.Delta{Offset: d.Offset, Record: rec})
 		}
 		before := cache.Image().Offset
+		if snap != nil && upd.Offset < before {
+			// Never go back to an older image: acting on it would undo
+			// leadership changes (and truncate logs) that this broker has
+			// already seen. Only a caught-up leader serves streams, so
+			// this is a guard, not a path.
+			b.log.Warn("metadata snapshot older than the image held; resubscribing", "snapshot_offset", upd.Offset, "image_offset", before, "voter", servingID)
+			return errResubscribe
+		}
 		if err := cache.Update(upd.Offset, snap, deltas); err != nil {
 			// Diverged: start over from a full image.
 			b.log.Error("metadata cache diverged; reloading the full image", "err", err)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -177,6 +178,11 @@ type Controller struct {
 	liveness   *Liveness
 	// leaderSince is when this node last became leader (zero if not).
 	leaderSince time.Time
+
+	// caughtUpTerm is the Raft term in which this node, as leader, has
+	// applied every entry committed before its term (a barrier returned);
+	// 0 before. See CaughtUpLeader.
+	caughtUpTerm atomic.Uint64
 
 	// ctx is cancelled by Shutdown; background work derives from it.
 	ctx    context.Context
@@ -354,6 +360,7 @@ func (c *Controller) leaderLoop() {
 			if !isLeader {
 				continue
 			}
+			c.catchUpAsLeader()
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
 			if err := c.bootstrapFeatures(ctx); err != nil {
 				c.log.Warn("controller: finalize features", "err", err)
@@ -366,6 +373,51 @@ func (c *Controller) leaderLoop() {
 			cancel()
 		}
 	}
+}
+
+// catchUpAsLeader waits (retrying while this node stays leader) until its
+// FSM has applied every entry committed before its term, then records the
+// term in caughtUpTerm. A new leader's FSM can lag far behind: a voter that
+// just restarted replays its log only as it learns the commit index.
+func (c *Controller) catchUpAsLeader() {
+	term := c.raft.CurrentTerm()
+	for c.ctx.Err() == nil && c.IsLeader() && c.raft.CurrentTerm() == term {
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
+		err := c.barrier(ctx)
+		cancel()
+		if err == nil {
+			c.caughtUpTerm.Store(term)
+			c.log.Info("controller: active, metadata caught up", "term", term, "applied_index", c.raft.AppliedIndex())
+			return
+		}
+		c.log.Warn("controller: catching up as the new leader", "term", term, "err", err)
+		select {
+		case <-c.ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// CaughtUpLeader reports whether this node is the leader and its image
+// holds every committed record (it has passed a barrier in the current
+// term). Only such a node may hand a broker a metadata snapshot: any other
+// voter's image may be an old prefix (a restarting voter replays its log
+// from the start), and a broker acting on it would, for instance, follow
+// a partition leader of an old epoch and truncate committed records.
+// Found by the chaos harness.
+func (c *Controller) CaughtUpLeader() bool {
+	t := c.caughtUpTerm.Load()
+	return t != 0 && c.IsLeader() && c.raft.CurrentTerm() == t
+}
+
+// NotCaughtUpError is the NOT_CONTROLLER error for a node that is not
+// CaughtUpLeader: it names the leader when known, or says that this node
+// is a leader still catching up.
+func (c *Controller) NotCaughtUpError() error {
+	if c.IsLeader() {
+		return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is the new controller and is still applying the metadata log", c.cfg.NodeID)
+	}
+	return c.notController()
 }
 
 // bootstrapFeatures names a fresh cluster (BootstrapCluster with a random
