@@ -613,8 +613,23 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 // broker starts fenced; it unfences itself with UnfenceBroker and that
 // epoch once it has caught up with the metadata log.
 func (c *Controller) RegisterBroker(ctx context.Context, id int32, address, rack, incarnationID string) (int64, error) {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
 	res, err := c.Propose(ctx, RegisterBroker{BrokerID: id, Address: address, Rack: rack, IncarnationID: incarnationID})
-	return res.BrokerEpoch, err
+	if err != nil {
+		return 0, err
+	}
+	// A new incarnation is registered fenced: move its leaderships and
+	// ISR memberships away now, as a fence would. A restarted broker must
+	// never resume leading in the leader epoch of its previous life: its
+	// log may have lost (or, after a truncation, rewritten) records that
+	// followers kept in that epoch, and epoch-based truncation cannot see
+	// a divergence within one epoch. It leads again only when elected,
+	// in a new epoch. (Kafka gets the same from fencing the old session.)
+	if err := c.reelectLocked(ctx); err != nil {
+		c.log.Warn("controller: moving leaderships of a re-registered broker", "broker", id, "err", err)
+	}
+	return res.BrokerEpoch, nil
 }
 
 // FenceBroker fences broker id at epoch (STALE_BROKER_EPOCH if that is not
