@@ -66,3 +66,27 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendLarge appends batches of 256 records of 1 KiB values
+// (about 260 KB, what a producer of 1 KiB records sends under load).
+func BenchmarkAppendLarge(b *testing.B) {
+	cfg := DefaultConfig()
+	l := openLog(b, b.TempDir(), cfg)
+	defer func() { b.StopTimer(); l.Close() }()
+	var bl batch.Builder
+	bl.Reset(t0.UnixMilli())
+	v := make([]byte, 1024)
+	for i := 0; i < 256; i++ {
+		bl.Add(t0.UnixMilli(), nil, v, nil)
+	}
+	src := bl.Finish(batch.PlainProducer, 0)
+	buf := make([]byte, len(src))
+	b.SetBytes(int64(len(src)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		copy(buf, src)
+		if _, err := l.Append(buf, 1, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

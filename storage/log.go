@@ -67,7 +67,6 @@ type Log struct {
 	dir string
 
 	appendMu  sync.Mutex // guards the following and serialises writers
-	frame     []byte     // append scratch buffer
 	unflushed int64      // records appended since the last flush
 	lastFlush time.Time
 
@@ -173,8 +172,9 @@ func storageErr(format string, args ...any) error {
 
 // Append assigns the next offsets to canonical batch b (already validated,
 // CRC set): it patches the base offset to the log end offset and the
-// partition leader epoch in place, and writes the frame. b is owned by the
-// log after the call. A batch over max.message.bytes is refused with
+// partition leader epoch in place, and writes the frame. b is written to
+// the segment (copied) and not kept after the call, so the caller may reuse
+// its buffer. A batch over max.message.bytes is refused with
 // MESSAGE_TOO_LARGE and nothing is written. leaderEpoch must be >= 0
 // (else INVALID_RECORD) and >= LatestEpoch (else FENCED_LEADER_EPOCH: a
 // stale leader); a larger one becomes the latest epoch, starting at this
@@ -216,7 +216,8 @@ func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, 
 // end offset (else INVALID_RECORD); its partition leader epoch follows
 // Append's rules (a lower epoch than LatestEpoch means the follower did
 // not truncate to the divergence point first: FENCED_LEADER_EPOCH).
-// Nothing is written on error. b is owned by the log after the call.
+// Nothing is written on error. b is not modified, and not kept after the
+// call.
 func (l *Log) AppendVerbatim(b []byte, now time.Time) (AppendResult, error) {
 	h, err := batch.Verify(b)
 	if err != nil {
@@ -271,15 +272,12 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	if s.size == 0 {
 		s.created = now // segment.ms counts from the first append
 	}
-	l.frame = batch.AppendFrame(l.frame[:0], b)
+	var fh [batch.MaxFrameHeader]byte
 	pos := s.size
 	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
-	if _, err := s.log.WriteAt(l.frame, pos); err != nil {
+	if err := writeFrame(s.log, batch.AppendFrameHeader(fh[:0], len(b)), b, pos); err != nil {
 		_ = s.log.Truncate(pos)
 		return AppendResult{}, storageErr("write %s: %v", s.path, err)
-	}
-	if cap(l.frame) > 4<<20 {
-		l.frame = nil // do not pin a huge buffer
 	}
 	idxSize, timeSize := s.idxSize, s.timeSize
 	if err := s.writeEntries(e); err != nil {

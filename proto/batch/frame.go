@@ -21,9 +21,18 @@ func FrameSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
 
 // AppendFrame appends the frame of batch b to dst.
 func AppendFrame(dst, b []byte) []byte {
+	return append(AppendFrameHeader(dst, len(b)), b...)
+}
+
+// MaxFrameHeader is the largest frame header: the tag and a varint length.
+const MaxFrameHeader = 1 + 10
+
+// AppendFrameHeader appends the bytes that precede a batch of n bytes in
+// its frame (tag and length): the header followed by the batch is the
+// frame.
+func AppendFrameHeader(dst []byte, n int) []byte {
 	dst = append(dst, FrameTag)
-	dst = protowire.AppendVarint(dst, uint64(len(b)))
-	return append(dst, b...)
+	return protowire.AppendVarint(dst, uint64(n))
 }
 
 // NextFrame splits the first frame off data. It returns the batch bytes
