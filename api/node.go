@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/membership"
 	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/proto/codec"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -349,7 +350,13 @@ func StartNode(cfg Config) (_ *Node, err error) {
 	cleanups = append(cleanups, func() { n.members.Shutdown() })
 	n.controllers = cluster.NewControllerClient(n.pool, n.controllerEndpoints)
 
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize),
+		// Produce requests and replica fetches carry megabytes: windows
+		// as large as the clients' (client.conn) avoid waiting for window
+		// updates, and larger socket buffers mean fewer syscalls.
+		grpc.InitialWindowSize(cluster.StreamWindow), grpc.InitialConnWindowSize(cluster.ConnWindow),
+		grpc.ReadBufferSize(cluster.SocketBuffer), grpc.WriteBufferSize(cluster.SocketBuffer)}
+	opts = append(opts, codec.ServerOptions()...)
 	if cfg.FaultInjection || cfg.FaultDropProduceResponses > 0 {
 		n.faults = newFaultInjector(logger)
 		opts = append(opts, grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -19,6 +20,21 @@ import (
 // batch is in the leader's log and may still become committed); ACKS_NONE
 // answers without offsets.
 func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error) {
+	return s.produce(ctx, req, nil)
+}
+
+// produceAliased is Produce for a request whose batches alias the received
+// gRPC buffer (codec.ProduceRequest): the buffer is released as soon as
+// every batch has been appended (copied into its log), not after the
+// acks=all wait.
+func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+	defer req.Release() // on every path; a second Release is a no-op
+	return s.produce(ctx, &req.ProduceRequestView, req.Release)
+}
+
+// produce is Produce; appended (if not nil) is called once the request's
+// batches are no longer used.
+func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView, appended func()) (*sluicev1.ProduceResponse, error) {
 	switch req.Acks {
 	case sluicev1.Acks_ACKS_UNSPECIFIED, sluicev1.Acks_ACKS_ALL, sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_NONE:
 	default:
@@ -69,6 +85,9 @@ func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView
 			pr.LogStartOffset = part.Log.StartOffset()
 		}
 		resp.Topics = append(resp.Topics, tr)
+	}
+	if appended != nil {
+		appended()
 	}
 	// acks=all: every appended batch must reach the high watermark within
 	// the request timeout.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -140,21 +141,22 @@ func (s *Server) Register(g *grpc.Server) {
 // logService is the handler type of logServiceDesc: the public
 // sluice.v1.Log service, decoded through the server views.
 type logService interface {
-	Produce(context.Context, *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error)
+	produceAliased(context.Context, *codec.ProduceRequest) (*sluicev1.ProduceResponse, error)
 	Fetch(context.Context, *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error)
 	ListOffsets(context.Context, *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error)
 }
 
 // logServiceDesc registers sluice.v1.Log by hand so that Produce requests
-// are decoded as ProduceRequestView (batches stay bytes) and Fetch responses
+// are decoded as ProduceRequestView (batches stay bytes; with codec.Codec,
+// slices of the received buffer) and Fetch responses
 // are encoded from FetchResponseView (segment bytes copied, not decoded).
 // Both views are wire-compatible with the public messages (DESIGN §4).
 var logServiceDesc = grpc.ServiceDesc{
 	ServiceName: "sluice.v1.Log",
 	HandlerType: (*logService)(nil),
 	Methods: []grpc.MethodDesc{
-		{MethodName: "Produce", Handler: unary("/sluice.v1.Log/Produce", func(s logService, ctx context.Context, in *internalv1.ProduceRequestView) (any, error) {
-			return s.Produce(ctx, in)
+		{MethodName: "Produce", Handler: unary("/sluice.v1.Log/Produce", func(s logService, ctx context.Context, in *codec.ProduceRequest) (any, error) {
+			return s.produceAliased(ctx, in)
 		})},
 		{MethodName: "Fetch", Handler: unary("/sluice.v1.Log/Fetch", func(s logService, ctx context.Context, in *sluicev1.FetchRequest) (any, error) {
 			return s.Fetch(ctx, in)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -23,6 +24,17 @@ import (
 // MaxInterNodeMessage bounds inter-node gRPC messages (metadata snapshots
 // of large clusters included).
 const MaxInterNodeMessage = 64 << 20
+
+// gRPC transport settings of inter-node connections and of the brokers'
+// servers: HTTP/2 flow-control windows (per stream and per connection)
+// large enough that a replica fetch or produce of megabytes does not wait
+// for window updates (setting them turns off gRPC's dynamic window
+// estimation, which starts at 64 KiB), and socket read/write buffers.
+const (
+	StreamWindow = 4 << 20
+	ConnWindow   = 16 << 20
+	SocketBuffer = 256 << 10
+)
 
 // ConnPool holds one gRPC client connection per peer address. Safe for
 // concurrent use.
@@ -69,7 +81,10 @@ func (p *ConnPool) Get(addr string) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: time.Second,
 		}),
+		grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow),
+		grpc.WithReadBufferSize(SocketBuffer), grpc.WithWriteBufferSize(SocketBuffer),
 	}
+	opts = append(opts, codec.DialOptions()...)
 	if p.dialMap != nil {
 		opts = append(opts, grpc.WithContextDialer(p.mappedDialer(addr)))
 	}

@@ -2,10 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -107,6 +111,10 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[TopicPartition]*fetchState
 	wake  chan struct{} // capacity 1: a partition was added
+	// cancelPoll cancels the ReplicaFetch in flight (nil when none): a
+	// partition added meanwhile is then fetched at once instead of after
+	// the leader's long poll (up to replicaFetchWait) for the others ends.
+	cancelPoll context.CancelFunc
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -129,6 +137,9 @@ func (f *fetcher) stop() {
 func (f *fetcher) add(s *fetchState) {
 	f.mu.Lock()
 	f.parts[s.p.TopicPartition] = s
+	if f.cancelPoll != nil {
+		f.cancelPoll()
+	}
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -165,7 +176,7 @@ func (f *fetcher) snapshot(now time.Time) (truncate, fetch []*fetchState) {
 	return truncate, fetch
 }
 
-func (f *fetcher) client() (internalv1.ReplicaClient, error) {
+func (f *fetcher) client() (*grpc.ClientConn, error) {
 	addr := ""
 	if b := f.fm.rm.metadata().Image().Brokers[f.source]; b != nil {
 		addr = b.Address
@@ -173,11 +184,7 @@ func (f *fetcher) client() (internalv1.ReplicaClient, error) {
 	if addr == "" {
 		return nil, errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "no address for broker %d", f.source)
 	}
-	cc, err := f.fm.pool.Get(addr)
-	if err != nil {
-		return nil, err
-	}
-	return internalv1.NewReplicaClient(cc), nil
+	return f.fm.pool.Get(addr)
 }
 
 func (f *fetcher) run() {
@@ -198,12 +205,17 @@ func (f *fetcher) run() {
 			}
 			continue
 		}
-		cl, err := f.client()
+		cc, err := f.client()
 		if err == nil && len(truncate) > 0 {
-			err = f.truncate(cl, truncate)
+			err = f.truncate(internalv1.NewReplicaClient(cc), truncate)
+			if err == nil && !f.fm.rm.fetchPaused.Load() {
+				// The partitions just truncated join this round's fetch
+				// instead of waiting for its long poll to end.
+				_, fetch = f.snapshot(time.Now())
+			}
 		}
 		if err == nil && len(fetch) > 0 {
-			err = f.fetch(cl, fetch)
+			err = f.fetch(cc, fetch)
 		}
 		if err != nil {
 			if f.ctx.Err() != nil {
@@ -272,8 +284,11 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 	return nil
 }
 
-// fetch runs one ReplicaFetch and appends what it returns.
-func (f *fetcher) fetch(cl internalv1.ReplicaClient, states []*fetchState) error {
+// fetch runs one ReplicaFetch and appends what it returns. The response
+// is decoded by codec.Codec in place (its batches are slices of the
+// received buffer, appended verbatim), and the buffer is released once
+// every batch is in its log.
+func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 	rm := f.fm.rm
 	req := &internalv1.ReplicaFetchRequest{ReplicaId: rm.cfg.NodeID, BrokerEpoch: rm.brokerEpoch(),
 		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
@@ -282,9 +297,21 @@ func (f *fetcher) fetch(cl internalv1.ReplicaClient, states []*fetchState) error
 			FetchOffset: s.p.Log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, replicaFetchWait+5*time.Second)
-	defer cancel()
-	resp, err := cl.ReplicaFetch(ctx, req)
-	if err != nil {
+	f.mu.Lock()
+	f.cancelPoll = cancel
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.cancelPoll = nil
+		f.mu.Unlock()
+		cancel()
+	}()
+	resp := &codec.ReplicaFetchResponse{}
+	defer resp.Release()
+	if err := cc.Invoke(ctx, internalv1.Replica_ReplicaFetch_FullMethodName, req, resp, grpc.ForceCodecV2(codec.Codec{})); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) && f.ctx.Err() == nil {
+			return nil // cancelled by add: fetch again at once, with the new partition
+		}
 		return err
 	}
 	now := time.Now()
