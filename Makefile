@@ -47,7 +47,8 @@ bench-failover:
 	$(GO) test -run '^$$' -bench BenchmarkFailover -benchtime 5x ./cmd/sluice/
 
 # Produce throughput and latency of a local 3-node cluster, replication
-# factor 3 (acks=1 and acks=all, 100 B and 1 KiB records); about 1.5 min.
+# factor 3 (acks=1 and acks=all, 100 B and 1 KiB records, and one record
+# at a time with --sync); about 2 min.
 # Not part of `make test`. See docs/benchmarks.md and scripts/bench-cluster.sh.
 bench-cluster:
 	GO=$(GO) scripts/bench-cluster.sh

@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
 # Three-node Sluice benchmark: replication factor 3, min.insync.replicas=2.
 #
-# Builds bin/sluiced and bin/sluice, starts three combined (controller and
+# Builds bin/sluiced and bin/sluice (or in $BIN), starts three combined (controller and
 # broker) nodes on loopback with fixed ports and temporary data directories,
 # creates one topic per run (6 partitions, RF 3, min.insync.replicas=2) and
 # runs `sluice bench produce`: acks=1 and acks=all with 100-byte and 1 KiB
 # records as fast as possible (default batching: linger 5 ms, 1 MiB
 # batches), acks=all 100-byte records paced at 250,000 records/s (latency
-# below saturation), and a paced low-rate acks=all run for the single-record
-# latency. Each topic is deleted after its run. It prints one summary line
-# per run, stops the nodes (SIGTERM) and removes the data. See docs/benchmarks.md.
+# below saturation), and synchronous runs (--sync: one record at a time,
+# the next sent when the previous is acknowledged) with acks=all and acks=1
+# for the single-record latency. Each topic is deleted after its run. It
+# prints one summary line per run, stops the nodes (SIGTERM) and removes the
+# data. See docs/benchmarks.md.
 #
 #   make bench-cluster                    # or scripts/bench-cluster.sh
 #   RECORDS_100=3000000 RECORDS_1K=1000000 scripts/bench-cluster.sh
 #
 # Environment: BASE_PORT (19500; node i uses BASE_PORT+10*i .. +3), PARTITIONS
 # (6), RECORDS_100 / RECORDS_1K / RECORDS_100_ALL / RECORDS_1K_ALL (records per
-# run; the defaults take about 10 s each on a 2-core machine), LATENCY_RECORDS
-# (records of the latency run: 1024 a second), PACED_RATE (250000: records/s
+# run; the defaults take about 10 s each on a 2-core machine), PACED_RATE (250000: records/s
 # of the paced acks=all 100-byte run), PROFILE_DIR (if set, CPU profiles of
 # node 1 and of the load generator during the saturated acks=all 100-byte
-# run are written there), KEEP=1 keeps the data directories and logs, GO
-# (go).
+# run are written there), SYNC_RECORDS (records of each synchronous run:
+# 5000), KEEP=1 keeps the data directories and logs, BIN (bin: where the
+# binaries are built; another directory leaves bin/ alone, e.g. while a
+# chaos run restarts nodes from it), GO (go).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,12 +36,13 @@ RECORDS_100_ALL=${RECORDS_100_ALL:-9000000}
 RECORDS_1K=${RECORDS_1K:-1300000}
 RECORDS_1K_ALL=${RECORDS_1K_ALL:-1000000}
 PACED_RATE=${PACED_RATE:-250000}
-LATENCY_RECORDS=${LATENCY_RECORDS:-10240}
+SYNC_RECORDS=${SYNC_RECORDS:-5000}
 PROFILE_DIR=${PROFILE_DIR:-}
+BIN=${BIN:-bin}
 
-echo "building bin/sluiced and bin/sluice" >&2
-"$GO" build -o bin/sluiced ./cmd/sluiced
-"$GO" build -o bin/sluice ./cmd/sluice
+echo "building $BIN/sluiced and $BIN/sluice" >&2
+"$GO" build -o "$BIN/sluiced" ./cmd/sluiced
+"$GO" build -o "$BIN/sluice" ./cmd/sluice
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench-cluster.XXXXXX")
 pids=()
@@ -73,7 +77,7 @@ for i in 1 2 3; do
 done
 for i in 1 2 3; do
 	mkdir -p "$work/node$i"
-	bin/sluiced --node-id "$i" --data-dir "$work/node$i" \
+	"$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
 		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s \
@@ -111,11 +115,11 @@ results=()
 
 # topic NAME: RF 3, min.insync.replicas=2, every ISR full before use.
 topic() {
-	bin/sluice topic create "$1" --partitions "$PARTITIONS" --replication-factor 3 --config min.insync.replicas=2 >/dev/null
+	"$BIN/sluice" topic create "$1" --partitions "$PARTITIONS" --replication-factor 3 --config min.insync.replicas=2 >/dev/null
 	for _ in $(seq 200); do # 20 s
 		# Every "isr":[a,b,c] of the JSON has three members.
 		local isrs full
-		isrs=$(bin/sluice --output json topic describe "$1" | grep -o '"isr":\[[0-9,]*\]' || true)
+		isrs=$("$BIN/sluice" --output json topic describe "$1" | grep -o '"isr":\[[0-9,]*\]' || true)
 		full=$(grep -c '^"isr":\[[0-9]*,[0-9]*,[0-9]*\]$' <<<"$isrs" || true)
 		if [[ $full -eq $PARTITIONS ]]; then
 			return
@@ -133,7 +137,7 @@ run() {
 	topic "$name"
 	echo "== $label" >&2
 	local out
-	out=$(bin/sluice bench produce --topic "$name" "$@" 2> >(grep -v '^produce:' >&2))
+	out=$("$BIN/sluice" bench produce --topic "$name" "$@" 2> >(grep -v '^produce:' >&2))
 	echo "$out" >&2
 	results+=("$label: $out")
 	drop "$name"
@@ -144,7 +148,7 @@ run() {
 # behind, gigabytes of dirty page cache make the kernel throttle writers
 # and flush in the background, stalling later runs (p99 in seconds).
 drop() {
-	bin/sluice topic delete "$1" >/dev/null
+	"$BIN/sluice" topic delete "$1" >/dev/null
 	for _ in $(seq 200); do # 20 s
 		if ! compgen -G "$work/node*/logs/$1-*" >/dev/null; then
 			sync
@@ -171,7 +175,7 @@ fi
 run "100 B, acks=all" r100-acksall --record-size 100 --acks all --records "$RECORDS_100_ALL" "${profile[@]}"
 if [[ -n $PROFILE_DIR ]]; then
 	wait "$prof" || echo "CPU profile failed" >&2
-	echo "CPU profiles in $PROFILE_DIR: go tool pprof -top bin/sluiced $PROFILE_DIR/node1-acks-all-100.pb.gz" >&2
+	echo "CPU profiles in $PROFILE_DIR: go tool pprof -top $BIN/sluiced $PROFILE_DIR/node1-acks-all-100.pb.gz" >&2
 fi
 # Below saturation: the latency target is for 250,000 records/s (10 s).
 run "100 B, acks=all, plain producer (no idempotence)" r100-acksall-plain --record-size 100 --acks all --no-idempotence --records "$RECORDS_100_ALL"
@@ -179,16 +183,11 @@ run "100 B, acks=all, --throughput $PACED_RATE" r100-acksall-paced --record-size
 	--throughput "$PACED_RATE" --records $((PACED_RATE * 10))
 run "1 KiB, acks=1" r1k-acks1 --record-size 1024 --acks 1 --records "$RECORDS_1K"
 run "1 KiB, acks=all" r1k-acksall --record-size 1024 --acks all --records "$RECORDS_1K_ALL"
-# There is no synchronous one-record-at-a-time mode in `sluice bench`. The
-# closest: one partition, linger 0, --throughput 1024, which sends a burst
-# of 256 records every 250 ms, and only the first record of each burst
-# timed (--latency-sample 256): it is sent while the producer is idle (the
-# previous burst is acknowledged long before), in a batch with the burst's
-# next few records. --batch-bytes 1024 closes that batch at once: a batch
-# that merely lingers while the producer is idle is not sent until
-# something wakes the sender, so without it a burst would wait.
-run "single-record latency, 100 B, acks=all (paced proxy)" r100-latency --record-size 100 --acks all \
-	--partition 0 --linger 0 --batch-bytes 1024 --throughput 1024 --latency-sample 256 --records "$LATENCY_RECORDS"
+# One record at a time: each sent alone (linger 0), the next only after the
+# previous is acknowledged; every record timed. Keyless records move from
+# partition to partition, so all three leaders are used.
+run "synchronous, 100 B, acks=all" r100-sync-all --record-size 100 --acks all --sync --records "$SYNC_RECORDS"
+run "synchronous, 100 B, acks=1" r100-sync-1 --record-size 100 --acks 1 --sync --records "$SYNC_RECORDS"
 
 echo
 echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions:"

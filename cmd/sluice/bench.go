@@ -17,7 +17,7 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-const benchUsage = `usage: sluice bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N]
+const benchUsage = `usage: sluice bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--sync]
        sluice bench consume --topic T [--records N]
 `
 
@@ -35,6 +35,7 @@ type benchResult struct {
 	LatencyP50Ms  float64 `json:"latency_p50_ms"`
 	LatencyP99Ms  float64 `json:"latency_p99_ms"`
 	LatencyP999Ms float64 `json:"latency_p999_ms"`
+	LatencyMeanMs float64 `json:"latency_mean_ms"`
 	Errors        int64   `json:"errors"`
 }
 
@@ -64,18 +65,24 @@ func (l *latencies) add(d time.Duration) {
 	l.mu.Unlock()
 }
 
-func (l *latencies) percentiles() (p50, p99, p999 float64) {
+// percentiles returns the p50, p99 and p99.9 samples and the mean, in
+// milliseconds (zeros without samples).
+func (l *latencies) percentiles() (p50, p99, p999, mean float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.d) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	slices.Sort(l.d)
 	at := func(q float64) float64 {
 		i := min(int(q*float64(len(l.d))), len(l.d)-1)
 		return float64(l.d[i]) / 1e6
 	}
-	return at(0.50), at(0.99), at(0.999)
+	var sum time.Duration
+	for _, d := range l.d {
+		sum += d
+	}
+	return at(0.50), at(0.99), at(0.999), float64(sum) / float64(len(l.d)) / 1e6
 }
 
 // progress prints a live line on stderr once a second until stop is
@@ -104,13 +111,13 @@ func (e *env) printBench(r benchResult) error {
 	if e.g.json() {
 		return json.NewEncoder(e.stdout).Encode(r)
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %d records in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; errors %d\n",
-		r.Mode, r.Topic, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.LatencyWhat, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyP999Ms, r.Errors)
+	fmt.Fprintf(e.stdout, "%s %s: %d records in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, mean %.3f ms; errors %d\n",
+		r.Mode, r.Topic, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.LatencyWhat, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyP999Ms, r.LatencyMeanMs, r.Errors)
 	return nil
 }
 
 func (e *env) benchProduce(ctx context.Context, args []string) error {
-	fs := e.newFlags("bench produce", "bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--throughput R]")
+	fs := e.newFlags("bench produce", "bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--throughput R] [--sync]")
 	topic := fs.String("topic", "", "topic to produce to (required)")
 	records := fs.Int64("records", 1_000_000, "records to send")
 	size := fs.Int("record-size", 100, "value size in bytes")
@@ -123,6 +130,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	throughput := fs.Int("throughput", 0, "target records/s (0: as fast as possible); latency is only meaningful below saturation")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	noIdem := fs.Bool("no-idempotence", false, "send as a plain producer (idempotence is on by default with --acks all)")
+	syncMode := fs.Bool("sync", false, "send one record at a time: each is sent alone and the next only after it is acknowledged; every record's latency is measured (with linger 0; --linger, --throughput and --latency-sample do not apply)")
 	if _, err := e.parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -152,6 +160,9 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 			return fmt.Errorf("bench produce: %w", err)
 		}
 	}
+	if *syncMode {
+		*linger = 0 // nothing else will join the batch
+	}
 	opts := []client.ProducerOption{client.WithAcks(acks), client.WithLinger(*linger), client.WithBatchBytes(*batchBytes)}
 	if *noIdem {
 		opts = append(opts, client.WithIdempotence(false))
@@ -162,6 +173,14 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	}
 	value := make([]byte, *size)
 	rand.Read(value)
+	if *syncMode {
+		res, err := e.benchSync(ctx, p, client.Record{Topic: *topic, Partition: int32(*partition), Value: value}, *records, *size)
+		p.Close()
+		if err != nil {
+			return err
+		}
+		return e.printBench(res)
+	}
 
 	var acked, ackedBytes, failures atomic.Int64
 	var firstErr atomic.Pointer[error]
@@ -216,8 +235,41 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	res := benchResult{Mode: "produce", Topic: *topic, Records: n, RecordSize: *size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
 		LatencyWhat: "send-to-ack", Errors: failures.Load()}
-	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms = lat.percentiles()
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
 	return e.printBench(res)
+}
+
+// benchSync sends records one at a time: each with SendSync, the next only
+// after the previous one is acknowledged, timing every record from the
+// call to its acknowledgement.
+func (e *env) benchSync(ctx context.Context, p *client.Producer, r client.Record, records int64, size int) (benchResult, error) {
+	lat := &latencies{d: make([]time.Duration, 0, records)}
+	var acked, ackedBytes atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go e.progress("produce", &acked, &ackedBytes, stop, done)
+	start := time.Now()
+	var err error
+	for i := int64(0); i < records && ctx.Err() == nil; i++ {
+		sent := time.Now()
+		if _, err = p.SendSync(ctx, r); err != nil {
+			break
+		}
+		lat.add(time.Since(sent))
+		acked.Add(1)
+		ackedBytes.Add(int64(size))
+	}
+	elapsed := time.Since(start)
+	close(stop)
+	<-done
+	if err != nil {
+		return benchResult{}, fmt.Errorf("bench produce: record %d failed: %w", acked.Load(), err)
+	}
+	n := acked.Load()
+	res := benchResult{Mode: "produce", Topic: r.Topic, Records: n, RecordSize: size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
+		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
+		LatencyWhat: "synchronous send-to-ack"}
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
+	return res, nil
 }
 
 func (e *env) benchConsume(ctx context.Context, args []string) error {
@@ -323,7 +375,7 @@ func (e *env) benchConsume(ctx context.Context, args []string) error {
 	n := got.Load()
 	res := benchResult{Mode: "consume", Topic: *topic, Records: n, Bytes: bytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(bytes.Load()) / elapsed.Seconds() / 1e6, LatencyWhat: "fetch"}
-	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms = lat.percentiles()
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
 	if perr != nil {
 		fmt.Fprintf(e.stderr, "bench consume: stopped early after %d of %d records: %v\n", n, target, perr)
 	}

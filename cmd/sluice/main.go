@@ -36,7 +36,7 @@ Commands:
                 [--timeout D] [--isolation read_committed|read_uncommitted]
                 [--print-offsets] [--print-keys]
   dump-log PATH [--records]
-  bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N]
+  bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--sync]
   bench consume --topic T [--records N]
 
 Global flags (also accepted after the command):
