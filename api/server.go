@@ -84,7 +84,8 @@ func NewServer(cfg ServerConfig) *Server {
 // harness: producers failed records of an existing topic when two of
 // three nodes restarted.
 func (s *Server) metadataLoaded() error {
-	if s.cache.Offset() == 0 {
+	// Image().Offset is 0 also while a diverged cache reloads from empty.
+	if s.cache.Offset() == 0 || s.cache.Image().Offset == 0 {
 		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", s.self.NodeID)
 	}
 	return nil
