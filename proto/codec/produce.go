@@ -1,9 +1,6 @@
 package codec
 
 import (
-	"fmt"
-	"unicode/utf8"
-
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -59,118 +56,45 @@ func (r *ProduceRequest) Release() {
 }
 
 func decodeProduceRequest(b []byte, m *internalv1.ProduceRequestView) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return malformed("ProduceRequest tag", n)
-		}
-		b = b[n:]
+	return walk(b, "ProduceRequest", func(f field) (err error) {
 		switch {
-		case typ == protowire.BytesType && (num == prTransactionalID || num == prTopics):
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("ProduceRequest bytes field", n)
-			}
-			b = b[n:]
-			if num == prTransactionalID {
-				if !utf8.Valid(v) {
-					return fmt.Errorf("%w: ProduceRequest.transactional_id is not valid UTF-8", errMalformed)
-				}
-				m.TransactionalId = string(v)
-				continue
-			}
+		case f.is(prTransactionalID, protowire.BytesType):
+			m.TransactionalId, err = f.utf8("ProduceRequest.transactional_id")
+		case f.is(prTopics, protowire.BytesType):
 			t := &internalv1.TopicProduceDataView{}
-			if err := decodeTopicProduceData(v, t); err != nil {
-				return err
-			}
+			err = decodeTopicProduceData(f.bytes, t)
 			m.Topics = append(m.Topics, t)
-		case typ == protowire.VarintType && (num == prAcks || num == prTimeoutMs):
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return malformed("ProduceRequest varint field", n)
-			}
-			b = b[n:]
-			if num == prAcks {
-				m.Acks = sluicev1.Acks(int32(v))
-			} else {
-				m.TimeoutMs = int32(v)
-			}
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return malformed("ProduceRequest unknown field", n)
-			}
-			b = b[n:]
+		case f.is(prAcks, protowire.VarintType):
+			m.Acks = sluicev1.Acks(int32(f.varint))
+		case f.is(prTimeoutMs, protowire.VarintType):
+			m.TimeoutMs = int32(f.varint)
 		}
-	}
-	return nil
+		return err
+	})
 }
 
 func decodeTopicProduceData(b []byte, t *internalv1.TopicProduceDataView) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return malformed("TopicProduceData tag", n)
-		}
-		b = b[n:]
-		if typ == protowire.BytesType && (num == tpName || num == tpPartitions) {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("TopicProduceData bytes field", n)
-			}
-			b = b[n:]
-			if num == tpName {
-				if !utf8.Valid(v) {
-					return fmt.Errorf("%w: TopicProduceData.name is not valid UTF-8", errMalformed)
-				}
-				t.Name = string(v)
-				continue
-			}
+	return walk(b, "TopicProduceData", func(f field) (err error) {
+		switch {
+		case f.is(tpName, protowire.BytesType):
+			t.Name, err = f.utf8("TopicProduceData.name")
+		case f.is(tpPartitions, protowire.BytesType):
 			p := &internalv1.PartitionProduceDataView{}
-			if err := decodePartitionProduceData(v, p); err != nil {
-				return err
-			}
+			err = decodePartitionProduceData(f.bytes, p)
 			t.Partitions = append(t.Partitions, p)
-			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return malformed("TopicProduceData unknown field", n)
-		}
-		b = b[n:]
-	}
-	return nil
+		return err
+	})
 }
 
 func decodePartitionProduceData(b []byte, p *internalv1.PartitionProduceDataView) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return malformed("PartitionProduceData tag", n)
-		}
-		b = b[n:]
+	return walk(b, "PartitionProduceData", func(f field) error {
 		switch {
-		case num == ppPartition && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return malformed("PartitionProduceData.partition", n)
-			}
-			p.Partition = int32(v)
-			b = b[n:]
-		case num == ppBatch && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("PartitionProduceData.batch", n)
-			}
-			p.Batch = v[:len(v):len(v)]
-			b = b[n:]
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return malformed("PartitionProduceData unknown field", n)
-			}
-			b = b[n:]
+		case f.is(ppPartition, protowire.VarintType):
+			p.Partition = int32(f.varint)
+		case f.is(ppBatch, protowire.BytesType):
+			p.Batch = f.bytes
 		}
-	}
-	return nil
+		return nil
+	})
 }

@@ -1,10 +1,6 @@
 package codec
 
 import (
-	"errors"
-	"fmt"
-	"unicode/utf8"
-
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -141,94 +137,37 @@ func (r *ReplicaFetchResponse) Release() {
 	}
 }
 
-var errMalformed = errors.New("codec: malformed message")
-
-func malformed(what string, n int) error {
-	return fmt.Errorf("%w: %s: %v", errMalformed, what, protowire.ParseError(n))
-}
-
 func decodeReplicaFetchResponse(b []byte, m *internalv1.ReplicaFetchResponse) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return malformed("ReplicaFetchResponse tag", n)
+	return walk(b, "ReplicaFetchResponse", func(f field) error {
+		if !f.is(rfrPartitions, protowire.BytesType) {
+			return nil
 		}
-		b = b[n:]
-		if num == rfrPartitions && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("ReplicaFetchResponse.partitions", n)
-			}
-			p := &internalv1.ReplicaFetchPartitionData{}
-			if err := decodeReplicaFetchPartitionData(v, p); err != nil {
-				return err
-			}
-			m.Partitions = append(m.Partitions, p)
-			b = b[n:]
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return malformed("ReplicaFetchResponse unknown field", n)
-		}
-		b = b[n:]
-	}
-	return nil
+		p := &internalv1.ReplicaFetchPartitionData{}
+		m.Partitions = append(m.Partitions, p)
+		return decodeReplicaFetchPartitionData(f.bytes, p)
+	})
 }
 
 func decodeReplicaFetchPartitionData(b []byte, p *internalv1.ReplicaFetchPartitionData) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return malformed("ReplicaFetchPartitionData tag", n)
-		}
-		b = b[n:]
+	return walk(b, "ReplicaFetchPartitionData", func(f field) (err error) {
 		switch {
-		case typ == protowire.BytesType && (num == rfpTopic || num == rfpErrorMessage || num == rfpBatches):
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return malformed("ReplicaFetchPartitionData bytes field", n)
-			}
-			b = b[n:]
-			switch num {
-			case rfpTopic:
-				if !utf8.Valid(v) {
-					return fmt.Errorf("%w: ReplicaFetchPartitionData.topic is not valid UTF-8", errMalformed)
-				}
-				p.Topic = string(v)
-			case rfpErrorMessage:
-				if !utf8.Valid(v) {
-					return fmt.Errorf("%w: ReplicaFetchPartitionData.error_message is not valid UTF-8", errMalformed)
-				}
-				p.ErrorMessage = string(v)
-			default:
-				p.Batches = append(p.Batches, v[:len(v):len(v)])
-			}
-		case typ == protowire.VarintType && num >= rfpPartition && num <= rfpLogEndOffset && num != rfpErrorMessage:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return malformed("ReplicaFetchPartitionData varint field", n)
-			}
-			b = b[n:]
-			switch num {
-			case rfpPartition:
-				p.Partition = int32(v)
-			case rfpErrorCode:
-				p.ErrorCode = sluicev1.ErrorCode(int32(v))
-			case rfpHighWatermark:
-				p.HighWatermark = int64(v)
-			case rfpLogStartOffset:
-				p.LogStartOffset = int64(v)
-			case rfpLogEndOffset:
-				p.LogEndOffset = int64(v)
-			}
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return malformed("ReplicaFetchPartitionData unknown field", n)
-			}
-			b = b[n:]
+		case f.is(rfpTopic, protowire.BytesType):
+			p.Topic, err = f.utf8("ReplicaFetchPartitionData.topic")
+		case f.is(rfpErrorMessage, protowire.BytesType):
+			p.ErrorMessage, err = f.utf8("ReplicaFetchPartitionData.error_message")
+		case f.is(rfpBatches, protowire.BytesType):
+			p.Batches = append(p.Batches, f.bytes)
+		case f.is(rfpPartition, protowire.VarintType):
+			p.Partition = int32(f.varint)
+		case f.is(rfpErrorCode, protowire.VarintType):
+			p.ErrorCode = sluicev1.ErrorCode(int32(f.varint))
+		case f.is(rfpHighWatermark, protowire.VarintType):
+			p.HighWatermark = int64(f.varint)
+		case f.is(rfpLogStartOffset, protowire.VarintType):
+			p.LogStartOffset = int64(f.varint)
+		case f.is(rfpLogEndOffset, protowire.VarintType):
+			p.LogEndOffset = int64(f.varint)
 		}
-	}
-	return nil
+		return err
+	})
 }
