@@ -196,10 +196,10 @@ func Run(cfg Config) (Result, error) {
 	w.stop()
 	c.Stop(30 * time.Second)
 	h := r.rec.history()
+	// A replica that cannot be read is not a passed check: the run
+	// reports what it could judge and then fails as not carried out.
 	h.Replicas, err = readReplicas(c, cfg.Workload.Topic, cfg.Workload.Partitions)
-	if err != nil {
-		r.log.Error("replica check skipped", "err", err)
-	}
+	replicaErr := err
 	res.Report = checker.Check(h)
 	res.Ops = len(h.Writes) + len(h.Reads)
 	fmt.Fprintf(cfg.Out, "chaos: history: %s\n", res.Report.Stats)
@@ -217,6 +217,9 @@ func Run(cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Out, "chaos: node logs in %s\n", cfg.Dir)
 	}
 	fmt.Fprintln(cfg.Out, res.SummaryLine())
+	if replicaErr != nil {
+		return res, fmt.Errorf("chaos: replicas could not be read, so they were not compared: %w", replicaErr)
+	}
 	return res, nil
 }
 
