@@ -64,6 +64,7 @@ func TestChaosShortProfile(t *testing.T) {
 	}
 	// The faults must bite: a killed, paused or cut-off node is fenced and
 	// leaves every ISR before it is healed (seen at least once per kind).
+	bit := true
 	for _, k := range []Kind{Kill, Pause, Partition} {
 		seen := false
 		for _, a := range res.Applied {
@@ -71,7 +72,11 @@ func TestChaosShortProfile(t *testing.T) {
 		}
 		if !seen {
 			t.Errorf("no %s fault took its node out of every ISR", k)
+			bit = false
 		}
+	}
+	if !bit {
+		t.Log(nodeLogTails(res, cfg.Dir))
 	}
 	if res.Report.Stats.WritesOK == 0 || res.Report.Stats.Reads == 0 {
 		t.Errorf("the workload did nothing: %+v", res.Report.Stats)
@@ -87,8 +92,8 @@ func nodeLogTails(_ Result, dir string) string {
 			continue
 		}
 		lines := strings.Split(string(data), "\n")
-		if len(lines) > 80 {
-			lines = lines[len(lines)-80:]
+		if len(lines) > 400 {
+			lines = lines[len(lines)-400:]
 		}
 		b.WriteString("\n----- node " + strconv.Itoa(i) + " (tail) -----\n" + strings.Join(lines, "\n"))
 	}

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/client"
@@ -53,6 +54,15 @@ type Config struct {
 	Out io.Writer
 }
 
+// pauseMargin is how much longer than the session and lag timeouts a
+// Pause lasts. The fence of a paused node needs a controller quorum, and
+// every node is a voter: when another voter has just come back from a
+// partition or a restart, hashicorp/raft's leader may still be backing
+// off before replicating to it again (exponential, about 2.5 s after a
+// 3 s partition), and the fence commits only once it does. Seen in CI: a
+// 4 s pause right after such a fault left the node in every ISR.
+const pauseMargin = 3 * time.Second
+
 // DefaultConfig is the short profile: 3 nodes, faults of every kind.
 func DefaultConfig() Config {
 	return Config{
@@ -72,8 +82,9 @@ type Applied struct {
 	Node  int32
 	Err   string // why it was not injected, if it was not
 	// State is the cluster as seen just before the heal (controller,
-	// partition leaders and ISRs); OutOfISR says whether Node was then in
-	// no partition's ISR, when the metadata could be read (Observed).
+	// partition leaders and ISRs), Observed whether that metadata could be
+	// read; OutOfISR says whether Node was in no partition's ISR then or
+	// in any sample taken while the fault lasted.
 	State              string
 	Observed, OutOfISR bool
 }
@@ -117,7 +128,7 @@ func Run(cfg Config) (Result, error) {
 	res.Schedule = NewSchedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Partitions: cfg.Workload.Partitions,
 		Script: cfg.Script, FaultMin: cfg.FaultMin, FaultMax: cfg.FaultMax, GapMin: cfg.GapMin, GapMax: cfg.GapMax,
 		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout,
-		MinPause: max(cfg.SessionTimeout, cfg.ReplicaLagTimeMax) + time.Second})
+		MinPause: max(cfg.SessionTimeout, cfg.ReplicaLagTimeMax) + pauseMargin})
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d nodes, %v of faults, run directory %s\nchaos: schedule (%d faults):\n", cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Dir, len(res.Schedule))
 	for _, f := range res.Schedule {
 		fmt.Fprintf(cfg.Out, "  %s\n", f)
@@ -270,8 +281,13 @@ func (r *runner) runFault(f Fault) Applied {
 		r.log.Error("fault not injected", "what", f.String(), "err", err)
 		return a
 	}
-	time.Sleep(f.Duration) // the fault lasts this long
-	a.State, a.Observed, a.OutOfISR = r.state(id)
+	// The fault lasts f.Duration. Meanwhile the cluster is sampled: a
+	// node that leaves every ISR at any moment of the fault counts as
+	// out, even if a sample at the very end would miss it.
+	a.OutOfISR = r.sampleOutOfISR(id, time.Now().Add(f.Duration))
+	var out bool
+	a.State, a.Observed, out = r.state(id)
+	a.OutOfISR = a.OutOfISR || out
 	r.log.Info("before heal", "state", a.State, "node_out_of_isr", a.OutOfISR)
 	if err := heal(); err != nil {
 		r.log.Error("heal", "what", f.String(), "err", err)
@@ -288,6 +304,36 @@ func (r *runner) runFault(f Fault) Applied {
 	r.log.Info("healed", "what", f.Kind, "node", id)
 	return a
 }
+
+// sampleOutOfISR sleeps until end while sampling the cluster's state
+// in the background (every stateSampleInterval), and reports whether
+// node was seen in no partition's ISR meanwhile. The fault's length does
+// not depend on the samples: a sample still running at end is abandoned
+// (it ends within its own timeouts).
+func (r *runner) sampleOutOfISR(node int32, end time.Time) bool {
+	var seen atomic.Bool
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(stateSampleInterval)
+		defer t.Stop()
+		for !seen.Load() {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if _, observed, out := r.state(node); observed && out {
+				seen.Store(true)
+			}
+		}
+	}()
+	time.Sleep(time.Until(end)) // the fault lasts this long
+	close(stop)
+	return seen.Load()
+}
+
+// stateSampleInterval is how often a fault's effect is sampled.
+const stateSampleInterval = 500 * time.Millisecond
 
 // state describes the cluster as the admin client sees it: the active
 // controller and each partition's leader and ISR, for the progress log
