@@ -237,12 +237,53 @@ func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	return resp, err
 }
 
-// stream is the stream server interceptor: it applies fail_request only.
+// stream is the stream server interceptor. fail_request applies when the
+// stream opens and to each message received (the message is not handed
+// to the handler, and the stream ends with UNAVAILABLE); delay_response
+// and drop_response apply to each message sent (a dropped message ends
+// the stream with UNAVAILABLE instead: the requests it answered were
+// applied). Every decision is drawn afresh.
 func (f *faultInjector) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if f.decide(info.FullMethod).failRequest {
 		return status.Error(codes.Unavailable, faultRequestDropped)
 	}
-	return handler(srv, ss)
+	return handler(srv, &faultStream{ServerStream: ss, f: f, method: info.FullMethod})
+}
+
+// faultStream applies the fault rules to a stream's messages.
+type faultStream struct {
+	grpc.ServerStream
+	f      *faultInjector
+	method string
+}
+
+// RecvMsg receives a message, or drops it and fails.
+func (s *faultStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if s.f.decide(s.method).failRequest {
+		return status.Error(codes.Unavailable, faultRequestDropped)
+	}
+	return nil
+}
+
+// SendMsg sends a message, perhaps late, or fails instead of sending it.
+func (s *faultStream) SendMsg(m any) error {
+	d := s.f.decide(s.method)
+	if d.delay > 0 {
+		t := time.NewTimer(d.delay)
+		select {
+		case <-t.C:
+		case <-s.Context().Done():
+			t.Stop()
+			return status.FromContextError(s.Context().Err()).Err()
+		}
+	}
+	if d.dropResponse {
+		return status.Error(codes.Unavailable, faultResponseDropped)
+	}
+	return s.ServerStream.SendMsg(m)
 }
 
 // register adds /debug/faults to mux: GET shows the rules, PUT or POST

@@ -165,17 +165,98 @@ func TestFaultInjectorUnary(t *testing.T) {
 	if _, err := call(short, FaultRule{Method: "*", DelayResponseMs: 60_000}); status.Code(err) != codes.DeadlineExceeded || ran != 1 {
 		t.Fatalf("delay past the deadline: %v, handler ran %d times", err, ran)
 	}
+}
 
-	// The stream interceptor applies fail_request only.
-	sinfo := &grpc.StreamServerInfo{FullMethod: "/sluice.v1.Log/Produce"}
-	streamRan := false
-	sh := func(any, grpc.ServerStream) error { streamRan = true; return nil }
-	f.setRules([]FaultRule{{Method: "*", FailRequest: 1}}, "test")
-	if err := f.stream(nil, nil, sinfo, sh); status.Code(err) != codes.Unavailable || streamRan {
-		t.Fatalf("stream fail_request: %v, ran %v", err, streamRan)
+// fakeServerStream is a grpc.ServerStream over a queue of received
+// messages that records what is sent.
+type fakeServerStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	in   []string
+	sent []string
+}
+
+func (s *fakeServerStream) Context() context.Context { return s.ctx }
+
+func (s *fakeServerStream) RecvMsg(m any) error {
+	if len(s.in) == 0 {
+		return io.EOF
 	}
-	f.setRules([]FaultRule{{Method: "*", DropResponse: 1, DelayResponseMs: 60_000}}, "test")
-	if err := f.stream(nil, nil, sinfo, sh); err != nil || !streamRan {
-		t.Fatalf("stream with drop/delay rules: %v, ran %v", err, streamRan)
+	*(m.(*string)), s.in = s.in[0], s.in[1:]
+	return nil
+}
+
+func (s *fakeServerStream) SendMsg(m any) error {
+	s.sent = append(s.sent, *(m.(*string)))
+	return nil
+}
+
+// Streams: fail_request refuses the stream when it opens, and each
+// message received (not handed to the handler); drop_response and
+// delay_response_ms apply to each message sent.
+func TestFaultInjectorStream(t *testing.T) {
+	f := newFaultInjector(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	info := &grpc.StreamServerInfo{FullMethod: "/sluice.internal.v1.Replica/ReplicaFetchStream"}
+	// echo answers each message until the stream ends or fails.
+	var handled []string
+	echo := func(_ any, ss grpc.ServerStream) error {
+		for {
+			var m string
+			if err := ss.RecvMsg(&m); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			handled = append(handled, m)
+			if err := ss.SendMsg(&m); err != nil {
+				return err
+			}
+		}
+	}
+	run := func(ctx context.Context, rule FaultRule, in ...string) (*fakeServerStream, error) {
+		t.Helper()
+		f.setRules([]FaultRule{rule}, "test")
+		handled = nil
+		ss := &fakeServerStream{ctx: ctx, in: in}
+		return ss, f.stream(nil, ss, info, echo)
+	}
+	ctx := context.Background()
+
+	ss, err := run(ctx, FaultRule{Method: "/sluice.v1.Log/Produce", FailRequest: 1, DropResponse: 1}, "a", "b")
+	if err != nil || len(ss.sent) != 2 || len(handled) != 2 {
+		t.Fatalf("a rule for another method applied: %v, sent %v", err, ss.sent)
+	}
+	ss, err = run(ctx, FaultRule{Method: info.FullMethod, FailRequest: 1}, "a")
+	if status.Convert(err).Message() != faultRequestDropped || status.Code(err) != codes.Unavailable || len(handled) != 0 || len(ss.in) != 1 {
+		t.Fatalf("fail_request 1: %v, handled %v, left %v", err, handled, ss.in)
+	}
+	// Received messages are refused one by one: with fail_request 1 the
+	// stream opens only with probability 0, so drive faultStream directly.
+	f.setRules([]FaultRule{{Method: info.FullMethod, FailRequest: 1}}, "test")
+	fs := &faultStream{ServerStream: &fakeServerStream{ctx: ctx, in: []string{"a"}}, f: f, method: info.FullMethod}
+	var m string
+	if err := fs.RecvMsg(&m); status.Convert(err).Message() != faultRequestDropped {
+		t.Fatalf("message with fail_request 1: %v", err)
+	}
+	if err := fs.RecvMsg(&m); err != io.EOF {
+		t.Fatalf("after the refused message: %v, want io.EOF", err)
+	}
+
+	ss, err = run(ctx, FaultRule{Method: "/sluice.internal.v1.Replica/", DropResponse: 1}, "a", "b")
+	if status.Convert(err).Message() != faultResponseDropped || len(handled) != 1 || len(ss.sent) != 0 {
+		t.Fatalf("drop_response 1: %v, handled %v, sent %v", err, handled, ss.sent)
+	}
+	begin := time.Now()
+	ss, err = run(ctx, FaultRule{Method: "*", DelayResponseMs: 30}, "a", "b")
+	if err != nil || len(ss.sent) != 2 {
+		t.Fatalf("delay: %v, sent %v", err, ss.sent)
+	}
+	if d := time.Since(begin); d < 60*time.Millisecond {
+		t.Fatalf("two delayed messages answered after %v, want >= 60ms", d)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := run(short, FaultRule{Method: "*", DelayResponseMs: 60_000}, "a"); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("delay past the deadline: %v", err)
 	}
 }

@@ -2,7 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -31,6 +35,34 @@ func NewReplicaService(replicas *cluster.ReplicaManager, cache *cluster.Metadata
 // there up to its log end are returned. With nothing to return it waits up
 // to max_wait_ms for an append or a high-watermark move.
 func (s *ReplicaService) ReplicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
+	return s.replicaFetch(ctx, req)
+}
+
+// ReplicaFetchStream implements the Replica service: ReplicaFetch's rules
+// for each request on the stream, answered in order. An error that would
+// fail a ReplicaFetch call (a stale broker epoch) ends the stream with
+// that status; the follower opens a new one.
+func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[internalv1.ReplicaFetchRequest, internalv1.ReplicaFetchResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := s.replicaFetch(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
 	if b := s.cache.Image().Brokers[req.ReplicaId]; b == nil || b.Epoch != req.BrokerEpoch {
 		return nil, errs.Status(errs.New(sluicev1.ErrorCode_STALE_BROKER_EPOCH, "replica %d broker epoch %d is not current", req.ReplicaId, req.BrokerEpoch), nil)
 	}

@@ -3,11 +3,14 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -26,6 +29,19 @@ const (
 	replicaFetchPartitionBytes = 4 << 20
 	// fetchBackoff is the pause after a failed fetch (replica.fetch.backoff.ms).
 	fetchBackoff = 100 * time.Millisecond
+	// fetchAnswerGrace is how long past replicaFetchWait a fetch's answer
+	// may take before the fetch fails (and its stream is closed).
+	fetchAnswerGrace = 5 * time.Second
+	// streamRetryAfter is how long a fetcher whose leader does not serve
+	// ReplicaFetchStream (an older version) uses ReplicaFetch before it
+	// tries the stream again.
+	streamRetryAfter = time.Minute
+)
+
+// Causes of a replica fetch stream's cancellation.
+var (
+	errPartitionAdded = errors.New("partition added to the fetcher")
+	errFetchTimeout   = errors.New("replica fetch answer overdue")
 )
 
 // fetcherManager runs one fetcher per source broker (DESIGN §8): a
@@ -111,10 +127,20 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[TopicPartition]*fetchState
 	wake  chan struct{} // capacity 1: a partition was added
-	// cancelPoll cancels the ReplicaFetch in flight (nil when none): a
-	// partition added meanwhile is then fetched at once instead of after
-	// the leader's long poll (up to replicaFetchWait) for the others ends.
-	cancelPoll context.CancelFunc
+	// cancelPoll cancels the fetch in flight (nil when none): a partition
+	// added meanwhile is then fetched at once instead of after the
+	// leader's long poll (up to replicaFetchWait) for the others ends.
+	cancelPoll func()
+
+	// The open ReplicaFetchStream to the source (nil when none), the
+	// connection it runs on and its cancel; used by run's goroutine only.
+	stream       grpc.ClientStream
+	streamCC     *grpc.ClientConn
+	streamCtx    context.Context
+	streamCancel context.CancelCauseFunc
+	// unaryUntil: the source did not serve the stream; use ReplicaFetch
+	// until then.
+	unaryUntil time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,6 +215,7 @@ func (f *fetcher) client() (*grpc.ClientConn, error) {
 
 func (f *fetcher) run() {
 	defer close(f.done)
+	defer f.closeStream()
 	backoff := fetchBackoff
 	for f.ctx.Err() == nil {
 		now := time.Now()
@@ -296,22 +323,24 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
 			FetchOffset: s.p.Log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, replicaFetchWait+5*time.Second)
-	f.mu.Lock()
-	f.cancelPoll = cancel
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.cancelPoll = nil
-		f.mu.Unlock()
-		cancel()
-	}()
 	resp := &codec.ReplicaFetchResponse{}
 	defer resp.Release()
-	if err := cc.Invoke(ctx, internalv1.Replica_ReplicaFetch_FullMethodName, req, resp, grpc.ForceCodecV2(codec.Codec{})); err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) && f.ctx.Err() == nil {
-			return nil // cancelled by add: fetch again at once, with the new partition
+	var err error
+	if time.Now().Before(f.unaryUntil) {
+		err = f.callUnary(cc, req, resp)
+	} else {
+		err = f.callStream(cc, req, resp)
+		if status.Code(err) == codes.Unimplemented {
+			f.fm.log.Info("source broker does not serve the replica fetch stream; fetching with unary calls",
+				"source", f.source, "retry_stream_in", streamRetryAfter)
+			f.unaryUntil = time.Now().Add(streamRetryAfter)
+			err = f.callUnary(cc, req, resp)
 		}
+	}
+	if errors.Is(err, errPartitionAdded) {
+		return nil // fetch again at once, with the new partition
+	}
+	if err != nil {
 		return err
 	}
 	now := time.Now()
@@ -362,4 +391,87 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		s.p.roleMu.Unlock()
 	}
 	return nil
+}
+
+// setCancelPoll publishes (or, with nil, withdraws) the cancel of the
+// fetch in flight for add.
+func (f *fetcher) setCancelPoll(cancel func()) {
+	f.mu.Lock()
+	f.cancelPoll = cancel
+	f.mu.Unlock()
+}
+
+// callUnary runs one ReplicaFetch call. It returns errPartitionAdded when
+// add cancelled it.
+func (f *fetcher) callUnary(cc *grpc.ClientConn, req *internalv1.ReplicaFetchRequest, resp *codec.ReplicaFetchResponse) error {
+	ctx, cancel := context.WithCancelCause(f.ctx)
+	defer cancel(nil)
+	ctx, cancelTimeout := context.WithTimeout(ctx, replicaFetchWait+fetchAnswerGrace)
+	defer cancelTimeout()
+	f.setCancelPoll(func() { cancel(errPartitionAdded) })
+	defer f.setCancelPoll(nil)
+	err := cc.Invoke(ctx, internalv1.Replica_ReplicaFetch_FullMethodName, req, resp, grpc.ForceCodecV2(codec.Codec{}))
+	if err != nil && f.ctx.Err() == nil && errors.Is(context.Cause(ctx), errPartitionAdded) {
+		return errPartitionAdded
+	}
+	return err
+}
+
+// callStream sends req on the fetcher's ReplicaFetchStream to the source,
+// opening it on cc first if needed, and receives the answer into resp. On
+// any error the stream is closed (the next call opens a new one); it
+// returns errPartitionAdded when add cancelled the fetch, and an
+// UNIMPLEMENTED status when the source does not serve the stream.
+func (f *fetcher) callStream(cc *grpc.ClientConn, req *internalv1.ReplicaFetchRequest, resp *codec.ReplicaFetchResponse) error {
+	if f.stream != nil && f.streamCC != cc {
+		f.closeStream() // the source's address changed
+	}
+	if f.stream == nil {
+		ctx, cancel := context.WithCancelCause(f.ctx)
+		st, err := cc.NewStream(ctx, &internalv1.Replica_ServiceDesc.Streams[0],
+			internalv1.Replica_ReplicaFetchStream_FullMethodName, grpc.ForceCodecV2(codec.Codec{}))
+		if err != nil {
+			cancel(nil)
+			return err
+		}
+		f.stream, f.streamCC, f.streamCtx, f.streamCancel = st, cc, ctx, cancel
+	}
+	cancel := f.streamCancel
+	f.setCancelPoll(func() { cancel(errPartitionAdded) })
+	defer f.setCancelPoll(nil)
+	overdue := time.AfterFunc(replicaFetchWait+fetchAnswerGrace, func() { cancel(errFetchTimeout) })
+	err := f.stream.SendMsg(req)
+	if err == nil {
+		err = f.stream.RecvMsg(resp)
+	}
+	overdue.Stop()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, io.EOF) {
+		// SendMsg reports the stream's end as io.EOF; RecvMsg has its status.
+		if rerr := f.stream.RecvMsg(resp); rerr != nil && !errors.Is(rerr, io.EOF) {
+			err = rerr
+		}
+	}
+	cause := context.Cause(f.streamCtx)
+	f.closeStream()
+	switch {
+	case f.ctx.Err() != nil:
+		return f.ctx.Err()
+	case errors.Is(cause, errPartitionAdded):
+		return errPartitionAdded
+	case errors.Is(cause, errFetchTimeout):
+		return status.Errorf(codes.DeadlineExceeded, "replica fetch from broker %d: no answer within %v", f.source, replicaFetchWait+fetchAnswerGrace)
+	}
+	return err
+}
+
+// closeStream closes the fetcher's stream, if any.
+func (f *fetcher) closeStream() {
+	if f.stream == nil {
+		return
+	}
+	f.streamCancel(nil)
+	f.stream, f.streamCC, f.streamCtx, f.streamCancel = nil, nil, nil, nil
 }

@@ -24,7 +24,8 @@
 # run are written there), SYNC_RECORDS (records of each synchronous run:
 # 5000), KEEP=1 keeps the data directories and logs, BIN (bin: where the
 # binaries are built; another directory leaves bin/ alone, e.g. while a
-# chaos run restarts nodes from it), GO (go).
+# chaos run restarts nodes from it), ONLY (a regular expression: only the
+# runs whose label matches, e.g. ONLY=synchronous), GO (go).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -39,6 +40,7 @@ PACED_RATE=${PACED_RATE:-250000}
 SYNC_RECORDS=${SYNC_RECORDS:-5000}
 PROFILE_DIR=${PROFILE_DIR:-}
 BIN=${BIN:-bin}
+ONLY=${ONLY:-}
 
 echo "building $BIN/sluiced and $BIN/sluice" >&2
 "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
@@ -130,10 +132,15 @@ topic() {
 	exit 1
 }
 
-# run LABEL TOPIC ARGS...: one bench produce run, its summary kept.
+# run LABEL TOPIC ARGS...: one bench produce run, its summary kept. With
+# ONLY set, runs whose label does not match that regular expression are
+# skipped.
 run() {
 	local label=$1 name=$2
 	shift 2
+	if [[ -n $ONLY && ! $label =~ $ONLY ]]; then
+		return
+	fi
 	topic "$name"
 	echo "== $label" >&2
 	local out

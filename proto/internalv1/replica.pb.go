@@ -648,9 +648,10 @@ const file_sluice_internal_v1_replica_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x1d\n" +
 	"\n" +
 	"end_offset\x18\x06 \x01(\x03R\tendOffset\x12(\n" +
-	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset2\xe7\x01\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset2\xd4\x02\n" +
 	"\aReplica\x12a\n" +
-	"\fReplicaFetch\x12'.sluice.internal.v1.ReplicaFetchRequest\x1a(.sluice.internal.v1.ReplicaFetchResponse\x12y\n" +
+	"\fReplicaFetch\x12'.sluice.internal.v1.ReplicaFetchRequest\x1a(.sluice.internal.v1.ReplicaFetchResponse\x12k\n" +
+	"\x12ReplicaFetchStream\x12'.sluice.internal.v1.ReplicaFetchRequest\x1a(.sluice.internal.v1.ReplicaFetchResponse(\x010\x01\x12y\n" +
 	"\x14OffsetForLeaderEpoch\x12/.sluice.internal.v1.OffsetForLeaderEpochRequest\x1a0.sluice.internal.v1.OffsetForLeaderEpochResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
 
 var (
@@ -685,11 +686,13 @@ var file_sluice_internal_v1_replica_proto_depIdxs = []int32{
 	7, // 4: sluice.internal.v1.OffsetForLeaderEpochResponse.partitions:type_name -> sluice.internal.v1.EpochResult
 	8, // 5: sluice.internal.v1.EpochResult.error_code:type_name -> sluice.v1.ErrorCode
 	0, // 6: sluice.internal.v1.Replica.ReplicaFetch:input_type -> sluice.internal.v1.ReplicaFetchRequest
-	4, // 7: sluice.internal.v1.Replica.OffsetForLeaderEpoch:input_type -> sluice.internal.v1.OffsetForLeaderEpochRequest
-	2, // 8: sluice.internal.v1.Replica.ReplicaFetch:output_type -> sluice.internal.v1.ReplicaFetchResponse
-	6, // 9: sluice.internal.v1.Replica.OffsetForLeaderEpoch:output_type -> sluice.internal.v1.OffsetForLeaderEpochResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
+	0, // 7: sluice.internal.v1.Replica.ReplicaFetchStream:input_type -> sluice.internal.v1.ReplicaFetchRequest
+	4, // 8: sluice.internal.v1.Replica.OffsetForLeaderEpoch:input_type -> sluice.internal.v1.OffsetForLeaderEpochRequest
+	2, // 9: sluice.internal.v1.Replica.ReplicaFetch:output_type -> sluice.internal.v1.ReplicaFetchResponse
+	2, // 10: sluice.internal.v1.Replica.ReplicaFetchStream:output_type -> sluice.internal.v1.ReplicaFetchResponse
+	6, // 11: sluice.internal.v1.Replica.OffsetForLeaderEpoch:output_type -> sluice.internal.v1.OffsetForLeaderEpochResponse
+	9, // [9:12] is the sub-list for method output_type
+	6, // [6:9] is the sub-list for method input_type
 	6, // [6:6] is the sub-list for extension type_name
 	6, // [6:6] is the sub-list for extension extendee
 	0, // [0:6] is the sub-list for field type_name

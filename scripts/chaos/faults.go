@@ -121,7 +121,7 @@ type ScheduleConfig struct {
 var responseMethods = []string{
 	"/sluice.v1.Log/Produce",
 	"/sluice.v1.Log/Produce",
-	"/sluice.internal.v1.Replica/ReplicaFetch",
+	"/sluice.internal.v1.Replica/ReplicaFetchStream",
 	"/sluice.internal.v1.Controller/AlterPartition",
 	"/sluice.internal.v1.Controller/BrokerHeartbeat",
 }

@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-io/sluice/cluster/controller"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+)
+
+// fakeLeader serves sluice.internal.v1.Replica from the logs of a real
+// ReplicaManager that leads every partition (no replication of its own).
+// With no stream it does not serve ReplicaFetchStream (UNIMPLEMENTED), as
+// a broker of an older version. A fetch that finds nothing new is held
+// for hold, far past the follower's 500 ms wait, so a test can tell
+// whether the follower cancelled it.
+type fakeLeader struct {
+	internalv1.UnimplementedReplicaServer
+	m    *ReplicaManager
+	hold time.Duration
+
+	unary, streams, streamMsgs atomic.Int32
+}
+
+func (l *fakeLeader) OffsetForLeaderEpoch(_ context.Context, req *internalv1.OffsetForLeaderEpochRequest) (*internalv1.OffsetForLeaderEpochResponse, error) {
+	resp := &internalv1.OffsetForLeaderEpochResponse{}
+	for _, q := range req.Partitions {
+		p, err := l.m.Partition(q.Topic, q.Partition)
+		if err != nil {
+			return nil, err
+		}
+		resp.Partitions = append(resp.Partitions, &internalv1.EpochResult{Topic: q.Topic, Partition: q.Partition,
+			LeaderEpoch: p.LeaderEpoch(), EndOffset: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset()})
+	}
+	return resp, nil
+}
+
+func (l *fakeLeader) ReplicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
+	l.unary.Add(1)
+	return l.fetch(ctx, req)
+}
+
+func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
+	resp := &internalv1.ReplicaFetchResponse{}
+	found := false
+	for _, fp := range req.Partitions {
+		p, err := l.m.Partition(fp.Topic, fp.Partition)
+		if err != nil {
+			return nil, err
+		}
+		res, err := p.Log.Read(fp.FetchOffset, 1<<20, p.Log.EndOffset())
+		if err != nil {
+			return nil, err
+		}
+		found = found || len(res.Batches) > 0
+		resp.Partitions = append(resp.Partitions, &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition,
+			HighWatermark: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), Batches: res.Batches})
+	}
+	if !found {
+		t := time.NewTimer(l.hold)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return resp, nil
+}
+
+// streamingLeader is a fakeLeader that serves ReplicaFetchStream.
+type streamingLeader struct{ *fakeLeader }
+
+func (l streamingLeader) ReplicaFetchStream(st grpc.BidiStreamingServer[internalv1.ReplicaFetchRequest, internalv1.ReplicaFetchResponse]) error {
+	l.streams.Add(1)
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		l.streamMsgs.Add(1)
+		resp, err := l.fetch(st.Context(), req)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// fetchRig is a follower (node 2) of partitions led by a fake leader
+// (node 1) on loopback.
+type fetchRig struct {
+	t        *testing.T
+	img      *imageBuilder
+	leader   *ReplicaManager
+	follower *ReplicaManager
+	cache    *MetadataCache
+	fake     *fakeLeader
+}
+
+func newFetchRig(t *testing.T, stream bool, hold time.Duration) *fetchRig {
+	t.Helper()
+	r := &fetchRig{t: t, leader: newManager(t, t.TempDir(), 1), follower: newManager(t, t.TempDir(), 2), cache: NewMetadataCache()}
+	r.fake = &fakeLeader{m: r.leader, hold: hold}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	if stream {
+		internalv1.RegisterReplicaServer(srv, streamingLeader{r.fake})
+	} else {
+		internalv1.RegisterReplicaServer(srv, r.fake)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); wg.Wait() })
+
+	r.img = &imageBuilder{t: t, im: controller.NewImage()}
+	r.img.apply(controller.BootstrapCluster{ClusterID: "c1"})
+	for id, addr := range map[int32]string{1: lis.Addr().String(), 2: "127.0.0.1:1"} {
+		r.img.apply(controller.RegisterBroker{BrokerID: id, Address: addr, IncarnationID: "i"})
+		r.img.apply(controller.UnfenceBroker{BrokerID: id, BrokerEpoch: int64(r.img.off)})
+	}
+	pool := NewConnPool()
+	t.Cleanup(func() { pool.Close() })
+	r.follower.StartReplication(ReplicationConfig{Metadata: r.cache, Pool: pool})
+	return r
+}
+
+// create adds a topic of one partition, replicas 1 and 2 (leader 1),
+// with n batches of 2 records already in the leader's log, and lets both
+// nodes apply the image.
+func (r *fetchRig) create(name string, n int) *Partition {
+	r.t.Helper()
+	r.img.apply(topic(name, "id-"+name, []int32{1, 2}))
+	now := time.Now()
+	if err := r.leader.Apply(r.img.snapshot(), now, true); err != nil {
+		r.t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := r.leader.Append(name, 0, plainBatch(2), now); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if err := r.cache.Update(r.img.off, r.img.snapshot(), nil); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.follower.Apply(r.img.snapshot(), now, true); err != nil {
+		r.t.Fatal(err)
+	}
+	p, err := r.follower.Partition(name, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// caughtUp waits (bounded by within) until the follower's copy of name-0
+// ends where the leader's does.
+func (r *fetchRig) caughtUp(name string, within time.Duration) {
+	r.t.Helper()
+	lp, _ := r.leader.Partition(name, 0)
+	fp, _ := r.follower.Partition(name, 0)
+	deadline := time.Now().Add(within)
+	for fp.Log.EndOffset() != lp.Log.EndOffset() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: follower at %d, leader at %d after %v", name, fp.Log.EndOffset(), lp.Log.EndOffset(), within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A follower fetches on one long-lived ReplicaFetchStream; a partition it
+// starts following while a fetch is held by the leader is fetched at once
+// (the held fetch is cancelled and the stream reopened), not after the
+// leader lets the held fetch go.
+func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
+	r := newFetchRig(t, true, time.Minute)
+	r.create("a", 3)
+	r.caughtUp("a", 5*time.Second)
+	if r.fake.unary.Load() != 0 || r.fake.streams.Load() != 1 {
+		t.Fatalf("unary fetches %d, streams %d; want 0 and 1", r.fake.unary.Load(), r.fake.streams.Load())
+	}
+	// More data for a: fetched on the same stream.
+	lp, _ := r.leader.Partition("a", 0)
+	before := r.fake.streamMsgs.Load()
+	if _, err := r.leader.Append("a", 0, plainBatch(2), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The leader holds the fetch in flight for a minute: the follower only
+	// sees the new batch through the next one, so wake it with a new
+	// partition (this is the cancel-on-add path).
+	r.create("b", 2)
+	r.caughtUp("b", 5*time.Second)
+	r.caughtUp("a", 5*time.Second)
+	if lp.Log.EndOffset() != 8 {
+		t.Fatalf("leader a at %d, want 8", lp.Log.EndOffset())
+	}
+	if got := r.fake.streams.Load(); got != 2 {
+		t.Fatalf("streams opened %d, want 2 (one more after the cancel)", got)
+	}
+	if r.fake.streamMsgs.Load() <= before || r.fake.unary.Load() != 0 {
+		t.Fatalf("stream messages %d (before %d), unary %d", r.fake.streamMsgs.Load(), before, r.fake.unary.Load())
+	}
+}
+
+// A leader that does not serve the stream (an older version) is fetched
+// from with unary ReplicaFetch calls.
+func TestFetcherFallsBackToUnary(t *testing.T) {
+	r := newFetchRig(t, false, 20*time.Millisecond)
+	r.create("a", 3)
+	r.caughtUp("a", 5*time.Second)
+	if _, err := r.leader.Append("a", 0, plainBatch(2), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r.caughtUp("a", 5*time.Second)
+	if r.fake.unary.Load() < 2 {
+		t.Fatalf("unary fetches %d, want >= 2", r.fake.unary.Load())
+	}
+}
