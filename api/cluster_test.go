@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/cluster/loopback"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -27,21 +27,11 @@ import (
 // quorum must be known before the nodes start, so port 0 will not do.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
+	addrs, err := loopback.FreeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free loopback port for TCP and UDP")
-	return ""
+	return addrs[0]
 }
 
 // testCluster is an in-process cluster on loopback.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster/loopback"
 	"github.com/sluice-io/sluice/proto/errs"
 )
 
@@ -607,32 +607,14 @@ func buildClusterBinaries(tb testing.TB) (sluiced, sluice string) {
 }
 
 // freeAddrs returns n distinct loopback addresses that were free a moment
-// ago, for TCP and UDP (memberlist uses both on the gossip port). All
-// listeners stay open until the last is chosen, so no two are the same.
+// ago, for TCP and UDP (memberlist uses both on the gossip port).
 func freeAddrs(tb testing.TB, n int) []string {
 	tb.Helper()
-	var held []interface{ Close() error }
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	var out []string
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		held = append(held, l)
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue // UDP side taken: draw another port
-		}
-		held = append(held, u)
-		out = append(out, addr)
+	addrs, err := loopback.FreeAddrs(n)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return out
+	return addrs
 }
 
 // logTail returns the last n lines of a node's log s, leaving out the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-io/sluice/cluster/loopback"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -64,12 +64,11 @@ func TestBadFlagsAndEnvAreRejected(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := loopback.FreeAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }
 
 // SIGTERM shuts sluiced down gracefully: exit status 0, and every log gets

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/cluster/loopback"
 )
 
 // Node is one sluiced process of a Cluster. Its ports and data directory
@@ -80,13 +81,12 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		return nil, errors.New("chaos: a cluster needs at least one node")
 	}
 	c := &Cluster{cfg: cfg, links: map[[2]int32]*Link{}}
-	// The nodes' ports stay held until every link has its own ports, so
-	// that no proxy takes a node's port.
-	addrs, release, err := freeAddrs(4 * cfg.Nodes)
+	// Node ports come from below the ephemeral range, where the links'
+	// proxies (port 0) never land.
+	addrs, err := loopback.FreeAddrs(4 * cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	for i := 0; i < cfg.Nodes; i++ {
 		a := addrs[4*i : 4*i+4]
 		id := int32(i + 1)
@@ -344,32 +344,4 @@ func (c *Cluster) Close() {
 	for _, l := range c.links {
 		l.Close()
 	}
-}
-
-// freeAddrs returns n distinct loopback addresses free for both TCP and
-// UDP (memberlist uses both on the gossip port), held by listeners until
-// release is called.
-func freeAddrs(n int) (addrs []string, release func(), err error) {
-	var held []interface{ Close() error }
-	release = func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}
-	var out []string
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			release()
-			return nil, nil, err
-		}
-		held = append(held, l)
-		u, err := net.ListenPacket("udp", l.Addr().String())
-		if err != nil {
-			continue
-		}
-		held = append(held, u)
-		out = append(out, l.Addr().String())
-	}
-	return out, release, nil
 }

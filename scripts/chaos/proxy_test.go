@@ -5,16 +5,17 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/cluster/loopback"
 )
 
 // echoServer answers every line on TCP and every UDP packet with itself.
 func echoServer(t *testing.T) (addr string, udp <-chan []byte) {
 	t.Helper()
-	addrs, release, err := freeAddrs(1)
+	addrs, err := loopback.FreeAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	release()
 	ln, err := net.Listen("tcp", addrs[0])
 	if err != nil {
 		t.Fatal(err)
