@@ -177,4 +177,18 @@ func TestFaultDropProduceResponsesWithoutEndpoint(t *testing.T) {
 	if got := values(tn.fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1]" {
 		t.Fatalf("log holds %v, want the batch whose response was dropped", got)
 	}
+	// On ProduceStream the dropped answer ends the stream; the request was
+	// applied.
+	st, err := tn.log.ProduceStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: 1, Request: publicRequest(t, sluicev1.Acks_ACKS_ALL, "drops", 0, "y", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	wantUnavailable(t, err, "fault injection: response dropped after processing")
+	if got := values(tn.fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1 y-0]" {
+		t.Fatalf("log holds %v, want the streamed batch whose answer was dropped", got)
+	}
 }

@@ -73,8 +73,9 @@ type Config struct {
 	// FaultDropProduceResponses is fault injection for chaos tests: the
 	// fraction (0..1) of produce responses dropped after the request was
 	// fully processed; the client sees UNAVAILABLE and must retry. It is
-	// the startup rule {"method":"/sluice.v1.Log/Produce","drop_response":F}
-	// of the FaultInjection mechanism. 0 in production.
+	// the startup rules {"method":"/sluice.v1.Log/Produce","drop_response":F}
+	// and the same for /sluice.v1.Log/ProduceStream (where a dropped answer
+	// ends the stream) of the FaultInjection mechanism. 0 in production.
 	FaultDropProduceResponses float64
 	// FaultInjection (testing only) serves /debug/faults on HTTPListen,
 	// where a harness sets per-RPC fault rules (FaultRule) that a gRPC
@@ -386,7 +387,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		n.faults.served = servedMethods(n.grpc.GetServiceInfo())
 		logger.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", cfg.FaultInjection)
 		if f := cfg.FaultDropProduceResponses; f > 0 {
-			n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}}, "--fault-drop-produce-responses")
+			n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}, {Method: "/sluice.v1.Log/ProduceStream", DropResponse: f}}, "--fault-drop-produce-responses")
 		}
 	}
 

@@ -35,6 +35,46 @@ func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) 
 // produce is Produce; appended (if not nil) is called once the request's
 // batches are no longer used.
 func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView, appended func()) (*sluicev1.ProduceResponse, error) {
+	pp, err := s.appendProduce(req)
+	if appended != nil {
+		appended()
+	}
+	if err != nil {
+		return nil, err
+	}
+	pp.await(ctx)
+	return pp.resp, nil
+}
+
+// pendingProduce is a produce request whose batches are appended: its
+// answer, and what acks=all still waits for.
+type pendingProduce struct {
+	resp    *sluicev1.ProduceResponse
+	waits   []pendingAck
+	timeout time.Duration
+}
+
+// await waits until every batch acks=all waits for is committed, or the
+// request's timeout passes (those batches then answer REQUEST_TIMED_OUT),
+// or ctx ends.
+func (pp *pendingProduce) await(ctx context.Context) {
+	if len(pp.waits) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, pp.timeout)
+	defer cancel()
+	for _, w := range pp.waits {
+		if err := w.part.WaitCommitted(wctx, w.last); err != nil {
+			w.resp.ErrorCode, w.resp.ErrorMessage = partitionError(err)
+			w.resp.CurrentLeader = w.hint(w.part.Topic, w.part.Partition, w.resp.ErrorCode)
+		}
+	}
+}
+
+// appendProduce checks req and appends its batches: Produce up to the
+// acks=all wait. A request refused as a whole is a status error and
+// nothing is appended. The batches are not used once it returns.
+func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProduce, error) {
 	switch req.Acks {
 	case sluicev1.Acks_ACKS_UNSPECIFIED, sluicev1.Acks_ACKS_ALL, sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_NONE:
 	default:
@@ -69,7 +109,7 @@ func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView
 			acksAll := req.Acks == sluicev1.Acks_ACKS_ALL || req.Acks == sluicev1.Acks_ACKS_UNSPECIFIED
 			res, err := s.replicas.AppendTo(part, p.Batch, now, acksAll)
 			if err == nil && acksAll {
-				waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset})
+				waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset, hint: s.leaderHint})
 			}
 			if err != nil {
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
@@ -86,24 +126,13 @@ func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}
-	if appended != nil {
-		appended()
-	}
 	// acks=all: every appended batch must reach the high watermark within
 	// the request timeout.
 	timeout := DefaultProduceTimeout
 	if req.TimeoutMs > 0 {
 		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, w := range waits {
-		if err := w.part.WaitCommitted(wctx, w.last); err != nil {
-			w.resp.ErrorCode, w.resp.ErrorMessage = partitionError(err)
-			w.resp.CurrentLeader = s.leaderHint(w.part.Topic, w.part.Partition, w.resp.ErrorCode)
-		}
-	}
-	return resp, nil
+	return &pendingProduce{resp: resp, waits: waits, timeout: timeout}, nil
 }
 
 // pendingAck is an appended batch an acks=all produce waits for.
@@ -111,4 +140,5 @@ type pendingAck struct {
 	resp *sluicev1.PartitionProduceResponse
 	part *cluster.Partition
 	last int64
+	hint func(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint
 }

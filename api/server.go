@@ -143,6 +143,7 @@ func (s *Server) Register(g *grpc.Server) {
 // sluice.v1.Log service, decoded through the server views.
 type logService interface {
 	produceAliased(context.Context, *codec.ProduceRequest) (*sluicev1.ProduceResponse, error)
+	produceStream(grpc.ServerStream) error
 	Fetch(context.Context, *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error)
 	ListOffsets(context.Context, *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error)
 }
@@ -165,6 +166,11 @@ var logServiceDesc = grpc.ServiceDesc{
 		{MethodName: "ListOffsets", Handler: unary("/sluice.v1.Log/ListOffsets", func(s logService, ctx context.Context, in *sluicev1.ListOffsetsRequest) (any, error) {
 			return s.ListOffsets(ctx, in)
 		})},
+	},
+	Streams: []grpc.StreamDesc{
+		{StreamName: "ProduceStream", ServerStreams: true, ClientStreams: true, Handler: func(srv any, ss grpc.ServerStream) error {
+			return srv.(logService).produceStream(ss)
+		}},
 	},
 	Metadata: "sluice/v1/sluice.proto",
 }

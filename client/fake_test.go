@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -72,6 +73,12 @@ type fakeState struct {
 	nextPID      int64
 	initFailures int // InitProducerId calls left to answer COORDINATOR_LOAD_IN_PROGRESS
 	initCalls    int
+
+	// unaryOnly: the nodes serve no ProduceStream (UNIMPLEMENTED), as
+	// brokers of an older version; streams counts the ones opened.
+	unaryOnly  bool
+	streams    int
+	unaryCalls int
 
 	produceCalls map[int32]int  // produce requests per node
 	inflight     map[string]int // produce requests being served, per partition
@@ -226,7 +233,16 @@ func (f *fakeBroker) InitProducerId(_ context.Context, req *sluicev1.InitProduce
 	return &sluicev1.InitProducerIdResponse{ProducerId: id}, nil
 }
 
-func (f *fakeBroker) Produce(_ context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+// Produce serves a unary produce call.
+func (f *fakeBroker) Produce(ctx context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+	f.mu.Lock()
+	f.unaryCalls++
+	f.mu.Unlock()
+	return f.produce(ctx, req)
+}
+
+// produce serves one produce request, unary or from a stream.
+func (f *fakeBroker) produce(_ context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
 	f.mu.Lock()
 	f.produceCalls[f.node]++
 	var keys []string
@@ -558,4 +574,65 @@ func TestLoneSendIsSentAfterLinger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ProduceStream serves each request on the stream with Produce, each in
+// its own goroutine (so held requests park as unary ones do). Produce's
+// UNAVAILABLE (a lost answer) ends the stream with it, as the broker's
+// fault injection does; its other errors are answered as error codes.
+func (f *fakeBroker) ProduceStream(st grpc.BidiStreamingServer[sluicev1.ProduceStreamRequest, sluicev1.ProduceStreamResponse]) error {
+	f.mu.Lock()
+	if f.unaryOnly {
+		f.mu.Unlock()
+		return status.Error(codes.Unimplemented, "fake: no ProduceStream")
+	}
+	f.streams++
+	f.mu.Unlock()
+	var sendMu sync.Mutex // guards Send and closed
+	closed := false
+	var wg sync.WaitGroup
+	end := make(chan error, 1)
+	finish := func(err error) {
+		select {
+		case end <- err:
+		default:
+		}
+	}
+	go func() {
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				wg.Wait()
+				finish(err)
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := f.produce(st.Context(), req.Request)
+				m := &sluicev1.ProduceStreamResponse{CorrelationId: req.CorrelationId, Response: resp}
+				if status.Code(err) == codes.Unavailable {
+					finish(err)
+					return
+				}
+				if err != nil {
+					e, _ := errs.FromStatus(err)
+					m.ErrorCode, m.ErrorMessage = errs.Code(e), errs.Message(e)
+				}
+				sendMu.Lock()
+				defer sendMu.Unlock()
+				if !closed {
+					_ = st.Send(m)
+				}
+			}()
+		}
+	}()
+	err := <-end
+	sendMu.Lock()
+	closed = true
+	sendMu.Unlock()
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }

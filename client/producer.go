@@ -322,6 +322,8 @@ type brokerQueue struct {
 	// sendMu is held by a worker from taking a request off ch until the
 	// request is on the wire, so requests start in drain order.
 	sendMu sync.Mutex
+	// pc is the broker's ProduceStream.
+	pc *produceConn
 }
 
 // NewProducer returns a Producer; invalid options, or options that
@@ -681,7 +683,7 @@ func (p *Producer) queueFor(addr string) *brokerQueue {
 		// A partition has at most maxInFlight batches outstanding, so the
 		// queue holds at most that many entries per partition: size it so
 		// the sender loop rarely blocks.
-		q = &brokerQueue{ch: make(chan []*recordBatch, 1024)}
+		q = &brokerQueue{ch: make(chan []*recordBatch, 1024), pc: newProduceConn(p, addr)}
 		p.brokerQueue[addr] = q
 		for i := 0; i < p.cfg.maxInFlight; i++ {
 			p.goTracked(func() { p.brokerWorker(addr, q) })
@@ -704,27 +706,36 @@ func (p *Producer) brokerWorker(addr string, q *brokerQueue) {
 			q.sendMu.Unlock()
 			return
 		}
-		call := p.startProduce(addr, bs)
+		call := p.startProduce(addr, q.pc, bs)
 		q.sendMu.Unlock()
 		p.finishProduce(call)
 	}
 }
 
-// produceCall is one produce request on its way.
+// produceCall is one produce request on its way: on the broker's
+// ProduceStream (answer set), or as a unary Produce call (stream set).
 type produceCall struct {
-	bs     []*recordBatch // distinct partitions
+	bs   []*recordBatch // distinct partitions
+	req  *internalv1.ProduceRequestView
+	addr string
+	err  error
+
+	pc       *produceConn
+	onStream grpc.ClientStream
+	answer   <-chan produceAnswer
+
 	stream grpc.ClientStream
 	cancel context.CancelFunc
-	err    error
 }
 
-var produceStream = &grpc.StreamDesc{StreamName: "Produce"}
+var produceUnaryDesc = &grpc.StreamDesc{StreamName: "Produce"}
 
 // startProduce builds the request for bs and sends it, without waiting for
-// the answer (a unary call split in two: NewStream and SendMsg here,
-// RecvMsg in finishProduce).
-func (p *Producer) startProduce(addr string, bs []*recordBatch) *produceCall {
-	call := &produceCall{bs: bs}
+// the answer: on the broker's ProduceStream, or (when the broker does not
+// serve it) as a unary call split in two, NewStream and SendMsg here,
+// RecvMsg in finishProduce.
+func (p *Producer) startProduce(addr string, pc *produceConn, bs []*recordBatch) *produceCall {
+	call := &produceCall{bs: bs, addr: addr, pc: pc}
 	req := &internalv1.ProduceRequestView{
 		Acks:      p.cfg.acks.proto(),
 		TimeoutMs: int32(p.c.cfg.requestTimeout.Milliseconds()),
@@ -739,20 +750,31 @@ func (p *Producer) startProduce(addr string, bs []*recordBatch) *produceCall {
 		}
 		t.Partitions = append(t.Partitions, &internalv1.PartitionProduceDataView{Partition: b.tp.partition, Batch: b.data})
 	}
-	cc, err := p.c.conn(addr)
+	call.req = req
+	if pc.useStream() {
+		call.onStream, call.answer, call.err = pc.send(req)
+		return call
+	}
+	p.startUnary(call)
+	return call
+}
+
+// startUnary sends call's request as a unary Produce call.
+func (p *Producer) startUnary(call *produceCall) {
+	call.onStream, call.answer = nil, nil
+	cc, err := p.c.conn(call.addr)
 	if err != nil {
 		call.err = err
-		return call
+		return
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.requestTimeout)
 	call.cancel = cancel
-	call.stream, call.err = cc.NewStream(ctx, produceStream, "/sluice.v1.Log/Produce")
+	call.stream, call.err = cc.NewStream(ctx, produceUnaryDesc, "/sluice.v1.Log/Produce")
 	if call.err == nil {
 		// For a non-streaming call SendMsg reports transport failures
 		// through RecvMsg.
-		call.err = call.stream.SendMsg(req)
+		call.err = call.stream.SendMsg(call.req)
 	}
-	return call
 }
 
 // batchResult is the answer for one batch of a request.
@@ -764,13 +786,29 @@ type batchResult struct {
 
 // finishProduce waits for the answer of call and completes its batches.
 func (p *Producer) finishProduce(call *produceCall) {
-	resp := &sluicev1.ProduceResponse{}
+	var resp *sluicev1.ProduceResponse
 	err := call.err
-	if err == nil {
-		err = call.stream.RecvMsg(resp)
+	if err == nil && call.answer != nil {
+		a := call.pc.wait(call.onStream, call.answer, p.c.cfg.requestTimeout)
+		if a.err == errProduceStreamUnsupported {
+			// Nothing was applied: send it again, unary.
+			p.startUnary(call)
+		} else if err = a.err; err == nil {
+			if a.resp.ErrorCode != sluicev1.ErrorCode_NONE {
+				err = &errs.Error{Code: a.resp.ErrorCode, Message: a.resp.ErrorMessage}
+			} else if resp = a.resp.Response; resp == nil {
+				resp = &sluicev1.ProduceResponse{}
+			}
+		}
 	}
-	if call.cancel != nil {
-		call.cancel()
+	if call.answer == nil {
+		resp = &sluicev1.ProduceResponse{}
+		if err = call.err; err == nil {
+			err = call.stream.RecvMsg(resp)
+		}
+		if call.cancel != nil {
+			call.cancel()
+		}
 	}
 	err = rpcError(err)
 	results := make([]batchResult, len(call.bs))

@@ -148,6 +148,44 @@ func TestProduceRequestDecodesInPlace(t *testing.T) {
 	}
 }
 
+// A ProduceStreamRequest (the public message, as a client sends it)
+// decodes in place to its correlation id and request view; a cut one is
+// an error.
+func TestProduceStreamRequestDecodesInPlace(t *testing.T) {
+	m := &internalv1.ProduceStreamRequestView{CorrelationId: 1 << 40, Request: produceRequest()}
+	wire, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The test batches are not RecordBatch messages: compare the framing
+	// on a request without them.)
+	plain, _ := proto.Marshal(&internalv1.ProduceStreamRequestView{CorrelationId: 7, Request: &internalv1.ProduceRequestView{
+		Acks: sluicev1.Acks_ACKS_LEADER, Topics: []*internalv1.TopicProduceDataView{{Name: "a"}}}})
+	var pub sluicev1.ProduceStreamRequest
+	if err := proto.Unmarshal(plain, &pub); err != nil || pub.CorrelationId != 7 || pub.Request.GetAcks() != sluicev1.Acks_ACKS_LEADER || pub.Request.GetTopics()[0].GetName() != "a" {
+		t.Fatalf("not wire-compatible with sluice.v1.ProduceStreamRequest: %v %v", err, &pub)
+	}
+	data := mem.BufferSlice{mem.Copy(wire, DefaultPool)}
+	got := &ProduceStreamRequest{}
+	if err := (Codec{}).Unmarshal(data, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.CorrelationID != m.CorrelationId || !proto.Equal(&got.Request, m.Request) {
+		t.Fatalf("decoded %d %v, want %d %v", got.CorrelationID, &got.Request, m.CorrelationId, m.Request)
+	}
+	if !within(got.Request.Topics[0].Partitions[1].Batch, data[0].ReadOnlyData()) {
+		t.Fatal("the batch was copied out of the received buffer")
+	}
+	got.Release()
+	got.Release()
+	data.Free()
+	for _, cut := range []int{1, len(wire) / 2, len(wire) - 1} {
+		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire[:cut])}, &ProduceStreamRequest{}); err == nil {
+			t.Errorf("cut at %d of %d bytes: no error", cut, len(wire))
+		}
+	}
+}
+
 // Truncated or malformed input is an error, never a partial message
 // taken as whole.
 func TestAliasedDecodingRejectsMalformedInput(t *testing.T) {

@@ -98,3 +98,49 @@ func decodePartitionProduceData(b []byte, p *internalv1.PartitionProduceDataView
 		return nil
 	})
 }
+
+// Field numbers of sluice.v1.ProduceStreamRequest (sluice.proto).
+const (
+	psCorrelationID = 1
+	psRequest       = 2
+)
+
+// ProduceStreamRequest is a sluice.v1.ProduceStreamRequest that Codec
+// decodes in place, as ProduceRequest: Request's batches are slices of the
+// received buffer. Call Release once they are no longer used.
+type ProduceStreamRequest struct {
+	CorrelationID int64
+	Request       internalv1.ProduceRequestView
+	buf           mem.Buffer
+}
+
+// UnmarshalAliased implements AliasUnmarshaler.
+func (r *ProduceStreamRequest) UnmarshalAliased(buf mem.Buffer) error {
+	r.Release()
+	r.buf = buf
+	r.CorrelationID = 0
+	r.Request.TransactionalId, r.Request.Acks, r.Request.TimeoutMs, r.Request.Topics = "", 0, 0, nil
+	err := walk(buf.ReadOnlyData(), "ProduceStreamRequest", func(f field) error {
+		switch {
+		case f.is(psCorrelationID, protowire.VarintType):
+			r.CorrelationID = int64(f.varint)
+		case f.is(psRequest, protowire.BytesType):
+			// A repeated message field merges: later occurrences add topics.
+			return decodeProduceRequest(f.bytes, &r.Request)
+		}
+		return nil
+	})
+	if err != nil {
+		r.Release()
+	}
+	return err
+}
+
+// Release gives the received buffer back; the batches must not be used
+// afterwards. Safe to call more than once.
+func (r *ProduceStreamRequest) Release() {
+	if r.buf != nil {
+		r.buf.Free()
+		r.buf = nil
+	}
+}

@@ -93,6 +93,58 @@ func (x *ProduceRequestView) GetTopics() []*TopicProduceDataView {
 	return nil
 }
 
+type ProduceStreamRequestView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CorrelationId int64                  `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Request       *ProduceRequestView    `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceStreamRequestView) Reset() {
+	*x = ProduceStreamRequestView{}
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceStreamRequestView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceStreamRequestView) ProtoMessage() {}
+
+func (x *ProduceStreamRequestView) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceStreamRequestView.ProtoReflect.Descriptor instead.
+func (*ProduceStreamRequestView) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProduceStreamRequestView) GetCorrelationId() int64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *ProduceStreamRequestView) GetRequest() *ProduceRequestView {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 type TopicProduceDataView struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	Name          string                      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -103,7 +155,7 @@ type TopicProduceDataView struct {
 
 func (x *TopicProduceDataView) Reset() {
 	*x = TopicProduceDataView{}
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[1]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +167,7 @@ func (x *TopicProduceDataView) String() string {
 func (*TopicProduceDataView) ProtoMessage() {}
 
 func (x *TopicProduceDataView) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[1]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +180,7 @@ func (x *TopicProduceDataView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicProduceDataView.ProtoReflect.Descriptor instead.
 func (*TopicProduceDataView) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{1}
+	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TopicProduceDataView) GetName() string {
@@ -156,7 +208,7 @@ type PartitionProduceDataView struct {
 
 func (x *PartitionProduceDataView) Reset() {
 	*x = PartitionProduceDataView{}
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[2]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +220,7 @@ func (x *PartitionProduceDataView) String() string {
 func (*PartitionProduceDataView) ProtoMessage() {}
 
 func (x *PartitionProduceDataView) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[2]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +233,7 @@ func (x *PartitionProduceDataView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProduceDataView.ProtoReflect.Descriptor instead.
 func (*PartitionProduceDataView) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{2}
+	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PartitionProduceDataView) GetPartition() int32 {
@@ -207,7 +259,7 @@ type FetchResponseView struct {
 
 func (x *FetchResponseView) Reset() {
 	*x = FetchResponseView{}
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[3]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -219,7 +271,7 @@ func (x *FetchResponseView) String() string {
 func (*FetchResponseView) ProtoMessage() {}
 
 func (x *FetchResponseView) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[3]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -232,7 +284,7 @@ func (x *FetchResponseView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponseView.ProtoReflect.Descriptor instead.
 func (*FetchResponseView) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{3}
+	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FetchResponseView) GetTopics() []*FetchableTopicResponseView {
@@ -252,7 +304,7 @@ type FetchableTopicResponseView struct {
 
 func (x *FetchableTopicResponseView) Reset() {
 	*x = FetchableTopicResponseView{}
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[4]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +316,7 @@ func (x *FetchableTopicResponseView) String() string {
 func (*FetchableTopicResponseView) ProtoMessage() {}
 
 func (x *FetchableTopicResponseView) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[4]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +329,7 @@ func (x *FetchableTopicResponseView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchableTopicResponseView.ProtoReflect.Descriptor instead.
 func (*FetchableTopicResponseView) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{4}
+	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchableTopicResponseView) GetName() string {
@@ -313,7 +365,7 @@ type PartitionDataView struct {
 
 func (x *PartitionDataView) Reset() {
 	*x = PartitionDataView{}
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[5]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +377,7 @@ func (x *PartitionDataView) String() string {
 func (*PartitionDataView) ProtoMessage() {}
 
 func (x *PartitionDataView) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_view_proto_msgTypes[5]
+	mi := &file_sluice_internal_v1_view_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +390,7 @@ func (x *PartitionDataView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDataView.ProtoReflect.Descriptor instead.
 func (*PartitionDataView) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{5}
+	return file_sluice_internal_v1_view_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartitionDataView) GetPartition() int32 {
@@ -421,7 +473,10 @@ const file_sluice_internal_v1_view_proto_rawDesc = "" +
 	"\x04acks\x18\x02 \x01(\x0e2\x0f.sluice.v1.AcksR\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\x12@\n" +
-	"\x06topics\x18\x04 \x03(\v2(.sluice.internal.v1.TopicProduceDataViewR\x06topics\"x\n" +
+	"\x06topics\x18\x04 \x03(\v2(.sluice.internal.v1.TopicProduceDataViewR\x06topics\"\x83\x01\n" +
+	"\x18ProduceStreamRequestView\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12@\n" +
+	"\arequest\x18\x02 \x01(\v2&.sluice.internal.v1.ProduceRequestViewR\arequest\"x\n" +
 	"\x14TopicProduceDataView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12L\n" +
 	"\n" +
@@ -462,33 +517,35 @@ func file_sluice_internal_v1_view_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_view_proto_rawDescData
 }
 
-var file_sluice_internal_v1_view_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_internal_v1_view_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_internal_v1_view_proto_goTypes = []any{
 	(*ProduceRequestView)(nil),          // 0: sluice.internal.v1.ProduceRequestView
-	(*TopicProduceDataView)(nil),        // 1: sluice.internal.v1.TopicProduceDataView
-	(*PartitionProduceDataView)(nil),    // 2: sluice.internal.v1.PartitionProduceDataView
-	(*FetchResponseView)(nil),           // 3: sluice.internal.v1.FetchResponseView
-	(*FetchableTopicResponseView)(nil),  // 4: sluice.internal.v1.FetchableTopicResponseView
-	(*PartitionDataView)(nil),           // 5: sluice.internal.v1.PartitionDataView
-	(sluicev1.Acks)(0),                  // 6: sluice.v1.Acks
-	(sluicev1.ErrorCode)(0),             // 7: sluice.v1.ErrorCode
-	(*sluicev1.AbortedTransaction)(nil), // 8: sluice.v1.AbortedTransaction
-	(*sluicev1.LeaderHint)(nil),         // 9: sluice.v1.LeaderHint
+	(*ProduceStreamRequestView)(nil),    // 1: sluice.internal.v1.ProduceStreamRequestView
+	(*TopicProduceDataView)(nil),        // 2: sluice.internal.v1.TopicProduceDataView
+	(*PartitionProduceDataView)(nil),    // 3: sluice.internal.v1.PartitionProduceDataView
+	(*FetchResponseView)(nil),           // 4: sluice.internal.v1.FetchResponseView
+	(*FetchableTopicResponseView)(nil),  // 5: sluice.internal.v1.FetchableTopicResponseView
+	(*PartitionDataView)(nil),           // 6: sluice.internal.v1.PartitionDataView
+	(sluicev1.Acks)(0),                  // 7: sluice.v1.Acks
+	(sluicev1.ErrorCode)(0),             // 8: sluice.v1.ErrorCode
+	(*sluicev1.AbortedTransaction)(nil), // 9: sluice.v1.AbortedTransaction
+	(*sluicev1.LeaderHint)(nil),         // 10: sluice.v1.LeaderHint
 }
 var file_sluice_internal_v1_view_proto_depIdxs = []int32{
-	6, // 0: sluice.internal.v1.ProduceRequestView.acks:type_name -> sluice.v1.Acks
-	1, // 1: sluice.internal.v1.ProduceRequestView.topics:type_name -> sluice.internal.v1.TopicProduceDataView
-	2, // 2: sluice.internal.v1.TopicProduceDataView.partitions:type_name -> sluice.internal.v1.PartitionProduceDataView
-	4, // 3: sluice.internal.v1.FetchResponseView.topics:type_name -> sluice.internal.v1.FetchableTopicResponseView
-	5, // 4: sluice.internal.v1.FetchableTopicResponseView.partitions:type_name -> sluice.internal.v1.PartitionDataView
-	7, // 5: sluice.internal.v1.PartitionDataView.error_code:type_name -> sluice.v1.ErrorCode
-	8, // 6: sluice.internal.v1.PartitionDataView.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
-	9, // 7: sluice.internal.v1.PartitionDataView.current_leader:type_name -> sluice.v1.LeaderHint
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	7,  // 0: sluice.internal.v1.ProduceRequestView.acks:type_name -> sluice.v1.Acks
+	2,  // 1: sluice.internal.v1.ProduceRequestView.topics:type_name -> sluice.internal.v1.TopicProduceDataView
+	0,  // 2: sluice.internal.v1.ProduceStreamRequestView.request:type_name -> sluice.internal.v1.ProduceRequestView
+	3,  // 3: sluice.internal.v1.TopicProduceDataView.partitions:type_name -> sluice.internal.v1.PartitionProduceDataView
+	5,  // 4: sluice.internal.v1.FetchResponseView.topics:type_name -> sluice.internal.v1.FetchableTopicResponseView
+	6,  // 5: sluice.internal.v1.FetchableTopicResponseView.partitions:type_name -> sluice.internal.v1.PartitionDataView
+	8,  // 6: sluice.internal.v1.PartitionDataView.error_code:type_name -> sluice.v1.ErrorCode
+	9,  // 7: sluice.internal.v1.PartitionDataView.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
+	10, // 8: sluice.internal.v1.PartitionDataView.current_leader:type_name -> sluice.v1.LeaderHint
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_view_proto_init() }
@@ -502,7 +559,7 @@ func file_sluice_internal_v1_view_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_view_proto_rawDesc), len(file_sluice_internal_v1_view_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -319,6 +319,130 @@ func (x *ProduceRequest) GetTopics() []*TopicProduceData {
 	return nil
 }
 
+type ProduceStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; echoed in the answer. Unique among the stream's
+	// requests waiting for an answer.
+	CorrelationId int64           `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Request       *ProduceRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceStreamRequest) Reset() {
+	*x = ProduceStreamRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceStreamRequest) ProtoMessage() {}
+
+func (x *ProduceStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceStreamRequest.ProtoReflect.Descriptor instead.
+func (*ProduceStreamRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProduceStreamRequest) GetCorrelationId() int64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *ProduceStreamRequest) GetRequest() *ProduceRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type ProduceStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CorrelationId int64                  `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// Set when the request was refused as a whole (then response is unset):
+	// what Produce would answer with an error status. Nothing was appended.
+	ErrorCode     ErrorCode        `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string           `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Response      *ProduceResponse `protobuf:"bytes,4,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceStreamResponse) Reset() {
+	*x = ProduceStreamResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceStreamResponse) ProtoMessage() {}
+
+func (x *ProduceStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceStreamResponse.ProtoReflect.Descriptor instead.
+func (*ProduceStreamResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProduceStreamResponse) GetCorrelationId() int64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *ProduceStreamResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ProduceStreamResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ProduceStreamResponse) GetResponse() *ProduceResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
 type TopicProduceData struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Name          string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -329,7 +453,7 @@ type TopicProduceData struct {
 
 func (x *TopicProduceData) Reset() {
 	*x = TopicProduceData{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +465,7 @@ func (x *TopicProduceData) String() string {
 func (*TopicProduceData) ProtoMessage() {}
 
 func (x *TopicProduceData) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +478,7 @@ func (x *TopicProduceData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicProduceData.ProtoReflect.Descriptor instead.
 func (*TopicProduceData) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TopicProduceData) GetName() string {
@@ -381,7 +505,7 @@ type PartitionProduceData struct {
 
 func (x *PartitionProduceData) Reset() {
 	*x = PartitionProduceData{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +517,7 @@ func (x *PartitionProduceData) String() string {
 func (*PartitionProduceData) ProtoMessage() {}
 
 func (x *PartitionProduceData) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +530,7 @@ func (x *PartitionProduceData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProduceData.ProtoReflect.Descriptor instead.
 func (*PartitionProduceData) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PartitionProduceData) GetPartition() int32 {
@@ -432,7 +556,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +568,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +581,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProduceResponse) GetTopics() []*TopicProduceResponse {
@@ -477,7 +601,7 @@ type TopicProduceResponse struct {
 
 func (x *TopicProduceResponse) Reset() {
 	*x = TopicProduceResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +613,7 @@ func (x *TopicProduceResponse) String() string {
 func (*TopicProduceResponse) ProtoMessage() {}
 
 func (x *TopicProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +626,7 @@ func (x *TopicProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicProduceResponse.ProtoReflect.Descriptor instead.
 func (*TopicProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TopicProduceResponse) GetName() string {
@@ -536,7 +660,7 @@ type PartitionProduceResponse struct {
 
 func (x *PartitionProduceResponse) Reset() {
 	*x = PartitionProduceResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -548,7 +672,7 @@ func (x *PartitionProduceResponse) String() string {
 func (*PartitionProduceResponse) ProtoMessage() {}
 
 func (x *PartitionProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -561,7 +685,7 @@ func (x *PartitionProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProduceResponse.ProtoReflect.Descriptor instead.
 func (*PartitionProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionProduceResponse) GetPartition() int32 {
@@ -630,7 +754,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +766,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +779,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchRequest) GetMaxWaitMs() int32 {
@@ -703,7 +827,7 @@ type FetchTopic struct {
 
 func (x *FetchTopic) Reset() {
 	*x = FetchTopic{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +839,7 @@ func (x *FetchTopic) String() string {
 func (*FetchTopic) ProtoMessage() {}
 
 func (x *FetchTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +852,7 @@ func (x *FetchTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTopic.ProtoReflect.Descriptor instead.
 func (*FetchTopic) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FetchTopic) GetName() string {
@@ -759,7 +883,7 @@ type FetchPartition struct {
 
 func (x *FetchPartition) Reset() {
 	*x = FetchPartition{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +895,7 @@ func (x *FetchPartition) String() string {
 func (*FetchPartition) ProtoMessage() {}
 
 func (x *FetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +908,7 @@ func (x *FetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartition.ProtoReflect.Descriptor instead.
 func (*FetchPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchPartition) GetPartition() int32 {
@@ -824,7 +948,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +960,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +973,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FetchResponse) GetTopics() []*FetchableTopicResponse {
@@ -869,7 +993,7 @@ type FetchableTopicResponse struct {
 
 func (x *FetchableTopicResponse) Reset() {
 	*x = FetchableTopicResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1005,7 @@ func (x *FetchableTopicResponse) String() string {
 func (*FetchableTopicResponse) ProtoMessage() {}
 
 func (x *FetchableTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1018,7 @@ func (x *FetchableTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchableTopicResponse.ProtoReflect.Descriptor instead.
 func (*FetchableTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FetchableTopicResponse) GetName() string {
@@ -921,7 +1045,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1057,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1070,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -985,7 +1109,7 @@ type PartitionData struct {
 
 func (x *PartitionData) Reset() {
 	*x = PartitionData{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1121,7 @@ func (x *PartitionData) String() string {
 func (*PartitionData) ProtoMessage() {}
 
 func (x *PartitionData) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1134,7 @@ func (x *PartitionData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionData.ProtoReflect.Descriptor instead.
 func (*PartitionData) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PartitionData) GetPartition() int32 {
@@ -1093,7 +1217,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1229,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1242,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListOffsetsRequest) GetIsolationLevel() IsolationLevel {
@@ -1145,7 +1269,7 @@ type ListOffsetsTopic struct {
 
 func (x *ListOffsetsTopic) Reset() {
 	*x = ListOffsetsTopic{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1281,7 @@ func (x *ListOffsetsTopic) String() string {
 func (*ListOffsetsTopic) ProtoMessage() {}
 
 func (x *ListOffsetsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1294,7 @@ func (x *ListOffsetsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsTopic.ProtoReflect.Descriptor instead.
 func (*ListOffsetsTopic) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListOffsetsTopic) GetName() string {
@@ -1199,7 +1323,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1335,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1348,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListOffsetsPartition) GetPartition() int32 {
@@ -1257,7 +1381,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1393,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1406,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListOffsetsResponse) GetTopics() []*ListOffsetsTopicResponse {
@@ -1302,7 +1426,7 @@ type ListOffsetsTopicResponse struct {
 
 func (x *ListOffsetsTopicResponse) Reset() {
 	*x = ListOffsetsTopicResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1438,7 @@ func (x *ListOffsetsTopicResponse) String() string {
 func (*ListOffsetsTopicResponse) ProtoMessage() {}
 
 func (x *ListOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1451,7 @@ func (x *ListOffsetsTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsTopicResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsTopicResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListOffsetsTopicResponse) GetName() string {
@@ -1359,7 +1483,7 @@ type ListOffsetsPartitionResponse struct {
 
 func (x *ListOffsetsPartitionResponse) Reset() {
 	*x = ListOffsetsPartitionResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1495,7 @@ func (x *ListOffsetsPartitionResponse) String() string {
 func (*ListOffsetsPartitionResponse) ProtoMessage() {}
 
 func (x *ListOffsetsPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1508,7 @@ func (x *ListOffsetsPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListOffsetsPartitionResponse) GetPartition() int32 {
@@ -1439,7 +1563,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1575,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1588,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -1486,7 +1610,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1622,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1635,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MetadataResponse) GetClusterId() string {
@@ -1554,7 +1678,7 @@ type BrokerMetadata struct {
 
 func (x *BrokerMetadata) Reset() {
 	*x = BrokerMetadata{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1690,7 @@ func (x *BrokerMetadata) String() string {
 func (*BrokerMetadata) ProtoMessage() {}
 
 func (x *BrokerMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1703,7 @@ func (x *BrokerMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerMetadata.ProtoReflect.Descriptor instead.
 func (*BrokerMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerMetadata) GetNodeId() int32 {
@@ -1618,7 +1742,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1754,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1767,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1709,7 +1833,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1845,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1858,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1812,7 +1936,7 @@ type CreateTopicsRequest struct {
 
 func (x *CreateTopicsRequest) Reset() {
 	*x = CreateTopicsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1948,7 @@ func (x *CreateTopicsRequest) String() string {
 func (*CreateTopicsRequest) ProtoMessage() {}
 
 func (x *CreateTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1961,7 @@ func (x *CreateTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateTopicsRequest) GetTopics() []*CreatableTopic {
@@ -1873,7 +1997,7 @@ type CreatableTopic struct {
 
 func (x *CreatableTopic) Reset() {
 	*x = CreatableTopic{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2009,7 @@ func (x *CreatableTopic) String() string {
 func (*CreatableTopic) ProtoMessage() {}
 
 func (x *CreatableTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2022,7 @@ func (x *CreatableTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatableTopic.ProtoReflect.Descriptor instead.
 func (*CreatableTopic) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreatableTopic) GetName() string {
@@ -1938,7 +2062,7 @@ type CreateTopicsResponse struct {
 
 func (x *CreateTopicsResponse) Reset() {
 	*x = CreateTopicsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2074,7 @@ func (x *CreateTopicsResponse) String() string {
 func (*CreateTopicsResponse) ProtoMessage() {}
 
 func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2087,7 @@ func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateTopicsResponse) GetTopics() []*CreatableTopicResult {
@@ -1987,7 +2111,7 @@ type CreatableTopicResult struct {
 
 func (x *CreatableTopicResult) Reset() {
 	*x = CreatableTopicResult{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2123,7 @@ func (x *CreatableTopicResult) String() string {
 func (*CreatableTopicResult) ProtoMessage() {}
 
 func (x *CreatableTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2136,7 @@ func (x *CreatableTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatableTopicResult.ProtoReflect.Descriptor instead.
 func (*CreatableTopicResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreatableTopicResult) GetName() string {
@@ -2067,7 +2191,7 @@ type DeleteTopicsRequest struct {
 
 func (x *DeleteTopicsRequest) Reset() {
 	*x = DeleteTopicsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2203,7 @@ func (x *DeleteTopicsRequest) String() string {
 func (*DeleteTopicsRequest) ProtoMessage() {}
 
 func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2216,7 @@ func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteTopicsRequest) GetNames() []string {
@@ -2118,7 +2242,7 @@ type DeleteTopicsResponse struct {
 
 func (x *DeleteTopicsResponse) Reset() {
 	*x = DeleteTopicsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2254,7 @@ func (x *DeleteTopicsResponse) String() string {
 func (*DeleteTopicsResponse) ProtoMessage() {}
 
 func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2267,7 @@ func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteTopicsResponse) GetTopics() []*DeletableTopicResult {
@@ -2164,7 +2288,7 @@ type DeletableTopicResult struct {
 
 func (x *DeletableTopicResult) Reset() {
 	*x = DeletableTopicResult{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[31]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2300,7 @@ func (x *DeletableTopicResult) String() string {
 func (*DeletableTopicResult) ProtoMessage() {}
 
 func (x *DeletableTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[31]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2313,7 @@ func (x *DeletableTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletableTopicResult.ProtoReflect.Descriptor instead.
 func (*DeletableTopicResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeletableTopicResult) GetName() string {
@@ -2221,7 +2345,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[32]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2357,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[32]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2370,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{34}
 }
 
 type DescribeClusterResponse struct {
@@ -2271,7 +2395,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[33]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2407,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[33]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2420,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -2376,7 +2500,7 @@ type VoterStatus struct {
 
 func (x *VoterStatus) Reset() {
 	*x = VoterStatus{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[34]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2512,7 @@ func (x *VoterStatus) String() string {
 func (*VoterStatus) ProtoMessage() {}
 
 func (x *VoterStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[34]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2525,7 @@ func (x *VoterStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoterStatus.ProtoReflect.Descriptor instead.
 func (*VoterStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VoterStatus) GetNodeId() int32 {
@@ -2476,7 +2600,7 @@ type BrokerStatus struct {
 
 func (x *BrokerStatus) Reset() {
 	*x = BrokerStatus{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[35]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2612,7 @@ func (x *BrokerStatus) String() string {
 func (*BrokerStatus) ProtoMessage() {}
 
 func (x *BrokerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[35]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2625,7 @@ func (x *BrokerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatus.ProtoReflect.Descriptor instead.
 func (*BrokerStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BrokerStatus) GetNodeId() int32 {
@@ -2560,7 +2684,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[36]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2696,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[36]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2709,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetTopic() string {
@@ -2634,7 +2758,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[37]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2770,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[37]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2783,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetErrorCode() ErrorCode {
@@ -2707,7 +2831,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2843,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2856,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -2751,7 +2875,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2887,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2900,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingPartitionReassignment {
@@ -2799,7 +2923,7 @@ type OngoingPartitionReassignment struct {
 
 func (x *OngoingPartitionReassignment) Reset() {
 	*x = OngoingPartitionReassignment{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2935,7 @@ func (x *OngoingPartitionReassignment) String() string {
 func (*OngoingPartitionReassignment) ProtoMessage() {}
 
 func (x *OngoingPartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2948,7 @@ func (x *OngoingPartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OngoingPartitionReassignment.ProtoReflect.Descriptor instead.
 func (*OngoingPartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{40}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *OngoingPartitionReassignment) GetTopic() string {
@@ -2877,7 +3001,16 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04acks\x18\x02 \x01(\x0e2\x0f.sluice.v1.AcksR\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\x123\n" +
-	"\x06topics\x18\x04 \x03(\v2\x1b.sluice.v1.TopicProduceDataR\x06topics\"g\n" +
+	"\x06topics\x18\x04 \x03(\v2\x1b.sluice.v1.TopicProduceDataR\x06topics\"r\n" +
+	"\x14ProduceStreamRequest\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x123\n" +
+	"\arequest\x18\x02 \x01(\v2\x19.sluice.v1.ProduceRequestR\arequest\"\xd0\x01\n" +
+	"\x15ProduceStreamResponse\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x126\n" +
+	"\bresponse\x18\x04 \x01(\v2\x1a.sluice.v1.ProduceResponseR\bresponse\"g\n" +
 	"\x10TopicProduceData\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
 	"\n" +
@@ -3108,9 +3241,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12OFFSET_SPEC_LATEST\x10\x01\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x02\x12\x19\n" +
 	"\x15OFFSET_SPEC_TIMESTAMP\x10\x03\x12\x1d\n" +
-	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\xd1\x01\n" +
+	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\xa9\x02\n" +
 	"\x03Log\x12@\n" +
-	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12:\n" +
+	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
+	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
 	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xc1\x04\n" +
 	"\x05Admin\x12C\n" +
@@ -3134,123 +3268,130 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Acks)(0),                                   // 0: sluice.v1.Acks
 	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
 	(OffsetSpec)(0),                             // 2: sluice.v1.OffsetSpec
 	(*LeaderHint)(nil),                          // 3: sluice.v1.LeaderHint
 	(*ProduceRequest)(nil),                      // 4: sluice.v1.ProduceRequest
-	(*TopicProduceData)(nil),                    // 5: sluice.v1.TopicProduceData
-	(*PartitionProduceData)(nil),                // 6: sluice.v1.PartitionProduceData
-	(*ProduceResponse)(nil),                     // 7: sluice.v1.ProduceResponse
-	(*TopicProduceResponse)(nil),                // 8: sluice.v1.TopicProduceResponse
-	(*PartitionProduceResponse)(nil),            // 9: sluice.v1.PartitionProduceResponse
-	(*FetchRequest)(nil),                        // 10: sluice.v1.FetchRequest
-	(*FetchTopic)(nil),                          // 11: sluice.v1.FetchTopic
-	(*FetchPartition)(nil),                      // 12: sluice.v1.FetchPartition
-	(*FetchResponse)(nil),                       // 13: sluice.v1.FetchResponse
-	(*FetchableTopicResponse)(nil),              // 14: sluice.v1.FetchableTopicResponse
-	(*AbortedTransaction)(nil),                  // 15: sluice.v1.AbortedTransaction
-	(*PartitionData)(nil),                       // 16: sluice.v1.PartitionData
-	(*ListOffsetsRequest)(nil),                  // 17: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsTopic)(nil),                    // 18: sluice.v1.ListOffsetsTopic
-	(*ListOffsetsPartition)(nil),                // 19: sluice.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 20: sluice.v1.ListOffsetsResponse
-	(*ListOffsetsTopicResponse)(nil),            // 21: sluice.v1.ListOffsetsTopicResponse
-	(*ListOffsetsPartitionResponse)(nil),        // 22: sluice.v1.ListOffsetsPartitionResponse
-	(*MetadataRequest)(nil),                     // 23: sluice.v1.MetadataRequest
-	(*MetadataResponse)(nil),                    // 24: sluice.v1.MetadataResponse
-	(*BrokerMetadata)(nil),                      // 25: sluice.v1.BrokerMetadata
-	(*TopicMetadata)(nil),                       // 26: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),                   // 27: sluice.v1.PartitionMetadata
-	(*CreateTopicsRequest)(nil),                 // 28: sluice.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),                      // 29: sluice.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),                // 30: sluice.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),                // 31: sluice.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),                 // 32: sluice.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                // 33: sluice.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),                // 34: sluice.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),              // 35: sluice.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 36: sluice.v1.DescribeClusterResponse
-	(*VoterStatus)(nil),                         // 37: sluice.v1.VoterStatus
-	(*BrokerStatus)(nil),                        // 38: sluice.v1.BrokerStatus
-	(*AlterPartitionReassignmentsRequest)(nil),  // 39: sluice.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 40: sluice.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 41: sluice.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 42: sluice.v1.ListPartitionReassignmentsResponse
-	(*OngoingPartitionReassignment)(nil),        // 43: sluice.v1.OngoingPartitionReassignment
-	nil,                                         // 44: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                         // 45: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 46: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(*RecordBatch)(nil),                         // 47: sluice.v1.RecordBatch
-	(ErrorCode)(0),                              // 48: sluice.v1.ErrorCode
+	(*ProduceStreamRequest)(nil),                // 5: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),               // 6: sluice.v1.ProduceStreamResponse
+	(*TopicProduceData)(nil),                    // 7: sluice.v1.TopicProduceData
+	(*PartitionProduceData)(nil),                // 8: sluice.v1.PartitionProduceData
+	(*ProduceResponse)(nil),                     // 9: sluice.v1.ProduceResponse
+	(*TopicProduceResponse)(nil),                // 10: sluice.v1.TopicProduceResponse
+	(*PartitionProduceResponse)(nil),            // 11: sluice.v1.PartitionProduceResponse
+	(*FetchRequest)(nil),                        // 12: sluice.v1.FetchRequest
+	(*FetchTopic)(nil),                          // 13: sluice.v1.FetchTopic
+	(*FetchPartition)(nil),                      // 14: sluice.v1.FetchPartition
+	(*FetchResponse)(nil),                       // 15: sluice.v1.FetchResponse
+	(*FetchableTopicResponse)(nil),              // 16: sluice.v1.FetchableTopicResponse
+	(*AbortedTransaction)(nil),                  // 17: sluice.v1.AbortedTransaction
+	(*PartitionData)(nil),                       // 18: sluice.v1.PartitionData
+	(*ListOffsetsRequest)(nil),                  // 19: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsTopic)(nil),                    // 20: sluice.v1.ListOffsetsTopic
+	(*ListOffsetsPartition)(nil),                // 21: sluice.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 22: sluice.v1.ListOffsetsResponse
+	(*ListOffsetsTopicResponse)(nil),            // 23: sluice.v1.ListOffsetsTopicResponse
+	(*ListOffsetsPartitionResponse)(nil),        // 24: sluice.v1.ListOffsetsPartitionResponse
+	(*MetadataRequest)(nil),                     // 25: sluice.v1.MetadataRequest
+	(*MetadataResponse)(nil),                    // 26: sluice.v1.MetadataResponse
+	(*BrokerMetadata)(nil),                      // 27: sluice.v1.BrokerMetadata
+	(*TopicMetadata)(nil),                       // 28: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),                   // 29: sluice.v1.PartitionMetadata
+	(*CreateTopicsRequest)(nil),                 // 30: sluice.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),                      // 31: sluice.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),                // 32: sluice.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                // 33: sluice.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                 // 34: sluice.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 35: sluice.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                // 36: sluice.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),              // 37: sluice.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 38: sluice.v1.DescribeClusterResponse
+	(*VoterStatus)(nil),                         // 39: sluice.v1.VoterStatus
+	(*BrokerStatus)(nil),                        // 40: sluice.v1.BrokerStatus
+	(*AlterPartitionReassignmentsRequest)(nil),  // 41: sluice.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 42: sluice.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 43: sluice.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 44: sluice.v1.ListPartitionReassignmentsResponse
+	(*OngoingPartitionReassignment)(nil),        // 45: sluice.v1.OngoingPartitionReassignment
+	nil,                                         // 46: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                         // 47: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 48: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(ErrorCode)(0),                              // 49: sluice.v1.ErrorCode
+	(*RecordBatch)(nil),                         // 50: sluice.v1.RecordBatch
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
-	5,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
-	6,  // 2: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	47, // 3: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
-	8,  // 4: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
-	9,  // 5: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	48, // 6: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
-	3,  // 7: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
-	1,  // 8: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
-	11, // 9: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
-	12, // 10: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
-	14, // 11: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
-	16, // 12: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	48, // 13: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
-	15, // 14: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
-	3,  // 15: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	47, // 16: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
-	1,  // 17: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
-	18, // 18: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
-	19, // 19: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
-	2,  // 20: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
-	21, // 21: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
-	22, // 22: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	48, // 23: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
-	25, // 24: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
-	26, // 25: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	48, // 26: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
-	27, // 27: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	44, // 28: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	48, // 29: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
-	29, // 30: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	45, // 31: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
-	31, // 32: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	48, // 33: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	46, // 34: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
-	34, // 35: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	48, // 36: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	37, // 37: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
-	38, // 38: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
-	48, // 39: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
-	43, // 40: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
-	4,  // 41: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	10, // 42: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	17, // 43: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	23, // 44: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	28, // 45: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	32, // 46: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	35, // 47: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
-	39, // 48: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	41, // 49: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
-	7,  // 50: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	13, // 51: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	20, // 52: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	24, // 53: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	30, // 54: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	33, // 55: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	36, // 56: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	40, // 57: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	42, // 58: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	50, // [50:59] is the sub-list for method output_type
-	41, // [41:50] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	7,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
+	4,  // 2: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	49, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
+	9,  // 4: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	8,  // 5: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
+	50, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	10, // 7: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
+	11, // 8: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
+	49, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	3,  // 10: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
+	1,  // 11: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
+	13, // 12: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
+	14, // 13: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
+	16, // 14: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
+	18, // 15: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
+	49, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	17, // 17: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
+	3,  // 18: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
+	50, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	1,  // 20: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
+	20, // 21: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
+	21, // 22: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
+	2,  // 23: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
+	23, // 24: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
+	24, // 25: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
+	49, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	27, // 27: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
+	28, // 28: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
+	49, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	29, // 30: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
+	46, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	49, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	31, // 33: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
+	47, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	33, // 35: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
+	49, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	48, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	36, // 38: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
+	49, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	39, // 40: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
+	40, // 41: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
+	49, // 42: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	45, // 43: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
+	4,  // 44: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	5,  // 45: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	12, // 46: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	19, // 47: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	25, // 48: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	30, // 49: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	34, // 50: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	37, // 51: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	41, // 52: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	43, // 53: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
+	9,  // 54: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	6,  // 55: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	15, // 56: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	22, // 57: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	26, // 58: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	32, // 59: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	35, // 60: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	38, // 61: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	42, // 62: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	44, // 63: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	54, // [54:64] is the sub-list for method output_type
+	44, // [44:54] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -3266,7 +3407,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Log_Produce_FullMethodName     = "/sluice.v1.Log/Produce"
-	Log_Fetch_FullMethodName       = "/sluice.v1.Log/Fetch"
-	Log_ListOffsets_FullMethodName = "/sluice.v1.Log/ListOffsets"
+	Log_Produce_FullMethodName       = "/sluice.v1.Log/Produce"
+	Log_ProduceStream_FullMethodName = "/sluice.v1.Log/ProduceStream"
+	Log_Fetch_FullMethodName         = "/sluice.v1.Log/Fetch"
+	Log_ListOffsets_FullMethodName   = "/sluice.v1.Log/ListOffsets"
 )
 
 // LogClient is the client API for Log service.
@@ -33,6 +34,17 @@ const (
 // record batches as bytes; clients use these messages as they are.
 type LogClient interface {
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
+	// ProduceStream carries many produce requests on one long-lived stream,
+	// as a Kafka client pipelines them on one connection: it saves a call's
+	// setup per request. Each ProduceStreamRequest is answered by exactly one
+	// ProduceStreamResponse with its correlation_id, with Produce's rules.
+	// Requests are appended in the order they arrive on the stream; answers
+	// may come in another order (an acks=all request waits for replication,
+	// an acks=1 request behind it does not). Up to 64 requests per stream
+	// wait for their answers; the broker reads no more until one is answered.
+	// A request Produce would refuse as a whole (bad acks or timeout) is
+	// answered with error_code and error_message, and the stream goes on.
+	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse], error)
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
 	ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error)
 }
@@ -54,6 +66,19 @@ func (c *logClient) Produce(ctx context.Context, in *ProduceRequest, opts ...grp
 	}
 	return out, nil
 }
+
+func (c *logClient) ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Log_ServiceDesc.Streams[0], Log_ProduceStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProduceStreamRequest, ProduceStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Log_ProduceStreamClient = grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse]
 
 func (c *logClient) Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -84,6 +109,17 @@ func (c *logClient) ListOffsets(ctx context.Context, in *ListOffsetsRequest, opt
 // record batches as bytes; clients use these messages as they are.
 type LogServer interface {
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
+	// ProduceStream carries many produce requests on one long-lived stream,
+	// as a Kafka client pipelines them on one connection: it saves a call's
+	// setup per request. Each ProduceStreamRequest is answered by exactly one
+	// ProduceStreamResponse with its correlation_id, with Produce's rules.
+	// Requests are appended in the order they arrive on the stream; answers
+	// may come in another order (an acks=all request waits for replication,
+	// an acks=1 request behind it does not). Up to 64 requests per stream
+	// wait for their answers; the broker reads no more until one is answered.
+	// A request Produce would refuse as a whole (bad acks or timeout) is
+	// answered with error_code and error_message, and the stream goes on.
+	ProduceStream(grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]) error
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
 	ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error)
 	mustEmbedUnimplementedLogServer()
@@ -98,6 +134,9 @@ type UnimplementedLogServer struct{}
 
 func (UnimplementedLogServer) Produce(context.Context, *ProduceRequest) (*ProduceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Produce not implemented")
+}
+func (UnimplementedLogServer) ProduceStream(grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ProduceStream not implemented")
 }
 func (UnimplementedLogServer) Fetch(context.Context, *FetchRequest) (*FetchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fetch not implemented")
@@ -143,6 +182,13 @@ func _Log_Produce_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Log_ProduceStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LogServer).ProduceStream(&grpc.GenericServerStream[ProduceStreamRequest, ProduceStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Log_ProduceStreamServer = grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]
 
 func _Log_Fetch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FetchRequest)
@@ -200,7 +246,14 @@ var Log_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Log_ListOffsets_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ProduceStream",
+			Handler:       _Log_ProduceStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "sluice/v1/sluice.proto",
 }
 

@@ -115,7 +115,7 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	cfg.Duration = 12 * time.Second
 	cfg.FaultMin, cfg.FaultMax = 4*time.Second, 5*time.Second
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
-	cfg.Methods = []string{"/sluice.v1.Log/Produce"}
+	cfg.Methods = []string{"/sluice.v1.Log/ProduceStream"}
 	cfg.Workload.NoIdempotence = true
 	cfg.Workload.Consumers = 1
 	cfg.Dir = t.TempDir()
@@ -128,7 +128,7 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	}
 	produceFaults := 0
 	for _, a := range res.Applied {
-		if a.Err == "" && a.Fault.Method == "/sluice.v1.Log/Produce" {
+		if a.Err == "" && a.Fault.Method == "/sluice.v1.Log/ProduceStream" {
 			produceFaults++
 		}
 	}

@@ -116,11 +116,12 @@ type ScheduleConfig struct {
 }
 
 // responseMethods are the RPCs whose responses DropResponses and
-// DelayResponses interfere with: the client's produce, the follower's
-// fetch, the leader's ISR change and the broker's heartbeat.
+// DelayResponses interfere with: the client's produce (the Go producer
+// sends on ProduceStream), the follower's fetch, the leader's ISR change
+// and the broker's heartbeat.
 var responseMethods = []string{
-	"/sluice.v1.Log/Produce",
-	"/sluice.v1.Log/Produce",
+	"/sluice.v1.Log/ProduceStream",
+	"/sluice.v1.Log/ProduceStream",
 	"/sluice.internal.v1.Replica/ReplicaFetchStream",
 	"/sluice.internal.v1.Controller/AlterPartition",
 	"/sluice.internal.v1.Controller/BrokerHeartbeat",

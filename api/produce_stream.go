@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-io/sluice/proto/codec"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// MaxProduceStreamInFlight bounds the requests of one ProduceStream that
+// wait for their answers; the stream is not read further until one is
+// answered (gRPC flow control then holds the client back).
+const MaxProduceStreamInFlight = 64
+
+// produceStream serves sluice.v1.Log/ProduceStream: Produce's rules for
+// each request, appended in arrival order (so a client's pipelined
+// batches of one partition arrive in sequence), answered as each is done.
+// A goroutine reads and appends; acks=all requests wait in their own
+// goroutines. The stream ends when the client closes its side and every
+// request is answered, or at the first failure to receive or send (the
+// requests still waiting are then not answered: the client fails them
+// and retries, as after a lost connection).
+func (s *Server) produceStream(ss grpc.ServerStream) error {
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	out := &produceStreamSender{ss: ss, failed: make(chan error, 1)}
+	done := make(chan error, 1)
+	go func() { done <- s.produceStreamReceive(ctx, ss, out) }()
+	var err error
+	select {
+	case err = <-done:
+	case err = <-out.failed:
+	}
+	out.close()
+	return err
+}
+
+// produceStreamReceive reads, appends and dispatches a stream's requests
+// until it ends. It returns nil after the client's end of the stream,
+// once every request is answered.
+func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream, out *produceStreamSender) error {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, MaxProduceStreamInFlight)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		req := &codec.ProduceStreamRequest{}
+		if err := ss.RecvMsg(req); err != nil {
+			req.Release()
+			if errors.Is(err, io.EOF) {
+				wg.Wait()
+				return nil
+			}
+			return err
+		}
+		id := req.CorrelationID
+		pp, err := s.appendProduce(&req.Request)
+		req.Release()
+		if err != nil || len(pp.waits) == 0 {
+			out.send(id, pp, err)
+			<-slots
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pp.await(ctx)
+			out.send(id, pp, nil)
+			<-slots
+		}()
+	}
+}
+
+// produceStreamSender sends a stream's answers, one at a time.
+type produceStreamSender struct {
+	ss     grpc.ServerStream
+	failed chan error // capacity 1: the first failed send
+
+	mu     sync.Mutex
+	closed bool // no more sends: one failed, or the handler is returning
+}
+
+// send answers request id: with pp's response, or with err's code when
+// the request was refused as a whole. After a failure or close it does
+// nothing.
+func (o *produceStreamSender) send(id int64, pp *pendingProduce, err error) {
+	m := &sluicev1.ProduceStreamResponse{CorrelationId: id}
+	if err != nil {
+		e, _ := errs.FromStatus(err)
+		m.ErrorCode, m.ErrorMessage = errs.Code(e), errs.Message(e)
+	} else {
+		m.Response = pp.resp
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	if err := o.ss.SendMsg(m); err != nil {
+		o.closed = true
+		o.failed <- err
+	}
+}
+
+// close stops every later send; the handler calls it before it returns,
+// after which the stream must not be used.
+func (o *produceStreamSender) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+}

@@ -1,0 +1,155 @@
+package api_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-io/sluice/api"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// publicRequest is a produce request of one public RecordBatch, as a
+// client generated from the .proto in any language builds it.
+func publicRequest(t *testing.T, acks sluicev1.Acks, topic string, partition int32, prefix string, n int) *sluicev1.ProduceRequest {
+	t.Helper()
+	var rb sluicev1.RecordBatch
+	if err := proto.Unmarshal(makeBatch(prefix, n, 1000), &rb); err != nil {
+		t.Fatal(err)
+	}
+	return &sluicev1.ProduceRequest{Acks: acks, TimeoutMs: 20_000, Topics: []*sluicev1.TopicProduceData{{Name: topic,
+		Partitions: []*sluicev1.PartitionProduceData{{Partition: partition, Batch: &rb}}}}}
+}
+
+// ProduceStream answers each request once, by correlation id, with
+// Produce's rules: offsets in arrival order, partition errors per
+// partition, a request refused as a whole answered with its code while the
+// stream goes on; the stream ends cleanly after the client's end.
+func TestProduceStream(t *testing.T) {
+	tn := startNode(t, t.TempDir())
+	tn.createTopic("s", 2, nil)
+	st, err := tn.log.ProduceStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := publicRequest(t, sluicev1.Acks_ACKS_ALL, "s", 0, "bad", 1)
+	bad.Acks = 9
+	reqs := map[int64]*sluicev1.ProduceRequest{
+		10: publicRequest(t, sluicev1.Acks_ACKS_ALL, "s", 0, "a", 3),
+		11: publicRequest(t, sluicev1.Acks_ACKS_LEADER, "s", 1, "b", 2),
+		12: bad,
+		13: publicRequest(t, sluicev1.Acks_ACKS_ALL, "s", 0, "c", 4),
+		14: publicRequest(t, sluicev1.Acks_ACKS_ALL, "nope", 0, "d", 1),
+		15: publicRequest(t, sluicev1.Acks_ACKS_NONE, "s", 1, "e", 1),
+	}
+	for _, id := range []int64{10, 11, 12, 13, 14, 15} {
+		if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: id, Request: reqs[id]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[int64]*sluicev1.ProduceStreamResponse{}
+	for len(got) < len(reqs) {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(got), err)
+		}
+		if got[r.CorrelationId] != nil || reqs[r.CorrelationId] == nil {
+			t.Fatalf("answer for correlation id %d: duplicate or unknown", r.CorrelationId)
+		}
+		got[r.CorrelationId] = r
+	}
+	part := func(id int64) *sluicev1.PartitionProduceResponse {
+		t.Helper()
+		r := got[id]
+		if r.ErrorCode != sluicev1.ErrorCode_NONE || len(r.GetResponse().GetTopics()) != 1 {
+			t.Fatalf("request %d: %v", id, r)
+		}
+		return r.Response.Topics[0].Partitions[0]
+	}
+	for id, want := range map[int64]int64{10: 0, 11: 0, 13: 3} {
+		if p := part(id); p.ErrorCode != sluicev1.ErrorCode_NONE || p.BaseOffset != want {
+			t.Errorf("request %d: %v, want base offset %d", id, p, want)
+		}
+	}
+	if p := part(14); p.ErrorCode != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Errorf("unknown topic: %v", p)
+	}
+	if p := part(15); p.ErrorCode != sluicev1.ErrorCode_NONE || p.BaseOffset != -1 {
+		t.Errorf("acks=0: %v, want no error and no offset", p)
+	}
+	if r := got[12]; r.ErrorCode != sluicev1.ErrorCode_INVALID_REQUIRED_ACKS || r.Response != nil || r.ErrorMessage == "" {
+		t.Errorf("bad acks: %v", r)
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the client's end: %v, want io.EOF", err)
+	}
+	if v := values(tn.fetch("s", 0, 0, 0), 0); len(v) != 7 || v[0] != "a-0" || v[3] != "c-0" {
+		t.Errorf("s-0 holds %v", v)
+	}
+	if v := values(tn.fetch("s", 1, 0, 0), 0); len(v) != 3 {
+		t.Errorf("s-1 holds %v", v)
+	}
+}
+
+// At most api.MaxProduceStreamInFlight requests of a stream wait for
+// their answers: while acks=all cannot complete (both followers stopped
+// fetching) the broker appends that many and reads no further; once the
+// followers fetch again every request is answered, in full.
+func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
+	tc, pm := replCluster(t, time.Minute)
+	leader := tc.nodes[pm.LeaderId]
+	for _, r := range pm.Replicas {
+		if r != pm.LeaderId {
+			tc.nodes[r].Replicas().SetFetchPaused(true)
+		}
+	}
+	st, err := sluicev1.NewLogClient(dial(t, leader.Addr())).ProduceStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const extra = 6
+	total := api.MaxProduceStreamInFlight + extra
+	for i := 0; i < total; i++ {
+		if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: int64(i), Request: publicRequest(t, sluicev1.Acks_ACKS_ALL, "r", 0, fmt.Sprint(i), 10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := hostedLog(t, leader).Log
+	limit := int64(api.MaxProduceStreamInFlight * 10)
+	eventually(t, 10*time.Second, "the first requests appended", func() bool { return log.EndOffset() == limit })
+	// Not a timing assertion of speed: the requests beyond the bound are
+	// on the wire, so within this window an unbounded broker would append
+	// them (the append of 64 took far less).
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if end := log.EndOffset(); end != limit {
+			t.Fatalf("log end %d with %d requests waiting: the stream was read past its bound", end, api.MaxProduceStreamInFlight)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, r := range pm.Replicas {
+		tc.nodes[r].Replicas().SetFetchPaused(false)
+	}
+	seen := map[int64]bool{}
+	for len(seen) < total {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(seen), err)
+		}
+		p := r.GetResponse().GetTopics()[0].Partitions[0]
+		if p.ErrorCode != sluicev1.ErrorCode_NONE || p.BaseOffset != r.CorrelationId*10 {
+			t.Fatalf("request %d: %v", r.CorrelationId, p)
+		}
+		seen[r.CorrelationId] = true
+	}
+	if end := log.EndOffset(); end != int64(total*10) {
+		t.Errorf("log end %d, want %d", end, total*10)
+	}
+}
