@@ -588,7 +588,7 @@ func TestReadOutOfRangeAfterRetention(t *testing.T) {
 	l := openLog(t, t.TempDir(), cfg)
 	defer l.Close()
 	fill(t, l, 60, 3, t0.UnixMilli())
-	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+	if n, err := retainCommitted(l, t0); err != nil || n == 0 {
 		t.Fatalf("EnforceRetention %d %v", n, err)
 	}
 	start, end := l.StartOffset(), l.EndOffset()
@@ -673,7 +673,7 @@ func TestTimestampLookupsAcrossSegmentsAndRetention(t *testing.T) {
 		}
 	}
 	check("before retention")
-	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+	if n, err := retainCommitted(l, t0); err != nil || n == 0 {
 		t.Fatalf("EnforceRetention %d %v", n, err)
 	}
 	if l.StartOffset() <= 15 {
@@ -740,7 +740,7 @@ func TestChangedIsClosedOnRetentionAndClose(t *testing.T) {
 	if closed(ch) {
 		t.Fatal("Changed closed before any change")
 	}
-	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+	if n, err := retainCommitted(l, t0); err != nil || n == 0 {
 		t.Fatalf("EnforceRetention %d %v", n, err)
 	}
 	if !closed(ch) {

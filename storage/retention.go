@@ -15,7 +15,8 @@ import (
 // that are about to vanish. The leader-epoch cache is trimmed to the new
 // start (entries wholly below it dropped, the first kept one moved up to
 // it) and the high watermark raised to it if below. It returns how many
-// segments were deleted.
+// segments were deleted. Only segments wholly below the high watermark are
+// deleted: retention never removes records that are not committed yet.
 // Reads racing with a deletion get OFFSET_OUT_OF_RANGE.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	l.appendMu.Lock()
@@ -27,9 +28,18 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	for _, s := range l.segments {
 		total += s.size
 	}
+	l.mu.RLock()
+	hw := l.hw
+	l.mu.RUnlock()
 	deleted, epochsTrimmed := 0, false
 	for len(l.segments) > 1 {
 		s := l.segments[0]
+		if l.segments[1].base > hw {
+			// Some of its records are not committed yet (a follower may
+			// still need them): only segments wholly below the high
+			// watermark are deleted, as in Kafka.
+			break
+		}
 		byTime := l.cfg.RetentionMs >= 0 && s.maxTS >= 0 && s.maxTS < now.UnixMilli()-l.cfg.RetentionMs
 		bySize := l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes
 		if !byTime && !bySize {

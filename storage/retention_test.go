@@ -22,7 +22,7 @@ func TestRetentionByTime(t *testing.T) {
 	oldEnd := l.EndOffset()
 	fill(t, l, 30, 3, base+90_000)
 	segsBefore := len(l.Segments())
-	n, err := l.EnforceRetention(time.UnixMilli(base + 90_000 + 30_000))
+	n, err := retainCommitted(l, time.UnixMilli(base+90_000+30_000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRetentionBySize(t *testing.T) {
 	if l.Size() <= 3000 {
 		t.Fatalf("log only %d bytes", l.Size())
 	}
-	n, err := l.EnforceRetention(t0)
+	n, err := retainCommitted(l, t0)
 	if err != nil || n == 0 {
 		t.Fatalf("EnforceRetention: %d, %v", n, err)
 	}
@@ -92,7 +92,7 @@ func TestRetentionNeverDeletesActiveSegment(t *testing.T) {
 	l := openLog(t, t.TempDir(), cfg)
 	defer l.Close()
 	fill(t, l, 5, 2, 1)
-	n, err := l.EnforceRetention(t0.Add(time.Hour))
+	n, err := retainCommitted(l, t0.Add(time.Hour))
 	if err != nil || n != 0 || l.StartOffset() != 0 {
 		t.Fatalf("deleted %d (err %v), start %d", n, err, l.StartOffset())
 	}
@@ -149,7 +149,7 @@ func TestReadsRacingRetention(t *testing.T) {
 				errc <- err
 				return
 			}
-			if _, err := l.EnforceRetention(t0); err != nil {
+			if _, err := retainCommitted(l, t0); err != nil {
 				errc <- err
 				return
 			}
@@ -234,7 +234,7 @@ func TestRetentionRules(t *testing.T) {
 				deleted = 5
 			}
 			l.SetConfig(cfg)
-			n, err := l.EnforceRetention(time.UnixMilli(tc.now))
+			n, err := retainCommitted(l, time.UnixMilli(tc.now))
 			if err != nil || n != deleted {
 				t.Fatalf("EnforceRetention deleted %d (%v), want %d", n, err, deleted)
 			}
@@ -251,7 +251,7 @@ func TestRetentionRules(t *testing.T) {
 			if start != before[deleted].BaseOffset {
 				t.Fatalf("start %d, want %d", start, before[deleted].BaseOffset)
 			}
-			if again, err := l.EnforceRetention(time.UnixMilli(tc.now)); err != nil || again != 0 {
+			if again, err := retainCommitted(l, time.UnixMilli(tc.now)); err != nil || again != 0 {
 				t.Fatalf("second EnforceRetention deleted %d (%v)", again, err)
 			}
 			if err := l.Close(); err != nil {
@@ -277,5 +277,46 @@ func TestRetentionRules(t *testing.T) {
 			}
 			readAll(t, r)
 		})
+	}
+}
+
+// retainCommitted runs retention as on a log whose every record is
+// committed (a leader alone in its ISR): the high watermark at the log end.
+func retainCommitted(l *Log, now time.Time) (int, error) {
+	l.SetHighWatermark(l.EndOffset())
+	return l.EnforceRetention(now)
+}
+
+// Retention deletes only segments wholly below the high watermark: records
+// not yet committed (a follower may still need them) stay, whatever
+// retention.ms says; once the high watermark passes a segment's end it
+// goes.
+func TestRetentionStopsAtHighWatermark(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentMs = 1
+	cfg.RetentionMs = 0
+	l := openLog(t, t.TempDir(), cfg)
+	for i := 0; i < 6; i++ { // six segments of 2 records: bases 0, 2, ..., 10
+		if _, err := l.Append(makeBatch(2, int64(1000*i), "r"), 0, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(l.Segments()); n != 6 {
+		t.Fatalf("%d segments, want 6", n)
+	}
+	now := t0.Add(time.Hour)
+	if n, err := l.EnforceRetention(now); err != nil || n != 0 || l.StartOffset() != 0 {
+		t.Fatalf("high watermark 0: deleted %d (%v), start %d; want nothing deleted", n, err, l.StartOffset())
+	}
+	l.SetHighWatermark(5) // inside the segment at 4
+	if n, err := l.EnforceRetention(now); err != nil || n != 2 || l.StartOffset() != 4 {
+		t.Fatalf("high watermark 5: deleted %d (%v), start %d; want 2 deleted, start 4", n, err, l.StartOffset())
+	}
+	l.SetHighWatermark(6) // the end of that segment
+	if n, err := l.EnforceRetention(now); err != nil || n != 1 || l.StartOffset() != 6 {
+		t.Fatalf("high watermark 6: deleted %d (%v), start %d; want 1 deleted, start 6", n, err, l.StartOffset())
+	}
+	if hw := l.HighWatermark(); hw != 6 {
+		t.Fatalf("high watermark %d after retention, want 6 (unchanged)", hw)
 	}
 }

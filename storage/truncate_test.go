@@ -315,7 +315,7 @@ func TestTruncateToRefusals(t *testing.T) {
 	l := openLog(t, dir, cfg)
 	defer l.Close()
 	all := appendEpochs(t, l, truncationEpochs, 10_000, 100)
-	if n, err := l.EnforceRetention(t0); err != nil || n == 0 {
+	if n, err := retainCommitted(l, t0); err != nil || n == 0 {
 		t.Fatalf("EnforceRetention: %d, %v", n, err)
 	}
 	l.SetHighWatermark(all[30].base)
