@@ -206,7 +206,7 @@ func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClus
 			} else {
 				leads[p.Leader]++
 			}
-			if len(p.ISR) < len(p.Replicas) {
+			if p.UnderReplicated() {
 				resp.UnderReplicatedPartitions++
 			}
 		}

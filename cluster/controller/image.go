@@ -149,6 +149,19 @@ func (p *Partition) TargetReplicas() []int32 {
 	return out
 }
 
+// UnderReplicated reports whether a replica of p is out of its ISR. Replicas
+// a running reassignment is still adding do not count until they join (as
+// Kafka, which measures a moving partition against its original replica
+// set): a healthy partition is not under-replicated just because it moves.
+func (p *Partition) UnderReplicated() bool {
+	for _, id := range p.Replicas {
+		if !slices.Contains(p.ISR, id) && !slices.Contains(p.AddingReplicas, id) {
+			return true
+		}
+	}
+	return false
+}
+
 // LiveBrokers returns the ids of registered, unfenced brokers in ascending
 // order.
 func (im *Image) LiveBrokers() []int32 {

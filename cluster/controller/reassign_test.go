@@ -287,3 +287,24 @@ func TestReassignmentCompletesAfterControllerFailover(t *testing.T) {
 		return nil
 	})
 }
+
+// A replica a reassignment is still adding does not make its partition
+// under-replicated; any other replica out of the ISR does.
+func TestPartitionUnderReplicated(t *testing.T) {
+	tests := []struct {
+		name string
+		p    Partition
+		want bool
+	}{
+		{"full ISR", Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}, false},
+		{"one out", Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}, true},
+		{"adding, not yet in", Partition{Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}}, false},
+		{"adding in, an old one out", Partition{Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 4}, AddingReplicas: []int32{4}}, true},
+		{"offline", Partition{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: NoLeader}, true},
+	}
+	for _, tc := range tests {
+		if got := tc.p.UnderReplicated(); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

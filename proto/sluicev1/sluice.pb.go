@@ -2382,7 +2382,8 @@ type DescribeClusterResponse struct {
 	Brokers          []*BrokerStatus `protobuf:"bytes,4,rep,name=brokers,proto3" json:"brokers,omitempty"`
 	// Partitions with no leader.
 	OfflinePartitions int32 `protobuf:"varint,5,opt,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
-	// Partitions whose ISR is smaller than their replica set.
+	// Partitions with a replica out of the ISR (replicas a reassignment is
+	// still adding do not count).
 	UnderReplicatedPartitions int32 `protobuf:"varint,6,opt,name=under_replicated_partitions,json=underReplicatedPartitions,proto3" json:"under_replicated_partitions,omitempty"`
 	// The metadata offset (controller Raft index) the answering broker has
 	// applied.
