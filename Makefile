@@ -48,7 +48,8 @@ bench-failover:
 
 # Produce throughput and latency of a local 3-node cluster, replication
 # factor 3 (acks=1 and acks=all, 100 B and 1 KiB records, and one record
-# at a time with --sync); about 2 min.
+# at a time with --sync); about 2 min. ONLY=REGEX runs only the runs whose
+# label matches (e.g. ONLY=synchronous).
 # Not part of `make test`. See docs/benchmarks.md and scripts/bench-cluster.sh.
 bench-cluster:
 	GO=$(GO) scripts/bench-cluster.sh
