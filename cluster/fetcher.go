@@ -444,7 +444,11 @@ func (f *fetcher) callStream(cc *grpc.ClientConn, req *internalv1.ReplicaFetchRe
 	if err == nil {
 		err = f.stream.RecvMsg(resp)
 	}
-	overdue.Stop()
+	if !overdue.Stop() && err == nil {
+		// The answer came as the timer fired: the stream is cancelled
+		// already; the next fetch opens a new one.
+		f.closeStream()
+	}
 	if err == nil {
 		return nil
 	}
