@@ -26,6 +26,7 @@ type fakeLeader struct {
 	hold time.Duration
 
 	unary, streams, streamMsgs atomic.Int32
+	holding                    atomic.Int32 // fetches being held now
 }
 
 func (l *fakeLeader) OffsetForLeaderEpoch(_ context.Context, req *internalv1.OffsetForLeaderEpochRequest) (*internalv1.OffsetForLeaderEpochResponse, error) {
@@ -63,6 +64,8 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 			HighWatermark: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), Batches: res.Batches})
 	}
 	if !found {
+		l.holding.Add(1)
+		defer l.holding.Add(-1)
 		t := time.NewTimer(l.hold)
 		defer t.Stop()
 		select {
@@ -200,6 +203,13 @@ func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
 	// The leader holds the fetch in flight for a minute: the follower only
 	// sees the new batch through the next one, so wake it with a new
 	// partition (this is the cancel-on-add path).
+	deadline := time.Now().Add(5 * time.Second)
+	for r.fake.holding.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no fetch held by the leader within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	r.create("b", 2)
 	r.caughtUp("b", 5*time.Second)
 	r.caughtUp("a", 5*time.Second)
