@@ -126,13 +126,20 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 	eventually(t, 10*time.Second, "the first requests appended", func() bool { return log.EndOffset() == limit })
 	// Not a timing assertion of speed: the requests beyond the bound are
 	// on the wire, so within this window an unbounded broker would append
-	// them (the append of 64 took far less).
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// them (the append of 64 took far less). Every change of the log is
+	// looked at.
+	window := time.NewTimer(300 * time.Millisecond)
+	defer window.Stop()
+	for watching := true; watching; {
+		changed := log.Changed()
 		if end := log.EndOffset(); end != limit {
 			t.Fatalf("log end %d with %d requests waiting: the stream was read past its bound", end, api.MaxProduceStreamInFlight)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-window.C:
+			watching = false
+		}
 	}
 	for _, r := range pm.Replicas {
 		tc.nodes[r].Replicas().SetFetchPaused(false)

@@ -26,7 +26,8 @@ type fakeLeader struct {
 	hold time.Duration
 
 	unary, streams, streamMsgs atomic.Int32
-	holding                    atomic.Int32 // fetches being held now
+	// holding gets a value each time the leader starts holding a fetch.
+	holding chan struct{}
 }
 
 func (l *fakeLeader) OffsetForLeaderEpoch(_ context.Context, req *internalv1.OffsetForLeaderEpochRequest) (*internalv1.OffsetForLeaderEpochResponse, error) {
@@ -64,8 +65,10 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 			HighWatermark: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), Batches: res.Batches})
 	}
 	if !found {
-		l.holding.Add(1)
-		defer l.holding.Add(-1)
+		select {
+		case l.holding <- struct{}{}:
+		default:
+		}
 		t := time.NewTimer(l.hold)
 		defer t.Stop()
 		select {
@@ -112,7 +115,7 @@ type fetchRig struct {
 func newFetchRig(t *testing.T, stream bool, hold time.Duration) *fetchRig {
 	t.Helper()
 	r := &fetchRig{t: t, leader: newManager(t, t.TempDir(), 1), follower: newManager(t, t.TempDir(), 2), cache: NewMetadataCache()}
-	r.fake = &fakeLeader{m: r.leader, hold: hold}
+	r.fake = &fakeLeader{m: r.leader, hold: hold, holding: make(chan struct{}, 1)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -174,12 +177,18 @@ func (r *fetchRig) caughtUp(name string, within time.Duration) {
 	r.t.Helper()
 	lp, _ := r.leader.Partition(name, 0)
 	fp, _ := r.follower.Partition(name, 0)
-	deadline := time.Now().Add(within)
-	for fp.Log.EndOffset() != lp.Log.EndOffset() {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		changed := fp.Log.Changed() // before the check: no append is missed
+		if fp.Log.EndOffset() == lp.Log.EndOffset() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
 			r.t.Fatalf("%s: follower at %d, leader at %d after %v", name, fp.Log.EndOffset(), lp.Log.EndOffset(), within)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -203,12 +212,10 @@ func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
 	// The leader holds the fetch in flight for a minute: the follower only
 	// sees the new batch through the next one, so wake it with a new
 	// partition (this is the cancel-on-add path).
-	deadline := time.Now().Add(5 * time.Second)
-	for r.fake.holding.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no fetch held by the leader within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-r.fake.holding:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fetch held by the leader within 5s")
 	}
 	r.create("b", 2)
 	r.caughtUp("b", 5*time.Second)
