@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -26,6 +27,11 @@ func invalidRequest(format string, args ...any) error {
 func partitionError(err error) (sluicev1.ErrorCode, string) {
 	return errs.Code(err), errs.Message(err)
 }
+
+// errNodeStopping ends the long-lived streams of a node that is shutting
+// down: retriable, the client goes to another broker (or waits for this
+// one to come back).
+var errNodeStopping = status.Error(codes.Unavailable, "node is shutting down")
 
 const (
 	invalidArgument    = codes.InvalidArgument

@@ -253,9 +253,13 @@ type Node struct {
 	healthMu sync.Mutex
 	serving  bool // guarded by healthMu
 
-	ctx      context.Context // cancelled by Shutdown
-	cancel   context.CancelFunc
-	stopped  chan struct{} // closed by Shutdown once the logs are closed
+	ctx     context.Context // cancelled by Shutdown
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed by Shutdown once the logs are closed
+	// draining is closed when the node stops serving: long-lived streams
+	// (ProduceStream, ReplicaFetchStream) end then, or GracefulStop would
+	// wait for them until ShutdownTimeout.
+	draining chan struct{}
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 	stopErr  error
@@ -281,7 +285,7 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{cfg: cfg, log: logger, stopped: make(chan struct{}), ctx: ctx, cancel: cancel,
+	n := &Node{cfg: cfg, log: logger, stopped: make(chan struct{}), draining: make(chan struct{}), ctx: ctx, cancel: cancel,
 		pool: cluster.NewConnPoolWithDialMap(cfg.FaultDialMap), cache: cluster.NewMetadataCache()}
 	if len(cfg.FaultDialMap) > 0 {
 		logger.Warn("fault injection (testing only): outgoing inter-node connections are redirected", "dial_map", cfg.FaultDialMap.String())
@@ -375,9 +379,9 @@ func StartNode(cfg Config) (_ *Node, err error) {
 		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
 		cleanups = append(cleanups, func() { n.producerIDs.Close(); n.broker.Stop() })
 		sluicev1.RegisterTransactionsServer(n.grpc, NewTransactionsService(n.producerIDs))
-		internalv1.RegisterReplicaServer(n.grpc, NewReplicaService(n.replicas, n.cache))
+		internalv1.RegisterReplicaServer(n.grpc, NewReplicaService(n.replicas, n.cache, n.draining))
 		NewServer(ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
-			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger}).Register(n.grpc)
+			Self: Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(n.grpc)
 	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -695,12 +699,13 @@ func (n *Node) controlledShutdownTimeout() time.Duration {
 	return 10 * time.Second
 }
 
-// stopServing ends metadata streams, drains in-flight requests and stops
-// the gRPC and HTTP servers.
+// stopServing ends metadata streams and the other long-lived streams,
+// drains in-flight requests and stops the gRPC and HTTP servers.
 func (n *Node) stopServing(ctx context.Context) {
 	if n.ctlService != nil {
 		n.ctlService.Close()
 	}
+	close(n.draining)
 	drained := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()

@@ -25,7 +25,9 @@ const MaxProduceStreamInFlight = 64
 // goroutines. The stream ends when the client closes its side and every
 // request is answered, or at the first failure to receive or send (the
 // requests still waiting are then not answered: the client fails them
-// and retries, as after a lost connection).
+// and retries, as after a lost connection), or when the node starts
+// shutting down (UNAVAILABLE: grpc's graceful stop would otherwise wait
+// for a stream the client keeps open).
 func (s *Server) produceStream(ss grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
@@ -36,6 +38,8 @@ func (s *Server) produceStream(ss grpc.ServerStream) error {
 	select {
 	case err = <-done:
 	case err = <-out.failed:
+	case <-s.draining:
+		err = errNodeStopping
 	}
 	out.close()
 	return err

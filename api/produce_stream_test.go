@@ -1,15 +1,19 @@
 package api_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/api"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -158,5 +162,53 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 	}
 	if end := log.EndOffset(); end != int64(total*10) {
 		t.Errorf("log end %d, want %d", end, total*10)
+	}
+}
+
+// Shutdown ends the streams clients keep open (a ProduceStream, a
+// follower's ReplicaFetchStream) with UNAVAILABLE "node is shutting down"
+// instead of waiting for them: grpc's graceful stop waits for every open
+// RPC, and these never end on their own. (Before, a stopping controller
+// leader kept its Raft leadership for the whole ShutdownTimeout and fenced
+// every broker whose heartbeats it no longer served.)
+func TestShutdownEndsOpenStreams(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *api.Config) { c.ShutdownTimeout = time.Minute })
+	tn.createTopic("s", 1, nil)
+	ps, err := tn.log.ProduceStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Send(&sluicev1.ProduceStreamRequest{CorrelationId: 1, Request: publicRequest(t, sluicev1.Acks_ACKS_ALL, "s", 0, "a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ps.Recv(); err != nil || r.CorrelationId != 1 {
+		t.Fatalf("first answer: %v %v", r, err)
+	}
+	rs, err := internalv1.NewReplicaClient(tn.conn).ReplicaFetchStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Send(&internalv1.ReplicaFetchRequest{ReplicaId: 1, BrokerEpoch: tn.node.BrokerEpoch(), MaxWaitMs: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Recv(); err != nil {
+		t.Fatalf("replica fetch answer: %v", err)
+	}
+	// Both streams are open and idle now.
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tn.node.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if sctx.Err() != nil {
+		t.Fatalf("shutdown ran into its deadline: %v", sctx.Err())
+	}
+	for name, recv := range map[string]func() error{
+		"ProduceStream":      func() error { _, err := ps.Recv(); return err },
+		"ReplicaFetchStream": func() error { _, err := rs.Recv(); return err },
+	} {
+		if err := recv(); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "node is shutting down" {
+			t.Errorf("%s after shutdown: %v, want UNAVAILABLE node is shutting down", name, err)
+		}
 	}
 }

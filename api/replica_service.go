@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -22,11 +23,13 @@ type ReplicaService struct {
 
 	replicas *cluster.ReplicaManager
 	cache    *cluster.MetadataCache
+	draining <-chan struct{}
 }
 
-// NewReplicaService returns the service.
-func NewReplicaService(replicas *cluster.ReplicaManager, cache *cluster.MetadataCache) *ReplicaService {
-	return &ReplicaService{replicas: replicas, cache: cache}
+// NewReplicaService returns the service. Closing draining (nil: never)
+// ends the open ReplicaFetchStreams with UNAVAILABLE: the node is stopping.
+func NewReplicaService(replicas *cluster.ReplicaManager, cache *cluster.MetadataCache, draining <-chan struct{}) *ReplicaService {
+	return &ReplicaService{replicas: replicas, cache: cache, draining: draining}
 }
 
 // ReplicaFetch implements the Replica service. Each partition's fetch
@@ -41,25 +44,50 @@ func (s *ReplicaService) ReplicaFetch(ctx context.Context, req *internalv1.Repli
 // ReplicaFetchStream implements the Replica service: ReplicaFetch's rules
 // for each request on the stream, answered in order. An error that would
 // fail a ReplicaFetch call (a stale broker epoch) ends the stream with
-// that status; the follower opens a new one.
+// that status; the follower opens a new one. When the node starts
+// shutting down the stream ends with UNAVAILABLE: a follower keeps its
+// stream open, and grpc's graceful stop would wait for it. The requests
+// are served by a goroutine of their own so that the handler can return
+// then, whatever that goroutine is blocked on.
 func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[internalv1.ReplicaFetchRequest, internalv1.ReplicaFetchResponse]) error {
-	ctx := stream.Context()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	var sendMu sync.Mutex // guards Send and closed
+	closed := false
+	done := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				done <- nil
+				return
+			}
+			if err == nil {
+				var resp *internalv1.ReplicaFetchResponse
+				if resp, err = s.replicaFetch(ctx, req); err == nil {
+					sendMu.Lock()
+					if !closed {
+						err = stream.Send(resp)
+					}
+					sendMu.Unlock()
+				}
+			}
+			if err != nil {
+				done <- err
+				return
+			}
 		}
-		if err != nil {
-			return err
-		}
-		resp, err := s.replicaFetch(ctx, req)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-s.draining:
+		err = errNodeStopping
 	}
+	sendMu.Lock()
+	closed = true // no Send once the handler returns
+	sendMu.Unlock()
+	return err
 }
 
 func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {

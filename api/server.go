@@ -51,6 +51,7 @@ type Server struct {
 	self        Broker
 	log         *slog.Logger
 	now         func() time.Time
+	draining    <-chan struct{}
 }
 
 // ServerConfig is what a Server needs.
@@ -61,6 +62,9 @@ type ServerConfig struct {
 	Pool        *cluster.ConnPool
 	Self        Broker
 	Logger      *slog.Logger
+	// Draining, when closed, ends the open ProduceStreams with UNAVAILABLE
+	// (the node is stopping); nil never does.
+	Draining <-chan struct{}
 	// Now may be nil (time.Now).
 	Now func() time.Time
 }
@@ -74,7 +78,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{replicas: cfg.Replicas, cache: cfg.Metadata, controllers: cfg.Controllers, pool: cfg.Pool,
-		self: cfg.Self, log: cfg.Logger, now: cfg.Now}
+		self: cfg.Self, log: cfg.Logger, now: cfg.Now, draining: cfg.Draining}
 }
 
 // metadataLoaded is nil once the broker has received cluster metadata
