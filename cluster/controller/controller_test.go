@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"reflect"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/cluster/loopback"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -36,12 +36,11 @@ func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 // freeAddr returns a loopback address that was free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := loopback.FreeAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }
 
 func testLogger() *slog.Logger {

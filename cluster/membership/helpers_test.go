@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/cluster/loopback"
 )
 
 // eventually polls cond until it returns nil or timeout passes.
@@ -33,22 +34,11 @@ func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 // and UDP a moment ago, for a node that must be addressed before it starts.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return addr
+	addrs, err := loopback.FreeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no port free for both TCP and UDP")
-	return ""
+	return addrs[0]
 }
 
 // logRecord is one record kept by a logRecorder.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/cluster/loopback"
 )
 
 // moduleRoot walks up from the working directory to the directory holding
@@ -52,13 +53,11 @@ func buildBinary(t *testing.T, root, dir, name string) string {
 // freeAddr returns a loopback address that was free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := loopback.FreeAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return addrs[0]
 }
 
 // syncBuffer is a bytes.Buffer safe for a process writer and the test.
