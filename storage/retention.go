@@ -14,10 +14,10 @@ import (
 // before any file is removed, so a crash in between never exposes offsets
 // that are about to vanish. The leader-epoch cache is trimmed to the new
 // start (entries wholly below it dropped, the first kept one moved up to
-// it) and the high watermark raised to it if below. It returns how many
-// segments were deleted. Only segments wholly below the high watermark are
-// deleted: retention never removes records that are not committed yet.
-// Reads racing with a deletion get OFFSET_OUT_OF_RANGE.
+// it). Only segments wholly below the high watermark are deleted:
+// retention never removes records that are not committed yet. It returns
+// how many segments were deleted. Reads racing with a deletion get
+// OFFSET_OUT_OF_RANGE.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -53,8 +53,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		}
 		l.mu.Lock()
 		if next > l.startOffset {
-			l.startOffset = next
-			l.hw = max(l.hw, next)
+			l.startOffset = next // <= hw: only segments below it go
 			var trimmed bool
 			l.epochs, trimmed = l.epochs.truncateFromStart(next)
 			epochsTrimmed = epochsTrimmed || trimmed
