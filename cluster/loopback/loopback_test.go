@@ -2,6 +2,9 @@ package loopback
 
 import (
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -70,5 +73,37 @@ func TestFreeAddrsSkipsPortsInUse(t *testing.T) {
 		if inUse[a] {
 			t.Fatalf("%s is in use, yet handed out", a)
 		}
+	}
+}
+
+// A port another live process claimed is not handed out; a claim left by
+// a process that exited is taken over; this process's own claim holds.
+func TestClaimsAcrossProcesses(t *testing.T) {
+	saved := claimDir
+	claimDir = t.TempDir()
+	t.Cleanup(func() { claimDir = saved })
+
+	if err := os.WriteFile(filepath.Join(claimDir, "20001"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if claim(20001) {
+		t.Fatal("a port claimed by a live process (pid 1) was claimed again")
+	}
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := strconv.Itoa(done.Process.Pid)
+	if err := os.WriteFile(filepath.Join(claimDir, "20002"), []byte(stale), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !claim(20002) {
+		t.Fatalf("a claim of exited process %s was not taken over", stale)
+	}
+	if data, _ := os.ReadFile(filepath.Join(claimDir, "20002")); string(data) != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("claim file holds %q, want this process's id", data)
+	}
+	if claim(20002) {
+		t.Fatal("this process's own claim was made twice")
 	}
 }
