@@ -49,7 +49,14 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 		t.Fatalf("create: %v %v", err, cr)
 	}
 	p := tc.partition(t, "r", 0)
-	if r := produceTo(t, tc.nodes[p.LeaderId], sluicev1.Acks_ACKS_ALL, "x", 1)[0]; r.ErrorCode != sluicev1.ErrorCode_NONE {
+	// The leader may not have applied the new topic yet ("becoming the
+	// leader", retriable): retry that, nothing else.
+	var r *sluicev1.PartitionProduceResponse
+	eventually(t, 10*time.Second, "the leader takes produce", func() bool {
+		r = produceTo(t, tc.nodes[p.LeaderId], sluicev1.Acks_ACKS_ALL, "x", 1)[0]
+		return r.ErrorCode != sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER
+	})
+	if r.ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("acks=all produce (needs the follower's fetch): %v", r)
 	}
 	follower := 3 - p.LeaderId
