@@ -29,26 +29,15 @@ const MaxProduceStreamInFlight = 64
 // shutting down (UNAVAILABLE: grpc's graceful stop would otherwise wait
 // for a stream the client keeps open).
 func (s *Server) produceStream(ss grpc.ServerStream) error {
-	ctx, cancel := context.WithCancel(ss.Context())
-	defer cancel()
-	out := &produceStreamSender{ss: ss, failed: make(chan error, 1)}
-	done := make(chan error, 1)
-	go func() { done <- s.produceStreamReceive(ctx, ss, out) }()
-	var err error
-	select {
-	case err = <-done:
-	case err = <-out.failed:
-	case <-s.draining:
-		err = errNodeStopping
-	}
-	out.close()
-	return err
+	return serveStream(ss, s.draining, func(ctx context.Context, out *streamSender) error {
+		return s.produceStreamReceive(ctx, ss, out)
+	})
 }
 
 // produceStreamReceive reads, appends and dispatches a stream's requests
 // until it ends. It returns nil after the client's end of the stream,
 // once every request is answered.
-func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream, out *produceStreamSender) error {
+func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream, out *streamSender) error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, MaxProduceStreamInFlight)
 	for {
@@ -70,7 +59,7 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 		pp, err := s.appendProduce(&req.Request)
 		req.Release()
 		if err != nil || len(pp.waits) == 0 {
-			out.send(id, pp, err)
+			_ = out.send(produceStreamAnswer(id, pp, err))
 			<-slots
 			continue
 		}
@@ -78,25 +67,16 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 		go func() {
 			defer wg.Done()
 			pp.await(ctx)
-			out.send(id, pp, nil)
+			_ = out.send(produceStreamAnswer(id, pp, nil))
 			<-slots
 		}()
 	}
 }
 
-// produceStreamSender sends a stream's answers, one at a time.
-type produceStreamSender struct {
-	ss     grpc.ServerStream
-	failed chan error // capacity 1: the first failed send
-
-	mu     sync.Mutex
-	closed bool // no more sends: one failed, or the handler is returning
-}
-
-// send answers request id: with pp's response, or with err's code when
-// the request was refused as a whole. After a failure or close it does
-// nothing.
-func (o *produceStreamSender) send(id int64, pp *pendingProduce, err error) {
+// produceStreamAnswer is the answer to request id: pp's response, or
+// err's code when the request was refused as a whole. (A failed send ends
+// the stream through serveStream; the receiver need not look.)
+func produceStreamAnswer(id int64, pp *pendingProduce, err error) *sluicev1.ProduceStreamResponse {
 	m := &sluicev1.ProduceStreamResponse{CorrelationId: id}
 	if err != nil {
 		e, _ := errs.FromStatus(err)
@@ -104,21 +84,5 @@ func (o *produceStreamSender) send(id int64, pp *pendingProduce, err error) {
 	} else {
 		m.Response = pp.resp
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return
-	}
-	if err := o.ss.SendMsg(m); err != nil {
-		o.closed = true
-		o.failed <- err
-	}
-}
-
-// close stops every later send; the handler calls it before it returns,
-// after which the stream must not be used.
-func (o *produceStreamSender) close() {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
+	return m
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,48 +45,26 @@ func (s *ReplicaService) ReplicaFetch(ctx context.Context, req *internalv1.Repli
 // fail a ReplicaFetch call (a stale broker epoch) ends the stream with
 // that status; the follower opens a new one. When the node starts
 // shutting down the stream ends with UNAVAILABLE: a follower keeps its
-// stream open, and grpc's graceful stop would wait for it. The requests
-// are served by a goroutine of their own so that the handler can return
-// then, whatever that goroutine is blocked on.
+// stream open, and grpc's graceful stop would wait for it (serveStream).
 func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[internalv1.ReplicaFetchRequest, internalv1.ReplicaFetchResponse]) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	var sendMu sync.Mutex // guards Send and closed
-	closed := false
-	done := make(chan error, 1)
-	go func() {
+	return serveStream(stream, s.draining, func(ctx context.Context, out *streamSender) error {
 		for {
 			req, err := stream.Recv()
 			if errors.Is(err, io.EOF) {
-				done <- nil
-				return
-			}
-			if err == nil {
-				var resp *internalv1.ReplicaFetchResponse
-				if resp, err = s.replicaFetch(ctx, req); err == nil {
-					sendMu.Lock()
-					if !closed {
-						err = stream.Send(resp)
-					}
-					sendMu.Unlock()
-				}
+				return nil
 			}
 			if err != nil {
-				done <- err
-				return
+				return err
+			}
+			resp, err := s.replicaFetch(ctx, req)
+			if err != nil {
+				return err
+			}
+			if err := out.send(resp); err != nil {
+				return err
 			}
 		}
-	}()
-	var err error
-	select {
-	case err = <-done:
-	case <-s.draining:
-		err = errNodeStopping
-	}
-	sendMu.Lock()
-	closed = true // no Send once the handler returns
-	sendMu.Unlock()
-	return err
+	})
 }
 
 func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
