@@ -338,7 +338,7 @@ func (a *accumulator) expiredError(b *recordBatch) error {
 		sent = fmt.Sprintf("after %d attempts (it may have been written)", b.attempts)
 	}
 	if cause != nil {
-		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "%d records expired: delivery timeout %v passed %s; last error: %v", len(b.records), a.deliveryTimeout, sent, cause)
+		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "%d records expired: delivery timeout %v passed %s; last error: %w", len(b.records), a.deliveryTimeout, sent, cause)
 	}
 	return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "%d records expired: delivery timeout %v passed %s", len(b.records), a.deliveryTimeout, sent)
 }

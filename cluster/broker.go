@@ -128,7 +128,7 @@ func (b *BrokerLifecycle) ControlledShutdown(ctx context.Context) error {
 	case <-ready:
 		return nil
 	case <-ctx.Done():
-		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "controlled shutdown not confirmed: %v", ctx.Err())
+		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "controlled shutdown not confirmed: %w", ctx.Err())
 	case <-b.ctx.Done():
 		return errors.New("broker lifecycle stopped")
 	}
@@ -307,7 +307,7 @@ func (b *BrokerLifecycle) followOnce() error {
 		upd, err := stream.Recv()
 		if err != nil {
 			if received {
-				return fmt.Errorf("%w: %v", errStreamWorked, err)
+				return fmt.Errorf("%w: %w", errStreamWorked, err)
 			}
 			return err
 		}
@@ -363,7 +363,7 @@ func (b *BrokerLifecycle) WaitRegistered(ctx context.Context) (int64, error) {
 	select {
 	case <-b.registered:
 	case <-ctx.Done():
-		return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is not registered yet: %v", b.cfg.NodeID, ctx.Err())
+		return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is not registered yet: %w", b.cfg.NodeID, ctx.Err())
 	case <-b.ctx.Done():
 		return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "broker %d is stopping", b.cfg.NodeID)
 	}
@@ -374,7 +374,7 @@ func (b *BrokerLifecycle) WaitRegistered(ctx context.Context) (int64, error) {
 		// Re-registering after a stale epoch: wait a heartbeat.
 		select {
 		case <-ctx.Done():
-			return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is re-registering: %v", b.cfg.NodeID, ctx.Err())
+			return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is re-registering: %w", b.cfg.NodeID, ctx.Err())
 		case <-b.ctx.Done():
 			return 0, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "broker %d is stopping", b.cfg.NodeID)
 		case <-time.After(b.cfg.HeartbeatInterval):

@@ -307,20 +307,20 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 		if id != "" && id != topicID {
 			m.log.Info("deleting log of an earlier topic with the same name", "partition", tp.String(), "old_topic_id", id)
 			if err := os.RemoveAll(dir); err != nil {
-				return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "remove old log %s: %v", tp, err)
+				return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "remove old log %s: %w", tp, err)
 			}
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "create log %s: %v", tp, err)
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "create log %s: %w", tp, err)
 	}
 	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
 	if err := storage.WriteFileAtomic(filepath.Join(dir, partitionMetaFile), meta); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write %s metadata: %v", tp, err)
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write %s metadata: %w", tp, err)
 	}
 	l, err := storage.Open(dir, tc.Storage, now)
 	if err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %v", tp, err)
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %w", tp, err)
 	}
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
@@ -497,7 +497,7 @@ func (m *ReplicaManager) AppendTo(p *Partition, raw []byte, now time.Time, acksA
 	}
 	if err != nil {
 		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
-			return res, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %v", p, err)
+			return res, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %w", p, err)
 		}
 		return res, err
 	}

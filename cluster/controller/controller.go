@@ -521,7 +521,7 @@ func (c *Controller) raftError(err error) error {
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "controller %d is shut down", c.cfg.NodeID)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "proposal timed out: %v", err)
+		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "proposal timed out: %w", err)
 	}
 	return fmt.Errorf("controller: raft: %w", err)
 }

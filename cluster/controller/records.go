@@ -258,7 +258,7 @@ func EncodeRecord(r Record) ([]byte, error) {
 func DecodeRecord(data []byte) (Record, error) {
 	var env envelope
 	if err := json.Unmarshal(data, &env); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "malformed record: %v", err)
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "malformed record: %w", err)
 	}
 	if env.Version != RecordVersion {
 		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "record %s has unsupported version %d", env.Type, env.Version)
@@ -268,7 +268,7 @@ func DecodeRecord(data []byte) (Record, error) {
 		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record type %q", env.Type)
 	}
 	if err := json.Unmarshal(data, ptr); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "malformed %s record: %v", env.Type, err)
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "malformed %s record: %w", env.Type, err)
 	}
 	return derefRecord(ptr), nil
 }

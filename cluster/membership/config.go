@@ -134,13 +134,13 @@ func (c *Config) Validate() error {
 	}
 	ip, port, err := splitIPPort(c.BindAddr, true)
 	if err != nil {
-		return fmt.Errorf("%w: bind address: %v", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: bind address: %w", ErrInvalidConfig, err)
 	}
 	c.BindAddr = net.JoinHostPort(ip.String(), strconv.Itoa(int(port)))
 	if c.AdvertiseAddr != "" {
 		ip, _, err := splitIPPort(c.AdvertiseAddr, false)
 		if err != nil {
-			return fmt.Errorf("%w: advertise address: %v", ErrInvalidConfig, err)
+			return fmt.Errorf("%w: advertise address: %w", ErrInvalidConfig, err)
 		}
 		if ip.IsUnspecified() {
 			return fmt.Errorf("%w: advertise address %q is unspecified", ErrInvalidConfig, c.AdvertiseAddr)
@@ -151,11 +151,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: bind address %q needs an advertise address", ErrInvalidConfig, c.BindAddr)
 	}
 	if err := c.DialMap.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	for _, s := range c.Join {
 		if _, _, err := net.SplitHostPort(s); err != nil {
-			return fmt.Errorf("%w: seed %q: %v", ErrInvalidConfig, s, err)
+			return fmt.Errorf("%w: seed %q: %w", ErrInvalidConfig, s, err)
 		}
 	}
 

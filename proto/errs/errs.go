@@ -19,12 +19,28 @@ import (
 type Error struct {
 	Code    sluicev1.ErrorCode
 	Message string
+	// Cause is the underlying error, if any (an I/O error under a
+	// KAFKA_STORAGE_ERROR): errors.Is and errors.As look through it. It
+	// stays on this side of the wire; Message already says it for people.
+	Cause error
 }
 
-// New returns an *Error with a formatted message.
+// New returns an *Error with a formatted message. A %w verb in format
+// becomes the error's Cause (as with fmt.Errorf), so the typed error keeps
+// the error it reports.
 func New(code sluicev1.ErrorCode, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	wrapped := fmt.Errorf(format, args...)
+	e := &Error{Code: code, Message: wrapped.Error()}
+	if u := errors.Unwrap(wrapped); u != nil {
+		e.Cause = u
+	} else if us, ok := wrapped.(interface{ Unwrap() []error }); ok && len(us.Unwrap()) > 0 {
+		e.Cause = errors.Join(us.Unwrap()...)
+	}
+	return e
 }
+
+// Unwrap returns the underlying error (nil if none).
+func (e *Error) Unwrap() error { return e.Cause }
 
 func (e *Error) Error() string {
 	if e.Message == "" {

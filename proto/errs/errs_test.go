@@ -129,3 +129,26 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+// The typed error keeps its cause: errors.Is still finds an I/O error
+// under a KAFKA_STORAGE_ERROR, and the message says it too.
+func TestNewKeepsTheWrappedCause(t *testing.T) {
+	cause := fmt.Errorf("write segment: %w", io.ErrShortWrite)
+	e := errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to t-0: %w", cause)
+	if !errors.Is(e, io.ErrShortWrite) {
+		t.Fatalf("errors.Is(%v, io.ErrShortWrite) = false", e)
+	}
+	if errs.Code(fmt.Errorf("produce: %w", e)) != sluicev1.ErrorCode_KAFKA_STORAGE_ERROR {
+		t.Fatal("code lost under a wrap")
+	}
+	if want := "append to t-0: write segment: short write"; e.Message != want {
+		t.Fatalf("Message = %q, want %q", e.Message, want)
+	}
+	if errs.New(sluicev1.ErrorCode_INVALID_RECORD, "plain %d", 1).Unwrap() != nil {
+		t.Fatal("an error made without %w has no cause")
+	}
+	two := errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%w and %w", io.EOF, io.ErrClosedPipe)
+	if !errors.Is(two, io.EOF) || !errors.Is(two, io.ErrClosedPipe) {
+		t.Fatal("both causes of a two-%w message must be found")
+	}
+}
