@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -139,7 +140,8 @@ type Consumer struct {
 	recBuf  []Record          // owned by Poll: the slice it returns
 	ctx     context.Context   // cancelled by Close
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// goroutines are the fetch loops (one per leader), stopped by ctx.
+	goroutines goroutine.Group
 }
 
 // assignment is the state of one assigned partition; guarded by
@@ -255,7 +257,7 @@ func (co *Consumer) Close() error {
 	co.closed = true
 	co.mu.Unlock()
 	co.cancel()
-	co.wg.Wait()
+	co.goroutines.Wait()
 	return nil
 }
 
@@ -370,11 +372,7 @@ func (co *Consumer) prepare(ctx context.Context) error {
 		if wake == nil && !co.closed {
 			wake = make(chan struct{}, 1)
 			co.loops[addr] = wake
-			co.wg.Add(1)
-			go func() {
-				defer co.wg.Done()
-				co.fetchLoop(addr, wake)
-			}()
+			co.goroutines.Go(func() { co.fetchLoop(addr, wake) })
 		}
 		co.mu.Unlock()
 		if wake != nil {

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -313,7 +314,9 @@ type Producer struct {
 	stop   chan struct{} // closed by Close to end every goroutine
 	ctx    context.Context
 	cancel context.CancelFunc // cancels ctx when stop is closed
-	wg     sync.WaitGroup
+	// goroutines are the sender, the per-broker workers and the linger
+	// timer (goTracked), stopped by stop and ctx.
+	goroutines goroutine.Group
 }
 
 // brokerQueue holds the requests for one broker and orders their start.
@@ -408,11 +411,7 @@ func (p *Producer) Stats() ProducerStats {
 
 // goTracked runs fn on a goroutine that Close waits for.
 func (p *Producer) goTracked(fn func()) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		fn()
-	}()
+	p.goroutines.Go(fn)
 }
 
 func (p *Producer) signal() {
@@ -582,7 +581,7 @@ func (p *Producer) Close() error {
 	err := p.Flush(context.Background())
 	close(p.stop)
 	p.cancel()
-	p.wg.Wait()
+	p.goroutines.Wait()
 	return err
 }
 

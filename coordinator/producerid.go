@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -120,9 +121,9 @@ type ProducerIDManager struct {
 	// wake (capacity 1) asks the fetcher to look for a needed block. Next
 	// sends without blocking; a token already there is enough, since the
 	// fetcher rereads the state after every receive.
-	wake      chan struct{}
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	wake       chan struct{}
+	goroutines goroutine.Group // the block fetcher, stopped by Close
+	closeOnce  sync.Once
 
 	mu     sync.Mutex // guards the following
 	closed bool
@@ -155,7 +156,7 @@ func NewProducerIDManager(alloc ProducerIDBlockAllocator, cfg ProducerIDManagerC
 		wake:    make(chan struct{}, 1),
 		avail:   make(chan struct{}),
 	}
-	m.wg.Go(m.fetch)
+	m.goroutines.Go(m.fetch)
 	return m
 }
 
@@ -223,7 +224,7 @@ func (m *ProducerIDManager) Close() {
 		close(m.closing)
 		m.cancel()
 	})
-	m.wg.Wait()
+	m.goroutines.Wait()
 }
 
 func errClosed() error {
