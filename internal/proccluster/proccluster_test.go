@@ -181,3 +181,35 @@ func TestSignalsAndRestart(t *testing.T) {
 		t.Errorf("Err after exits the harness asked for: %v", err)
 	}
 }
+
+// Roles choose each node's --roles, and the controller voters are the
+// nodes with the controller role only.
+func TestRolesAndVoters(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Sluiced: self, Dir: t.TempDir(), Nodes: 3, Env: []string{fakeEnv + "=serve"},
+		Roles: func(id int32) []string {
+			if id == 1 {
+				return []string{RoleController}
+			}
+			return []string{RoleBroker}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	voters := "--controller-voters 1@" + c.Node(1).RaftListen + " "
+	for id, roles := range map[int32]string{1: "--roles controller ", 2: "--roles broker ", 3: "--roles broker "} {
+		log := c.Node(id).LogTail(100)
+		if !strings.Contains(log, roles) || !strings.Contains(log, voters) {
+			t.Errorf("node %d: want %q and %q in its arguments:\n%s", id, roles, voters, log)
+		}
+	}
+}
