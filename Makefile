@@ -44,7 +44,7 @@ bench:
 # Controller and partition failover of a real 3-node cluster (SIGKILL of the
 # controller leader, 5 times); not part of `make test`. See docs/benchmarks.md.
 bench-failover:
-	$(GO) test -run '^$$' -bench BenchmarkFailover -benchtime 5x ./cmd/sluice/
+	$(GO) test -run '^$$' -bench BenchmarkFailover -benchtime 5x ./e2e/
 
 # Produce throughput and latency of a local 3-node cluster, replication
 # factor 3 (acks=1 and acks=all, 100 B and 1 KiB records, and one record

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -16,18 +17,6 @@ import (
 // Tests of the idempotent producer against the fake cluster, which applies
 // the broker's sequence rules (storage.ProducerState) and can hold, fail,
 // lose and reorder requests.
-
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // locked reads a fake's counter under its lock.
 func locked(f *fakeBroker, read func() int) int {
@@ -199,7 +188,7 @@ func pipeline(t *testing.T, f *fakeBroker, p *Producer, a *acks, partitions []in
 	f.hold = make(chan struct{})
 	f.mu.Unlock()
 	sent := send(p, a, "v", partitions, 400)
-	eventually(t, 10*time.Second, "5 requests held", func() bool {
+	wait.Until(t, 10*time.Second, "5 requests held", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.held == MaxInFlightLimit

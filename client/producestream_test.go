@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // The producer sends every request to a broker on one ProduceStream,
@@ -63,7 +65,7 @@ func TestProduceStreamTimeoutOpensANewStream(t *testing.T) {
 	f.hold = make(chan struct{})
 	f.mu.Unlock()
 	sent := send(p, &a, "v", []int32{0}, 100)
-	eventually(t, 10*time.Second, "a second stream after the timeout", func() bool {
+	wait.Until(t, 10*time.Second, "a second stream after the timeout", func() bool {
 		return locked(f, func() int { return f.streams }) >= 2
 	})
 	f.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -166,22 +167,6 @@ func canceledCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
-}
-
-// eventually polls cond until it returns nil or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // rangeIDs returns start..end-1.
@@ -367,7 +352,7 @@ func TestPrefetchRequestsNextBlockBeforeExhaustion(t *testing.T) {
 		t.Fatalf("%d allocations with 101 ids left, want 1 (prefetch too early)", n)
 	}
 	ids = append(ids, take(t, m, ctx, 1)...) // 100 left: the prefetch point
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "prefetch of the next block started", func() error {
 		if n := calls.Load(); n != 2 {
 			return fmt.Errorf("%d allocations after consuming 900 ids, want 2", n)
 		}
@@ -394,7 +379,7 @@ func TestPrefetchRequestsNextBlockBeforeExhaustion(t *testing.T) {
 func TestNextDoesNotWaitWhenAllocatorIsFast(t *testing.T) {
 	ctrl := newFakeController(1000)
 	m := newManager(t, ctrl, ProducerIDManagerConfig{PrefetchAt: 100})
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "first block fetched", func() error {
 		if s := m.Stats(); s.BlocksFetched != 1 {
 			return fmt.Errorf("first block not fetched: %+v", s)
 		}
@@ -403,7 +388,7 @@ func TestNextDoesNotWaitWhenAllocatorIsFast(t *testing.T) {
 	var ids []int64
 	for blk := 1; blk <= 5; blk++ {
 		ids = append(ids, take(t, m, canceledCtx(), 900)...)
-		eventually(t, 5*time.Second, func() error {
+		wait.For(t, 5*time.Second, "next block prefetched", func() error {
 			if s := m.Stats(); s.BlocksFetched != blk+1 || s.Remaining != 1100 {
 				return fmt.Errorf("after block %d reached its prefetch point: %+v, want %d blocks and 1100 remaining", blk, s, blk+1)
 			}
@@ -578,7 +563,7 @@ func TestNextReturnsLoadInProgressWhenCtxEnds(t *testing.T) {
 			m := newManager(t, alloc, fastRetry())
 			take(t, m, waitCtx(t), tc.consume)
 			// Wait until the scripted failures are done and the blocking call is in flight.
-			eventually(t, 5*time.Second, func() error {
+			wait.For(t, 5*time.Second, "scripted failures done and the blocking call in flight", func() error {
 				if n := alloc.Calls(); n != len(tc.steps)+1 {
 					return fmt.Errorf("%d calls", n)
 				}
@@ -709,7 +694,7 @@ func TestCloseReleasesWaitersAndStopsFetcher(t *testing.T) {
 		t.Fatalf("Next after Close: %v, want COORDINATOR_NOT_AVAILABLE", err)
 	}
 	m.Close() // idempotent
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "manager goroutines gone after Close", func() error {
 		if n := runtime.NumGoroutine(); n > before {
 			return fmt.Errorf("%d goroutines, %d before the manager", n, before)
 		}
@@ -737,7 +722,7 @@ func TestCloseDuringBackoff(t *testing.T) {
 	m := NewProducerIDManager(alloc, ProducerIDManagerConfig{
 		RetryBackoff: time.Hour, RetryBackoffMax: time.Hour, Logger: slog.New(slog.DiscardHandler),
 	})
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "first allocation failure recorded", func() error {
 		if m.Stats().LastError == "" {
 			return errors.New("first failure not recorded")
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -30,8 +31,8 @@ func TestOnlyACaughtUpLeaderServesTheImage(t *testing.T) {
 		nodes[v.ID] = startController(t, cfgs[v.ID])
 	}
 	var leader *Controller
-	eventually(t, 15*time.Second, func() (err error) { leader, err = soleLeader(nodes); return err })
-	eventually(t, 10*time.Second, func() error {
+	wait.For(t, 15*time.Second, "a sole leader", func() (err error) { leader, err = soleLeader(nodes); return err })
+	wait.For(t, 10*time.Second, "leader caught up", func() error {
 		if !leader.CaughtUpLeader() {
 			return fmt.Errorf("leader %d not caught up yet", leader.cfg.NodeID)
 		}
@@ -67,7 +68,7 @@ func TestOnlyACaughtUpLeaderServesTheImage(t *testing.T) {
 	}
 	delete(nodes, old)
 	var next *Controller
-	eventually(t, 15*time.Second, func() (err error) {
+	wait.For(t, 15*time.Second, "a caught-up leader among the survivors", func() (err error) {
 		for _, c := range nodes {
 			if c.CaughtUpLeader() {
 				next = c
@@ -89,7 +90,7 @@ func TestOnlyACaughtUpLeaderServesTheImage(t *testing.T) {
 	if restarted.CaughtUpLeader() {
 		t.Fatal("a voter that just restarted reports itself a caught-up leader")
 	}
-	eventually(t, 15*time.Second, func() error {
+	wait.For(t, 15*time.Second, "restarted voter sees the new leader", func() error {
 		if got, _ := restarted.Leader(); got != next.cfg.NodeID {
 			return fmt.Errorf("restarted voter sees leader %d", got)
 		}

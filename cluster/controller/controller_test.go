@@ -13,25 +13,10 @@ import (
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/loopback"
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
-
-// eventually polls cond until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // freeAddr returns a loopback address that was free a moment ago.
 func freeAddr(t *testing.T) string {
@@ -109,7 +94,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 
 	// A leader is elected and known to all.
 	var leader *Controller
-	eventually(t, 15*time.Second, func() (err error) { leader, err = soleLeader(nodes); return err })
+	wait.For(t, 15*time.Second, "a sole leader", func() (err error) { leader, err = soleLeader(nodes); return err })
 	leaderID := leader.cfg.NodeID
 	t.Logf("initial election: node %d leads after %v", leaderID, time.Since(begin))
 
@@ -138,7 +123,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, "topic orders on every node", func() error {
 		want := leader.Image().Topics["orders"]
 		for id, c := range nodes {
 			got := c.Image().Topics["orders"]
@@ -159,7 +144,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 	}
 
 	// The follower's metadata stream carried the CreateTopic.
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "CreateTopic on the follower's metadata stream", func() error {
 		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer scancel()
 		u, err := sub.Next(sctx)
@@ -175,7 +160,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 	})
 
 	// A fresh cluster's leader finalizes transaction.version=2.
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "transaction version 2 on every node", func() error {
 		for id, c := range nodes {
 			if lvl, ok := c.Image().Features[FeatureTransactionVersion]; !ok || lvl != 2 {
 				return fmt.Errorf("node %d features = %v", id, c.Image().Features)
@@ -222,7 +207,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 	}
 	delete(nodes, leaderID)
 	var newLeader *Controller
-	eventually(t, 15*time.Second, func() (err error) { newLeader, err = soleLeader(nodes); return err })
+	wait.For(t, 15*time.Second, "a new sole leader after the crash", func() (err error) { newLeader, err = soleLeader(nodes); return err })
 	t.Logf("after leader %d crashed: node %d leads after %v", leaderID, newLeader.cfg.NodeID, time.Since(stopped))
 
 	allocate(newLeader, 3)
@@ -231,7 +216,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 	// The old node restarts on its data dir and catches up.
 	restarted := startController(t, cfgs[leaderID])
 	nodes[leaderID] = restarted
-	eventually(t, 15*time.Second, func() error {
+	wait.For(t, 15*time.Second, "restarted node caught up with the leader", func() error {
 		want, got := newLeader.Image(), restarted.Image()
 		if !reflect.DeepEqual(got, want) {
 			return fmt.Errorf("restarted node at offset %d, leader at %d", got.Offset, want.Offset)
@@ -253,7 +238,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 	}
 	delete(nodes, nl)
 	var third *Controller
-	eventually(t, 15*time.Second, func() (err error) { third, err = soleLeader(nodes); return err })
+	wait.For(t, 15*time.Second, "a new sole leader after the graceful shutdown", func() (err error) { third, err = soleLeader(nodes); return err })
 	t.Logf("after leader %d shut down gracefully: node %d leads after %v", nl, third.cfg.NodeID, time.Since(stopped))
 	allocate(third, 2)
 }
@@ -292,7 +277,7 @@ func TestSingleNodeFenceMovesLeadership(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger()})
-	eventually(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
 		if !c.IsLeader() {
 			return fmt.Errorf("not leader yet")
 		}

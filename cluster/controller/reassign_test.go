@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -163,7 +164,7 @@ func TestSingleNodeReassignment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger()})
-	eventually(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
 		if !c.IsLeader() {
 			return fmt.Errorf("not leader yet")
 		}
@@ -240,7 +241,7 @@ func TestReassignmentCompletesAfterControllerFailover(t *testing.T) {
 			Logger: testLogger(), SessionTimeout: time.Hour, SessionCheckInterval: time.Hour})
 	}
 	var leader *Controller
-	eventually(t, 15*time.Second, func() (err error) { leader, err = soleLeader(nodes); return err })
+	wait.For(t, 15*time.Second, "a sole leader", func() (err error) { leader, err = soleLeader(nodes); return err })
 	for id := int32(1); id <= 3; id++ {
 		e, err := leader.RegisterBroker(ctx, id, fmt.Sprintf("h%d:1", id), "", "i")
 		if err != nil {
@@ -277,7 +278,7 @@ func TestReassignmentCompletesAfterControllerFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(nodes, old)
-	eventually(t, 15*time.Second, func() error {
+	wait.For(t, 15*time.Second, "reassignment done on every node", func() error {
 		for id, c := range nodes {
 			got := c.Image().Partition("t", 0)
 			if got.Reassigning() || !slices.Equal(got.Replicas, target) || !slices.Equal(got.ISR, target) {

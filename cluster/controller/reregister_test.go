@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // A broker that registers a new incarnation (it restarted) loses its
@@ -20,7 +22,7 @@ func TestNewIncarnationLeadsOnlyInANewEpoch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger()})
-	eventually(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
 		if !c.IsLeader() {
 			return fmt.Errorf("not leader yet")
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/faultnet/faultnettest"
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // With a dial map, every Raft connection from one voter to another goes
@@ -38,13 +39,13 @@ func TestQuorumDialsThroughDialMap(t *testing.T) {
 	}
 
 	var leader *Controller
-	eventually(t, 15*time.Second, func() (err error) { leader, err = soleLeader(nodes); return err })
+	wait.For(t, 15*time.Second, "a sole leader", func() (err error) { leader, err = soleLeader(nodes); return err })
 	lid := leader.cfg.NodeID
 	epoch, err := leader.RegisterBroker(ctx, 7, "127.0.0.1:9407", "", "inc-7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, "broker 7 registered on every node", func() error {
 		for id, c := range nodes {
 			if b := c.Image().Brokers[7]; b == nil || b.Epoch != epoch {
 				return fmt.Errorf("node %d does not have broker 7 at epoch %d", id, epoch)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 func TestEventTypeString(t *testing.T) {
@@ -83,7 +85,7 @@ func TestEventLoopDeliversInOrder(t *testing.T) {
 
 	m.goroutines.Go(m.eventLoop)
 	want := "[join 2 127.0.0.1:7002 update 3 127.0.0.1:7003 leave 2 127.0.0.1:7002]"
-	eventually(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, "events delivered in order", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if s := fmt.Sprint(got); s != want {

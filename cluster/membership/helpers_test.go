@@ -12,23 +12,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/loopback"
+	"github.com/sluice-io/sluice/internal/wait"
 )
-
-// eventually polls cond until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // freeAddr returns a loopback host:port whose port was free for both TCP
 // and UDP a moment ago, for a node that must be addressed before it starts.
@@ -203,7 +188,7 @@ func sameMembers(m *Membership, want []Meta) error {
 // allSee waits until every node sees exactly the members want.
 func allSee(t *testing.T, timeout time.Duration, nodes []*testNode, want []Meta) {
 	t.Helper()
-	eventually(t, timeout, func() error {
+	wait.For(t, timeout, "every node sees the members", func() error {
 		for _, n := range nodes {
 			if err := sameMembers(n.Membership, want); err != nil {
 				return err

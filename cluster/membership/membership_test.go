@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // Generous bounds: the tests assert that things happen, never how fast.
@@ -38,7 +40,7 @@ func TestNodesJoiningThroughSeedSeeEachOthersMeta(t *testing.T) {
 			if other == n {
 				continue
 			}
-			eventually(t, convergeTimeout, func() error {
+			wait.For(t, convergeTimeout, "join event for every other node", func() error {
 				_, err := n.events.find(EventJoin, other.meta.NodeID, other.LocalAddr(), time.Time{})
 				return err
 			})
@@ -70,7 +72,7 @@ func TestCrashedNodeReportedAsLeave(t *testing.T) {
 	}
 	for _, n := range []*testNode{n1, n2} {
 		var ev timedEvent
-		eventually(t, detectTimeout, func() (err error) {
+		wait.For(t, detectTimeout, "leave event for crashed node 3", func() (err error) {
 			ev, err = n.events.find(EventLeave, 3, n3.LocalAddr(), crashed)
 			return err
 		})
@@ -99,7 +101,7 @@ func TestLeavingNodeReportedAsLeave(t *testing.T) {
 	}
 	for _, n := range []*testNode{n1, n3} {
 		var ev timedEvent
-		eventually(t, detectTimeout, func() (err error) {
+		wait.For(t, detectTimeout, "leave event for node 2, which left", func() (err error) {
 			ev, err = n.events.find(EventLeave, 2, n2.LocalAddr(), left)
 			return err
 		})
@@ -136,7 +138,7 @@ func TestRestartedNodeRejoinsAtNewAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*testNode{n1, n2} {
-		eventually(t, detectTimeout, func() error {
+		wait.For(t, detectTimeout, "leave event for crashed node 3", func() error {
 			_, err := n.events.find(EventLeave, 3, n3.LocalAddr(), crashed)
 			return err
 		})
@@ -149,7 +151,7 @@ func TestRestartedNodeRejoinsAtNewAddress(t *testing.T) {
 	}
 	for _, n := range []*testNode{n1, n2} {
 		var ev timedEvent
-		eventually(t, convergeTimeout, func() (err error) {
+		wait.For(t, convergeTimeout, "join event for restarted node 3", func() (err error) {
 			ev, err = n.events.find(EventJoin, 3, n3b.LocalAddr(), restarted)
 			return err
 		})
@@ -174,7 +176,7 @@ func TestQuickRestartRejoinsAfterOldAddressIsDead(t *testing.T) {
 	n3b := startNode(t, 3, []string{n1.LocalAddr()}, bindTo(freeAddr(t)))
 	for _, n := range []*testNode{n1, n2} {
 		var ev timedEvent
-		eventually(t, convergeTimeout, func() (err error) {
+		wait.For(t, convergeTimeout, "join event for node 3 back", func() (err error) {
 			ev, err = n.events.find(EventJoin, 3, n3b.LocalAddr(), crashed)
 			return err
 		})
@@ -194,7 +196,7 @@ func TestQuickRestartRejoinsAfterOldAddressIsDead(t *testing.T) {
 func TestNodeIDConflictLoggedAsError(t *testing.T) {
 	n1 := startNode(t, 1, nil)
 	dup := startNode(t, 1, []string{n1.LocalAddr()})
-	eventually(t, convergeTimeout, func() error {
+	wait.For(t, convergeTimeout, "node id conflict logged at Error", func() error {
 		if len(n1.logs.find(slog.LevelError, "node id conflict"))+len(dup.logs.find(slog.LevelError, "node id conflict")) == 0 {
 			return errors.New("no conflict logged at Error")
 		}
@@ -248,7 +250,7 @@ func TestUpdateMetaReportedAsUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ev timedEvent
-	eventually(t, convergeTimeout, func() (err error) {
+	wait.For(t, convergeTimeout, "update event for node 2", func() (err error) {
 		ev, err = n1.events.find(EventUpdate, 2, n2.LocalAddr(), since)
 		return err
 	})
@@ -355,7 +357,7 @@ func TestMembersReadableDuringMetaUpdates(t *testing.T) {
 			n1.Member(2)
 		}
 	}
-	eventually(t, convergeTimeout, func() error {
+	wait.For(t, convergeTimeout, "node 1 sees node 2's new rack", func() error {
 		if got, _ := n1.Member(2); got.Rack != last.Rack {
 			return fmt.Errorf("node 1 sees rack %q, want %q", got.Rack, last.Rack)
 		}

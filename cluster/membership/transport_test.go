@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/faultnet/faultnettest"
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // withDialMap sets the dial map.
@@ -37,7 +38,7 @@ func TestGossipDialsThroughDialMap(t *testing.T) {
 		other int32
 		addr  string
 	}{{n1, 2, addr2}, {n2, 1, addr1}} {
-		eventually(t, convergeTimeout, func() error {
+		wait.For(t, convergeTimeout, "join event through the dial map", func() error {
 			_, err := c.n.events.find(EventJoin, c.other, c.addr, time.Time{})
 			return err
 		})
@@ -45,7 +46,7 @@ func TestGossipDialsThroughDialMap(t *testing.T) {
 	if n := fwd21.Conns(); n == 0 {
 		t.Error("node 2 joined its seed without the forwarder")
 	}
-	eventually(t, convergeTimeout, func() error {
+	wait.For(t, convergeTimeout, "UDP packets forwarded both ways", func() error {
 		if p12, p21 := fwd12.Packets(), fwd21.Packets(); p12 == 0 || p21 == 0 {
 			return fmt.Errorf("UDP packets forwarded: 1→2 %d, 2→1 %d", p12, p21)
 		}
@@ -60,7 +61,7 @@ func TestGossipDialsThroughDialMap(t *testing.T) {
 		n     *testNode
 		other int32
 	}{{n1, 2}, {n2, 1}} {
-		eventually(t, detectTimeout, func() error {
+		wait.For(t, detectTimeout, "leave event after the link is cut", func() error {
 			_, err := c.n.events.find(EventLeave, c.other, "", cut)
 			return err
 		})

@@ -1,4 +1,4 @@
-// Command sluice-chaos runs the chaos harness (package scripts/chaos): a
+// Command sluice-chaos runs the chaos harness (package chaos): a
 // real Sluice cluster on loopback, faults on a seeded schedule, an
 // idempotent-producer and tailing-consumer workload, and a history check.
 // It exits 1 when the checker finds an anomaly (seed and fault schedule
@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sluice-io/sluice/scripts/chaos"
+	"github.com/sluice-io/sluice/chaos"
 )
 
 func main() {

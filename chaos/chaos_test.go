@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/scripts/chaos/checker"
+	"github.com/sluice-io/sluice/chaos/checker"
 )
 
 // TestChaosShortProfile is the short profile run by `make test`: a 3-node

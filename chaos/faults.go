@@ -243,22 +243,22 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 	c := r.cluster
 	switch f.Kind {
 	case Kill:
-		c.note(id, "fault: SIGKILL")
+		c.Note(id, "fault: SIGKILL")
 		c.Kill(id)
 		return func() error {
-			c.note(id, "heal: restart")
+			c.Note(id, "heal: restart")
 			return c.Restart(id)
 		}, nil
 	case KillTwo:
 		others := without(c.IDs(), id)
 		second := others[f.Pick%uint64(len(others))]
 		for _, n := range []int32{id, second} {
-			c.note(n, "fault: SIGKILL (with node %d)", id+second-n)
+			c.Note(n, "fault: SIGKILL (with node %d)", id+second-n)
 			c.Kill(n)
 		}
 		return func() error {
 			for _, n := range []int32{second, id} {
-				c.note(n, "heal: restart")
+				c.Note(n, "heal: restart")
 				if err := c.Restart(n); err != nil {
 					return err
 				}
@@ -266,12 +266,12 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 			return nil
 		}, nil
 	case Pause:
-		c.note(id, "fault: SIGSTOP")
+		c.Note(id, "fault: SIGSTOP")
 		if err := c.Pause(id); err != nil {
 			return nil, err
 		}
 		return func() error {
-			c.note(id, "heal: SIGCONT")
+			c.Note(id, "heal: SIGCONT")
 			return c.Resume(id)
 		}, nil
 	case Partition:
@@ -282,7 +282,7 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 		}
 		rest := without(c.IDs(), side...)
 		for _, a := range side {
-			c.note(a, "fault: partitioned from %v", rest)
+			c.Note(a, "fault: partitioned from %v", rest)
 			for _, b := range rest {
 				c.Link(a, b).Cut(true)
 				c.Link(b, a).Cut(true)
@@ -290,7 +290,7 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 		}
 		return func() error {
 			for _, a := range side {
-				c.note(a, "heal: partition from %v", rest)
+				c.Note(a, "heal: partition from %v", rest)
 				for _, b := range rest {
 					c.Link(a, b).Cut(false)
 					c.Link(b, a).Cut(false)
@@ -301,25 +301,25 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 	case PartitionPair:
 		others := without(c.IDs(), id)
 		peer := others[f.Pick%uint64(len(others))]
-		c.note(id, "fault: partitioned from node %d only", peer)
-		c.note(peer, "fault: partitioned from node %d only", id)
+		c.Note(id, "fault: partitioned from node %d only", peer)
+		c.Note(peer, "fault: partitioned from node %d only", id)
 		c.Link(id, peer).Cut(true)
 		c.Link(peer, id).Cut(true)
 		return func() error {
-			c.note(id, "heal: partition from node %d", peer)
-			c.note(peer, "heal: partition from node %d", id)
+			c.Note(id, "heal: partition from node %d", peer)
+			c.Note(peer, "heal: partition from node %d", id)
 			c.Link(id, peer).Cut(false)
 			c.Link(peer, id).Cut(false)
 			return nil
 		}, nil
 	case Latency:
-		c.note(id, "fault: latency %v on every link", f.Latency)
+		c.Note(id, "fault: latency %v on every link", f.Latency)
 		for _, o := range without(c.IDs(), id) {
 			c.Link(id, o).SetLatency(f.Latency)
 			c.Link(o, id).SetLatency(f.Latency)
 		}
 		return func() error {
-			c.note(id, "heal: latency")
+			c.Note(id, "heal: latency")
 			for _, o := range without(c.IDs(), id) {
 				c.Link(id, o).SetLatency(0)
 				c.Link(o, id).SetLatency(0)
@@ -333,12 +333,12 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 		} else {
 			rule.DelayResponseMs = f.Latency.Milliseconds()
 		}
-		c.note(id, "fault: %s %+v", f.Kind, rule)
+		c.Note(id, "fault: %s %+v", f.Kind, rule)
 		if err := putRules(c.Node(id).HTTP, []faultRule{rule}); err != nil {
 			return nil, err
 		}
 		return func() error {
-			c.note(id, "heal: %s", f.Kind)
+			c.Note(id, "heal: %s", f.Kind)
 			return putRules(c.Node(id).HTTP, nil)
 		}, nil
 	}

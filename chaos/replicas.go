@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-io/sluice/chaos/checker"
 	"github.com/sluice-io/sluice/proto/batch"
-	"github.com/sluice-io/sluice/scripts/chaos/checker"
 	"github.com/sluice-io/sluice/storage"
 )
 

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // End-to-end test of the idempotent producer (client/sequence.go) against
-// three sluiced processes (testCluster, cluster_e2e_test.go): records are
+// three sluiced processes (testCluster, harness_test.go): records are
 // stored exactly once and in send order per partition while a partition's
 // leader is SIGKILLed, twice, under a pipelining producer, and while the
 // brokers drop some produce responses after writing the batches.
@@ -45,19 +45,15 @@ func TestIdempotentProducerExactlyOnceAcrossLeaderKills(t *testing.T) {
 		t.Skip("end-to-end test builds and runs three sluiced processes")
 	}
 	// Every node also loses 2% of its produce responses after processing
-	// the request (sluiced --fault-drop-produce-responses, read from the
-	// environment the processes inherit): the producer retries batches
-	// the broker has already written, which must come back as duplicates.
-	t.Setenv("SLUICE_FAULT_DROP_PRODUCE_RESPONSES", "0.02")
-	c := startTestCluster(t, 3)
+	// the request (sluiced --fault-drop-produce-responses): the producer
+	// retries batches the broker has already written, which must come
+	// back as duplicates.
+	c := startTestCluster(t, 3, "--fault-drop-produce-responses", "0.02")
 	all := c.ids()
 	idemCreateTopic(t, c, all)
 	target := client.HashPartitioner{}.Partition(idemTopic, []byte(idemKey(0)), idemPartitions)
 
-	var addrs []string
-	for _, id := range all {
-		addrs = append(addrs, c.node(id).listen)
-	}
+	addrs := c.addrs(all)
 	cl, err := client.New(addrs, client.WithRequestTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +108,7 @@ func TestIdempotentProducerExactlyOnceAcrossLeaderKills(t *testing.T) {
 	// wait for a new one, restart the killed node and wait until it is back
 	// in the ISR.
 	for round, at := range []int{idemRecords / 5, idemRecords / 2} {
-		eventually(t, 60*time.Second, fmt.Sprintf("round %d: %d records acknowledged", round+1, at), func() error {
+		c.eventually(60*time.Second, fmt.Sprintf("round %d: %d records acknowledged", round+1, at), func() error {
 			if n := ackedSoFar(); n < at {
 				return fmt.Errorf("%d acknowledged", n)
 			}
@@ -122,14 +118,14 @@ func TestIdempotentProducerExactlyOnceAcrossLeaderKills(t *testing.T) {
 		c.kill(old)
 		t.Logf("round %d: SIGKILLed node %d, leader of partition %d, with %d records acknowledged (%v in)", round+1, old, target, ackedSoFar(), time.Since(start).Round(time.Millisecond))
 		survivors := without(all, old)
-		eventually(t, 30*time.Second, "a new leader", func() error {
+		c.eventually(30*time.Second, "a new leader", func() error {
 			if l := idemPartition(t, c, survivors, target).Leader; l == old || !slices.Contains(survivors, l) {
 				return fmt.Errorf("leader %d", l)
 			}
 			return nil
 		})
 		c.restart(old)
-		eventually(t, 30*time.Second, fmt.Sprintf("node %d back in the ISR", old), func() error {
+		c.eventually(30*time.Second, fmt.Sprintf("node %d back in the ISR", old), func() error {
 			return isrFull(idemPartition(t, c, all, target))
 		})
 		t.Logf("round %d: node %d back in the ISR of partition %d, leader %d (%v in)", round+1, old, target, idemPartition(t, c, all, target).Leader, time.Since(start).Round(time.Millisecond))
@@ -182,19 +178,9 @@ func idemIndex(v string) (int, error) {
 // until every partition has its three replicas in the ISR.
 func idemCreateTopic(t *testing.T, c *testCluster, ids []int32) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for attempt := 0; ; attempt++ {
-		_, stderr, err := c.cli(time.Until(deadline), ids, "topic", "create", idemTopic,
-			"--partitions", strconv.Itoa(idemPartitions), "--replication-factor", "3", "--config", "min.insync.replicas=2")
-		if err == nil || attempt > 0 && strings.Contains(stderr, "TOPIC_ALREADY_EXISTS") {
-			break
-		}
-		if !retriableCLIError(stderr) && !errors.Is(err, errNoAnswer) || time.Now().After(deadline) {
-			t.Fatalf("topic create %s: %v: %s", idemTopic, err, stderr)
-		}
-		time.Sleep(pollInterval) // bounded by the deadline
-	}
-	eventually(t, 30*time.Second, "every partition with a full ISR", func() error {
+	c.createTopic(20*time.Second, ids, idemTopic,
+		"--partitions", strconv.Itoa(idemPartitions), "--replication-factor", "3", "--config", "min.insync.replicas=2")
+	c.eventually(30*time.Second, "every partition with a full ISR", func() error {
 		d, err := c.describe(ids, idemTopic)
 		if err != nil {
 			return err
@@ -225,7 +211,7 @@ func isrFull(p partitionJSON) error {
 func idemPartition(t *testing.T, c *testCluster, ids []int32, part int32) partitionJSON {
 	t.Helper()
 	var out partitionJSON
-	eventually(t, 10*time.Second, fmt.Sprintf("describe partition %d", part), func() error {
+	c.eventually(10*time.Second, fmt.Sprintf("describe partition %d", part), func() error {
 		d, err := c.describe(ids, idemTopic)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -13,13 +13,8 @@ func TestBenchProduceSyncSendsOneRecordPerBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs sluiced")
 	}
-	root := moduleRoot(t)
-	bin := t.TempDir()
-	sluiced := buildBinary(t, root, bin, "sluiced")
-	sluice := buildBinary(t, root, bin, "sluice")
-	dataDir := t.TempDir()
-	listen := freeAddr(t)
-	startServer(t, sluiced, dataDir, listen, freeAddr(t), "--raft-listen", freeAddr(t), "--gossip-listen", freeAddr(t))
+	c := startTestCluster(t, 1)
+	sluice, listen, dataDir := c.sluice, c.node(1).Listen, c.node(1).DataDir
 	brokers := "--brokers=" + listen
 	if _, stderr, err := runCLI(t, sluice, "", brokers, "topic", "create", "sync", "--partitions", "1", "--replication-factor", "1"); err != nil {
 		t.Fatalf("topic create: %v\n%s", err, stderr)

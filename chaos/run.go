@@ -15,24 +15,24 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/chaos/checker"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/proccluster"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
-	"github.com/sluice-io/sluice/scripts/chaos/checker"
 )
 
 // Config is one chaos run.
 type Config struct {
-	// Sluiced is the sluiced binary; empty builds ./cmd/sluiced from
-	// ModuleRoot into Dir.
+	// Sluiced is the sluiced binary; empty builds the binaries of the
+	// module at ModuleRoot ("": found from the working directory) into
+	// Dir (proccluster.Build).
 	Sluiced    string
 	ModuleRoot string
 	Dir        string // run directory (data dirs and node logs); must exist
@@ -134,16 +134,20 @@ func Run(cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Out, "  %s\n", f)
 	}
 	if cfg.Sluiced == "" {
-		bin, err := buildSluiced(cfg.ModuleRoot, cfg.Dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		bins, err := proccluster.Build(ctx, cfg.ModuleRoot, cfg.Dir)
+		cancel()
 		if err != nil {
 			return res, err
 		}
-		cfg.Sluiced = bin
-		r.cfg.Sluiced = bin
+		cfg.Sluiced = bins.Sluiced
+		r.cfg.Sluiced = bins.Sluiced
 	}
 	c, err := NewCluster(ClusterConfig{Sluiced: cfg.Sluiced, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: []string{
 		"--broker-session-timeout", cfg.SessionTimeout.String(),
 		"--replica-lag-time-max", cfg.ReplicaLagTimeMax.String(),
+	}, OnExit: func(n *proccluster.Node, err error) {
+		r.log.Error("node exited without a fault killing it", "node", n.ID, "err", err)
 	}})
 	if err != nil {
 		return res, err
@@ -479,41 +483,4 @@ func (r *runner) waitWritesComplete(d time.Duration) {
 		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
 	}
 	r.log.Warn("writes still in flight after the delivery timeout; they count as unknown")
-}
-
-// buildSluiced builds ./cmd/sluiced of the module at root into dir.
-func buildSluiced(root, dir string) (string, error) {
-	if root == "" {
-		var err error
-		if root, err = FindModuleRoot(); err != nil {
-			return "", err
-		}
-	}
-	bin := filepath.Join(dir, "sluiced")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/sluiced")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("chaos: go build ./cmd/sluiced: %v\n%s", err, strings.TrimSpace(string(out)))
-	}
-	return bin, nil
-}
-
-// FindModuleRoot returns the directory holding go.mod, searching up from
-// the working directory.
-func FindModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", errors.New("chaos: go.mod not found above the working directory")
-		}
-		dir = filepath.Dir(dir)
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -22,14 +22,8 @@ func TestIdempotentRetryRecognisedAfterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs sluiced")
 	}
-	root := moduleRoot(t)
-	bin := t.TempDir()
-	sluiced := buildBinary(t, root, bin, "sluiced")
-	sluice := buildBinary(t, root, bin, "sluice")
-	dataDir := t.TempDir()
-	listen := freeAddr(t)
-	ports := []string{"--raft-listen", freeAddr(t), "--gossip-listen", freeAddr(t)}
-	srv := startServer(t, sluiced, dataDir, listen, freeAddr(t), ports...)
+	c := startTestCluster(t, 1)
+	sluice, listen := c.sluice, c.node(1).Listen
 	if _, stderr, err := runCLI(t, sluice, "", "--brokers="+listen, "topic", "create", "idem", "--partitions", "1", "--replication-factor", "1"); err != nil {
 		t.Fatalf("topic create: %v\n%s", err, stderr)
 	}
@@ -70,8 +64,8 @@ func TestIdempotentRetryRecognisedAfterKill9(t *testing.T) {
 	cancel()
 	cc.Close()
 
-	srv.kill()
-	startServer(t, sluiced, dataDir, listen, freeAddr(t), ports...)
+	c.kill(1)
+	c.restart(1)
 	cc, ctx, cancel = dialCtx()
 	defer cc.Close()
 	defer cancel()

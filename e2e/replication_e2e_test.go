@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +23,7 @@ import (
 // factor 3 and min.insync.replicas=2, and faults injected with signals:
 // SIGKILL (crash), SIGTERM (controlled shutdown), SIGSTOP/SIGCONT (a
 // process that stops answering without closing its sockets). They build on
-// testCluster (cluster_e2e_test.go).
+// testCluster (harness_test.go).
 //
 // Every node is also a controller voter, so stopping two nodes stops the
 // controller quorum with them: no ISR change or leader election can be
@@ -38,38 +37,14 @@ const replTopicMinISR = "2"
 // has nothing new (cluster/fetcher.go, replica.fetch.wait.max.ms).
 const replicaFetchWait = 500 * time.Millisecond
 
-// startReplicationCluster starts three nodes with extra sluiced settings.
-// sluiced reads every flag from SLUICE_<FLAG> when the command line does
-// not give it (cmd/sluiced), and testCluster.start does not give these, so
-// env is set in the test's environment, which every sluiced started by
-// the test (restarts too) inherits; t.Setenv restores it afterwards. The
-// sluice CLI reads none of them.
-func startReplicationCluster(t *testing.T, env map[string]string) *testCluster {
-	t.Helper()
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	return startTestCluster(t, 3)
-}
-
 // createReplicatedTopic creates topic with one partition, replication
 // factor 3 and min.insync.replicas=2 through one of ids, retrying
 // retriable failures for up to 20 s (as createTopic does), then waits
 // until all three replicas are in the ISR. It returns that partition state.
 func createReplicatedTopic(t *testing.T, c *testCluster, ids []int32, topic string) partitionJSON {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for attempt := 0; ; attempt++ {
-		_, stderr, err := c.cli(time.Until(deadline), ids, "topic", "create", topic,
-			"--partitions", "1", "--replication-factor", "3", "--config", "min.insync.replicas="+replTopicMinISR)
-		if err == nil || attempt > 0 && strings.Contains(stderr, "TOPIC_ALREADY_EXISTS") {
-			break
-		}
-		if !retriableCLIError(stderr) && !errors.Is(err, errNoAnswer) || time.Now().After(deadline) {
-			t.Fatalf("topic create %s via %v: %v: %s", topic, ids, err, stderr)
-		}
-		time.Sleep(pollInterval) // bounded by the deadline
-	}
+	c.createTopic(20*time.Second, ids, topic,
+		"--partitions", "1", "--replication-factor", "3", "--config", "min.insync.replicas="+replTopicMinISR)
 	return waitPartition(t, c, 20*time.Second, "topic "+topic+" with a full ISR", ids, topic, func(p partitionJSON) error {
 		if len(p.Replicas) != 3 {
 			return fmt.Errorf("replicas %v, want 3", p.Replicas)
@@ -97,7 +72,7 @@ func (c *testCluster) partition0(ids []int32, topic string) (partitionJSON, erro
 func waitPartition(t *testing.T, c *testCluster, d time.Duration, what string, ids []int32, topic string, check func(partitionJSON) error) partitionJSON {
 	t.Helper()
 	var st partitionJSON
-	eventually(t, d, what, func() error {
+	c.eventually(d, what, func() error {
 		p, err := c.partition0(ids, topic)
 		if err != nil {
 			return err
@@ -121,59 +96,6 @@ func isrIs(p partitionJSON, want ...int32) error {
 		return fmt.Errorf("leader %d not in the isr %v", p.Leader, p.ISR)
 	}
 	return nil
-}
-
-// addrs returns the gRPC addresses of nodes ids.
-func (c *testCluster) addrs(ids []int32) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = c.node(id).listen
-	}
-	return out
-}
-
-// pause SIGSTOPs node id: the process keeps its sockets open (connections
-// are accepted by the kernel, nothing answers), as a hung machine would.
-// The SIGCONT is also registered in t.Cleanup, where it runs before the
-// SIGKILL of testCluster.start's cleanup (cleanups run last-in first-out).
-func (c *testCluster) pause(t *testing.T, id int32) {
-	t.Helper()
-	srv := c.node(id).srv
-	fmt.Fprintf(srv.log, "=== test: SIGSTOP node %d at %s\n", id, time.Now().Format(time.RFC3339Nano))
-	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatalf("SIGSTOP node %d: %v", id, err)
-	}
-	t.Cleanup(func() { srv.cmd.Process.Signal(syscall.SIGCONT) })
-}
-
-// resume SIGCONTs node id.
-func (c *testCluster) resume(t *testing.T, id int32) {
-	t.Helper()
-	srv := c.node(id).srv
-	fmt.Fprintf(srv.log, "=== test: SIGCONT node %d at %s\n", id, time.Now().Format(time.RFC3339Nano))
-	if err := srv.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatalf("SIGCONT node %d: %v", id, err)
-	}
-}
-
-// terminate SIGTERMs node id (controlled shutdown: its leaderships and ISR
-// memberships move away first, then it flushes and closes its logs) and
-// waits for the process to exit, failing the test after 30 s.
-func (c *testCluster) terminate(t *testing.T, id int32) {
-	t.Helper()
-	srv := c.node(id).srv
-	fmt.Fprintf(srv.log, "=== test: SIGTERM node %d at %s\n", id, time.Now().Format(time.RFC3339Nano))
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM node %d: %v", id, err)
-	}
-	select {
-	case <-srv.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("node %d still running 30s after SIGTERM", id)
-	}
-	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("node %d exited with status %d after SIGTERM, want 0", id, code)
-	}
 }
 
 // produceCLI runs "sluice produce TOPIC --partition 0" against ids with one
@@ -271,7 +193,7 @@ func missing(got, want []string) []string {
 // checkAllPresent reads partition 0 of topic via node id and reports the
 // acknowledged values absent from it.
 func (c *testCluster) checkAllPresent(id int32, topic string, acked []string) error {
-	got, err := readPartition(c.node(id).listen, topic)
+	got, err := readPartition(c.node(id).Listen, topic)
 	if err != nil {
 		return err
 	}
@@ -333,7 +255,7 @@ func TestReplicationLeaderKilledDuringAcksAll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs three sluiced processes")
 	}
-	c := startReplicationCluster(t, nil)
+	c := startTestCluster(t, 3)
 	all := c.ids()
 	const topic = "acks-all-failover"
 	st := createReplicatedTopic(t, c, all, topic)
@@ -490,10 +412,7 @@ func TestReplicationFollowerPausedShrinksISR(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs three sluiced processes")
 	}
-	c := startReplicationCluster(t, map[string]string{
-		"SLUICE_REPLICA_LAG_TIME_MAX":   "2s",
-		"SLUICE_BROKER_SESSION_TIMEOUT": "10s",
-	})
+	c := startTestCluster(t, 3, "--replica-lag-time-max", "2s", "--broker-session-timeout", "10s")
 	all := c.ids()
 	const topic = "paused-follower"
 	st := createReplicatedTopic(t, c, all, topic)
@@ -526,7 +445,7 @@ func TestReplicationFollowerPausedShrinksISR(t *testing.T) {
 	c.pause(t, paused)
 	pausedAt := time.Now()
 	var shrunk partitionJSON
-	eventually(t, 20*time.Second, fmt.Sprintf("follower %d out of the ISR", paused), func() error {
+	c.eventually(20*time.Second, fmt.Sprintf("follower %d out of the ISR", paused), func() error {
 		produce() // keeps the leader's log moving, so the paused follower falls behind
 		p, err := c.partition0(live, topic)
 		if err != nil {
@@ -589,7 +508,7 @@ func TestReplicationTwoOfThreeDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs three sluiced processes")
 	}
-	c := startReplicationCluster(t, map[string]string{"SLUICE_REPLICA_LAG_TIME_MAX": "2s"})
+	c := startTestCluster(t, 3, "--replica-lag-time-max", "2s")
 	all := c.ids()
 	const topic = "two-down"
 	st := createReplicatedTopic(t, c, all, topic)
@@ -615,7 +534,7 @@ func TestReplicationTwoOfThreeDown(t *testing.T) {
 	alone := numbered("alone", 300)
 	c.mustProduce(t, []int32{leader}, topic, "1", alone)
 	attempts := 0
-	refusedAt := eventually(t, 30*time.Second, "acks=all refused with NOT_ENOUGH_REPLICAS", func() error {
+	refusedAt := c.eventually(30*time.Second, "acks=all refused with NOT_ENOUGH_REPLICAS", func() error {
 		attempts++
 		stderr, err := c.produceCLI(t, []int32{leader}, topic, "all", 2*time.Second, 2*time.Second, []string{"refused?"})
 		switch {
@@ -637,7 +556,7 @@ func TestReplicationTwoOfThreeDown(t *testing.T) {
 		}
 		return isrIs(p, leader, followers[0])
 	})
-	eventually(t, 20*time.Second, "acknowledged and acks=1 records readable", func() error {
+	c.eventually(20*time.Second, "acknowledged and acks=1 records readable", func() error {
 		return c.checkAllPresent(leader, topic, append(slices.Clone(acked), alone...))
 	})
 	c.mustProduce(t, []int32{leader, followers[0]}, topic, "all", numbered("after", 100))
@@ -660,7 +579,7 @@ func TestReplicationDivergentLogTruncated(t *testing.T) {
 	}
 	// The last of the three clean shutdowns has no controller quorum to
 	// hand leadership to; it waits this long for it.
-	c := startReplicationCluster(t, map[string]string{"SLUICE_CONTROLLED_SHUTDOWN_TIMEOUT": "2s"})
+	c := startTestCluster(t, 3, "--controlled-shutdown-timeout", "2s")
 	all := c.ids()
 	const topic = "divergent"
 	st := createReplicatedTopic(t, c, all, topic)
@@ -708,7 +627,7 @@ func TestReplicationDivergentLogTruncated(t *testing.T) {
 	waitPartition(t, c, 30*time.Second, fmt.Sprintf("old leader %d back in the ISR", old), all, topic, func(p partitionJSON) error {
 		return isrIs(p, all...)
 	})
-	got, err := readPartition(c.node(st.Leader).listen, topic)
+	got, err := readPartition(c.node(st.Leader).Listen, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +647,7 @@ func TestReplicationDivergentLogTruncated(t *testing.T) {
 	}
 	logs := map[int32]segmentFiles{}
 	for _, id := range all {
-		logs[id] = readSegments(t, c.node(id).dataDir, topic)
+		logs[id] = readSegments(t, c.node(id).DataDir, topic)
 	}
 	ref := logs[st.Leader]
 	t.Logf("leader %d: segments %v, %d bytes, sha256 %x", st.Leader, ref.names, len(ref.data), sha256.Sum256(ref.data))
@@ -753,7 +672,7 @@ func TestReplicationDivergentLogTruncated(t *testing.T) {
 func (c *testCluster) tailRecords(t *testing.T, id int32, topic string) int {
 	t.Helper()
 	n := 0
-	for _, seg := range readSegments(t, c.node(id).dataDir, topic).paths {
+	for _, seg := range readSegments(t, c.node(id).DataDir, topic).paths {
 		out, stderr, err := runCLI(t, c.sluice, "", "dump-log", seg, "--records")
 		if err != nil {
 			t.Fatalf("dump-log %s: %v: %s", seg, err, stderr)

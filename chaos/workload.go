@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/chaos/checker"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
-	"github.com/sluice-io/sluice/scripts/chaos/checker"
 )
 
 // recorder is the history being written by the workload's goroutines.

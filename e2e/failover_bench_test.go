@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -20,9 +20,9 @@ import (
 // and every ISR is full (brokers do not replicate yet: after a failover the
 // ISRs stay shrunk), kills L, measures, then restarts L and waits until it
 // is unfenced again. Both times include the CLI's own latency per poll
-// (process start, dial, RPC: tens of ms) plus up to one pollInterval.
+// (process start, dial, RPC: tens of ms) plus up to one poll interval (wait.Interval).
 //
-//	go test -run '^$' -bench BenchmarkFailover -benchtime 5x ./cmd/sluice/
+//	go test -run '^$' -bench BenchmarkFailover -benchtime 5x ./e2e/
 func BenchmarkFailover(b *testing.B) {
 	c := startTestCluster(b, 3)
 	all := c.ids()
@@ -30,7 +30,7 @@ func BenchmarkFailover(b *testing.B) {
 	for b.Loop() {
 		i := len(controller)
 		var st clusterJSON
-		eventually(b, 20*time.Second, "healthy three-node cluster", func() (err error) {
+		c.eventually(20*time.Second, "healthy three-node cluster", func() (err error) {
 			if st, err = c.status(all); err != nil {
 				return err
 			}
@@ -39,8 +39,8 @@ func BenchmarkFailover(b *testing.B) {
 		leader := st.ControllerLeader
 		before, _ := st.broker(leader)
 		topic := fmt.Sprintf("failover-%d", i)
-		c.createTopic(20*time.Second, all, topic)
-		eventually(b, 10*time.Second, "topic "+topic+" led by every node", func() error {
+		c.createTopic(20*time.Second, all, topic, topicFlags...)
+		c.eventually(10*time.Second, "topic "+topic+" led by every node", func() error {
 			d, err := c.describe(all, topic)
 			if err != nil {
 				return err
@@ -51,7 +51,7 @@ func BenchmarkFailover(b *testing.B) {
 		killed := time.Now()
 		c.kill(leader)
 		survivors := without(all, leader)
-		elected := eventually(b, 20*time.Second, "a new controller leader seen by a survivor", func() error {
+		elected := c.eventually(20*time.Second, "a new controller leader seen by a survivor", func() error {
 			s, err := c.status(survivors)
 			if err != nil {
 				return err
@@ -61,7 +61,7 @@ func BenchmarkFailover(b *testing.B) {
 			}
 			return nil
 		})
-		moved := eventually(b, 20*time.Second, "every partition led by a survivor", func() error {
+		moved := c.eventually(20*time.Second, "every partition led by a survivor", func() error {
 			d, err := c.describe(survivors, topic)
 			if err != nil {
 				return err
@@ -74,7 +74,7 @@ func BenchmarkFailover(b *testing.B) {
 			i, leader, controller[i].Round(time.Millisecond), partitions[i].Round(time.Millisecond))
 
 		c.restart(leader)
-		eventually(b, 20*time.Second, "restarted broker unfenced with a new epoch", func() error {
+		c.eventually(20*time.Second, "restarted broker unfenced with a new epoch", func() error {
 			s, err := c.status(all)
 			if err != nil {
 				return err

@@ -1,0 +1,72 @@
+package proccluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Binaries are the paths of the built programs.
+type Binaries struct {
+	Sluiced string // the server
+	Sluice  string // the CLI
+}
+
+// ModuleRoot returns the directory holding go.mod, searching up from the
+// working directory (a test's working directory is its package's).
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", errors.New("proccluster: go.mod not found above the working directory")
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// Build builds ./cmd/sluiced and ./cmd/sluice of the module at root (""
+// means ModuleRoot) into dir, which must exist, and returns their paths.
+// ctx bounds both builds. Build once per test binary or run: every
+// Cluster may share the result.
+func Build(ctx context.Context, root, dir string) (Binaries, error) {
+	if root == "" {
+		var err error
+		if root, err = ModuleRoot(); err != nil {
+			return Binaries{}, err
+		}
+	}
+	b := Binaries{Sluiced: filepath.Join(dir, "sluiced"), Sluice: filepath.Join(dir, "sluice")}
+	for name, out := range map[string]string{"sluiced": b.Sluiced, "sluice": b.Sluice} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return Binaries{}, fmt.Errorf("proccluster: go build ./cmd/%s: %v\n%s", name, err, strings.TrimSpace(string(msg)))
+		}
+	}
+	return b, nil
+}
+
+// Env returns this process's environment without any SLUICE_* variable,
+// followed by extra ("KEY=VALUE"). It is the environment of every process
+// the harness starts, so that a SLUICE_* variable set where the tests run
+// (sluiced reads every flag from one; the CLI reads SLUICE_BROKERS) never
+// changes what they do; a caller that wants one passes it in extra.
+func Env(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
