@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/node"
 )
 
 func main() {
@@ -37,7 +37,7 @@ func envName(flagName string) string {
 }
 
 func run(args []string) error {
-	cfg := api.DefaultConfig()
+	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
 	nodeID := fs.Int("node-id", int(cfg.NodeID), "node id: unique, stable across restarts")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all on-disk state")
@@ -97,7 +97,7 @@ func run(args []string) error {
 		}
 	}
 	var err error
-	if cfg.ControllerVoters, err = api.ParseVoters(*voters); err != nil {
+	if cfg.ControllerVoters, err = node.ParseVoters(*voters); err != nil {
 		return fmt.Errorf("--controller-voters: %w", err)
 	}
 	if cfg.FaultDialMap, err = faultnet.ParseDialMap(*dialMap); err != nil {
@@ -114,7 +114,7 @@ func run(args []string) error {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	node, err := api.StartNode(cfg)
+	n, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
@@ -129,5 +129,5 @@ func run(args []string) error {
 		<-sigs
 		cancel()
 	}()
-	return node.Shutdown(ctx)
+	return n.Shutdown(ctx)
 }
