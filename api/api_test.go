@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/batch"
@@ -517,31 +518,27 @@ func TestLegacyCatalogImported(t *testing.T) {
 	}
 	tn := startNode(t, dir)
 	var md *sluicev1.MetadataResponse
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "legacy topic imported", func() error {
 		md, err = tn.admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"old"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if md.Topics[0].ErrorCode == sluicev1.ErrorCode_NONE && md.Topics[0].Partitions[1].LeaderId == 1 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("legacy topic not imported: %v", md)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
-	}
+		return fmt.Errorf("metadata %v", md)
+	})
 	if got := md.Topics[0].Configs["retention.ms"]; got != "3600000" {
 		t.Errorf("retention.ms = %q", got)
 	}
 	var pd *sluicev1.PartitionData
-	for {
+	wait.For(t, 10*time.Second, "legacy partition served", func() error {
 		pd = tn.fetch("old", 1, 0, 0)
-		if pd.ErrorCode == sluicev1.ErrorCode_NONE || time.Now().After(deadline) {
-			break
+		if pd.ErrorCode != sluicev1.ErrorCode_NONE {
+			return fmt.Errorf("%v %s", pd.ErrorCode, pd.ErrorMessage)
 		}
-		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
-	}
+		return nil
+	})
 	if got := values(pd, 0); len(got) != 3 || got[0] != "legacy-0" {
 		t.Fatalf("legacy data: %v (%v %s)", got, pd.ErrorCode, pd.ErrorMessage)
 	}

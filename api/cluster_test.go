@@ -35,12 +35,15 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 	tc.StartAll()
 
 	// A topic created through the broker-only node (forwarded to the
-	// active controller) is visible in every broker's Metadata at once.
+	// active controller) is visible in every broker's Metadata, the same
+	// everywhere, once each has applied it (node 4 had when CreateTopics
+	// answered; the others follow a moment later).
 	admin4 := sluicev1.NewAdminClient(tc.Dial(4))
 	cr, err := admin4.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "t", NumPartitions: 8, ReplicationFactor: 3}}})
 	if err != nil || cr.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create via broker-only node: %v %v", err, cr)
 	}
+	tc.WaitTopic("t", 8)
 	var first *sluicev1.TopicMetadata
 	for id := int32(1); id <= 4; id++ {
 		md, err := sluicev1.NewAdminClient(tc.Dial(id)).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"t"}})
@@ -169,6 +172,7 @@ func TestClusterBrokerCrashMovesLeadership(t *testing.T) {
 	if r, err := admin.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "t", NumPartitions: 6, ReplicationFactor: 3}}}); err != nil || r.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create: %v %v", err, r)
 	}
+	tc.WaitTopic("t", 6)
 	ctlID := tc.Leader()
 	victim := ctlID%3 + 1 // a broker that is not the controller
 	before := tc.Node(ctlID).Metadata().Image().Topics["t"].Clone()

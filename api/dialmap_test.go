@@ -50,6 +50,7 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 	if err != nil || cr.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create: %v %v", err, cr)
 	}
+	tc.WaitTopic("r", 1)
 	p := tc.partition(t, "r", 0)
 	// The leader may not have applied the new topic yet ("becoming the
 	// leader", retriable): retry that, nothing else.

@@ -32,6 +32,7 @@ func reassignCluster(t *testing.T) *testCluster {
 	if err != nil || r.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create: %v %v", err, r)
 	}
+	tc.WaitTopic("m", 1)
 	return tc
 }
 

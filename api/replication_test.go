@@ -27,18 +27,30 @@ func replCluster(t *testing.T, lag time.Duration) (*testCluster, *sluicev1.Parti
 	if err != nil || r.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create: %v %v", err, r)
 	}
+	tc.WaitTopic("r", 1)
 	return tc, tc.partition(t, "r", 0)
 }
 
-// partition is the metadata of topic/p as the first live node sees it.
+// partition is the metadata of topic/p as the first live node sees it,
+// once that node has the topic with partition p: a topic created through
+// another node reaches this one a moment later.
 func (tc *testCluster) partition(t *testing.T, topic string, p int32) *sluicev1.PartitionMetadata {
 	t.Helper()
-	for _, n := range tc.Nodes() {
-		md, err := sluicev1.NewAdminClient(nodetest.Dial(t, n.Addr())).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{topic}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return md.Topics[0].Partitions[p]
+	for id, n := range tc.Nodes() {
+		admin := sluicev1.NewAdminClient(nodetest.Dial(t, n.Addr()))
+		var pm *sluicev1.PartitionMetadata
+		wait.For(t, 10*time.Second, fmt.Sprintf("node %d has %s-%d", id, topic, p), func() error {
+			md, err := admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{topic}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tm := md.Topics[0]; tm.ErrorCode != sluicev1.ErrorCode_NONE || int(p) >= len(tm.Partitions) {
+				return fmt.Errorf("%v %s, %d partitions", tm.ErrorCode, tm.ErrorMessage, len(tm.Partitions))
+			}
+			pm = md.Topics[0].Partitions[p]
+			return nil
+		})
+		return pm
 	}
 	t.Fatal("no live node")
 	return nil
