@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,13 +16,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/batch"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
-	"github.com/sluice-io/sluice/storage"
 )
 
 // testNode is a client of one node: a single node started by startNode,
@@ -482,67 +478,5 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 	if r := tn2.produceRaw("t", 1, makeBatch("z", 1, 1)); r.BaseOffset != 10 {
 		t.Fatalf("append after restart at %d, want 10", r.BaseOffset)
-	}
-}
-
-func TestDataDirLockedAgainstSecondNode(t *testing.T) {
-	dir := t.TempDir()
-	startNode(t, dir)
-	if n, err := node.Start(nodetest.Config(t, dir)); err == nil {
-		n.Shutdown(context.Background())
-		t.Fatal("a second node opened a data dir in use")
-	}
-}
-
-// TestLegacyCatalogImported: a data dir written by single-node Sluice
-// before the controller (meta/topics.json, logs without partition
-// metadata) starts with its topics and data intact.
-func TestLegacyCatalogImported(t *testing.T) {
-	dir := t.TempDir()
-	l, err := storage.Open(filepath.Join(dir, "logs", "old-1"), storage.DefaultConfig(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Append(makeBatch("legacy", 3, 1000), 0, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	catalog := `{"version":1,"cluster_id":"x","topics":[{"name":"old","id":"0123456789abcdef0123456789abcdef","partitions":2,"replication_factor":1,"configs":{"retention.ms":"3600000"}}]}`
-	if err := os.MkdirAll(filepath.Join(dir, "meta"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "meta", "topics.json"), []byte(catalog), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tn := startNode(t, dir)
-	var md *sluicev1.MetadataResponse
-	wait.For(t, 10*time.Second, "legacy topic imported", func() error {
-		md, err = tn.admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"old"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if md.Topics[0].ErrorCode == sluicev1.ErrorCode_NONE && md.Topics[0].Partitions[1].LeaderId == 1 {
-			return nil
-		}
-		return fmt.Errorf("metadata %v", md)
-	})
-	if got := md.Topics[0].Configs["retention.ms"]; got != "3600000" {
-		t.Errorf("retention.ms = %q", got)
-	}
-	var pd *sluicev1.PartitionData
-	wait.For(t, 10*time.Second, "legacy partition served", func() error {
-		pd = tn.fetch("old", 1, 0, 0)
-		if pd.ErrorCode != sluicev1.ErrorCode_NONE {
-			return fmt.Errorf("%v %s", pd.ErrorCode, pd.ErrorMessage)
-		}
-		return nil
-	})
-	if got := values(pd, 0); len(got) != 3 || got[0] != "legacy-0" {
-		t.Fatalf("legacy data: %v (%v %s)", got, pd.ErrorCode, pd.ErrorMessage)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "meta", "topics.json.migrated")); err != nil {
-		t.Errorf("catalog not renamed: %v", err)
 	}
 }
