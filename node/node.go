@@ -56,15 +56,15 @@ type Node struct {
 	producerIDs *coordinator.ProducerIDManager // nil unless a broker
 	faults      *faultInjector                 // nil unless fault injection is on
 
-	// healthMu guards the following, and orders the health status:
-	// syncHealth sets it only while ctx is live; Shutdown and Abort cancel
-	// ctx under it, so no status flips back to SERVING after they began.
-	healthMu sync.Mutex
-	serving  bool // the status last set by syncHealth
+	// syncHealth sets the health status only while ctx is live; Shutdown
+	// and Abort cancel ctx holding healthMu, so no status flips back to
+	// SERVING once they began.
+	healthMu sync.Mutex // guards the following and the health status
+	serving  bool       // the status last set by syncHealth
 
 	ctx     context.Context // cancelled by Shutdown and Abort
 	cancel  context.CancelFunc
-	stopped chan struct{} // closed by Shutdown once the logs are closed
+	stopped chan struct{} // closed by Shutdown or Abort once the logs are closed
 	// draining is closed when the node stops serving: long-lived streams
 	// (ProduceStream, ReplicaFetchStream) end then, or GracefulStop would
 	// wait for them until ShutdownTimeout.

@@ -105,10 +105,10 @@ func (n *Node) stopServing(ctx context.Context) {
 	}
 	close(n.draining)
 	drained := make(chan struct{})
-	go func() {
+	n.goroutines.Go(func() {
 		n.grpc.GracefulStop()
 		close(drained)
-	}()
+	})
 	t := time.NewTimer(n.cfg.ShutdownTimeout)
 	select {
 	case <-drained:
