@@ -152,6 +152,7 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 	if err := tc.Stop(victim); err != nil {
 		t.Fatal(err)
 	}
+	tc.SyncMetadata()
 	im := tc.Node(ctlID).Metadata().Image()
 	if !im.Brokers[victim].Fenced {
 		t.Errorf("broker %d not fenced after controlled shutdown", victim)
@@ -202,6 +203,7 @@ func TestClusterBrokerCrashMovesLeadership(t *testing.T) {
 	oldEpoch := tc.Node(ctlID).Metadata().Image().Brokers[victim].Epoch
 	tc.Start(victim)
 	tc.WaitReady(victim)
+	tc.SyncMetadata()
 	b := tc.Node(ctlID).Metadata().Image().Brokers[victim]
 	if b.Fenced || b.Epoch <= oldEpoch {
 		t.Errorf("restarted broker: %+v, old epoch %d", b, oldEpoch)

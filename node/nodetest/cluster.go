@@ -296,3 +296,25 @@ func (c *Cluster) WaitTopic(topic string, partitions int) {
 		return nil
 	})
 }
+
+// SyncMetadata waits (up to 20 s) until every running broker has applied
+// the metadata the active controller had applied when SyncMetadata was
+// called: after a change committed through the controller (a fencing, a
+// registration), a broker's image shows it. Brokers follow the controller
+// a moment behind, so reading one right after the change is a race.
+func (c *Cluster) SyncMetadata() {
+	c.tb.Helper()
+	leader := c.Node(c.Leader())
+	offset := leader.Controller().Image().Offset
+	wait.For(c.tb, 20*time.Second, fmt.Sprintf("every broker at metadata offset %d", offset), func() error {
+		for id, n := range c.Nodes() {
+			if n.Replicas() == nil {
+				continue // controller-only
+			}
+			if got := n.Metadata().Offset(); got < offset {
+				return fmt.Errorf("node %d has applied metadata offset %d", id, got)
+			}
+		}
+		return nil
+	})
+}
