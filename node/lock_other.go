@@ -3,13 +3,10 @@
 package node
 
 import (
-	"fmt"
+	"errors"
 	"os"
-	"runtime"
 )
 
-// flock has no implementation here: a node refuses to start rather than
-// risk two processes sharing a data dir.
-func flock(*os.File) error {
-	return fmt.Errorf("no data-dir lock on %s", runtime.GOOS)
-}
+// flock has no implementation here: lockDataDir then refuses the data
+// dir rather than risk two processes sharing it.
+func flock(*os.File) error { return errors.ErrUnsupported }
