@@ -5,34 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/batch"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
-	"github.com/sluice-io/sluice/storage"
 )
 
+// testNode is a client of one node: a single node started by startNode,
+// or a cluster node a test dials (node and dir unset).
 type testNode struct {
 	t     *testing.T
 	dir   string
-	node  *api.Node
+	node  *node.Node
 	conn  *grpc.ClientConn
 	log   sluicev1.LogClient
 	admin sluicev1.AdminClient
+	stop  func() // graceful shutdown (nodetest.Single.Stop)
 }
 
 func startNode(t *testing.T, dir string) *testNode {
@@ -40,43 +40,12 @@ func startNode(t *testing.T, dir string) *testNode {
 	return startNodeWith(t, dir, nil)
 }
 
-// startNodeWith starts a single node like startNode, with edit (if not
-// nil) applied to its config.
-func startNodeWith(t *testing.T, dir string, edit func(*api.Config)) *testNode {
+// startNodeWith starts a single node (nodetest.StartSingle) like
+// startNode, with edit (if not nil) applied to its config.
+func startNodeWith(t *testing.T, dir string, edit func(*node.Config)) *testNode {
 	t.Helper()
-	cfg := api.DefaultConfig()
-	cfg.DataDir = dir
-	cfg.Listen, cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.HTTPListen = ""
-	if edit != nil {
-		edit(&cfg)
-	}
-	n, err := api.StartNode(cfg)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.WaitReady(rctx); err != nil {
-		n.Shutdown(context.Background())
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn := &testNode{t: t, dir: dir, node: n, conn: conn, log: sluicev1.NewLogClient(conn), admin: sluicev1.NewAdminClient(conn)}
-	t.Cleanup(tn.stop)
-	return tn
-}
-
-func (tn *testNode) stop() {
-	tn.conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := tn.node.Shutdown(ctx); err != nil {
-		tn.t.Errorf("shutdown: %v", err)
-	}
+	s := nodetest.StartSingle(t, dir, edit)
+	return &testNode{t: t, dir: dir, node: s.Node, conn: s.Conn, log: s.Log, admin: s.Admin, stop: s.Stop}
 }
 
 func ctx(t *testing.T) context.Context {
@@ -97,14 +66,7 @@ func (tn *testNode) createTopic(name string, partitions int32, configs map[strin
 }
 
 // makeBatch builds a canonical batch of n records "prefix-i".
-func makeBatch(prefix string, n int, ts int64) []byte {
-	var b batch.Builder
-	b.Reset(ts)
-	for i := 0; i < n; i++ {
-		b.Add(ts+int64(i), []byte(fmt.Sprintf("k%d", i)), []byte(fmt.Sprintf("%s-%d", prefix, i)), nil)
-	}
-	return b.Finish(batch.PlainProducer, 0)
-}
+func makeBatch(prefix string, n int, ts int64) []byte { return nodetest.Batch(prefix, n, ts) }
 
 // produceRaw sends batch bytes through the server view, exactly as given.
 func (tn *testNode) produceRaw(topic string, partition int32, raw []byte) *sluicev1.PartitionProduceResponse {
@@ -145,17 +107,7 @@ func (tn *testNode) fetch(topic string, partition int32, offset int64, maxWait t
 }
 
 // values returns offset -> value for records at or above from.
-func values(pd *sluicev1.PartitionData, from int64) []string {
-	var out []string
-	for _, b := range pd.Batches {
-		for i, r := range b.Records {
-			if b.BaseOffset+int64(i) >= from {
-				out = append(out, string(r.Value))
-			}
-		}
-	}
-	return out
-}
+func values(pd *sluicev1.PartitionData, from int64) []string { return nodetest.Values(pd, from) }
 
 func TestProduceFetchRoundTrip(t *testing.T) {
 	tn := startNode(t, t.TempDir())
@@ -526,74 +478,5 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 	if r := tn2.produceRaw("t", 1, makeBatch("z", 1, 1)); r.BaseOffset != 10 {
 		t.Fatalf("append after restart at %d, want 10", r.BaseOffset)
-	}
-}
-
-func TestDataDirLockedAgainstSecondNode(t *testing.T) {
-	dir := t.TempDir()
-	startNode(t, dir)
-	cfg := api.DefaultConfig()
-	cfg.DataDir, cfg.Listen, cfg.HTTPListen = dir, "127.0.0.1:0", ""
-	cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", "127.0.0.1:0"
-	if n, err := api.StartNode(cfg); err == nil {
-		n.Shutdown(context.Background())
-		t.Fatal("a second node opened a data dir in use")
-	}
-}
-
-// TestLegacyCatalogImported: a data dir written by single-node Sluice
-// before the controller (meta/topics.json, logs without partition
-// metadata) starts with its topics and data intact.
-func TestLegacyCatalogImported(t *testing.T) {
-	dir := t.TempDir()
-	l, err := storage.Open(filepath.Join(dir, "logs", "old-1"), storage.DefaultConfig(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Append(makeBatch("legacy", 3, 1000), 0, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	catalog := `{"version":1,"cluster_id":"x","topics":[{"name":"old","id":"0123456789abcdef0123456789abcdef","partitions":2,"replication_factor":1,"configs":{"retention.ms":"3600000"}}]}`
-	if err := os.MkdirAll(filepath.Join(dir, "meta"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "meta", "topics.json"), []byte(catalog), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tn := startNode(t, dir)
-	var md *sluicev1.MetadataResponse
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		md, err = tn.admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"old"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if md.Topics[0].ErrorCode == sluicev1.ErrorCode_NONE && md.Topics[0].Partitions[1].LeaderId == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("legacy topic not imported: %v", md)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
-	}
-	if got := md.Topics[0].Configs["retention.ms"]; got != "3600000" {
-		t.Errorf("retention.ms = %q", got)
-	}
-	var pd *sluicev1.PartitionData
-	for {
-		pd = tn.fetch("old", 1, 0, 0)
-		if pd.ErrorCode == sluicev1.ErrorCode_NONE || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
-	}
-	if got := values(pd, 0); len(got) != 3 || got[0] != "legacy-0" {
-		t.Fatalf("legacy data: %v (%v %s)", got, pd.ErrorCode, pd.ErrorMessage)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "meta", "topics.json.migrated")); err != nil {
-		t.Errorf("catalog not renamed: %v", err)
 	}
 }

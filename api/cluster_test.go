@@ -5,198 +5,48 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster/controller"
-	"github.com/sluice-io/sluice/cluster/faultnet"
-	"github.com/sluice-io/sluice/cluster/loopback"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// freeAddr returns a loopback address whose TCP and UDP ports were free a
-// moment ago (gossip needs both). Raft and gossip addresses of a static
-// quorum must be known before the nodes start, so port 0 will not do.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addrs, err := loopback.FreeAddrs(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addrs[0]
-}
-
-// testCluster is an in-process cluster on loopback.
+// testCluster is the in-process cluster of nodetest, with this package's
+// helpers as methods.
 type testCluster struct {
-	t      *testing.T
-	voters []controller.Voter
-	seeds  []string
-	cfgs   map[int32]api.Config
-	nodes  map[int32]*api.Node
+	*nodetest.Cluster
 }
 
-// newTestCluster prepares controllers (combined controller+broker nodes,
-// or controller-only when brokersOnly is non-empty... see roles) and
-// brokers. ids in controllers are voters; brokerOnly ids are broker-only.
+// newTestCluster prepares a cluster (nodetest.NewCluster): voters are the
+// controller quorum, combined controller+broker nodes if combined;
+// brokerOnly ids are broker-only.
 func newTestCluster(t *testing.T, voters []int32, combined bool, brokerOnly []int32) *testCluster {
-	tc := &testCluster{t: t, cfgs: map[int32]api.Config{}, nodes: map[int32]*api.Node{}}
-	all := append(slices.Clone(voters), brokerOnly...)
-	gossip := map[int32]string{}
-	for _, id := range all {
-		gossip[id] = freeAddr(t)
-		tc.seeds = append(tc.seeds, gossip[id])
-	}
-	for _, id := range voters {
-		tc.voters = append(tc.voters, controller.Voter{ID: id, Address: freeAddr(t)})
-	}
-	for _, id := range all {
-		cfg := api.DefaultConfig()
-		cfg.NodeID = id
-		cfg.DataDir = t.TempDir()
-		// gRPC addresses travel by registration and gossip, so the kernel
-		// may choose them: fewer pre-picked ports to collide with other
-		// tests. Raft and gossip ports must be known up front.
-		cfg.Listen, cfg.HTTPListen = "127.0.0.1:0", ""
-		cfg.GossipListen = gossip[id]
-		cfg.Join = tc.seeds
-		cfg.ControllerVoters = tc.voters
-		cfg.ShutdownTimeout = 5 * time.Second
-		// The last voters to stop have no quorum left to confirm a
-		// controlled shutdown; do not make every test wait long for it.
-		cfg.ControlledShutdownTimeout = time.Second
-		isVoter := slices.Contains(voters, id)
-		switch {
-		case isVoter && combined:
-			cfg.Roles = []string{api.RoleController, api.RoleBroker}
-		case isVoter:
-			cfg.Roles = []string{api.RoleController}
-		default:
-			cfg.Roles = []string{api.RoleBroker}
-		}
-		if isVoter {
-			for _, v := range tc.voters {
-				if v.ID == id {
-					cfg.RaftListen = v.Address
-				}
-			}
-		} else {
-			cfg.RaftListen = ""
-		}
-		tc.cfgs[id] = cfg
-	}
-	t.Cleanup(tc.stopAll)
-	return tc
-}
-
-func (tc *testCluster) start(id int32) *api.Node {
-	tc.t.Helper()
-	n, err := api.StartNode(tc.cfgs[id])
-	if err != nil {
-		tc.t.Fatalf("start node %d: %v", id, err)
-	}
-	tc.nodes[id] = n
-	return n
-}
-
-func (tc *testCluster) startAll() {
-	tc.t.Helper()
-	ids := make([]int32, 0, len(tc.cfgs))
-	for id := range tc.cfgs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		tc.start(id)
-	}
-	tc.waitReady(ids...)
-}
-
-func (tc *testCluster) waitReady(ids ...int32) {
-	tc.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, id := range ids {
-		if err := tc.nodes[id].WaitReady(ctx); err != nil {
-			tc.t.Fatal(err)
-		}
-	}
-}
-
-func (tc *testCluster) stopAll() {
-	var wg sync.WaitGroup
-	for id, n := range tc.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_ = n.Shutdown(ctx)
-		}()
-		delete(tc.nodes, id)
-	}
-	wg.Wait()
-}
-
-// leader returns the id of the active controller, waiting for one.
-func (tc *testCluster) leader() int32 {
-	tc.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for id, n := range tc.nodes {
-			if c := n.Controller(); c != nil && c.IsLeader() {
-				return id
-			}
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
-	}
-	tc.t.Fatal("no controller leader within 20s")
-	return 0
-}
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
-}
-
-// eventually polls cond every 20 ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, bounded by the deadline
-	}
+	return &testCluster{nodetest.NewCluster(t, voters, combined, brokerOnly)}
 }
 
 func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 	tc := newTestCluster(t, []int32{1, 2, 3}, true, []int32{4})
-	tc.startAll()
+	tc.StartAll()
 
 	// A topic created through the broker-only node (forwarded to the
-	// active controller) is visible in every broker's Metadata at once.
-	admin4 := sluicev1.NewAdminClient(dial(t, tc.nodes[4].Addr()))
+	// active controller) is visible in every broker's Metadata, the same
+	// everywhere, once each has applied it (node 4 had when CreateTopics
+	// answered; the others follow a moment later).
+	admin4 := sluicev1.NewAdminClient(tc.Dial(4))
 	cr, err := admin4.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "t", NumPartitions: 8, ReplicationFactor: 3}}})
 	if err != nil || cr.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create via broker-only node: %v %v", err, cr)
 	}
+	tc.WaitTopic("t", 8)
 	var first *sluicev1.TopicMetadata
 	for id := int32(1); id <= 4; id++ {
-		md, err := sluicev1.NewAdminClient(dial(t, tc.nodes[id].Addr())).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"t"}})
+		md, err := sluicev1.NewAdminClient(tc.Dial(id)).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"t"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,22 +94,22 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 		}
 	}
 	produce := func(node int32) *sluicev1.PartitionProduceResponse {
-		tn := &testNode{t: t, conn: dial(t, tc.nodes[node].Addr())}
+		tn := &testNode{t: t, conn: tc.Dial(node)}
 		return tn.produceRaw("t", 0, makeBatch("r", 2, 1000))
 	}
 	pr := produce(follower)
 	if pr.ErrorCode != sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER || pr.CurrentLeader.GetLeaderId() != p0.LeaderId ||
-		pr.CurrentLeader.GetAddress() != tc.nodes[p0.LeaderId].Addr() {
-		t.Errorf("produce to follower %d: %v, want NOT_LEADER_OR_FOLLOWER naming %d at %s", follower, pr, p0.LeaderId, tc.nodes[p0.LeaderId].Addr())
+		pr.CurrentLeader.GetAddress() != tc.Node(p0.LeaderId).Addr() {
+		t.Errorf("produce to follower %d: %v, want NOT_LEADER_OR_FOLLOWER naming %d at %s", follower, pr, p0.LeaderId, tc.Node(p0.LeaderId).Addr())
 	}
 	if pr := produce(p0.LeaderId); pr.ErrorCode != sluicev1.ErrorCode_NONE || pr.BaseOffset != 0 {
 		t.Errorf("produce to leader: %v", pr)
 	}
 
 	// Inter-node requests with a stale broker epoch are rejected.
-	ctlID := tc.leader()
-	ctl := internalv1.NewControllerClient(dial(t, tc.nodes[ctlID].Addr()))
-	epoch := tc.nodes[2].BrokerEpoch()
+	ctlID := tc.Leader()
+	ctl := internalv1.NewControllerClient(tc.Dial(ctlID))
+	epoch := tc.Node(2).BrokerEpoch()
 	_, err = ctl.BrokerHeartbeat(ctx(t), &internalv1.BrokerHeartbeatRequest{BrokerId: 2, BrokerEpoch: epoch - 1})
 	if e, _ := errs.FromStatus(err); errs.Code(e) != sluicev1.ErrorCode_STALE_BROKER_EPOCH {
 		t.Errorf("heartbeat with a stale epoch: %v, want STALE_BROKER_EPOCH", err)
@@ -273,9 +123,9 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 	if other == ctlID {
 		other = 2
 	}
-	_, err = internalv1.NewControllerClient(dial(t, tc.nodes[other].Addr())).AllocateProducerIds(ctx(t), &internalv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: epoch})
+	_, err = internalv1.NewControllerClient(tc.Dial(other)).AllocateProducerIds(ctx(t), &internalv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: epoch})
 	e, md := errs.FromStatus(err)
-	if errs.Code(e) != sluicev1.ErrorCode_NOT_CONTROLLER || md["leader_id"] != strconv.Itoa(int(ctlID)) || md["leader_address"] != tc.nodes[ctlID].Addr() {
+	if errs.Code(e) != sluicev1.ErrorCode_NOT_CONTROLLER || md["leader_id"] != strconv.Itoa(int(ctlID)) || md["leader_address"] != tc.Node(ctlID).Addr() {
 		t.Errorf("write to follower voter: %v %v, want NOT_CONTROLLER naming %d", err, md, ctlID)
 	}
 
@@ -299,13 +149,11 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 	if victim == ctlID {
 		victim = follower
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := tc.nodes[victim].Shutdown(sctx); err != nil {
+	if err := tc.Stop(victim); err != nil {
 		t.Fatal(err)
 	}
-	delete(tc.nodes, victim)
-	im := tc.nodes[ctlID].Metadata().Image()
+	tc.SyncMetadata()
+	im := tc.Node(ctlID).Metadata().Image()
 	if !im.Brokers[victim].Fenced {
 		t.Errorf("broker %d not fenced after controlled shutdown", victim)
 	}
@@ -320,19 +168,19 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 
 func TestClusterBrokerCrashMovesLeadership(t *testing.T) {
 	tc := newTestCluster(t, []int32{1, 2, 3}, true, nil)
-	tc.startAll()
-	admin := sluicev1.NewAdminClient(dial(t, tc.nodes[1].Addr()))
+	tc.StartAll()
+	admin := sluicev1.NewAdminClient(tc.Dial(1))
 	if r, err := admin.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "t", NumPartitions: 6, ReplicationFactor: 3}}}); err != nil || r.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create: %v %v", err, r)
 	}
-	ctlID := tc.leader()
+	tc.WaitTopic("t", 6)
+	ctlID := tc.Leader()
 	victim := ctlID%3 + 1 // a broker that is not the controller
-	before := tc.nodes[ctlID].Metadata().Image().Topics["t"].Clone()
+	before := tc.Node(ctlID).Metadata().Image().Topics["t"].Clone()
 	start := time.Now()
-	tc.nodes[victim].Abort()
-	delete(tc.nodes, victim)
-	eventually(t, 15*time.Second, "partitions led by live brokers", func() bool {
-		im := tc.nodes[ctlID].Metadata().Image()
+	tc.Abort(victim)
+	wait.Until(t, 15*time.Second, "partitions led by live brokers", func() bool {
+		im := tc.Node(ctlID).Metadata().Image()
 		for _, p := range im.Topics["t"].Partitions {
 			if p.Leader == victim || p.Leader == controller.NoLeader {
 				return false
@@ -341,7 +189,7 @@ func TestClusterBrokerCrashMovesLeadership(t *testing.T) {
 		return im.Brokers[victim].Fenced
 	})
 	t.Logf("leadership moved %v after the crash of broker %d", time.Since(start).Round(time.Millisecond), victim)
-	after := tc.nodes[ctlID].Metadata().Image().Topics["t"]
+	after := tc.Node(ctlID).Metadata().Image().Topics["t"]
 	for i, p := range after.Partitions {
 		if !slices.Equal(p.Replicas, before.Partitions[i].Replicas) {
 			t.Errorf("partition %d replicas changed: %v -> %v", i, before.Partitions[i].Replicas, p.Replicas)
@@ -352,10 +200,11 @@ func TestClusterBrokerCrashMovesLeadership(t *testing.T) {
 	}
 
 	// The crashed broker restarts on the same data dir: new epoch, unfenced.
-	oldEpoch := tc.nodes[ctlID].Metadata().Image().Brokers[victim].Epoch
-	tc.start(victim)
-	tc.waitReady(victim)
-	b := tc.nodes[ctlID].Metadata().Image().Brokers[victim]
+	oldEpoch := tc.Node(ctlID).Metadata().Image().Brokers[victim].Epoch
+	tc.Start(victim)
+	tc.WaitReady(victim)
+	tc.SyncMetadata()
+	b := tc.Node(ctlID).Metadata().Image().Brokers[victim]
 	if b.Fenced || b.Epoch <= oldEpoch {
 		t.Errorf("restarted broker: %+v, old epoch %d", b, oldEpoch)
 	}
@@ -366,7 +215,7 @@ func TestClusterBrokerCrashMovesLeadership(t *testing.T) {
 // out twice.
 func TestProducerIDsUniqueAcrossControllerFailover(t *testing.T) {
 	tc := newTestCluster(t, []int32{1, 2, 3}, false, []int32{4, 5, 6})
-	tc.startAll()
+	tc.StartAll()
 	const perBroker = 5000
 	got := map[int32][]int64{}
 	var mu sync.Mutex
@@ -374,7 +223,7 @@ func TestProducerIDsUniqueAcrossControllerFailover(t *testing.T) {
 	halfway := make(chan struct{}, 3)
 	errc := make(chan error, 3)
 	for _, id := range []int32{4, 5, 6} {
-		node := tc.nodes[id]
+		node := tc.Node(id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -403,9 +252,8 @@ func TestProducerIDsUniqueAcrossControllerFailover(t *testing.T) {
 	for range 3 {
 		<-halfway
 	}
-	killed := tc.leader()
-	tc.nodes[killed].Abort()
-	delete(tc.nodes, killed)
+	killed := tc.Leader()
+	tc.Abort(killed)
 	wg.Wait()
 	close(errc)
 	for err := range errc {
@@ -426,63 +274,10 @@ func TestProducerIDsUniqueAcrossControllerFailover(t *testing.T) {
 			seen[pid] = id
 		}
 	}
-	newLeader := tc.leader()
+	newLeader := tc.Leader()
 	if newLeader == killed {
 		t.Fatalf("leader %d still reported after its crash", killed)
 	}
 	t.Logf("%d unique ids; controller %d crashed, %d took over; next block start %d", len(seen), killed, newLeader,
-		tc.nodes[newLeader].Controller().Image().NextProducerIDBlockStart)
-}
-
-func TestNodeConfigValidate(t *testing.T) {
-	base := api.DefaultConfig()
-	voters := []controller.Voter{{ID: 1, Address: "127.0.0.1:1"}, {ID: 2, Address: "127.0.0.1:2"}}
-	cases := []struct {
-		name string
-		mod  func(c *api.Config)
-		want string // substring of the error; "" = valid
-	}{
-		{"default", func(c *api.Config) {}, ""},
-		{"unknown role", func(c *api.Config) { c.Roles = []string{"router"} }, "unknown role"},
-		{"no roles", func(c *api.Config) { c.Roles = nil }, "roles"},
-		{"controller not a voter", func(c *api.Config) { c.NodeID = 3; c.ControllerVoters = voters }, "not in the controller voters"},
-		{"voter without the role", func(c *api.Config) {
-			c.Roles = []string{api.RoleBroker}
-			c.ControllerVoters = voters
-			c.Join = []string{"127.0.0.1:9"}
-		}, "lacks the controller role"},
-		{"broker-only without join", func(c *api.Config) { c.NodeID = 3; c.Roles = []string{api.RoleBroker}; c.ControllerVoters = voters }, "--join"},
-		{"broker-only without voters", func(c *api.Config) { c.Roles = []string{api.RoleBroker}; c.Join = []string{"127.0.0.1:9"} }, "controller-voters"},
-		{"voter listed twice", func(c *api.Config) { c.ControllerVoters = append(voters, voters[0]) }, "twice"},
-		{"bad join", func(c *api.Config) { c.Join = []string{"nohost"} }, "join address"},
-		{"controller without raft listen", func(c *api.Config) { c.RaftListen = "" }, "raft listen"},
-		{"fault injection", func(c *api.Config) { c.FaultInjection = true }, ""},
-		{"fault injection without http", func(c *api.Config) { c.FaultInjection, c.HTTPListen = true, "" }, "fault injection needs an http listen address"},
-		{"dial map", func(c *api.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"} }, ""},
-		{"bad dial map", func(c *api.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "nowhere"} }, "fault dial map: to address for 127.0.0.1:1"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := base
-			tc.mod(&c)
-			err := c.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want it to mention %q", err, tc.want)
-			}
-		})
-	}
-	if _, err := api.ParseVoters("1@a:1,2@b:2"); err != nil {
-		t.Error(err)
-	}
-	for _, bad := range []string{"1@a", "x@a:1", "@a:1", "1a:1"} {
-		if _, err := api.ParseVoters(bad); err == nil {
-			t.Errorf("ParseVoters(%q) accepted", bad)
-		}
-	}
+		tc.Node(newLeader).Controller().Image().NextProducerIDBlockStart)
 }

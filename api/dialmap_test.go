@@ -6,6 +6,9 @@ import (
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/faultnet/faultnettest"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -21,46 +24,46 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 		kind     string
 	}
 	fwd := map[link]*faultnettest.Forwarder{}
-	for id, cfg := range tc.cfgs {
+	tc.ConfigureAll(func(_ int32, cfg *node.Config) {
 		// The gRPC address must be known before the peers start.
-		cfg.Listen = freeAddr(t)
-		tc.cfgs[id] = cfg
-	}
-	for from, cfg := range tc.cfgs {
+		cfg.Listen = nodetest.FreeAddr(t)
+	})
+	for _, from := range tc.IDs() {
 		dm := faultnet.DialMap{}
-		for to, peer := range tc.cfgs {
+		for _, to := range tc.IDs() {
 			if to == from {
 				continue
 			}
+			peer := tc.Config(to)
 			for kind, addr := range map[string]string{"grpc": peer.Listen, "raft": peer.RaftListen, "gossip": peer.GossipListen} {
 				f := faultnettest.New(t, addr, kind == "gossip")
 				fwd[link{from, to, kind}] = f
 				dm[addr] = f.Addr()
 			}
 		}
-		cfg.FaultDialMap = dm
-		tc.cfgs[from] = cfg
+		tc.Configure(from, func(cfg *node.Config) { cfg.FaultDialMap = dm })
 	}
-	tc.startAll()
+	tc.StartAll()
 
-	admin := sluicev1.NewAdminClient(dial(t, tc.nodes[1].Addr()))
+	admin := sluicev1.NewAdminClient(tc.Dial(1))
 	cr, err := admin.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "r", NumPartitions: 1, ReplicationFactor: 2}}})
 	if err != nil || cr.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create: %v %v", err, cr)
 	}
+	tc.WaitTopic("r", 1)
 	p := tc.partition(t, "r", 0)
 	// The leader may not have applied the new topic yet ("becoming the
 	// leader", retriable): retry that, nothing else.
 	var r *sluicev1.PartitionProduceResponse
-	eventually(t, 10*time.Second, "the leader takes produce", func() bool {
-		r = produceTo(t, tc.nodes[p.LeaderId], sluicev1.Acks_ACKS_ALL, "x", 1)[0]
+	wait.Until(t, 10*time.Second, "the leader takes produce", func() bool {
+		r = produceTo(t, tc.Node(p.LeaderId), sluicev1.Acks_ACKS_ALL, "x", 1)[0]
 		return r.ErrorCode != sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER
 	})
 	if r.ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("acks=all produce (needs the follower's fetch): %v", r)
 	}
 	follower := 3 - p.LeaderId
-	ctl := tc.leader()
+	ctl := tc.Leader()
 
 	// Advertised addresses are the real ones.
 	md, err := admin.Metadata(ctx(t), &sluicev1.MetadataRequest{})
@@ -68,7 +71,7 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range md.Brokers {
-		if want := tc.cfgs[b.NodeId].Listen; b.Address != want {
+		if want := tc.Config(b.NodeId).Listen; b.Address != want {
 			t.Errorf("broker %d advertised as %s, want the real address %s", b.NodeId, b.Address, want)
 		}
 	}
@@ -84,7 +87,7 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 			t.Errorf("%s: no connection through the forwarder", c.what)
 		}
 	}
-	eventually(t, 10*time.Second, "gossip packets both ways", func() bool {
+	wait.Until(t, 10*time.Second, "gossip packets both ways", func() bool {
 		return fwd[link{1, 2, "gossip"}].Packets() > 0 && fwd[link{2, 1, "gossip"}].Packets() > 0
 	})
 }

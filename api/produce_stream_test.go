@@ -13,6 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -108,13 +111,13 @@ func TestProduceStream(t *testing.T) {
 // followers fetch again every request is answered, in full.
 func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 	tc, pm := replCluster(t, time.Minute)
-	leader := tc.nodes[pm.LeaderId]
+	leader := tc.Node(pm.LeaderId)
 	for _, r := range pm.Replicas {
 		if r != pm.LeaderId {
-			tc.nodes[r].Replicas().SetFetchPaused(true)
+			tc.Node(r).Replicas().SetFetchPaused(true)
 		}
 	}
-	st, err := sluicev1.NewLogClient(dial(t, leader.Addr())).ProduceStream(ctx(t))
+	st, err := sluicev1.NewLogClient(nodetest.Dial(t, leader.Addr())).ProduceStream(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +130,7 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 	}
 	log := hostedLog(t, leader).Log
 	limit := int64(api.MaxProduceStreamInFlight * 10)
-	eventually(t, 10*time.Second, "the first requests appended", func() bool { return log.EndOffset() == limit })
+	wait.Until(t, 10*time.Second, "the first requests appended", func() bool { return log.EndOffset() == limit })
 	// Not a timing assertion of speed: the requests beyond the bound are
 	// on the wire, so within this window an unbounded broker would append
 	// them (the append of 64 took far less). Every change of the log is
@@ -146,7 +149,7 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 		}
 	}
 	for _, r := range pm.Replicas {
-		tc.nodes[r].Replicas().SetFetchPaused(false)
+		tc.Node(r).Replicas().SetFetchPaused(false)
 	}
 	seen := map[int64]bool{}
 	for len(seen) < total {
@@ -172,7 +175,7 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 // leader kept its Raft leadership for the whole ShutdownTimeout and fenced
 // every broker whose heartbeats it no longer served.)
 func TestShutdownEndsOpenStreams(t *testing.T) {
-	tn := startNodeWith(t, t.TempDir(), func(c *api.Config) { c.ShutdownTimeout = time.Minute })
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) { c.ShutdownTimeout = time.Minute })
 	tn.createTopic("s", 1, nil)
 	ps, err := tn.log.ProduceStream(ctx(t))
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -24,20 +26,21 @@ import (
 func reassignCluster(t *testing.T) *testCluster {
 	t.Helper()
 	tc := newTestCluster(t, []int32{1, 2, 3}, true, nil)
-	tc.startAll()
-	admin := sluicev1.NewAdminClient(dial(t, tc.nodes[1].Addr()))
+	tc.StartAll()
+	admin := sluicev1.NewAdminClient(tc.Dial(1))
 	r, err := admin.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "m", NumPartitions: 1, ReplicationFactor: 2}}})
 	if err != nil || r.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create: %v %v", err, r)
 	}
+	tc.WaitTopic("m", 1)
 	return tc
 }
 
 // produceM sends count batches of 10 records ("<prefix><i>-<j>") to m-0
 // on node with acks, failing the test unless every batch is accepted.
-func produceM(t *testing.T, n *api.Node, acks sluicev1.Acks, prefix string, count int) {
+func produceM(t *testing.T, n *node.Node, acks sluicev1.Acks, prefix string, count int) {
 	t.Helper()
-	cc := dial(t, n.Addr())
+	cc := nodetest.Dial(t, n.Addr())
 	for i := 0; i < count; i++ {
 		req := &internalv1.ProduceRequestView{Acks: acks, TimeoutMs: 5000, Topics: []*internalv1.TopicProduceDataView{{Name: "m",
 			Partitions: []*internalv1.PartitionProduceDataView{{Partition: 0, Batch: makeBatch(fmt.Sprintf("%s%d", prefix, i), 10, 1000)}}}}}
@@ -52,7 +55,7 @@ func produceM(t *testing.T, n *api.Node, acks sluicev1.Acks, prefix string, coun
 }
 
 // mLogBytes is every batch of m-0 below hw on node, concatenated.
-func mLogBytes(t *testing.T, n *api.Node, hw int64) []byte {
+func mLogBytes(t *testing.T, n *node.Node, hw int64) []byte {
 	t.Helper()
 	p, err := n.Replicas().Partition("m", 0)
 	if err != nil {
@@ -78,7 +81,7 @@ func mLogBytes(t *testing.T, n *api.Node, hw int64) []byte {
 // reassign sends AlterPartitionReassignments for m-0 through node.
 func (tc *testCluster) reassign(t *testing.T, node int32, partition int32, replicas ...int32) *sluicev1.AlterPartitionReassignmentsResponse {
 	t.Helper()
-	resp, err := sluicev1.NewAdminClient(dial(t, tc.nodes[node].Addr())).AlterPartitionReassignments(ctx(t),
+	resp, err := sluicev1.NewAdminClient(tc.Dial(node)).AlterPartitionReassignments(ctx(t),
 		&sluicev1.AlterPartitionReassignmentsRequest{Topic: "m", Partition: partition, Replicas: replicas})
 	if err != nil {
 		t.Fatalf("reassign m-%d to %v: %v", partition, replicas, err)
@@ -92,9 +95,9 @@ func (tc *testCluster) reassign(t *testing.T, node int32, partition int32, repli
 func (tc *testCluster) waitReassigned(t *testing.T, target []int32) *sluicev1.PartitionMetadata {
 	t.Helper()
 	var last *sluicev1.PartitionMetadata
-	eventually(t, 30*time.Second, fmt.Sprintf("m-0 reassigned to %v", target), func() bool {
-		for _, n := range tc.nodes {
-			md, err := sluicev1.NewAdminClient(dial(t, n.Addr())).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"m"}})
+	wait.Until(t, 30*time.Second, fmt.Sprintf("m-0 reassigned to %v", target), func() bool {
+		for _, n := range tc.Nodes() {
+			md, err := sluicev1.NewAdminClient(nodetest.Dial(t, n.Addr())).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"m"}})
 			if err != nil {
 				return false
 			}
@@ -131,26 +134,26 @@ func otherThan(ids ...int32) int32 {
 // below the high watermark byte for byte, and at least want records.
 func (tc *testCluster) checkMoved(t *testing.T, pm *sluicev1.PartitionMetadata, removed int32, want int64) {
 	t.Helper()
-	eventually(t, 10*time.Second, "removed replica's log deleted", func() bool {
-		_, err := tc.nodes[removed].Replicas().Partition("m", 0)
-		_, statErr := os.Stat(filepath.Join(tc.cfgs[removed].DataDir, "logs", "m-0"))
+	wait.Until(t, 10*time.Second, "removed replica's log deleted", func() bool {
+		_, err := tc.Node(removed).Replicas().Partition("m", 0)
+		_, statErr := os.Stat(filepath.Join(tc.Config(removed).DataDir, "logs", "m-0"))
 		return err != nil && errors.Is(statErr, os.ErrNotExist)
 	})
-	leader := tc.nodes[pm.LeaderId]
+	leader := tc.Node(pm.LeaderId)
 	lp, err := leader.Replicas().Partition("m", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "leader HW covers the records", func() bool { return lp.Log.HighWatermark() >= want })
+	wait.Until(t, 10*time.Second, "leader HW covers the records", func() bool { return lp.Log.HighWatermark() >= want })
 	hw := lp.Log.HighWatermark()
 	ref := mLogBytes(t, leader, hw)
 	for _, id := range pm.Replicas {
-		p, err := tc.nodes[id].Replicas().Partition("m", 0)
+		p, err := tc.Node(id).Replicas().Partition("m", 0)
 		if err != nil {
 			t.Fatalf("replica %d: %v", id, err)
 		}
-		eventually(t, 10*time.Second, fmt.Sprintf("replica %d caught up to %d", id, hw), func() bool { return p.Log.EndOffset() >= hw })
-		if got := mLogBytes(t, tc.nodes[id], hw); !bytes.Equal(got, ref) {
+		wait.Until(t, 10*time.Second, fmt.Sprintf("replica %d caught up to %d", id, hw), func() bool { return p.Log.EndOffset() >= hw })
+		if got := mLogBytes(t, tc.Node(id), hw); !bytes.Equal(got, ref) {
 			t.Errorf("replica %d: %d bytes below HW %d differ from the leader's %d", id, len(got), hw, len(ref))
 		}
 	}
@@ -169,7 +172,7 @@ func TestReassignmentMovesReplicasAndLeadership(t *testing.T) {
 		follower = pm.Replicas[1]
 	}
 	spare := otherThan(pm.Replicas...)
-	produceM(t, tc.nodes[leader], sluicev1.Acks_ACKS_ALL, "a", 10) // 100 records
+	produceM(t, tc.Node(leader), sluicev1.Acks_ACKS_ALL, "a", 10) // 100 records
 
 	// 1. Swap the follower for the spare broker, through the spare broker.
 	target := []int32{leader, spare}
@@ -189,7 +192,7 @@ func TestReassignmentMovesReplicasAndLeadership(t *testing.T) {
 		t.Errorf("leader %d epoch %d after a move that kept it, want %d epoch %d", got.LeaderId, got.LeaderEpoch, leader, pm.LeaderEpoch)
 	}
 	tc.checkMoved(t, got, follower, 100)
-	produceM(t, tc.nodes[leader], sluicev1.Acks_ACKS_ALL, "b", 5) // acks=all still works: 150
+	produceM(t, tc.Node(leader), sluicev1.Acks_ACKS_ALL, "b", 5) // acks=all still works: 150
 
 	// 2. Move away from the leader: the follower that was removed comes
 	// back, the leader goes.
@@ -202,10 +205,10 @@ func TestReassignmentMovesReplicasAndLeadership(t *testing.T) {
 		t.Fatalf("leader %d epoch %d after moving away from %d (epoch %d)", got.LeaderId, got.LeaderEpoch, leader, pm.LeaderEpoch)
 	}
 	tc.checkMoved(t, got, leader, 150)
-	produceM(t, tc.nodes[got.LeaderId], sluicev1.Acks_ACKS_ALL, "c", 5) // 200
+	produceM(t, tc.Node(got.LeaderId), sluicev1.Acks_ACKS_ALL, "c", 5) // 200
 
 	// Every acknowledged record is there, in order, on the new leader.
-	tn := &testNode{t: t, conn: dial(t, tc.nodes[got.LeaderId].Addr())}
+	tn := &testNode{t: t, conn: tc.Dial(got.LeaderId)}
 	tn.log = sluicev1.NewLogClient(tn.conn)
 	var vals []string
 	for off := int64(0); off < 200; {
@@ -237,9 +240,9 @@ func TestReassignmentMovesReplicasAndLeadership(t *testing.T) {
 func TestReassignmentRefusalsAndProgress(t *testing.T) {
 	tc := reassignCluster(t)
 	pm := tc.partition(t, "m", 0)
-	image := func() any { return tc.nodes[1].Metadata().Image().Partition("m", 0).Clone() }
+	image := func() any { return tc.Node(1).Metadata().Image().Partition("m", 0).Clone() }
 	before := image()
-	admin := sluicev1.NewAdminClient(dial(t, tc.nodes[1].Addr()))
+	admin := sluicev1.NewAdminClient(tc.Dial(1))
 	cases := []struct {
 		name      string
 		partition int32
@@ -284,8 +287,8 @@ func TestReassignmentRefusalsAndProgress(t *testing.T) {
 		follower = pm.Replicas[1]
 	}
 	spare := otherThan(pm.Replicas...)
-	produceM(t, tc.nodes[leader], sluicev1.Acks_ACKS_ALL, "a", 3)
-	tc.nodes[spare].Replicas().SetFetchPaused(true)
+	produceM(t, tc.Node(leader), sluicev1.Acks_ACKS_ALL, "a", 3)
+	tc.Node(spare).Replicas().SetFetchPaused(true)
 	target := []int32{spare, leader}
 	resp := tc.reassign(t, 2, 0, target...)
 	if resp.ErrorCode != sluicev1.ErrorCode_NONE || !slices.Equal(resp.Replicas, []int32{spare, leader, follower}) ||
@@ -300,9 +303,9 @@ func TestReassignmentRefusalsAndProgress(t *testing.T) {
 	}
 	// Every broker shows it (the request waited for broker 2's cache;
 	// the others follow).
-	for id, n := range tc.nodes {
-		eventually(t, 5*time.Second, fmt.Sprintf("node %d lists the reassignment", id), func() bool {
-			lr, err := sluicev1.NewAdminClient(dial(t, n.Addr())).ListPartitionReassignments(ctx(t), &sluicev1.ListPartitionReassignmentsRequest{})
+	for id, n := range tc.Nodes() {
+		wait.Until(t, 5*time.Second, fmt.Sprintf("node %d lists the reassignment", id), func() bool {
+			lr, err := sluicev1.NewAdminClient(nodetest.Dial(t, n.Addr())).ListPartitionReassignments(ctx(t), &sluicev1.ListPartitionReassignmentsRequest{})
 			return err == nil && len(lr.Reassignments) == 1 && lr.Reassignments[0].Topic == "m" &&
 				slices.Equal(lr.Reassignments[0].AddingReplicas, []int32{spare}) && slices.Equal(lr.Reassignments[0].RemovingReplicas, []int32{follower})
 		})
@@ -313,16 +316,16 @@ func TestReassignmentRefusalsAndProgress(t *testing.T) {
 	}
 	// The new replica exists on the spare broker but is not in sync; the
 	// removing follower still hosts its log.
-	if _, err := tc.nodes[spare].Replicas().Partition("m", 0); err != nil {
+	if _, err := tc.Node(spare).Replicas().Partition("m", 0); err != nil {
 		t.Errorf("spare broker does not host the new replica: %v", err)
 	}
-	if _, err := tc.nodes[follower].Replicas().Partition("m", 0); err != nil {
+	if _, err := tc.Node(follower).Replicas().Partition("m", 0); err != nil {
 		t.Errorf("removing follower dropped its log before the end: %v", err)
 	}
 	// Produce goes on meanwhile.
-	produceM(t, tc.nodes[leader], sluicev1.Acks_ACKS_ALL, "b", 2)
+	produceM(t, tc.Node(leader), sluicev1.Acks_ACKS_ALL, "b", 2)
 
-	tc.nodes[spare].Replicas().SetFetchPaused(false)
+	tc.Node(spare).Replicas().SetFetchPaused(false)
 	got := tc.waitReassigned(t, target)
 	// The leader was not the first target replica but stays in the
 	// target: no election (the preferred leader changes, the leader does

@@ -10,9 +10,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -20,12 +22,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/node"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	cfg, err := configure(os.Args[1:], os.LookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err == nil {
+		err = run(cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluiced:", err)
 		os.Exit(1)
 	}
@@ -36,8 +45,12 @@ func envName(flagName string) string {
 	return "SLUICE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func run(args []string) error {
-	cfg := api.DefaultConfig()
+// configure builds the node's configuration from node.DefaultConfig, the
+// environment (read only through lookupEnv, os.LookupEnv in main) and
+// args, which win over the environment, and validates it. It returns
+// flag.ErrHelp after printing the usage for -h.
+func configure(args []string, lookupEnv func(string) (string, bool)) (node.Config, error) {
+	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
 	nodeID := fs.Int("node-id", int(cfg.NodeID), "node id: unique, stable across restarts")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all on-disk state")
@@ -68,53 +81,46 @@ func run(args []string) error {
 	// The environment fills flags first; the command line then overrides.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := os.LookupEnv(envName(f.Name)); ok && envErr == nil {
+		if v, ok := lookupEnv(envName(f.Name)); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
 			}
 		}
 	})
 	if envErr != nil {
-		return envErr
+		return node.Config{}, envErr
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return err
+		return node.Config{}, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return node.Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *nodeID < 0 || *nodeID > 1<<31-1 {
-		return fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
+	if *nodeID < math.MinInt32 || *nodeID > math.MaxInt32 {
+		return node.Config{}, fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
 	}
 	cfg.NodeID = int32(*nodeID)
-	cfg.Roles = nil
-	for _, r := range strings.Split(*roles, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			cfg.Roles = append(cfg.Roles, r)
-		}
-	}
+	cfg.Roles = node.ParseList(*roles)
+	cfg.Join = node.ParseList(*join)
 	var err error
-	if cfg.ControllerVoters, err = api.ParseVoters(*voters); err != nil {
-		return fmt.Errorf("--controller-voters: %w", err)
+	if cfg.ControllerVoters, err = node.ParseVoters(*voters); err != nil {
+		return node.Config{}, fmt.Errorf("--controller-voters: %w", err)
 	}
 	if cfg.FaultDialMap, err = faultnet.ParseDialMap(*dialMap); err != nil {
-		return fmt.Errorf("--fault-dial-map: %w", err)
-	}
-	for _, j := range strings.Split(*join, ",") {
-		if j = strings.TrimSpace(j); j != "" {
-			cfg.Join = append(cfg.Join, j)
-		}
+		return node.Config{}, fmt.Errorf("--fault-dial-map: %w", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return node.Config{}, fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return cfg, cfg.Validate()
+}
 
-	node, err := api.StartNode(cfg)
+// run starts the node and shuts it down at SIGTERM or SIGINT; a second
+// signal ends the graceful shutdown at once.
+func run(cfg node.Config) error {
+	n, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
@@ -129,5 +135,5 @@ func run(args []string) error {
 		<-sigs
 		cancel()
 	}()
-	return node.Shutdown(ctx)
+	return n.Shutdown(ctx)
 }

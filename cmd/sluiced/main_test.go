@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluice-io/sluice/cluster/loopback"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -33,14 +36,23 @@ func TestEnvNames(t *testing.T) {
 	}
 }
 
+// noEnv is an empty environment: tests ignore the SLUICE_* variables of
+// the shell that runs them.
+func noEnv(string) (string, bool) { return "", false }
+
+// envOf is an environment holding exactly vars.
+func envOf(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
 func TestBadFlagsAndEnvAreRejected(t *testing.T) {
-	if err := run([]string{"--node-id", "-4", "--data-dir", t.TempDir()}); err == nil {
+	if _, err := configure([]string{"--node-id", "-4", "--data-dir", t.TempDir()}, noEnv); err == nil {
 		t.Error("negative node id accepted")
 	}
-	if err := run([]string{"--listen", "no-port", "--data-dir", t.TempDir()}); err == nil {
+	if _, err := configure([]string{"--listen", "no-port", "--data-dir", t.TempDir()}, noEnv); err == nil {
 		t.Error("listen address without a port accepted")
 	}
-	if err := run([]string{"stray-arg"}); err == nil {
+	if _, err := configure([]string{"stray-arg"}, noEnv); err == nil {
 		t.Error("stray argument accepted")
 	}
 	for _, bad := range []struct{ value, want string }{
@@ -48,73 +60,188 @@ func TestBadFlagsAndEnvAreRejected(t *testing.T) {
 		{"127.0.0.1:9501=127.0.0.1", "missing port"},
 		{"127.0.0.1:9501=127.0.0.1:1,127.0.0.1:9501=127.0.0.1:2", "mapped twice"},
 	} {
-		err := run([]string{"--fault-dial-map", bad.value, "--data-dir", t.TempDir()})
+		_, err := configure([]string{"--fault-dial-map", bad.value, "--data-dir", t.TempDir()}, noEnv)
 		if err == nil || !strings.Contains(err.Error(), "--fault-dial-map") || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("--fault-dial-map %q: got %v, want an error naming the flag and %q", bad.value, err, bad.want)
 		}
 	}
-	if err := run([]string{"--fault-injection", "--http-listen", "", "--data-dir", t.TempDir()}); err == nil || !strings.Contains(err.Error(), "http listen") {
+	if _, err := configure([]string{"--fault-injection", "--http-listen", "", "--data-dir", t.TempDir()}, noEnv); err == nil || !strings.Contains(err.Error(), "http listen") {
 		t.Errorf("--fault-injection without an HTTP listener: got %v", err)
 	}
-	t.Setenv("SLUICE_NODE_ID", "not-a-number")
-	if err := run(nil); err == nil {
+	if _, err := configure(nil, envOf(map[string]string{"SLUICE_NODE_ID": "not-a-number"})); err == nil {
 		t.Error("bad SLUICE_NODE_ID accepted")
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addrs, err := loopback.FreeAddrs(1)
+// Flags and SLUICE_* variables fill the same Config; a flag wins over its
+// variable; what neither sets keeps node.DefaultConfig's value.
+func TestFlagsAndEnvFillConfig(t *testing.T) {
+	cfg, err := configure([]string{"--listen", "127.0.0.1:7000", "--roles", "broker, controller", "--join", "127.0.0.1:7002,"},
+		envOf(map[string]string{"SLUICE_NODE_ID": "3", "SLUICE_LISTEN": "127.0.0.1:1", "SLUICE_CONTROLLER_VOTERS": "3@127.0.0.1:7001"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return addrs[0]
+	def := node.DefaultConfig()
+	if cfg.NodeID != 3 || cfg.Listen != "127.0.0.1:7000" || cfg.DataDir != def.DataDir || cfg.HTTPListen != def.HTTPListen ||
+		fmt.Sprint(cfg.Roles) != "[broker controller]" || fmt.Sprint(cfg.Join) != "[127.0.0.1:7002]" ||
+		len(cfg.ControllerVoters) != 1 || cfg.ControllerVoters[0].Address != "127.0.0.1:7001" {
+		t.Fatalf("config %+v", cfg)
+	}
 }
 
-// SIGTERM shuts sluiced down gracefully: exit status 0, and every log gets
-// its clean-shutdown marker so the next start skips the recovery scan. The
-// configuration comes from SLUICE_* variables only.
-func TestSIGTERMShutsDownCleanly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the sluiced binary")
-	}
+// buildSluiced builds this command into a temporary directory.
+func buildSluiced(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sluiced")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	return bin
+}
+
+// childEnv is this process's environment without any SLUICE_* variable,
+// plus vars ("SLUICE_X=v"): a child sluiced sees only the settings its
+// test chose, whatever the shell running the tests exports.
+func childEnv(vars ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, vars...)
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writer goroutine of
+// exec.Cmd and a reading test.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// child is a running sluiced process.
+type child struct {
+	cmd    *exec.Cmd
+	output lockedBuffer  // its stdout and stderr
+	exited chan struct{} // closed once it has exited
+	err    error         // how it exited; read after exited is closed
+}
+
+// startChild runs bin with env (see childEnv) and args; the test's Cleanup
+// kills it if it still runs.
+func startChild(t *testing.T, bin string, env []string, args ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	c.cmd.Env = env
+	c.cmd.Stdout, c.cmd.Stderr = &c.output, &c.output
+	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		c.err = c.cmd.Wait()
+		close(c.exited)
+	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = c.cmd.Process.Kill()
 		select {
-		case <-done:
+		case <-c.exited:
 		case <-time.After(5 * time.Second):
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluiced not ready: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	return c
+}
+
+// tail is the end of the child's output, for failure messages.
+func (c *child) tail() string {
+	const max = 4 << 10
+	out := c.output.String()
+	if len(out) > max {
+		out = "..." + out[len(out)-max:]
 	}
+	return out
+}
+
+// waitReady waits until the child's /readyz on httpAddr answers 200. If
+// the child exits first it fails tb at once, with the end of its output,
+// instead of waiting out timeout.
+func (c *child) waitReady(tb wait.TB, httpAddr string, timeout time.Duration) {
+	tb.Helper()
+	probe := &http.Client{Timeout: 2 * time.Second}
+	exited := false
+	wait.For(tb, timeout, "sluiced ready", func() error {
+		select {
+		case <-c.exited:
+			exited = true
+			return nil // stop polling: reported below
+		default:
+		}
+		resp, err := probe.Get("http://" + httpAddr + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	if exited {
+		tb.Fatalf("sluiced exited (%v) before it was ready; its output ends:\n%s", c.err, c.tail())
+	}
+}
+
+// fakeTB records the first failure instead of ending the test.
+type fakeTB struct{ failed string }
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	if f.failed == "" {
+		f.failed = fmt.Sprintf(format, args...)
+	}
+}
+
+// A child that exits before it is ready fails the wait as soon as it has
+// exited, naming the exit and showing its output, not at the deadline.
+func TestChildExitFailsWaitAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the sluiced binary")
+	}
+	bin := buildSluiced(t)
+	c := startChild(t, bin, childEnv("SLUICE_DATA_DIR="+t.TempDir()), "--listen", "no-port")
+	f := &fakeTB{}
+	c.waitReady(f, nodetest.FreeAddr(t), time.Hour)
+	if !strings.Contains(f.failed, "exited (exit status 1)") || !strings.Contains(f.failed, "no-port") {
+		t.Fatalf("failure %q, want the exit and the output naming the bad address", f.failed)
+	}
+}
+
+// SIGTERM shuts sluiced down gracefully: exit status 0, and every log gets
+// its clean-shutdown marker so the next start skips the recovery scan. The
+// configuration comes from SLUICE_* variables only; every listener is on
+// a free port (none of the defaults 9400-9403).
+func TestSIGTERMShutsDownCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the sluiced binary")
+	}
+	bin := buildSluiced(t)
+	dir := t.TempDir()
+	grpcAddr, httpAddr, raftAddr, gossipAddr := nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t)
+	c := startChild(t, bin, childEnv("SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr,
+		"SLUICE_RAFT_LISTEN="+raftAddr, "SLUICE_GOSSIP_LISTEN="+gossipAddr))
+	c.waitReady(t, httpAddr, 20*time.Second)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -126,21 +253,19 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	if err != nil || resp.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
 		t.Fatalf("create topic: %v %v", err, resp)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("sluiced exited with %v after SIGTERM\n%s", err, stderr.String())
+	case <-c.exited:
+		if c.err != nil {
+			t.Fatalf("sluiced exited with %v after SIGTERM\n%s", c.err, c.tail())
 		}
-	case <-ctx.Done():
-		t.Fatalf("sluiced did not stop within 20s of SIGTERM\n%s", stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("sluiced did not stop within 20s of SIGTERM\n%s", c.tail())
 	}
-	if !bytes.Contains(stderr.Bytes(), []byte("sluice node stopped")) {
-		t.Fatalf("no graceful-stop log line:\n%s", stderr.String())
+	if !strings.Contains(c.output.String(), "sluice node stopped") {
+		t.Fatalf("no graceful-stop log line:\n%s", c.tail())
 	}
 	for p := 0; p < 2; p++ {
 		marker := filepath.Join(dir, "logs", fmt.Sprintf("t-%d", p), ".clean_shutdown")

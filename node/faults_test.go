@@ -1,6 +1,7 @@
-package api_test
+package node_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,17 +12,48 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
+
+// testNode is a single node (nodetest) with the fault endpoint helpers.
+type testNode struct {
+	*nodetest.Single
+	t *testing.T
+}
+
+func startNodeWith(t *testing.T, dir string, edit func(*node.Config)) *testNode {
+	t.Helper()
+	return &testNode{nodetest.StartSingle(t, dir, edit), t}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// publicRequest is a produce request of one public RecordBatch, as a
+// client generated from the .proto in any language builds it.
+func publicRequest(t *testing.T, acks sluicev1.Acks, topic string, partition int32, prefix string, n int) *sluicev1.ProduceRequest {
+	t.Helper()
+	var rb sluicev1.RecordBatch
+	if err := proto.Unmarshal(nodetest.Batch(prefix, n, 1000), &rb); err != nil {
+		t.Fatal(err)
+	}
+	return &sluicev1.ProduceRequest{Acks: acks, TimeoutMs: 20_000, Topics: []*sluicev1.TopicProduceData{{Name: topic,
+		Partitions: []*sluicev1.PartitionProduceData{{Partition: partition, Batch: &rb}}}}}
+}
 
 // faultsDo sends method /debug/faults with body to tn and returns the
 // status code and body.
 func (tn *testNode) faultsDo(method, body string) (int, string) {
 	tn.t.Helper()
-	req, err := http.NewRequestWithContext(ctx(tn.t), method, "http://"+tn.node.HTTPAddr()+"/debug/faults", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx(tn.t), method, "http://"+tn.Node.HTTPAddr()+"/debug/faults", strings.NewReader(body))
 	if err != nil {
 		tn.t.Fatal(err)
 	}
@@ -38,13 +70,13 @@ func (tn *testNode) faultsDo(method, body string) (int, string) {
 }
 
 // faultRules GETs the rules in force.
-func (tn *testNode) faultRules() []api.FaultRule {
+func (tn *testNode) faultRules() []node.FaultRule {
 	tn.t.Helper()
 	code, body := tn.faultsDo(http.MethodGet, "")
 	if code != http.StatusOK {
 		tn.t.Fatalf("GET /debug/faults: %d %s", code, body)
 	}
-	var fr api.FaultRules
+	var fr node.FaultRules
 	if err := json.Unmarshal([]byte(body), &fr); err != nil {
 		tn.t.Fatalf("GET /debug/faults body %q: %v", body, err)
 	}
@@ -67,7 +99,7 @@ func (tn *testNode) setFaults(rules string) {
 func (tn *testNode) tryProduce(topic string, raw []byte) (*sluicev1.PartitionProduceResponse, error) {
 	req := &internalv1.ProduceRequestView{Acks: sluicev1.Acks_ACKS_ALL, Topics: []*internalv1.TopicProduceDataView{{Name: topic, Partitions: []*internalv1.PartitionProduceDataView{{Partition: 0, Batch: raw}}}}}
 	resp := &sluicev1.ProduceResponse{}
-	if err := tn.conn.Invoke(ctx(tn.t), "/sluice.v1.Log/Produce", req, resp); err != nil {
+	if err := tn.Conn.Invoke(ctx(tn.t), "/sluice.v1.Log/Produce", req, resp); err != nil {
 		return nil, err
 	}
 	return resp.Topics[0].Partitions[0], nil
@@ -87,10 +119,10 @@ func wantUnavailable(t *testing.T, err error, msg string) {
 // the delay, and DELETE restores normal service. Bad rule sets are refused
 // with 400 and change nothing.
 func TestFaultInjectionEndpoint(t *testing.T) {
-	tn := startNodeWith(t, t.TempDir(), func(c *api.Config) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) {
 		c.HTTPListen, c.FaultInjection = "127.0.0.1:0", true
 	})
-	tn.createTopic("faults", 1, nil)
+	tn.CreateTopic("faults", 1, nil)
 	if rules := tn.faultRules(); len(rules) != 0 {
 		t.Fatalf("rules at start: %+v", rules)
 	}
@@ -98,12 +130,12 @@ func TestFaultInjectionEndpoint(t *testing.T) {
 	// Drop every Produce response: the client sees UNAVAILABLE, yet the
 	// record was appended.
 	tn.setFaults(`[{"method":"/sluice.v1.Log/Produce","drop_response":1}]`)
-	if got, want := tn.faultRules(), []api.FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: 1}}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := tn.faultRules(), []node.FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: 1}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("GET after PUT: %+v, want %+v", got, want)
 	}
-	_, err := tn.tryProduce("faults", makeBatch("dropped", 1, 1000))
+	_, err := tn.tryProduce("faults", nodetest.Batch("dropped", 1, 1000))
 	wantUnavailable(t, err, "fault injection: response dropped after processing")
-	if got := values(tn.fetch("faults", 0, 0, 0), 0); fmt.Sprint(got) != "[dropped-0]" {
+	if got := nodetest.Values(tn.Fetch("faults", 0, 0, 0), 0); fmt.Sprint(got) != "[dropped-0]" {
 		t.Fatalf("after a dropped response the log holds %v, want the record", got)
 	}
 
@@ -132,7 +164,7 @@ func TestFaultInjectionEndpoint(t *testing.T) {
 	if code, body := tn.faultsDo(http.MethodPost, `{"rules":[{"method":"/sluice.v1.Log/","fail_request":1}]}`); code != http.StatusOK {
 		t.Fatalf("POST: %d %s", code, body)
 	}
-	_, err = tn.tryProduce("faults", makeBatch("failed", 1, 2000))
+	_, err = tn.tryProduce("faults", nodetest.Batch("failed", 1, 2000))
 	wantUnavailable(t, err, "fault injection: request dropped")
 
 	// DELETE: normal again; the next record lands right after the first,
@@ -140,7 +172,7 @@ func TestFaultInjectionEndpoint(t *testing.T) {
 	if code, body := tn.faultsDo(http.MethodDelete, ""); code != http.StatusOK || !strings.Contains(body, `"rules":[]`) {
 		t.Fatalf("DELETE: %d %s", code, body)
 	}
-	if r, err := tn.tryProduce("faults", makeBatch("normal", 1, 3000)); err != nil || r.ErrorCode != sluicev1.ErrorCode_NONE || r.BaseOffset != 1 {
+	if r, err := tn.tryProduce("faults", nodetest.Batch("normal", 1, 3000)); err != nil || r.ErrorCode != sluicev1.ErrorCode_NONE || r.BaseOffset != 1 {
 		t.Fatalf("produce after DELETE: %v %v, want base offset 1", r, err)
 	}
 
@@ -148,12 +180,12 @@ func TestFaultInjectionEndpoint(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	tn.setFaults(fmt.Sprintf(`[{"method":"*","delay_response_ms":%d}]`, delay.Milliseconds()))
 	begin := time.Now()
-	r, err := tn.tryProduce("faults", makeBatch("delayed", 1, 4000))
+	r, err := tn.tryProduce("faults", nodetest.Batch("delayed", 1, 4000))
 	if took := time.Since(begin); err != nil || r.BaseOffset != 2 || took < delay {
 		t.Fatalf("delayed produce: %v %v after %v, want base offset 2 after >= %v", r, err, took, delay)
 	}
 	tn.faultsDo(http.MethodDelete, "")
-	if got := values(tn.fetch("faults", 0, 0, 0), 0); fmt.Sprint(got) != "[dropped-0 normal-0 delayed-0]" {
+	if got := nodetest.Values(tn.Fetch("faults", 0, 0, 0), 0); fmt.Sprint(got) != "[dropped-0 normal-0 delayed-0]" {
 		t.Fatalf("log holds %v", got)
 	}
 }
@@ -162,7 +194,7 @@ func TestFaultInjectionEndpoint(t *testing.T) {
 // --fault-drop-produce-responses still works, as a startup rule of the same
 // interceptor.
 func TestFaultDropProduceResponsesWithoutEndpoint(t *testing.T) {
-	tn := startNodeWith(t, t.TempDir(), func(c *api.Config) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) {
 		c.HTTPListen, c.FaultDropProduceResponses = "127.0.0.1:0", 1
 	})
 	if code, _ := tn.faultsDo(http.MethodGet, ""); code != http.StatusNotFound {
@@ -171,15 +203,15 @@ func TestFaultDropProduceResponsesWithoutEndpoint(t *testing.T) {
 	if code, _ := tn.faultsDo(http.MethodPut, `{"rules":[]}`); code != http.StatusNotFound {
 		t.Fatalf("PUT /debug/faults without --fault-injection: %d, want 404", code)
 	}
-	tn.createTopic("drops", 1, nil)
-	_, err := tn.tryProduce("drops", makeBatch("x", 2, 1000))
+	tn.CreateTopic("drops", 1, nil)
+	_, err := tn.tryProduce("drops", nodetest.Batch("x", 2, 1000))
 	wantUnavailable(t, err, "fault injection: response dropped after processing")
-	if got := values(tn.fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1]" {
+	if got := nodetest.Values(tn.Fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1]" {
 		t.Fatalf("log holds %v, want the batch whose response was dropped", got)
 	}
 	// On ProduceStream the dropped answer ends the stream; the request was
 	// applied.
-	st, err := tn.log.ProduceStream(ctx(t))
+	st, err := tn.Log.ProduceStream(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +220,7 @@ func TestFaultDropProduceResponsesWithoutEndpoint(t *testing.T) {
 	}
 	_, err = st.Recv()
 	wantUnavailable(t, err, "fault injection: response dropped after processing")
-	if got := values(tn.fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1 y-0]" {
+	if got := nodetest.Values(tn.Fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1 y-0]" {
 		t.Fatalf("log holds %v, want the streamed batch whose answer was dropped", got)
 	}
 }

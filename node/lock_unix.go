@@ -1,12 +1,14 @@
 //go:build unix
 
-package api
+package node
 
 import (
 	"os"
 	"syscall"
 )
 
+// flock takes an exclusive advisory lock on f without blocking; the lock
+// goes with the file's close (or the process's end).
 func flock(f *os.File) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 }

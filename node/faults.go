@@ -1,4 +1,4 @@
-package api
+package node
 
 import (
 	"context"
@@ -162,7 +162,7 @@ type faultDecision struct {
 type faultInjector struct {
 	log *slog.Logger
 	// served is the full method names of the node's gRPC server, set by
-	// StartNode after registration and before the HTTP server starts;
+	// Start after registration and before the HTTP server starts;
 	// read-only after.
 	served []string
 

@@ -1,0 +1,233 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/cluster/membership"
+)
+
+// Roles a node can take (DESIGN §2).
+const (
+	RoleController = membership.RoleController
+	RoleBroker     = membership.RoleBroker
+)
+
+// Config is a node's whole configuration. Start the fields from
+// DefaultConfig; flags and SLUICE_* environment variables fill it
+// (cmd/sluiced), tests edit it (node/nodetest); Validate checks it and
+// Start calls Validate. Where a field's comment names a default for its
+// zero value, Start applies that default.
+type Config struct {
+	NodeID  int32
+	DataDir string
+	// Roles: RoleController, RoleBroker or both (the default).
+	Roles      []string
+	Listen     string // gRPC listen address
+	Advertise  string // address given to clients and peers; defaults to Listen's actual address
+	HTTPListen string // /healthz, /readyz, /metrics, pprof; empty disables
+	Rack       string
+	// RaftListen / RaftAdvertise: the controller quorum transport.
+	RaftListen    string
+	RaftAdvertise string
+	// ControllerVoters is the static quorum, identical on every voter;
+	// empty means this node alone (it must then be a controller).
+	ControllerVoters []controller.Voter
+	// GossipListen / GossipAdvertise: memberlist (TCP and UDP); IP:port.
+	// An empty GossipListen binds 127.0.0.1 on a port the kernel picks.
+	GossipListen    string
+	GossipAdvertise string
+	// Join lists gossip seeds (host:port).
+	Join []string
+	// RetentionCheckInterval is log.retention.check.interval.ms.
+	RetentionCheckInterval time.Duration
+	// ShutdownTimeout bounds the graceful drain of in-flight requests.
+	ShutdownTimeout time.Duration
+	// ControlledShutdownTimeout bounds moving leaderships away on shutdown.
+	ControlledShutdownTimeout time.Duration
+	// HeartbeatInterval (broker) and SessionTimeout (controller): a broker
+	// silent for SessionTimeout is fenced. Zero takes the defaults.
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
+	// ReplicaLagTimeMax is replica.lag.time.max.ms (0 = 30 s).
+	ReplicaLagTimeMax time.Duration
+	// FaultDropProduceResponses is fault injection for chaos tests: the
+	// fraction (0..1) of produce responses dropped after the request was
+	// fully processed; the client sees UNAVAILABLE and must retry. It is
+	// the startup rules {"method":"/sluice.v1.Log/Produce","drop_response":F}
+	// and the same for /sluice.v1.Log/ProduceStream (where a dropped answer
+	// ends the stream) of the FaultInjection mechanism. 0 in production.
+	FaultDropProduceResponses float64
+	// FaultInjection (testing only) serves /debug/faults on HTTPListen,
+	// where a harness sets per-RPC fault rules (FaultRule) that a gRPC
+	// interceptor applies to this node's calls. False in production: no
+	// endpoint, no interceptor.
+	FaultInjection bool
+	// FaultDialMap (testing only) redirects every outgoing inter-node
+	// connection (gRPC, Raft, gossip TCP and UDP) to an address in the map
+	// to the map's target, where a fault-injecting proxy stands. Advertised
+	// addresses, metadata and logs keep the real addresses. Nil in
+	// production.
+	FaultDialMap faultnet.DialMap
+	// Logger receives the node's logs; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
+// gossip 9402, HTTP 9403) with data in ./sluice-data.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:                    1,
+		DataDir:                   "./sluice-data",
+		Roles:                     []string{RoleController, RoleBroker},
+		Listen:                    "127.0.0.1:9400",
+		RaftListen:                "127.0.0.1:9401",
+		GossipListen:              "127.0.0.1:9402",
+		HTTPListen:                "127.0.0.1:9403",
+		RetentionCheckInterval:    5 * time.Minute,
+		ShutdownTimeout:           10 * time.Second,
+		ControlledShutdownTimeout: 10 * time.Second,
+	}
+}
+
+func (c Config) hasRole(r string) bool { return slices.Contains(c.Roles, r) }
+
+// Validate reports the first invalid setting, or nil when Start may use
+// cfg as it is.
+func (c Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("node id must be >= 0, got %d", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return errors.New("data dir must be set")
+	}
+	if len(c.Roles) == 0 {
+		return errors.New("roles must name controller, broker or both")
+	}
+	for _, r := range c.Roles {
+		if r != RoleController && r != RoleBroker {
+			return fmt.Errorf("unknown role %q (want controller, broker or both)", r)
+		}
+	}
+	addrs := []struct{ name, v string }{{"listen", c.Listen}, {"advertise", c.Advertise}, {"http listen", c.HTTPListen},
+		{"gossip listen", c.GossipListen}, {"gossip advertise", c.GossipAdvertise}, {"raft advertise", c.RaftAdvertise}}
+	if c.hasRole(RoleController) {
+		addrs = append(addrs, struct{ name, v string }{"raft listen", c.RaftListen})
+		if c.RaftListen == "" {
+			return errors.New("a controller needs a raft listen address")
+		}
+	}
+	for _, a := range addrs {
+		if a.v == "" && a.name != "listen" && a.name != "gossip listen" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return fmt.Errorf("%s address %q: %w", a.name, a.v, err)
+		}
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return fmt.Errorf("join address %q: %w", j, err)
+		}
+	}
+	if len(c.ControllerVoters) > 0 {
+		self := false
+		seen := map[int32]bool{}
+		for _, v := range c.ControllerVoters {
+			if seen[v.ID] {
+				return fmt.Errorf("controller voter %d is listed twice", v.ID)
+			}
+			seen[v.ID] = true
+			if _, _, err := net.SplitHostPort(v.Address); err != nil {
+				return fmt.Errorf("controller voter %d address %q: %w", v.ID, v.Address, err)
+			}
+			self = self || v.ID == c.NodeID
+		}
+		if c.hasRole(RoleController) && !self {
+			return fmt.Errorf("node %d has the controller role but is not in the controller voters", c.NodeID)
+		}
+		if !c.hasRole(RoleController) && self {
+			return fmt.Errorf("node %d is a controller voter but lacks the controller role", c.NodeID)
+		}
+	} else if !c.hasRole(RoleController) {
+		return errors.New("a broker-only node needs --controller-voters and --join to find the controllers")
+	}
+	if !c.hasRole(RoleController) && len(c.Join) == 0 {
+		return errors.New("a broker-only node needs --join (gossip seeds) to find the controllers")
+	}
+	if c.RetentionCheckInterval <= 0 {
+		return errors.New("retention check interval must be > 0")
+	}
+	if c.FaultDropProduceResponses < 0 || c.FaultDropProduceResponses > 1 {
+		return fmt.Errorf("fault drop produce responses must be within [0, 1], got %v", c.FaultDropProduceResponses)
+	}
+	if c.FaultInjection && c.HTTPListen == "" {
+		return errors.New("fault injection needs an http listen address (it serves /debug/faults there)")
+	}
+	return c.FaultDialMap.Validate()
+}
+
+// ParseVoters parses a controller quorum "1@host:port,2@host:port" (the
+// --controller-voters flag); "" is no voters (this node alone).
+func ParseVoters(s string) ([]controller.Voter, error) {
+	var out []controller.Voter
+	if s == "" {
+		return nil, nil
+	}
+	for _, part := range splitList(s) {
+		at := -1
+		for i := range part {
+			if part[i] == '@' {
+				at = i
+				break
+			}
+		}
+		if at <= 0 {
+			return nil, fmt.Errorf("controller voter %q: want id@host:port", part)
+		}
+		id, err := strconv.ParseInt(part[:at], 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("controller voter %q: bad node id", part)
+		}
+		if _, _, err := net.SplitHostPort(part[at+1:]); err != nil {
+			return nil, fmt.Errorf("controller voter %q: %w", part, err)
+		}
+		out = append(out, controller.Voter{ID: int32(id), Address: part[at+1:]})
+	}
+	return out, nil
+}
+
+// ParseList splits a comma-separated list (--roles, --join), trimming
+// spaces around items and dropping empty ones; "" is nil.
+func ParseList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if item := s[start:i]; item != "" {
+				out = append(out, item)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}

@@ -1,0 +1,63 @@
+package node_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/node"
+)
+
+func TestNodeConfigValidate(t *testing.T) {
+	base := node.DefaultConfig()
+	voters := []controller.Voter{{ID: 1, Address: "127.0.0.1:1"}, {ID: 2, Address: "127.0.0.1:2"}}
+	cases := []struct {
+		name string
+		mod  func(c *node.Config)
+		want string // substring of the error; "" = valid
+	}{
+		{"default", func(c *node.Config) {}, ""},
+		{"unknown role", func(c *node.Config) { c.Roles = []string{"router"} }, "unknown role"},
+		{"no roles", func(c *node.Config) { c.Roles = nil }, "roles"},
+		{"controller not a voter", func(c *node.Config) { c.NodeID = 3; c.ControllerVoters = voters }, "not in the controller voters"},
+		{"voter without the role", func(c *node.Config) {
+			c.Roles = []string{node.RoleBroker}
+			c.ControllerVoters = voters
+			c.Join = []string{"127.0.0.1:9"}
+		}, "lacks the controller role"},
+		{"broker-only without join", func(c *node.Config) { c.NodeID = 3; c.Roles = []string{node.RoleBroker}; c.ControllerVoters = voters }, "--join"},
+		{"broker-only without voters", func(c *node.Config) { c.Roles = []string{node.RoleBroker}; c.Join = []string{"127.0.0.1:9"} }, "controller-voters"},
+		{"voter listed twice", func(c *node.Config) { c.ControllerVoters = append(voters, voters[0]) }, "twice"},
+		{"bad join", func(c *node.Config) { c.Join = []string{"nohost"} }, "join address"},
+		{"controller without raft listen", func(c *node.Config) { c.RaftListen = "" }, "raft listen"},
+		{"fault injection", func(c *node.Config) { c.FaultInjection = true }, ""},
+		{"fault injection without http", func(c *node.Config) { c.FaultInjection, c.HTTPListen = true, "" }, "fault injection needs an http listen address"},
+		{"dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"} }, ""},
+		{"bad dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "nowhere"} }, "fault dial map: to address for 127.0.0.1:1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.mod(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := node.ParseVoters("1@a:1,2@b:2"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"1@a", "x@a:1", "@a:1", "1a:1"} {
+		if _, err := node.ParseVoters(bad); err == nil {
+			t.Errorf("ParseVoters(%q) accepted", bad)
+		}
+	}
+}

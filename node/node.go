@@ -1,0 +1,352 @@
+// Package node is one Sluice server process (DESIGN §2–3): its Config
+// and Validate, the start-up and wiring of every part (controller voter,
+// broker, gossip, the gRPC services of package api), the HTTP endpoints
+// (health, readiness, metrics, pprof, fault injection for tests), the
+// data-dir lock and the shutdown order. cmd/sluiced only fills a Config
+// and calls Start; tests start nodes in process through node/nodetest.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluice-io/sluice/api"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/cluster/membership"
+	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/internal/goroutine"
+	"github.com/sluice-io/sluice/proto/codec"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Node is a running Sluice node: controller voter and/or broker, gossip
+// member, gRPC server and HTTP endpoints.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	grpc    *grpc.Server
+	health  *health.Server
+	lis     net.Listener
+	httpSrv *http.Server
+	httpLis net.Listener
+
+	pool        *cluster.ConnPool
+	controllers *cluster.ControllerClient
+	members     *membership.Membership
+	ctl         *controller.Controller // nil unless a controller
+	ctlService  *api.ControllerService
+	replicas    *cluster.ReplicaManager // nil unless a broker
+	cache       *cluster.MetadataCache
+	broker      *cluster.BrokerLifecycle       // nil unless a broker
+	producerIDs *coordinator.ProducerIDManager // nil unless a broker
+	faults      *faultInjector                 // nil unless fault injection is on
+
+	// syncHealth sets the health status only while ctx is live; Shutdown
+	// and Abort cancel ctx holding healthMu, so no status flips back to
+	// SERVING once they began.
+	healthMu sync.Mutex // guards the following and the health status
+	serving  bool       // the status last set by syncHealth
+
+	ctx     context.Context // cancelled by Shutdown and Abort
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed by Shutdown or Abort once the logs are closed
+	// draining is closed when the node stops serving: long-lived streams
+	// (ProduceStream, ReplicaFetchStream) end then, or GracefulStop would
+	// wait for them until ShutdownTimeout.
+	draining chan struct{}
+	// goroutines tracks every goroutine the node starts itself (servers,
+	// readiness loop, legacy import, data-dir unlock); Shutdown and Abort
+	// wait for them after stopping what they wait on.
+	goroutines goroutine.Group
+	stopOnce   sync.Once
+	stopErr    error // set once by Shutdown, read after stopOnce
+}
+
+// Start validates cfg, opens and locks the data dir, starts the controller
+// voter (if a controller), gossip, the gRPC server and the broker lifecycle
+// (if a broker), and returns once the listeners are bound. It does not wait
+// for a quorum or for the broker to be unfenced: see WaitReady. On error
+// nothing it started is left running and the data dir is unlocked. The
+// caller owns the Node and must end it with Shutdown or Abort.
+func Start(cfg Config) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{cfg: cfg, log: logger, stopped: make(chan struct{}), draining: make(chan struct{}), ctx: ctx, cancel: cancel,
+		pool: cluster.NewConnPoolWithDialMap(cfg.FaultDialMap), cache: cluster.NewMetadataCache()}
+	if len(cfg.FaultDialMap) > 0 {
+		logger.Warn("fault injection (testing only): outgoing inter-node connections are redirected", "dial_map", cfg.FaultDialMap.String())
+	}
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			cancel()
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+			unlock()
+		}
+	}()
+	cleanups = append(cleanups, n.pool.Close)
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	cleanups = append(cleanups, func() { lis.Close() })
+	n.lis = lis
+	if cfg.Advertise == "" {
+		cfg.Advertise = lis.Addr().String()
+	}
+	n.cfg = cfg
+
+	if cfg.hasRole(RoleBroker) {
+		n.replicas, err = cluster.NewReplicaManager(cluster.ReplicaManagerConfig{
+			DataDir: cfg.DataDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval, Logger: logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { n.replicas.Close() })
+	}
+
+	if cfg.hasRole(RoleController) {
+		n.ctl, err = controller.New(controller.Config{
+			NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
+			Voters: cfg.ControllerVoters, Logger: logger, SessionTimeout: cfg.SessionTimeout, DialMap: cfg.FaultDialMap,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := n.ctl.Start(); err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { n.ctl.Shutdown() })
+	}
+
+	meta := membership.Meta{NodeID: cfg.NodeID, Roles: cfg.Roles, GRPCAddress: cfg.Advertise, Rack: cfg.Rack}
+	if n.ctl != nil {
+		meta.RaftAddress = n.ctl.QuorumState().RaftAddress
+	}
+	gossipBind := cfg.GossipListen
+	if gossipBind == "" {
+		gossipBind = "127.0.0.1:0"
+	}
+	n.members, err = membership.Start(membership.Config{
+		Meta: meta, BindAddr: gossipBind, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.Join,
+		Logger: logger, OnEvent: n.onMemberEvent, DialMap: cfg.FaultDialMap,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	cleanups = append(cleanups, func() { n.members.Shutdown() })
+	n.controllers = cluster.NewControllerClient(n.pool, n.controllerEndpoints)
+
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(api.MaxMessageSize), grpc.MaxSendMsgSize(api.MaxMessageSize),
+		// Produce requests and replica fetches carry megabytes: windows
+		// as large as the clients' (client.conn) avoid waiting for window
+		// updates, and larger socket buffers mean fewer syscalls.
+		grpc.InitialWindowSize(cluster.StreamWindow), grpc.InitialConnWindowSize(cluster.ConnWindow),
+		grpc.ReadBufferSize(cluster.SocketBuffer), grpc.WriteBufferSize(cluster.SocketBuffer)}
+	opts = append(opts, codec.ServerOptions()...)
+	if cfg.FaultInjection || cfg.FaultDropProduceResponses > 0 {
+		n.faults = newFaultInjector(logger)
+		opts = append(opts, grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream))
+	}
+	n.grpc = grpc.NewServer(opts...)
+	if n.ctl != nil {
+		n.ctlService = api.NewControllerService(n.ctl, n.grpcAddressOf)
+		internalv1.RegisterControllerServer(n.grpc, n.ctlService)
+	}
+	if n.replicas != nil {
+		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
+			NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
+			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
+		})
+		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
+		cleanups = append(cleanups, func() { n.producerIDs.Close(); n.broker.Stop() })
+		sluicev1.RegisterTransactionsServer(n.grpc, api.NewTransactionsService(n.producerIDs))
+		internalv1.RegisterReplicaServer(n.grpc, api.NewReplicaService(n.replicas, n.cache, n.draining))
+		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
+			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(n.grpc)
+	}
+	n.health = health.NewServer()
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(n.grpc, n.health)
+	reflection.Register(n.grpc)
+	if n.faults != nil {
+		n.faults.served = servedMethods(n.grpc.GetServiceInfo())
+		logger.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", cfg.FaultInjection)
+		if f := cfg.FaultDropProduceResponses; f > 0 {
+			n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}, {Method: "/sluice.v1.Log/ProduceStream", DropResponse: f}}, "--fault-drop-produce-responses")
+		}
+	}
+
+	if cfg.HTTPListen != "" {
+		hl, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPListen, err)
+		}
+		n.httpLis = hl
+		n.httpSrv = &http.Server{Handler: n.httpMux(), ReadHeaderTimeout: 5 * time.Second}
+		n.goroutines.Go(func() {
+			if err := n.httpSrv.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("http server stopped", "err", err)
+			}
+		})
+	}
+	n.goroutines.Go(func() {
+		if err := n.grpc.Serve(lis); err != nil {
+			logger.Error("grpc server stopped", "err", err)
+		}
+	})
+	if n.replicas != nil {
+		n.replicas.Start()
+		n.replicas.StartReplication(cluster.ReplicationConfig{Metadata: n.cache, Pool: n.pool, Controllers: n.controllers,
+			BrokerEpoch: n.BrokerEpoch, LagTimeMax: cfg.ReplicaLagTimeMax})
+		n.broker.Start()
+	}
+	n.goroutines.Go(n.readinessLoop)
+	n.goroutines.Go(n.migrateLegacyCatalog)
+	n.goroutines.Go(func() {
+		<-n.stopped
+		unlock()
+	})
+	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(),
+		"advertise", cfg.Advertise, "gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
+	return n, nil
+}
+
+// applyImage makes the hosted partitions follow a new metadata image.
+func (n *Node) applyImage(im *controller.Image) {
+	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
+		if errors.Is(err, cluster.ErrClusterMismatch) {
+			n.log.Error("refusing to serve: this data dir belongs to another cluster", "err", err)
+			return
+		}
+		n.log.Error("applying metadata to the partition logs", "err", err)
+	}
+}
+
+// onMemberEvent feeds gossip membership into the local controller voter.
+func (n *Node) onMemberEvent(ev membership.Event) {
+	if n.ctl == nil {
+		return
+	}
+	switch ev.Type {
+	case membership.EventLeave:
+		n.ctl.MemberGone(ev.Meta.NodeID)
+	case membership.EventJoin:
+		n.ctl.MemberJoined(ev.Meta.NodeID)
+	}
+}
+
+// controllerEndpoints lists the controller voters with a gRPC address:
+// configured voters and gossip members with the controller role.
+func (n *Node) controllerEndpoints() []cluster.ControllerEndpoint {
+	ids := map[int32]bool{}
+	for _, v := range n.cfg.ControllerVoters {
+		ids[v.ID] = true
+	}
+	if n.ctl != nil {
+		ids[n.cfg.NodeID] = true
+	}
+	for _, m := range n.members.Members() {
+		if m.HasRole(RoleController) {
+			ids[m.NodeID] = true
+		}
+	}
+	out := make([]cluster.ControllerEndpoint, 0, len(ids))
+	for id := range ids {
+		if addr := n.grpcAddressOf(id); addr != "" {
+			out = append(out, cluster.ControllerEndpoint{ID: id, Address: addr})
+		}
+	}
+	slices.SortFunc(out, func(a, b cluster.ControllerEndpoint) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// grpcAddressOf resolves a node's gRPC address: itself, gossip, or the
+// metadata image (registered brokers).
+func (n *Node) grpcAddressOf(id int32) string {
+	if id == n.cfg.NodeID {
+		return n.cfg.Advertise
+	}
+	if m, ok := n.members.Member(id); ok && m.GRPCAddress != "" {
+		return m.GRPCAddress
+	}
+	if b := n.cache.Image().Brokers[id]; b != nil {
+		return b.Address
+	}
+	return ""
+}
+
+// Addr is the bound gRPC address.
+func (n *Node) Addr() string { return n.lis.Addr().String() }
+
+// GossipAddr is the bound gossip address.
+func (n *Node) GossipAddr() string { return n.members.LocalAddr() }
+
+// RaftAddr is the controller's Raft address, or "" when not a controller.
+func (n *Node) RaftAddr() string {
+	if n.ctl == nil {
+		return ""
+	}
+	return n.ctl.QuorumState().RaftAddress
+}
+
+// HTTPAddr is the bound HTTP address, or "" when disabled.
+func (n *Node) HTTPAddr() string {
+	if n.httpLis == nil {
+		return ""
+	}
+	return n.httpLis.Addr().String()
+}
+
+// Replicas exposes the replica manager (nil unless a broker).
+func (n *Node) Replicas() *cluster.ReplicaManager { return n.replicas }
+
+// Controller exposes the controller voter (nil unless a controller).
+func (n *Node) Controller() *controller.Controller { return n.ctl }
+
+// Metadata exposes the broker's metadata cache.
+func (n *Node) Metadata() *cluster.MetadataCache { return n.cache }
+
+// ProducerIDs hands out producer ids from blocks allocated by the
+// controller (nil unless a broker).
+func (n *Node) ProducerIDs() *coordinator.ProducerIDManager { return n.producerIDs }
+
+// BrokerEpoch is the broker's current epoch (0 if none).
+func (n *Node) BrokerEpoch() int64 {
+	if n.broker == nil {
+		return 0
+	}
+	return n.broker.Epoch()
+}
