@@ -95,9 +95,9 @@ func (n *Node) signal(sig syscall.Signal) error {
 
 // setPaused SIGSTOPs (true) or SIGCONTs (false) the current process.
 func (n *Node) setPaused(paused bool) error {
-	sig := syscall.SIGCONT
+	sig := sigCont
 	if paused {
-		sig = syscall.SIGSTOP
+		sig = sigStop
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

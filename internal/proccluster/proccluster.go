@@ -352,7 +352,7 @@ func (c *Cluster) Terminate(id int32, timeout time.Duration) (exitCode int, err 
 		return 0, fmt.Errorf("proccluster: node %d is not running", id)
 	}
 	c.Note(id, "SIGTERM node %d", id)
-	_ = n.signal(syscall.SIGCONT)
+	_ = n.signal(sigCont)
 	if err := n.signal(syscall.SIGTERM); err != nil {
 		return 0, fmt.Errorf("proccluster: SIGTERM node %d: %w", id, err)
 	}
@@ -388,7 +388,7 @@ func (c *Cluster) Stop(timeout time.Duration) {
 			continue
 		}
 		c.Note(n.ID, "SIGTERM node %d (stopping the cluster)", n.ID)
-		_ = n.signal(syscall.SIGCONT)
+		_ = n.signal(sigCont)
 		_ = n.signal(syscall.SIGTERM)
 		waits = append(waits, n.ID)
 	}

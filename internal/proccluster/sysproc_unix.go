@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build unix && !linux
 
 package proccluster
 
@@ -9,3 +9,9 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// The signals that pause and resume a node.
+const (
+	sigStop = syscall.SIGSTOP
+	sigCont = syscall.SIGCONT
+)
