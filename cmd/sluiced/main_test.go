@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-io/sluice/internal/proccluster"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
@@ -100,19 +101,6 @@ func buildSluiced(t *testing.T) string {
 	return bin
 }
 
-// childEnv is this process's environment without any SLUICE_* variable,
-// plus vars ("SLUICE_X=v"): a child sluiced sees only the settings its
-// test chose, whatever the shell running the tests exports.
-func childEnv(vars ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SLUICE_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, vars...)
-}
-
 // lockedBuffer is a bytes.Buffer safe for the writer goroutine of
 // exec.Cmd and a reading test.
 type lockedBuffer struct {
@@ -132,7 +120,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// child is a running sluiced process.
+// child is a running sluiced process. These tests configure sluiced
+// through SLUICE_* variables, the path under test here, so they start it
+// themselves: internal/proccluster (the multi-process harness of the other
+// suites) passes every setting as a flag.
 type child struct {
 	cmd    *exec.Cmd
 	output lockedBuffer  // its stdout and stderr
@@ -140,7 +131,7 @@ type child struct {
 	err    error         // how it exited; read after exited is closed
 }
 
-// startChild runs bin with env (see childEnv) and args; the test's Cleanup
+// startChild runs bin with env (see proccluster.Env) and args; the test's Cleanup
 // kills it if it still runs.
 func startChild(t *testing.T, bin string, env []string, args ...string) *child {
 	t.Helper()
@@ -220,7 +211,7 @@ func TestChildExitFailsWaitAtOnce(t *testing.T) {
 		t.Skip("builds and runs the sluiced binary")
 	}
 	bin := buildSluiced(t)
-	c := startChild(t, bin, childEnv("SLUICE_DATA_DIR="+t.TempDir()), "--listen", "no-port")
+	c := startChild(t, bin, proccluster.Env("SLUICE_DATA_DIR="+t.TempDir()), "--listen", "no-port")
 	f := &fakeTB{}
 	c.waitReady(f, nodetest.FreeAddr(t), time.Hour)
 	if !strings.Contains(f.failed, "exited (exit status 1)") || !strings.Contains(f.failed, "no-port") {
@@ -239,7 +230,7 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	bin := buildSluiced(t)
 	dir := t.TempDir()
 	grpcAddr, httpAddr, raftAddr, gossipAddr := nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t)
-	c := startChild(t, bin, childEnv("SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr,
+	c := startChild(t, bin, proccluster.Env("SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr,
 		"SLUICE_RAFT_LISTEN="+raftAddr, "SLUICE_GOSSIP_LISTEN="+gossipAddr))
 	c.waitReady(t, httpAddr, 20*time.Second)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
