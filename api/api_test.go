@@ -234,7 +234,7 @@ func TestBadProduceStoresNothing(t *testing.T) {
 		{"producer epoch beyond int16", "t", 0, withPID, sluicev1.ErrorCode_INVALID_RECORD},
 		{"control batch from a producer", "t", 0, control, sluicev1.ErrorCode_INVALID_RECORD},
 	}
-	part, err := tn.node.Replicas().Partition("t", 0)
+	part, err := tn.node.Replicas().Replica("t", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

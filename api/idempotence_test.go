@@ -75,7 +75,7 @@ func TestIdempotentSequenceRules(t *testing.T) {
 			t.Fatalf("step %d (seq %d): %v %s offset %d; want %v offset %d", i, s.seq, r.ErrorCode, r.ErrorMessage, r.BaseOffset, s.code, s.offset)
 		}
 	}
-	part, err := tn.node.Replicas().Partition("t", 0)
+	part, err := tn.node.Replicas().Replica("t", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

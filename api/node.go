@@ -750,8 +750,8 @@ func (n *Node) httpMux() *http.ServeMux {
 			return
 		}
 		fmt.Fprintf(w, "# HELP sluice_log_end_offset Log end offset per hosted partition.\n# TYPE sluice_log_end_offset gauge\n")
-		parts := n.replicas.Partitions()
-		slices.SortFunc(parts, func(a, b *cluster.Partition) int {
+		parts := n.replicas.Replicas()
+		slices.SortFunc(parts, func(a, b *cluster.Replica) int {
 			if a.Topic != b.Topic {
 				if a.Topic < b.Topic {
 					return -1

@@ -54,7 +54,7 @@ func produceM(t *testing.T, n *api.Node, acks sluicev1.Acks, prefix string, coun
 // mLogBytes is every batch of m-0 below hw on node, concatenated.
 func mLogBytes(t *testing.T, n *api.Node, hw int64) []byte {
 	t.Helper()
-	p, err := n.Replicas().Partition("m", 0)
+	p, err := n.Replicas().Replica("m", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,12 +132,12 @@ func otherThan(ids ...int32) int32 {
 func (tc *testCluster) checkMoved(t *testing.T, pm *sluicev1.PartitionMetadata, removed int32, want int64) {
 	t.Helper()
 	eventually(t, 10*time.Second, "removed replica's log deleted", func() bool {
-		_, err := tc.nodes[removed].Replicas().Partition("m", 0)
+		_, err := tc.nodes[removed].Replicas().Replica("m", 0)
 		_, statErr := os.Stat(filepath.Join(tc.cfgs[removed].DataDir, "logs", "m-0"))
 		return err != nil && errors.Is(statErr, os.ErrNotExist)
 	})
 	leader := tc.nodes[pm.LeaderId]
-	lp, err := leader.Replicas().Partition("m", 0)
+	lp, err := leader.Replicas().Replica("m", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func (tc *testCluster) checkMoved(t *testing.T, pm *sluicev1.PartitionMetadata, 
 	hw := lp.Log.HighWatermark()
 	ref := mLogBytes(t, leader, hw)
 	for _, id := range pm.Replicas {
-		p, err := tc.nodes[id].Replicas().Partition("m", 0)
+		p, err := tc.nodes[id].Replicas().Replica("m", 0)
 		if err != nil {
 			t.Fatalf("replica %d: %v", id, err)
 		}
@@ -313,10 +313,10 @@ func TestReassignmentRefusalsAndProgress(t *testing.T) {
 	}
 	// The new replica exists on the spare broker but is not in sync; the
 	// removing follower still hosts its log.
-	if _, err := tc.nodes[spare].Replicas().Partition("m", 0); err != nil {
+	if _, err := tc.nodes[spare].Replicas().Replica("m", 0); err != nil {
 		t.Errorf("spare broker does not host the new replica: %v", err)
 	}
-	if _, err := tc.nodes[follower].Replicas().Partition("m", 0); err != nil {
+	if _, err := tc.nodes[follower].Replicas().Replica("m", 0); err != nil {
 		t.Errorf("removing follower dropped its log before the end: %v", err)
 	}
 	// Produce goes on meanwhile.

@@ -78,11 +78,11 @@ func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.Repli
 	}
 	now := time.Now()
 	resp := &internalv1.ReplicaFetchResponse{Partitions: make([]*internalv1.ReplicaFetchPartitionData, len(req.Partitions))}
-	parts := make([]*cluster.Partition, len(req.Partitions))
+	parts := make([]*cluster.Replica, len(req.Partitions))
 	for i, fp := range req.Partitions {
 		out := &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
 		resp.Partitions[i] = out
-		p, err := s.replicas.Partition(fp.Topic, fp.Partition)
+		p, err := s.replicas.Replica(fp.Topic, fp.Partition)
 		if err == nil {
 			var hw int64
 			hw, err = p.FollowerFetched(req.ReplicaId, fp.CurrentLeaderEpoch, fp.FetchOffset, now)
@@ -149,7 +149,7 @@ func (s *ReplicaService) OffsetForLeaderEpoch(ctx context.Context, req *internal
 	for _, q := range req.Partitions {
 		out := &internalv1.EpochResult{Topic: q.Topic, Partition: q.Partition, LeaderEpoch: -1, EndOffset: -1, LogStartOffset: -1}
 		resp.Partitions = append(resp.Partitions, out)
-		p, err := s.replicas.Partition(q.Topic, q.Partition)
+		p, err := s.replicas.Replica(q.Topic, q.Partition)
 		if err == nil {
 			out.LeaderEpoch, out.EndOffset, err = p.EndOffsetForEpoch(q.CurrentLeaderEpoch, q.LeaderEpoch)
 			out.LogStartOffset = p.Log.StartOffset()

@@ -66,7 +66,7 @@ func produceTo(t *testing.T, n *api.Node, acks sluicev1.Acks, prefix string, cou
 // logBytes is every batch of r-0 below hw on node, concatenated.
 func logBytes(t *testing.T, n *api.Node, hw int64) []byte {
 	t.Helper()
-	p, err := n.Replicas().Partition("r", 0)
+	p, err := n.Replicas().Replica("r", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,9 @@ func logBytes(t *testing.T, n *api.Node, hw int64) []byte {
 	return buf.Bytes()
 }
 
-func hostedLog(t *testing.T, n *api.Node) *cluster.Partition {
+func hostedLog(t *testing.T, n *api.Node) *cluster.Replica {
 	t.Helper()
-	p, err := n.Replicas().Partition("r", 0)
+	p, err := n.Replicas().Replica("r", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,8 +99,8 @@ func (s *Server) metadataLoaded() error {
 // Otherwise the error is UNKNOWN_TOPIC_OR_PARTITION (not in the image),
 // LEADER_NOT_AVAILABLE (offline) or NOT_LEADER_OR_FOLLOWER (another broker
 // leads it; leaderHint names it).
-func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Partition, error) {
-	p, err := s.replicas.Partition(topic, partition)
+func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Replica, error) {
+	p, err := s.replicas.Replica(topic, partition)
 	if err == nil {
 		if leader, _ := p.Leadership(); leader == s.self.NodeID {
 			return p, nil

@@ -64,7 +64,7 @@ func newFetcherManager(rm *ReplicaManager, pool *ConnPool, log *slog.Logger) *fe
 // follow makes p fetched from leader at leaderEpoch, first truncating to
 // the divergence point with the leader (KIP-101/279). It replaces any
 // earlier assignment of p.
-func (fm *fetcherManager) follow(p *Partition, leader, leaderEpoch int32) {
+func (fm *fetcherManager) follow(p *Replica, leader, leaderEpoch int32) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if fm.closed {
@@ -110,7 +110,7 @@ func (fm *fetcherManager) close() {
 
 // fetchState is one follower partition in a fetcher.
 type fetchState struct {
-	p           *Partition
+	p           *Replica
 	leaderEpoch int32
 	// truncate: ask the leader for the divergence point before fetching.
 	truncate bool

@@ -29,9 +29,9 @@ type TopicPartition struct {
 
 func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
 
-// Partition is a replica hosted by this node. Its Log is safe for
+// Replica is this node's replica of one partition. Its Log is safe for
 // concurrent use; leadership and config follow the metadata image.
-type Partition struct {
+type Replica struct {
 	TopicPartition
 	TopicID string
 	Log     *storage.Log
@@ -58,23 +58,23 @@ type Partition struct {
 
 // Leadership returns the partition's leader and leader epoch as this
 // broker last applied them.
-func (p *Partition) Leadership() (leader, epoch int32) {
+func (p *Replica) Leadership() (leader, epoch int32) {
 	v := p.leadership.Load()
 	return int32(v >> 32), int32(uint32(v))
 }
 
 // LeaderEpoch is the current leader epoch.
-func (p *Partition) LeaderEpoch() int32 {
+func (p *Replica) LeaderEpoch() int32 {
 	_, e := p.Leadership()
 	return e
 }
 
-func (p *Partition) setLeadership(leader, epoch int32) {
+func (p *Replica) setLeadership(leader, epoch int32) {
 	p.leadership.Store(uint64(uint32(leader))<<32 | uint64(uint32(epoch)))
 }
 
 // Config is the topic's effective configuration.
-func (p *Partition) Config() TopicConfig { return *p.config.Load() }
+func (p *Replica) Config() TopicConfig { return *p.config.Load() }
 
 // ReplicaManagerConfig configures a ReplicaManager.
 type ReplicaManagerConfig struct {
@@ -104,7 +104,7 @@ type ReplicaManager struct {
 	onDisk map[string]string // dir name -> topic id ("" for legacy dirs)
 
 	mu         sync.RWMutex // guards the following
-	partitions map[TopicPartition]*Partition
+	partitions map[TopicPartition]*Replica
 
 	// repl and fetchers are set by StartReplication (nil without it).
 	repl        *ReplicationConfig
@@ -148,7 +148,7 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		onDisk:     map[string]string{},
-		partitions: map[TopicPartition]*Partition{},
+		partitions: map[TopicPartition]*Replica{},
 		stop:       make(chan struct{}),
 	}
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
@@ -239,7 +239,7 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 				m.log.Error("topic has an invalid config; using defaults", "topic", name, "err", err)
 				tc, _ = ParseTopicConfig(nil, int32(len(ps.Replicas)))
 			}
-			p, err := m.ensurePartition(tp, t.ID, tc, now)
+			p, err := m.ensureReplica(tp, t.ID, tc, now)
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -254,9 +254,9 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 			m.updateRole(p, ps, im, tc, now)
 		}
 	}
-	for _, p := range m.allPartitions() {
+	for _, p := range m.allReplicas() {
 		if !want[p.TopicPartition] {
-			m.removePartition(p)
+			m.removeReplica(p)
 		}
 	}
 	for dir, id := range m.onDisk {
@@ -288,10 +288,10 @@ func (m *ReplicaManager) writeClusterMeta(id string) error {
 	return storage.WriteFileAtomic(filepath.Join(dir, clusterFile), data)
 }
 
-// ensurePartition returns the hosted replica of tp for topic id, opening
+// ensureReplica returns the hosted replica of tp for topic id, opening
 // its log from disk or creating it. A hosted replica or a directory of a
 // different topic id is deleted first. Caller holds applyMu.
-func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc TopicConfig, now time.Time) (*Partition, error) {
+func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc TopicConfig, now time.Time) (*Replica, error) {
 	m.mu.RLock()
 	p := m.partitions[tp]
 	m.mu.RUnlock()
@@ -299,7 +299,7 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 		if p.TopicID == topicID {
 			return p, nil
 		}
-		m.removePartition(p)
+		m.removeReplica(p)
 	}
 	dir := filepath.Join(m.logsDir(), tp.String())
 	if id, found := m.onDisk[tp.String()]; found {
@@ -325,7 +325,7 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
 	}
-	p = &Partition{TopicPartition: tp, TopicID: topicID, Log: l, hwCh: make(chan struct{}),
+	p = &Replica{TopicPartition: tp, TopicID: topicID, Log: l, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
@@ -335,8 +335,8 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 	return p, nil
 }
 
-// removePartition stops hosting p and deletes its log.
-func (m *ReplicaManager) removePartition(p *Partition) {
+// removeReplica stops hosting p and deletes its log.
+func (m *ReplicaManager) removeReplica(p *Replica) {
 	if m.fetchers != nil {
 		m.fetchers.unfollow(p.TopicPartition)
 	}
@@ -380,7 +380,7 @@ const ProducerIDExpiration = 24 * time.Hour
 // EnforceRetention applies retention to every partition once, and expires
 // idle producer ids.
 func (m *ReplicaManager) EnforceRetention(now time.Time) {
-	for _, p := range m.allPartitions() {
+	for _, p := range m.allReplicas() {
 		if n := p.Log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
 			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
 		}
@@ -392,13 +392,13 @@ func (m *ReplicaManager) EnforceRetention(now time.Time) {
 	}
 }
 
-// Partitions returns the hosted replicas, in no particular order.
-func (m *ReplicaManager) Partitions() []*Partition { return m.allPartitions() }
+// Replicas returns the hosted replicas, in no particular order.
+func (m *ReplicaManager) Replicas() []*Replica { return m.allReplicas() }
 
-func (m *ReplicaManager) allPartitions() []*Partition {
+func (m *ReplicaManager) allReplicas() []*Replica {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]*Partition, 0, len(m.partitions))
+	out := make([]*Replica, 0, len(m.partitions))
 	for _, p := range m.partitions {
 		out = append(out, p)
 	}
@@ -434,9 +434,9 @@ func (m *ReplicaManager) Close() error {
 	return first
 }
 
-// Partition returns the replica of topic/partition hosted here, or
+// Replica returns the replica of topic/partition hosted here, or
 // UNKNOWN_TOPIC_OR_PARTITION.
-func (m *ReplicaManager) Partition(topic string, partition int32) (*Partition, error) {
+func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error) {
 	m.mu.RLock()
 	p, ok := m.partitions[TopicPartition{topic, partition}]
 	m.mu.RUnlock()
@@ -455,9 +455,9 @@ func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now t
 
 // AppendWithAcks is Append; with acksAll it first refuses
 // (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas.
-// The caller then waits with Partition.WaitCommitted.
+// The caller then waits with Replica.WaitCommitted.
 func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
-	p, err := m.Partition(topic, partition)
+	p, err := m.Replica(topic, partition)
 	if err != nil {
 		return storage.AppendResult{}, err
 	}
@@ -465,7 +465,7 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 }
 
 // AppendTo is AppendWithAcks on a partition the caller already looked up.
-func (m *ReplicaManager) AppendTo(p *Partition, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
+func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
 	leader, epoch := p.Leadership()
 	if leader != m.cfg.NodeID {
 		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)

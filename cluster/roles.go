@@ -73,7 +73,7 @@ func (m *ReplicaManager) lagTimeMax() time.Duration {
 
 // updateRole makes p leader or follower as the image's partition state ps
 // says. Caller holds applyMu.
-func (m *ReplicaManager) updateRole(p *Partition, ps *controller.Partition, im *controller.Image, tc TopicConfig, now time.Time) {
+func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, im *controller.Image, tc TopicConfig, now time.Time) {
 	self := m.cfg.NodeID
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
@@ -135,7 +135,7 @@ func (m *ReplicaManager) updateRole(p *Partition, ps *controller.Partition, im *
 
 // lockAsFollower takes roleMu if p still follows leader at leaderEpoch and
 // reports whether it did; the caller unlocks.
-func (p *Partition) lockAsFollower(leader, leaderEpoch int32) bool {
+func (p *Replica) lockAsFollower(leader, leaderEpoch int32) bool {
 	p.roleMu.Lock()
 	if p.tracker == nil && p.following == leader && p.followEpoch == leaderEpoch {
 		return true
@@ -145,7 +145,7 @@ func (p *Partition) lockAsFollower(leader, leaderEpoch int32) bool {
 }
 
 // dropTrackerLocked ends leadership: waiters wake and see it gone.
-func (p *Partition) dropTrackerLocked() {
+func (p *Replica) dropTrackerLocked() {
 	if p.tracker == nil {
 		return
 	}
@@ -155,7 +155,7 @@ func (p *Partition) dropTrackerLocked() {
 
 // publishHWLocked copies the tracker's HW to the log (waking consumers)
 // and wakes acks=all waiters.
-func (p *Partition) publishHWLocked() {
+func (p *Replica) publishHWLocked() {
 	if p.tracker != nil {
 		p.Log.SetHighWatermark(p.tracker.HW())
 	}
@@ -164,7 +164,7 @@ func (p *Partition) publishHWLocked() {
 }
 
 // leaderAppended records the leader's new log end offset.
-func (p *Partition) leaderAppended(leo int64, now time.Time) {
+func (p *Replica) leaderAppended(leo int64, now time.Time) {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	if p.tracker != nil && p.tracker.LeaderAppended(leo, now) {
@@ -174,7 +174,7 @@ func (p *Partition) leaderAppended(leo int64, now time.Time) {
 
 // checkAcksAll refuses an acks=all produce before append when the ISR is
 // smaller than min.insync.replicas.
-func (p *Partition) checkAcksAll() error {
+func (p *Replica) checkAcksAll() error {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	if p.tracker == nil {
@@ -191,7 +191,7 @@ func (p *Partition) checkAcksAll() error {
 // high watermark (replicated to the ISR), ctx ends (REQUEST_TIMED_OUT:
 // the batch is in the leader's log and may or may not become committed),
 // or leadership is lost (NOT_LEADER_OR_FOLLOWER, same uncertainty).
-func (p *Partition) WaitCommitted(ctx context.Context, lastOffset int64) error {
+func (p *Replica) WaitCommitted(ctx context.Context, lastOffset int64) error {
 	for {
 		p.roleMu.Lock()
 		if p.tracker == nil {
@@ -214,7 +214,7 @@ func (p *Partition) WaitCommitted(ctx context.Context, lastOffset int64) error {
 
 // IsLeader reports whether this broker leads p at leaderEpoch (any epoch
 // when leaderEpoch < 0).
-func (p *Partition) IsLeader(leaderEpoch int32) bool {
+func (p *Replica) IsLeader(leaderEpoch int32) bool {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	return p.tracker != nil && (leaderEpoch < 0 || p.tracker.LeaderEpoch() == leaderEpoch)
@@ -225,7 +225,7 @@ func (p *Partition) IsLeader(leaderEpoch int32) bool {
 // when it qualifies. Errors: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
 // (the follower's epoch is older), UNKNOWN_LEADER_EPOCH (newer), and the
 // tracker's.
-func (p *Partition) FollowerFetched(replica, leaderEpoch int32, offset int64, now time.Time) (int64, error) {
+func (p *Replica) FollowerFetched(replica, leaderEpoch int32, offset int64, now time.Time) (int64, error) {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	t := p.tracker
@@ -256,7 +256,7 @@ func (p *Partition) FollowerFetched(replica, leaderEpoch int32, offset int64, no
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch on the leader.
-func (p *Partition) EndOffsetForEpoch(currentEpoch, epoch int32) (int32, int64, error) {
+func (p *Replica) EndOffsetForEpoch(currentEpoch, epoch int32) (int32, int64, error) {
 	p.roleMu.Lock()
 	t := p.tracker
 	var cur int32
@@ -292,7 +292,7 @@ func epochEntries(l *storage.Log) []replication.EpochEntry {
 // truncateFollower truncates a follower's log where it diverges from the
 // leader's answer (KIP-101/279). again reports that another
 // OffsetForLeaderEpoch round is needed.
-func (m *ReplicaManager) truncateFollower(p *Partition, leaderEpoch int32, endOffset, leaderStart int64) (again bool, err error) {
+func (m *ReplicaManager) truncateFollower(p *Replica, leaderEpoch int32, endOffset, leaderStart int64) (again bool, err error) {
 	d := replication.TruncationOffset(replication.TruncationInput{
 		LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), HighWatermark: p.Log.HighWatermark(),
 		Epochs: epochEntries(p.Log), Leader: replication.EpochEndOffset{LeaderEpoch: leaderEpoch, EndOffset: endOffset},
@@ -321,7 +321,7 @@ func (m *ReplicaManager) truncateFollower(p *Partition, leaderEpoch int32, endOf
 
 // restartFollowerAt empties a follower whose log ends below the leader's
 // log start offset.
-func (m *ReplicaManager) restartFollowerAt(p *Partition, offset int64) error {
+func (m *ReplicaManager) restartFollowerAt(p *Replica, offset int64) error {
 	m.log.Warn("follower is behind the leader's log start; restarting its log", "partition", p.String(), "at", offset)
 	return p.Log.TruncateFullyAndStartAt(offset)
 }
@@ -338,12 +338,12 @@ func (m *ReplicaManager) isrLoop() {
 		case <-m.stop:
 			return
 		case now := <-t.C:
-			for _, p := range m.allPartitions() {
+			for _, p := range m.allReplicas() {
 				m.maybeAlterISR(p, now)
 			}
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
-				for _, p := range m.allPartitions() {
+				for _, p := range m.allReplicas() {
 					if err := p.Log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed {
 						m.log.Warn("high watermark checkpoint failed", "partition", p.String(), "err", err)
 					}
@@ -357,7 +357,7 @@ func (m *ReplicaManager) isrLoop() {
 // followers out of sync for LagTimeMax, or adding queued caught-up ones.
 // The AlterPartition call runs in its own goroutine; one per partition at a
 // time.
-func (m *ReplicaManager) maybeAlterISR(p *Partition, now time.Time) {
+func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time) {
 	p.roleMu.Lock()
 	t := p.tracker
 	if t == nil || p.altering {
@@ -402,7 +402,7 @@ func (m *ReplicaManager) maybeAlterISR(p *Partition, now time.Time) {
 	}()
 }
 
-func (m *ReplicaManager) sendAlterPartition(p *Partition, t *replication.Tracker, req replication.AlterRequest) {
+func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, req replication.AlterRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	go func() {

@@ -686,7 +686,7 @@ func (c *Controller) reelectLocked(ctx context.Context) error {
 // partition leader, or a reassignment) and returns the partition after it.
 // Stale epochs are rejected by the FSM (INVALID_REQUEST for the partition
 // epoch, FENCED_LEADER_EPOCH for the leader epoch).
-func (c *Controller) PartitionChange(ctx context.Context, r PartitionChange) (*Partition, error) {
+func (c *Controller) PartitionChange(ctx context.Context, r PartitionChange) (*PartitionState, error) {
 	res, err := c.Propose(ctx, r)
 	return res.Partition, err
 }
