@@ -8,73 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
-	"github.com/sluice-io/sluice/cluster/replication"
-	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 	"github.com/sluice-io/sluice/storage"
 )
-
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
-
-// Replica is this node's replica of one partition. Its Log is safe for
-// concurrent use; leadership and config follow the metadata image.
-type Replica struct {
-	TopicPartition
-	TopicID string
-	Log     *storage.Log
-
-	// leadership packs leader id (high 32 bits) and leader epoch (low).
-	leadership atomic.Uint64
-	config     atomic.Pointer[TopicConfig]
-
-	// roleMu guards the replication role below (see roles.go).
-	roleMu sync.Mutex
-	// tracker is the ISR/HW state while this broker leads; nil otherwise.
-	tracker *replication.Tracker
-	// hwCh is closed (and replaced) when the HW moves or leadership ends.
-	hwCh chan struct{}
-	// following and followEpoch name the leader being fetched from
-	// (controller.NoLeader when not a follower).
-	following   int32
-	followEpoch int32
-	// expand queues followers that qualify for the ISR; altering is set
-	// while an AlterPartition is in flight.
-	expand   []int32
-	altering bool
-}
-
-// Leadership returns the partition's leader and leader epoch as this
-// broker last applied them.
-func (p *Replica) Leadership() (leader, epoch int32) {
-	v := p.leadership.Load()
-	return int32(v >> 32), int32(uint32(v))
-}
-
-// LeaderEpoch is the current leader epoch.
-func (p *Replica) LeaderEpoch() int32 {
-	_, e := p.Leadership()
-	return e
-}
-
-func (p *Replica) setLeadership(leader, epoch int32) {
-	p.leadership.Store(uint64(uint32(leader))<<32 | uint64(uint32(epoch)))
-}
-
-// Config is the topic's effective configuration.
-func (p *Replica) Config() TopicConfig { return *p.config.Load() }
 
 // ReplicaManagerConfig configures a ReplicaManager.
 type ReplicaManagerConfig struct {
@@ -355,43 +297,6 @@ func (m *ReplicaManager) removeReplica(p *Replica) {
 	m.log.Info("deleted log", "partition", p.String(), "topic_id", p.TopicID)
 }
 
-// Start runs the retention loop until Close.
-func (m *ReplicaManager) Start() {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		t := time.NewTicker(m.cfg.RetentionCheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-m.stop:
-				return
-			case now := <-t.C:
-				m.EnforceRetention(now)
-			}
-		}
-	}()
-}
-
-// ProducerIDExpiration is producer.id.expiration.ms: the producer state of
-// an id idle this long is dropped (checked with retention).
-const ProducerIDExpiration = 24 * time.Hour
-
-// EnforceRetention applies retention to every partition once, and expires
-// idle producer ids.
-func (m *ReplicaManager) EnforceRetention(now time.Time) {
-	for _, p := range m.allReplicas() {
-		if n := p.Log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
-			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
-		}
-		if n, err := p.Log.EnforceRetention(now); err != nil {
-			m.log.Error("retention failed", "partition", p.String(), "err", err)
-		} else if n > 0 {
-			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.Log.StartOffset())
-		}
-	}
-}
-
 // Replicas returns the hosted replicas, in no particular order.
 func (m *ReplicaManager) Replicas() []*Replica { return m.allReplicas() }
 
@@ -403,6 +308,18 @@ func (m *ReplicaManager) allReplicas() []*Replica {
 		out = append(out, p)
 	}
 	return out
+}
+
+// Replica returns the replica of topic/partition hosted here, or
+// UNKNOWN_TOPIC_OR_PARTITION.
+func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error) {
+	m.mu.RLock()
+	p, ok := m.partitions[TopicPartition{topic, partition}]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d is not hosted by node %d", topic, partition, m.cfg.NodeID)
+	}
+	return p, nil
 }
 
 // Close stops background work and closes every log cleanly (writing the
@@ -434,72 +351,49 @@ func (m *ReplicaManager) Close() error {
 	return first
 }
 
-// Replica returns the replica of topic/partition hosted here, or
-// UNKNOWN_TOPIC_OR_PARTITION.
-func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error) {
-	m.mu.RLock()
-	p, ok := m.partitions[TopicPartition{topic, partition}]
-	m.mu.RUnlock()
-	if !ok {
-		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d is not hosted by node %d", topic, partition, m.cfg.NodeID)
-	}
-	return p, nil
+// ReplicationConfig connects a ReplicaManager to the cluster: where
+// leaders are (the metadata cache), how to reach other brokers, the
+// controller (AlterPartition) and this broker's epoch.
+type ReplicationConfig struct {
+	Metadata    *MetadataCache
+	Pool        *ConnPool
+	Controllers *ControllerClient
+	BrokerEpoch func() int64
+	// LagTimeMax is replica.lag.time.max.ms; 0 means the default.
+	LagTimeMax time.Duration
 }
 
-// Append validates a batch as a producer sent it and appends it to the
-// partition. Nothing is written unless every check passes. Errors are
-// *errs.Error with the code to return for the partition.
-func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now time.Time) (storage.AppendResult, error) {
-	return m.AppendWithAcks(topic, partition, raw, now, false)
+// StartReplication starts follower fetchers and the leaders' ISR upkeep.
+// Call it once, before the first Apply that should replicate; without it
+// the manager hosts leaders only (tests of a single node).
+func (m *ReplicaManager) StartReplication(rc ReplicationConfig) {
+	if rc.LagTimeMax <= 0 {
+		rc.LagTimeMax = DefaultReplicaLagTimeMax
+	}
+	m.applyMu.Lock()
+	m.repl = &rc
+	m.fetchers = newFetcherManager(m, rc.Pool, m.log)
+	m.applyMu.Unlock()
+	m.wg.Add(1)
+	go m.isrLoop()
 }
 
-// AppendWithAcks is Append; with acksAll it first refuses
-// (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas.
-// The caller then waits with Replica.WaitCommitted.
-func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
-	p, err := m.Replica(topic, partition)
-	if err != nil {
-		return storage.AppendResult{}, err
+func (m *ReplicaManager) metadata() *MetadataCache { return m.repl.Metadata }
+
+// SetFetchPaused stops (or resumes) every follower fetch of this broker, as
+// if its fetchers hung: fault injection for tests. Heartbeats continue.
+func (m *ReplicaManager) SetFetchPaused(paused bool) { m.fetchPaused.Store(paused) }
+
+func (m *ReplicaManager) brokerEpoch() int64 {
+	if m.repl == nil || m.repl.BrokerEpoch == nil {
+		return 0
 	}
-	return m.AppendTo(p, raw, now, acksAll)
+	return m.repl.BrokerEpoch()
 }
 
-// AppendTo is AppendWithAcks on a partition the caller already looked up.
-func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
-	leader, epoch := p.Leadership()
-	if leader != m.cfg.NodeID {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
+func (m *ReplicaManager) lagTimeMax() time.Duration {
+	if m.repl == nil {
+		return DefaultReplicaLagTimeMax
 	}
-	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
-	}
-	b, h, err := batch.Canonicalize(raw)
-	if err != nil {
-		return storage.AppendResult{}, err
-	}
-	switch {
-	case h.IsControl():
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
-	case h.IsTransactional():
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional batches are not supported yet")
-	}
-	if acksAll {
-		if err := p.checkAcksAll(); err != nil {
-			return storage.AppendResult{}, err
-		}
-	}
-	res, err := p.Log.Append(b, epoch, now)
-	if err == nil {
-		p.leaderAppended(res.LastOffset+1, now)
-	}
-	if errors.Is(err, storage.ErrClosed) {
-		return res, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s is no longer hosted by node %d", p, m.cfg.NodeID)
-	}
-	if err != nil {
-		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
-			return res, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %w", p, err)
-		}
-		return res, err
-	}
-	return res, nil
+	return m.repl.LagTimeMax
 }

@@ -1,0 +1,42 @@
+package cluster
+
+import (
+	"time"
+)
+
+// Start runs the retention loop until Close.
+func (m *ReplicaManager) Start() {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(m.cfg.RetentionCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case now := <-t.C:
+				m.EnforceRetention(now)
+			}
+		}
+	}()
+}
+
+// ProducerIDExpiration is producer.id.expiration.ms: the producer state of
+// an id idle this long is dropped (checked with retention).
+const ProducerIDExpiration = 24 * time.Hour
+
+// EnforceRetention applies retention to every partition once, and expires
+// idle producer ids.
+func (m *ReplicaManager) EnforceRetention(now time.Time) {
+	for _, p := range m.allReplicas() {
+		if n := p.Log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
+			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
+		}
+		if n, err := p.Log.EnforceRetention(now); err != nil {
+			m.log.Error("retention failed", "partition", p.String(), "err", err)
+		} else if n > 0 {
+			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.Log.StartOffset())
+		}
+	}
+}
