@@ -240,7 +240,7 @@ func TestBadProduceStoresNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before, size := part.Log.EndOffset(), part.Log.Size()
+			before, size := part.LogEndOffset(), part.Size()
 			r := tn.produceRaw(c.topic, c.partition, append([]byte(nil), c.raw...))
 			if r.ErrorCode != c.want {
 				t.Fatalf("got %v (%s), want %v", r.ErrorCode, r.ErrorMessage, c.want)
@@ -248,8 +248,8 @@ func TestBadProduceStoresNothing(t *testing.T) {
 			if r.ErrorMessage == "" || r.BaseOffset != -1 {
 				t.Fatalf("error response lacks a message or has an offset: %v", r)
 			}
-			if part.Log.EndOffset() != before || part.Log.Size() != size {
-				t.Fatalf("log changed: end %d->%d size %d->%d", before, part.Log.EndOffset(), size, part.Log.Size())
+			if part.LogEndOffset() != before || part.Size() != size {
+				t.Fatalf("log changed: end %d->%d size %d->%d", before, part.LogEndOffset(), size, part.Size())
 			}
 		})
 	}

@@ -79,10 +79,10 @@ func TestIdempotentSequenceRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if end := part.Log.EndOffset(); end != 18 {
+	if end := part.LogEndOffset(); end != 18 {
 		t.Fatalf("log end %d, want 18", end)
 	}
-	res, err := part.Log.Read(0, 1<<20, 18)
+	res, err := part.Read(0, 1<<20, 18)
 	if err != nil || len(res.Batches) != 6 {
 		t.Fatalf("log holds %d batches (%v), want 6", len(res.Batches), err)
 	}

@@ -122,7 +122,7 @@ func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProd
 			if req.Acks != sluicev1.Acks_ACKS_NONE {
 				pr.BaseOffset = res.BaseOffset
 			}
-			pr.LogStartOffset = part.Log.StartOffset()
+			pr.LogStartOffset = part.LogStartOffset()
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}

@@ -59,8 +59,8 @@ func mLogBytes(t *testing.T, n *api.Node, hw int64) []byte {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	for off := p.Log.StartOffset(); off < hw; {
-		res, err := p.Log.Read(off, 1<<20, hw)
+	for off := p.LogStartOffset(); off < hw; {
+		res, err := p.Read(off, 1<<20, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,15 +141,15 @@ func (tc *testCluster) checkMoved(t *testing.T, pm *sluicev1.PartitionMetadata, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "leader HW covers the records", func() bool { return lp.Log.HighWatermark() >= want })
-	hw := lp.Log.HighWatermark()
+	eventually(t, 10*time.Second, "leader HW covers the records", func() bool { return lp.HighWatermark() >= want })
+	hw := lp.HighWatermark()
 	ref := mLogBytes(t, leader, hw)
 	for _, id := range pm.Replicas {
 		p, err := tc.nodes[id].Replicas().Replica("m", 0)
 		if err != nil {
 			t.Fatalf("replica %d: %v", id, err)
 		}
-		eventually(t, 10*time.Second, fmt.Sprintf("replica %d caught up to %d", id, hw), func() bool { return p.Log.EndOffset() >= hw })
+		eventually(t, 10*time.Second, fmt.Sprintf("replica %d caught up to %d", id, hw), func() bool { return p.LogEndOffset() >= hw })
 		if got := mLogBytes(t, tc.nodes[id], hw); !bytes.Equal(got, ref) {
 			t.Errorf("replica %d: %d bytes below HW %d differ from the leader's %d", id, len(got), hw, len(ref))
 		}

@@ -71,8 +71,8 @@ func logBytes(t *testing.T, n *api.Node, hw int64) []byte {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	for off := p.Log.StartOffset(); off < hw; {
-		res, err := p.Log.Read(off, 1<<20, hw)
+	for off := p.LogStartOffset(); off < hw; {
+		res, err := p.Read(off, 1<<20, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestReplicationAcksAllSurvivesLeaderCrash(t *testing.T) {
 	// acks=all returned, so every ISR member has the records: each
 	// follower's log end is at least 500 right now, with no waiting.
 	for id, n := range tc.nodes {
-		if got := hostedLog(t, n).Log.EndOffset(); got < 500 {
+		if got := hostedLog(t, n).LogEndOffset(); got < 500 {
 			t.Errorf("node %d log end %d after acks=all, want >= 500", id, got)
 		}
 	}
@@ -120,7 +120,7 @@ func TestReplicationAcksAllSurvivesLeaderCrash(t *testing.T) {
 		return newLeader != leader && newLeader >= 0
 	})
 	eventually(t, 10*time.Second, "new leader's HW covers the acknowledged records", func() bool {
-		return hostedLog(t, tc.nodes[newLeader]).Log.HighWatermark() >= 500
+		return hostedLog(t, tc.nodes[newLeader]).HighWatermark() >= 500
 	})
 	tn := &testNode{t: t, conn: dial(t, tc.nodes[newLeader].Addr())}
 	tn.log = sluicev1.NewLogClient(tn.conn)
@@ -150,10 +150,10 @@ func TestReplicationAcksAllSurvivesLeaderCrash(t *testing.T) {
 	eventually(t, 20*time.Second, "the restarted replica rejoins the ISR", func() bool {
 		return len(tc.partition(t, "r", 0).Isr) == 3
 	})
-	hw := hostedLog(t, tc.nodes[newLeader]).Log.HighWatermark()
+	hw := hostedLog(t, tc.nodes[newLeader]).HighWatermark()
 	want := logBytes(t, tc.nodes[newLeader], hw)
 	for id, n := range tc.nodes {
-		eventually(t, 10*time.Second, "replica caught up", func() bool { return hostedLog(t, n).Log.EndOffset() >= hw })
+		eventually(t, 10*time.Second, "replica caught up", func() bool { return hostedLog(t, n).LogEndOffset() >= hw })
 		if got := logBytes(t, n, hw); !bytes.Equal(got, want) {
 			t.Errorf("node %d: %d bytes below HW %d differ from the leader's %d", id, len(got), hw, len(want))
 		}
@@ -191,12 +191,12 @@ func TestReplicationNotEnoughReplicasAndISRShrink(t *testing.T) {
 	tc.nodes[followers[1]].Replicas().SetFetchPaused(true)
 	produceTo(t, tc.nodes[leader], sluicev1.Acks_ACKS_LEADER, "d", 1)
 	eventually(t, 10*time.Second, "ISR shrinks to the leader", func() bool { return len(tc.partition(t, "r", 0).Isr) == 1 })
-	end := hostedLog(t, tc.nodes[leader]).Log.EndOffset()
+	end := hostedLog(t, tc.nodes[leader]).LogEndOffset()
 	r := produceTo(t, tc.nodes[leader], sluicev1.Acks_ACKS_ALL, "e", 1)[0]
 	if r.ErrorCode != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS {
 		t.Fatalf("acks=all with ISR 1 < min.insync 2: %v", r)
 	}
-	if got := hostedLog(t, tc.nodes[leader]).Log.EndOffset(); got != end {
+	if got := hostedLog(t, tc.nodes[leader]).LogEndOffset(); got != end {
 		t.Errorf("refused produce appended: log end %d -> %d", end, got)
 	}
 	if r := produceTo(t, tc.nodes[leader], sluicev1.Acks_ACKS_LEADER, "f", 1)[0]; r.ErrorCode != sluicev1.ErrorCode_NONE {
@@ -219,7 +219,7 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 			t.Fatal(r)
 		}
 	}
-	if end := hostedLog(t, tc.nodes[old]).Log.EndOffset(); end != 80 {
+	if end := hostedLog(t, tc.nodes[old]).LogEndOffset(); end != 80 {
 		t.Fatalf("old leader log end %d, want 80", end)
 	}
 	tc.nodes[old].Abort()
@@ -235,7 +235,7 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	// A fetch already in flight when the followers paused may have carried
 	// the first tail batch to the new leader; the divergence point is its
 	// log end at election.
-	diverge := hostedLog(t, tc.nodes[leader]).Log.EndOffset()
+	diverge := hostedLog(t, tc.nodes[leader]).LogEndOffset()
 	if diverge < 50 || diverge >= 80 {
 		t.Fatalf("new leader log end %d, want within [50, 80)", diverge)
 	}
@@ -250,7 +250,7 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	tc.start(old)
 	tc.waitReady(old)
 	eventually(t, 20*time.Second, "old leader back in the ISR", func() bool { return len(tc.partition(t, "r", 0).Isr) == 3 })
-	hw := hostedLog(t, tc.nodes[leader]).Log.HighWatermark()
+	hw := hostedLog(t, tc.nodes[leader]).HighWatermark()
 	if hw != diverge+40 {
 		t.Fatalf("HW %d, want %d", hw, diverge+40)
 	}
@@ -261,10 +261,10 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 		}
 	}
 	p := hostedLog(t, tc.nodes[old])
-	if end := p.Log.EndOffset(); end != hw {
+	if end := p.LogEndOffset(); end != hw {
 		t.Errorf("old leader log end %d, want %d", end, hw)
 	}
-	entries := p.Log.EpochEntries()
+	entries := p.EpochEntries()
 	if len(entries) != 2 || entries[1].StartOffset != diverge {
 		t.Errorf("old leader epoch entries %+v, want the second epoch to start at %d", entries, diverge)
 	}

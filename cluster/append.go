@@ -11,62 +11,76 @@ import (
 	"github.com/sluice-io/sluice/storage"
 )
 
+// AppendResult describes an appended batch.
+type AppendResult struct {
+	BaseOffset   int64
+	LastOffset   int64
+	MaxTimestamp int64
+	// Duplicate: the batch was a producer's retry of a batch already in
+	// the log (same producer id, epoch and sequences); nothing was written
+	// and the offsets are the original's.
+	Duplicate bool
+}
+
 // Append validates a batch as a producer sent it and appends it to the
 // partition. Nothing is written unless every check passes. Errors are
 // *errs.Error with the code to return for the partition.
-func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now time.Time) (storage.AppendResult, error) {
+func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now time.Time) (AppendResult, error) {
 	return m.AppendWithAcks(topic, partition, raw, now, false)
 }
 
 // AppendWithAcks is Append; with acksAll it first refuses
 // (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas.
 // The caller then waits with Replica.WaitCommitted.
-func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
+func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	p, err := m.Replica(topic, partition)
 	if err != nil {
-		return storage.AppendResult{}, err
+		return AppendResult{}, err
 	}
 	return m.AppendTo(p, raw, now, acksAll)
 }
 
 // AppendTo is AppendWithAcks on a partition the caller already looked up.
-func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
+func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	leader, epoch := p.Leadership()
 	if leader != m.cfg.NodeID {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
 	}
 	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
 	}
 	b, h, err := batch.Canonicalize(raw)
 	if err != nil {
-		return storage.AppendResult{}, err
+		return AppendResult{}, err
 	}
 	switch {
 	case h.IsControl():
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
 	case h.IsTransactional():
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional batches are not supported yet")
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional batches are not supported yet")
 	}
 	if acksAll {
 		if err := p.checkAcksAll(); err != nil {
-			return storage.AppendResult{}, err
+			return AppendResult{}, err
 		}
 	}
-	res, err := p.Log.Append(b, epoch, now)
+	sr, err := p.log.Append(b, epoch, now)
+	res := AppendResult(sr)
 	if err == nil {
 		p.leaderAppended(res.LastOffset+1, now)
 	}
+	return res, m.appendError(p, err)
+}
+
+// appendError maps a storage append error to the partition's error code.
+func (m *ReplicaManager) appendError(p *Replica, err error) error {
 	if errors.Is(err, storage.ErrClosed) {
-		return res, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s is no longer hosted by node %d", p, m.cfg.NodeID)
+		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s is no longer hosted by node %d", p, m.cfg.NodeID)
 	}
-	if err != nil {
-		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
-			return res, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %w", p, err)
-		}
-		return res, err
+	if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+		return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %w", p, err)
 	}
-	return res, nil
+	return err
 }
 
 // leaderAppended records the leader's new log end offset.

@@ -269,7 +269,7 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 	req := &internalv1.OffsetForLeaderEpochRequest{ReplicaId: f.fm.rm.cfg.NodeID}
 	for _, s := range states {
 		req.Partitions = append(req.Partitions, &internalv1.EpochQuery{Topic: s.p.Topic, Partition: s.p.Partition,
-			CurrentLeaderEpoch: s.leaderEpoch, LeaderEpoch: s.p.Log.LatestEpoch()})
+			CurrentLeaderEpoch: s.leaderEpoch, LeaderEpoch: s.p.log.LatestEpoch()})
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
 	defer cancel()
@@ -321,7 +321,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
 	for _, s := range states {
 		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
-			FetchOffset: s.p.Log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
+			FetchOffset: s.p.log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
 	}
 	resp := &codec.ReplicaFetchResponse{}
 	defer resp.Release()
@@ -357,7 +357,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		case sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE:
 			// Behind the leader's log start: start over there. Ahead of its
 			// end: the logs diverged; find the divergence point again.
-			if s.p.Log.EndOffset() < r.LogStartOffset {
+			if s.p.log.EndOffset() < r.LogStartOffset {
 				if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil {
 					f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
 				}
@@ -379,7 +379,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 			continue
 		}
 		for _, b := range r.Batches {
-			if _, err := s.p.Log.AppendVerbatim(b, now); err != nil {
+			if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
 				f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
 				f.mu.Lock()
 				s.truncate = true
@@ -387,7 +387,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 				break
 			}
 		}
-		s.p.Log.SetHighWatermark(min(r.HighWatermark, s.p.Log.EndOffset()))
+		s.p.log.SetHighWatermark(min(r.HighWatermark, s.p.log.EndOffset()))
 		s.p.roleMu.Unlock()
 	}
 	return nil

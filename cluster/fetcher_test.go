@@ -38,7 +38,7 @@ func (l *fakeLeader) OffsetForLeaderEpoch(_ context.Context, req *internalv1.Off
 			return nil, err
 		}
 		resp.Partitions = append(resp.Partitions, &internalv1.EpochResult{Topic: q.Topic, Partition: q.Partition,
-			LeaderEpoch: p.LeaderEpoch(), EndOffset: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset()})
+			LeaderEpoch: p.LeaderEpoch(), EndOffset: p.log.EndOffset(), LogStartOffset: p.log.StartOffset()})
 	}
 	return resp, nil
 }
@@ -56,13 +56,13 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 		if err != nil {
 			return nil, err
 		}
-		res, err := p.Log.Read(fp.FetchOffset, 1<<20, p.Log.EndOffset())
+		res, err := p.log.Read(fp.FetchOffset, 1<<20, p.log.EndOffset())
 		if err != nil {
 			return nil, err
 		}
 		found = found || len(res.Batches) > 0
 		resp.Partitions = append(resp.Partitions, &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition,
-			HighWatermark: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), Batches: res.Batches})
+			HighWatermark: p.log.EndOffset(), LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset(), Batches: res.Batches})
 	}
 	if !found {
 		select {
@@ -180,14 +180,14 @@ func (r *fetchRig) caughtUp(name string, within time.Duration) {
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for {
-		changed := fp.Log.Changed() // before the check: no append is missed
-		if fp.Log.EndOffset() == lp.Log.EndOffset() {
+		changed := fp.log.Changed() // before the check: no append is missed
+		if fp.log.EndOffset() == lp.log.EndOffset() {
 			return
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			r.t.Fatalf("%s: follower at %d, leader at %d after %v", name, fp.Log.EndOffset(), lp.Log.EndOffset(), within)
+			r.t.Fatalf("%s: follower at %d, leader at %d after %v", name, fp.log.EndOffset(), lp.log.EndOffset(), within)
 		}
 	}
 }
@@ -220,8 +220,8 @@ func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
 	r.create("b", 2)
 	r.caughtUp("b", 5*time.Second)
 	r.caughtUp("a", 5*time.Second)
-	if lp.Log.EndOffset() != 8 {
-		t.Fatalf("leader a at %d, want 8", lp.Log.EndOffset())
+	if lp.log.EndOffset() != 8 {
+		t.Fatalf("leader a at %d, want 8", lp.log.EndOffset())
 	}
 	if got := r.fake.streams.Load(); got != 2 {
 		t.Fatalf("streams opened %d, want 2 (one more after the cancel)", got)

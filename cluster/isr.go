@@ -27,32 +27,30 @@ const (
 // and wakes acks=all waiters.
 func (p *Replica) publishHWLocked() {
 	if p.tracker != nil {
-		p.Log.SetHighWatermark(p.tracker.HW())
+		p.log.SetHighWatermark(p.tracker.HW())
 	}
 	close(p.hwCh)
 	p.hwCh = make(chan struct{})
 }
 
-// FollowerFetched records that replica fetched p at offset (its log end
+// recordFollowerFetch records that replica fetched p at offset (its log end
 // offset) in leaderEpoch, advancing the HW and queueing an ISR expansion
 // when it qualifies. Errors: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
 // (the follower's epoch is older), UNKNOWN_LEADER_EPOCH (newer), and the
 // tracker's.
-func (p *Replica) FollowerFetched(replica, leaderEpoch int32, offset int64, now time.Time) (int64, error) {
+func (p *Replica) recordFollowerFetch(replica, leaderEpoch int32, offset int64, now time.Time) (int64, error) {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	t := p.tracker
-	switch {
-	case t == nil:
+	if t == nil {
 		return 0, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "this broker does not lead %s", p)
-	case leaderEpoch < t.LeaderEpoch():
-		return 0, errs.New(sluicev1.ErrorCode_FENCED_LEADER_EPOCH, "leader epoch %d of %s is stale, current is %d", leaderEpoch, p, t.LeaderEpoch())
-	case leaderEpoch > t.LeaderEpoch():
-		return 0, errs.New(sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, "leader epoch %d of %s is newer than this leader's %d", leaderEpoch, p, t.LeaderEpoch())
+	}
+	if err := checkLeaderEpoch(p.TopicPartition, leaderEpoch, t.LeaderEpoch(), true); err != nil {
+		return 0, err
 	}
 	// An append wakes followers before its writer records the new log end
 	// in the tracker: catch the tracker up first.
-	if leo := p.Log.EndOffset(); leo > t.LeaderLEO() && t.LeaderAppended(leo, now) {
+	if leo := p.log.EndOffset(); leo > t.LeaderLEO() && t.LeaderAppended(leo, now) {
 		p.publishHWLocked()
 	}
 	upd, err := t.FollowerFetched(replica, offset, now)
@@ -86,7 +84,7 @@ func (m *ReplicaManager) isrLoop() {
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
 				for _, p := range m.allReplicas() {
-					if err := p.Log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed {
+					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed {
 						m.log.Warn("high watermark checkpoint failed", "partition", p.String(), "err", err)
 					}
 				}
@@ -155,7 +153,7 @@ func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, 
 		}
 	}()
 	var resp *internalv1.AlterPartitionResponse
-	err := m.repl.Controllers.Call(ctx, 5*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
+	err := m.repl.Load().Controllers.Call(ctx, 5*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
 		var err error
 		resp, err = cl.AlterPartition(ctx, &internalv1.AlterPartitionRequest{
 			BrokerId: m.cfg.NodeID, BrokerEpoch: m.brokerEpoch(), Topic: p.Topic, Partition: p.Partition,

@@ -19,10 +19,10 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 				m.fetchers.unfollow(p.TopicPartition)
 			}
 			p.following = controller.NoLeader
-			leo := p.Log.EndOffset()
+			leo := p.log.EndOffset()
 			t, err := replication.NewTracker(replication.TrackerConfig{
 				LeaderID: self, LeaderEpoch: ps.LeaderEpoch, PartitionEpoch: ps.PartitionEpoch,
-				Replicas: ps.Replicas, ISR: ps.ISR, LeaderLEO: leo, HW: p.Log.HighWatermark(),
+				Replicas: ps.Replicas, ISR: ps.ISR, LeaderLEO: leo, HW: p.log.HighWatermark(),
 				LeaderEpochStartOffset: leo, LagTimeMax: m.lagTimeMax(), MinInsyncReplicas: tc.MinInsyncReplicas, Now: now,
 			})
 			if err != nil {
@@ -36,7 +36,7 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 			// once (Kafka makeLeader → maybeIncrementLeaderHW).
 			t.LeaderAppended(leo, now)
 			p.publishHWLocked()
-			m.log.Info("became leader", "partition", p.String(), "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end_offset", leo, "high_watermark", p.Log.HighWatermark())
+			m.log.Info("became leader", "partition", p.String(), "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end_offset", leo, "high_watermark", p.log.HighWatermark())
 		} else if ps.PartitionEpoch != p.tracker.PartitionEpoch() {
 			if changed, err := p.tracker.ApplyMetadata(ps.LeaderEpoch, ps.PartitionEpoch, ps.Replicas, ps.ISR, now); err != nil {
 				m.log.Error("partition metadata not applied", "partition", p.String(), "err", err)
@@ -64,7 +64,7 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 		p.following, p.followEpoch = ps.Leader, ps.LeaderEpoch
 		if m.fetchers != nil {
 			m.fetchers.follow(p, ps.Leader, ps.LeaderEpoch)
-			m.log.Info("became follower", "partition", p.String(), "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch, "log_end_offset", p.Log.EndOffset())
+			m.log.Info("became follower", "partition", p.String(), "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch, "log_end_offset", p.log.EndOffset())
 		}
 	}
 }

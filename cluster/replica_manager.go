@@ -49,7 +49,7 @@ type ReplicaManager struct {
 	partitions map[TopicPartition]*Replica
 
 	// repl and fetchers are set by StartReplication (nil without it).
-	repl        *ReplicationConfig
+	repl        atomic.Pointer[ReplicationConfig]
 	fetchers    *fetcherManager
 	fetchPaused atomic.Bool
 
@@ -190,7 +190,7 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 			}
 			p.setLeadership(ps.Leader, ps.LeaderEpoch)
 			if old := p.config.Load(); old.Storage != tc.Storage {
-				p.Log.SetConfig(tc.Storage)
+				p.log.SetConfig(tc.Storage)
 			}
 			p.config.Store(&tc)
 			m.updateRole(p, ps, im, tc, now)
@@ -267,7 +267,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
 	}
-	p = &Replica{TopicPartition: tp, TopicID: topicID, Log: l, hwCh: make(chan struct{}),
+	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
@@ -290,7 +290,7 @@ func (m *ReplicaManager) removeReplica(p *Replica) {
 		delete(m.partitions, p.TopicPartition)
 	}
 	m.mu.Unlock()
-	if err := p.Log.Delete(); err != nil {
+	if err := p.log.Delete(); err != nil {
 		m.log.Error("delete log", "partition", p.String(), "err", err)
 		return
 	}
@@ -343,7 +343,7 @@ func (m *ReplicaManager) Close() error {
 	defer m.mu.Unlock()
 	var first error
 	for tp, p := range m.partitions {
-		if err := p.Log.Close(); err != nil && first == nil {
+		if err := p.log.Close(); err != nil && first == nil {
 			first = fmt.Errorf("close %s: %w", tp, err)
 		}
 		delete(m.partitions, tp)
@@ -371,29 +371,31 @@ func (m *ReplicaManager) StartReplication(rc ReplicationConfig) {
 		rc.LagTimeMax = DefaultReplicaLagTimeMax
 	}
 	m.applyMu.Lock()
-	m.repl = &rc
+	m.repl.Store(&rc)
 	m.fetchers = newFetcherManager(m, rc.Pool, m.log)
 	m.applyMu.Unlock()
 	m.wg.Add(1)
 	go m.isrLoop()
 }
 
-func (m *ReplicaManager) metadata() *MetadataCache { return m.repl.Metadata }
+func (m *ReplicaManager) metadata() *MetadataCache { return m.repl.Load().Metadata }
 
 // SetFetchPaused stops (or resumes) every follower fetch of this broker, as
 // if its fetchers hung: fault injection for tests. Heartbeats continue.
 func (m *ReplicaManager) SetFetchPaused(paused bool) { m.fetchPaused.Store(paused) }
 
 func (m *ReplicaManager) brokerEpoch() int64 {
-	if m.repl == nil || m.repl.BrokerEpoch == nil {
+	rc := m.repl.Load()
+	if rc == nil || rc.BrokerEpoch == nil {
 		return 0
 	}
-	return m.repl.BrokerEpoch()
+	return rc.BrokerEpoch()
 }
 
 func (m *ReplicaManager) lagTimeMax() time.Duration {
-	if m.repl == nil {
+	rc := m.repl.Load()
+	if rc == nil {
 		return DefaultReplicaLagTimeMax
 	}
-	return m.repl.LagTimeMax
+	return rc.LagTimeMax
 }

@@ -30,13 +30,13 @@ const ProducerIDExpiration = 24 * time.Hour
 // idle producer ids.
 func (m *ReplicaManager) EnforceRetention(now time.Time) {
 	for _, p := range m.allReplicas() {
-		if n := p.Log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
+		if n := p.log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
 			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
 		}
-		if n, err := p.Log.EnforceRetention(now); err != nil {
+		if n, err := p.log.EnforceRetention(now); err != nil {
 			m.log.Error("retention failed", "partition", p.String(), "err", err)
 		} else if n > 0 {
-			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.Log.StartOffset())
+			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.log.StartOffset())
 		}
 	}
 }
