@@ -69,13 +69,12 @@ func (p *Replica) recordFollowerFetch(replica, leaderEpoch int32, offset int64, 
 // isrLoop is the leaders' upkeep: ISR shrink and expansion through
 // AlterPartition, and periodic high-watermark checkpoints.
 func (m *ReplicaManager) isrLoop() {
-	defer m.wg.Done()
 	t := time.NewTicker(isrCheckInterval)
 	defer t.Stop()
 	lastCkpt := time.Now()
 	for {
 		select {
-		case <-m.stop:
+		case <-m.ctx.Done():
 			return
 		case now := <-t.C:
 			for _, p := range m.allReplicas() {
@@ -135,23 +134,12 @@ func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time) {
 	p.altering = true
 	p.roleMu.Unlock()
 	m.log.Info("proposing ISR change", "partition", p.String(), "from", isr, "to", req.NewISR)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.sendAlterPartition(p, t, req)
-	}()
+	m.goroutines.Go(func() { m.sendAlterPartition(p, t, req) })
 }
 
 func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, req replication.AlterRequest) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second) // ends at Close too
 	defer cancel()
-	go func() {
-		select {
-		case <-m.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var resp *internalv1.AlterPartitionResponse
 	err := m.repl.Load().Controllers.Call(ctx, 5*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
 		var err error

@@ -8,7 +8,8 @@ import (
 )
 
 // updateRole makes p leader or follower as the image's partition state ps
-// says. Caller holds applyMu.
+// says, and queues the leadership events (listener.go). Caller holds
+// applyMu.
 func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, im *controller.Image, tc TopicConfig, now time.Time) {
 	self := m.cfg.NodeID
 	p.roleMu.Lock()
@@ -36,6 +37,7 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 			// once (Kafka makeLeader → maybeIncrementLeaderHW).
 			t.LeaderAppended(leo, now)
 			p.publishHWLocked()
+			p.events.changed(p.TopicPartition, ps.LeaderEpoch, true)
 			m.log.Info("became leader", "partition", p.String(), "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end_offset", leo, "high_watermark", p.log.HighWatermark())
 		} else if ps.PartitionEpoch != p.tracker.PartitionEpoch() {
 			if changed, err := p.tracker.ApplyMetadata(ps.LeaderEpoch, ps.PartitionEpoch, ps.Replicas, ps.ISR, now); err != nil {
@@ -80,11 +82,15 @@ func (p *Replica) lockAsFollower(leader, leaderEpoch int32) bool {
 	return false
 }
 
-// dropTrackerLocked ends leadership: waiters wake and see it gone.
+// dropTrackerLocked ends leadership: waiters wake and see it gone, and
+// listeners hear Resigned. The caller holds roleMu (and applyMu: every
+// leadership change happens under it).
 func (p *Replica) dropTrackerLocked() {
 	if p.tracker == nil {
 		return
 	}
+	epoch := p.tracker.LeaderEpoch()
 	p.tracker = nil
 	p.publishHWLocked()
+	p.events.changed(p.TopicPartition, epoch, false)
 }

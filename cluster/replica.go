@@ -26,6 +26,8 @@ type Replica struct {
 	TopicID string
 	// log is the partition's log; safe for concurrent use (storage.Log).
 	log *storage.Log
+	// events is the manager's leadership-event queue (listener.go).
+	events *leadershipEvents
 
 	// leadership packs leader id (high 32 bits) and leader epoch (low).
 	leadership atomic.Uint64

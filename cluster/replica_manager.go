@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 	"github.com/sluice-io/sluice/storage"
@@ -53,8 +55,15 @@ type ReplicaManager struct {
 	fetchers    *fetcherManager
 	fetchPaused atomic.Bool
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// ctx ends at Close: it stops the loops and AlterPartition calls.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// goroutines are the retention loop, the ISR loop and the
+	// AlterPartition senders (the fetchers and the listener delivery
+	// goroutine have their own groups).
+	goroutines goroutine.Group
+	// events delivers leadership changes to listeners (listener.go).
+	events *leadershipEvents
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -91,8 +100,9 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		log:        cfg.Logger,
 		onDisk:     map[string]string{},
 		partitions: map[TopicPartition]*Replica{},
-		stop:       make(chan struct{}),
+		events:     newLeadershipEvents(),
 	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -267,7 +277,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
 	}
-	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, hwCh: make(chan struct{}),
+	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, events: m.events, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
@@ -322,25 +332,26 @@ func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error
 	return p, nil
 }
 
-// Close stops background work and closes every log cleanly (writing the
-// clean-shutdown markers).
+// Close stops background work, resigns every leadership (listeners hear
+// Resigned; acks=all waiters see the leadership gone), closes every log
+// cleanly (writing the clean-shutdown markers), and waits until the
+// listeners have been told. It must not be called from a listener.
 func (m *ReplicaManager) Close() error {
-	select {
-	case <-m.stop:
-	default:
-		close(m.stop)
-	}
+	m.cancel()
 	m.applyMu.Lock()
 	fetchers := m.fetchers
 	m.applyMu.Unlock()
 	if fetchers != nil {
 		fetchers.close()
 	}
-	m.wg.Wait()
+	m.goroutines.Wait()
 	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
+	for _, p := range m.allReplicas() {
+		p.roleMu.Lock()
+		p.dropTrackerLocked()
+		p.roleMu.Unlock()
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	var first error
 	for tp, p := range m.partitions {
 		if err := p.log.Close(); err != nil && first == nil {
@@ -348,6 +359,9 @@ func (m *ReplicaManager) Close() error {
 		}
 		delete(m.partitions, tp)
 	}
+	m.mu.Unlock()
+	m.applyMu.Unlock()
+	m.events.closeAndWait()
 	return first
 }
 
@@ -374,8 +388,7 @@ func (m *ReplicaManager) StartReplication(rc ReplicationConfig) {
 	m.repl.Store(&rc)
 	m.fetchers = newFetcherManager(m, rc.Pool, m.log)
 	m.applyMu.Unlock()
-	m.wg.Add(1)
-	go m.isrLoop()
+	m.goroutines.Go(m.isrLoop)
 }
 
 func (m *ReplicaManager) metadata() *MetadataCache { return m.repl.Load().Metadata }

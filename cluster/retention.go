@@ -6,20 +6,18 @@ import (
 
 // Start runs the retention loop until Close.
 func (m *ReplicaManager) Start() {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.goroutines.Go(func() {
 		t := time.NewTicker(m.cfg.RetentionCheckInterval)
 		defer t.Stop()
 		for {
 			select {
-			case <-m.stop:
+			case <-m.ctx.Done():
 				return
 			case now := <-t.C:
 				m.EnforceRetention(now)
 			}
 		}
-	}()
+	})
 }
 
 // ProducerIDExpiration is producer.id.expiration.ms: the producer state of
