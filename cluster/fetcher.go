@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -52,9 +53,12 @@ type fetcherManager struct {
 	pool *ConnPool
 	log  *slog.Logger
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the following
 	fetchers map[int32]*fetcher
 	closed   bool
+
+	// goroutines are the fetchers' run loops.
+	goroutines goroutine.Group
 }
 
 func newFetcherManager(rm *ReplicaManager, pool *ConnPool, log *slog.Logger) *fetcherManager {
@@ -79,7 +83,7 @@ func (fm *fetcherManager) follow(p *Replica, leader, leaderEpoch int32) {
 	if f == nil {
 		f = newFetcher(fm, leader)
 		fm.fetchers[leader] = f
-		f.start()
+		fm.goroutines.Go(f.run)
 	}
 	f.add(&fetchState{p: p, leaderEpoch: leaderEpoch, truncate: true})
 }
@@ -106,15 +110,18 @@ func (fm *fetcherManager) close() {
 	for _, f := range fs {
 		f.stop()
 	}
+	fm.goroutines.Wait()
 }
 
 // fetchState is one follower partition in a fetcher.
 type fetchState struct {
 	p           *Replica
 	leaderEpoch int32
-	// truncate: ask the leader for the divergence point before fetching.
+	// truncate: ask the leader for the divergence point before fetching
+	// (guarded by the fetcher's mu).
 	truncate bool
-	// retryAt delays a partition after a partition-level error.
+	// retryAt delays a partition after a partition-level error (the
+	// fetcher's run goroutine alone reads and writes it).
 	retryAt time.Time
 }
 
@@ -124,7 +131,7 @@ type fetcher struct {
 	fm     *fetcherManager
 	source int32
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards parts, cancelPoll and the truncate flags of the states
 	parts map[TopicPartition]*fetchState
 	wake  chan struct{} // capacity 1: a partition was added
 	// cancelPoll cancels the fetch in flight (nil when none): a partition
@@ -152,8 +159,6 @@ func newFetcher(fm *fetcherManager, source int32) *fetcher {
 	return &fetcher{fm: fm, source: source, parts: map[TopicPartition]*fetchState{},
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
-
-func (f *fetcher) start() { go f.run() }
 
 func (f *fetcher) stop() {
 	f.cancel()

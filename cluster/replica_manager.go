@@ -38,7 +38,11 @@ type ReplicaManager struct {
 	cfg ReplicaManagerConfig
 	log *slog.Logger
 
-	// applyMu serialises Apply (log creation and deletion).
+	// applyMu serialises Apply (log creation and deletion) and every
+	// leadership change (Apply, Close, listener registration); it also
+	// guards fetchers and the two fields below. Lock order: applyMu before
+	// a replica's roleMu before fetcherManager.mu before fetcher.mu, and
+	// before mu (docs/locks.md).
 	applyMu sync.Mutex
 	// clusterID is the cluster this data dir belongs to ("" until the
 	// first image that names one); guarded by applyMu.
@@ -50,7 +54,8 @@ type ReplicaManager struct {
 	mu         sync.RWMutex // guards the following
 	partitions map[TopicPartition]*Replica
 
-	// repl and fetchers are set by StartReplication (nil without it).
+	// repl and fetchers are set by StartReplication (nil without it);
+	// fetchers is guarded by applyMu.
 	repl        atomic.Pointer[ReplicationConfig]
 	fetchers    *fetcherManager
 	fetchPaused atomic.Bool
