@@ -21,6 +21,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -187,7 +188,8 @@ type Controller struct {
 	// ctx is cancelled by Shutdown; background work derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// goroutines are the leader and session loops.
+	goroutines goroutine.Group
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -290,9 +292,8 @@ func (c *Controller) Start() (err error) {
 		return fmt.Errorf("controller: start raft: %w", err)
 	}
 	c.raft, c.transport, c.store = r, transport, store
-	c.wg.Add(2)
-	go c.leaderLoop()
-	go c.sessionLoop()
+	c.goroutines.Go(c.leaderLoop)
+	c.goroutines.Go(c.sessionLoop)
 	return nil
 }
 
@@ -325,6 +326,9 @@ func (c *Controller) shutdown(handoff bool) error {
 			}
 		}
 		done := make(chan struct{})
+		// Not in goroutines: when raft's shutdown overruns the deadline
+		// this goroutine is abandoned (and the store left open), rather
+		// than waited for.
 		go func() {
 			_ = c.raft.Shutdown().Error() // also closes the transport
 			close(done)
@@ -337,7 +341,7 @@ func (c *Controller) shutdown(handoff bool) error {
 			c.shutdownErr = errors.New("controller: raft shutdown timed out")
 			_ = c.transport.Close()
 		}
-		c.wg.Wait()
+		c.goroutines.Wait()
 		if c.shutdownErr == nil {
 			c.shutdownErr = c.store.Close()
 		}
@@ -350,7 +354,6 @@ func (c *Controller) shutdown(handoff bool) error {
 // reassignments the previous controller left ready. It stops with
 // Shutdown.
 func (c *Controller) leaderLoop() {
-	defer c.wg.Done()
 	for {
 		select {
 		case <-c.ctx.Done():

@@ -135,7 +135,6 @@ func (c *Controller) onLeadership(isLeader bool) {
 // completes any partition reassignment that is ready but was not
 // completed where it became ready (see maybeCompleteReassignments).
 func (c *Controller) sessionLoop() {
-	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.SessionCheckInterval)
 	defer t.Stop()
 	for {

@@ -52,7 +52,6 @@ type nodeEvent struct {
 // eventLoop is the one goroutine that calls OnEvent, in queue order, until
 // stop is closed; events still queued then are dropped.
 func (m *Membership) eventLoop() {
-	defer m.wg.Done()
 	for {
 		select {
 		case <-m.stop:

@@ -81,8 +81,7 @@ func TestEventLoopDeliversInOrder(t *testing.T) {
 	d.NotifyUpdate(testNodeOf(t, 3, 7003))
 	d.NotifyLeave(testNodeOf(t, 2, 7002))
 
-	m.wg.Add(1)
-	go m.eventLoop()
+	m.goroutines.Go(m.eventLoop)
 	want := "[join 2 127.0.0.1:7002 update 3 127.0.0.1:7003 leave 2 127.0.0.1:7002]"
 	eventually(t, 5*time.Second, func() error {
 		mu.Lock()
@@ -94,7 +93,7 @@ func TestEventLoopDeliversInOrder(t *testing.T) {
 	})
 	close(m.stop)
 	m.stopped.Store(true)
-	m.wg.Wait()
+	m.goroutines.Wait()
 	d.NotifyJoin(testNodeOf(t, 4, 7004))
 	if len(m.events) != 0 {
 		t.Error("event queued after shutdown began")

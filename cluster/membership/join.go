@@ -100,7 +100,6 @@ func (s selfAddrs) otherSeeds(seeds []string) []string {
 // message about this node, which a direct push carries without waiting for
 // gossip. It ends on Shutdown or Leave.
 func (m *Membership) joinLoop() {
-	defer m.wg.Done()
 	retry := time.NewTicker(m.cfg.JoinRetryInterval)
 	defer retry.Stop()
 	var rejoin <-chan time.Time // nil (never fires) when disabled

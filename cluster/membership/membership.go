@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/sluice-io/sluice/internal/goroutine"
 )
 
 // Sentinel errors of Leave and UpdateMeta.
@@ -37,7 +38,7 @@ var (
 //
 // Goroutines: memberlist's own, stopped by its Shutdown; eventLoop (when
 // OnEvent is set), the only caller of OnEvent; joinLoop (when there are
-// seeds other than this node). Both stop on Shutdown, tracked by wg.
+// seeds other than this node). Both stop on Shutdown, tracked by goroutines.
 type Membership struct {
 	cfg   Config
 	log   *slog.Logger
@@ -75,8 +76,8 @@ type Membership struct {
 	lifeMu   sync.Mutex
 	shutdown bool
 
-	stop chan struct{} // closed by Shutdown
-	wg   sync.WaitGroup
+	stop       chan struct{} // closed by Shutdown
+	goroutines goroutine.Group
 }
 
 // Start validates cfg, listens for gossip on cfg.BindAddr under the node
@@ -179,12 +180,10 @@ func Start(cfg Config) (*Membership, error) {
 		m.join("start", m.seeds)
 	}
 	if cfg.OnEvent != nil {
-		m.wg.Add(1)
-		go m.eventLoop()
+		m.goroutines.Go(m.eventLoop)
 	}
 	if len(m.seeds) > 0 {
-		m.wg.Add(1)
-		go m.joinLoop()
+		m.goroutines.Go(m.joinLoop)
 	}
 	return m, nil
 }
@@ -271,7 +270,7 @@ func (m *Membership) Shutdown() error {
 	close(m.stop)
 	// Our goroutines end first, so that no join attempt runs against a
 	// stopped memberlist (it would announce this node alive again).
-	m.wg.Wait()
+	m.goroutines.Wait()
 	if err := m.ml.Shutdown(); err != nil {
 		return fmt.Errorf("membership: shutdown: %w", err)
 	}
