@@ -41,6 +41,8 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 }
 
 // AppendTo is AppendWithAcks on a partition the caller already looked up.
+// It is the producers' path: control batches are refused
+// (INVALID_RECORD); the coordinators write theirs with AppendCommitted.
 func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	leader, epoch := p.Leadership()
 	if leader != m.cfg.NodeID {
