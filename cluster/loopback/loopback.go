@@ -35,7 +35,7 @@ const (
 )
 
 var (
-	mu     sync.Mutex
+	mu     sync.Mutex       // guards issued
 	issued = map[int]bool{} // ports this process handed out
 )
 
