@@ -51,12 +51,6 @@ func (c *fakeCoordinator) heard() []leadershipEvent {
 	return slices.Clone(c.events)
 }
 
-// leads reports whether the last event says this node leads tp at epoch.
-func (c *fakeCoordinator) leads(tp cluster.TopicPartition, epoch int32) bool {
-	ev := c.heard()
-	return len(ev) > 0 && ev[len(ev)-1] == leadershipEvent{true, tp, epoch}
-}
-
 // checkOrder fails unless events alternate, per partition, BecameLeader(e)
 // then Resigned(e), with epochs increasing.
 func checkOrder(t *testing.T, node int32, events []leadershipEvent) {
@@ -96,9 +90,20 @@ func TestLeadershipListenerFollowsBrokerCrash(t *testing.T) {
 		n.Replicas().RegisterLeadershipListener("coord", listeners[id])
 	}
 	tp := cluster.TopicPartition{Topic: "coord", Partition: 0}
-	pm := tc.partition(t, "coord", 0)
-	old, oldEpoch := pm.LeaderId, pm.LeaderEpoch
-	eventually(t, 10*time.Second, "the leader's listener hears it lead", func() bool { return listeners[old].leads(tp, oldEpoch) })
+	var old int32
+	var oldEpoch int32
+	eventually(t, 10*time.Second, "the leader's listener hears it lead", func() bool {
+		for id, l := range listeners {
+			if ev := l.heard(); len(ev) > 0 && ev[len(ev)-1].leader {
+				old, oldEpoch = id, ev[len(ev)-1].epoch
+				return true
+			}
+		}
+		return false
+	})
+	if im := tc.nodes[old].Metadata().Image(); im.Topics["coord"].Partitions[0].Leader != old || im.Topics["coord"].Partitions[0].LeaderEpoch != oldEpoch {
+		t.Fatalf("node %d heard it leads at epoch %d; its image says %+v", old, oldEpoch, im.Topics["coord"].Partitions[0])
+	}
 
 	tc.nodes[old].Abort() // closes its replica manager: listeners are told
 	delete(tc.nodes, old)
