@@ -301,17 +301,17 @@ func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 			pr.LeaderEpoch = part.LeaderEpoch()
 			switch lp.Spec {
 			case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
-				pr.Offset = part.Log.HighWatermark()
+				pr.Offset = part.HighWatermark()
 			case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
-				pr.Offset = part.Log.StartOffset()
+				pr.Offset = part.LogStartOffset()
 			case sluicev1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP:
-				pr.Offset, pr.Timestamp = part.Log.MaxTimestampOffset()
+				pr.Offset, pr.Timestamp = part.MaxTimestampOffset()
 			case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
 				if lp.Timestamp < 0 {
 					pr.ErrorCode, pr.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "timestamp must be >= 0"
 					continue
 				}
-				off, ts, found, err := part.Log.OffsetForTimestamp(lp.Timestamp)
+				off, ts, found, err := part.OffsetForTimestamp(lp.Timestamp)
 				if err != nil {
 					pr.ErrorCode, pr.ErrorMessage = partitionError(err)
 				} else if found {

@@ -186,13 +186,13 @@ func TestBadProduceStoresNothing(t *testing.T) {
 		{"producer epoch beyond int16", "t", 0, withPID, sluicev1.ErrorCode_INVALID_RECORD},
 		{"control batch from a producer", "t", 0, control, sluicev1.ErrorCode_INVALID_RECORD},
 	}
-	part, err := tn.node.Replicas().Partition("t", 0)
+	part, err := tn.node.Replicas().Replica("t", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before, size := part.Log.EndOffset(), part.Log.Size()
+			before, size := part.LogEndOffset(), part.Size()
 			r := tn.produceRaw(c.topic, c.partition, append([]byte(nil), c.raw...))
 			if r.ErrorCode != c.want {
 				t.Fatalf("got %v (%s), want %v", r.ErrorCode, r.ErrorMessage, c.want)
@@ -200,8 +200,8 @@ func TestBadProduceStoresNothing(t *testing.T) {
 			if r.ErrorMessage == "" || r.BaseOffset != -1 {
 				t.Fatalf("error response lacks a message or has an offset: %v", r)
 			}
-			if part.Log.EndOffset() != before || part.Log.Size() != size {
-				t.Fatalf("log changed: end %d->%d size %d->%d", before, part.Log.EndOffset(), size, part.Log.Size())
+			if part.LogEndOffset() != before || part.Size() != size {
+				t.Fatalf("log changed: end %d->%d size %d->%d", before, part.LogEndOffset(), size, part.Size())
 			}
 		})
 	}

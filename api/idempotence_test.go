@@ -75,14 +75,14 @@ func TestIdempotentSequenceRules(t *testing.T) {
 			t.Fatalf("step %d (seq %d): %v %s offset %d; want %v offset %d", i, s.seq, r.ErrorCode, r.ErrorMessage, r.BaseOffset, s.code, s.offset)
 		}
 	}
-	part, err := tn.node.Replicas().Partition("t", 0)
+	part, err := tn.node.Replicas().Replica("t", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if end := part.Log.EndOffset(); end != 18 {
+	if end := part.LogEndOffset(); end != 18 {
 		t.Fatalf("log end %d, want 18", end)
 	}
-	res, err := part.Log.Read(0, 1<<20, 18)
+	res, err := part.Read(0, 1<<20, 18)
 	if err != nil || len(res.Batches) != 6 {
 		t.Fatalf("log holds %d batches (%v), want 6", len(res.Batches), err)
 	}

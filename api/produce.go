@@ -122,7 +122,7 @@ func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProd
 			if req.Acks != sluicev1.Acks_ACKS_NONE {
 				pr.BaseOffset = res.BaseOffset
 			}
-			pr.LogStartOffset = part.Log.StartOffset()
+			pr.LogStartOffset = part.LogStartOffset()
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}
@@ -138,7 +138,7 @@ func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProd
 // pendingAck is an appended batch an acks=all produce waits for.
 type pendingAck struct {
 	resp *sluicev1.PartitionProduceResponse
-	part *cluster.Partition
+	part *cluster.Replica
 	last int64
 	hint func(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint
 }

@@ -128,9 +128,9 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	log := hostedLog(t, leader).Log
+	log := hostedLog(t, leader)
 	limit := int64(api.MaxProduceStreamInFlight * 10)
-	wait.Until(t, 10*time.Second, "the first requests appended", func() bool { return log.EndOffset() == limit })
+	wait.Until(t, 10*time.Second, "the first requests appended", func() bool { return log.LogEndOffset() == limit })
 	// Not a timing assertion of speed: the requests beyond the bound are
 	// on the wire, so within this window an unbounded broker would append
 	// them (the append of 64 took far less). Every change of the log is
@@ -139,7 +139,7 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 	defer window.Stop()
 	for watching := true; watching; {
 		changed := log.Changed()
-		if end := log.EndOffset(); end != limit {
+		if end := log.LogEndOffset(); end != limit {
 			t.Fatalf("log end %d with %d requests waiting: the stream was read past its bound", end, api.MaxProduceStreamInFlight)
 		}
 		select {
@@ -163,7 +163,7 @@ func TestProduceStreamBoundsRequestsInFlight(t *testing.T) {
 		}
 		seen[r.CorrelationId] = true
 	}
-	if end := log.EndOffset(); end != int64(total*10) {
+	if end := log.LogEndOffset(); end != int64(total*10) {
 		t.Errorf("log end %d, want %d", end, total*10)
 	}
 }

@@ -57,13 +57,13 @@ func produceM(t *testing.T, n *node.Node, acks sluicev1.Acks, prefix string, cou
 // mLogBytes is every batch of m-0 below hw on node, concatenated.
 func mLogBytes(t *testing.T, n *node.Node, hw int64) []byte {
 	t.Helper()
-	p, err := n.Replicas().Partition("m", 0)
+	p, err := n.Replicas().Replica("m", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	for off := p.Log.StartOffset(); off < hw; {
-		res, err := p.Log.Read(off, 1<<20, hw)
+	for off := p.LogStartOffset(); off < hw; {
+		res, err := p.Read(off, 1<<20, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,24 +135,24 @@ func otherThan(ids ...int32) int32 {
 func (tc *testCluster) checkMoved(t *testing.T, pm *sluicev1.PartitionMetadata, removed int32, want int64) {
 	t.Helper()
 	wait.Until(t, 10*time.Second, "removed replica's log deleted", func() bool {
-		_, err := tc.Node(removed).Replicas().Partition("m", 0)
+		_, err := tc.Node(removed).Replicas().Replica("m", 0)
 		_, statErr := os.Stat(filepath.Join(tc.Config(removed).DataDir, "logs", "m-0"))
 		return err != nil && errors.Is(statErr, os.ErrNotExist)
 	})
 	leader := tc.Node(pm.LeaderId)
-	lp, err := leader.Replicas().Partition("m", 0)
+	lp, err := leader.Replicas().Replica("m", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait.Until(t, 10*time.Second, "leader HW covers the records", func() bool { return lp.Log.HighWatermark() >= want })
-	hw := lp.Log.HighWatermark()
+	wait.Until(t, 10*time.Second, "leader HW covers the records", func() bool { return lp.HighWatermark() >= want })
+	hw := lp.HighWatermark()
 	ref := mLogBytes(t, leader, hw)
 	for _, id := range pm.Replicas {
-		p, err := tc.Node(id).Replicas().Partition("m", 0)
+		p, err := tc.Node(id).Replicas().Replica("m", 0)
 		if err != nil {
 			t.Fatalf("replica %d: %v", id, err)
 		}
-		wait.Until(t, 10*time.Second, fmt.Sprintf("replica %d caught up to %d", id, hw), func() bool { return p.Log.EndOffset() >= hw })
+		wait.Until(t, 10*time.Second, fmt.Sprintf("replica %d caught up to %d", id, hw), func() bool { return p.LogEndOffset() >= hw })
 		if got := mLogBytes(t, tc.Node(id), hw); !bytes.Equal(got, ref) {
 			t.Errorf("replica %d: %d bytes below HW %d differ from the leader's %d", id, len(got), hw, len(ref))
 		}
@@ -316,10 +316,10 @@ func TestReassignmentRefusalsAndProgress(t *testing.T) {
 	}
 	// The new replica exists on the spare broker but is not in sync; the
 	// removing follower still hosts its log.
-	if _, err := tc.Node(spare).Replicas().Partition("m", 0); err != nil {
+	if _, err := tc.Node(spare).Replicas().Replica("m", 0); err != nil {
 		t.Errorf("spare broker does not host the new replica: %v", err)
 	}
-	if _, err := tc.Node(follower).Replicas().Partition("m", 0); err != nil {
+	if _, err := tc.Node(follower).Replicas().Replica("m", 0); err != nil {
 		t.Errorf("removing follower dropped its log before the end: %v", err)
 	}
 	// Produce goes on meanwhile.

@@ -15,20 +15,24 @@ import (
 )
 
 // ReplicaService serves sluice.internal.v1.Replica: followers fetching from
-// this broker's leader partitions. The replication rules are in
-// cluster/replication; this translates and long-polls.
+// this broker's leader partitions. The rules (broker-epoch and
+// leader-epoch fencing, follower accounting, long poll) are
+// cluster.ReplicaManager's; this translates.
 type ReplicaService struct {
 	internalv1.UnimplementedReplicaServer
 
 	replicas *cluster.ReplicaManager
-	cache    *cluster.MetadataCache
 	draining <-chan struct{}
 }
 
 // NewReplicaService returns the service. Closing draining (nil: never)
 // ends the open ReplicaFetchStreams with UNAVAILABLE: the node is stopping.
+// cache is not used: followers' broker epochs are checked by the replica
+// manager against its ReplicationConfig.Metadata (the same cache in a
+// node); the parameter goes when the node's wiring drops it.
 func NewReplicaService(replicas *cluster.ReplicaManager, cache *cluster.MetadataCache, draining <-chan struct{}) *ReplicaService {
-	return &ReplicaService{replicas: replicas, cache: cache, draining: draining}
+	_ = cache
+	return &ReplicaService{replicas: replicas, draining: draining}
 }
 
 // ReplicaFetch implements the Replica service. Each partition's fetch
@@ -68,95 +72,51 @@ func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[inte
 }
 
 func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
-	if b := s.cache.Image().Brokers[req.ReplicaId]; b == nil || b.Epoch != req.BrokerEpoch {
-		return nil, errs.Status(errs.New(sluicev1.ErrorCode_STALE_BROKER_EPOCH, "replica %d broker epoch %d is not current", req.ReplicaId, req.BrokerEpoch), nil)
-	}
-	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait)
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 || maxBytes > MaxMessageSize-(1<<20) {
 		maxBytes = MaxMessageSize - (1 << 20)
 	}
-	now := time.Now()
-	resp := &internalv1.ReplicaFetchResponse{Partitions: make([]*internalv1.ReplicaFetchPartitionData, len(req.Partitions))}
-	parts := make([]*cluster.Partition, len(req.Partitions))
+	params := cluster.FetchParams{ReplicaID: req.ReplicaId, BrokerEpoch: req.BrokerEpoch, Isolation: cluster.FetchLogEnd,
+		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes,
+		Partitions: make([]cluster.FetchPartition, len(req.Partitions))}
 	for i, fp := range req.Partitions {
-		out := &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
+		limit := int(fp.PartitionMaxBytes)
+		if limit <= 0 {
+			limit = DefaultPartitionMaxBytes
+		}
+		params.Partitions[i] = cluster.FetchPartition{TopicPartition: cluster.TopicPartition{Topic: fp.Topic, Partition: fp.Partition},
+			FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch, PartitionMaxBytes: limit}
+	}
+	res, err := s.replicas.Fetch(ctx, params)
+	if errs.Code(err) == sluicev1.ErrorCode_STALE_BROKER_EPOCH {
+		return nil, errs.Status(err, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp := &internalv1.ReplicaFetchResponse{Partitions: make([]*internalv1.ReplicaFetchPartitionData, len(req.Partitions))}
+	for i, fp := range req.Partitions {
+		r := res.Partitions[i]
+		out := &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: r.HighWatermark,
+			LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, Batches: r.Batches}
+		if r.Err != nil {
+			out.ErrorCode, out.ErrorMessage = partitionError(r.Err)
+		}
 		resp.Partitions[i] = out
-		p, err := s.replicas.Partition(fp.Topic, fp.Partition)
-		if err == nil {
-			var hw int64
-			hw, err = p.FollowerFetched(req.ReplicaId, fp.CurrentLeaderEpoch, fp.FetchOffset, now)
-			out.HighWatermark = hw
-		}
-		if err != nil {
-			out.ErrorCode, out.ErrorMessage = partitionError(err)
-			if errs.Code(err) == sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE {
-				out.LogStartOffset, out.LogEndOffset = p.Log.StartOffset(), p.Log.EndOffset()
-			}
-			continue
-		}
-		parts[i] = p
 	}
-	deadline := now.Add(wait)
-	for {
-		total := 0
-		var changed []<-chan struct{}
-		for i, p := range parts {
-			if p == nil {
-				continue
-			}
-			out, fp := resp.Partitions[i], req.Partitions[i]
-			changed = append(changed, p.Log.Changed())
-			out.LogStartOffset, out.LogEndOffset = p.Log.StartOffset(), p.Log.EndOffset()
-			if !p.IsLeader(fp.CurrentLeaderEpoch) {
-				out.ErrorCode, out.ErrorMessage = sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "leadership moved while the fetch waited"
-				parts[i] = nil
-				continue
-			}
-			out.HighWatermark = p.Log.HighWatermark()
-			limit := int(fp.PartitionMaxBytes)
-			if limit <= 0 {
-				limit = DefaultPartitionMaxBytes
-			}
-			limit = min(limit, maxBytes-total)
-			if limit <= 0 {
-				continue
-			}
-			res, err := p.Log.Read(fp.FetchOffset, limit, p.Log.EndOffset())
-			if err != nil {
-				out.ErrorCode, out.ErrorMessage = partitionError(err)
-				parts[i] = nil
-				continue
-			}
-			out.Batches = res.Batches
-			total += batchBytes(res)
-		}
-		left := time.Until(deadline)
-		if total >= max(1, int(req.MinBytes)) || left <= 0 || len(changed) == 0 {
-			return resp, nil
-		}
-		if !waitAny(ctx, changed, left) {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-		}
-	}
+	return resp, nil
 }
 
 // OffsetForLeaderEpoch implements the Replica service.
 func (s *ReplicaService) OffsetForLeaderEpoch(ctx context.Context, req *internalv1.OffsetForLeaderEpochRequest) (*internalv1.OffsetForLeaderEpochResponse, error) {
 	resp := &internalv1.OffsetForLeaderEpochResponse{}
 	for _, q := range req.Partitions {
-		out := &internalv1.EpochResult{Topic: q.Topic, Partition: q.Partition, LeaderEpoch: -1, EndOffset: -1, LogStartOffset: -1}
-		resp.Partitions = append(resp.Partitions, out)
-		p, err := s.replicas.Partition(q.Topic, q.Partition)
-		if err == nil {
-			out.LeaderEpoch, out.EndOffset, err = p.EndOffsetForEpoch(q.CurrentLeaderEpoch, q.LeaderEpoch)
-			out.LogStartOffset = p.Log.StartOffset()
-		}
+		r, err := s.replicas.OffsetForLeaderEpoch(cluster.TopicPartition{Topic: q.Topic, Partition: q.Partition}, q.CurrentLeaderEpoch, q.LeaderEpoch)
+		out := &internalv1.EpochResult{Topic: q.Topic, Partition: q.Partition, LeaderEpoch: r.LeaderEpoch, EndOffset: r.EndOffset, LogStartOffset: r.LogStartOffset}
 		if err != nil {
 			out.ErrorCode, out.ErrorMessage = partitionError(err)
 		}
+		resp.Partitions = append(resp.Partitions, out)
 	}
 	return resp, nil
 }

@@ -77,13 +77,13 @@ func produceTo(t *testing.T, n *node.Node, acks sluicev1.Acks, prefix string, co
 // logBytes is every batch of r-0 below hw on node, concatenated.
 func logBytes(t *testing.T, n *node.Node, hw int64) []byte {
 	t.Helper()
-	p, err := n.Replicas().Partition("r", 0)
+	p, err := n.Replicas().Replica("r", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	for off := p.Log.StartOffset(); off < hw; {
-		res, err := p.Log.Read(off, 1<<20, hw)
+	for off := p.LogStartOffset(); off < hw; {
+		res, err := p.Read(off, 1<<20, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,9 +98,9 @@ func logBytes(t *testing.T, n *node.Node, hw int64) []byte {
 	return buf.Bytes()
 }
 
-func hostedLog(t *testing.T, n *node.Node) *cluster.Partition {
+func hostedLog(t *testing.T, n *node.Node) *cluster.Replica {
 	t.Helper()
-	p, err := n.Replicas().Partition("r", 0)
+	p, err := n.Replicas().Replica("r", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestReplicationAcksAllSurvivesLeaderCrash(t *testing.T) {
 	// acks=all returned, so every ISR member has the records: each
 	// follower's log end is at least 500 right now, with no waiting.
 	for id, n := range tc.Nodes() {
-		if got := hostedLog(t, n).Log.EndOffset(); got < 500 {
+		if got := hostedLog(t, n).LogEndOffset(); got < 500 {
 			t.Errorf("node %d log end %d after acks=all, want >= 500", id, got)
 		}
 	}
@@ -130,7 +130,7 @@ func TestReplicationAcksAllSurvivesLeaderCrash(t *testing.T) {
 		return newLeader != leader && newLeader >= 0
 	})
 	wait.Until(t, 10*time.Second, "new leader's HW covers the acknowledged records", func() bool {
-		return hostedLog(t, tc.Node(newLeader)).Log.HighWatermark() >= 500
+		return hostedLog(t, tc.Node(newLeader)).HighWatermark() >= 500
 	})
 	tn := &testNode{t: t, conn: tc.Dial(newLeader)}
 	tn.log = sluicev1.NewLogClient(tn.conn)
@@ -160,10 +160,10 @@ func TestReplicationAcksAllSurvivesLeaderCrash(t *testing.T) {
 	wait.Until(t, 20*time.Second, "the restarted replica rejoins the ISR", func() bool {
 		return len(tc.partition(t, "r", 0).Isr) == 3
 	})
-	hw := hostedLog(t, tc.Node(newLeader)).Log.HighWatermark()
+	hw := hostedLog(t, tc.Node(newLeader)).HighWatermark()
 	want := logBytes(t, tc.Node(newLeader), hw)
 	for id, n := range tc.Nodes() {
-		wait.Until(t, 10*time.Second, "replica caught up", func() bool { return hostedLog(t, n).Log.EndOffset() >= hw })
+		wait.Until(t, 10*time.Second, "replica caught up", func() bool { return hostedLog(t, n).LogEndOffset() >= hw })
 		if got := logBytes(t, n, hw); !bytes.Equal(got, want) {
 			t.Errorf("node %d: %d bytes below HW %d differ from the leader's %d", id, len(got), hw, len(want))
 		}
@@ -201,12 +201,12 @@ func TestReplicationNotEnoughReplicasAndISRShrink(t *testing.T) {
 	tc.Node(followers[1]).Replicas().SetFetchPaused(true)
 	produceTo(t, tc.Node(leader), sluicev1.Acks_ACKS_LEADER, "d", 1)
 	wait.Until(t, 10*time.Second, "ISR shrinks to the leader", func() bool { return len(tc.partition(t, "r", 0).Isr) == 1 })
-	end := hostedLog(t, tc.Node(leader)).Log.EndOffset()
+	end := hostedLog(t, tc.Node(leader)).LogEndOffset()
 	r := produceTo(t, tc.Node(leader), sluicev1.Acks_ACKS_ALL, "e", 1)[0]
 	if r.ErrorCode != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS {
 		t.Fatalf("acks=all with ISR 1 < min.insync 2: %v", r)
 	}
-	if got := hostedLog(t, tc.Node(leader)).Log.EndOffset(); got != end {
+	if got := hostedLog(t, tc.Node(leader)).LogEndOffset(); got != end {
 		t.Errorf("refused produce appended: log end %d -> %d", end, got)
 	}
 	if r := produceTo(t, tc.Node(leader), sluicev1.Acks_ACKS_LEADER, "f", 1)[0]; r.ErrorCode != sluicev1.ErrorCode_NONE {
@@ -229,7 +229,7 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 			t.Fatal(r)
 		}
 	}
-	if end := hostedLog(t, tc.Node(old)).Log.EndOffset(); end != 80 {
+	if end := hostedLog(t, tc.Node(old)).LogEndOffset(); end != 80 {
 		t.Fatalf("old leader log end %d, want 80", end)
 	}
 	tc.Abort(old)
@@ -244,7 +244,7 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	// A fetch already in flight when the followers paused may have carried
 	// the first tail batch to the new leader; the divergence point is its
 	// log end at election.
-	diverge := hostedLog(t, tc.Node(leader)).Log.EndOffset()
+	diverge := hostedLog(t, tc.Node(leader)).LogEndOffset()
 	if diverge < 50 || diverge >= 80 {
 		t.Fatalf("new leader log end %d, want within [50, 80)", diverge)
 	}
@@ -259,7 +259,7 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	tc.Start(old)
 	tc.WaitReady(old)
 	wait.Until(t, 20*time.Second, "old leader back in the ISR", func() bool { return len(tc.partition(t, "r", 0).Isr) == 3 })
-	hw := hostedLog(t, tc.Node(leader)).Log.HighWatermark()
+	hw := hostedLog(t, tc.Node(leader)).HighWatermark()
 	if hw != diverge+40 {
 		t.Fatalf("HW %d, want %d", hw, diverge+40)
 	}
@@ -270,10 +270,10 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 		}
 	}
 	p := hostedLog(t, tc.Node(old))
-	if end := p.Log.EndOffset(); end != hw {
+	if end := p.LogEndOffset(); end != hw {
 		t.Errorf("old leader log end %d, want %d", end, hw)
 	}
-	entries := p.Log.EpochEntries()
+	entries := p.EpochEntries()
 	if len(entries) != 2 || entries[1].StartOffset != diverge {
 		t.Errorf("old leader epoch entries %+v, want the second epoch to start at %d", entries, diverge)
 	}

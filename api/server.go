@@ -99,29 +99,38 @@ func (s *Server) metadataLoaded() error {
 // Otherwise the error is UNKNOWN_TOPIC_OR_PARTITION (not in the image),
 // LEADER_NOT_AVAILABLE (offline) or NOT_LEADER_OR_FOLLOWER (another broker
 // leads it; leaderHint names it).
-func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Partition, error) {
-	p, err := s.replicas.Partition(topic, partition)
+func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Replica, error) {
+	p, err := s.replicas.Replica(topic, partition)
 	if err == nil {
 		if leader, _ := p.Leadership(); leader == s.self.NodeID {
 			return p, nil
 		}
 	}
+	return nil, s.notLeaderError(topic, partition)
+}
+
+// notLeaderError says, from the metadata, why this broker does not serve
+// topic/partition as its leader: UNKNOWN_TOPIC_OR_PARTITION (not in the
+// image), LEADER_NOT_AVAILABLE (offline, or no metadata yet) or
+// NOT_LEADER_OR_FOLLOWER (another broker leads it, or this one is
+// becoming its leader).
+func (s *Server) notLeaderError(topic string, partition int32) error {
 	if err := s.metadataLoaded(); err != nil {
-		return nil, err
+		return err
 	}
 	h, ok := s.cache.Leader(topic, partition)
 	switch {
 	case !ok && s.cache.Image().Topics[topic] == nil:
-		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
 	case !ok:
-		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", topic, partition)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", topic, partition)
 	case h.LeaderID == controller.NoLeader:
-		return nil, errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "%s-%d has no leader", topic, partition)
+		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "%s-%d has no leader", topic, partition)
 	case h.LeaderID == s.self.NodeID:
 		// The image says we lead but the replica manager has not caught up.
-		return nil, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is becoming the leader of %s-%d", s.self.NodeID, topic, partition)
+		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is becoming the leader of %s-%d", s.self.NodeID, topic, partition)
 	}
-	return nil, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s-%d; the leader is node %d at %s (epoch %d)", s.self.NodeID, topic, partition, h.LeaderID, h.Address, h.LeaderEpoch)
+	return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s-%d; the leader is node %d at %s (epoch %d)", s.self.NodeID, topic, partition, h.LeaderID, h.Address, h.LeaderEpoch)
 }
 
 // leaderHint is the LeaderHint to attach to a NOT_LEADER_OR_FOLLOWER

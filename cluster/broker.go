@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -55,9 +56,10 @@ type BrokerLifecycle struct {
 	shutdownReady chan struct{} // closed when the controller says so
 	registered    chan struct{} // closed at the first registration
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// ctx ends at Stop; goroutines are the metadata and heartbeat loops.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	goroutines goroutine.Group
 }
 
 // NewBrokerLifecycle returns an unstarted lifecycle.
@@ -81,9 +83,8 @@ func newIncarnation() string {
 
 // Start begins the metadata stream and the register/heartbeat loop.
 func (b *BrokerLifecycle) Start() {
-	b.wg.Add(2)
-	go b.metadataLoop()
-	go b.heartbeatLoop()
+	b.goroutines.Go(b.metadataLoop)
+	b.goroutines.Go(b.heartbeatLoop)
 }
 
 // Epoch is the current broker epoch (0 before registration).
@@ -137,14 +138,13 @@ func (b *BrokerLifecycle) ControlledShutdown(ctx context.Context) error {
 // Stop ends every goroutine.
 func (b *BrokerLifecycle) Stop() {
 	b.cancel()
-	b.wg.Wait()
+	b.goroutines.Wait()
 }
 
 // heartbeatLoop registers, then heartbeats every interval; a
 // STALE_BROKER_EPOCH answer (the controller lost or replaced the
 // registration) makes it register again with a new incarnation.
 func (b *BrokerLifecycle) heartbeatLoop() {
-	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -240,7 +240,6 @@ func (b *BrokerLifecycle) heartbeat() {
 // into the cache, reconnecting (from the applied offset) whenever the
 // stream ends or the serving voter is no longer the leader.
 func (b *BrokerLifecycle) metadataLoop() {
-	defer b.wg.Done()
 	delay := 50 * time.Millisecond
 	for b.ctx.Err() == nil {
 		err := b.followOnce()

@@ -135,8 +135,8 @@ type ControllerClient struct {
 	pool    *ConnPool
 	resolve func() []ControllerEndpoint
 
-	mu     sync.Mutex
-	leader int32 // 0 = unknown
+	mu     sync.Mutex // guards leader
+	leader int32      // 0 = unknown
 }
 
 // NewControllerClient returns a client over pool; resolve lists the

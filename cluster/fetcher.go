@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -52,9 +53,12 @@ type fetcherManager struct {
 	pool *ConnPool
 	log  *slog.Logger
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the following
 	fetchers map[int32]*fetcher
 	closed   bool
+
+	// goroutines are the fetchers' run loops.
+	goroutines goroutine.Group
 }
 
 func newFetcherManager(rm *ReplicaManager, pool *ConnPool, log *slog.Logger) *fetcherManager {
@@ -64,7 +68,7 @@ func newFetcherManager(rm *ReplicaManager, pool *ConnPool, log *slog.Logger) *fe
 // follow makes p fetched from leader at leaderEpoch, first truncating to
 // the divergence point with the leader (KIP-101/279). It replaces any
 // earlier assignment of p.
-func (fm *fetcherManager) follow(p *Partition, leader, leaderEpoch int32) {
+func (fm *fetcherManager) follow(p *Replica, leader, leaderEpoch int32) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	if fm.closed {
@@ -79,7 +83,7 @@ func (fm *fetcherManager) follow(p *Partition, leader, leaderEpoch int32) {
 	if f == nil {
 		f = newFetcher(fm, leader)
 		fm.fetchers[leader] = f
-		f.start()
+		fm.goroutines.Go(f.run)
 	}
 	f.add(&fetchState{p: p, leaderEpoch: leaderEpoch, truncate: true})
 }
@@ -106,15 +110,18 @@ func (fm *fetcherManager) close() {
 	for _, f := range fs {
 		f.stop()
 	}
+	fm.goroutines.Wait()
 }
 
 // fetchState is one follower partition in a fetcher.
 type fetchState struct {
-	p           *Partition
+	p           *Replica
 	leaderEpoch int32
-	// truncate: ask the leader for the divergence point before fetching.
+	// truncate: ask the leader for the divergence point before fetching
+	// (guarded by the fetcher's mu).
 	truncate bool
-	// retryAt delays a partition after a partition-level error.
+	// retryAt delays a partition after a partition-level error (the
+	// fetcher's run goroutine alone reads and writes it).
 	retryAt time.Time
 }
 
@@ -124,7 +131,7 @@ type fetcher struct {
 	fm     *fetcherManager
 	source int32
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards parts, cancelPoll and the truncate flags of the states
 	parts map[TopicPartition]*fetchState
 	wake  chan struct{} // capacity 1: a partition was added
 	// cancelPoll cancels the fetch in flight (nil when none): a partition
@@ -152,8 +159,6 @@ func newFetcher(fm *fetcherManager, source int32) *fetcher {
 	return &fetcher{fm: fm, source: source, parts: map[TopicPartition]*fetchState{},
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
-
-func (f *fetcher) start() { go f.run() }
 
 func (f *fetcher) stop() {
 	f.cancel()
@@ -269,7 +274,7 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 	req := &internalv1.OffsetForLeaderEpochRequest{ReplicaId: f.fm.rm.cfg.NodeID}
 	for _, s := range states {
 		req.Partitions = append(req.Partitions, &internalv1.EpochQuery{Topic: s.p.Topic, Partition: s.p.Partition,
-			CurrentLeaderEpoch: s.leaderEpoch, LeaderEpoch: s.p.Log.LatestEpoch()})
+			CurrentLeaderEpoch: s.leaderEpoch, LeaderEpoch: s.p.log.LatestEpoch()})
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
 	defer cancel()
@@ -321,7 +326,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
 	for _, s := range states {
 		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
-			FetchOffset: s.p.Log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
+			FetchOffset: s.p.log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
 	}
 	resp := &codec.ReplicaFetchResponse{}
 	defer resp.Release()
@@ -357,7 +362,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		case sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE:
 			// Behind the leader's log start: start over there. Ahead of its
 			// end: the logs diverged; find the divergence point again.
-			if s.p.Log.EndOffset() < r.LogStartOffset {
+			if s.p.log.EndOffset() < r.LogStartOffset {
 				if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil {
 					f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
 				}
@@ -379,7 +384,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 			continue
 		}
 		for _, b := range r.Batches {
-			if _, err := s.p.Log.AppendVerbatim(b, now); err != nil {
+			if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
 				f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
 				f.mu.Lock()
 				s.truncate = true
@@ -387,7 +392,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 				break
 			}
 		}
-		s.p.Log.SetHighWatermark(min(r.HighWatermark, s.p.Log.EndOffset()))
+		s.p.log.SetHighWatermark(min(r.HighWatermark, s.p.log.EndOffset()))
 		s.p.roleMu.Unlock()
 	}
 	return nil

@@ -33,12 +33,12 @@ type fakeLeader struct {
 func (l *fakeLeader) OffsetForLeaderEpoch(_ context.Context, req *internalv1.OffsetForLeaderEpochRequest) (*internalv1.OffsetForLeaderEpochResponse, error) {
 	resp := &internalv1.OffsetForLeaderEpochResponse{}
 	for _, q := range req.Partitions {
-		p, err := l.m.Partition(q.Topic, q.Partition)
+		p, err := l.m.Replica(q.Topic, q.Partition)
 		if err != nil {
 			return nil, err
 		}
 		resp.Partitions = append(resp.Partitions, &internalv1.EpochResult{Topic: q.Topic, Partition: q.Partition,
-			LeaderEpoch: p.LeaderEpoch(), EndOffset: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset()})
+			LeaderEpoch: p.LeaderEpoch(), EndOffset: p.log.EndOffset(), LogStartOffset: p.log.StartOffset()})
 	}
 	return resp, nil
 }
@@ -52,17 +52,17 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 	resp := &internalv1.ReplicaFetchResponse{}
 	found := false
 	for _, fp := range req.Partitions {
-		p, err := l.m.Partition(fp.Topic, fp.Partition)
+		p, err := l.m.Replica(fp.Topic, fp.Partition)
 		if err != nil {
 			return nil, err
 		}
-		res, err := p.Log.Read(fp.FetchOffset, 1<<20, p.Log.EndOffset())
+		res, err := p.log.Read(fp.FetchOffset, 1<<20, p.log.EndOffset())
 		if err != nil {
 			return nil, err
 		}
 		found = found || len(res.Batches) > 0
 		resp.Partitions = append(resp.Partitions, &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition,
-			HighWatermark: p.Log.EndOffset(), LogStartOffset: p.Log.StartOffset(), LogEndOffset: p.Log.EndOffset(), Batches: res.Batches})
+			HighWatermark: p.log.EndOffset(), LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset(), Batches: res.Batches})
 	}
 	if !found {
 		select {
@@ -146,7 +146,7 @@ func newFetchRig(t *testing.T, stream bool, hold time.Duration) *fetchRig {
 // create adds a topic of one partition, replicas 1 and 2 (leader 1),
 // with n batches of 2 records already in the leader's log, and lets both
 // nodes apply the image.
-func (r *fetchRig) create(name string, n int) *Partition {
+func (r *fetchRig) create(name string, n int) *Replica {
 	r.t.Helper()
 	r.img.apply(topic(name, "id-"+name, []int32{1, 2}))
 	now := time.Now()
@@ -164,7 +164,7 @@ func (r *fetchRig) create(name string, n int) *Partition {
 	if err := r.follower.Apply(r.img.snapshot(), now, true); err != nil {
 		r.t.Fatal(err)
 	}
-	p, err := r.follower.Partition(name, 0)
+	p, err := r.follower.Replica(name, 0)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -175,19 +175,19 @@ func (r *fetchRig) create(name string, n int) *Partition {
 // ends where the leader's does.
 func (r *fetchRig) caughtUp(name string, within time.Duration) {
 	r.t.Helper()
-	lp, _ := r.leader.Partition(name, 0)
-	fp, _ := r.follower.Partition(name, 0)
+	lp, _ := r.leader.Replica(name, 0)
+	fp, _ := r.follower.Replica(name, 0)
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for {
-		changed := fp.Log.Changed() // before the check: no append is missed
-		if fp.Log.EndOffset() == lp.Log.EndOffset() {
+		changed := fp.log.Changed() // before the check: no append is missed
+		if fp.log.EndOffset() == lp.log.EndOffset() {
 			return
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			r.t.Fatalf("%s: follower at %d, leader at %d after %v", name, fp.Log.EndOffset(), lp.Log.EndOffset(), within)
+			r.t.Fatalf("%s: follower at %d, leader at %d after %v", name, fp.log.EndOffset(), lp.log.EndOffset(), within)
 		}
 	}
 }
@@ -204,7 +204,7 @@ func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
 		t.Fatalf("unary fetches %d, streams %d; want 0 and 1", r.fake.unary.Load(), r.fake.streams.Load())
 	}
 	// More data for a: fetched on the same stream.
-	lp, _ := r.leader.Partition("a", 0)
+	lp, _ := r.leader.Replica("a", 0)
 	before := r.fake.streamMsgs.Load()
 	if _, err := r.leader.Append("a", 0, plainBatch(2), time.Now()); err != nil {
 		t.Fatal(err)
@@ -220,8 +220,8 @@ func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
 	r.create("b", 2)
 	r.caughtUp("b", 5*time.Second)
 	r.caughtUp("a", 5*time.Second)
-	if lp.Log.EndOffset() != 8 {
-		t.Fatalf("leader a at %d, want 8", lp.Log.EndOffset())
+	if lp.log.EndOffset() != 8 {
+		t.Fatalf("leader a at %d, want 8", lp.log.EndOffset())
 	}
 	if got := r.fake.streams.Load(); got != 2 {
 		t.Fatalf("streams opened %d, want 2 (one more after the cancel)", got)

@@ -34,8 +34,8 @@ func (n *Node) httpMux() *http.ServeMux {
 			return
 		}
 		fmt.Fprintf(w, "# HELP sluice_log_end_offset Log end offset per hosted partition.\n# TYPE sluice_log_end_offset gauge\n")
-		parts := n.replicas.Partitions()
-		slices.SortFunc(parts, func(a, b *cluster.Partition) int {
+		parts := n.replicas.Replicas()
+		slices.SortFunc(parts, func(a, b *cluster.Replica) int {
 			if a.Topic != b.Topic {
 				if a.Topic < b.Topic {
 					return -1
@@ -45,15 +45,15 @@ func (n *Node) httpMux() *http.ServeMux {
 			return int(a.Partition - b.Partition)
 		})
 		for _, part := range parts {
-			fmt.Fprintf(w, "sluice_log_end_offset{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.EndOffset())
+			fmt.Fprintf(w, "sluice_log_end_offset{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.LogEndOffset())
 		}
 		fmt.Fprintf(w, "# HELP sluice_high_watermark High watermark per hosted partition.\n# TYPE sluice_high_watermark gauge\n")
 		for _, part := range parts {
-			fmt.Fprintf(w, "sluice_high_watermark{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.HighWatermark())
+			fmt.Fprintf(w, "sluice_high_watermark{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.HighWatermark())
 		}
 		fmt.Fprintf(w, "# HELP sluice_producer_ids Producer ids with idempotence state per hosted partition.\n# TYPE sluice_producer_ids gauge\n")
 		for _, part := range parts {
-			fmt.Fprintf(w, "sluice_producer_ids{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.Log.ProducerCount())
+			fmt.Fprintf(w, "sluice_producer_ids{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.ProducerCount())
 		}
 	})
 	if n.cfg.FaultInjection {

@@ -13,7 +13,10 @@ import (
 )
 
 // This file is the leader-epoch cache (Kafka's LeaderEpochFileCache, KIP-101
-// and KIP-279) as a pure value: no files, no locks. The Log (epochs.go)
+// and KIP-279) as a pure value: no files, no locks. The OffsetForLeaderEpoch
+// lookup over it is not here: it is one rule for leaders and followers,
+// replication.EndOffsetForEpoch (cluster/replication), applied to
+// Log.EpochEntries. The Log (epochs.go)
 // owns one, persists it in leader-epoch-checkpoint and replaces it under
 // its mutex; every method here returns a new cache instead of modifying
 // the receiver, so a published cache can be read without copying.
@@ -25,12 +28,9 @@ type EpochEntry struct {
 	StartOffset int64
 }
 
-// UndefinedEpoch and UndefinedEpochOffset are the "unknown" answers of
-// EndOffsetForEpoch (Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET).
-const (
-	UndefinedEpoch       int32 = -1
-	UndefinedEpochOffset int64 = -1
-)
+// UndefinedEpoch is the latest epoch of an empty cache (Kafka's
+// UNDEFINED_EPOCH).
+const UndefinedEpoch int32 = -1
 
 // epochCache is an ordered list of epoch entries. Invariants (checked by
 // valid): epochs are >= 0 and strictly increasing, start offsets are
@@ -85,32 +85,6 @@ func (c epochCache) assign(epoch int32, start int64) epochCache {
 	out := make([]EpochEntry, n, n+1)
 	copy(out, c.entries[:n])
 	return epochCache{append(out, EpochEntry{Epoch: epoch, StartOffset: start})}
-}
-
-// endOffsetFor answers OffsetForLeaderEpoch (KIP-279) for a log ending at
-// logEnd: the largest cached epoch <= epoch, and the end offset of that
-// epoch, which is the start offset of the next cached epoch, or logEnd
-// when it is the latest. An empty cache, or an epoch below the first
-// cached one (including UndefinedEpoch), answers (UndefinedEpoch,
-// UndefinedEpochOffset).
-//
-// Two deliberate differences from Kafka's endOffsetFor: an epoch above
-// the latest answers (latest, logEnd) rather than UNDEFINED, because this
-// cache learns an epoch at the first append under it, not when the
-// replica becomes leader, so a new leader that has not written yet is
-// asked about epochs it has not cached; and an epoch below the first
-// answers UNDEFINED where Kafka answers (epoch, first start offset).
-func (c epochCache) endOffsetFor(epoch int32, logEnd int64) (int32, int64) {
-	if len(c.entries) == 0 || epoch < c.entries[0].Epoch {
-		return UndefinedEpoch, UndefinedEpochOffset
-	}
-	// The first entry with a larger epoch; the one before it is the floor.
-	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].Epoch > epoch })
-	floor := c.entries[i-1]
-	if i == len(c.entries) {
-		return floor.Epoch, logEnd
-	}
-	return floor.Epoch, c.entries[i].StartOffset
 }
 
 // truncateFromEnd drops the entries starting at or after offset: what a

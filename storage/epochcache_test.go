@@ -64,42 +64,6 @@ func TestEpochCacheAssign(t *testing.T) {
 	}
 }
 
-// Rule (KIP-279): the answer is the largest cached epoch <= the requested
-// one, with its end offset: the next cached epoch's start, or the log end
-// offset for the latest. Below the first cached epoch, or with nothing
-// cached, the answer is UNDEFINED (-1, -1).
-func TestEpochCacheEndOffsetFor(t *testing.T) {
-	c := cacheOf(2, 10, 4, 30, 7, 55)
-	const end = 80
-	cases := []struct {
-		name      string
-		cache     epochCache
-		requested int32
-		epoch     int32
-		offset    int64
-	}{
-		{"empty cache", cacheOf(), 3, -1, -1},
-		{"empty cache, undefined epoch", cacheOf(), -1, -1, -1},
-		{"undefined epoch", c, -1, -1, -1},
-		{"below the first cached epoch", c, 1, -1, -1},
-		{"first epoch ends where the second starts", c, 2, 2, 30},
-		{"between cached epochs: the floor epoch", c, 3, 2, 30},
-		{"middle epoch", c, 4, 4, 55},
-		{"between the middle and the latest", c, 6, 4, 55},
-		{"latest epoch ends at the log end", c, 7, 7, end},
-		{"above the latest: latest, log end", c, 9, 7, end},
-		{"single entry, same epoch", cacheOf(5, 0), 5, 5, end},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			e, o := tc.cache.endOffsetFor(tc.requested, end)
-			if e != tc.epoch || o != tc.offset {
-				t.Fatalf("endOffsetFor(%d) = (%d, %d), want (%d, %d)", tc.requested, e, o, tc.epoch, tc.offset)
-			}
-		})
-	}
-}
-
 // Rule: truncating the log to offset drops the entries starting at or
 // after it; moving the log start up drops the entries wholly below it and
 // moves the one holding it up to it (Kafka's truncateFromEnd and

@@ -32,18 +32,6 @@ func (l *Log) LatestEpoch() int32 {
 	return l.epochs.latest()
 }
 
-// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-279) from this log:
-// the largest cached epoch <= epoch, and the end offset of that epoch on
-// this replica (the start offset of the next larger cached epoch, or the
-// log end offset when it is the latest). When the cache is empty, or
-// epoch is below the first cached epoch (including -1), it returns (-1,
-// -1) (UndefinedEpoch, UndefinedEpochOffset).
-func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.epochs.endOffsetFor(epoch, l.active().next)
-}
-
 // EpochEntries returns a copy of the epoch cache in epoch order, for
 // tests and tools.
 func (l *Log) EpochEntries() []EpochEntry {

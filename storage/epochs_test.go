@@ -85,27 +85,20 @@ func TestAppendEpochRules(t *testing.T) {
 	}
 }
 
-// Rule (KIP-279) through the Log: the end offset of an epoch is where the
-// next cached epoch starts, or the log end offset for the latest.
-func TestEndOffsetForEpoch(t *testing.T) {
+// Rule (KIP-101): the cache records the first offset of every leader
+// epoch appended, in epoch order; an empty log has none. (Where an epoch
+// ends, OffsetForLeaderEpoch, is replication.EndOffsetForEpoch over these
+// entries.)
+func TestEpochEntriesFollowAppends(t *testing.T) {
 	l := openLog(t, t.TempDir(), truncationConfig())
 	defer l.Close()
-	if e, o := l.EndOffsetForEpoch(0); e != -1 || o != -1 {
-		t.Fatalf("empty log: (%d, %d)", e, o)
+	if e := l.EpochEntries(); len(e) != 0 || l.LatestEpoch() != UndefinedEpoch {
+		t.Fatalf("empty log: entries %v, latest %d", e, l.LatestEpoch())
 	}
 	bs := appendEpochs(t, l, []int32{2, 2, 4, 4, 4, 7}, 10_000, 100)
-	end := l.EndOffset()
-	for _, tc := range []struct {
-		requested int32
-		epoch     int32
-		offset    int64
-	}{
-		{-1, -1, -1}, {1, -1, -1}, {2, 2, bs[2].base}, {3, 2, bs[2].base}, {4, 4, bs[5].base},
-		{6, 4, bs[5].base}, {7, 7, end}, {8, 7, end},
-	} {
-		if e, o := l.EndOffsetForEpoch(tc.requested); e != tc.epoch || o != tc.offset {
-			t.Errorf("EndOffsetForEpoch(%d) = (%d, %d), want (%d, %d)", tc.requested, e, o, tc.epoch, tc.offset)
-		}
+	want := []EpochEntry{{2, bs[0].base}, {4, bs[2].base}, {7, bs[5].base}}
+	if got := l.EpochEntries(); !slices.Equal(got, want) || l.LatestEpoch() != 7 {
+		t.Fatalf("entries %v latest %d, want %v and 7", got, l.LatestEpoch(), want)
 	}
 }
 
@@ -262,9 +255,6 @@ func TestRetentionTrimsEpochCache(t *testing.T) {
 		t.Fatalf("test needs retention inside an epoch: %v", want)
 	}
 	checkContents(t, l, kept)
-	if e, o := l.EndOffsetForEpoch(0); e != -1 || o != -1 {
-		t.Fatalf("epoch below the first kept: (%d, %d)", e, o)
-	}
 	if hw := l.HighWatermark(); hw < start || hw != l.EndOffset() {
 		t.Fatalf("high watermark %d, want the log end %d (retention keeps everything at or above it)", hw, l.EndOffset())
 	}
@@ -306,8 +296,5 @@ func TestRetentionTrimsEpochCache(t *testing.T) {
 	defer l.Close()
 	if !slices.Equal(l.EpochEntries(), []EpochEntry{{latest, start}}) {
 		t.Fatalf("after reopen, entries %v", l.EpochEntries())
-	}
-	if e, o := l.EndOffsetForEpoch(latest); e != latest || o != start {
-		t.Fatalf("EndOffsetForEpoch(%d) = (%d, %d)", latest, e, o)
 	}
 }

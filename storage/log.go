@@ -210,6 +210,47 @@ func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, 
 	return l.appendLocked(b, now)
 }
 
+// AppendControl is Append for a control batch the leader writes itself
+// (a transaction marker from a coordinator; producers never send one, and
+// Append refuses it). b must carry the control attribute (else
+// INVALID_RECORD); a producer id > 0 must pass the marker rule
+// (ProducerState.CheckMarker: under TV2 a marker's epoch exceeds the
+// data's) instead of the idempotence rules, and the producer state is
+// updated as for any append (the marker ends the producer's open
+// transaction). Everything else is Append's.
+func (l *Log) AppendControl(b []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if len(b) > int(l.cfg.MaxMessageBytes) {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
+	}
+	if len(b) < batch.HeaderSize {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "batch of %d bytes is shorter than its header", len(b))
+	}
+	batch.SetBaseOffset(b, l.active().next)
+	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if !h.IsControl() {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "not a control batch")
+	}
+	info, err := BatchInfoFromHeader(h)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if info.ProducerID > 0 {
+		if err := l.producers.CheckMarker(info.ProducerID, info.Epoch); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return l.appendLocked(b, now)
+}
+
 // AppendVerbatim appends a batch that already carries its offsets and
 // leader epoch (a follower's copy of the leader's bytes). It must pass
 // batch.Verify (else CORRUPT_RECORD) and its base offset must equal the log

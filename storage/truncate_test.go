@@ -546,8 +546,8 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 			if len(l.Segments()) != 1 || l.LatestEpoch() != -1 {
 				t.Fatalf("segments %+v, latest epoch %d", l.Segments(), l.LatestEpoch())
 			}
-			if e, o := l.EndOffsetForEpoch(8); e != -1 || o != -1 {
-				t.Fatalf("EndOffsetForEpoch after a full truncation = %d, %d", e, o)
+			if e := l.EpochEntries(); len(e) != 0 {
+				t.Fatalf("epoch entries after a full truncation: %v", e)
 			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)

@@ -79,7 +79,7 @@ func CheckAlterPartition(im *Image, req AlterPartitionRequest) (PartitionChange,
 // (their failure is logged, not returned; the ISR change stands), so the
 // returned partition is the ISR change's result and the completion follows
 // in the metadata.
-func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (*Partition, error) {
+func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (*PartitionState, error) {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
 	var pc PartitionChange

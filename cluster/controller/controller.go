@@ -188,7 +188,7 @@ type Controller struct {
 	// ctx is cancelled by Shutdown; background work derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// goroutines are leaderLoop and sessionLoop, stopped by ctx.
+	// goroutines are the leader and session loops.
 	goroutines goroutine.Group
 
 	shutdownOnce sync.Once
@@ -326,6 +326,9 @@ func (c *Controller) shutdown(handoff bool) error {
 			}
 		}
 		done := make(chan struct{})
+		// Not in goroutines: when raft's shutdown overruns the deadline
+		// this goroutine is abandoned (and the store left open), rather
+		// than waited for.
 		go func() {
 			_ = c.raft.Shutdown().Error() // also closes the transport
 			close(done)
@@ -686,7 +689,7 @@ func (c *Controller) reelectLocked(ctx context.Context) error {
 // partition leader, or a reassignment) and returns the partition after it.
 // Stale epochs are rejected by the FSM (INVALID_REQUEST for the partition
 // epoch, FENCED_LEADER_EPOCH for the leader epoch).
-func (c *Controller) PartitionChange(ctx context.Context, r PartitionChange) (*Partition, error) {
+func (c *Controller) PartitionChange(ctx context.Context, r PartitionChange) (*PartitionState, error) {
 	res, err := c.Propose(ctx, r)
 	return res.Partition, err
 }

@@ -12,7 +12,7 @@ import (
 // unless unclean election is allowed, in which case the first live replica
 // is chosen and uncleanElected is true: the caller must then shrink the ISR
 // to that leader alone, since it may lack acknowledged records.
-func ElectLeader(p *Partition, live func(id int32) bool, unclean bool) (leader int32, uncleanElected bool) {
+func ElectLeader(p *PartitionState, live func(id int32) bool, unclean bool) (leader int32, uncleanElected bool) {
 	for _, id := range p.Replicas {
 		if slices.Contains(p.ISR, id) && live(id) {
 			return id, false
@@ -77,7 +77,7 @@ func ReelectChanges(im *Image) []PartitionChange {
 			leader := p.Leader
 			if leader == NoLeader || !live(leader) {
 				var wasUnclean bool
-				leader, wasUnclean = ElectLeader(&Partition{Replicas: p.Replicas, ISR: isr}, live, unclean)
+				leader, wasUnclean = ElectLeader(&PartitionState{Replicas: p.Replicas, ISR: isr}, live, unclean)
 				if wasUnclean {
 					isr = []int32{leader}
 				}

@@ -33,7 +33,7 @@ func TestElectLeader(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &Partition{Replicas: tc.replicas, ISR: tc.isr}
+			p := &PartitionState{Replicas: tc.replicas, ISR: tc.isr}
 			got, unclean := ElectLeader(p, liveSet(tc.live...), tc.unclean)
 			if got != tc.want || unclean != tc.wantUnclean {
 				t.Fatalf("ElectLeader = %d (unclean %v), want %d (unclean %v)", got, unclean, tc.want, tc.wantUnclean)
@@ -47,31 +47,31 @@ func TestReelectChangesAfterFencing(t *testing.T) {
 	cases := []struct {
 		name      string
 		log       []Record
-		want      *Partition // partition t-0 after applying the changes
+		want      *PartitionState // partition t-0 after applying the changes
 		noChanges bool
 	}{
 		{name: "nothing fenced: no changes", log: withTopic(), noChanges: true},
 		{name: "leader fenced: next ISR member leads, fenced one leaves ISR",
 			log:  append(withTopic(), FenceBroker{BrokerID: 1, BrokerEpoch: 1}),
-			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2, 3}, PartitionEpoch: 1}},
+			want: &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2, 3}, PartitionEpoch: 1}},
 		{name: "follower fenced: ISR shrinks, leader epoch kept",
 			log:  append(withTopic(), FenceBroker{BrokerID: 3, BrokerEpoch: 3}),
-			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2}, PartitionEpoch: 1}},
+			want: &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2}, PartitionEpoch: 1}},
 		{name: "last ISR member fenced: offline, ISR remembers it",
 			log: append(withTopic(), PartitionChange{Topic: "t", Leader: NoChange, ISR: []int32{1}},
 				FenceBroker{BrokerID: 1, BrokerEpoch: 1}),
-			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: NoLeader, LeaderEpoch: 1, ISR: []int32{1}, PartitionEpoch: 2}},
+			want: &PartitionState{Replicas: []int32{1, 2, 3}, Leader: NoLeader, LeaderEpoch: 1, ISR: []int32{1}, PartitionEpoch: 2}},
 		{name: "last ISR member fenced, unclean enabled: live replica leads alone",
 			log: append(withTopic(), ConfigChange{Topic: "t", Key: ConfigUncleanLeaderElection, Value: "true"},
 				PartitionChange{Topic: "t", Leader: NoChange, ISR: []int32{1}},
 				FenceBroker{BrokerID: 1, BrokerEpoch: 1}),
-			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2}, PartitionEpoch: 2}},
+			want: &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2}, PartitionEpoch: 2}},
 		{name: "offline partition's ISR member unfenced: it leads again",
 			log: append(withTopic(), PartitionChange{Topic: "t", Leader: NoChange, ISR: []int32{1}},
 				FenceBroker{BrokerID: 1, BrokerEpoch: 1},
 				PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoLeader},
 				UnfenceBroker{BrokerID: 1, BrokerEpoch: 1}),
-			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 2, ISR: []int32{1}, PartitionEpoch: 3}},
+			want: &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 2, ISR: []int32{1}, PartitionEpoch: 3}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,7 +40,7 @@ type Result struct {
 	// allocated by a ProducerIDsBlock.
 	ProducerIDStart, ProducerIDEnd int64
 	// Partition is a copy of the partition after a PartitionChange.
-	Partition *Partition
+	Partition *PartitionState
 }
 
 // Apply applies record r, found at Raft index offset, to im in place.
@@ -213,9 +213,9 @@ func applyCreateTopic(im *Image, r CreateTopic) error {
 		}
 	}
 	t := &Topic{Name: r.Name, ID: r.TopicID, Configs: cloneMap(r.Configs),
-		Partitions: make([]*Partition, len(r.Partitions))}
+		Partitions: make([]*PartitionState, len(r.Partitions))}
 	for i, pa := range r.Partitions {
-		p := &Partition{Replicas: slices.Clone(pa.Replicas), Leader: NoLeader}
+		p := &PartitionState{Replicas: slices.Clone(pa.Replicas), Leader: NoLeader}
 		for _, id := range pa.Replicas {
 			if !im.Brokers[id].Fenced {
 				p.ISR = append(p.ISR, id)
@@ -246,7 +246,7 @@ func applyDeleteTopic(im *Image, r DeleteTopic) error {
 // LeaderEpoch): a change computed from an older view is rejected, so an
 // AlterPartition from a deposed leader or a duplicate election can never
 // undo a newer decision.
-func applyPartitionChange(im *Image, r PartitionChange) (*Partition, error) {
+func applyPartitionChange(im *Image, r PartitionChange) (*PartitionState, error) {
 	p := im.Partition(r.Topic, r.Partition)
 	if p == nil {
 		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", r.Topic, r.Partition)
@@ -331,7 +331,7 @@ func applyPartitionChange(im *Image, r PartitionChange) (*Partition, error) {
 //   - the target (replicas minus the removing ones) is not empty.
 //
 // Violations are INVALID_REPLICA_ASSIGNMENT.
-func reassignmentAfter(p *Partition, r PartitionChange, replicas []int32) (adding, removing []int32, err error) {
+func reassignmentAfter(p *PartitionState, r PartitionChange, replicas []int32) (adding, removing []int32, err error) {
 	bad := func(format string, args ...any) error {
 		return errs.New(sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "%s-%d: %s", r.Topic, r.Partition, fmt.Sprintf(format, args...))
 	}

@@ -119,7 +119,7 @@ func TestApplyRules(t *testing.T) {
 				Partitions: []PartitionAssignment{{Replicas: []int32{2, 3, 1}}, {Replicas: []int32{3, 1, 2}}}},
 			check: func(t *testing.T, im *Image, res Result) {
 				tp := im.Topics["t"]
-				want := &Partition{Replicas: []int32{3, 1, 2}, Leader: 3, ISR: []int32{3, 1, 2}}
+				want := &PartitionState{Replicas: []int32{3, 1, 2}, Leader: 3, ISR: []int32{3, 1, 2}}
 				if !reflect.DeepEqual(tp.Partitions[1], want) || tp.Configs["retention.ms"] != "1" || tp.ID != "id" {
 					t.Errorf("topic = %+v, p1 = %+v", tp, tp.Partitions[1])
 				}
@@ -176,7 +176,7 @@ func TestApplyRules(t *testing.T) {
 		{name: "ISR shrink bumps partition epoch only", setup: withTopic(),
 			rec: PartitionChange{Topic: "t", Leader: NoChange, ISR: []int32{1, 3}},
 			check: func(t *testing.T, im *Image, res Result) {
-				want := &Partition{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 3}, PartitionEpoch: 1}
+				want := &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 3}, PartitionEpoch: 1}
 				if p := im.Partition("t", 0); !reflect.DeepEqual(p, want) || !reflect.DeepEqual(res.Partition, want) {
 					t.Errorf("partition = %+v, result %+v", p, res.Partition)
 				}
@@ -184,7 +184,7 @@ func TestApplyRules(t *testing.T) {
 		{name: "leader change bumps leader and partition epoch", setup: withTopic(),
 			rec: PartitionChange{Topic: "t", Leader: 2, ISR: []int32{3, 2}},
 			check: func(t *testing.T, im *Image, res Result) {
-				want := &Partition{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2, 3}, PartitionEpoch: 1}
+				want := &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{2, 3}, PartitionEpoch: 1}
 				if p := im.Partition("t", 0); !reflect.DeepEqual(p, want) {
 					t.Errorf("partition = %+v", p)
 				}
@@ -401,26 +401,26 @@ func TestApplyReassignmentRules(t *testing.T) {
 		setup []Record
 		rec   PartitionChange
 		code  sluicev1.ErrorCode
-		want  *Partition // t-0 after an accepted change
+		want  *PartitionState // t-0 after an accepted change
 	}{
 		{name: "start: target first, then the removing replicas", setup: withFourthBroker(),
 			rec: PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{1, 2, 4, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}},
-			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
+			want: &PartitionState{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
 				AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}},
 		{name: "a change that names neither list keeps the reassignment", setup: reassigning(),
 			rec: PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, ISR: []int32{1, 2, 3, 4}},
-			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 4, 3}, PartitionEpoch: 2,
+			want: &PartitionState{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 4, 3}, PartitionEpoch: 2,
 				AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}},
 		{name: "naming one list sets both (the other becomes empty)", setup: reassigning(),
 			rec: PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, AddingReplicas: []int32{4}},
-			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 2,
+			want: &PartitionState{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 2,
 				AddingReplicas: []int32{4}}},
 		{name: "clear empties both", setup: reassigning(),
 			rec:  PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, Replicas: []int32{1, 2, 4}, ISR: []int32{1, 2}, ClearReassignment: true},
-			want: &Partition{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 2}, PartitionEpoch: 2}},
+			want: &PartitionState{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 2}, PartitionEpoch: 2}},
 		{name: "clear without a reassignment is a no-op on the lists", setup: withTopic(),
 			rec:  PartitionChange{Topic: "t", Leader: NoChange, ClearReassignment: true},
-			want: &Partition{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1}},
+			want: &PartitionState{Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1}},
 		{name: "clear and set at once", setup: reassigning(),
 			rec:  PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange, AddingReplicas: []int32{4}, ClearReassignment: true},
 			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},

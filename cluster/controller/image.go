@@ -46,11 +46,11 @@ type Broker struct {
 type Topic struct {
 	Name       string            `json:"name"`
 	ID         string            `json:"id"`
-	Partitions []*Partition      `json:"partitions"`
+	Partitions []*PartitionState `json:"partitions"`
 	Configs    map[string]string `json:"configs"`
 }
 
-// Partition is the replication state of one partition.
+// PartitionState is the replication state of one partition.
 //
 // While a reassignment runs (KIP-455), Replicas is the target assignment
 // followed by the replicas being removed (Kafka's order, so that leader
@@ -58,7 +58,7 @@ type Topic struct {
 // replicas that were not replicas before, RemovingReplicas those that will
 // be dropped. Both are subsets of Replicas, disjoint, and empty (nil) when
 // no reassignment runs. See ReassignmentCompletions for when it ends.
-type Partition struct {
+type PartitionState struct {
 	// Replicas in assignment (preference) order.
 	Replicas []int32 `json:"replicas"`
 	// Leader is the leading broker, or NoLeader when offline.
@@ -114,7 +114,7 @@ func (im *Image) Clone() *Image {
 // Clone returns a deep copy of t.
 func (t *Topic) Clone() *Topic {
 	out := &Topic{Name: t.Name, ID: t.ID, Configs: cloneMap(t.Configs),
-		Partitions: make([]*Partition, len(t.Partitions))}
+		Partitions: make([]*PartitionState, len(t.Partitions))}
 	for i, p := range t.Partitions {
 		out.Partitions[i] = p.Clone()
 	}
@@ -122,7 +122,7 @@ func (t *Topic) Clone() *Topic {
 }
 
 // Clone returns a deep copy of p.
-func (p *Partition) Clone() *Partition {
+func (p *PartitionState) Clone() *PartitionState {
 	c := *p
 	c.Replicas = slices.Clone(p.Replicas)
 	c.ISR = slices.Clone(p.ISR)
@@ -132,14 +132,14 @@ func (p *Partition) Clone() *Partition {
 }
 
 // Reassigning reports whether a reassignment of p is running.
-func (p *Partition) Reassigning() bool {
+func (p *PartitionState) Reassigning() bool {
 	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 // TargetReplicas is the assignment p converges to: Replicas without the
 // replicas being removed (Replicas itself when no reassignment runs). The
 // result is a new slice.
-func (p *Partition) TargetReplicas() []int32 {
+func (p *PartitionState) TargetReplicas() []int32 {
 	out := make([]int32, 0, len(p.Replicas))
 	for _, id := range p.Replicas {
 		if !slices.Contains(p.RemovingReplicas, id) {
@@ -153,7 +153,7 @@ func (p *Partition) TargetReplicas() []int32 {
 // a running reassignment is still adding do not count until they join (as
 // Kafka, which measures a moving partition against its original replica
 // set): a healthy partition is not under-replicated just because it moves.
-func (p *Partition) UnderReplicated() bool {
+func (p *PartitionState) UnderReplicated() bool {
 	for _, id := range p.Replicas {
 		if !slices.Contains(p.ISR, id) && !slices.Contains(p.AddingReplicas, id) {
 			return true
@@ -177,7 +177,7 @@ func (im *Image) LiveBrokers() []int32 {
 
 // Partition returns the partition topic/index, or nil if it does not exist.
 // The result aliases the image.
-func (im *Image) Partition(topic string, index int32) *Partition {
+func (im *Image) Partition(topic string, index int32) *PartitionState {
 	t := im.Topics[topic]
 	if t == nil || index < 0 || int(index) >= len(t.Partitions) {
 		return nil

@@ -143,7 +143,7 @@ func ReassignmentCompletions(im *Image) []PartitionChange {
 			}
 			leader := NoChange
 			if p.Leader == NoLeader || !slices.Contains(target, p.Leader) {
-				elected, _ := ElectLeader(&Partition{Replicas: target, ISR: isr}, live, false)
+				elected, _ := ElectLeader(&PartitionState{Replicas: target, ISR: isr}, live, false)
 				if elected == NoLeader && p.Leader != NoLeader {
 					continue // keep the removing leader until a target replica can lead
 				}
@@ -167,7 +167,7 @@ func ReassignmentCompletions(im *Image) []PartitionChange {
 // or already completed when nothing had to be added (a pure shrink). A
 // target equal to the current assignment changes nothing. The caller
 // follows the reassignment in the metadata; it completes on its own.
-func (c *Controller) ReassignPartition(ctx context.Context, topic string, partition int32, target []int32) (*Partition, error) {
+func (c *Controller) ReassignPartition(ctx context.Context, topic string, partition int32, target []int32) (*PartitionState, error) {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
 	var pc PartitionChange
@@ -190,7 +190,7 @@ func (c *Controller) ReassignPartition(ctx context.Context, topic string, partit
 			c.log.Warn("controller: completing reassignments", "err", err)
 		}
 	}
-	var out *Partition
+	var out *PartitionState
 	c.fsm.view(func(im *Image) {
 		if p := im.Partition(topic, partition); p != nil {
 			out = p.Clone()

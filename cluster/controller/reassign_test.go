@@ -24,22 +24,22 @@ func TestPlanReassignment(t *testing.T) {
 		target   []int32
 		code     sluicev1.ErrorCode
 		noChange bool
-		want     *Partition // t-0 after applying the planned change
+		want     *PartitionState // t-0 after applying the planned change
 	}{
 		{name: "swap one replica", setup: withFourthBroker(), target: []int32{1, 2, 4},
-			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
+			want: &PartitionState{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
 				AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}},
 		{name: "move away from the leader", setup: withFourthBroker(), target: []int32{4, 2, 3},
-			want: &Partition{Replicas: []int32{4, 2, 3, 1}, Leader: 1, ISR: []int32{2, 3, 1}, PartitionEpoch: 1,
+			want: &PartitionState{Replicas: []int32{4, 2, 3, 1}, Leader: 1, ISR: []int32{2, 3, 1}, PartitionEpoch: 1,
 				AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}}},
 		{name: "grow", setup: withFourthBroker(), target: []int32{1, 2, 3, 4},
-			want: &Partition{Replicas: []int32{1, 2, 3, 4}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
+			want: &PartitionState{Replicas: []int32{1, 2, 3, 4}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
 				AddingReplicas: []int32{4}}},
 		{name: "pure shrink", setup: withTopic(), target: []int32{2, 1},
-			want: &Partition{Replicas: []int32{2, 1, 3}, Leader: 1, ISR: []int32{2, 1, 3}, PartitionEpoch: 1,
+			want: &PartitionState{Replicas: []int32{2, 1, 3}, Leader: 1, ISR: []int32{2, 1, 3}, PartitionEpoch: 1,
 				RemovingReplicas: []int32{3}}},
 		{name: "reorder only changes the preference", setup: withTopic(), target: []int32{3, 2, 1},
-			want: &Partition{Replicas: []int32{3, 2, 1}, Leader: 1, ISR: []int32{3, 2, 1}, PartitionEpoch: 1}},
+			want: &PartitionState{Replicas: []int32{3, 2, 1}, Leader: 1, ISR: []int32{3, 2, 1}, PartitionEpoch: 1}},
 		{name: "same assignment: nothing to do", setup: withTopic(), target: []int32{1, 2, 3}, noChange: true},
 		{name: "the running target again: nothing to do (a retry)", setup: reassigning(), target: []int32{1, 2, 4}, noChange: true},
 		{name: "another target while one runs", setup: reassigning(), target: []int32{1, 4, 3},
@@ -54,7 +54,7 @@ func TestPlanReassignment(t *testing.T) {
 			code: sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
 		{name: "a fenced target broker is allowed (it catches up when back)",
 			setup: append(withFourthBroker(), FenceBroker{BrokerID: 4, BrokerEpoch: 8}), target: []int32{1, 2, 4},
-			want: &Partition{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
+			want: &PartitionState{Replicas: []int32{1, 2, 4, 3}, Leader: 1, ISR: []int32{1, 2, 3}, PartitionEpoch: 1,
 				AddingReplicas: []int32{4}, RemovingReplicas: []int32{3}}},
 	}
 	for _, tc := range cases {
@@ -100,30 +100,30 @@ func TestReassignmentCompletions(t *testing.T) {
 	cases := []struct {
 		name string
 		log  []Record
-		want *Partition // t-0 after applying the completions; nil: none due
+		want *PartitionState // t-0 after applying the completions; nil: none due
 	}{
 		{name: "no reassignment: nothing", log: withTopic()},
 		{name: "adding replica not in the ISR yet: wait", log: reassigning()},
 		{name: "adding replica in the ISR: complete, leader kept",
 			log:  append(reassigning(), expand(1, 1, 2, 3, 4)),
-			want: &Partition{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 2, 4}, PartitionEpoch: 3}},
+			want: &PartitionState{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 2, 4}, PartitionEpoch: 3}},
 		{name: "a kept replica out of sync does not hold it back",
 			log:  append(reassigning(), expand(1, 1, 3, 4)),
-			want: &Partition{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 4}, PartitionEpoch: 3}},
+			want: &PartitionState{Replicas: []int32{1, 2, 4}, Leader: 1, ISR: []int32{1, 4}, PartitionEpoch: 3}},
 		{name: "leader removed: first target replica in the ISR leads, leader epoch bumps",
 			log:  append(movingLeader, expand(1, 1, 2, 3, 4)),
-			want: &Partition{Replicas: []int32{4, 2, 3}, Leader: 4, LeaderEpoch: 1, ISR: []int32{4, 2, 3}, PartitionEpoch: 3}},
+			want: &PartitionState{Replicas: []int32{4, 2, 3}, Leader: 4, LeaderEpoch: 1, ISR: []int32{4, 2, 3}, PartitionEpoch: 3}},
 		{name: "leader removed, first target replica fenced: the next one leads",
 			log: append(movingLeader, expand(1, 1, 2, 3, 4), FenceBroker{BrokerID: 4, BrokerEpoch: 8}),
 			// Applying the log directly (no ReelectChanges) leaves 4 in the
 			// ISR; it is not live, so 2 is elected.
-			want: &Partition{Replicas: []int32{4, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{4, 2, 3}, PartitionEpoch: 3}},
+			want: &PartitionState{Replicas: []int32{4, 2, 3}, Leader: 2, LeaderEpoch: 1, ISR: []int32{4, 2, 3}, PartitionEpoch: 3}},
 		{name: "pure shrink completes at once",
 			log:  append(withTopic(), PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{2, 1, 3}, RemovingReplicas: []int32{3}}),
-			want: &Partition{Replicas: []int32{2, 1}, Leader: 1, ISR: []int32{2, 1}, PartitionEpoch: 2}},
+			want: &PartitionState{Replicas: []int32{2, 1}, Leader: 1, ISR: []int32{2, 1}, PartitionEpoch: 2}},
 		{name: "shrink away from the leader: the kept ISR member leads",
 			log:  append(withTopic(), PartitionChange{Topic: "t", Leader: NoChange, Replicas: []int32{3, 1, 2}, RemovingReplicas: []int32{1, 2}}),
-			want: &Partition{Replicas: []int32{3}, Leader: 3, LeaderEpoch: 1, ISR: []int32{3}, PartitionEpoch: 2}},
+			want: &PartitionState{Replicas: []int32{3}, Leader: 3, LeaderEpoch: 1, ISR: []int32{3}, PartitionEpoch: 2}},
 		{name: "no target replica in the ISR: wait",
 			log: append(withTopic(), expand(0, 1), PartitionChange{Topic: "t", PartitionEpoch: 1, Leader: NoChange,
 				Replicas: []int32{2, 3, 1}, RemovingReplicas: []int32{1}})},
@@ -212,7 +212,7 @@ func TestSingleNodeReassignment(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.Image().Partition("t", 0)
-	want := &Partition{Replicas: target, Leader: leader, LeaderEpoch: p.LeaderEpoch, ISR: target, PartitionEpoch: p.PartitionEpoch + 2}
+	want := &PartitionState{Replicas: target, Leader: leader, LeaderEpoch: p.LeaderEpoch, ISR: target, PartitionEpoch: p.PartitionEpoch + 2}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("after completion: %+v, want %+v", got, want)
 	}
@@ -294,14 +294,14 @@ func TestReassignmentCompletesAfterControllerFailover(t *testing.T) {
 func TestPartitionUnderReplicated(t *testing.T) {
 	tests := []struct {
 		name string
-		p    Partition
+		p    PartitionState
 		want bool
 	}{
-		{"full ISR", Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}, false},
-		{"one out", Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}, true},
-		{"adding, not yet in", Partition{Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}}, false},
-		{"adding in, an old one out", Partition{Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 4}, AddingReplicas: []int32{4}}, true},
-		{"offline", Partition{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: NoLeader}, true},
+		{"full ISR", PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}, false},
+		{"one out", PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}}, true},
+		{"adding, not yet in", PartitionState{Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}}, false},
+		{"adding in, an old one out", PartitionState{Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 4}, AddingReplicas: []int32{4}}, true},
+		{"offline", PartitionState{Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: NoLeader}, true},
 	}
 	for _, tc := range tests {
 		if got := tc.p.UnderReplicated(); got != tc.want {

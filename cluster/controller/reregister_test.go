@@ -43,7 +43,7 @@ func TestNewIncarnationLeadsOnlyInANewEpoch(t *testing.T) {
 	if _, err := c.CreateTopic(ctx, "rf1", 3, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	before := map[string][]Partition{}
+	before := map[string][]PartitionState{}
 	for _, name := range []string{"rf3", "rf1"} {
 		for _, p := range c.Image().Topics[name].Partitions {
 			before[name] = append(before[name], *p)

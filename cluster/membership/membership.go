@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
 	"github.com/sluice-io/sluice/internal/goroutine"
 )
 
@@ -77,8 +76,7 @@ type Membership struct {
 	lifeMu   sync.Mutex
 	shutdown bool
 
-	stop chan struct{} // closed by Shutdown
-	// goroutines are eventLoop and joinLoop, stopped by stop.
+	stop       chan struct{} // closed by Shutdown
 	goroutines goroutine.Group
 }
 

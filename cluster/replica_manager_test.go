@@ -76,7 +76,7 @@ func plainBatch(n int) []byte {
 
 func hosted(m *ReplicaManager) map[string]int32 {
 	out := map[string]int32{}
-	for _, p := range m.Partitions() {
+	for _, p := range m.Replicas() {
 		l, _ := p.Leadership()
 		out[p.String()] = l
 	}
@@ -101,7 +101,7 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 	if res, err := m.Append("a", 1, plainBatch(3), now); err != nil || res.BaseOffset != 0 {
 		t.Fatalf("append on the leader: %v %v", res, err)
 	}
-	p, _ := m.Partition("a", 1)
+	p, _ := m.Replica("a", 1)
 	if p.LeaderEpoch() != 0 || p.TopicID != "id-a" {
 		t.Errorf("a-1 epoch %d topic id %s", p.LeaderEpoch(), p.TopicID)
 	}
@@ -122,8 +122,8 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 	if _, err := m.Append("a", 1, plainBatch(1), now); errs.Code(err) != sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER {
 		t.Errorf("append after losing leadership: %v", err)
 	}
-	if p.Config().Storage.RetentionMs != 1000 || p.Log.Config().RetentionMs != 1000 {
-		t.Errorf("config not applied: %v / %v", p.Config().Storage.RetentionMs, p.Log.Config().RetentionMs)
+	if p.Config().Storage.RetentionMs != 1000 || p.log.Config().RetentionMs != 1000 {
+		t.Errorf("config not applied: %v / %v", p.Config().Storage.RetentionMs, p.log.Config().RetentionMs)
 	}
 
 	// Deleting the topic deletes the logs.
@@ -131,7 +131,7 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Partitions()) != 0 {
+	if len(m.Replicas()) != 0 {
 		t.Errorf("still hosting %v", hosted(m))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "logs", "a-1")); !errors.Is(err, os.ErrNotExist) {
@@ -169,10 +169,10 @@ func TestReplicaManagerRestartKeepsDataAndDropsRecreatedTopics(t *testing.T) {
 	if err := m2.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := m2.Partition("keep", 0); p == nil || p.Log.EndOffset() != 5 {
+	if p, _ := m2.Replica("keep", 0); p == nil || p.log.EndOffset() != 5 {
 		t.Fatalf("kept topic lost its data: %v", p)
 	}
-	if p, _ := m2.Partition("gone", 0); p == nil || p.Log.EndOffset() != 0 || p.TopicID != "id-g2" {
+	if p, _ := m2.Replica("gone", 0); p == nil || p.log.EndOffset() != 0 || p.TopicID != "id-g2" {
 		t.Fatalf("re-created topic: %+v", p)
 	}
 }
@@ -191,7 +191,7 @@ func TestReplicaManagerRefusesAnotherClustersImage(t *testing.T) {
 	if err := m.Apply(newImage(t, "c2").snapshot(), now, true); !errors.Is(err, ErrClusterMismatch) {
 		t.Fatalf("foreign image: %v, want ErrClusterMismatch", err)
 	}
-	if p, err := m.Partition("a", 0); err != nil || p.Log.EndOffset() != 2 {
+	if p, err := m.Replica("a", 0); err != nil || p.log.EndOffset() != 2 {
 		t.Fatalf("data touched by a foreign image: %v %v", p, err)
 	}
 	m.Close()

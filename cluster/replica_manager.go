@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,73 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
-	"github.com/sluice-io/sluice/cluster/replication"
-	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 	"github.com/sluice-io/sluice/storage"
 )
-
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
-
-// Partition is a replica hosted by this node. Its Log is safe for
-// concurrent use; leadership and config follow the metadata image.
-type Partition struct {
-	TopicPartition
-	TopicID string
-	Log     *storage.Log
-
-	// leadership packs leader id (high 32 bits) and leader epoch (low).
-	leadership atomic.Uint64
-	config     atomic.Pointer[TopicConfig]
-
-	// roleMu guards the replication role below (see roles.go).
-	roleMu sync.Mutex
-	// tracker is the ISR/HW state while this broker leads; nil otherwise.
-	tracker *replication.Tracker
-	// hwCh is closed (and replaced) when the HW moves or leadership ends.
-	hwCh chan struct{}
-	// following and followEpoch name the leader being fetched from
-	// (controller.NoLeader when not a follower).
-	following   int32
-	followEpoch int32
-	// expand queues followers that qualify for the ISR; altering is set
-	// while an AlterPartition is in flight.
-	expand   []int32
-	altering bool
-}
-
-// Leadership returns the partition's leader and leader epoch as this
-// broker last applied them.
-func (p *Partition) Leadership() (leader, epoch int32) {
-	v := p.leadership.Load()
-	return int32(v >> 32), int32(uint32(v))
-}
-
-// LeaderEpoch is the current leader epoch.
-func (p *Partition) LeaderEpoch() int32 {
-	_, e := p.Leadership()
-	return e
-}
-
-func (p *Partition) setLeadership(leader, epoch int32) {
-	p.leadership.Store(uint64(uint32(leader))<<32 | uint64(uint32(epoch)))
-}
-
-// Config is the topic's effective configuration.
-func (p *Partition) Config() TopicConfig { return *p.config.Load() }
 
 // ReplicaManagerConfig configures a ReplicaManager.
 type ReplicaManagerConfig struct {
@@ -94,7 +38,11 @@ type ReplicaManager struct {
 	cfg ReplicaManagerConfig
 	log *slog.Logger
 
-	// applyMu serialises Apply (log creation and deletion).
+	// applyMu serialises Apply (log creation and deletion) and every
+	// leadership change (Apply, Close, listener registration); it also
+	// guards fetchers and the two fields below. Lock order: applyMu before
+	// a replica's roleMu before fetcherManager.mu before fetcher.mu, and
+	// before mu (docs/locks.md).
 	applyMu sync.Mutex
 	// clusterID is the cluster this data dir belongs to ("" until the
 	// first image that names one); guarded by applyMu.
@@ -104,15 +52,23 @@ type ReplicaManager struct {
 	onDisk map[string]string // dir name -> topic id ("" for legacy dirs)
 
 	mu         sync.RWMutex // guards the following
-	partitions map[TopicPartition]*Partition
+	partitions map[TopicPartition]*Replica
 
-	// repl and fetchers are set by StartReplication (nil without it).
-	repl        *ReplicationConfig
+	// repl and fetchers are set by StartReplication (nil without it);
+	// fetchers is guarded by applyMu.
+	repl        atomic.Pointer[ReplicationConfig]
 	fetchers    *fetcherManager
 	fetchPaused atomic.Bool
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// ctx ends at Close: it stops the loops and AlterPartition calls.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// goroutines are the retention loop, the ISR loop and the
+	// AlterPartition senders (the fetchers and the listener delivery
+	// goroutine have their own groups).
+	goroutines goroutine.Group
+	// events delivers leadership changes to listeners (listener.go).
+	events *leadershipEvents
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -148,9 +104,10 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		onDisk:     map[string]string{},
-		partitions: map[TopicPartition]*Partition{},
-		stop:       make(chan struct{}),
+		partitions: map[TopicPartition]*Replica{},
+		events:     newLeadershipEvents(),
 	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -239,7 +196,7 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 				m.log.Error("topic has an invalid config; using defaults", "topic", name, "err", err)
 				tc, _ = ParseTopicConfig(nil, int32(len(ps.Replicas)))
 			}
-			p, err := m.ensurePartition(tp, t.ID, tc, now)
+			p, err := m.ensureReplica(tp, t.ID, tc, now)
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -248,15 +205,15 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 			}
 			p.setLeadership(ps.Leader, ps.LeaderEpoch)
 			if old := p.config.Load(); old.Storage != tc.Storage {
-				p.Log.SetConfig(tc.Storage)
+				p.log.SetConfig(tc.Storage)
 			}
 			p.config.Store(&tc)
 			m.updateRole(p, ps, im, tc, now)
 		}
 	}
-	for _, p := range m.allPartitions() {
+	for _, p := range m.allReplicas() {
 		if !want[p.TopicPartition] {
-			m.removePartition(p)
+			m.removeReplica(p)
 		}
 	}
 	for dir, id := range m.onDisk {
@@ -288,10 +245,10 @@ func (m *ReplicaManager) writeClusterMeta(id string) error {
 	return storage.WriteFileAtomic(filepath.Join(dir, clusterFile), data)
 }
 
-// ensurePartition returns the hosted replica of tp for topic id, opening
+// ensureReplica returns the hosted replica of tp for topic id, opening
 // its log from disk or creating it. A hosted replica or a directory of a
 // different topic id is deleted first. Caller holds applyMu.
-func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc TopicConfig, now time.Time) (*Partition, error) {
+func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc TopicConfig, now time.Time) (*Replica, error) {
 	m.mu.RLock()
 	p := m.partitions[tp]
 	m.mu.RUnlock()
@@ -299,7 +256,7 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 		if p.TopicID == topicID {
 			return p, nil
 		}
-		m.removePartition(p)
+		m.removeReplica(p)
 	}
 	dir := filepath.Join(m.logsDir(), tp.String())
 	if id, found := m.onDisk[tp.String()]; found {
@@ -325,7 +282,7 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
 	}
-	p = &Partition{TopicPartition: tp, TopicID: topicID, Log: l, hwCh: make(chan struct{}),
+	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, events: m.events, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
@@ -335,8 +292,8 @@ func (m *ReplicaManager) ensurePartition(tp TopicPartition, topicID string, tc T
 	return p, nil
 }
 
-// removePartition stops hosting p and deletes its log.
-func (m *ReplicaManager) removePartition(p *Partition) {
+// removeReplica stops hosting p and deletes its log.
+func (m *ReplicaManager) removeReplica(p *Replica) {
 	if m.fetchers != nil {
 		m.fetchers.unfollow(p.TopicPartition)
 	}
@@ -348,95 +305,29 @@ func (m *ReplicaManager) removePartition(p *Partition) {
 		delete(m.partitions, p.TopicPartition)
 	}
 	m.mu.Unlock()
-	if err := p.Log.Delete(); err != nil {
+	if err := p.log.Delete(); err != nil {
 		m.log.Error("delete log", "partition", p.String(), "err", err)
 		return
 	}
 	m.log.Info("deleted log", "partition", p.String(), "topic_id", p.TopicID)
 }
 
-// Start runs the retention loop until Close.
-func (m *ReplicaManager) Start() {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		t := time.NewTicker(m.cfg.RetentionCheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-m.stop:
-				return
-			case now := <-t.C:
-				m.EnforceRetention(now)
-			}
-		}
-	}()
-}
+// Replicas returns the hosted replicas, in no particular order.
+func (m *ReplicaManager) Replicas() []*Replica { return m.allReplicas() }
 
-// ProducerIDExpiration is producer.id.expiration.ms: the producer state of
-// an id idle this long is dropped (checked with retention).
-const ProducerIDExpiration = 24 * time.Hour
-
-// EnforceRetention applies retention to every partition once, and expires
-// idle producer ids.
-func (m *ReplicaManager) EnforceRetention(now time.Time) {
-	for _, p := range m.allPartitions() {
-		if n := p.Log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
-			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
-		}
-		if n, err := p.Log.EnforceRetention(now); err != nil {
-			m.log.Error("retention failed", "partition", p.String(), "err", err)
-		} else if n > 0 {
-			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.Log.StartOffset())
-		}
-	}
-}
-
-// Partitions returns the hosted replicas, in no particular order.
-func (m *ReplicaManager) Partitions() []*Partition { return m.allPartitions() }
-
-func (m *ReplicaManager) allPartitions() []*Partition {
+func (m *ReplicaManager) allReplicas() []*Replica {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]*Partition, 0, len(m.partitions))
+	out := make([]*Replica, 0, len(m.partitions))
 	for _, p := range m.partitions {
 		out = append(out, p)
 	}
 	return out
 }
 
-// Close stops background work and closes every log cleanly (writing the
-// clean-shutdown markers).
-func (m *ReplicaManager) Close() error {
-	select {
-	case <-m.stop:
-	default:
-		close(m.stop)
-	}
-	m.applyMu.Lock()
-	fetchers := m.fetchers
-	m.applyMu.Unlock()
-	if fetchers != nil {
-		fetchers.close()
-	}
-	m.wg.Wait()
-	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var first error
-	for tp, p := range m.partitions {
-		if err := p.Log.Close(); err != nil && first == nil {
-			first = fmt.Errorf("close %s: %w", tp, err)
-		}
-		delete(m.partitions, tp)
-	}
-	return first
-}
-
-// Partition returns the replica of topic/partition hosted here, or
+// Replica returns the replica of topic/partition hosted here, or
 // UNKNOWN_TOPIC_OR_PARTITION.
-func (m *ReplicaManager) Partition(topic string, partition int32) (*Partition, error) {
+func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error) {
 	m.mu.RLock()
 	p, ok := m.partitions[TopicPartition{topic, partition}]
 	m.mu.RUnlock()
@@ -446,60 +337,83 @@ func (m *ReplicaManager) Partition(topic string, partition int32) (*Partition, e
 	return p, nil
 }
 
-// Append validates a batch as a producer sent it and appends it to the
-// partition. Nothing is written unless every check passes. Errors are
-// *errs.Error with the code to return for the partition.
-func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now time.Time) (storage.AppendResult, error) {
-	return m.AppendWithAcks(topic, partition, raw, now, false)
+// Close stops background work, resigns every leadership (listeners hear
+// Resigned; acks=all waiters see the leadership gone), closes every log
+// cleanly (writing the clean-shutdown markers), and waits until the
+// listeners have been told. It must not be called from a listener.
+func (m *ReplicaManager) Close() error {
+	m.cancel()
+	m.applyMu.Lock()
+	fetchers := m.fetchers
+	m.applyMu.Unlock()
+	if fetchers != nil {
+		fetchers.close()
+	}
+	m.goroutines.Wait()
+	m.applyMu.Lock()
+	for _, p := range m.allReplicas() {
+		p.roleMu.Lock()
+		p.dropTrackerLocked()
+		p.roleMu.Unlock()
+	}
+	m.mu.Lock()
+	var first error
+	for tp, p := range m.partitions {
+		if err := p.log.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close %s: %w", tp, err)
+		}
+		delete(m.partitions, tp)
+	}
+	m.mu.Unlock()
+	m.applyMu.Unlock()
+	m.events.closeAndWait()
+	return first
 }
 
-// AppendWithAcks is Append; with acksAll it first refuses
-// (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas.
-// The caller then waits with Partition.WaitCommitted.
-func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
-	p, err := m.Partition(topic, partition)
-	if err != nil {
-		return storage.AppendResult{}, err
-	}
-	return m.AppendTo(p, raw, now, acksAll)
+// ReplicationConfig connects a ReplicaManager to the cluster: where
+// leaders are (the metadata cache), how to reach other brokers, the
+// controller (AlterPartition) and this broker's epoch.
+type ReplicationConfig struct {
+	Metadata    *MetadataCache
+	Pool        *ConnPool
+	Controllers *ControllerClient
+	BrokerEpoch func() int64
+	// LagTimeMax is replica.lag.time.max.ms; 0 means the default.
+	LagTimeMax time.Duration
 }
 
-// AppendTo is AppendWithAcks on a partition the caller already looked up.
-func (m *ReplicaManager) AppendTo(p *Partition, raw []byte, now time.Time, acksAll bool) (storage.AppendResult, error) {
-	leader, epoch := p.Leadership()
-	if leader != m.cfg.NodeID {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
+// StartReplication starts follower fetchers and the leaders' ISR upkeep.
+// Call it once, before the first Apply that should replicate; without it
+// the manager hosts leaders only (tests of a single node).
+func (m *ReplicaManager) StartReplication(rc ReplicationConfig) {
+	if rc.LagTimeMax <= 0 {
+		rc.LagTimeMax = DefaultReplicaLagTimeMax
 	}
-	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
+	m.applyMu.Lock()
+	m.repl.Store(&rc)
+	m.fetchers = newFetcherManager(m, rc.Pool, m.log)
+	m.applyMu.Unlock()
+	m.goroutines.Go(m.isrLoop)
+}
+
+func (m *ReplicaManager) metadata() *MetadataCache { return m.repl.Load().Metadata }
+
+// SetFetchPaused stops (or resumes) every follower fetch of this broker, as
+// if its fetchers hung: fault injection for tests. Heartbeats continue.
+func (m *ReplicaManager) SetFetchPaused(paused bool) { m.fetchPaused.Store(paused) }
+
+func (m *ReplicaManager) brokerEpoch() int64 {
+	rc := m.repl.Load()
+	if rc == nil || rc.BrokerEpoch == nil {
+		return 0
 	}
-	b, h, err := batch.Canonicalize(raw)
-	if err != nil {
-		return storage.AppendResult{}, err
+	return rc.BrokerEpoch()
+}
+
+func (m *ReplicaManager) lagTimeMax() time.Duration {
+	rc := m.repl.Load()
+	if rc == nil {
+		return DefaultReplicaLagTimeMax
 	}
-	switch {
-	case h.IsControl():
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
-	case h.IsTransactional():
-		return storage.AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional batches are not supported yet")
-	}
-	if acksAll {
-		if err := p.checkAcksAll(); err != nil {
-			return storage.AppendResult{}, err
-		}
-	}
-	res, err := p.Log.Append(b, epoch, now)
-	if err == nil {
-		p.leaderAppended(res.LastOffset+1, now)
-	}
-	if errors.Is(err, storage.ErrClosed) {
-		return res, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s is no longer hosted by node %d", p, m.cfg.NodeID)
-	}
-	if err != nil {
-		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
-			return res, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %w", p, err)
-		}
-		return res, err
-	}
-	return res, nil
+	return rc.LagTimeMax
 }

@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster/replication"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
+)
+
+// DefaultReplicaLagTimeMax is replica.lag.time.max.ms: a follower that has
+// not caught up with the leader for this long leaves the ISR.
+const DefaultReplicaLagTimeMax = 30 * time.Second
+
+// isrCheckInterval is how often leaders look for ISR changes and
+// checkpoint high watermarks.
+const (
+	isrCheckInterval  = 250 * time.Millisecond
+	hwCheckpointEvery = 5 * time.Second
+)
+
+// publishHWLocked copies the tracker's HW to the log (waking consumers)
+// and wakes acks=all waiters.
+func (p *Replica) publishHWLocked() {
+	if p.tracker != nil {
+		p.log.SetHighWatermark(p.tracker.HW())
+	}
+	close(p.hwCh)
+	p.hwCh = make(chan struct{})
+}
+
+// recordFollowerFetch records that replica fetched p at offset (its log end
+// offset) in leaderEpoch, advancing the HW and queueing an ISR expansion
+// when it qualifies. Errors: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
+// (the follower's epoch is older), UNKNOWN_LEADER_EPOCH (newer), and the
+// tracker's.
+func (p *Replica) recordFollowerFetch(replica, leaderEpoch int32, offset int64, now time.Time) (int64, error) {
+	p.roleMu.Lock()
+	defer p.roleMu.Unlock()
+	t := p.tracker
+	if t == nil {
+		return 0, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "this broker does not lead %s", p)
+	}
+	if err := checkLeaderEpoch(p.TopicPartition, leaderEpoch, t.LeaderEpoch(), true); err != nil {
+		return 0, err
+	}
+	// An append wakes followers before its writer records the new log end
+	// in the tracker: catch the tracker up first.
+	if leo := p.log.EndOffset(); leo > t.LeaderLEO() && t.LeaderAppended(leo, now) {
+		p.publishHWLocked()
+	}
+	upd, err := t.FollowerFetched(replica, offset, now)
+	if err != nil {
+		return 0, err
+	}
+	if upd.HWChanged {
+		p.publishHWLocked()
+	}
+	if upd.ExpandISR && !slices.Contains(p.expand, replica) {
+		p.expand = append(p.expand, replica)
+	}
+	return upd.HW, nil
+}
+
+// isrLoop is the leaders' upkeep: ISR shrink and expansion through
+// AlterPartition, and periodic high-watermark checkpoints.
+func (m *ReplicaManager) isrLoop() {
+	t := time.NewTicker(isrCheckInterval)
+	defer t.Stop()
+	lastCkpt := time.Now()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case now := <-t.C:
+			for _, p := range m.allReplicas() {
+				m.maybeAlterISR(p, now)
+			}
+			if now.Sub(lastCkpt) >= hwCheckpointEvery {
+				lastCkpt = now
+				for _, p := range m.allReplicas() {
+					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed {
+						m.log.Warn("high watermark checkpoint failed", "partition", p.String(), "err", err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// maybeAlterISR proposes one ISR change for p if one is due: removing
+// followers out of sync for LagTimeMax, or adding queued caught-up ones.
+// The AlterPartition call runs in its own goroutine; one per partition at a
+// time.
+func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time) {
+	p.roleMu.Lock()
+	t := p.tracker
+	if t == nil || p.altering {
+		p.expand = nil
+		p.roleMu.Unlock()
+		return
+	}
+	isr := t.ISR()
+	var next []int32
+	if out := t.ShrinkCandidates(now); len(out) > 0 {
+		for _, id := range isr {
+			if !slices.Contains(out, id) {
+				next = append(next, id)
+			}
+		}
+	} else if len(p.expand) > 0 {
+		next = slices.Clone(isr)
+		for _, id := range p.expand {
+			if !slices.Contains(next, id) {
+				next = append(next, id)
+			}
+		}
+		p.expand = nil
+	}
+	if next == nil {
+		p.roleMu.Unlock()
+		return
+	}
+	req, err := t.BeginISRChange(next)
+	if err != nil {
+		p.roleMu.Unlock()
+		m.log.Debug("ISR change not proposed", "partition", p.String(), "isr", next, "err", err)
+		return
+	}
+	p.altering = true
+	p.roleMu.Unlock()
+	m.log.Info("proposing ISR change", "partition", p.String(), "from", isr, "to", req.NewISR)
+	m.goroutines.Go(func() { m.sendAlterPartition(p, t, req) })
+}
+
+func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, req replication.AlterRequest) {
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second) // ends at Close too
+	defer cancel()
+	var resp *internalv1.AlterPartitionResponse
+	err := m.repl.Load().Controllers.Call(ctx, 5*time.Second, func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		resp, err = cl.AlterPartition(ctx, &internalv1.AlterPartitionRequest{
+			BrokerId: m.cfg.NodeID, BrokerEpoch: m.brokerEpoch(), Topic: p.Topic, Partition: p.Partition,
+			LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, NewIsr: req.NewISR,
+		})
+		return err
+	})
+	now := time.Now()
+	p.roleMu.Lock()
+	defer p.roleMu.Unlock()
+	p.altering = false
+	if p.tracker != t {
+		return // leadership changed meanwhile; the new tracker has the truth
+	}
+	if err != nil {
+		m.log.Warn("ISR change refused", "partition", p.String(), "to", req.NewISR, "err", err)
+		if t.ISRChangeFailed(now) {
+			p.publishHWLocked()
+		}
+		return
+	}
+	if t.PartitionEpoch() >= resp.PartitionEpoch {
+		// The metadata stream delivered the change first (ApplyMetadata).
+	} else if changed, err := t.ISRChangeCommitted(resp.Isr, resp.PartitionEpoch, now); err != nil {
+		m.log.Warn("ISR change result not applied", "partition", p.String(), "err", err)
+	} else if changed {
+		p.publishHWLocked()
+	}
+	m.log.Info("ISR changed", "partition", p.String(), "isr", resp.Isr, "partition_epoch", resp.PartitionEpoch)
+}

@@ -1,0 +1,40 @@
+package cluster
+
+import (
+	"time"
+)
+
+// Start runs the retention loop until Close.
+func (m *ReplicaManager) Start() {
+	m.goroutines.Go(func() {
+		t := time.NewTicker(m.cfg.RetentionCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case now := <-t.C:
+				m.EnforceRetention(now)
+			}
+		}
+	})
+}
+
+// ProducerIDExpiration is producer.id.expiration.ms: the producer state of
+// an id idle this long is dropped (checked with retention).
+const ProducerIDExpiration = 24 * time.Hour
+
+// EnforceRetention applies retention to every partition once, and expires
+// idle producer ids.
+func (m *ReplicaManager) EnforceRetention(now time.Time) {
+	for _, p := range m.allReplicas() {
+		if n := p.log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
+			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
+		}
+		if n, err := p.log.EnforceRetention(now); err != nil {
+			m.log.Error("retention failed", "partition", p.String(), "err", err)
+		} else if n > 0 {
+			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.log.StartOffset())
+		}
+	}
+}
