@@ -363,8 +363,13 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 			// Behind the leader's log start: start over there. Ahead of its
 			// end: the logs diverged; find the divergence point again.
 			if s.p.log.EndOffset() < r.LogStartOffset {
-				if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil {
-					f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
+				// Under the role lock, as every follower log change: a
+				// partition that became leader meanwhile is left alone.
+				if s.p.lockAsFollower(f.source, s.leaderEpoch) {
+					if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil {
+						f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
+					}
+					s.p.roleMu.Unlock()
 				}
 			} else {
 				f.mu.Lock()

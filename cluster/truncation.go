@@ -35,7 +35,7 @@ func (m *ReplicaManager) truncateFollower(p *Replica, leaderEpoch int32, endOffs
 }
 
 // restartFollowerAt empties a follower whose log ends below the leader's
-// log start offset.
+// log start offset. Caller holds p.roleMu, taken with lockAsFollower.
 func (m *ReplicaManager) restartFollowerAt(p *Replica, offset int64) error {
 	m.log.Warn("follower is behind the leader's log start; restarting its log", "partition", p.String(), "at", offset)
 	return p.log.TruncateFullyAndStartAt(offset)
