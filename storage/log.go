@@ -185,18 +185,7 @@ func storageErr(format string, args ...any) error {
 func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if l.closed {
-		return AppendResult{}, ErrClosed
-	}
-	if len(b) > int(l.cfg.MaxMessageBytes) {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
-	}
-	if len(b) < batch.HeaderSize {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "batch of %d bytes is shorter than its header", len(b))
-	}
-	batch.SetBaseOffset(b, l.active().next)
-	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
-	h, err := batch.ParseHeader(b)
+	h, err := l.stampLocked(b, leaderEpoch)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -210,6 +199,25 @@ func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, 
 	return l.appendLocked(b, now)
 }
 
+// stampLocked checks that the log is open and b's size, patches b's base
+// offset (the log end) and partition leader epoch in place, and parses its
+// header: the common first steps of Append and AppendControl. Caller holds
+// appendMu.
+func (l *Log) stampLocked(b []byte, leaderEpoch int32) (batch.Header, error) {
+	if l.closed {
+		return batch.Header{}, ErrClosed
+	}
+	if len(b) > int(l.cfg.MaxMessageBytes) {
+		return batch.Header{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
+	}
+	if len(b) < batch.HeaderSize {
+		return batch.Header{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "batch of %d bytes is shorter than its header", len(b))
+	}
+	batch.SetBaseOffset(b, l.active().next)
+	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
+	return batch.ParseHeader(b)
+}
+
 // AppendControl is Append for a control batch the leader writes itself
 // (a transaction marker from a coordinator; producers never send one, and
 // Append refuses it). b must carry the control attribute (else
@@ -221,18 +229,7 @@ func (l *Log) Append(b []byte, leaderEpoch int32, now time.Time) (AppendResult, 
 func (l *Log) AppendControl(b []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if l.closed {
-		return AppendResult{}, ErrClosed
-	}
-	if len(b) > int(l.cfg.MaxMessageBytes) {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
-	}
-	if len(b) < batch.HeaderSize {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "batch of %d bytes is shorter than its header", len(b))
-	}
-	batch.SetBaseOffset(b, l.active().next)
-	batch.SetPartitionLeaderEpoch(b, leaderEpoch)
-	h, err := batch.ParseHeader(b)
+	h, err := l.stampLocked(b, leaderEpoch)
 	if err != nil {
 		return AppendResult{}, err
 	}
