@@ -106,7 +106,7 @@ func (c *produceConn) read(st grpc.ClientStream) {
 	for {
 		resp := &sluicev1.ProduceStreamResponse{}
 		if err := st.RecvMsg(resp); err != nil {
-			c.fail(st, err)
+			c.fail(st, c.streamError(err))
 			return
 		}
 		c.mu.Lock()
@@ -117,6 +117,20 @@ func (c *produceConn) read(st grpc.ClientStream) {
 			ch <- produceAnswer{resp: resp}
 		}
 	}
+}
+
+// streamError is the error a stream's failure gives its pending requests.
+// A stream this producer cancelled itself while it runs (send cancels the
+// stream whose SendMsg failed, so that the reader wakes) ends with
+// Canceled, which would read as final; it means the connection broke
+// under the requests, so they get UNAVAILABLE and are retried like after
+// a lost connection. Found by an end-to-end test: a record failed with
+// "context canceled" when its leader was SIGKILLed.
+func (c *produceConn) streamError(err error) error {
+	if status.Code(err) == codes.Canceled && c.p.ctx.Err() == nil {
+		return status.Errorf(codes.Unavailable, "produce stream to %s broke: %v", c.addr, err)
+	}
+	return err
 }
 
 // fail ends st, if it is still the current stream, and fails every

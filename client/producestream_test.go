@@ -1,8 +1,13 @@
 package client
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/wait"
 )
@@ -76,5 +81,33 @@ func TestProduceStreamTimeoutOpensANewStream(t *testing.T) {
 	checkExactlyOnceInOrder(t, f, &a, 0, append(warm[0], sent[0]...))
 	if n := locked(f, func() int { return f.duplicates }); n < 1 {
 		t.Errorf("%d duplicates: the requests of the timed-out stream were not retried", n)
+	}
+}
+
+// canceledStream is a ProduceStream whose receive ends as a stream the
+// producer cancelled itself ends.
+type canceledStream struct{ grpc.ClientStream }
+
+func (canceledStream) RecvMsg(any) error { return status.Error(codes.Canceled, "context canceled") }
+
+// A stream the producer cancelled itself (its SendMsg failed: the
+// connection broke) fails its pending requests with a retriable error,
+// not a final "canceled"; once the producer is closing, canceled stands.
+func TestProduceStreamBrokenUnderRequestsIsRetriable(t *testing.T) {
+	for _, closing := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := newProduceConn(&Producer{ctx: ctx}, "127.0.0.1:1")
+		st := canceledStream{}
+		ch := make(chan produceAnswer, 1)
+		c.st, c.cancel, c.pending[1] = st, func() {}, ch
+		if closing {
+			cancel()
+		}
+		c.read(st)
+		a := <-ch
+		if got := isRetriable(a.err); got == closing {
+			t.Errorf("closing=%v: answer %v retriable=%v", closing, a.err, got)
+		}
+		cancel()
 	}
 }
