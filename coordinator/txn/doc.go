@@ -29,11 +29,15 @@
 //     watermark), replace its in-memory Metadata with *Result.Write, then
 //     answer the requester (Result.Err, Result.ProducerID,
 //     Result.ProducerEpoch) and, if Result.SendMarkers, send the markers.
-//     If the append fails — even with an error wrapping
-//     cluster.ErrCommitUnknown — memory is left as it was and the requester
+//     If the append fails, memory is left as it was and the requester
 //     gets a retriable error (NOT_COORDINATOR when leadership was lost,
-//     else COORDINATOR_NOT_AVAILABLE), as Kafka does; a record that did
-//     commit anyway is picked up when the partition is loaded again.
+//     else COORDINATOR_NOT_AVAILABLE), as Kafka does. When the error
+//     wraps cluster.ErrCommitUnknown the record may still commit, so the
+//     old Metadata may be stale: the caller must not decide another
+//     transition for that id from it until it knows (it re-reads the
+//     partition from the log, or keeps answering ErrConcurrent until the
+//     record is below the high watermark or truncated). Leadership lost
+//     means the partition is reloaded anyway.
 //
 // A Result with Write == nil changes nothing and is answered at once.
 //

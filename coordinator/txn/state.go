@@ -33,7 +33,7 @@ const (
 	Dead
 )
 
-// States lists every State in declaration order.
+// States lists every State in declaration order. Read it; do not modify it.
 var States = []State{Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, PrepareEpochFence, Dead}
 
 var stateNames = [...]string{

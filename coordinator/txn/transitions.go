@@ -202,6 +202,8 @@ type AddPartitionsRequest struct {
 
 // AddPartitions decides an AddPartitionsToTxn for m (nil: unknown id).
 // Rules (Kafka's handleAddPartitionsToTransaction):
+//   - no partitions, or an invalid one (empty topic, negative
+//     partition): INVALID_REQUEST;
 //   - unknown id, or another producer id: INVALID_PRODUCER_ID_MAPPING —
 //     except the producer id a Prepare* is moving to (NextProducerID),
 //     which is CONCURRENT_TRANSACTIONS until Complete applies it;
@@ -230,6 +232,12 @@ func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result 
 	if req.ProducerEpoch != m.ProducerEpoch {
 		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
 			"transactional id %q: producer epoch %d is not the current %d", m.TransactionalID, req.ProducerEpoch, m.ProducerEpoch)
+	}
+	for _, p := range req.Partitions {
+		if p.Topic == "" || p.Partition < 0 {
+			return fail(sluicev1.ErrorCode_INVALID_REQUEST,
+				"transactional id %q: invalid partition %q-%d", req.TransactionalID, p.Topic, p.Partition)
+		}
 	}
 	add := slices.Clone(req.Partitions)
 	slices.SortFunc(add, comparePartitions)

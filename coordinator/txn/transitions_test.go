@@ -308,6 +308,8 @@ func TestAddPartitions(t *testing.T) {
 	wantCode(t, "unknown id", c.add("id", 1000, 0, tp0), sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING)
 	c.initPID("id", 0, 0)
 	wantCode(t, "no partitions", c.add("id", 1000, 0), sluicev1.ErrorCode_INVALID_REQUEST)
+	wantCode(t, "empty topic", c.add("id", 1000, 0, TopicPartition{"", 0}), sluicev1.ErrorCode_INVALID_REQUEST)
+	wantCode(t, "negative partition", c.add("id", 1000, 0, TopicPartition{"t", -1}), sluicev1.ErrorCode_INVALID_REQUEST)
 	c.tick(time.Second)
 	start := c.now.UnixMilli()
 	c.add("id", 1000, 0, TopicPartition{"b", 1}, TopicPartition{"a", 2}, TopicPartition{"b", 1})
