@@ -2,4 +2,9 @@
 // cluster layer. Today that is producer id allocation (producerid.go): a
 // broker hands out producer ids from blocks the controller committed in Raft,
 // prefetching the next block before the current one runs out.
+//
+// The transaction coordinator's rules live in the subpackage
+// coordinator/txn (pure: states, transitions, the __transaction_state
+// record format and partition hash, decision 30); the code that loads,
+// persists and sends for it will live here.
 package coordinator

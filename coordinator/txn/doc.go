@@ -1,0 +1,62 @@
+// Package txn is the pure core of the transaction coordinator (DESIGN §10,
+// docs/design.md decision 30): transaction states and their allowed
+// predecessors, the per-transactional-id Metadata, the transitions each
+// coordinator request makes, the __transaction_state record format, and the
+// map from a transactional id to its __transaction_state partition.
+//
+// It is a package of its own, beside coordinator's producer-id manager, for
+// the same reason cluster/replication and cluster/controller's FSM are: it
+// holds rules only — no network, goroutines, clock reads, locks or storage —
+// so it imports nothing of Sluice but the error table, is tested
+// table-driven without sockets, and its names read as txn.Metadata,
+// txn.State, txn.EndTxn instead of repeating "Txn" in every name of the
+// coordinator package. The code that loads, persists and sends (next step)
+// lives in package coordinator and calls this one.
+//
+// # Write first, apply after
+//
+// Every transition is a function from the current Metadata (nil when the
+// id is unknown) and a request to a Result. A Result never changes its
+// input; it carries the Metadata to persist (Result.Write), Kafka's
+// "TxnTransitMetadata". The caller must:
+//
+//  1. Encode Result.Write with EncodeRecord and append it to the id's
+//     __transaction_state partition (PartitionFor), as leader at the
+//     coordinator epoch (that partition's leader epoch, as heard by the
+//     coordinator's cluster.LeadershipListener), with
+//     cluster.ReplicaManager.AppendCommitted.
+//  2. Only once that append returns nil (committed: below the high
+//     watermark), replace its in-memory Metadata with *Result.Write, then
+//     answer the requester (Result.Err, Result.ProducerID,
+//     Result.ProducerEpoch) and, if Result.SendMarkers, send the markers.
+//     If the append fails, memory is left as it was and the requester
+//     gets a retriable error (NOT_COORDINATOR when leadership was lost,
+//     else COORDINATOR_NOT_AVAILABLE), as Kafka does. When the error
+//     wraps cluster.ErrCommitUnknown the record may still commit, so the
+//     old Metadata may be stale: the caller must not decide another
+//     transition for that id from it until it knows (it re-reads the
+//     partition from the log, or keeps answering ErrConcurrent until the
+//     record is below the high watermark or truncated). Leadership lost
+//     means the partition is reloaded anyway.
+//
+// A Result with Write == nil changes nothing and is answered at once.
+//
+// One transition in flight per transactional id: from step 1 until step 2
+// has applied (or dropped) the Result, the caller answers every other
+// request for that id with ErrConcurrent (CONCURRENT_TRANSACTIONS,
+// retriable) instead of calling this package, as Kafka's pendingState
+// does. The marker sender's own Complete is the one call that follows a
+// Prepare* write without waiting for a request.
+//
+// Markers: when the applied Write is in PrepareCommit or PrepareAbort, the
+// coordinator writes a COMMIT or ABORT marker (producer id and epoch of
+// the Write, coordinator epoch = the partition leader epoch) to every
+// partition in Write.Partitions — none for an empty transaction — and then
+// calls Complete and persists its Result the same way. A coordinator that
+// loads a partition and finds an id in Prepare* resends its markers
+// (Metadata.PendingMarkers) and completes it.
+//
+// Sluice speaks transaction version 2 only (KIP-890: an epoch bump at every
+// commit and abort, partitions added by the partition leader), so no
+// client transaction version is kept in Metadata.
+package txn
