@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
@@ -31,6 +33,9 @@ type BrokerConfig struct {
 	HeartbeatInterval time.Duration
 	Controllers       *ControllerClient
 	Metadata          *MetadataCache
+	// MetadataStreamIdle overrides MetadataStreamIdleTimeout (tests); 0
+	// means the default.
+	MetadataStreamIdle time.Duration
 	// OnImage is called from the metadata goroutine after every applied
 	// update (the replica manager follows the image there). May be nil.
 	OnImage func(im *controller.Image)
@@ -56,6 +61,11 @@ type BrokerLifecycle struct {
 	shutdownReady chan struct{} // closed when the controller says so
 	registered    chan struct{} // closed at the first registration
 
+	// silentVoter is the voter whose metadata stream last went silent
+	// (MetadataStreamIdleTimeout), tried last when subscribing again; 0
+	// for none. Owned by the metadata goroutine.
+	silentVoter int32
+
 	// ctx ends at Stop; goroutines are the metadata and heartbeat loops.
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -79,6 +89,13 @@ func newIncarnation() string {
 	var b [16]byte
 	_, _ = io.ReadFull(rand.Reader, b[:])
 	return hex.EncodeToString(b[:])
+}
+
+func (b *BrokerLifecycle) idleTimeout() time.Duration {
+	if b.cfg.MetadataStreamIdle > 0 {
+		return b.cfg.MetadataStreamIdle
+	}
+	return MetadataStreamIdleTimeout
 }
 
 // Start begins the metadata stream and the register/heartbeat loop.
@@ -270,6 +287,18 @@ func (b *BrokerLifecycle) metadataLoop() {
 	}
 }
 
+// MetadataStreamIdleTimeout is how long a broker waits on its metadata
+// stream without any message before it gives the stream up and
+// subscribes again (to the voter it now believes leads). A serving voter
+// sends a keepalive every second when idle (api.metadataKeepalive), so
+// only a voter that is hung or stopped (SIGSTOP, a stalled machine) stays
+// silent this long while its TCP connection stays open: without the
+// timeout the broker would wait for it forever, heartbeating to the new
+// controller but never seeing its metadata — found by the chaos harness,
+// where a paused controller left every partition's leader and ISR frozen
+// on every broker for the whole pause.
+const MetadataStreamIdleTimeout = 4 * time.Second
+
 // errResubscribe asks followOnce's caller to start over.
 var errResubscribe = errors.New("resubscribe")
 
@@ -282,9 +311,14 @@ func (b *BrokerLifecycle) followOnce() error {
 	var servingID int32
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	// Open the stream on the first voter that accepts it (leader first).
+	// Open the stream on the first voter that accepts it (leader first; a
+	// voter whose stream just went silent last).
 	var last error = errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "no controller is known yet")
-	for _, ep := range b.cfg.Controllers.Endpoints() {
+	eps := b.cfg.Controllers.Endpoints()
+	if i := slices.IndexFunc(eps, func(e ControllerEndpoint) bool { return e.ID == b.silentVoter }); i >= 0 {
+		eps = append(append(eps[:i:i], eps[i+1:]...), eps[i])
+	}
+	for _, ep := range eps {
 		cc, err := b.cfg.Controllers.pool.Get(ep.Address)
 		if err != nil {
 			last = err
@@ -302,13 +336,28 @@ func (b *BrokerLifecycle) followOnce() error {
 		return last
 	}
 	received := false
+	var silent atomic.Bool
+	idle := time.AfterFunc(b.idleTimeout(), func() {
+		silent.Store(true)
+		cancel()
+	})
+	defer idle.Stop()
 	for {
 		upd, err := stream.Recv()
 		if err != nil {
+			if silent.Load() {
+				b.silentVoter = servingID
+				b.log.Warn("metadata stream silent; subscribing again", "voter", servingID, "idle", b.idleTimeout())
+				return fmt.Errorf("%w: voter %d sent nothing for %v", errResubscribe, servingID, b.idleTimeout())
+			}
 			if received {
 				return fmt.Errorf("%w: %w", errStreamWorked, err)
 			}
 			return err
+		}
+		idle.Reset(b.idleTimeout())
+		if b.silentVoter == servingID {
+			b.silentVoter = 0 // it speaks again
 		}
 		received = true
 		if upd.ControllerLeader > 0 {
