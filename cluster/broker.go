@@ -61,9 +61,9 @@ type BrokerLifecycle struct {
 	shutdownReady chan struct{} // closed when the controller says so
 	registered    chan struct{} // closed at the first registration
 
-	// silentVoter is the voter whose metadata stream last went silent
-	// (MetadataStreamIdleTimeout), tried last when subscribing again; 0
-	// for none. Owned by the metadata goroutine.
+	// silentVoter is the voter whose metadata stream just went silent
+	// (MetadataStreamIdleTimeout), tried last by the next subscription
+	// only; 0 for none. Owned by the metadata goroutine.
 	silentVoter int32
 
 	// ctx ends at Stop; goroutines are the metadata and heartbeat loops.
@@ -314,10 +314,16 @@ func (b *BrokerLifecycle) followOnce() error {
 	// Open the stream on the first voter that accepts it (leader first; a
 	// voter whose stream just went silent last).
 	var last error = errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "no controller is known yet")
+	// Only for one subscription: the silence may have been this broker's
+	// own (a stopped process sees every timer fire at once when it
+	// resumes), and a voter that is in fact the leader must come first
+	// again, or the broker would keep asking voters that answer
+	// NOT_CONTROLLER.
 	eps := b.cfg.Controllers.Endpoints()
 	if i := slices.IndexFunc(eps, func(e ControllerEndpoint) bool { return e.ID == b.silentVoter }); i >= 0 {
 		eps = append(append(eps[:i:i], eps[i+1:]...), eps[i])
 	}
+	b.silentVoter = 0
 	for _, ep := range eps {
 		cc, err := b.cfg.Controllers.pool.Get(ep.Address)
 		if err != nil {
@@ -356,9 +362,6 @@ func (b *BrokerLifecycle) followOnce() error {
 			return err
 		}
 		idle.Reset(b.idleTimeout())
-		if b.silentVoter == servingID {
-			b.silentVoter = 0 // it speaks again
-		}
 		received = true
 		if upd.ControllerLeader > 0 {
 			b.cfg.Controllers.SetLeader(upd.ControllerLeader)
