@@ -2,6 +2,7 @@ package storage
 
 import (
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,7 +154,12 @@ func (l *Log) producersTruncated(end int64, full bool) {
 			_ = os.Remove(filepath.Join(l.dir, SnapshotFileName(off)))
 		}
 	}
-	defer l.publishTxnState(end)
+	if full {
+		// No marker of the old log is left.
+		defer l.publishTxnState(math.MinInt64)
+	} else {
+		defer l.publishTxnState(end)
+	}
 	if full {
 		// Nothing of the old log is left to remember.
 		l.producers = NewProducerState(DefaultMaxProducers)

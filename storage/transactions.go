@@ -65,9 +65,9 @@ func (l *Log) producerFirstUnstable() int64 {
 }
 
 // publishTxnState republishes the transaction state after the producer
-// state was replaced or cut (truncation, rebuild) at log end end: the
-// first unstable offset, and the unreplicated transactions whose marker is
-// still in the log. It wakes Changed waiters. The caller holds appendMu.
+// state was replaced or cut (truncation, rebuild): the first unstable
+// offset, and the unreplicated transactions whose marker is below end
+// (the new log end; math.MinInt64 when the whole log was replaced). It wakes Changed waiters. The caller holds appendMu.
 func (l *Log) publishTxnState(end int64) {
 	fu := l.producerFirstUnstable()
 	l.mu.Lock()
