@@ -41,6 +41,10 @@ type segment struct {
 	idxSize  int64     // (appendMu) bytes of .index written
 	timeSize int64     // (appendMu) bytes of .timeindex written
 	txnSize  int64     // (appendMu) bytes of .txnindex written
+	// txnMissing: the .txnindex did not exist when the segment was
+	// opened (lost, or written before Sluice had one): recovery rebuilds
+	// it rather than trust an empty file.
+	txnMissing bool
 }
 
 func segmentName(dir string, base int64, ext string) string {
@@ -63,7 +67,9 @@ func openSegment(dir string, base int64, now time.Time) (*segment, error) {
 		s.close()
 		return nil, err
 	}
-	if s.txnIdx, err = os.OpenFile(segmentName(dir, base, ".txnindex"), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	txnPath := segmentName(dir, base, ".txnindex")
+	s.txnMissing = !fileExists(txnPath)
+	if s.txnIdx, err = os.OpenFile(txnPath, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
 		s.close()
 		return nil, err
 	}

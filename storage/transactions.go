@@ -220,15 +220,28 @@ func (l *Log) readConsumerOnce(offset int64, maxBytes int, bound int64, iso Isol
 		if iso == ReadCommitted {
 			aborted = l.AbortedTransactions(from, res.NextOffset)
 		}
-		for _, b := range res.Batches {
+		// out holds no batch yet (the loop goes on only while it holds
+		// none). The common case keeps every batch: share Read's slice
+		// until the first batch left out.
+		var kept [][]byte
+		all := true
+		for i, b := range res.Batches {
 			scanned += len(b)
 			h, err := batch.ParseHeader(b)
-			if err != nil || !keepForConsumer(h, aborted) {
+			if err == nil && keepForConsumer(h, aborted) {
+				if !all {
+					kept = append(kept, b)
+				}
 				continue
 			}
-			out.Batches = append(out.Batches, b)
+			if all {
+				all, kept = false, append(kept, res.Batches[:i]...)
+			}
 		}
-		out.NextOffset = res.NextOffset
+		if all {
+			kept = res.Batches
+		}
+		out.Batches, out.NextOffset = kept, res.NextOffset
 		if len(out.Batches) > 0 || out.NextOffset >= bound || scanned >= maxConsumerScanBytes {
 			return out, nil
 		}

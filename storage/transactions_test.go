@@ -554,3 +554,50 @@ func TestAbortedTransactionsOverlap(t *testing.T) {
 		t.Fatalf("read_committed served aborted records %v", got)
 	}
 }
+
+// Rule: after a clean shutdown the .txnindex files are trusted only if
+// they verify; one damaged on disk (implausible entries, or a torn tail)
+// is rebuilt from the log.
+func TestCleanRestartRebuildsDamagedTxnIndex(t *testing.T) {
+	ex := loadTxnExample(t)
+	for _, damage := range []string{"garbage entry", "torn tail", "deleted"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openLog(t, dir, testConfig())
+			appendExample(t, l, ex, nil)
+			l.SetHighWatermark(l.EndOffset())
+			path := segmentName(dir, l.Segments()[0].BaseOffset, ".txnindex")
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			good, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch damage {
+			case "garbage entry":
+				bad := append([]byte(nil), good...)
+				for i := range bad[8:16] {
+					bad[8+i] = 0xff // first offset far past the marker
+				}
+				err = os.WriteFile(path, bad, 0o644)
+			case "torn tail":
+				err = os.WriteFile(path, append(append([]byte(nil), good...), 1, 2, 3), 0o644)
+			case "deleted":
+				err = os.Remove(path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := openLog(t, dir, testConfig())
+			defer r.Close()
+			if got := r.AbortedTransactions(0, r.EndOffset()); !reflect.DeepEqual(got, ex.wantAborted()) {
+				t.Fatalf("aborted index %+v, want %+v", got, ex.wantAborted())
+			}
+			if data, _ := os.ReadFile(path); !reflect.DeepEqual(data, good) {
+				t.Fatalf(".txnindex %x, want %x", data, good)
+			}
+			checkExampleReads(t, r, ex)
+		})
+	}
+}

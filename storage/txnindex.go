@@ -88,11 +88,17 @@ func decodeTxnIndex(data []byte, base, next int64) ([]AbortedTxn, bool) {
 	return out, true
 }
 
-// loadTxnIndex loads the segment's .txnindex (a missing file is empty)
-// once its next offset is known; false means it must be rebuilt.
+// loadTxnIndex loads the segment's .txnindex once its next offset is
+// known; false means it must be rebuilt: it does not verify, or it was
+// missing from a segment holding batches (deleted, or the segment predates
+// the index), since an empty file would claim no transaction aborted
+// there.
 func (s *segment) loadTxnIndex() bool {
+	if s.txnMissing && s.size > 0 {
+		return false
+	}
 	data, err := os.ReadFile(segmentName(filepath.Dir(s.path), s.base, ".txnindex"))
-	if err != nil && !os.IsNotExist(err) {
+	if err != nil {
 		return false
 	}
 	ents, ok := decodeTxnIndex(data, s.base, s.next)
