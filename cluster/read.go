@@ -257,7 +257,6 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	}
 	out.HighWatermark = rep.log.HighWatermark()
 	out.LastStableOffset = rep.lastStableOffset()
-	bound := rep.fetchBound(p.Isolation)
 	limit := min(fp.PartitionMaxBytes, p.MaxBytes-total)
 	if limit <= 0 && total > 0 {
 		return ch, 0 // the fetch's budget is spent
@@ -270,7 +269,7 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	case FetchTxnCommitted:
 		res, err = rep.log.ReadConsumer(fp.FetchOffset, max(limit, 1), storage.ReadCommitted)
 	default:
-		res, err = rep.log.Read(fp.FetchOffset, max(limit, 1), bound)
+		res, err = rep.log.Read(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation))
 	}
 	if err != nil {
 		out.Err = err
@@ -284,7 +283,9 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	return ch, batchBytes(res.Batches)
 }
 
-// fetchBound is the offset below which a reader of isolation may read.
+// fetchBound is the offset below which a reader of isolation may read
+// (consumer reads bound themselves in storage.Log.ReadConsumer, from the
+// same high watermark and last stable offset).
 func (r *Replica) fetchBound(isolation FetchIsolation) int64 {
 	switch isolation {
 	case FetchLogEnd:
