@@ -32,7 +32,8 @@ type ReadResult struct {
 	// callers must not modify them (they may share one buffer).
 	Batches [][]byte
 	// NextOffset is the offset after the last returned batch, or the
-	// requested offset when none was returned.
+	// requested offset when none was returned. For ReadConsumer it is the
+	// offset after the last batch looked at, returned or left out.
 	NextOffset int64
 }
 
@@ -49,7 +50,8 @@ type SegmentInfo struct {
 // Concurrency: all methods are safe for concurrent use. Writers (Append,
 // AppendVerbatim, TruncateTo, TruncateFullyAndStartAt, EnforceRetention,
 // Flush, SetConfig, Close, Delete) are serialised by appendMu, which they
-// hold across their file IO. Readers (Read, OffsetForTimestamp, ...) take
+// hold across their file IO. Readers (Read, ReadConsumer,
+// OffsetForTimestamp, LastStableOffset, AbortedTransactions, ...) take
 // mu shared only to snapshot segment positions and never hold it during
 // file IO; writers take mu exclusively only to publish new state after the
 // bytes are written. A reader therefore only ever reads committed bytes
