@@ -284,8 +284,19 @@ func (s *Server) quorumStatus(ctx context.Context) []*sluicev1.VoterStatus {
 	return out
 }
 
-// ListOffsets resolves an offset spec per partition.
+// ListOffsets resolves an offset spec per partition. LATEST is the last
+// stable offset under read_committed (the default, as for Fetch) and the
+// high watermark under read_uncommitted (Kafka's ListOffsets isolation
+// level).
 func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error) {
+	committed := true
+	switch req.IsolationLevel {
+	case sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED:
+	case sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED:
+		committed = false
+	default:
+		return nil, invalidRequest("unknown isolation_level %d", req.IsolationLevel)
+	}
 	resp := &sluicev1.ListOffsetsResponse{}
 	for _, t := range req.Topics {
 		tr := &sluicev1.ListOffsetsTopicResponse{Name: t.Name}
@@ -302,6 +313,9 @@ func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 			switch lp.Spec {
 			case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
 				pr.Offset = part.HighWatermark()
+				if committed {
+					pr.Offset = part.LastStableOffset()
+				}
 			case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 				pr.Offset = part.LogStartOffset()
 			case sluicev1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP:

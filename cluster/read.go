@@ -27,11 +27,13 @@ const (
 	// FetchLogEnd reads up to the log end offset: followers.
 	FetchLogEnd FetchIsolation = iota
 	// FetchHighWatermark reads below the high watermark: consumers
-	// with read_uncommitted.
+	// with read_uncommitted. Control batches (transaction markers) are
+	// left out.
 	FetchHighWatermark
 	// FetchTxnCommitted reads below the last stable offset: consumers
-	// with read_committed. With no transactions yet the last stable
-	// offset is the high watermark.
+	// with read_committed. Control batches and the batches of aborted
+	// transactions are left out (storage.Log.ReadConsumer), so a client
+	// reads exactly-once with no logic of its own.
 	FetchTxnCommitted
 )
 
@@ -94,16 +96,22 @@ type FetchPartitionResult struct {
 	LogStartOffset   int64
 	LogEndOffset     int64
 	// Batches are whole canonical batches, copied from the log; the first
-	// may start before FetchOffset. The caller must not modify them.
+	// may start before FetchOffset. The caller must not modify them. A
+	// consumer gets no control batch, and under FetchTxnCommitted no batch
+	// of an aborted transaction.
 	Batches [][]byte
-	// NextFetchOffset is the offset after the last batch returned, or
-	// FetchOffset when none was.
+	// NextFetchOffset is where the next fetch starts: the offset after
+	// the last batch looked at, returned or left out (a consumer's answer
+	// may hold no batches and still move it), or FetchOffset when there
+	// was none.
 	NextFetchOffset int64
 }
 
 // Fetch reads every partition of p and returns at once when at least
-// MinBytes of batches are there, MaxWait is 0, or no partition could be
-// read; otherwise it waits for any read partition to change (append,
+// MinBytes of batches are there, MaxWait is 0, no partition could be
+// read, or a consumer partition's NextFetchOffset moved past batches that
+// were all left out (so that the consumer fetches on from there at once
+// instead of waiting); otherwise it waits for any read partition to change (append,
 // truncation, high-watermark move) and reads again, until MaxWait passes,
 // when it answers with what there is. The change channels are taken before
 // each read, so no change between a read and the wait is missed.
@@ -138,7 +146,7 @@ func (m *ReplicaManager) Fetch(ctx context.Context, p FetchParams) (FetchResult,
 	}
 	deadline := now.Add(p.MaxWait)
 	for {
-		total := 0
+		total, moved := 0, false
 		var changed []<-chan struct{}
 		for i := range reads {
 			r := &reads[i]
@@ -155,8 +163,9 @@ func (m *ReplicaManager) Fetch(ctx context.Context, p FetchParams) (FetchResult,
 			ch, n := m.readPartition(r, p, follower, total)
 			changed = append(changed, ch)
 			total += n
+			moved = moved || (r.out.Err == nil && r.out.NextFetchOffset > r.req.FetchOffset && len(r.out.Batches) == 0)
 		}
-		if total >= max(1, p.MinBytes) || len(changed) == 0 || time.Until(deadline) <= 0 {
+		if total >= max(1, p.MinBytes) || moved || len(changed) == 0 || time.Until(deadline) <= 0 {
 			return res, nil
 		}
 		if !waitAny(ctx, changed, time.Until(deadline)) && ctx.Err() != nil {
@@ -248,12 +257,20 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	}
 	out.HighWatermark = rep.log.HighWatermark()
 	out.LastStableOffset = rep.lastStableOffset()
-	bound := rep.fetchBound(p.Isolation)
 	limit := min(fp.PartitionMaxBytes, p.MaxBytes-total)
 	if limit <= 0 && total > 0 {
 		return ch, 0 // the fetch's budget is spent
 	}
-	res, err := rep.log.Read(fp.FetchOffset, max(limit, 1), bound)
+	var res storage.ReadResult
+	var err error
+	switch p.Isolation {
+	case FetchHighWatermark:
+		res, err = rep.log.ReadConsumer(fp.FetchOffset, max(limit, 1), storage.ReadUncommitted)
+	case FetchTxnCommitted:
+		res, err = rep.log.ReadConsumer(fp.FetchOffset, max(limit, 1), storage.ReadCommitted)
+	default:
+		res, err = rep.log.Read(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation))
+	}
 	if err != nil {
 		out.Err = err
 		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
@@ -266,7 +283,9 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	return ch, batchBytes(res.Batches)
 }
 
-// fetchBound is the offset below which a reader of isolation may read.
+// fetchBound is the offset below which a reader of isolation may read
+// (consumer reads bound themselves in storage.Log.ReadConsumer, from the
+// same high watermark and last stable offset).
 func (r *Replica) fetchBound(isolation FetchIsolation) int64 {
 	switch isolation {
 	case FetchLogEnd:
@@ -279,8 +298,10 @@ func (r *Replica) fetchBound(isolation FetchIsolation) int64 {
 }
 
 // lastStableOffset is the LSO: min(first offset of the oldest open
-// transaction, HW) (DESIGN §10). With no transactions yet, the HW.
-func (r *Replica) lastStableOffset() int64 { return r.log.HighWatermark() }
+// transaction, HW) (DESIGN §10; storage.Log.LastStableOffset). On a
+// follower it is computed from its own producer state and the leader's
+// HW as last fetched.
+func (r *Replica) lastStableOffset() int64 { return r.log.LastStableOffset() }
 
 func batchBytes(batches [][]byte) int {
 	n := 0

@@ -90,7 +90,8 @@ func (p *Replica) LogStartOffset() int64 { return p.log.StartOffset() }
 func (p *Replica) LogEndOffset() int64 { return p.log.EndOffset() }
 
 // LastStableOffset is the offset below which read_committed consumers
-// read (DESIGN §10); the high watermark while there are no transactions.
+// read (DESIGN §10): min(first offset of the oldest open transaction,
+// high watermark); the high watermark while no transaction is open.
 func (p *Replica) LastStableOffset() int64 { return p.lastStableOffset() }
 
 // Size is the bytes of the log's segments.

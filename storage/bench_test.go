@@ -67,6 +67,36 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
+// BenchmarkReadConsumer is BenchmarkRead through the consumer read
+// (read_committed, no transactions): the cost of judging every batch by
+// its header and looking up aborted transactions.
+func BenchmarkReadConsumer(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 64 << 20
+	l := openLog(b, b.TempDir(), cfg)
+	defer func() { b.StopTimer(); l.Close() }()
+	src := benchBatch()
+	for l.Size() < 64<<20 {
+		if _, err := l.Append(append([]byte(nil), src...), 1, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l.SetHighWatermark(l.EndOffset())
+	b.SetBytes(1 << 20)
+	b.ResetTimer()
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		res, err := l.ReadConsumer(off, 1<<20, ReadCommitted)
+		if err != nil {
+			b.Fatal(err)
+		}
+		off = res.NextOffset
+		if off >= l.EndOffset() {
+			off = 0
+		}
+	}
+}
+
 // BenchmarkAppendLarge appends batches of 256 records of 1 KiB values
 // (about 260 KB, what a producer of 1 KiB records sends under load).
 func BenchmarkAppendLarge(b *testing.B) {

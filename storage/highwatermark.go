@@ -33,6 +33,7 @@ func (l *Log) SetHighWatermark(hw int64) {
 	hw = min(max(hw, l.startOffset), l.active().next)
 	if hw > l.hw {
 		l.hw = hw
+		l.replicatedLocked() // the last stable offset may move too
 		l.notifyLocked()
 	}
 }

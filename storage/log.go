@@ -32,7 +32,8 @@ type ReadResult struct {
 	// callers must not modify them (they may share one buffer).
 	Batches [][]byte
 	// NextOffset is the offset after the last returned batch, or the
-	// requested offset when none was returned.
+	// requested offset when none was returned. For ReadConsumer it is the
+	// offset after the last batch looked at, returned or left out.
 	NextOffset int64
 }
 
@@ -49,7 +50,8 @@ type SegmentInfo struct {
 // Concurrency: all methods are safe for concurrent use. Writers (Append,
 // AppendVerbatim, TruncateTo, TruncateFullyAndStartAt, EnforceRetention,
 // Flush, SetConfig, Close, Delete) are serialised by appendMu, which they
-// hold across their file IO. Readers (Read, OffsetForTimestamp, ...) take
+// hold across their file IO. Readers (Read, ReadConsumer,
+// OffsetForTimestamp, LastStableOffset, AbortedTransactions, ...) take
 // mu shared only to snapshot segment positions and never hold it during
 // file IO; writers take mu exclusively only to publish new state after the
 // bytes are written. A reader therefore only ever reads committed bytes
@@ -85,6 +87,20 @@ type Log struct {
 	truncations uint64 // count of truncations, for readers racing with them
 	changed     chan struct{}
 	closed      bool
+	// firstUnstable is the producer state's FirstUnstableOffset (-1: no
+	// open transaction), published here so that readers of the last
+	// stable offset need not take appendMu.
+	firstUnstable int64
+	// unreplicated are the transactions whose marker is appended but not
+	// yet below the high watermark (Kafka's unreplicatedTxns): they hold
+	// the last stable offset back until the marker is committed, as an
+	// open transaction does. Ordered by marker offset.
+	unreplicated []txnRange
+
+	// txnRebuildFrom is, during Open only, the base offset of the first
+	// segment whose aborted-transaction index recovery must rebuild (-1:
+	// none).
+	txnRebuildFrom int64
 
 	// truncateHook, set only by tests before the log is shared, is called
 	// between the steps of a truncation (see crashPoint).
@@ -117,14 +133,14 @@ func Open(dir string, cfg Config, now time.Time) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, cfg: cfg, changed: make(chan struct{}), lastFlush: now}
+	l := &Log{dir: dir, cfg: cfg, changed: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
 	err := l.recover(now)
 	if err == nil {
 		l.loadHighWatermark()
 		err = l.loadEpochs()
 	}
 	if err == nil {
-		l.loadProducers()
+		err = l.loadProducers()
 	}
 	if err != nil {
 		for _, s := range l.segments {
@@ -310,6 +326,9 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	if s.size == 0 {
 		s.created = now // segment.ms counts from the first append
 	}
+	// A marker ends its producer's open transaction: note it before the
+	// producer state forgets it (an ABORT goes into the .txnindex).
+	ended, ending := l.endingTxn(h, b)
 	var fh [batch.MaxFrameHeader]byte
 	pos := s.size
 	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
@@ -317,19 +336,32 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 		_ = s.log.Truncate(pos)
 		return AppendResult{}, storageErr("write %s: %v", s.path, err)
 	}
-	idxSize, timeSize := s.idxSize, s.timeSize
-	if err := s.writeEntries(e); err != nil {
+	idxSize, timeSize, txnSize := s.idxSize, s.timeSize, s.txnSize
+	err = s.writeEntries(e)
+	if err == nil && ending && ended.abort {
+		err = s.writeAborted(ended.AbortedTxn)
+	}
+	if err != nil {
 		_ = s.log.Truncate(pos)
-		s.idxSize, s.timeSize = idxSize, timeSize
+		s.idxSize, s.timeSize, s.txnSize = idxSize, timeSize, txnSize
 		_ = s.truncateIndexFiles()
 		return AppendResult{}, storageErr("write index of %s: %v", s.path, err)
 	}
+	l.updateProducer(h)
 	l.mu.Lock()
 	s.apply(h, int(frameSize), e)
 	l.epochs = epochs
+	if ending {
+		if ended.abort {
+			s.aborted = append(s.aborted, ended.AbortedTxn)
+		}
+		l.unreplicated = append(l.unreplicated, txnRange{first: ended.FirstOffset, last: ended.LastOffset})
+	}
+	if h.ProducerID > 0 && (h.IsTransactional() || h.IsControl()) {
+		l.firstUnstable = l.producerFirstUnstable()
+	}
 	l.notifyLocked()
 	l.mu.Unlock()
-	l.updateProducer(h)
 
 	l.unflushed += int64(h.RecordCount)
 	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,10 +19,23 @@ import (
 // batch headers after it. A missing or corrupt snapshot falls back to an
 // older one, or to a scan of the whole log.
 
-// loadProducers rebuilds the producer state for the recovered log. Called
-// by Open before the log is shared.
-func (l *Log) loadProducers() {
-	l.producers = l.rebuildProducers(l.active().next)
+// loadProducers rebuilds the producer state for the recovered log, and
+// with it the aborted-transaction indexes recovery could not trust, and
+// publishes the first unstable offset. Called by Open before the log is
+// shared.
+func (l *Log) loadProducers() error {
+	if l.txnRebuildFrom < 0 {
+		l.producers = l.rebuildProducers(l.active().next)
+	} else {
+		st, err := l.rebuildTxnIndexes(l.txnRebuildFrom)
+		if err != nil {
+			return err
+		}
+		l.producers = st
+	}
+	l.txnRebuildFrom = -1
+	l.firstUnstable = l.producerFirstUnstable()
+	return nil
 }
 
 // rebuildProducers returns the producer state at offset end: the newest
@@ -139,6 +153,12 @@ func (l *Log) producersTruncated(end int64, full bool) {
 		if off > end || full {
 			_ = os.Remove(filepath.Join(l.dir, SnapshotFileName(off)))
 		}
+	}
+	if full {
+		// No marker of the old log is left.
+		defer l.publishTxnState(math.MinInt64)
+	} else {
+		defer l.publishTxnState(end)
 	}
 	if full {
 		// Nothing of the old log is left to remember.

@@ -179,12 +179,81 @@ type ProducerState struct {
 	producers    map[int64]*producerEntry
 	byAge        producerHeap // every entry; the next one to expire or evict first
 	maxProducers int          // 0: unbounded
+	// open holds the entries with an open transaction (txnFirstOffset >=
+	// 0), so that FirstUnstableOffset costs the number of open
+	// transactions, not of producers. Every change of txnFirstOffset goes
+	// through setTxn.
+	open map[int64]*producerEntry
 }
 
 // NewProducerState returns an empty state remembering at most maxProducers
 // producer ids (0: no bound; see SetMaxProducers).
 func NewProducerState(maxProducers int) *ProducerState {
-	return &ProducerState{producers: map[int64]*producerEntry{}, maxProducers: max(maxProducers, 0)}
+	return &ProducerState{producers: map[int64]*producerEntry{}, open: map[int64]*producerEntry{}, maxProducers: max(maxProducers, 0)}
+}
+
+// setTxn sets e's open transaction (first offset, or -1 for none) and
+// keeps s.open in step.
+func (s *ProducerState) setTxn(e *producerEntry, firstOffset int64) {
+	e.txnFirstOffset = firstOffset
+	if firstOffset >= 0 {
+		s.open[e.id] = e
+	} else {
+		delete(s.open, e.id)
+	}
+}
+
+// FirstUnstableOffset is the first offset of the oldest open transaction
+// (Kafka ProducerStateManager.firstUnstableOffset, without the completed
+// transactions whose markers are not yet replicated: storage.Log tracks
+// those), and false when no transaction is open. The partition's last
+// stable offset is this capped by the high watermark (ref §5,
+// UnifiedLog.lastStableOffset). It costs the number of open transactions.
+func (s *ProducerState) FirstUnstableOffset() (int64, bool) {
+	return s.firstOpenExcept(0)
+}
+
+// firstOpenExcept is FirstUnstableOffset ignoring producer id except (0:
+// none, as no producer has id 0).
+func (s *ProducerState) firstOpenExcept(except int64) (int64, bool) {
+	first, ok := int64(0), false
+	for id, e := range s.open {
+		if id != except && (!ok || e.txnFirstOffset < first) {
+			first, ok = e.txnFirstOffset, true
+		}
+	}
+	return first, ok
+}
+
+// OpenTxn returns the first offset of producerID's open transaction, if
+// it has one.
+func (s *ProducerState) OpenTxn(producerID int64) (int64, bool) {
+	e := s.open[producerID]
+	if e == nil {
+		return 0, false
+	}
+	return e.txnFirstOffset, true
+}
+
+// EndingTxn describes the transaction that a marker of producerID about
+// to be appended at offset markerOffset would end (Kafka's CompletedTxn
+// with the lastStableOffset its TransactionIndex entry records), without
+// changing anything: FirstOffset is the transaction's first offset,
+// LastOffset the marker's, and LastStableOffset the first offset of the
+// oldest transaction of another producer still open after it, or
+// markerOffset+1 when none is (Kafka ProducerStateManager.lastStableOffset(
+// completedTxn)). ok is false when producerID has no open transaction (a
+// retried marker, or a transaction with no data here): nothing ends.
+func (s *ProducerState) EndingTxn(producerID, markerOffset int64) (t AbortedTxn, ok bool) {
+	first, ok := s.OpenTxn(producerID)
+	if !ok {
+		return AbortedTxn{}, false
+	}
+	lso := markerOffset + 1
+	if other, ok := s.firstOpenExcept(producerID); ok && other < lso {
+		lso = other
+	}
+	return AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: markerOffset, LastStableOffset: lso}, true
 }
 
 // Len is the number of producer ids remembered.
@@ -388,7 +457,7 @@ func (s *ProducerState) Update(b BatchInfo, firstOffset, lastOffset, maxTimestam
 	}
 	e.setEpoch(b.Epoch)
 	if b.IsControl {
-		e.txnFirstOffset = -1
+		s.setTxn(e, -1)
 		e.complete = false
 	} else {
 		if len(e.batches) == ProducerBatchesRetained {
@@ -397,7 +466,7 @@ func (s *ProducerState) Update(b BatchInfo, firstOffset, lastOffset, maxTimestam
 		}
 		e.batches = append(e.batches, BatchMetadata{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, FirstOffset: firstOffset, LastOffset: lastOffset, MaxTimestamp: maxTimestamp})
 		if b.IsTransactional && e.txnFirstOffset < 0 {
-			e.txnFirstOffset = firstOffset
+			s.setTxn(e, firstOffset)
 		}
 	}
 	e.lastTimestamp = maxTimestamp
@@ -435,6 +504,7 @@ func (s *ProducerState) evict() {
 func (s *ProducerState) remove(e *producerEntry) {
 	heap.Remove(&s.byAge, e.heapIndex)
 	delete(s.producers, e.id)
+	delete(s.open, e.id)
 }
 
 // ExpireBefore forgets the producers idle for expiration
@@ -498,7 +568,7 @@ func (s *ProducerState) TruncateTo(offset int64) (exact bool) {
 		last := e.batches[keep-1]
 		e.lastTimestamp, e.lastOffset = last.MaxTimestamp, last.LastOffset
 		if e.txnFirstOffset >= offset {
-			e.txnFirstOffset = -1
+			s.setTxn(e, -1)
 		}
 		heap.Fix(&s.byAge, e.heapIndex)
 	}

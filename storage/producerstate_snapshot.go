@@ -164,6 +164,7 @@ func LoadSnapshot(data []byte) (*ProducerState, error) {
 		}
 		prev = e.id
 		s.producers[e.id] = e
+		s.setTxn(e, e.txnFirstOffset)
 		heap.Push(&s.byAge, e)
 	}
 	if len(p) != 0 {

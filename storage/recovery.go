@@ -62,6 +62,9 @@ func (l *Log) recover(now time.Time) error {
 		l.segments = append(l.segments, s)
 		last := i == len(bases)-1
 		if !last && (clean || bases[i+1] <= recoveryPoint) && s.loadIndexes(bases[i+1]) {
+			if !s.loadTxnIndex() {
+				l.rebuildTxnFrom(base)
+			}
 			continue
 		}
 		if last && clean && s.loadIndexes(-1) {
@@ -76,6 +79,9 @@ func (l *Log) recover(now time.Time) error {
 				}
 				if ok {
 					s.size = end
+					if !s.loadTxnIndex() {
+						l.rebuildTxnFrom(base)
+					}
 					if err := s.truncateIndexFiles(); err != nil {
 						return err
 					}
@@ -83,6 +89,9 @@ func (l *Log) recover(now time.Time) error {
 				}
 			}
 		}
+		// A rescanned segment's aborted-transaction index is rebuilt
+		// with the producer state (loadProducers).
+		l.rebuildTxnFrom(base)
 		s.rewind(0)
 		end, ok, err := s.scan(0, interval)
 		if err != nil {
@@ -142,6 +151,14 @@ func (l *Log) recover(now time.Time) error {
 		l.segments = l.segments[1:]
 	}
 	return nil
+}
+
+// rebuildTxnFrom notes that the aborted-transaction indexes from the
+// segment at base on must be rebuilt (see loadProducers).
+func (l *Log) rebuildTxnFrom(base int64) {
+	if l.txnRebuildFrom < 0 || base < l.txnRebuildFrom {
+		l.txnRebuildFrom = base
+	}
 }
 
 // loadIndexes loads the index files of a segment whose next offset is next
@@ -241,9 +258,13 @@ func (s *segment) rewind(from int) {
 	s.sinceIdx = 1 << 62 // index the first scanned batch
 }
 
-// truncateIndexFiles cuts stale entries after a scan rewrote the indexes.
+// truncateIndexFiles cuts stale entries after a scan rewrote the indexes
+// (or a truncation cut them).
 func (s *segment) truncateIndexFiles() error {
 	if err := s.idxFile.Truncate(s.idxSize); err != nil {
+		return err
+	}
+	if err := s.txnIdx.Truncate(s.txnSize); err != nil {
 		return err
 	}
 	return s.timeIdx.Truncate(s.timeSize)

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-io/sluice/proto/batch"
 )
 
-// segment is one .log file with its .index and .timeindex.
+// segment is one .log file with its .index, .timeindex and .txnindex.
 //
 // Concurrency: fields marked (mu) are written only by the holder of the
 // owning Log's appendMu while it also holds mu exclusively, and read by
@@ -26,6 +26,7 @@ type segment struct {
 	log     *os.File
 	idxFile *os.File
 	timeIdx *os.File
+	txnIdx  *os.File
 
 	size      int64        // (mu) bytes of complete, committed frames
 	next      int64        // (mu) offset after the last batch
@@ -33,11 +34,17 @@ type segment struct {
 	times     []timeEntry  // (mu) time index
 	maxTS     int64        // (mu) largest batch max timestamp, -1 when empty
 	maxTSBase int64        // (mu) base offset of the first batch holding maxTS
+	aborted   []AbortedTxn // (mu) aborted-transaction index (txnindex.go)
 
 	created  time.Time // (appendMu) age origin for segment.ms
 	sinceIdx int       // (appendMu) frame bytes appended since the last index entry
 	idxSize  int64     // (appendMu) bytes of .index written
 	timeSize int64     // (appendMu) bytes of .timeindex written
+	txnSize  int64     // (appendMu) bytes of .txnindex written
+	// txnMissing: the .txnindex did not exist when the segment was
+	// opened (lost, or written before Sluice had one): recovery rebuilds
+	// it rather than trust an empty file.
+	txnMissing bool
 }
 
 func segmentName(dir string, base int64, ext string) string {
@@ -57,6 +64,12 @@ func openSegment(dir string, base int64, now time.Time) (*segment, error) {
 		return nil, err
 	}
 	if s.timeIdx, err = os.OpenFile(segmentName(dir, base, ".timeindex"), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+		s.close()
+		return nil, err
+	}
+	txnPath := segmentName(dir, base, ".txnindex")
+	s.txnMissing = !fileExists(txnPath)
+	if s.txnIdx, err = os.OpenFile(txnPath, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -80,7 +93,7 @@ func openSegment(dir string, base int64, now time.Time) (*segment, error) {
 
 func (s *segment) close() error {
 	var first error
-	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx} {
+	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx, s.txnIdx} {
 		if f != nil {
 			if err := f.Close(); err != nil && first == nil && !errors.Is(err, os.ErrClosed) {
 				first = err
@@ -91,7 +104,7 @@ func (s *segment) close() error {
 }
 
 func (s *segment) sync() error {
-	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx} {
+	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx, s.txnIdx} {
 		if err := f.Sync(); err != nil {
 			return err
 		}
@@ -107,7 +120,7 @@ func (s *segment) remove() error {
 
 func removeSegmentFiles(dir string, base int64) error {
 	var first error
-	for _, ext := range []string{".log", ".index", ".timeindex"} {
+	for _, ext := range []string{".log", ".index", ".timeindex", ".txnindex"} {
 		if err := os.Remove(segmentName(dir, base, ext)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}

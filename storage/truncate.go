@@ -169,6 +169,7 @@ func (s *segment) cut(pos, offset int64) {
 	rel := uint32(offset - s.base)
 	k := sort.Search(len(s.index), func(i int) bool { return s.index[i].rel >= rel })
 	s.index = s.index[:k]
+	s.cutAborted(offset)
 	t := sort.Search(len(s.times), func(i int) bool { return s.times[i].rel >= rel })
 	s.times = s.times[:t]
 	// The time index tracks the running maximum, so its last kept entry
