@@ -486,7 +486,11 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 					if pd.NextFetchOffset > a.fetchPos {
 						a.fetchPos = pd.NextFetchOffset
 					}
-					if len(pd.Batches) > 0 {
+					// A response without batches that still moves the
+					// offset (the broker left out markers or aborted
+					// transactions) is handed over too: Poll moves the
+					// position past what was left out.
+					if len(pd.Batches) > 0 || pd.NextFetchOffset > a.position {
 						res.parts = append(res.parts, fetchedPartition{a: a, gen: a.gen, pd: pd})
 					}
 				}
@@ -594,7 +598,7 @@ func (co *Consumer) decode(r *fetchResult) ([]Record, error) {
 			}
 			next = max(next, h.NextOffset())
 		}
-		if fp.pd.NextFetchOffset > next && len(fp.pd.Batches) > 0 {
+		if fp.pd.NextFetchOffset > next {
 			next = fp.pd.NextFetchOffset
 		}
 		co.mu.Lock()

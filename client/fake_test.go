@@ -59,6 +59,11 @@ type fakeState struct {
 	// that has no cluster metadata yet does (UNAVAILABLE,
 	// LEADER_NOT_AVAILABLE); metadataCalls counts every request.
 	metadataUnavailable, metadataCalls int
+	// filteredUpTo: "topic/partition" -> an offset below which the
+	// partition holds only batches the broker leaves out for consumers
+	// (markers, aborted transactions): a fetch below it answers no
+	// batches and NextFetchOffset there, as a real broker does.
+	filteredUpTo map[string]int64
 	// initError, when set, answers every InitProducerId.
 	initError sluicev1.ErrorCode
 	// dropRequests: requests left that are served completely, then
@@ -364,6 +369,11 @@ func (f *fakeBroker) Fetch(_ context.Context, req *sluicev1.FetchRequest) (*slui
 			}
 			bs := parts[fp.Partition]
 			pd.HighWatermark, pd.LastStableOffset = endOffset(bs), endOffset(bs)
+			if to := f.filteredUpTo[fmt.Sprintf("%s/%d", t.Name, fp.Partition)]; fp.FetchOffset < to {
+				pd.HighWatermark, pd.LastStableOffset = max(to, pd.HighWatermark), max(to, pd.HighWatermark)
+				pd.NextFetchOffset = to
+				continue
+			}
 			size := 0
 			for _, b := range bs {
 				h, _ := batch.ParseHeader(b)
