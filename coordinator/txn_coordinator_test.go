@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -622,5 +624,73 @@ func TestCloseStopsEverything(t *testing.T) {
 	wantCode(t, "after Close", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// A load retries a failing read; a record it cannot decode stops it for
+// good (COORDINATOR_NOT_AVAILABLE), since skipping it would forget a
+// transaction.
+func TestLoadRetriesReadsAndRefusesACorruptPartition(t *testing.T) {
+	e := newTxnEnv(t)
+	e.log.seed(t, 0, txn.Metadata{
+		TransactionalID: "seeded", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: txn.NoProducerID,
+		ProducerEpoch: 4, LastProducerEpoch: 3, TimeoutMs: 1000, State: txn.Empty,
+		StartTimeMs: txn.NoTimestamp, UpdateTimeMs: e.clock.now().UnixMilli(),
+	})
+	e.log.setReadHook(func(n int) error {
+		if n <= 3 {
+			return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "read %d fails", n)
+		}
+		return nil
+	})
+	c := e.coordinator(nil)
+	e.lead(c, 0, 1)
+	if d := must[TransactionDescription](t, "describe")(c.Describe("seeded")); d.ProducerEpoch != 4 {
+		t.Fatalf("loaded %+v", d.Metadata)
+	}
+
+	var b batch.Builder
+	b.Reset(0)
+	b.Add(0, []byte("bad"), []byte(`{"version":1,"state":"NoSuchState"}`), nil)
+	e.log.seedRaw(0, b.Finish(batch.PlainProducer, 0))
+	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
+	e.log.setLeaderEpoch(0, 2)
+	c.BecameLeader(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 2)
+	waitFor(t, "the corrupt load is refused", func() error {
+		_, err := c.Describe("seeded")
+		if errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE {
+			return fmt.Errorf("describe: %v", err)
+		}
+		return nil
+	})
+	_, err := initPID(c, "seeded", 1000)
+	wantCode(t, "init on a partition that could not be loaded", err, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE)
+}
+
+// An EndTxn whose epoch bump exhausts the epochs takes a new producer id
+// from the ProducerIDSource; the markers carry the old id at the last
+// epoch and Complete moves the id to the new one at epoch 0.
+func TestEpochExhaustionTakesANewProducerID(t *testing.T) {
+	e := newTxnEnv(t)
+	tp := txn.TopicPartition{Topic: "t"}
+	now := e.clock.now().UnixMilli()
+	e.log.seed(t, 0, txn.Metadata{
+		TransactionalID: "old", ProducerID: 500, PrevProducerID: 500, NextProducerID: txn.NoProducerID,
+		ProducerEpoch: 32766, LastProducerEpoch: 32765, TimeoutMs: 60000, State: txn.Ongoing,
+		Partitions: []txn.TopicPartition{tp}, StartTimeMs: now, UpdateTimeMs: now,
+	})
+	c := e.coordinator(nil)
+	e.lead(c, 0, 1)
+	got := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "old", ProducerIDAndEpoch{500, 32766}, true))
+	if got != (ProducerIDAndEpoch{1000, 0}) {
+		t.Fatalf("EndTxn answered %+v, want the new producer id 1000 at epoch 0", got)
+	}
+	m := waitState(t, c, "old", txn.CompleteCommit)
+	if m.ProducerID != 1000 || m.ProducerEpoch != 0 || m.PrevProducerID != 500 {
+		t.Fatalf("completed as %+v", m)
+	}
+	rounds := e.markers.calls()
+	if len(rounds) != 1 || rounds[0].ProducerID != 500 || rounds[0].ProducerEpoch != 32767 {
+		t.Fatalf("markers %+v, want producer 500 epoch 32767", rounds)
 	}
 }

@@ -36,6 +36,8 @@ type fakeStateLog struct {
 	appendHook func(tp cluster.TopicPartition) error
 	// loadGate, if set, blocks ReadForLoad until it is closed.
 	loadGate chan struct{}
+	// readHook, if set, may fail a ReadForLoad (numbered from 1).
+	readHook func(read int) error
 	reads    int // ReadForLoad calls
 }
 
@@ -127,8 +129,13 @@ func (l *fakeStateLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartit
 func (l *fakeStateLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error) {
 	l.mu.Lock()
 	l.reads++
-	gate := l.loadGate
+	gate, hook, n := l.loadGate, l.readHook, l.reads
 	l.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return StateLogRead{}, err
+		}
+	}
 	if gate != nil {
 		select {
 		case <-gate:
@@ -359,4 +366,30 @@ func wantCode(t *testing.T, what string, err error, want sluicev1.ErrorCode) {
 	if got := errs.Code(err); got != want {
 		t.Fatalf("%s: %v (%v), want %v", what, got, err, want)
 	}
+}
+
+// seed appends records to partition p as an earlier leader wrote them.
+func (l *fakeStateLog) seed(t *testing.T, p int32, ms ...txn.Metadata) {
+	t.Helper()
+	for _, m := range ms {
+		raw, err := encodeStateBatch(m, time.UnixMilli(m.UpdateTimeMs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.seedRaw(p, raw)
+	}
+}
+
+func (l *fakeStateLog) seedRaw(p int32, raw []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches[p] = append(l.batches[p], raw)
+	l.committed[p] = int64(len(l.batches[p]))
+}
+
+// setReadHook makes ReadForLoad fail while fail returns an error.
+func (l *fakeStateLog) setReadHook(fail func(read int) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readHook = fail
 }
