@@ -380,8 +380,10 @@ func TestCommitUnknownThenResignDropsTheState(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "x", 1000))
-	e.log.setAppendHook(func(cluster.TopicPartition) error { return errUnknown })
-	wantCode(t, "add", addPartition(c, "x", pe, txn.TopicPartition{Topic: "t"}), sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE)
+	lost := errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "leadership lost while waiting; %w", cluster.ErrCommitUnknown)
+	e.log.setAppendHook(func(cluster.TopicPartition) error { return lost })
+	wantCode(t, "add whose leadership was lost while waiting", addPartition(c, "x", pe, txn.TopicPartition{Topic: "t"}), sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantCode(t, "add again before the resign arrives", addPartition(c, "x", pe, txn.TopicPartition{Topic: "t"}), sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
 	e.log.setAppendHook(nil)
 	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
 	e.lead(c, 0, 2) // the fake's new leader keeps the appended record
@@ -693,4 +695,35 @@ func TestEpochExhaustionTakesANewProducerID(t *testing.T) {
 	if len(rounds) != 1 || rounds[0].ProducerID != 500 || rounds[0].ProducerEpoch != 32767 {
 		t.Fatalf("markers %+v, want producer 500 epoch 32767", rounds)
 	}
+}
+
+// Close waits for its goroutines at most CloseWait and says so when one
+// (here a marker writer that ignores its context) overruns.
+func TestCloseWaitIsBounded(t *testing.T) {
+	e := newTxnEnv(t)
+	e.cfg.CloseWait = 50 * time.Millisecond
+	hold, entered := make(chan struct{}), make(chan struct{}, 1)
+	stubborn := markerFunc(func(context.Context, TxnMarkers) map[txn.TopicPartition]error {
+		entered <- struct{}{}
+		<-hold
+		return nil
+	})
+	c := e.coordinator(stubborn)
+	e.lead(c, 0, 1)
+	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "s", 1000))
+	if err := addPartition(c, "s", pe, txn.TopicPartition{Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "s", pe, true))
+	<-entered
+	if err := c.Close(); err == nil {
+		t.Fatal("Close returned nil with a goroutine still running")
+	}
+	close(hold)
+	waitFor(t, "the marker round ends", func() error {
+		if n := c.goroutines.Running(); n != 0 {
+			return fmt.Errorf("%d goroutines", n)
+		}
+		return nil
+	})
 }

@@ -393,3 +393,10 @@ func (l *fakeStateLog) setReadHook(fail func(read int) error) {
 	defer l.mu.Unlock()
 	l.readHook = fail
 }
+
+// markerFunc is a MarkerWriter made of a function.
+type markerFunc func(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error
+
+func (f markerFunc) WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+	return f(ctx, m)
+}
