@@ -124,7 +124,7 @@ type TransactionCoordinator struct {
 
 // statePartition is one led partition of __transaction_state at one
 // leader epoch. A new epoch gets a new statePartition; goroutines started
-// for an old one find it replaced (owns) and drop their work.
+// for an old one find it replaced (ownsLocked) and drop their work.
 type statePartition struct {
 	tp    cluster.TopicPartition
 	epoch int32 // the leader epoch = the coordinator epoch of its ids
