@@ -5,6 +5,7 @@
 //
 // The transaction coordinator's rules live in the subpackage
 // coordinator/txn (pure: states, transitions, the __transaction_state
-// record format and partition hash, decision 30); the code that loads,
-// persists and sends for it will live here.
+// record format and partition hash, decision 30); TransactionCoordinator
+// (txn_coordinator.go and the other txn_*.go files, decision 32) loads,
+// persists and sends for it through the small interfaces of txn_deps.go.
 package coordinator

@@ -1,0 +1,426 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/internal/goroutine"
+	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Defaults for TransactionCoordinatorConfig's zero fields.
+const (
+	DefaultAbortTimedOutInterval = 10 * time.Second
+	DefaultStateAppendTimeout    = 10 * time.Second
+	DefaultMarkerRetryBackoff    = 100 * time.Millisecond
+	DefaultMarkerRetryBackoffMax = 5 * time.Second
+	DefaultMarkerRoundTimeout    = 30 * time.Second
+	DefaultCoordinatorCloseWait  = 10 * time.Second
+	defaultLoadReadBytes         = 1 << 20
+)
+
+// TransactionCoordinatorConfig configures a TransactionCoordinator. Zero
+// fields take the defaults (Kafka's names in parentheses).
+type TransactionCoordinatorConfig struct {
+	// StatePartitions is the partition count of __transaction_state
+	// (transaction.state.log.num.partitions, txn.DefaultStatePartitions).
+	StatePartitions int32
+	// MaxTimeout bounds a producer's transaction timeout
+	// (transaction.max.timeout.ms, txn.DefaultMaxTimeout).
+	MaxTimeout time.Duration
+	// IDExpiration removes ids idle this long
+	// (transactional.id.expiration.ms, txn.DefaultIDExpiration).
+	IDExpiration time.Duration
+	// AbortTimedOutInterval is the period of the timeout and expiry scan
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s).
+	AbortTimedOutInterval time.Duration
+	// AppendTimeout bounds one state-log append's wait for commit (10 s).
+	AppendTimeout time.Duration
+	// MarkerRetryBackoff and MarkerRetryBackoffMax: the first and the
+	// largest pause between two marker rounds of one transaction (the
+	// pause doubles; 100 ms, 5 s).
+	MarkerRetryBackoff    time.Duration
+	MarkerRetryBackoffMax time.Duration
+	// MarkerRoundTimeout bounds one MarkerWriter.WriteMarkers call (30 s).
+	MarkerRoundTimeout time.Duration
+	// CloseWait bounds how long Close waits for the goroutines (10 s).
+	CloseWait time.Duration
+}
+
+// Validate checks c and fills in defaults.
+func (c *TransactionCoordinatorConfig) Validate() error {
+	if c.StatePartitions < 0 {
+		return fmt.Errorf("transaction coordinator: StatePartitions %d < 0", c.StatePartitions)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.StatePartitions == 0 {
+		c.StatePartitions = txn.DefaultStatePartitions
+	}
+	def(&c.MaxTimeout, txn.DefaultMaxTimeout)
+	def(&c.IDExpiration, txn.DefaultIDExpiration)
+	def(&c.AbortTimedOutInterval, DefaultAbortTimedOutInterval)
+	def(&c.AppendTimeout, DefaultStateAppendTimeout)
+	def(&c.MarkerRetryBackoff, DefaultMarkerRetryBackoff)
+	def(&c.MarkerRetryBackoffMax, DefaultMarkerRetryBackoffMax)
+	def(&c.MarkerRoundTimeout, DefaultMarkerRoundTimeout)
+	def(&c.CloseWait, DefaultCoordinatorCloseWait)
+	if c.MarkerRetryBackoffMax < c.MarkerRetryBackoff {
+		c.MarkerRetryBackoffMax = c.MarkerRetryBackoff
+	}
+	return nil
+}
+
+// TransactionCoordinatorDeps are the coordinator's dependencies; all but
+// Now are required.
+type TransactionCoordinatorDeps struct {
+	Log         StateLog
+	ProducerIDs ProducerIDSource
+	Markers     MarkerWriter
+	// Now is the clock (nil: time.Now). Every transition takes its time
+	// from it, so tests move time by hand.
+	Now func() time.Time
+}
+
+// TransactionCoordinator is the I/O side of the transaction coordinator
+// (DESIGN §10, decision 32): it loads the __transaction_state partitions
+// this node leads (it is their cluster.LeadershipListener), answers
+// InitProducerId, AddPartitionsToTxn and EndTxn for the ids they hold by
+// running the pure core (coordinator/txn) and writing each decision to the
+// log before applying it, sends the markers of ended transactions, aborts
+// timed-out transactions and expires idle ids.
+//
+// Concurrency (docs/locks.md): one mutex guards the loaded partitions; it
+// is never held across a call to a dependency. Each id has at most one
+// transition in flight (its slot, statePartition.inFlight); other requests
+// for it get txn.ErrConcurrent. All methods are safe for concurrent use.
+type TransactionCoordinator struct {
+	cfg     TransactionCoordinatorConfig
+	log     StateLog
+	pids    ProducerIDSource
+	markers MarkerWriter
+	now     func() time.Time
+
+	ctx        context.Context // ends at Close
+	cancel     context.CancelFunc
+	goroutines goroutine.Group
+
+	mu sync.Mutex // guards the following
+	// partitions are the __transaction_state partitions this node leads
+	// (loading or loaded), by partition number.
+	partitions map[int32]*statePartition
+	closed     bool
+}
+
+// statePartition is one led partition of __transaction_state at one
+// leader epoch. A new epoch gets a new statePartition; goroutines started
+// for an old one find it replaced (ownsLocked) and drop their work.
+type statePartition struct {
+	tp    cluster.TopicPartition
+	epoch int32 // the leader epoch = the coordinator epoch of its ids
+	// ctx ends when this partition is resigned (or the coordinator
+	// closes): its load, marker rounds and commit waits stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Guarded by TransactionCoordinator.mu:
+	loading  bool
+	loadErr  error                    // the load failed for good (a record it cannot read)
+	txns     map[string]*txn.Metadata // loaded state; values are never modified, only replaced
+	inFlight map[string]bool          // ids with a transition in flight (their slot is taken)
+}
+
+// NewTransactionCoordinator returns a coordinator that serves nothing
+// until it hears BecameLeader for a partition of __transaction_state
+// (register it with cluster.ReplicaManager.RegisterLeadershipListener),
+// and starts its timeout scan. It panics on a missing dependency or an
+// invalid cfg. Close it when done.
+func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionCoordinatorConfig) *TransactionCoordinator {
+	if deps.Log == nil || deps.ProducerIDs == nil || deps.Markers == nil {
+		panic("coordinator: TransactionCoordinator needs a StateLog, a ProducerIDSource and a MarkerWriter")
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &TransactionCoordinator{
+		cfg:        cfg,
+		log:        deps.Log,
+		pids:       deps.ProducerIDs,
+		markers:    deps.Markers,
+		now:        deps.Now,
+		ctx:        ctx,
+		cancel:     cancel,
+		partitions: make(map[int32]*statePartition),
+	}
+	c.goroutines.Go(c.timeoutLoop)
+	return c
+}
+
+// Close stops the coordinator: requests answer NOT_COORDINATOR, loads,
+// marker rounds and the timeout scan stop (their contexts end), and Close
+// waits up to CloseWait for them. Transactions in Prepare* keep their
+// record; the partition's next leader resends their markers. It returns
+// an error if a goroutine did not end in time. Close is idempotent.
+func (c *TransactionCoordinator) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		for p, ps := range c.partitions {
+			ps.cancel()
+			delete(c.partitions, p)
+		}
+	}
+	c.mu.Unlock()
+	c.cancel()
+	// The one goroutine not in the group: it only waits for the group,
+	// so that Close's wait is bounded (as the controller's raft shutdown).
+	done := make(chan struct{})
+	go func() {
+		c.goroutines.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(c.cfg.CloseWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("transaction coordinator: %d goroutines still running after %v", c.goroutines.Running(), c.cfg.CloseWait)
+	}
+}
+
+// statePartitionOf returns the __transaction_state partition of id.
+func (c *TransactionCoordinator) statePartitionOf(id string) int32 {
+	return txn.PartitionFor(id, c.cfg.StatePartitions)
+}
+
+// acquire routes id to its loaded partition and takes its slot. It
+// returns the partition and a copy of id's Metadata (nil: unknown), or
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+// (the load failed) or CONCURRENT_TRANSACTIONS. The caller must release.
+func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metadata, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.routeLocked(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ps.inFlight[id] {
+		return nil, nil, txn.ErrConcurrent(id)
+	}
+	ps.inFlight[id] = true
+	var m *txn.Metadata
+	if cur := ps.txns[id]; cur != nil {
+		cp := cur.Clone()
+		m = &cp
+	}
+	return ps, m, nil
+}
+
+// routeLocked returns id's loaded partition, or the error to answer.
+func (c *TransactionCoordinator) routeLocked(id string) (*statePartition, error) {
+	p := c.statePartitionOf(id)
+	ps := c.partitions[p]
+	switch {
+	case c.closed || ps == nil:
+		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
+			"this node is not the coordinator of transactional id %q (%s partition %d)", id, txn.StateTopic, p)
+	case ps.loadErr != nil:
+		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE,
+			"%s partition %d could not be loaded: %v", txn.StateTopic, p, ps.loadErr)
+	case ps.loading:
+		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS,
+			"%s partition %d is loading; retry", txn.StateTopic, p)
+	}
+	return ps, nil
+}
+
+// release frees id's slot without applying anything.
+func (c *TransactionCoordinator) release(ps *statePartition, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(ps.inFlight, id)
+}
+
+// ownsLocked reports whether ps is still the partition this node leads
+// (not resigned, not replaced by a new epoch, not closed).
+func (c *TransactionCoordinator) ownsLocked(ps *statePartition) bool {
+	return !c.closed && c.partitions[ps.tp.Partition] == ps
+}
+
+// decide runs a transition of the core, allocating a producer id and
+// running it again when the Result asks for one. The id's slot is held,
+// so m cannot change in between.
+func (c *TransactionCoordinator) decide(ctx context.Context, decide func(newPID int64) txn.Result) (txn.Result, error) {
+	r := decide(0)
+	if !r.NeedProducerID {
+		return r, nil
+	}
+	pid, err := c.pids.Next(ctx)
+	if err != nil {
+		return txn.Result{}, err
+	}
+	r = decide(pid)
+	if r.NeedProducerID {
+		return txn.Result{}, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "bug: a transition asked twice for a producer id")
+	}
+	return r, nil
+}
+
+// transition is the write-then-apply path every transition takes
+// (coordinator/txn's package comment): with id's slot held, persist
+// r.Write at the coordinator epoch, apply it once committed, release the
+// slot and, for a Prepare*, start its marker round. It returns nil once
+// r.Write is applied (or when there is nothing to write), else the
+// retriable error to answer.
+//
+// ErrCommitUnknown policy: the record may still commit, so the slot stays
+// taken (the id answers CONCURRENT_TRANSACTIONS) while a tracked
+// goroutine waits, at the same leader epoch, for the record's offset to
+// commit (StateLog.WaitCommitted, retried while this node still leads the
+// partition at that epoch): committed → applied as if the append had
+// returned nil; leadership lost → the partition is resigned and its state
+// dropped, and the next leader's load decides from the log. The requester
+// gets COORDINATOR_NOT_AVAILABLE (or NOT_COORDINATOR when leadership was
+// lost) and retries; its retry is answered from the resolved state.
+func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartition, id string, r txn.Result) error {
+	if r.Write == nil {
+		c.release(ps, id)
+		return nil
+	}
+	raw, err := encodeStateBatch(*r.Write, c.now())
+	if err != nil {
+		c.release(ps, id)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: %w", id, err)
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
+	res, err := c.log.AppendCommitted(actx, ps.tp, raw, ps.epoch, c.now())
+	cancel()
+	switch {
+	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+		// NOT_ENOUGH_REPLICAS_AFTER_APPEND is committed (the ISR shrank
+		// after the append): it is applied, unlike in Kafka, where memory
+		// would then disagree with the log.
+		if !c.apply(ps, id, *r.Write) {
+			return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
+				"this node stopped coordinating transactional id %q while its record was written", id)
+		}
+		return nil
+	case errors.Is(err, cluster.ErrCommitUnknown):
+		w := *r.Write
+		c.mu.Lock()
+		if c.ownsLocked(ps) {
+			// Started under mu, after the closed check, so Close's Wait
+			// never races a new goroutine.
+			c.goroutines.Go(func() { c.resolveUnknown(ps, id, w, res.LastOffset) })
+		} else {
+			delete(ps.inFlight, id) // the state is dropped anyway
+		}
+		c.mu.Unlock()
+		return appendError(id, err)
+	default:
+		c.release(ps, id)
+		return appendError(id, err)
+	}
+}
+
+// apply replaces id's Metadata with w (forgets it when Dead), releases
+// the slot and, for a Prepare*, starts the marker round. It reports
+// false, applying nothing, when ps is no longer led.
+func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Metadata) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(ps.inFlight, id)
+	if !c.ownsLocked(ps) {
+		return false
+	}
+	if w.State == txn.Dead {
+		delete(ps.txns, id)
+	} else {
+		ps.txns[id] = &w
+	}
+	if w.PendingMarkers() {
+		c.startMarkersLocked(ps, w)
+	}
+	return true
+}
+
+// resolveUnknown waits for a record whose append ended with
+// ErrCommitUnknown (see transition): applied once committed; dropped when
+// the partition is no longer led at its epoch (its state goes with it).
+func (c *TransactionCoordinator) resolveUnknown(ps *statePartition, id string, w txn.Metadata, lastOffset int64) {
+	backoff := c.cfg.MarkerRetryBackoff
+	for {
+		wctx, cancel := context.WithTimeout(ps.ctx, c.cfg.AppendTimeout)
+		err := c.log.WaitCommitted(wctx, ps.tp, ps.epoch, lastOffset)
+		cancel()
+		if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+			c.apply(ps, id, w)
+			return
+		}
+		c.mu.Lock()
+		owned := c.ownsLocked(ps)
+		c.mu.Unlock()
+		if !owned || ps.ctx.Err() != nil {
+			c.release(ps, id)
+			return
+		}
+		if !sleepCtx(ps.ctx, backoff) {
+			c.release(ps, id)
+			return
+		}
+		backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)
+	}
+}
+
+// appendError maps a failed state-log append to the retriable answer
+// (Kafka's TransactionStateManager.appendTransactionToLog).
+func appendError(id string, err error) error {
+	switch errs.Code(err) {
+	case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH,
+		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
+		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "transactional id %q: writing its record failed: %w", id, err)
+	case sluicev1.ErrorCode_MESSAGE_TOO_LARGE:
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: writing its record failed: %w", id, err)
+	}
+	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "transactional id %q: writing its record failed: %w", id, err)
+}
+
+// encodeStateBatch returns the batch holding m's record.
+func encodeStateBatch(m txn.Metadata, now time.Time) ([]byte, error) {
+	key, value, err := txn.EncodeRecord(m)
+	if err != nil {
+		return nil, err
+	}
+	var b batch.Builder
+	ts := now.UnixMilli()
+	b.Reset(ts)
+	b.Add(ts, key, value, nil)
+	return b.Finish(batch.PlainProducer, 0), nil
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,166 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// The transaction coordinator's dependencies (STYLE §3): small interfaces
+// owned here, so its tests use fakes and the node wires the real ones
+// (ReplicaStateLog over cluster.ReplicaManager, ProducerIDManager, a
+// WriteTxnMarkers sender).
+
+// StateLog is the transaction coordinator's access to the partitions of
+// __transaction_state it leads. All methods are safe for concurrent use
+// and are called with no coordinator lock held; they may block until ctx
+// ends.
+type StateLog interface {
+	// AppendCommitted appends raw (one batch of __transaction_state
+	// records, built by batch.Builder) to tp as its leader at
+	// leaderEpoch and waits until it is committed, with exactly the
+	// contract and outcomes of cluster.ReplicaManager.AppendCommitted: nil
+	// (committed), a *errs.Error when nothing was appended, an error
+	// wrapping cluster.ErrCommitUnknown when the batch was appended but
+	// may or may not commit (AppendResult.LastOffset is then set), or
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND (committed).
+	AppendCommitted(ctx context.Context, tp cluster.TopicPartition, raw []byte, leaderEpoch int32, now time.Time) (cluster.AppendResult, error)
+	// WaitCommitted waits until the offsets up to lastOffset of tp are
+	// committed (nil, or NOT_ENOUGH_REPLICAS_AFTER_APPEND), as long as
+	// this node leads tp at leaderEpoch. Leadership lost or ctx ended:
+	// an error wrapping cluster.ErrCommitUnknown.
+	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, lastOffset int64) error
+	// ReadForLoad reads whole batches of tp from offset (an offset below
+	// the log start reads from the log start) for a coordinator that
+	// leads tp at leaderEpoch and loads it. It first waits until the log
+	// end offset is committed, so that a new leader loads nothing that
+	// may still be truncated, and returns that end offset: loading is
+	// done once NextOffset reaches EndOffset. Errors: not the leader at
+	// leaderEpoch (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...), ctx
+	// ended, storage errors. The batches must not be modified.
+	ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error)
+}
+
+// StateLogRead is one read of StateLog.ReadForLoad.
+type StateLogRead struct {
+	// Batches are whole canonical batches in offset order.
+	Batches [][]byte
+	// NextOffset is the offset after the last batch (the offset read
+	// when there is none).
+	NextOffset int64
+	// EndOffset is the committed log end offset the load must reach.
+	EndOffset int64
+}
+
+// ProducerIDSource hands out producer ids: ProducerIDManager.Next's
+// contract (an id never returned before; COORDINATOR_LOAD_IN_PROGRESS
+// when none is at hand before ctx ends; COORDINATOR_NOT_AVAILABLE after
+// Close). Safe for concurrent use.
+type ProducerIDSource interface {
+	Next(ctx context.Context) (int64, error)
+}
+
+// TxnMarkers is one round of transaction markers for one transaction:
+// a COMMIT (Commit) or ABORT marker written for ProducerID at
+// ProducerEpoch with CoordinatorEpoch (the __transaction_state leader
+// epoch of the coordinator sending it) to each of Partitions.
+type TxnMarkers struct {
+	TransactionalID  string
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32
+	Commit           bool
+	Partitions       []txn.TopicPartition
+}
+
+// MarkerWriter writes transaction markers to the leaders of their
+// partitions (the wiring step: the internal WriteTxnMarkers RPC, batched
+// per broker, each leader appending batch.MarkerBatch with
+// AppendCommitted).
+//
+// WriteMarkers returns one outcome per partition of m.Partitions (a map
+// keyed by partition; a partition missing from it counts as retriable).
+// A nil error means the marker is committed in that partition. Errors
+// are *errs.Error; the coordinator reads their codes as follows:
+//   - UNKNOWN_TOPIC_OR_PARTITION: the partition no longer exists (its
+//     topic was deleted) — the writer must answer it only then, never for
+//     "leader unknown"; the partition is dropped from the round, as Kafka
+//     drops markers of deleted topics;
+//   - TRANSACTION_COORDINATOR_FENCED or INVALID_PRODUCER_EPOCH: a newer
+//     coordinator or producer epoch wrote there; this coordinator's view
+//     is stale and it stops the round without completing (the
+//     partition's next leader resends);
+//   - anything else (NOT_LEADER_OR_FOLLOWER, timeouts, an unreachable
+//     broker, ...): retried after a backoff.
+//
+// It must honour ctx, may be called concurrently for different
+// transactions, and must not modify m.
+type MarkerWriter interface {
+	WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error
+}
+
+// ReplicaStateLog is the StateLog of a broker: its replica manager. It
+// adds nothing to cluster's rules; it only shapes the read for loading.
+type ReplicaStateLog struct {
+	Replicas *cluster.ReplicaManager
+}
+
+var _ StateLog = ReplicaStateLog{}
+
+// AppendCommitted is cluster.ReplicaManager.AppendCommitted.
+func (l ReplicaStateLog) AppendCommitted(ctx context.Context, tp cluster.TopicPartition, raw []byte, leaderEpoch int32, now time.Time) (cluster.AppendResult, error) {
+	return l.Replicas.AppendCommitted(ctx, tp, raw, leaderEpoch, now)
+}
+
+// WaitCommitted implements StateLog.WaitCommitted with
+// cluster.Replica.WaitCommitted after checking the leader epoch.
+// (Replica.WaitCommitted does not end on a new epoch of this same node;
+// the coordinator drops the partition's state on that epoch change anyway
+// and ignores the outcome.)
+func (l ReplicaStateLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, lastOffset int64) error {
+	p, err := l.leading(tp, leaderEpoch)
+	if err != nil {
+		return errs.New(errs.Code(err), "%v; %w", errs.Message(err), cluster.ErrCommitUnknown)
+	}
+	return p.WaitCommitted(ctx, lastOffset)
+}
+
+// ReadForLoad implements StateLog.ReadForLoad with cluster.Replica.Read.
+func (l ReplicaStateLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error) {
+	p, err := l.leading(tp, leaderEpoch)
+	if err != nil {
+		return StateLogRead{}, err
+	}
+	end := p.LogEndOffset()
+	if p.HighWatermark() < end {
+		if err := p.WaitCommitted(ctx, end-1); err != nil && errs.Code(err) != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+			return StateLogRead{}, err
+		}
+	}
+	if start := p.LogStartOffset(); offset < start {
+		offset = start
+	}
+	if offset >= end {
+		return StateLogRead{NextOffset: offset, EndOffset: end}, nil
+	}
+	res, err := p.Read(offset, maxBytes, end)
+	if err != nil {
+		return StateLogRead{}, err
+	}
+	return StateLogRead{Batches: res.Batches, NextOffset: res.NextOffset, EndOffset: end}, nil
+}
+
+func (l ReplicaStateLog) leading(tp cluster.TopicPartition, leaderEpoch int32) (*cluster.Replica, error) {
+	p, err := l.Replicas.Replica(tp.Topic, tp.Partition)
+	if err != nil {
+		return nil, err
+	}
+	if !p.IsLeader(leaderEpoch) {
+		return nil, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "this node does not lead %v at leader epoch %d", tp, leaderEpoch)
+	}
+	return p, nil
+}

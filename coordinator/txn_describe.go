@@ -1,0 +1,100 @@
+package coordinator
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// TransactionDescription is DescribeTransactions' answer for one id.
+type TransactionDescription struct {
+	// Metadata is the id's applied state (a copy).
+	txn.Metadata
+	// CoordinatorEpoch is the leader epoch of its __transaction_state
+	// partition on this node.
+	CoordinatorEpoch int32
+}
+
+// Describe returns the applied state of transactionalID (what is
+// committed in the log; a transition in flight is not shown).
+// Errors: INVALID_REQUEST (bad id), NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+// TRANSACTIONAL_ID_NOT_FOUND.
+func (c *TransactionCoordinator) Describe(transactionalID string) (TransactionDescription, error) {
+	if err := txn.ValidateTransactionalID(transactionalID); err != nil {
+		return TransactionDescription{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.routeLocked(transactionalID)
+	if err != nil {
+		return TransactionDescription{}, err
+	}
+	m := ps.txns[transactionalID]
+	if m == nil {
+		return TransactionDescription{}, errs.New(sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND,
+			"transactional id %q is not known", transactionalID)
+	}
+	return TransactionDescription{Metadata: m.Clone(), CoordinatorEpoch: ps.epoch}, nil
+}
+
+// ListFilter selects the transactions List returns; zero fields select
+// everything.
+type ListFilter struct {
+	// States: only ids in one of these states.
+	States []txn.State
+	// ProducerIDs: only ids with one of these producer ids.
+	ProducerIDs []int64
+	// MinDuration (KIP-994): only transactions open (Ongoing, Prepare*)
+	// for at least this long; idle ids have no running transaction and
+	// are left out when it is set.
+	MinDuration time.Duration
+}
+
+// TransactionListing is one entry of List.
+type TransactionListing struct {
+	TransactionalID string
+	ProducerID      int64
+	State           txn.State
+}
+
+// List returns the ids of every loaded partition matching f, sorted by
+// id. While any partition of this node is loading it fails with
+// COORDINATOR_LOAD_IN_PROGRESS (as Kafka's ListTransactions), since the
+// answer would be incomplete; a partition whose load failed is likewise
+// COORDINATOR_NOT_AVAILABLE.
+func (c *TransactionCoordinator) List(f ListFilter) ([]TransactionListing, error) {
+	nowMs := c.now().UnixMilli()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []TransactionListing
+	for p, ps := range c.partitions {
+		if ps.loadErr != nil {
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %v", txn.StateTopic, p, ps.loadErr)
+		}
+		if ps.loading {
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", txn.StateTopic, p)
+		}
+		for id, m := range ps.txns {
+			if len(f.States) > 0 && !slices.Contains(f.States, m.State) {
+				continue
+			}
+			if len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, m.ProducerID) {
+				continue
+			}
+			if f.MinDuration > 0 {
+				open := m.State == txn.Ongoing || m.State.IsPrepare()
+				if !open || nowMs-m.StartTimeMs < f.MinDuration.Milliseconds() {
+					continue
+				}
+			}
+			out = append(out, TransactionListing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State})
+		}
+	}
+	slices.SortFunc(out, func(a, b TransactionListing) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })
+	return out, nil
+}

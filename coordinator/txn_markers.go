@@ -1,0 +1,127 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// startMarkersLocked starts the marker round of w, a Prepare* just
+// applied (or found by a load) in ps: Kafka's TransactionMarkerChannelManager
+// for one transaction. c.mu must be held.
+func (c *TransactionCoordinator) startMarkersLocked(ps *statePartition, w txn.Metadata) {
+	c.goroutines.Go(func() { c.sendMarkers(ps, w) })
+}
+
+// sendMarkers writes w's markers until every partition has answered done
+// or gone, then completes the transaction (writes Complete*). A round is
+// retried after a growing backoff for the partitions that failed. It
+// stops, leaving the Prepare* for the partition's next leader, when this
+// node no longer leads ps (resigned, new epoch, closed) or a partition
+// says the coordinator or producer epoch is stale. An empty transaction
+// (no partitions) completes at once.
+func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata) {
+	pending := slices.Clone(w.Partitions)
+	backoff := c.cfg.MarkerRetryBackoff
+	for len(pending) > 0 {
+		if ps.ctx.Err() != nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ps.ctx, c.cfg.MarkerRoundTimeout)
+		out := c.markers.WriteMarkers(rctx, TxnMarkers{
+			TransactionalID:  w.TransactionalID,
+			ProducerID:       w.ProducerID,
+			ProducerEpoch:    w.ProducerEpoch,
+			CoordinatorEpoch: ps.epoch,
+			Commit:           w.Commit(),
+			Partitions:       slices.Clone(pending),
+		})
+		cancel()
+		var retry []txn.TopicPartition
+		for _, tp := range pending {
+			err, answered := out[tp]
+			switch {
+			case answered && err == nil:
+				// Written.
+			case errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+				// The partition is gone (topic deleted): no marker owed.
+			case errs.Code(err) == sluicev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED,
+				errs.Code(err) == sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH:
+				// A newer coordinator or producer epoch wrote there: this
+				// view is stale; the partition's current leader finishes.
+				return
+			default:
+				retry = append(retry, tp)
+			}
+		}
+		pending = retry
+		if len(pending) > 0 {
+			if !sleepCtx(ps.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)
+		}
+	}
+	c.complete(ps, w)
+}
+
+// complete writes the Complete* of w once its markers are written,
+// through the same slot and write-then-apply path as a request. A request
+// may hold the slot for a moment (it answers CONCURRENT_TRANSACTIONS
+// while the id is in Prepare*), so a busy slot or a failed append is
+// retried after a backoff while this node leads ps.
+func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
+	id := w.TransactionalID
+	backoff := c.cfg.MarkerRetryBackoff
+	for {
+		cur, ok, busy := c.acquireIn(ps, id)
+		if !ok {
+			return
+		}
+		if !busy {
+			r := txn.Complete(cur, w.ProducerID, w.ProducerEpoch, c.now())
+			if r.Write == nil {
+				// Stale round (the id moved on): nothing to complete.
+				c.release(ps, id)
+				return
+			}
+			err := c.transition(ps.ctx, ps, id, r)
+			if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_COORDINATOR ||
+				errors.Is(err, cluster.ErrCommitUnknown) {
+				// Done, no longer led, or the resolver of an uncertain
+				// append owns the slot and applies the record.
+				return
+			}
+		}
+		if !sleepCtx(ps.ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)
+	}
+}
+
+// acquireIn takes id's slot in ps itself (not by routing: a marker round
+// belongs to one leader epoch). ok is false when ps is no longer led;
+// busy when the slot is taken. On success it returns a copy of id's
+// Metadata (nil: unknown).
+func (c *TransactionCoordinator) acquireIn(ps *statePartition, id string) (m *txn.Metadata, ok, busy bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ownsLocked(ps) {
+		return nil, false, false
+	}
+	if ps.inFlight[id] {
+		return nil, true, true
+	}
+	ps.inFlight[id] = true
+	if cur := ps.txns[id]; cur != nil {
+		cp := cur.Clone()
+		m = &cp
+	}
+	return m, true, false
+}

@@ -1,0 +1,152 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// The requests a transaction coordinator answers. Each validates its
+// input, routes the id to its loaded partition (NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS), takes the id's slot (else
+// CONCURRENT_TRANSACTIONS), runs the core and, when the core writes,
+// answers only once the record is committed and applied. Errors are
+// *errs.Error; every one of them but the core's own answers is retriable.
+
+// ProducerIDAndEpoch is a successful answer: the producer id and epoch
+// the producer uses next.
+type ProducerIDAndEpoch struct {
+	ProducerID    int64
+	ProducerEpoch int16
+}
+
+// InitProducerIDRequest is an InitProducerId with a transactional id.
+type InitProducerIDRequest struct {
+	TransactionalID string
+	// TimeoutMs is the producer's transaction.timeout.ms.
+	TimeoutMs int32
+	// ProducerID and ProducerEpoch are the producer's current ones
+	// (KIP-360); ProducerID ≤ 0 (txn.NoProducerID) means none.
+	ProducerID    int64
+	ProducerEpoch int16
+}
+
+// InitProducerID answers InitProducerId for a transactional producer
+// (txn.InitProducerID): a new or bumped producer id and epoch. An open
+// transaction of the id is fenced and aborted first; the answer is then
+// CONCURRENT_TRANSACTIONS, and the producer's retry gets its epoch once
+// the abort has completed.
+func (c *TransactionCoordinator) InitProducerID(ctx context.Context, req InitProducerIDRequest) (ProducerIDAndEpoch, error) {
+	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
+		return ProducerIDAndEpoch{}, err
+	}
+	if err := txn.ValidateTimeout(req.TimeoutMs, c.cfg.MaxTimeout); err != nil {
+		return ProducerIDAndEpoch{}, err
+	}
+	if req.ProducerID > 0 && req.ProducerEpoch < 0 {
+		return ProducerIDAndEpoch{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST,
+			"producer id %d given without its epoch", req.ProducerID)
+	}
+	ps, m, err := c.acquire(req.TransactionalID)
+	if err != nil {
+		return ProducerIDAndEpoch{}, err
+	}
+	now := c.now()
+	r, err := c.decide(ctx, func(newPID int64) txn.Result {
+		return txn.InitProducerID(m, txn.InitProducerIDRequest{
+			TransactionalID: req.TransactionalID,
+			TimeoutMs:       req.TimeoutMs,
+			ProducerID:      req.ProducerID,
+			ProducerEpoch:   req.ProducerEpoch,
+			NewProducerID:   newPID,
+		}, now)
+	})
+	if err != nil {
+		c.release(ps, req.TransactionalID)
+		return ProducerIDAndEpoch{}, err
+	}
+	return c.answer(ctx, ps, req.TransactionalID, r)
+}
+
+// AddPartitionsRequest is an AddPartitionsToTxn from a partition leader
+// (TV2: the leader of a partition receiving a transaction's first batch
+// adds the partition before it appends).
+type AddPartitionsRequest struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Partitions      []txn.TopicPartition
+}
+
+// AddPartitions answers AddPartitionsToTxn (txn.AddPartitions): once it
+// returns nil the partitions are in the open transaction, durably, and
+// its end will write their markers.
+func (c *TransactionCoordinator) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
+	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
+		return err
+	}
+	ps, m, err := c.acquire(req.TransactionalID)
+	if err != nil {
+		return err
+	}
+	r := txn.AddPartitions(m, txn.AddPartitionsRequest{
+		TransactionalID: req.TransactionalID,
+		ProducerID:      req.ProducerID,
+		ProducerEpoch:   req.ProducerEpoch,
+		Partitions:      req.Partitions,
+	}, c.now())
+	_, err = c.answer(ctx, ps, req.TransactionalID, r)
+	return err
+}
+
+// EndTxnRequest is an EndTxn from the producer.
+type EndTxnRequest struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Commit          bool
+}
+
+// EndTxn answers EndTxn (txn.EndTxn, TV2): once PrepareCommit or
+// PrepareAbort is committed it answers the bumped producer epoch (or the
+// next producer id at epoch 0); the markers are then written in the
+// background and the transaction completes (CompleteCommit/CompleteAbort
+// written) when every partition has its marker. Until then the id
+// answers CONCURRENT_TRANSACTIONS.
+func (c *TransactionCoordinator) EndTxn(ctx context.Context, req EndTxnRequest) (ProducerIDAndEpoch, error) {
+	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
+		return ProducerIDAndEpoch{}, err
+	}
+	ps, m, err := c.acquire(req.TransactionalID)
+	if err != nil {
+		return ProducerIDAndEpoch{}, err
+	}
+	now := c.now()
+	r, err := c.decide(ctx, func(newPID int64) txn.Result {
+		return txn.EndTxn(m, txn.EndTxnRequest{
+			TransactionalID: req.TransactionalID,
+			ProducerID:      req.ProducerID,
+			ProducerEpoch:   req.ProducerEpoch,
+			Commit:          req.Commit,
+			NewProducerID:   newPID,
+		}, now)
+	})
+	if err != nil {
+		c.release(ps, req.TransactionalID)
+		return ProducerIDAndEpoch{}, err
+	}
+	return c.answer(ctx, ps, req.TransactionalID, r)
+}
+
+// answer persists and applies r (transition) and returns its answer.
+func (c *TransactionCoordinator) answer(ctx context.Context, ps *statePartition, id string, r txn.Result) (ProducerIDAndEpoch, error) {
+	if err := c.transition(ctx, ps, id, r); err != nil {
+		return ProducerIDAndEpoch{}, err
+	}
+	if r.Err != nil {
+		return ProducerIDAndEpoch{}, r.Err
+	}
+	return ProducerIDAndEpoch{ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch}, nil
+}
