@@ -297,10 +297,10 @@ func TestCrashRebuildsTxnIndexAndLSO(t *testing.T) {
 	tornLog.Close()
 	txnPath := segmentName(dir, seg.BaseOffset, ".txnindex")
 	idx, err := os.ReadFile(txnPath)
-	if err != nil || len(idx) != txnIndexEntrySize {
+	if err != nil || len(idx) != TxnIndexEntrySize {
 		t.Fatalf(".txnindex holds %d bytes (%v), want one entry", len(idx), err)
 	}
-	if err := os.WriteFile(txnPath, idx[:txnIndexEntrySize/2], 0o644); err != nil {
+	if err := os.WriteFile(txnPath, idx[:TxnIndexEntrySize/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{cleanShutdownFile, recoveryPointFile} {

@@ -47,10 +47,11 @@ type AbortedTxn struct {
 	LastStableOffset int64
 }
 
-const txnIndexEntrySize = 32
+// TxnIndexEntrySize is the size of one .txnindex entry in bytes.
+const TxnIndexEntrySize = 32
 
 func encodeAbortedTxn(t AbortedTxn) []byte {
-	var b [txnIndexEntrySize]byte
+	var b [TxnIndexEntrySize]byte
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], uint64(t.ProducerID))
 	le.PutUint64(b[8:], uint64(t.FirstOffset))
@@ -80,10 +81,10 @@ func (e *TxnIndexError) Error() string {
 // entry verifies. It reads data only.
 func DecodeTxnIndex(data []byte, base int64) ([]AbortedTxn, error) {
 	le := binary.LittleEndian
-	out := make([]AbortedTxn, 0, len(data)/txnIndexEntrySize)
-	for i := 0; i < len(data); i += txnIndexEntrySize {
-		if len(data)-i < txnIndexEntrySize {
-			return out, &TxnIndexError{int64(i), fmt.Sprintf("torn entry: %d trailing bytes, an entry is %d", len(data)-i, txnIndexEntrySize)}
+	out := make([]AbortedTxn, 0, len(data)/TxnIndexEntrySize)
+	for i := 0; i < len(data); i += TxnIndexEntrySize {
+		if len(data)-i < TxnIndexEntrySize {
+			return out, &TxnIndexError{int64(i), fmt.Sprintf("torn entry: %d trailing bytes, an entry is %d", len(data)-i, TxnIndexEntrySize)}
 		}
 		t := AbortedTxn{
 			ProducerID:       int64(le.Uint64(data[i:])),
@@ -151,7 +152,7 @@ func (s *segment) writeAborted(t AbortedTxn) error {
 	if _, err := s.txnIdx.WriteAt(encodeAbortedTxn(t), s.txnSize); err != nil {
 		return err
 	}
-	s.txnSize += txnIndexEntrySize
+	s.txnSize += TxnIndexEntrySize
 	return nil
 }
 
@@ -161,7 +162,7 @@ func (s *segment) writeAborted(t AbortedTxn) error {
 func (s *segment) cutAborted(offset int64) {
 	k := sort.Search(len(s.aborted), func(i int) bool { return s.aborted[i].LastOffset >= offset })
 	s.aborted = s.aborted[:k:k]
-	s.txnSize = int64(k) * txnIndexEntrySize
+	s.txnSize = int64(k) * TxnIndexEntrySize
 }
 
 // collectAborted appends to out the entries of s overlapping [from, to):
