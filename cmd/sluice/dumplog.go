@@ -30,15 +30,15 @@ func (e *env) dumpLog(args []string) error {
 	if strings.HasSuffix(pos[0], ".txnindex") {
 		return e.dumpTxnIndex(pos[0])
 	}
-	if err := e.dumpSegment(pos[0], *records); err != nil {
-		return err
-	}
+	err = e.dumpSegment(pos[0], *records)
+	// The index is dumped even when the segment has invalid batches: the
+	// operator looking at a damaged segment wants to see both.
 	if idx := strings.TrimSuffix(pos[0], ".log") + ".txnindex"; idx != pos[0] {
-		if _, err := os.Stat(idx); err == nil {
-			return e.dumpTxnIndex(idx)
+		if _, serr := os.Stat(idx); serr == nil {
+			err = errors.Join(err, e.dumpTxnIndex(idx))
 		}
 	}
-	return nil
+	return err
 }
 
 // dumpSegment is dumpLog for a .log file.
