@@ -152,6 +152,24 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32,
 	return c.listOffsets(ctx, topic, partition, spec, ts, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED)
 }
 
+// Watermarks returns a partition's high watermark and last stable offset
+// as its leader answers ListOffsets LATEST under read_uncommitted and
+// read_committed. It asks for the last stable offset first, so that
+// lso <= hw while the leader stays (both only grow). It tries once, without
+// ListOffsets' retries: it is for tools that show the offsets beside other
+// state and do without them when the leader does not answer.
+func (c *Client) Watermarks(ctx context.Context, topic string, partition int32) (hw, lso int64, err error) {
+	lso, err = c.listOffsetsOnce(ctx, topic, partition, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED)
+	if err != nil {
+		return -1, -1, err
+	}
+	hw, err = c.listOffsetsOnce(ctx, topic, partition, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED)
+	if err != nil {
+		return -1, -1, err
+	}
+	return hw, lso, nil
+}
+
 func (c *Client) listOffsets(ctx context.Context, topic string, partition int32, spec sluicev1.OffsetSpec, ts int64, iso sluicev1.IsolationLevel) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		off, err := c.listOffsetsOnce(ctx, topic, partition, spec, ts, iso)

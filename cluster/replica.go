@@ -101,6 +101,10 @@ func (p *Replica) Size() int64 { return p.log.Size() }
 // this replica keeps.
 func (p *Replica) ProducerCount() int { return p.log.ProducerCount() }
 
+// OpenTransactions is the number of transactions open in the replica's
+// producer state (storage.Log.OpenTransactions).
+func (p *Replica) OpenTransactions() int { return p.log.OpenTransactions() }
+
 // MaxTimestampOffset is the offset and timestamp of the record with the
 // largest timestamp (ListOffsets MAX_TIMESTAMP); -1, -1 for an empty log.
 func (p *Replica) MaxTimestampOffset() (offset, timestamp int64) { return p.log.MaxTimestampOffset() }

@@ -33,7 +33,6 @@ func (n *Node) httpMux() *http.ServeMux {
 		if n.replicas == nil {
 			return
 		}
-		fmt.Fprintf(w, "# HELP sluice_log_end_offset Log end offset per hosted partition.\n# TYPE sluice_log_end_offset gauge\n")
 		parts := n.replicas.Replicas()
 		slices.SortFunc(parts, func(a, b *cluster.Replica) int {
 			if a.Topic != b.Topic {
@@ -44,17 +43,32 @@ func (n *Node) httpMux() *http.ServeMux {
 			}
 			return int(a.Partition - b.Partition)
 		})
-		for _, part := range parts {
-			fmt.Fprintf(w, "sluice_log_end_offset{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.LogEndOffset())
+		// Each partition's offsets are read once, so that the lag is the
+		// difference of the two values shown.
+		type partOffsets struct{ hw, lso int64 }
+		offs := make([]partOffsets, len(parts))
+		for i, part := range parts {
+			offs[i].lso = part.LastStableOffset() // first: lso <= hw as both only grow
+			offs[i].hw = part.HighWatermark()
 		}
-		fmt.Fprintf(w, "# HELP sluice_high_watermark High watermark per hosted partition.\n# TYPE sluice_high_watermark gauge\n")
-		for _, part := range parts {
-			fmt.Fprintf(w, "sluice_high_watermark{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.HighWatermark())
+		gauge := func(name, help string, value func(i int, part *cluster.Replica) int64) {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+			for i, part := range parts {
+				fmt.Fprintf(w, "%s{topic=%q,partition=\"%s\"} %d\n", name, part.Topic, strconv.Itoa(int(part.Partition)), value(i, part))
+			}
 		}
-		fmt.Fprintf(w, "# HELP sluice_producer_ids Producer ids with idempotence state per hosted partition.\n# TYPE sluice_producer_ids gauge\n")
-		for _, part := range parts {
-			fmt.Fprintf(w, "sluice_producer_ids{topic=%q,partition=\"%s\"} %d\n", part.Topic, strconv.Itoa(int(part.Partition)), part.ProducerCount())
-		}
+		gauge("sluice_log_end_offset", "Log end offset per hosted partition.",
+			func(_ int, part *cluster.Replica) int64 { return part.LogEndOffset() })
+		gauge("sluice_high_watermark", "High watermark per hosted partition.",
+			func(i int, _ *cluster.Replica) int64 { return offs[i].hw })
+		gauge("sluice_last_stable_offset", "Last stable offset per hosted partition: where read_committed consumers stop.",
+			func(i int, _ *cluster.Replica) int64 { return offs[i].lso })
+		gauge("sluice_lso_lag", "High watermark minus last stable offset per hosted partition: committed offsets read_committed consumers cannot read yet.",
+			func(i int, _ *cluster.Replica) int64 { return max(offs[i].hw-offs[i].lso, 0) })
+		gauge("sluice_open_transactions", "Transactions with data and no marker yet per hosted partition.",
+			func(_ int, part *cluster.Replica) int64 { return int64(part.OpenTransactions()) })
+		gauge("sluice_producer_ids", "Producer ids with idempotence state per hosted partition.",
+			func(_ int, part *cluster.Replica) int64 { return int64(part.ProducerCount()) })
 	})
 	if n.cfg.FaultInjection {
 		n.faults.register(mux)

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
+	"github.com/sluice-io/sluice/proto/batch"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -83,10 +85,27 @@ func TestLegacyCatalogImported(t *testing.T) {
 }
 
 // The HTTP listener serves liveness, readiness (the gRPC health status),
-// Prometheus metrics of the hosted partitions and pprof.
+// Prometheus metrics of the hosted partitions and pprof. The metrics show
+// an open transaction: it holds the last stable offset at its first
+// offset while the high watermark moves on.
 func TestHTTPEndpoints(t *testing.T) {
 	s := nodetest.StartSingle(t, t.TempDir(), func(c *node.Config) { c.HTTPListen = "127.0.0.1:0" })
 	s.CreateTopic("h", 2, nil)
+	// h-0: committed records at 0-1, then a transaction of producer 77
+	// opened at 2 (appended as the leader writes it), then records at 3-5.
+	var b batch.Builder
+	b.Reset(1000)
+	b.Add(1000, nil, []byte("open"), nil)
+	txn := b.Finish(batch.Producer{ID: 77, Epoch: 0, BaseSequence: 0}, batch.AttrTransactional)
+	tp := cluster.TopicPartition{Topic: "h", Partition: 0}
+	for _, raw := range [][]byte{nodetest.Batch("a", 2, 1000), txn, nodetest.Batch("b", 3, 1000)} {
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.Node.Replicas().AppendCommitted(actx, tp, raw, cluster.NoLeaderEpoch, time.Now())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := http.Get("http://" + s.Node.HTTPAddr() + path)
@@ -107,7 +126,11 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Errorf("/readyz of a ready node: %d %q", code, body)
 	}
 	code, body := get("/metrics")
-	for _, want := range []string{"\nsluice_topics ", `sluice_log_end_offset{topic="h",partition="1"} 0`, `sluice_high_watermark{topic="h",partition="0"} 0`} {
+	for _, want := range []string{"\nsluice_topics ", `sluice_log_end_offset{topic="h",partition="1"} 0`, `sluice_high_watermark{topic="h",partition="1"} 0`,
+		`sluice_high_watermark{topic="h",partition="0"} 6`, `sluice_last_stable_offset{topic="h",partition="0"} 2`,
+		`sluice_lso_lag{topic="h",partition="0"} 4`, `sluice_open_transactions{topic="h",partition="0"} 1`,
+		`sluice_last_stable_offset{topic="h",partition="1"} 0`, `sluice_lso_lag{topic="h",partition="1"} 0`,
+		`sluice_open_transactions{topic="h",partition="1"} 0`, "# TYPE sluice_lso_lag gauge\n"} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics: %d, want a line with %q in:\n%s", code, want, body)
 		}

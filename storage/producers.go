@@ -213,6 +213,20 @@ func (l *Log) ProducerCount() int {
 	return l.producers.Len()
 }
 
+// OpenTransactions is the number of transactions open in this log: data
+// of a producer id appended and its marker not yet (the producer state's
+// OpenTxnCount). A transaction whose marker is appended but not yet below
+// the high watermark is not counted, though it still holds the last
+// stable offset.
+func (l *Log) OpenTransactions() int {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.producers == nil {
+		return 0
+	}
+	return l.producers.OpenTxnCount()
+}
+
 // Producer returns the state of one producer id, for tests and tools.
 func (l *Log) Producer(id int64) (ProducerEntry, bool) {
 	l.appendMu.Lock()

@@ -256,6 +256,9 @@ func (s *ProducerState) EndingTxn(producerID, markerOffset int64) (t AbortedTxn,
 	return AbortedTxn{ProducerID: producerID, FirstOffset: first, LastOffset: markerOffset, LastStableOffset: lso}, true
 }
 
+// OpenTxnCount is the number of producers with an open transaction.
+func (s *ProducerState) OpenTxnCount() int { return len(s.open) }
+
 // Len is the number of producer ids remembered.
 func (s *ProducerState) Len() int { return len(s.producers) }
 

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -296,10 +297,10 @@ func TestCrashRebuildsTxnIndexAndLSO(t *testing.T) {
 	tornLog.Close()
 	txnPath := segmentName(dir, seg.BaseOffset, ".txnindex")
 	idx, err := os.ReadFile(txnPath)
-	if err != nil || len(idx) != txnIndexEntrySize {
+	if err != nil || len(idx) != TxnIndexEntrySize {
 		t.Fatalf(".txnindex holds %d bytes (%v), want one entry", len(idx), err)
 	}
-	if err := os.WriteFile(txnPath, idx[:txnIndexEntrySize/2], 0o644); err != nil {
+	if err := os.WriteFile(txnPath, idx[:TxnIndexEntrySize/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{cleanShutdownFile, recoveryPointFile} {
@@ -599,5 +600,48 @@ func TestCleanRestartRebuildsDamagedTxnIndex(t *testing.T) {
 			}
 			checkExampleReads(t, r, ex)
 		})
+	}
+}
+
+// OpenTransactions counts the producers whose transaction has data and no
+// marker yet; DecodeTxnIndex reads the index an ABORT wrote, and names the
+// byte position of a torn or implausible entry, keeping the entries before
+// it.
+func TestOpenTransactionsAndDecodeTxnIndex(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, testConfig())
+	defer l.Close()
+	for _, b := range [][]byte{txnBatch(1, 0, 0, 1, "a"), txnBatch(2, 0, 0, 2, "b")} {
+		if _, err := l.Append(b, 0, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.OpenTransactions(); n != 2 {
+		t.Errorf("OpenTransactions = %d, want 2", n)
+	}
+	if _, err := l.AppendControl(markerBatch(1, 1, batch.ControlAbort, 3), 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.OpenTransactions(); n != 1 {
+		t.Errorf("OpenTransactions after an ABORT = %d, want 1", n)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "00000000000000000000.txnindex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 2, LastStableOffset: 1}
+	got, err := DecodeTxnIndex(data, 0)
+	if err != nil || len(got) != 1 || got[0] != want {
+		t.Fatalf("DecodeTxnIndex = %+v, %v; want [%+v]", got, err, want)
+	}
+	torn := append(append([]byte{}, data...), 1, 2, 3)
+	got, err = DecodeTxnIndex(torn, 0)
+	var te *TxnIndexError
+	if !errors.As(err, &te) || te.Position != 32 || len(got) != 1 {
+		t.Errorf("torn: %+v, %v; want one entry and an error at position 32", got, err)
+	}
+	bad := append(append([]byte{}, data...), data...) // the same marker twice
+	if got, err = DecodeTxnIndex(bad, 0); !errors.As(err, &te) || te.Position != 32 || len(got) != 1 {
+		t.Errorf("repeated entry: %+v, %v; want one entry and an error at position 32", got, err)
 	}
 }

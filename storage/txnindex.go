@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -46,10 +47,11 @@ type AbortedTxn struct {
 	LastStableOffset int64
 }
 
-const txnIndexEntrySize = 32
+// TxnIndexEntrySize is the size of one .txnindex entry in bytes.
+const TxnIndexEntrySize = 32
 
 func encodeAbortedTxn(t AbortedTxn) []byte {
-	var b [txnIndexEntrySize]byte
+	var b [TxnIndexEntrySize]byte
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], uint64(t.ProducerID))
 	le.PutUint64(b[8:], uint64(t.FirstOffset))
@@ -58,32 +60,67 @@ func encodeAbortedTxn(t AbortedTxn) []byte {
 	return b[:]
 }
 
-// decodeTxnIndex parses a .txnindex of a segment holding offsets [base,
-// next). ok is false when the file is not a whole number of entries or an
-// entry is implausible (producer id <= 0, marker outside the segment or
-// not after the previous one, first offset not before the marker, last
-// stable offset above marker+1): then the index is rebuilt.
-func decodeTxnIndex(data []byte, base, next int64) ([]AbortedTxn, bool) {
-	if len(data)%txnIndexEntrySize != 0 {
-		return nil, false
-	}
+// TxnIndexError is why DecodeTxnIndex stopped: the entry at byte Position
+// of the file is torn (the file ends inside it) or implausible.
+type TxnIndexError struct {
+	Position int64
+	Reason   string
+}
+
+func (e *TxnIndexError) Error() string {
+	return fmt.Sprintf("position %d: %s", e.Position, e.Reason)
+}
+
+// DecodeTxnIndex parses the .txnindex of the segment of base offset base,
+// for recovery and for tools (sluice dump-log). It returns the entries
+// before the first one that is torn (the file is not a whole number of
+// entries) or implausible (producer id <= 0, marker below base or not
+// after the previous one, first offset negative or not before the marker,
+// last stable offset negative or above marker+1), and then a
+// *TxnIndexError naming that entry's byte position; err is nil when every
+// entry verifies. It reads data only.
+func DecodeTxnIndex(data []byte, base int64) ([]AbortedTxn, error) {
 	le := binary.LittleEndian
-	out := make([]AbortedTxn, 0, len(data)/txnIndexEntrySize)
-	for i := 0; i < len(data); i += txnIndexEntrySize {
+	out := make([]AbortedTxn, 0, len(data)/TxnIndexEntrySize)
+	for i := 0; i < len(data); i += TxnIndexEntrySize {
+		if len(data)-i < TxnIndexEntrySize {
+			return out, &TxnIndexError{int64(i), fmt.Sprintf("torn entry: %d trailing bytes, an entry is %d", len(data)-i, TxnIndexEntrySize)}
+		}
 		t := AbortedTxn{
 			ProducerID:       int64(le.Uint64(data[i:])),
 			FirstOffset:      int64(le.Uint64(data[i+8:])),
 			LastOffset:       int64(le.Uint64(data[i+16:])),
 			LastStableOffset: int64(le.Uint64(data[i+24:])),
 		}
-		if t.ProducerID <= 0 || t.LastOffset < base || t.LastOffset >= next || t.FirstOffset < 0 ||
-			t.FirstOffset >= t.LastOffset || t.LastStableOffset < 0 || t.LastStableOffset > t.LastOffset+1 {
-			return nil, false
+		bad := ""
+		switch {
+		case t.ProducerID <= 0:
+			bad = "producer id is not positive"
+		case t.LastOffset < base:
+			bad = fmt.Sprintf("last offset is below the segment's base offset %d", base)
+		case t.FirstOffset < 0 || t.FirstOffset >= t.LastOffset:
+			bad = "first offset is negative or not before the last offset"
+		case t.LastStableOffset < 0 || t.LastStableOffset > t.LastOffset+1:
+			bad = "last stable offset is negative or above last offset + 1"
+		case len(out) > 0 && t.LastOffset <= out[len(out)-1].LastOffset:
+			bad = fmt.Sprintf("last offset is not after the previous entry's %d", out[len(out)-1].LastOffset)
 		}
-		if n := len(out); n > 0 && t.LastOffset <= out[n-1].LastOffset {
-			return nil, false
+		if bad != "" {
+			return out, &TxnIndexError{int64(i), fmt.Sprintf("implausible entry {producer id %d, first offset %d, last offset %d, last stable offset %d}: %s",
+				t.ProducerID, t.FirstOffset, t.LastOffset, t.LastStableOffset, bad)}
 		}
 		out = append(out, t)
+	}
+	return out, nil
+}
+
+// decodeTxnIndex parses a .txnindex of a segment holding offsets [base,
+// next). ok is false when DecodeTxnIndex finds a problem or a marker is
+// at or after next: then the index is rebuilt.
+func decodeTxnIndex(data []byte, base, next int64) ([]AbortedTxn, bool) {
+	out, err := DecodeTxnIndex(data, base)
+	if err != nil || len(out) > 0 && out[len(out)-1].LastOffset >= next {
+		return nil, false
 	}
 	return out, true
 }
@@ -115,7 +152,7 @@ func (s *segment) writeAborted(t AbortedTxn) error {
 	if _, err := s.txnIdx.WriteAt(encodeAbortedTxn(t), s.txnSize); err != nil {
 		return err
 	}
-	s.txnSize += txnIndexEntrySize
+	s.txnSize += TxnIndexEntrySize
 	return nil
 }
 
@@ -125,7 +162,7 @@ func (s *segment) writeAborted(t AbortedTxn) error {
 func (s *segment) cutAborted(offset int64) {
 	k := sort.Search(len(s.aborted), func(i int) bool { return s.aborted[i].LastOffset >= offset })
 	s.aborted = s.aborted[:k:k]
-	s.txnSize = int64(k) * txnIndexEntrySize
+	s.txnSize = int64(k) * TxnIndexEntrySize
 }
 
 // collectAborted appends to out the entries of s overlapping [from, to):

@@ -5,30 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // dumpLog decodes a .log segment offline, one line per batch in the
 // style of kafka-dump-log, optionally one line per record. A torn tail
 // (the file ends inside a frame) is reported, not fatal; a frame that is
-// not a frame at all stops the dump with an error.
+// not a frame at all stops the dump with an error. A control batch's line
+// says which transaction marker it holds. The segment's .txnindex, when
+// there is one beside it, is dumped after it; a .txnindex path dumps that
+// file alone. Files are only read.
 func (e *env) dumpLog(args []string) error {
-	fs := e.newFlags("dump-log", "dump-log PATH [--records]\n\nDecodes a .log segment file offline and verifies every batch.")
+	fs := e.newFlags("dump-log", "dump-log PATH [--records]\n\nDecodes a .log segment file offline and verifies every batch, then its .txnindex\n(aborted transactions) if there is one beside it. PATH may also be a .txnindex.")
 	records := fs.Bool("records", false, "print every record")
 	pos, err := e.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(pos[0])
+	if strings.HasSuffix(pos[0], ".txnindex") {
+		return e.dumpTxnIndex(pos[0])
+	}
+	err = e.dumpSegment(pos[0], *records)
+	// The index is dumped even when the segment has invalid batches: the
+	// operator looking at a damaged segment wants to see both.
+	if idx := strings.TrimSuffix(pos[0], ".log") + ".txnindex"; idx != pos[0] {
+		if _, serr := os.Stat(idx); serr == nil {
+			err = errors.Join(err, e.dumpTxnIndex(idx))
+		}
+	}
+	return err
+}
+
+// dumpSegment is dumpLog for a .log file.
+func (e *env) dumpSegment(path string, records bool) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("dump-log: %w", err)
 	}
 	w := bufio.NewWriterSize(e.stdout, 256<<10)
 	defer w.Flush()
-	fmt.Fprintf(w, "Dumping %s\n", pos[0])
+	fmt.Fprintf(w, "Dumping %s\n", path)
 	position := 0
 	invalid := 0
 	for position < len(data) {
@@ -57,12 +78,19 @@ func (e *env) dumpLog(args []string) error {
 		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t position: %d %s: %d size: %d crc: %d isvalid: %t",
 			h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, h.LastSequence(), h.ProducerID, h.ProducerEpoch,
 			h.PartitionLeaderEpoch, h.IsTransactional(), h.IsControl(), position, tsType, h.MaxTimestamp, len(b), h.CRC, verr == nil)
+		if verr == nil && h.IsControl() {
+			fmt.Fprintf(w, " %s", controlRecord(b))
+		}
 		if verr != nil {
 			fmt.Fprintf(w, " error: %v", verr)
 		}
 		w.WriteByte('\n')
-		if *records && verr == nil {
+		if records && verr == nil {
 			err := batch.ForEachRecord(b, func(r batch.Record) error {
+				if h.IsControl() {
+					fmt.Fprintf(w, "| offset: %d %s: %d %s\n", r.Offset, tsType, r.Timestamp, marker(r))
+					return nil
+				}
 				fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d key: %s payload: %s headers: [%s]\n",
 					r.Offset, tsType, r.Timestamp, sizeOf(r.Key), len(r.Value), quote(r.Key), quote(r.Value), headers(r.Headers))
 				return nil
@@ -76,6 +104,57 @@ func (e *env) dumpLog(args []string) error {
 	if invalid > 0 {
 		w.Flush()
 		return fmt.Errorf("dump-log: %d invalid batches", invalid)
+	}
+	return nil
+}
+
+// controlRecord describes the control record of control batch b: its
+// transaction marker, as kafka-dump-log prints it.
+func controlRecord(b []byte) string {
+	desc := "controlRecord: none"
+	errStop := errors.New("stop")
+	err := batch.ForEachRecord(b, func(r batch.Record) error {
+		desc = marker(r)
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		desc = fmt.Sprintf("controlRecord: %v", err)
+	}
+	return desc
+}
+
+// marker describes control record r: "endTxnMarker: COMMIT
+// coordinatorEpoch: 3", or why it is not a transaction marker.
+func marker(r batch.Record) string {
+	t, epoch, err := batch.ParseMarker(r.Key, r.Value)
+	if err != nil {
+		return fmt.Sprintf("controlRecord: %v", err)
+	}
+	return fmt.Sprintf("endTxnMarker: %s coordinatorEpoch: %d", t, epoch)
+}
+
+// dumpTxnIndex prints a segment's aborted-transaction index, one line per
+// entry (docs/record-format.md). A torn or implausible entry ends the dump
+// with an error naming the file and the entry's byte position, after the
+// entries before it; the file is only read.
+func (e *env) dumpTxnIndex(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("dump-log: %w", err)
+	}
+	// The base offset is the file's name; without it, marker offsets are
+	// checked against 0 only.
+	base, _ := strconv.ParseInt(strings.TrimSuffix(filepath.Base(path), ".txnindex"), 10, 64)
+	ents, derr := storage.DecodeTxnIndex(data, base)
+	w := bufio.NewWriter(e.stdout)
+	fmt.Fprintf(w, "Dumping %s\n", path)
+	for i, t := range ents {
+		fmt.Fprintf(w, "abortedTxn: producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d position: %d\n",
+			t.ProducerID, t.FirstOffset, t.LastOffset, t.LastStableOffset, i*storage.TxnIndexEntrySize)
+	}
+	w.Flush()
+	if derr != nil {
+		return fmt.Errorf("dump-log: %s: %w", path, derr)
 	}
 	return nil
 }

@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // dump-log prints one kafka-dump-log style line per batch, one line per
@@ -51,5 +53,95 @@ func TestDumpLogReportsBatchesAndTornTail(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "torn tail at position: "+strconv.Itoa(whole)) {
 		t.Errorf("torn tail not reported at %d:\n%s", whole, out.String())
+	}
+}
+
+// dump-log shows what a transaction left in a segment: transactional data
+// batches with their producer id and epoch, control batches with their
+// marker type and coordinator epoch, and the .txnindex beside the .log
+// with one line per aborted transaction. The files are written by
+// storage.Log as a leader's appends would write them.
+func TestDumpLogShowsTransactions(t *testing.T) {
+	dir := t.TempDir()
+	now := time.UnixMilli(1_700_000_000_000)
+	l, err := storage.Open(dir, storage.DefaultConfig(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := func(pid int64, vals ...string) []byte {
+		var bl batch.Builder
+		bl.Reset(1000)
+		for _, v := range vals {
+			bl.Add(1000, nil, []byte(v), nil)
+		}
+		return bl.Finish(batch.Producer{ID: pid, Epoch: 0, BaseSequence: 0}, batch.AttrTransactional)
+	}
+	steps := []struct {
+		b       []byte
+		control bool
+	}{
+		{txn(7, "a", "b"), false}, // offsets 0-1
+		{txn(8, "c"), false},      // 2
+		{batch.MarkerBatch(batch.Producer{ID: 8, Epoch: 1}, batch.ControlCommit, 5, 1001), true}, // 3
+		{batch.MarkerBatch(batch.Producer{ID: 7, Epoch: 1}, batch.ControlAbort, 6, 1002), true},  // 4
+	}
+	for i, s := range steps {
+		if s.control {
+			_, err = l.AppendControl(s.b, 0, now)
+		} else {
+			_, err = l.Append(s.b, 0, now)
+		}
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "00000000000000000000.log")
+	idxPath := filepath.Join(dir, "00000000000000000000.txnindex")
+
+	out, stderr, err := runCmd(t, "dump-log", logPath, "--records")
+	if err != nil {
+		t.Fatalf("dump-log: %v (%s)\n%s", err, stderr, out)
+	}
+	for _, want := range []string{
+		"baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 7 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: false ",
+		"baseOffset: 2 lastOffset: 2 count: 1 baseSequence: 0 lastSequence: 0 producerId: 8 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: false ",
+		"baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: 8 producerEpoch: 1 partitionLeaderEpoch: 0 isTransactional: true isControl: true ",
+		"isvalid: true endTxnMarker: COMMIT coordinatorEpoch: 5\n",
+		"| offset: 3 CreateTime: 1001 endTxnMarker: COMMIT coordinatorEpoch: 5\n",
+		"baseOffset: 4 lastOffset: 4 count: 1 baseSequence: -1 lastSequence: -1 producerId: 7 producerEpoch: 1 partitionLeaderEpoch: 0 isTransactional: true isControl: true ",
+		"isvalid: true endTxnMarker: ABORT coordinatorEpoch: 6\n",
+		"Dumping " + idxPath + "\nabortedTxn: producerId: 7 firstOffset: 0 lastOffset: 4 lastStableOffset: 5 position: 0\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A torn .txnindex: the entries before the tear are printed, the error
+	// names the file and the position, and the file is left as it was.
+	idx, err := os.ReadFile(idxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := append(idx, 1, 2, 3, 4, 5)
+	if err := os.WriteFile(idxPath, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runCmd(t, "dump-log", idxPath)
+	if err == nil || !strings.Contains(err.Error(), idxPath) || !strings.Contains(err.Error(), "position 32: torn entry") {
+		t.Errorf("torn .txnindex: err = %v", err)
+	}
+	if !strings.Contains(out, "abortedTxn: producerId: 7 firstOffset: 0 lastOffset: 4 lastStableOffset: 5") {
+		t.Errorf("torn .txnindex: entry before the tear not printed:\n%s", out)
+	}
+	if after, _ := os.ReadFile(idxPath); !bytes.Equal(after, torn) {
+		t.Errorf("dump-log changed %s: %x, was %x", idxPath, after, torn)
+	}
+	// Dumping the .log reports the index beside it the same way.
+	if _, _, err := runCmd(t, "dump-log", logPath); err == nil || !strings.Contains(err.Error(), idxPath) {
+		t.Errorf("torn .txnindex beside the .log: err = %v", err)
 	}
 }

@@ -129,6 +129,9 @@ func (e *env) topicList(ctx context.Context, args []string) error {
 
 // partitionJSON is one partition in "topic describe --output json".
 // AddingReplicas and RemovingReplicas are [] unless a reassignment runs.
+// HighWatermark and LastStableOffset are the leader's (ListOffsets LATEST
+// under read_uncommitted and read_committed), null when it did not answer
+// in time.
 type partitionJSON struct {
 	Partition        int32   `json:"partition"`
 	Leader           int32   `json:"leader"`
@@ -137,7 +140,14 @@ type partitionJSON struct {
 	ISR              []int32 `json:"isr"`
 	AddingReplicas   []int32 `json:"adding_replicas"`
 	RemovingReplicas []int32 `json:"removing_replicas"`
+	HighWatermark    *int64  `json:"high_watermark"`
+	LastStableOffset *int64  `json:"last_stable_offset"`
 }
+
+// describeOffsetsBudget bounds the time topic describe spends asking
+// leaders for offsets, so that a cluster with a leader down still gets
+// described (its partitions' offsets shown as unknown).
+const describeOffsetsBudget = 3 * time.Second
 
 type topicJSON struct {
 	Name       string            `json:"name"`
@@ -179,8 +189,23 @@ func (e *env) topicDescribe(ctx context.Context, args []string) error {
 	reassigning := false
 	for _, p := range tm.Partitions {
 		out.Partitions = append(out.Partitions, partitionJSON{p.Partition, p.LeaderId, p.LeaderEpoch, nonNil(p.Replicas), nonNil(p.Isr),
-			nonNil(p.AddingReplicas), nonNil(p.RemovingReplicas)})
+			nonNil(p.AddingReplicas), nonNil(p.RemovingReplicas), nil, nil})
 		reassigning = reassigning || len(p.AddingReplicas)+len(p.RemovingReplicas) > 0
+	}
+	octx, cancel := context.WithTimeout(ctx, describeOffsetsBudget)
+	var unknown []string
+	for i := range out.Partitions {
+		p := &out.Partitions[i]
+		hw, lso, err := c.Watermarks(octx, out.Name, p.Partition)
+		if err != nil {
+			unknown = append(unknown, fmt.Sprintf("%d (%v)", p.Partition, err))
+			continue
+		}
+		p.HighWatermark, p.LastStableOffset = &hw, &lso
+	}
+	cancel()
+	if len(unknown) > 0 {
+		fmt.Fprintf(e.stderr, "sluice: topic describe: offsets unknown for partition %s\n", strings.Join(unknown, ", "))
 	}
 	if e.g.json() {
 		return json.NewEncoder(e.stdout).Encode(out)
@@ -189,17 +214,18 @@ func (e *env) topicDescribe(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	// The reassignment columns appear only while one runs.
 	if reassigning {
-		fmt.Fprintln(tw, "PARTITION\tLEADER\tLEADER_EPOCH\tREPLICAS\tISR\tADDING\tREMOVING")
+		fmt.Fprintln(tw, "PARTITION\tLEADER\tLEADER_EPOCH\tREPLICAS\tISR\tHIGH_WATERMARK\tLAST_STABLE_OFFSET\tADDING\tREMOVING")
 	} else {
-		fmt.Fprintln(tw, "PARTITION\tLEADER\tLEADER_EPOCH\tREPLICAS\tISR")
+		fmt.Fprintln(tw, "PARTITION\tLEADER\tLEADER_EPOCH\tREPLICAS\tISR\tHIGH_WATERMARK\tLAST_STABLE_OFFSET")
 	}
 	for _, p := range out.Partitions {
 		if reassigning {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
-				orDash(ints(p.AddingReplicas)), orDash(ints(p.RemovingReplicas)))
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
+				offset(p.HighWatermark), offset(p.LastStableOffset), orDash(ints(p.AddingReplicas)), orDash(ints(p.RemovingReplicas)))
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
+			offset(p.HighWatermark), offset(p.LastStableOffset))
 	}
 	tw.Flush()
 	if len(out.Configs) > 0 {
@@ -394,4 +420,12 @@ func ints(v []int32) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// offset prints an offset, or "-" when it is unknown.
+func offset(o *int64) string {
+	if o == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*o, 10)
 }

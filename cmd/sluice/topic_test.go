@@ -27,6 +27,32 @@ type fakeAdmin struct {
 	doneAfter int
 	polls     int
 	refuse    sluicev1.ErrorCode
+	// hw and lso are m-0's offsets as fakeLog answers ListOffsets LATEST;
+	// offsetsErr, when set, is its answer instead.
+	hw, lso    int64
+	offsetsErr sluicev1.ErrorCode
+}
+
+// fakeLog is the Log service beside fakeAdmin: it answers ListOffsets
+// LATEST for m-0 with f's hw (read_uncommitted) or lso (read_committed,
+// the default), as the broker does.
+type fakeLog struct {
+	sluicev1.UnimplementedLogServer
+	f *fakeAdmin
+}
+
+func (l fakeLog) ListOffsets(_ context.Context, req *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error) {
+	l.f.mu.Lock()
+	defer l.f.mu.Unlock()
+	p := &sluicev1.ListOffsetsPartitionResponse{Partition: 0, Offset: l.f.lso, ErrorCode: l.f.offsetsErr}
+	if req.IsolationLevel == sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED {
+		p.Offset = l.f.hw
+	}
+	if len(req.Topics) != 1 || req.Topics[0].Name != "m" || len(req.Topics[0].Partitions) != 1 ||
+		req.Topics[0].Partitions[0].Spec != sluicev1.OffsetSpec_OFFSET_SPEC_LATEST {
+		p.ErrorCode = sluicev1.ErrorCode_INVALID_REQUEST
+	}
+	return &sluicev1.ListOffsetsResponse{Topics: []*sluicev1.ListOffsetsTopicResponse{{Name: "m", Partitions: []*sluicev1.ListOffsetsPartitionResponse{p}}}}, nil
 }
 
 func startFakeAdmin(t *testing.T, doneAfter int) *fakeAdmin {
@@ -35,9 +61,10 @@ func startFakeAdmin(t *testing.T, doneAfter int) *fakeAdmin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeAdmin{addr: l.Addr().String(), doneAfter: doneAfter}
+	f := &fakeAdmin{addr: l.Addr().String(), doneAfter: doneAfter, hw: 10, lso: 7}
 	s := grpc.NewServer()
 	sluicev1.RegisterAdminServer(s, f)
+	sluicev1.RegisterLogServer(s, fakeLog{f: f})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Serve(l) }()
 	t.Cleanup(func() { s.Stop(); <-done })
@@ -151,8 +178,8 @@ func TestTopicDescribeShowsReassignment(t *testing.T) {
 		t.Fatalf("%v: %s", err, stderr)
 	}
 	lines := strings.Split(out, "\n")
-	if len(lines) < 3 || strings.Join(strings.Fields(lines[1]), " ") != "PARTITION LEADER LEADER_EPOCH REPLICAS ISR ADDING REMOVING" ||
-		strings.Join(strings.Fields(lines[2]), " ") != "0 1 4 1,3,2 1,2 3 2" {
+	if len(lines) < 3 || strings.Join(strings.Fields(lines[1]), " ") != "PARTITION LEADER LEADER_EPOCH REPLICAS ISR HIGH_WATERMARK LAST_STABLE_OFFSET ADDING REMOVING" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "0 1 4 1,3,2 1,2 10 7 3 2" {
 		t.Errorf("text:\n%s", out)
 	}
 	out, stderr, err = runCmd(t, "--brokers", f.addr, "--output", "json", "topic", "describe", "m")
@@ -176,5 +203,48 @@ func TestTopicDescribeShowsReassignment(t *testing.T) {
 	out, _, _ = runCmd(t, "--brokers", f.addr, "topic", "describe", "m")
 	if strings.Contains(out, "ADDING") {
 		t.Errorf("reassignment columns without a reassignment:\n%s", out)
+	}
+}
+
+// describe shows each partition's last stable offset beside its high
+// watermark, as the leader answers ListOffsets LATEST under read_committed
+// and read_uncommitted; when the leader does not answer, the partition is
+// still described, its offsets unknown ("-", null) and the reason on
+// stderr.
+func TestTopicDescribeShowsLastStableOffset(t *testing.T) {
+	f := startFakeAdmin(t, 0)
+	out, stderr, err := runCmd(t, "--brokers", f.addr, "topic", "describe", "m")
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || strings.Join(strings.Fields(lines[1]), " ") != "PARTITION LEADER LEADER_EPOCH REPLICAS ISR HIGH_WATERMARK LAST_STABLE_OFFSET" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "0 1 4 1,3 1,3 10 7" {
+		t.Errorf("text:\n%s", out)
+	}
+	out, stderr, err = runCmd(t, "--brokers", f.addr, "--output", "json", "topic", "describe", "m")
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	if !strings.Contains(out, `"high_watermark":10,"last_stable_offset":7`) {
+		t.Errorf("json: %s", out)
+	}
+
+	f.mu.Lock()
+	f.offsetsErr = sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER
+	f.mu.Unlock()
+	out, stderr, err = runCmd(t, "--brokers", f.addr, "topic", "describe", "m")
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	if lines = strings.Split(out, "\n"); len(lines) < 3 || strings.Join(strings.Fields(lines[2]), " ") != "0 1 4 1,3 1,3 - -" {
+		t.Errorf("text without offsets:\n%s", out)
+	}
+	if !strings.Contains(stderr, "offsets unknown for partition 0") || !strings.Contains(stderr, "NOT_LEADER_OR_FOLLOWER") {
+		t.Errorf("stderr without offsets: %q", stderr)
+	}
+	out, _, _ = runCmd(t, "--brokers", f.addr, "--output", "json", "topic", "describe", "m")
+	if !strings.Contains(out, `"high_watermark":null,"last_stable_offset":null`) {
+		t.Errorf("json without offsets: %s", out)
 	}
 }
