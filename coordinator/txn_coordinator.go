@@ -241,7 +241,7 @@ func (c *TransactionCoordinator) routeLocked(id string) (*statePartition, error)
 			"this node is not the coordinator of transactional id %q (%s partition %d)", id, txn.StateTopic, p)
 	case ps.loadErr != nil:
 		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE,
-			"%s partition %d could not be loaded: %v", txn.StateTopic, p, ps.loadErr)
+			"%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.loadErr)
 	case ps.loading:
 		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS,
 			"%s partition %d is loading; retry", txn.StateTopic, p)

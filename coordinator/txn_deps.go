@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
@@ -124,7 +125,11 @@ func (l ReplicaStateLog) AppendCommitted(ctx context.Context, tp cluster.TopicPa
 func (l ReplicaStateLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, lastOffset int64) error {
 	p, err := l.leading(tp, leaderEpoch)
 	if err != nil {
-		return errs.New(errs.Code(err), "%v; %w", errs.Message(err), cluster.ErrCommitUnknown)
+		// Keep both causes: why the wait could not go on, and that the
+		// append's outcome is unknown.
+		e := errs.New(errs.Code(err), "%s; %w", errs.Message(err), cluster.ErrCommitUnknown)
+		e.Cause = errors.Join(err, cluster.ErrCommitUnknown)
+		return e
 	}
 	return p.WaitCommitted(ctx, lastOffset)
 }

@@ -74,7 +74,7 @@ func (c *TransactionCoordinator) List(f ListFilter) ([]TransactionListing, error
 	var out []TransactionListing
 	for p, ps := range c.partitions {
 		if ps.loadErr != nil {
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %v", txn.StateTopic, p, ps.loadErr)
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.loadErr)
 		}
 		if ps.loading {
 			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", txn.StateTopic, p)

@@ -134,14 +134,14 @@ func EncodeRecord(m Metadata) (key, value []byte, err error) {
 func DecodeRecord(key, value []byte) (Metadata, error) {
 	id := string(key)
 	if err := ValidateTransactionalID(id); err != nil {
-		return Metadata{}, fmt.Errorf("%w: key: %v", ErrCorruptRecord, err)
+		return Metadata{}, fmt.Errorf("%w: key: %w", ErrCorruptRecord, err)
 	}
 	if len(value) == 0 {
 		return Metadata{TransactionalID: id, State: Dead}, nil
 	}
 	var vo versionOnly
 	if err := json.Unmarshal(value, &vo); err != nil {
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: %v", ErrCorruptRecord, id, err)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: %w", ErrCorruptRecord, id, err)
 	}
 	switch {
 	case vo.Version == nil || *vo.Version < 1:
@@ -153,7 +153,7 @@ func DecodeRecord(key, value []byte) (Metadata, error) {
 	var v recordValue
 	d := json.NewDecoder(bytes.NewReader(value))
 	if err := d.Decode(&v); err != nil {
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: %v", ErrCorruptRecord, id, err)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: %w", ErrCorruptRecord, id, err)
 	}
 	if d.More() {
 		return Metadata{}, fmt.Errorf("%w: transactional id %q: trailing data after the value", ErrCorruptRecord, id)

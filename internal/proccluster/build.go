@@ -50,7 +50,7 @@ func Build(ctx context.Context, root, dir string) (Binaries, error) {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 		cmd.Dir = root
 		if msg, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("proccluster: go build ./cmd/%s: %v\n%s", name, err, strings.TrimSpace(string(msg)))
+			return Binaries{}, fmt.Errorf("proccluster: go build ./cmd/%s: %w\n%s", name, err, strings.TrimSpace(string(msg)))
 		}
 	}
 	return b, nil
