@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -49,12 +50,7 @@ func (c *TransactionCoordinator) InitProducerID(ctx context.Context, req InitPro
 		return ProducerIDAndEpoch{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST,
 			"producer id %d given without its epoch", req.ProducerID)
 	}
-	ps, m, err := c.acquire(req.TransactionalID)
-	if err != nil {
-		return ProducerIDAndEpoch{}, err
-	}
-	now := c.now()
-	r, err := c.decide(ctx, func(newPID int64) txn.Result {
+	return c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, newPID int64, now time.Time) txn.Result {
 		return txn.InitProducerID(m, txn.InitProducerIDRequest{
 			TransactionalID: req.TransactionalID,
 			TimeoutMs:       req.TimeoutMs,
@@ -63,11 +59,6 @@ func (c *TransactionCoordinator) InitProducerID(ctx context.Context, req InitPro
 			NewProducerID:   newPID,
 		}, now)
 	})
-	if err != nil {
-		c.release(ps, req.TransactionalID)
-		return ProducerIDAndEpoch{}, err
-	}
-	return c.answer(ctx, ps, req.TransactionalID, r)
 }
 
 // AddPartitionsRequest is an AddPartitionsToTxn from a partition leader
@@ -87,17 +78,14 @@ func (c *TransactionCoordinator) AddPartitions(ctx context.Context, req AddParti
 	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
 		return err
 	}
-	ps, m, err := c.acquire(req.TransactionalID)
-	if err != nil {
-		return err
-	}
-	r := txn.AddPartitions(m, txn.AddPartitionsRequest{
-		TransactionalID: req.TransactionalID,
-		ProducerID:      req.ProducerID,
-		ProducerEpoch:   req.ProducerEpoch,
-		Partitions:      req.Partitions,
-	}, c.now())
-	_, err = c.answer(ctx, ps, req.TransactionalID, r)
+	_, err := c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, _ int64, now time.Time) txn.Result {
+		return txn.AddPartitions(m, txn.AddPartitionsRequest{
+			TransactionalID: req.TransactionalID,
+			ProducerID:      req.ProducerID,
+			ProducerEpoch:   req.ProducerEpoch,
+			Partitions:      req.Partitions,
+		}, now)
+	})
 	return err
 }
 
@@ -119,12 +107,7 @@ func (c *TransactionCoordinator) EndTxn(ctx context.Context, req EndTxnRequest) 
 	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
 		return ProducerIDAndEpoch{}, err
 	}
-	ps, m, err := c.acquire(req.TransactionalID)
-	if err != nil {
-		return ProducerIDAndEpoch{}, err
-	}
-	now := c.now()
-	r, err := c.decide(ctx, func(newPID int64) txn.Result {
+	return c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, newPID int64, now time.Time) txn.Result {
 		return txn.EndTxn(m, txn.EndTxnRequest{
 			TransactionalID: req.TransactionalID,
 			ProducerID:      req.ProducerID,
@@ -133,11 +116,24 @@ func (c *TransactionCoordinator) EndTxn(ctx context.Context, req EndTxnRequest) 
 			NewProducerID:   newPID,
 		}, now)
 	})
+}
+
+// serve runs one request for id on its in-flight slot: core decides
+// (called again with a fresh producer id when it asks for one), the
+// result is persisted and applied (answer), and the slot is released on
+// every path.
+func (c *TransactionCoordinator) serve(ctx context.Context, id string, core func(m *txn.Metadata, newPID int64, now time.Time) txn.Result) (ProducerIDAndEpoch, error) {
+	ps, m, err := c.acquire(id)
 	if err != nil {
-		c.release(ps, req.TransactionalID)
 		return ProducerIDAndEpoch{}, err
 	}
-	return c.answer(ctx, ps, req.TransactionalID, r)
+	now := c.now()
+	r, err := c.decide(ctx, func(newPID int64) txn.Result { return core(m, newPID, now) })
+	if err != nil {
+		c.release(ps, id)
+		return ProducerIDAndEpoch{}, err
+	}
+	return c.answer(ctx, ps, id, r)
 }
 
 // answer persists and applies r (transition) and returns its answer.
