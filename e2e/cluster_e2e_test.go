@@ -50,8 +50,8 @@ func without(ids []int32, drop ...int32) []int32 {
 	return slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { return slices.Contains(drop, id) })
 }
 
-// broker returns broker id in s.
-func (s clusterJSON) broker(id int32) (brokerJSON, bool) {
+// brokerIn returns broker id in s.
+func brokerIn(s clusterJSON, id int32) (brokerJSON, bool) {
 	for _, b := range s.Brokers {
 		if b.ID == id {
 			return b, true
@@ -60,8 +60,8 @@ func (s clusterJSON) broker(id int32) (brokerJSON, bool) {
 	return brokerJSON{}, false
 }
 
-// voter returns voter id's state in s.
-func (s clusterJSON) voter(id int32) (voterJSON, bool) {
+// voterIn returns voter id's state in s.
+func voterIn(s clusterJSON, id int32) (voterJSON, bool) {
 	for _, v := range s.Quorum {
 		if v.ID == id {
 			return v, true
@@ -80,7 +80,7 @@ func checkHealthy(s clusterJSON, ids []int32) error {
 		return fmt.Errorf("controller_leader %d, want one of %v", s.ControllerLeader, ids)
 	}
 	for _, id := range ids {
-		b, ok := s.broker(id)
+		b, ok := brokerIn(s, id)
 		if !ok || b.Fenced {
 			return fmt.Errorf("broker %d registered %v fenced %v, want registered and unfenced (brokers %+v)", id, ok, b.Fenced, s.Brokers)
 		}
@@ -136,7 +136,7 @@ func TestClusterControllerLeaderKilled(t *testing.T) {
 		return checkHealthy(st, all)
 	})
 	leader := st.ControllerLeader
-	before, _ := st.broker(leader)
+	before, _ := brokerIn(st, leader)
 	desc, err := c.describe(all, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestClusterControllerLeaderKilled(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if b, ok := s.broker(leader); !ok || !b.Fenced {
+		if b, ok := brokerIn(s, leader); !ok || !b.Fenced {
 			return fmt.Errorf("broker %d: %+v (registered %v), want fenced", leader, b, ok)
 		}
 		return nil
@@ -192,11 +192,11 @@ func TestClusterControllerLeaderKilled(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		b, ok := s.broker(leader)
+		b, ok := brokerIn(s, leader)
 		if !ok || b.Fenced || b.Epoch <= before.Epoch {
 			return fmt.Errorf("broker %d: %+v (registered %v), want unfenced with epoch > %d", leader, b, ok, before.Epoch)
 		}
-		if v, ok := s.voter(leader); !ok || v.State == "unreachable" {
+		if v, ok := voterIn(s, leader); !ok || v.State == "unreachable" {
 			return fmt.Errorf("voter %d: %+v, want back in the quorum", leader, v)
 		}
 		return nil
@@ -266,7 +266,7 @@ func TestClusterFiveVotersLoseTwoThenThree(t *testing.T) {
 			return err
 		}
 		for _, id := range []int32{leader, other} {
-			if b, ok := st.broker(id); !ok || !b.Fenced {
+			if b, ok := brokerIn(st, id); !ok || !b.Fenced {
 				return fmt.Errorf("broker %d: %+v (registered %v), want fenced", id, b, ok)
 			}
 		}

@@ -37,7 +37,7 @@ func BenchmarkFailover(b *testing.B) {
 			return checkHealthy(st, all)
 		})
 		leader := st.ControllerLeader
-		before, _ := st.broker(leader)
+		before, _ := brokerIn(st, leader)
 		topic := fmt.Sprintf("failover-%d", i)
 		c.createTopic(20*time.Second, all, topic, topicFlags...)
 		c.eventually(10*time.Second, "topic "+topic+" led by every node", func() error {
@@ -79,7 +79,7 @@ func BenchmarkFailover(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			if bk, ok := s.broker(leader); !ok || bk.Fenced || bk.Epoch <= before.Epoch {
+			if bk, ok := brokerIn(s, leader); !ok || bk.Fenced || bk.Epoch <= before.Epoch {
 				return fmt.Errorf("broker %d: %+v (registered %v), want unfenced with epoch > %d", leader, bk, ok, before.Epoch)
 			}
 			return nil

@@ -459,7 +459,7 @@ func TestReplicationFollowerPausedShrinksISR(t *testing.T) {
 	})
 	t.Logf("ISR %v %v after the SIGSTOP", shrunk.ISR, time.Since(pausedAt).Round(time.Millisecond))
 	if s, err := c.status(live); err == nil {
-		b, _ := s.broker(paused)
+		b, _ := brokerIn(s, paused)
 		how := "the leader's lag check (AlterPartition)"
 		if b.Fenced {
 			how = "fencing (gossip reported the node gone)"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/cmd/sluice/output"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -21,23 +22,8 @@ const benchUsage = `usage: sluice bench produce --topic T [--records N] [--recor
        sluice bench consume --topic T [--records N]
 `
 
-// benchResult is the final summary of a benchmark.
-type benchResult struct {
-	Mode          string  `json:"mode"`
-	Topic         string  `json:"topic"`
-	Records       int64   `json:"records"`
-	RecordSize    int     `json:"record_size,omitempty"`
-	Bytes         int64   `json:"bytes"`
-	Seconds       float64 `json:"seconds"`
-	RecordsPerSec float64 `json:"records_per_sec"`
-	MBPerSec      float64 `json:"mb_per_sec"`
-	LatencyWhat   string  `json:"latency"`
-	LatencyP50Ms  float64 `json:"latency_p50_ms"`
-	LatencyP99Ms  float64 `json:"latency_p99_ms"`
-	LatencyP999Ms float64 `json:"latency_p999_ms"`
-	LatencyMeanMs float64 `json:"latency_mean_ms"`
-	Errors        int64   `json:"errors"`
-}
+// benchResult is the final summary of a benchmark (cmd/sluice/output).
+type benchResult = output.BenchResult
 
 func (e *env) bench(ctx context.Context, args []string) error {
 	if len(args) == 0 || (args[0] != "produce" && args[0] != "consume") {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/sluice-io/sluice/cmd/sluice/output"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -48,46 +49,12 @@ func (e *env) clusterStatus(ctx context.Context, args []string) error {
 	return writeClusterStatus(e.stdout, resp, e.g.json())
 }
 
-// clusterJSON is "cluster status --output json": one object, keys always
-// present, lists never null. docs/operations.md documents every field; keep
-// the two in step.
-type clusterJSON struct {
-	ClusterID      string `json:"cluster_id"`
-	NodeID         int32  `json:"node_id"`
-	MetadataOffset uint64 `json:"metadata_offset"`
-	// ControllerLeader is 0 when no leader is known.
-	ControllerLeader int32 `json:"controller_leader"`
-	// Voters are the voters' node ids, ascending.
-	Voters []int32 `json:"voters"`
-	// Quorum is one entry per voter, in the order of Voters.
-	Quorum []voterJSON `json:"quorum"`
-	// Brokers are ascending by id.
-	Brokers                   []brokerJSON `json:"brokers"`
-	OfflinePartitions         int32        `json:"offline_partitions"`
-	UnderReplicatedPartitions int32        `json:"under_replicated_partitions"`
-}
-
-// voterJSON is one controller voter in clusterJSON.Quorum.
-type voterJSON struct {
-	ID           int32  `json:"id"`
-	RaftAddress  string `json:"raft_address"`
-	Address      string `json:"address"`
-	State        string `json:"state"`
-	Term         uint64 `json:"term"`
-	LastLogIndex uint64 `json:"last_log_index"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-}
-
-// brokerJSON is one registered broker in clusterJSON.Brokers.
-type brokerJSON struct {
-	ID               int32  `json:"id"`
-	Address          string `json:"address"`
-	Rack             string `json:"rack"`
-	Epoch            int64  `json:"epoch"`
-	Fenced           bool   `json:"fenced"`
-	LeaderPartitions int32  `json:"leader_partitions"`
-}
+// "cluster status --output json" (cmd/sluice/output).
+type (
+	clusterJSON = output.Cluster
+	voterJSON   = output.Voter
+	brokerJSON  = output.Broker
+)
 
 // newClusterJSON converts a DescribeCluster answer (nil allowed) into the
 // CLI's stable JSON shape: voters and brokers sorted by id, nil entries

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/cmd/sluice/output"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -127,33 +128,17 @@ func (e *env) topicList(ctx context.Context, args []string) error {
 	return nil
 }
 
-// partitionJSON is one partition in "topic describe --output json".
-// AddingReplicas and RemovingReplicas are [] unless a reassignment runs.
-// HighWatermark and LastStableOffset are the leader's (ListOffsets LATEST
-// under read_uncommitted and read_committed), null when it did not answer
-// in time.
-type partitionJSON struct {
-	Partition        int32   `json:"partition"`
-	Leader           int32   `json:"leader"`
-	LeaderEpoch      int32   `json:"leader_epoch"`
-	Replicas         []int32 `json:"replicas"`
-	ISR              []int32 `json:"isr"`
-	AddingReplicas   []int32 `json:"adding_replicas"`
-	RemovingReplicas []int32 `json:"removing_replicas"`
-	HighWatermark    *int64  `json:"high_watermark"`
-	LastStableOffset *int64  `json:"last_stable_offset"`
-}
+// The CLI's JSON documents are defined in cmd/sluice/output (the e2e
+// suites decode them with the same types).
+type (
+	partitionJSON = output.Partition
+	topicJSON     = output.Topic
+)
 
 // describeOffsetsBudget bounds the time topic describe spends asking
 // leaders for offsets, so that a cluster with a leader down still gets
 // described (its partitions' offsets shown as unknown).
 const describeOffsetsBudget = 3 * time.Second
-
-type topicJSON struct {
-	Name       string            `json:"name"`
-	Partitions []partitionJSON   `json:"partitions"`
-	Configs    map[string]string `json:"configs"`
-}
 
 func (e *env) topicDescribe(ctx context.Context, args []string) error {
 	fs := e.newFlags("topic describe", "topic describe NAME")
@@ -188,8 +173,8 @@ func (e *env) topicDescribe(ctx context.Context, args []string) error {
 	}
 	reassigning := false
 	for _, p := range tm.Partitions {
-		out.Partitions = append(out.Partitions, partitionJSON{p.Partition, p.LeaderId, p.LeaderEpoch, nonNil(p.Replicas), nonNil(p.Isr),
-			nonNil(p.AddingReplicas), nonNil(p.RemovingReplicas), nil, nil})
+		out.Partitions = append(out.Partitions, partitionJSON{Partition: p.Partition, Leader: p.LeaderId, LeaderEpoch: p.LeaderEpoch,
+			Replicas: nonNil(p.Replicas), ISR: nonNil(p.Isr), AddingReplicas: nonNil(p.AddingReplicas), RemovingReplicas: nonNil(p.RemovingReplicas)})
 		reassigning = reassigning || len(p.AddingReplicas)+len(p.RemovingReplicas) > 0
 	}
 	octx, cancel := context.WithTimeout(ctx, describeOffsetsBudget)

@@ -1,0 +1,88 @@
+// Package output holds the documents the sluice CLI prints with
+// --output json (and bench's summary): the CLI fills them, and the
+// end-to-end suites decode them with the same types, so the JSON shape has
+// one definition. docs/operations.md documents every field; keep the two
+// in step.
+package output
+
+// Cluster is "cluster status --output json": one object, keys always
+// present, lists never null. docs/operations.md documents every field; keep
+// the two in step.
+type Cluster struct {
+	ClusterID      string `json:"cluster_id"`
+	NodeID         int32  `json:"node_id"`
+	MetadataOffset uint64 `json:"metadata_offset"`
+	// ControllerLeader is 0 when no leader is known.
+	ControllerLeader int32 `json:"controller_leader"`
+	// Voters are the voters' node ids, ascending.
+	Voters []int32 `json:"voters"`
+	// Quorum is one entry per voter, in the order of Voters.
+	Quorum []Voter `json:"quorum"`
+	// Brokers are ascending by id.
+	Brokers                   []Broker `json:"brokers"`
+	OfflinePartitions         int32    `json:"offline_partitions"`
+	UnderReplicatedPartitions int32    `json:"under_replicated_partitions"`
+}
+
+// Voter is one controller voter in Cluster.Quorum.
+type Voter struct {
+	ID           int32  `json:"id"`
+	RaftAddress  string `json:"raft_address"`
+	Address      string `json:"address"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	LastLogIndex uint64 `json:"last_log_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+// Broker is one registered broker in Cluster.Brokers.
+type Broker struct {
+	ID               int32  `json:"id"`
+	Address          string `json:"address"`
+	Rack             string `json:"rack"`
+	Epoch            int64  `json:"epoch"`
+	Fenced           bool   `json:"fenced"`
+	LeaderPartitions int32  `json:"leader_partitions"`
+}
+
+// Partition is one partition in "topic describe --output json".
+// AddingReplicas and RemovingReplicas are [] unless a reassignment runs.
+// HighWatermark and LastStableOffset are the leader's (ListOffsets LATEST
+// under read_uncommitted and read_committed), null when it did not answer
+// in time.
+type Partition struct {
+	Partition        int32   `json:"partition"`
+	Leader           int32   `json:"leader"`
+	LeaderEpoch      int32   `json:"leader_epoch"`
+	Replicas         []int32 `json:"replicas"`
+	ISR              []int32 `json:"isr"`
+	AddingReplicas   []int32 `json:"adding_replicas"`
+	RemovingReplicas []int32 `json:"removing_replicas"`
+	HighWatermark    *int64  `json:"high_watermark"`
+	LastStableOffset *int64  `json:"last_stable_offset"`
+}
+
+type Topic struct {
+	Name       string            `json:"name"`
+	Partitions []Partition       `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+}
+
+// BenchResult is the final summary of a benchmark.
+type BenchResult struct {
+	Mode          string  `json:"mode"`
+	Topic         string  `json:"topic"`
+	Records       int64   `json:"records"`
+	RecordSize    int     `json:"record_size,omitempty"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	LatencyWhat   string  `json:"latency"`
+	LatencyP50Ms  float64 `json:"latency_p50_ms"`
+	LatencyP99Ms  float64 `json:"latency_p99_ms"`
+	LatencyP999Ms float64 `json:"latency_p999_ms"`
+	LatencyMeanMs float64 `json:"latency_mean_ms"`
+	Errors        int64   `json:"errors"`
+}
