@@ -86,6 +86,10 @@ const (
 	ErrorCode_INELIGIBLE_REPLICA ErrorCode = 107
 	// The partition's leader changed while the request was in flight.
 	ErrorCode_NEW_LEADER_ELECTED ErrorCode = 108
+	// KIP-890: the transaction cannot go on (e.g. a partition leader could
+	// not add a partition to it); the producer aborts it and may start a
+	// new one with the same producer id and epoch.
+	ErrorCode_TRANSACTION_ABORTABLE ErrorCode = 120
 )
 
 // Enum value maps for ErrorCode.
@@ -140,6 +144,7 @@ var (
 		95:  "INVALID_UPDATE_VERSION",
 		107: "INELIGIBLE_REPLICA",
 		108: "NEW_LEADER_ELECTED",
+		120: "TRANSACTION_ABORTABLE",
 	}
 	ErrorCode_value = map[string]int32{
 		"NONE":                             0,
@@ -191,6 +196,7 @@ var (
 		"INVALID_UPDATE_VERSION":           95,
 		"INELIGIBLE_REPLICA":               107,
 		"NEW_LEADER_ELECTED":               108,
+		"TRANSACTION_ABORTABLE":            120,
 	}
 )
 
@@ -245,7 +251,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\x85\v\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xa0\v\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -296,7 +302,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x1c\n" +
-	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01:A\n" +
+	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
+	"\x15TRANSACTION_ABORTABLE\x10x:A\n" +
 	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (

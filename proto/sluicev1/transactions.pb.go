@@ -21,13 +21,72 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CoordinatorKeyType selects what a FindCoordinator key names.
+type CoordinatorKeyType int32
+
+const (
+	// Treated as COORDINATOR_KEY_TYPE_TRANSACTION.
+	CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED CoordinatorKeyType = 0
+	CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION CoordinatorKeyType = 1
+	// Consumer groups (not served yet: INVALID_REQUEST).
+	CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP CoordinatorKeyType = 2
+)
+
+// Enum value maps for CoordinatorKeyType.
+var (
+	CoordinatorKeyType_name = map[int32]string{
+		0: "COORDINATOR_KEY_TYPE_UNSPECIFIED",
+		1: "COORDINATOR_KEY_TYPE_TRANSACTION",
+		2: "COORDINATOR_KEY_TYPE_GROUP",
+	}
+	CoordinatorKeyType_value = map[string]int32{
+		"COORDINATOR_KEY_TYPE_UNSPECIFIED": 0,
+		"COORDINATOR_KEY_TYPE_TRANSACTION": 1,
+		"COORDINATOR_KEY_TYPE_GROUP":       2,
+	}
+)
+
+func (x CoordinatorKeyType) Enum() *CoordinatorKeyType {
+	p := new(CoordinatorKeyType)
+	*p = x
+	return p
+}
+
+func (x CoordinatorKeyType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CoordinatorKeyType) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_transactions_proto_enumTypes[0].Descriptor()
+}
+
+func (CoordinatorKeyType) Type() protoreflect.EnumType {
+	return &file_sluice_v1_transactions_proto_enumTypes[0]
+}
+
+func (x CoordinatorKeyType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CoordinatorKeyType.Descriptor instead.
+func (CoordinatorKeyType) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{0}
+}
+
 type InitProducerIdRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty for an idempotent (non-transactional) producer.
-	TransactionalId      string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	TransactionTimeoutMs int32  `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// transaction.timeout.ms; 0 means the default (60 s). Above the
+	// broker's transaction.max.timeout.ms: INVALID_TRANSACTION_TIMEOUT.
+	TransactionTimeoutMs int32 `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// KIP-360: a transactional producer that already has an id and epoch
+	// (after an abortable error) sends them to get the next epoch; 0 or -1
+	// means none.
+	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InitProducerIdRequest) Reset() {
@@ -70,6 +129,20 @@ func (x *InitProducerIdRequest) GetTransactionalId() string {
 func (x *InitProducerIdRequest) GetTransactionTimeoutMs() int32 {
 	if x != nil {
 		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *InitProducerIdRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerIdRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
 	}
 	return 0
 }
@@ -142,23 +215,912 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
+type FindCoordinatorRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyType       CoordinatorKeyType     `protobuf:"varint,1,opt,name=key_type,json=keyType,proto3,enum=sluice.v1.CoordinatorKeyType" json:"key_type,omitempty"`
+	Keys          []string               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindCoordinatorRequest) Reset() {
+	*x = FindCoordinatorRequest{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindCoordinatorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindCoordinatorRequest) ProtoMessage() {}
+
+func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
+func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FindCoordinatorRequest) GetKeyType() CoordinatorKeyType {
+	if x != nil {
+		return x.KeyType
+	}
+	return CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED
+}
+
+func (x *FindCoordinatorRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type FindCoordinatorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Coordinators  []*Coordinator         `protobuf:"bytes,1,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindCoordinatorResponse) Reset() {
+	*x = FindCoordinatorResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindCoordinatorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindCoordinatorResponse) ProtoMessage() {}
+
+func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
+func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FindCoordinatorResponse) GetCoordinators() []*Coordinator {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
+type Coordinator struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Key          string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// -1 on error.
+	NodeId int32 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// host:port of the coordinator's gRPC listener.
+	Address       string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Coordinator) Reset() {
+	*x = Coordinator{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Coordinator) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Coordinator) ProtoMessage() {}
+
+func (x *Coordinator) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Coordinator.ProtoReflect.Descriptor instead.
+func (*Coordinator) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Coordinator) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Coordinator) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *Coordinator) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *Coordinator) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *Coordinator) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type EndTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// true commits, false aborts.
+	Committed     bool `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EndTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *EndTxnRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *EndTxnRequest) GetCommitted() bool {
+	if x != nil {
+		return x.Committed
+	}
+	return false
+}
+
+type EndTxnResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The producer id and epoch for the next transaction (TV2 bumps the
+	// epoch at every end; at the epoch limit a new producer id at epoch 0).
+	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EndTxnResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *EndTxnResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *EndTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type DescribeTransactionsRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalIds []string               `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsRequest) Reset() {
+	*x = DescribeTransactionsRequest{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return nil
+}
+
+type DescribeTransactionsResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	TransactionStates []*TransactionState    `protobuf:"bytes,1,rep,name=transaction_states,json=transactionStates,proto3" json:"transaction_states,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse) Reset() {
+	*x = DescribeTransactionsResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DescribeTransactionsResponse) GetTransactionStates() []*TransactionState {
+	if x != nil {
+		return x.TransactionStates
+	}
+	return nil
+}
+
+type TransactionState struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode       ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage    string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	TransactionalId string                 `protobuf:"bytes,3,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit,
+	// CompleteAbort, PrepareEpochFence or Dead.
+	State                string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	ProducerId           int64  `protobuf:"varint,5,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch        int32  `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	TransactionTimeoutMs int32  `protobuf:"varint,7,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// When the open (or last) transaction started; -1 if none has.
+	TransactionStartTimeMs int64 `protobuf:"varint,8,opt,name=transaction_start_time_ms,json=transactionStartTimeMs,proto3" json:"transaction_start_time_ms,omitempty"`
+	LastUpdateTimeMs       int64 `protobuf:"varint,9,opt,name=last_update_time_ms,json=lastUpdateTimeMs,proto3" json:"last_update_time_ms,omitempty"`
+	// The previous and next producer ids (epoch exhaustion, KIP-360); -1 if
+	// none.
+	PreviousProducerId int64 `protobuf:"varint,10,opt,name=previous_producer_id,json=previousProducerId,proto3" json:"previous_producer_id,omitempty"`
+	NextProducerId     int64 `protobuf:"varint,11,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
+	LastProducerEpoch  int32 `protobuf:"varint,12,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
+	// The __transaction_state leader epoch of the coordinator answering.
+	CoordinatorEpoch int32       `protobuf:"varint,13,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	Topics           []*TxnTopic `protobuf:"bytes,14,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TransactionState) Reset() {
+	*x = TransactionState{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionState) ProtoMessage() {}
+
+func (x *TransactionState) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionState.ProtoReflect.Descriptor instead.
+func (*TransactionState) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TransactionState) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *TransactionState) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *TransactionState) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TransactionState) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionState) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TransactionState) GetTransactionTimeoutMs() int32 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *TransactionState) GetTransactionStartTimeMs() int64 {
+	if x != nil {
+		return x.TransactionStartTimeMs
+	}
+	return 0
+}
+
+func (x *TransactionState) GetLastUpdateTimeMs() int64 {
+	if x != nil {
+		return x.LastUpdateTimeMs
+	}
+	return 0
+}
+
+func (x *TransactionState) GetPreviousProducerId() int64 {
+	if x != nil {
+		return x.PreviousProducerId
+	}
+	return 0
+}
+
+func (x *TransactionState) GetNextProducerId() int64 {
+	if x != nil {
+		return x.NextProducerId
+	}
+	return 0
+}
+
+func (x *TransactionState) GetLastProducerEpoch() int32 {
+	if x != nil {
+		return x.LastProducerEpoch
+	}
+	return 0
+}
+
+func (x *TransactionState) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *TransactionState) GetTopics() []*TxnTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type TxnTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnTopic) Reset() {
+	*x = TxnTopic{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnTopic) ProtoMessage() {}
+
+func (x *TxnTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnTopic.ProtoReflect.Descriptor instead.
+func (*TxnTopic) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TxnTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TxnTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only these states (names as in TransactionState.state); empty: all.
+	StateFilters []string `protobuf:"bytes,1,rep,name=state_filters,json=stateFilters,proto3" json:"state_filters,omitempty"`
+	// Only these producer ids; empty: all.
+	ProducerIdFilters []int64 `protobuf:"varint,2,rep,packed,name=producer_id_filters,json=producerIdFilters,proto3" json:"producer_id_filters,omitempty"`
+	// KIP-994: only transactions open for at least this long; 0 or less:
+	// no filter.
+	DurationFilterMs int64 `protobuf:"varint,3,opt,name=duration_filter_ms,json=durationFilterMs,proto3" json:"duration_filter_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListTransactionsRequest) GetStateFilters() []string {
+	if x != nil {
+		return x.StateFilters
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerIdFilters() []int64 {
+	if x != nil {
+		return x.ProducerIdFilters
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetDurationFilterMs() int64 {
+	if x != nil {
+		return x.DurationFilterMs
+	}
+	return 0
+}
+
+type ListTransactionsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Filters naming no known state.
+	UnknownStateFilters []string              `protobuf:"bytes,3,rep,name=unknown_state_filters,json=unknownStateFilters,proto3" json:"unknown_state_filters,omitempty"`
+	TransactionStates   []*TransactionListing `protobuf:"bytes,4,rep,name=transaction_states,json=transactionStates,proto3" json:"transaction_states,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListTransactionsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ListTransactionsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ListTransactionsResponse) GetUnknownStateFilters() []string {
+	if x != nil {
+		return x.UnknownStateFilters
+	}
+	return nil
+}
+
+func (x *ListTransactionsResponse) GetTransactionStates() []*TransactionListing {
+	if x != nil {
+		return x.TransactionStates
+	}
+	return nil
+}
+
+type TransactionListing struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// Milliseconds since the open transaction started; -1 if none is open.
+	DurationMs    int64 `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransactionListing) Reset() {
+	*x = TransactionListing{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionListing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionListing) ProtoMessage() {}
+
+func (x *TransactionListing) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionListing.ProtoReflect.Descriptor instead.
+func (*TransactionListing) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TransactionListing) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionListing) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionListing) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TransactionListing) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
 var File_sluice_v1_transactions_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_transactions_proto_rawDesc = "" +
 	"\n" +
-	"\x1csluice/v1/transactions.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\"x\n" +
+	"\x1csluice/v1/transactions.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\"\xc0\x01\n" +
 	"\x15InitProducerIdRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
-	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\"\xba\x01\n" +
+	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"\xba\x01\n" +
 	"\x16InitProducerIdResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch2e\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"f\n" +
+	"\x16FindCoordinatorRequest\x128\n" +
+	"\bkey_type\x18\x01 \x01(\x0e2\x1d.sluice.v1.CoordinatorKeyTypeR\akeyType\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"U\n" +
+	"\x17FindCoordinatorResponse\x12:\n" +
+	"\fcoordinators\x18\x01 \x03(\v2\x16.sluice.v1.CoordinatorR\fcoordinators\"\xac\x01\n" +
+	"\vCoordinator\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x05R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\"\xa0\x01\n" +
+	"\rEndTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x1c\n" +
+	"\tcommitted\x18\x04 \x01(\bR\tcommitted\"\xb2\x01\n" +
+	"\x0eEndTxnResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"J\n" +
+	"\x1bDescribeTransactionsRequest\x12+\n" +
+	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"j\n" +
+	"\x1cDescribeTransactionsResponse\x12J\n" +
+	"\x12transaction_states\x18\x01 \x03(\v2\x1b.sluice.v1.TransactionStateR\x11transactionStates\"\xfb\x04\n" +
+	"\x10TransactionState\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12)\n" +
+	"\x10transactional_id\x18\x03 \x01(\tR\x0ftransactionalId\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1f\n" +
+	"\vproducer_id\x18\x05 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x06 \x01(\x05R\rproducerEpoch\x124\n" +
+	"\x16transaction_timeout_ms\x18\a \x01(\x05R\x14transactionTimeoutMs\x129\n" +
+	"\x19transaction_start_time_ms\x18\b \x01(\x03R\x16transactionStartTimeMs\x12-\n" +
+	"\x13last_update_time_ms\x18\t \x01(\x03R\x10lastUpdateTimeMs\x120\n" +
+	"\x14previous_producer_id\x18\n" +
+	" \x01(\x03R\x12previousProducerId\x12(\n" +
+	"\x10next_producer_id\x18\v \x01(\x03R\x0enextProducerId\x12.\n" +
+	"\x13last_producer_epoch\x18\f \x01(\x05R\x11lastProducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\r \x01(\x05R\x10coordinatorEpoch\x12+\n" +
+	"\x06topics\x18\x0e \x03(\v2\x13.sluice.v1.TxnTopicR\x06topics\">\n" +
+	"\bTxnTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\x9c\x01\n" +
+	"\x17ListTransactionsRequest\x12#\n" +
+	"\rstate_filters\x18\x01 \x03(\tR\fstateFilters\x12.\n" +
+	"\x13producer_id_filters\x18\x02 \x03(\x03R\x11producerIdFilters\x12,\n" +
+	"\x12duration_filter_ms\x18\x03 \x01(\x03R\x10durationFilterMs\"\xf6\x01\n" +
+	"\x18ListTransactionsResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x122\n" +
+	"\x15unknown_state_filters\x18\x03 \x03(\tR\x13unknownStateFilters\x12L\n" +
+	"\x12transaction_states\x18\x04 \x03(\v2\x1d.sluice.v1.TransactionListingR\x11transactionStates\"\x97\x01\n" +
+	"\x12TransactionListing\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1f\n" +
+	"\vduration_ms\x18\x04 \x01(\x03R\n" +
+	"durationMs*\x80\x01\n" +
+	"\x12CoordinatorKeyType\x12$\n" +
+	" COORDINATOR_KEY_TYPE_UNSPECIFIED\x10\x00\x12$\n" +
+	" COORDINATOR_KEY_TYPE_TRANSACTION\x10\x01\x12\x1e\n" +
+	"\x1aCOORDINATOR_KEY_TYPE_GROUP\x10\x022\xc4\x03\n" +
 	"\fTransactions\x12U\n" +
-	"\x0eInitProducerId\x12 .sluice.v1.InitProducerIdRequest\x1a!.sluice.v1.InitProducerIdResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x0eInitProducerId\x12 .sluice.v1.InitProducerIdRequest\x1a!.sluice.v1.InitProducerIdResponse\x12X\n" +
+	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\x12=\n" +
+	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\x12g\n" +
+	"\x14DescribeTransactions\x12&.sluice.v1.DescribeTransactionsRequest\x1a'.sluice.v1.DescribeTransactionsResponse\x12[\n" +
+	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_transactions_proto_rawDescOnce sync.Once
@@ -172,21 +1134,52 @@ func file_sluice_v1_transactions_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_transactions_proto_rawDescData
 }
 
-var file_sluice_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_sluice_v1_transactions_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_v1_transactions_proto_goTypes = []any{
-	(*InitProducerIdRequest)(nil),  // 0: sluice.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil), // 1: sluice.v1.InitProducerIdResponse
-	(ErrorCode)(0),                 // 2: sluice.v1.ErrorCode
+	(CoordinatorKeyType)(0),              // 0: sluice.v1.CoordinatorKeyType
+	(*InitProducerIdRequest)(nil),        // 1: sluice.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),       // 2: sluice.v1.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),       // 3: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),      // 4: sluice.v1.FindCoordinatorResponse
+	(*Coordinator)(nil),                  // 5: sluice.v1.Coordinator
+	(*EndTxnRequest)(nil),                // 6: sluice.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),               // 7: sluice.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),  // 8: sluice.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil), // 9: sluice.v1.DescribeTransactionsResponse
+	(*TransactionState)(nil),             // 10: sluice.v1.TransactionState
+	(*TxnTopic)(nil),                     // 11: sluice.v1.TxnTopic
+	(*ListTransactionsRequest)(nil),      // 12: sluice.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),     // 13: sluice.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),           // 14: sluice.v1.TransactionListing
+	(ErrorCode)(0),                       // 15: sluice.v1.ErrorCode
 }
 var file_sluice_v1_transactions_proto_depIdxs = []int32{
-	2, // 0: sluice.v1.InitProducerIdResponse.error_code:type_name -> sluice.v1.ErrorCode
-	0, // 1: sluice.v1.Transactions.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
-	1, // 2: sluice.v1.Transactions.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	15, // 0: sluice.v1.InitProducerIdResponse.error_code:type_name -> sluice.v1.ErrorCode
+	0,  // 1: sluice.v1.FindCoordinatorRequest.key_type:type_name -> sluice.v1.CoordinatorKeyType
+	5,  // 2: sluice.v1.FindCoordinatorResponse.coordinators:type_name -> sluice.v1.Coordinator
+	15, // 3: sluice.v1.Coordinator.error_code:type_name -> sluice.v1.ErrorCode
+	15, // 4: sluice.v1.EndTxnResponse.error_code:type_name -> sluice.v1.ErrorCode
+	10, // 5: sluice.v1.DescribeTransactionsResponse.transaction_states:type_name -> sluice.v1.TransactionState
+	15, // 6: sluice.v1.TransactionState.error_code:type_name -> sluice.v1.ErrorCode
+	11, // 7: sluice.v1.TransactionState.topics:type_name -> sluice.v1.TxnTopic
+	15, // 8: sluice.v1.ListTransactionsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	14, // 9: sluice.v1.ListTransactionsResponse.transaction_states:type_name -> sluice.v1.TransactionListing
+	1,  // 10: sluice.v1.Transactions.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
+	3,  // 11: sluice.v1.Transactions.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	6,  // 12: sluice.v1.Transactions.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	8,  // 13: sluice.v1.Transactions.DescribeTransactions:input_type -> sluice.v1.DescribeTransactionsRequest
+	12, // 14: sluice.v1.Transactions.ListTransactions:input_type -> sluice.v1.ListTransactionsRequest
+	2,  // 15: sluice.v1.Transactions.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
+	4,  // 16: sluice.v1.Transactions.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	7,  // 17: sluice.v1.Transactions.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	9,  // 18: sluice.v1.Transactions.DescribeTransactions:output_type -> sluice.v1.DescribeTransactionsResponse
+	13, // 19: sluice.v1.Transactions.ListTransactions:output_type -> sluice.v1.ListTransactionsResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_transactions_proto_init() }
@@ -200,13 +1193,14 @@ func file_sluice_v1_transactions_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_transactions_proto_rawDesc), len(file_sluice_v1_transactions_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      1,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_transactions_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_transactions_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_transactions_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_transactions_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_transactions_proto = out.File

@@ -19,20 +19,60 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Transactions_InitProducerId_FullMethodName = "/sluice.v1.Transactions/InitProducerId"
+	Transactions_InitProducerId_FullMethodName       = "/sluice.v1.Transactions/InitProducerId"
+	Transactions_FindCoordinator_FullMethodName      = "/sluice.v1.Transactions/FindCoordinator"
+	Transactions_EndTxn_FullMethodName               = "/sluice.v1.Transactions/EndTxn"
+	Transactions_DescribeTransactions_FullMethodName = "/sluice.v1.Transactions/DescribeTransactions"
+	Transactions_ListTransactions_FullMethodName     = "/sluice.v1.Transactions/ListTransactions"
 )
 
 // TransactionsClient is the client API for Transactions service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Transactions serves producer identities (and, later, transactions).
+// Transactions serves producer identities, coordinator discovery and
+// transactions (transaction version 2, DESIGN §10; docs/transactions.md).
+//
+// A transactional producer:
+//  1. FindCoordinator(TRANSACTION, id) on any broker, then sends the
+//     transaction requests below to that broker (NOT_COORDINATOR or
+//     COORDINATOR_NOT_AVAILABLE: find it again; COORDINATOR_LOAD_IN_PROGRESS
+//     and CONCURRENT_TRANSACTIONS: retry after a pause);
+//  2. InitProducerId(id, timeout) once: its producer id and epoch, fencing
+//     any older producer with the same id;
+//  3. Produce with transactional_id set and the transactional attribute on
+//     its batches: the partition's leader adds the partition to the
+//     transaction itself (there is no AddPartitionsToTxn for clients);
+//  4. EndTxn(commit or abort): answered once the decision is durable; the
+//     answer carries the producer epoch of the next transaction.
 type TransactionsClient interface {
-	// InitProducerId gives an idempotent producer its producer id and epoch.
-	// Without a transactional id any broker answers, from a block of ids the
+	// InitProducerId gives a producer its producer id and epoch. Without a
+	// transactional id any broker answers, from a block of ids the
 	// controller allocated to it; while it has none yet the answer is
-	// COORDINATOR_LOAD_IN_PROGRESS (retriable), never an id of -1.
+	// COORDINATOR_LOAD_IN_PROGRESS (retriable), never an id of -1. With a
+	// transactional id only its coordinator answers (NOT_COORDINATOR
+	// elsewhere): a new id gets a new producer id at epoch 0, a known one
+	// the next epoch; an open transaction of the id is aborted first and the
+	// answer is CONCURRENT_TRANSACTIONS until that abort completes.
 	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
+	// FindCoordinator answers, for each key, the broker that coordinates it
+	// (for a transactional id: the leader of its __transaction_state
+	// partition). Any broker answers; the first call creates
+	// __transaction_state, and COORDINATOR_NOT_AVAILABLE (retriable) is the
+	// answer until its partition has a leader.
+	FindCoordinator(ctx context.Context, in *FindCoordinatorRequest, opts ...grpc.CallOption) (*FindCoordinatorResponse, error)
+	// EndTxn commits or aborts the producer's transaction. The answer comes
+	// once PrepareCommit or PrepareAbort is durable; the markers are then
+	// written to every partition in the background (until then the id
+	// answers CONCURRENT_TRANSACTIONS). A retry after the transaction ended
+	// with the same outcome succeeds; the other outcome is INVALID_TXN_STATE.
+	EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error)
+	// DescribeTransactions answers the state of transactional ids this broker
+	// coordinates (NOT_COORDINATOR for the others).
+	DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error)
+	// ListTransactions lists the transactional ids this broker coordinates;
+	// a tool asks every broker and merges the answers.
+	ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
 }
 
 type transactionsClient struct {
@@ -53,17 +93,93 @@ func (c *transactionsClient) InitProducerId(ctx context.Context, in *InitProduce
 	return out, nil
 }
 
+func (c *transactionsClient) FindCoordinator(ctx context.Context, in *FindCoordinatorRequest, opts ...grpc.CallOption) (*FindCoordinatorResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FindCoordinatorResponse)
+	err := c.cc.Invoke(ctx, Transactions_FindCoordinator_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transactionsClient) EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndTxnResponse)
+	err := c.cc.Invoke(ctx, Transactions_EndTxn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transactionsClient) DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTransactionsResponse)
+	err := c.cc.Invoke(ctx, Transactions_DescribeTransactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transactionsClient) ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTransactionsResponse)
+	err := c.cc.Invoke(ctx, Transactions_ListTransactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionsServer is the server API for Transactions service.
 // All implementations must embed UnimplementedTransactionsServer
 // for forward compatibility.
 //
-// Transactions serves producer identities (and, later, transactions).
+// Transactions serves producer identities, coordinator discovery and
+// transactions (transaction version 2, DESIGN §10; docs/transactions.md).
+//
+// A transactional producer:
+//  1. FindCoordinator(TRANSACTION, id) on any broker, then sends the
+//     transaction requests below to that broker (NOT_COORDINATOR or
+//     COORDINATOR_NOT_AVAILABLE: find it again; COORDINATOR_LOAD_IN_PROGRESS
+//     and CONCURRENT_TRANSACTIONS: retry after a pause);
+//  2. InitProducerId(id, timeout) once: its producer id and epoch, fencing
+//     any older producer with the same id;
+//  3. Produce with transactional_id set and the transactional attribute on
+//     its batches: the partition's leader adds the partition to the
+//     transaction itself (there is no AddPartitionsToTxn for clients);
+//  4. EndTxn(commit or abort): answered once the decision is durable; the
+//     answer carries the producer epoch of the next transaction.
 type TransactionsServer interface {
-	// InitProducerId gives an idempotent producer its producer id and epoch.
-	// Without a transactional id any broker answers, from a block of ids the
+	// InitProducerId gives a producer its producer id and epoch. Without a
+	// transactional id any broker answers, from a block of ids the
 	// controller allocated to it; while it has none yet the answer is
-	// COORDINATOR_LOAD_IN_PROGRESS (retriable), never an id of -1.
+	// COORDINATOR_LOAD_IN_PROGRESS (retriable), never an id of -1. With a
+	// transactional id only its coordinator answers (NOT_COORDINATOR
+	// elsewhere): a new id gets a new producer id at epoch 0, a known one
+	// the next epoch; an open transaction of the id is aborted first and the
+	// answer is CONCURRENT_TRANSACTIONS until that abort completes.
 	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
+	// FindCoordinator answers, for each key, the broker that coordinates it
+	// (for a transactional id: the leader of its __transaction_state
+	// partition). Any broker answers; the first call creates
+	// __transaction_state, and COORDINATOR_NOT_AVAILABLE (retriable) is the
+	// answer until its partition has a leader.
+	FindCoordinator(context.Context, *FindCoordinatorRequest) (*FindCoordinatorResponse, error)
+	// EndTxn commits or aborts the producer's transaction. The answer comes
+	// once PrepareCommit or PrepareAbort is durable; the markers are then
+	// written to every partition in the background (until then the id
+	// answers CONCURRENT_TRANSACTIONS). A retry after the transaction ended
+	// with the same outcome succeeds; the other outcome is INVALID_TXN_STATE.
+	EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error)
+	// DescribeTransactions answers the state of transactional ids this broker
+	// coordinates (NOT_COORDINATOR for the others).
+	DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error)
+	// ListTransactions lists the transactional ids this broker coordinates;
+	// a tool asks every broker and merges the answers.
+	ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
 	mustEmbedUnimplementedTransactionsServer()
 }
 
@@ -76,6 +192,18 @@ type UnimplementedTransactionsServer struct{}
 
 func (UnimplementedTransactionsServer) InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method InitProducerId not implemented")
+}
+func (UnimplementedTransactionsServer) FindCoordinator(context.Context, *FindCoordinatorRequest) (*FindCoordinatorResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FindCoordinator not implemented")
+}
+func (UnimplementedTransactionsServer) EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndTxn not implemented")
+}
+func (UnimplementedTransactionsServer) DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeTransactions not implemented")
+}
+func (UnimplementedTransactionsServer) ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTransactions not implemented")
 }
 func (UnimplementedTransactionsServer) mustEmbedUnimplementedTransactionsServer() {}
 func (UnimplementedTransactionsServer) testEmbeddedByValue()                      {}
@@ -116,6 +244,78 @@ func _Transactions_InitProducerId_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transactions_FindCoordinator_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FindCoordinatorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).FindCoordinator(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_FindCoordinator_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).FindCoordinator(ctx, req.(*FindCoordinatorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transactions_EndTxn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndTxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).EndTxn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_EndTxn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).EndTxn(ctx, req.(*EndTxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transactions_DescribeTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).DescribeTransactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_DescribeTransactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).DescribeTransactions(ctx, req.(*DescribeTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transactions_ListTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).ListTransactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_ListTransactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).ListTransactions(ctx, req.(*ListTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transactions_ServiceDesc is the grpc.ServiceDesc for Transactions service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +326,22 @@ var Transactions_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InitProducerId",
 			Handler:    _Transactions_InitProducerId_Handler,
+		},
+		{
+			MethodName: "FindCoordinator",
+			Handler:    _Transactions_FindCoordinator_Handler,
+		},
+		{
+			MethodName: "EndTxn",
+			Handler:    _Transactions_EndTxn_Handler,
+		},
+		{
+			MethodName: "DescribeTransactions",
+			Handler:    _Transactions_DescribeTransactions_Handler,
+		},
+		{
+			MethodName: "ListTransactions",
+			Handler:    _Transactions_ListTransactions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

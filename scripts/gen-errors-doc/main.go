@@ -61,6 +61,7 @@ var meanings = map[string]string{
 	"INVALID_RECORD":                   "The batch is well formed but breaks a rule (record count, offset deltas, unknown fields, header key encoding, ...).",
 	"PRODUCER_FENCED":                  "A newer producer with the same transactional id has started; this one must stop.",
 	"TRANSACTIONAL_ID_NOT_FOUND":       "The transactional id is not known to the coordinator.",
+	"TRANSACTION_ABORTABLE":            "The transaction cannot go on; abort it, then the producer may begin a new one.",
 	"INVALID_UPDATE_VERSION":           "A partition change named a stale partition epoch; re-read the partition and decide again.",
 	"INELIGIBLE_REPLICA":               "An ISR change would add a replica that is fenced or not assigned to the partition.",
 	"NEW_LEADER_ELECTED":               "The partition's leader changed while the request was in flight; retry with the new leader.",
