@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -53,8 +54,16 @@ func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactio
 	return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional produce is not supported yet")
 }
 
-// WriteTxnMarker appends marker mk to tp as its leader and waits until it
-// is committed. Not built yet.
+// WriteTxnMarker appends marker mk to tp as its leader (at its current
+// leader epoch) and waits until it is committed, with AppendCommitted's
+// outcomes. (The coordinator-epoch fence is not built yet.)
 func (m *ReplicaManager) WriteTxnMarker(ctx context.Context, tp TopicPartition, mk TxnMarker) error {
-	return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transaction markers are not supported yet")
+	t := batch.ControlAbort
+	if mk.Commit {
+		t = batch.ControlCommit
+	}
+	now := time.Now()
+	raw := batch.MarkerBatch(batch.Producer{ID: mk.ProducerID, Epoch: int32(mk.ProducerEpoch)}, t, mk.CoordinatorEpoch, now.UnixMilli())
+	_, err := m.AppendCommitted(ctx, tp, raw, NoLeaderEpoch, now)
+	return err
 }
