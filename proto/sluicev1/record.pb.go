@@ -24,56 +24,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ControlType says what a control batch's single record marks.
-type ControlType int32
-
-const (
-	ControlType_CONTROL_TYPE_UNSPECIFIED ControlType = 0
-	ControlType_CONTROL_TYPE_ABORT       ControlType = 1
-	ControlType_CONTROL_TYPE_COMMIT      ControlType = 2
-)
-
-// Enum value maps for ControlType.
-var (
-	ControlType_name = map[int32]string{
-		0: "CONTROL_TYPE_UNSPECIFIED",
-		1: "CONTROL_TYPE_ABORT",
-		2: "CONTROL_TYPE_COMMIT",
-	}
-	ControlType_value = map[string]int32{
-		"CONTROL_TYPE_UNSPECIFIED": 0,
-		"CONTROL_TYPE_ABORT":       1,
-		"CONTROL_TYPE_COMMIT":      2,
-	}
-)
-
-func (x ControlType) Enum() *ControlType {
-	p := new(ControlType)
-	*p = x
-	return p
-}
-
-func (x ControlType) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (ControlType) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_record_proto_enumTypes[0].Descriptor()
-}
-
-func (ControlType) Type() protoreflect.EnumType {
-	return &file_sluice_v1_record_proto_enumTypes[0]
-}
-
-func (x ControlType) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use ControlType.Descriptor instead.
-func (ControlType) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{0}
-}
-
 // RecordBatch is the unit of storage, replication and transfer.
 //
 // The broker stores every batch in a canonical encoding of this message:
@@ -360,113 +310,6 @@ func (x *Header) GetValue() []byte {
 	return nil
 }
 
-// ControlRecordKey is the encoded key of the record of a control batch.
-type ControlRecordKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       int32                  `protobuf:"zigzag32,1,opt,name=version,proto3" json:"version,omitempty"`
-	Type          ControlType            `protobuf:"varint,2,opt,name=type,proto3,enum=sluice.v1.ControlType" json:"type,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ControlRecordKey) Reset() {
-	*x = ControlRecordKey{}
-	mi := &file_sluice_v1_record_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ControlRecordKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ControlRecordKey) ProtoMessage() {}
-
-func (x *ControlRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ControlRecordKey.ProtoReflect.Descriptor instead.
-func (*ControlRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *ControlRecordKey) GetVersion() int32 {
-	if x != nil {
-		return x.Version
-	}
-	return 0
-}
-
-func (x *ControlRecordKey) GetType() ControlType {
-	if x != nil {
-		return x.Type
-	}
-	return ControlType_CONTROL_TYPE_UNSPECIFIED
-}
-
-// EndTxnMarker is the encoded value of the record of a COMMIT/ABORT control
-// batch.
-type EndTxnMarker struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Version          int32                  `protobuf:"zigzag32,1,opt,name=version,proto3" json:"version,omitempty"`
-	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
-}
-
-func (x *EndTxnMarker) Reset() {
-	*x = EndTxnMarker{}
-	mi := &file_sluice_v1_record_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *EndTxnMarker) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*EndTxnMarker) ProtoMessage() {}
-
-func (x *EndTxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use EndTxnMarker.ProtoReflect.Descriptor instead.
-func (*EndTxnMarker) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *EndTxnMarker) GetVersion() int32 {
-	if x != nil {
-		return x.Version
-	}
-	return 0
-}
-
-func (x *EndTxnMarker) GetCoordinatorEpoch() int32 {
-	if x != nil {
-		return x.CoordinatorEpoch
-	}
-	return 0
-}
-
 // LogSegment describes a segment file (`.log`): a segment is the encoding of
 // this message, so any language's generated code can parse one.
 type LogSegment struct {
@@ -478,7 +321,7 @@ type LogSegment struct {
 
 func (x *LogSegment) Reset() {
 	*x = LogSegment{}
-	mi := &file_sluice_v1_record_proto_msgTypes[5]
+	mi := &file_sluice_v1_record_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +333,7 @@ func (x *LogSegment) String() string {
 func (*LogSegment) ProtoMessage() {}
 
 func (x *LogSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[5]
+	mi := &file_sluice_v1_record_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +346,7 @@ func (x *LogSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogSegment.ProtoReflect.Descriptor instead.
 func (*LogSegment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LogSegment) GetBatches() []*RecordBatch {
@@ -544,20 +387,10 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\aheaders\x18\x05 \x03(\v2\x11.sluice.v1.HeaderR\aheaders\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"X\n" +
-	"\x10ControlRecordKey\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x11R\aversion\x12*\n" +
-	"\x04type\x18\x02 \x01(\x0e2\x16.sluice.v1.ControlTypeR\x04type\"U\n" +
-	"\fEndTxnMarker\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\x11R\aversion\x12+\n" +
-	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\">\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\">\n" +
 	"\n" +
 	"LogSegment\x120\n" +
-	"\abatches\x18\x01 \x03(\v2\x16.sluice.v1.RecordBatchR\abatches*\\\n" +
-	"\vControlType\x12\x1c\n" +
-	"\x18CONTROL_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12CONTROL_TYPE_ABORT\x10\x01\x12\x17\n" +
-	"\x13CONTROL_TYPE_COMMIT\x10\x02B5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\abatches\x18\x01 \x03(\v2\x16.sluice.v1.RecordBatchR\abatchesB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_record_proto_rawDescOnce sync.Once
@@ -571,27 +404,22 @@ func file_sluice_v1_record_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_record_proto_rawDescData
 }
 
-var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_sluice_v1_record_proto_goTypes = []any{
-	(ControlType)(0),         // 0: sluice.v1.ControlType
-	(*RecordBatch)(nil),      // 1: sluice.v1.RecordBatch
-	(*Record)(nil),           // 2: sluice.v1.Record
-	(*Header)(nil),           // 3: sluice.v1.Header
-	(*ControlRecordKey)(nil), // 4: sluice.v1.ControlRecordKey
-	(*EndTxnMarker)(nil),     // 5: sluice.v1.EndTxnMarker
-	(*LogSegment)(nil),       // 6: sluice.v1.LogSegment
+	(*RecordBatch)(nil), // 0: sluice.v1.RecordBatch
+	(*Record)(nil),      // 1: sluice.v1.Record
+	(*Header)(nil),      // 2: sluice.v1.Header
+	(*LogSegment)(nil),  // 3: sluice.v1.LogSegment
 }
 var file_sluice_v1_record_proto_depIdxs = []int32{
-	2, // 0: sluice.v1.RecordBatch.records:type_name -> sluice.v1.Record
-	3, // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
-	0, // 2: sluice.v1.ControlRecordKey.type:type_name -> sluice.v1.ControlType
-	1, // 3: sluice.v1.LogSegment.batches:type_name -> sluice.v1.RecordBatch
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1, // 0: sluice.v1.RecordBatch.records:type_name -> sluice.v1.Record
+	2, // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
+	0, // 2: sluice.v1.LogSegment.batches:type_name -> sluice.v1.RecordBatch
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_record_proto_init() }
@@ -604,14 +432,13 @@ func file_sluice_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_record_proto_rawDesc), len(file_sluice_v1_record_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   6,
+			NumEnums:      0,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_sluice_v1_record_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_record_proto_depIdxs,
-		EnumInfos:         file_sluice_v1_record_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_record_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_record_proto = out.File
