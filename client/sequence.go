@@ -177,7 +177,11 @@ func (a *accumulator) startSending(q *partitionQueue, b *recordBatch) {
 		b.producer = batch.Producer{ID: q.identity.id, Epoch: int32(q.identity.epoch), BaseSequence: q.nextSeq}
 		q.nextSeq = nextSequence(q.nextSeq, len(b.records))
 	}
-	b.data = b.builder.Finish(b.producer, 0)
+	var attrs uint32
+	if a.transactional {
+		attrs = batch.AttrTransactional
+	}
+	b.data = b.builder.Finish(b.producer, attrs)
 	q.outstanding = append(q.outstanding, b)
 }
 
@@ -286,6 +290,13 @@ func (a *accumulator) onResult(b *recordBatch, err error, baseOffset, appendTime
 				// goes when it is the first unresolved batch.
 				retryAt = now
 			case a.laterAcked(q, b):
+				retry = false
+			case a.transactional:
+				// Only the coordinator bumps a transactional producer's
+				// epoch: the batch fails, which makes the transaction
+				// abortable, and the abort's EndTxn gives a new epoch
+				// under which every partition restarts at 0 (Kafka: an
+				// abortable error for transactional producers).
 				retry = false
 			default:
 				q.needsReset = true
