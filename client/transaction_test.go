@@ -427,5 +427,3 @@ func TestAdminDescribeAndListTransactions(t *testing.T) {
 		t.Errorf("coordinator of a: %+v", co)
 	}
 }
-
-
