@@ -44,8 +44,9 @@ var ErrTransactionState = errors.New("sluice: invalid transaction state")
 var ErrTransactionAborted = errors.New("sluice: the transaction was aborted")
 
 // TransactionAbortableError means the current transaction cannot be
-// committed (a record of it failed, or the broker answered
-// TRANSACTION_ABORTABLE). Call AbortTransaction; the producer can then
+// committed (a record of it failed, the broker answered
+// TRANSACTION_ABORTABLE, or the coordinator already aborted it because it
+// stayed open past its timeout: INVALID_TXN_STATE on commit). Call AbortTransaction; the producer can then
 // begin a new transaction. Err is the first cause.
 type TransactionAbortableError struct{ Err error }
 
@@ -59,7 +60,7 @@ func (e *TransactionAbortableError) Unwrap() error { return e.Err }
 // TransactionFatalError means the transactional producer cannot go on:
 // fenced (errors.Is(err, ErrProducerFenced)), or the cluster refused it
 // for good (authorization, an unsupported request, an invalid transaction
-// timeout, INVALID_TXN_STATE, ...). Every later call fails with it; close
+// timeout, ...). Every later call fails with it; close
 // the producer (a new one with the same transactional id fences this one
 // and aborts its open transaction).
 type TransactionFatalError struct{ Err error }

@@ -317,10 +317,11 @@ func TestTxnMisuse(t *testing.T) {
 	var sendErr error
 	cb := func(_ RecordMetadata, err error) { sendErr = err }
 	p.Send(ctx, Record{Topic: "t", Partition: 0, Value: []byte("v")}, cb)
-	checks := []struct {
+	type check struct {
 		what string
 		err  error
-	}{
+	}
+	checks := []check{
 		{"Send before InitTransactions", sendErr},
 		{"BeginTransaction before InitTransactions", p.BeginTransaction()},
 		{"CommitTransaction before InitTransactions", p.CommitTransaction(ctx)},
@@ -328,28 +329,13 @@ func TestTxnMisuse(t *testing.T) {
 	mustOK(t, "InitTransactions", p.InitTransactions(ctx))
 	p.Send(ctx, Record{Topic: "t", Partition: 0, Value: []byte("v")}, cb)
 	checks = append(checks,
-		struct {
-			what string
-			err  error
-		}{"Send outside a transaction", sendErr},
-		struct {
-			what string
-			err  error
-		}{"InitTransactions twice", p.InitTransactions(ctx)},
-		struct {
-			what string
-			err  error
-		}{"CommitTransaction without BeginTransaction", p.CommitTransaction(ctx)},
-		struct {
-			what string
-			err  error
-		}{"AbortTransaction without BeginTransaction", p.AbortTransaction(ctx)},
+		check{"Send outside a transaction", sendErr},
+		check{"InitTransactions twice", p.InitTransactions(ctx)},
+		check{"CommitTransaction without BeginTransaction", p.CommitTransaction(ctx)},
+		check{"AbortTransaction without BeginTransaction", p.AbortTransaction(ctx)},
 	)
 	mustOK(t, "BeginTransaction", p.BeginTransaction())
-	checks = append(checks, struct {
-		what string
-		err  error
-	}{"BeginTransaction twice", p.BeginTransaction()})
+	checks = append(checks, check{"BeginTransaction twice", p.BeginTransaction()})
 	for _, c := range checks {
 		if !errors.Is(c.err, ErrTransactionState) {
 			t.Errorf("%s: %v, want ErrTransactionState", c.what, c.err)
@@ -426,4 +412,31 @@ func TestAdminDescribeAndListTransactions(t *testing.T) {
 	if co.NodeID != 2 {
 		t.Errorf("coordinator of a: %+v", co)
 	}
+}
+
+// A commit refused INVALID_TXN_STATE (the coordinator aborted the
+// transaction on its timeout) is abortable, not committed and not fatal:
+// the abort's EndTxn is a retry of the coordinator's outcome and succeeds,
+// and the next transaction commits.
+func TestTxnCommitAfterCoordinatorTimeoutIsAbortable(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	p := newTxnProducer(t, f)
+	ctx := ctxT(t)
+	mustOK(t, "InitTransactions", p.InitTransactions(ctx))
+	mustOK(t, "BeginTransaction", p.BeginTransaction())
+	sendTxn(p, &acks{}, "x", []int32{0}, 2)
+	mustOK(t, "Flush", p.Flush(ctx))
+	f.mu.Lock()
+	tx := f.txn.txns["tx"] // the coordinator's timeout aborts it (TV2: epoch bump)
+	tx.epoch, tx.state, tx.lastCommitted = tx.epoch+1, "CompleteAbort", false
+	f.mu.Unlock()
+	err := p.CommitTransaction(ctx)
+	var abortable *TransactionAbortableError
+	if !errors.As(err, &abortable) || errs.Code(err) != sluicev1.ErrorCode_INVALID_TXN_STATE {
+		t.Fatalf("commit: %v, want *TransactionAbortableError with INVALID_TXN_STATE", err)
+	}
+	mustOK(t, "AbortTransaction", p.AbortTransaction(ctx))
+	mustOK(t, "BeginTransaction", p.BeginTransaction())
+	sendTxn(p, &acks{}, "y", []int32{0}, 2)
+	mustOK(t, "CommitTransaction", p.CommitTransaction(ctx))
 }

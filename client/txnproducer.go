@@ -30,8 +30,10 @@ import (
 //   - COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS and other
 //     retriable codes: retry after a pause (100ms doubling to 1s);
 //   - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH: fatal, ErrProducerFenced;
-//   - TRANSACTION_ABORTABLE on a commit: the transaction must be aborted;
-//   - anything else (INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT,
+//   - TRANSACTION_ABORTABLE on a commit, or INVALID_TXN_STATE (the
+//     coordinator already aborted the transaction, e.g. on its timeout):
+//     the transaction must be aborted;
+//   - anything else (INVALID_TXN_STATE on an abort, INVALID_TRANSACTION_TIMEOUT,
 //     TRANSACTIONAL_ID_NOT_FOUND, authorization, an unimplemented RPC):
 //     fatal.
 //
@@ -230,6 +232,11 @@ func (p *Producer) txnFailed(ctx context.Context, err error, commit bool) error 
 		err = p.txn.fail(fencedError(err))
 	case commit && errs.Code(err) == sluicev1.ErrorCode_TRANSACTION_ABORTABLE:
 		return p.txn.abortableNow(err)
+	case commit && errs.Code(err) == sluicev1.ErrorCode_INVALID_TXN_STATE:
+		// The transaction ended the other way: the coordinator aborted it
+		// (its timeout passed). It is not committed, and the abort's
+		// EndTxn, a retry of the same outcome, ends it on our side too.
+		return p.txn.abortableNow(fmt.Errorf("the coordinator has aborted the transaction (did it stay open past the transaction timeout?): %w", err))
 	default:
 		err = p.txn.fail(err)
 	}
