@@ -361,6 +361,7 @@ func (f *fakeBroker) produce(_ context.Context, req *sluicev1.ProduceRequest) (*
 func (f *fakeBroker) Fetch(_ context.Context, req *sluicev1.FetchRequest) (*sluicev1.FetchResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.txn.fetchIsolation = append(f.txn.fetchIsolation, req.IsolationLevel)
 	resp := &sluicev1.FetchResponse{}
 	for _, t := range req.Topics {
 		tr := &sluicev1.FetchableTopicResponse{Name: t.Name}

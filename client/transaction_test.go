@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -439,4 +440,44 @@ func TestTxnCommitAfterCoordinatorTimeoutIsAbortable(t *testing.T) {
 	mustOK(t, "BeginTransaction", p.BeginTransaction())
 	sendTxn(p, &acks{}, "y", []int32{0}, 2)
 	mustOK(t, "CommitTransaction", p.CommitTransaction(ctx))
+}
+
+// Consumers read committed data unless told otherwise (DESIGN §10: Kafka's
+// read_uncommitted default is a trap): fetches carry READ_COMMITTED by
+// default and READ_UNCOMMITTED with WithIsolation(ReadUncommitted).
+func TestConsumerIsolationDefaultsToReadCommitted(t *testing.T) {
+	for _, tc := range []struct {
+		opts []ConsumerOption
+		want sluicev1.IsolationLevel
+	}{
+		{nil, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED},
+		{[]ConsumerOption{WithIsolation(ReadUncommitted)}, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED},
+	} {
+		f := startFake(t, map[string]int{"t": 1})
+		c, err := New([]string{f.addr})
+		mustOK(t, "New", err)
+		defer c.Close()
+		co, err := c.NewConsumer(append(tc.opts, WithMaxWait(20*time.Millisecond))...)
+		mustOK(t, "NewConsumer", err)
+		defer co.Close()
+		mustOK(t, "Assign", co.Assign("t", 0, 0))
+		var got []sluicev1.IsolationLevel
+		wait.For(t, 10*time.Second, "a fetch", func() error {
+			pctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, _ = co.Poll(pctx)
+			cancel()
+			f.mu.Lock()
+			got = append([]sluicev1.IsolationLevel(nil), f.txn.fetchIsolation...)
+			f.mu.Unlock()
+			if len(got) == 0 {
+				return errors.New("no fetch sent yet")
+			}
+			return nil
+		})
+		for _, iso := range got {
+			if iso != tc.want {
+				t.Errorf("fetch isolation %v, want %v", iso, tc.want)
+			}
+		}
+	}
 }

@@ -35,7 +35,8 @@ type fakeTxnState struct {
 	findCalls, initCalls, endCalls int
 	initReqs                       []*sluicev1.InitProducerIdRequest
 	endReqs                        []*sluicev1.EndTxnRequest
-	produceIDs                     []string // transactional_id of every produce request
+	produceIDs                     []string                  // transactional_id of every produce request
+	fetchIsolation                 []sluicev1.IsolationLevel // of every fetch request
 }
 
 type fakeTxn struct {
