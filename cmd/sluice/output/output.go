@@ -89,6 +89,7 @@ type BenchResult struct {
 
 // TransactionListing is one entry of "txn list --output json" (a JSON
 // array, sorted by transactional id, [] when there is none).
+// docs/transactions.md documents every field; keep the two in step.
 // DurationMs is how long the open transaction has been open, -1 when none
 // is open.
 type TransactionListing struct {
@@ -99,7 +100,8 @@ type TransactionListing struct {
 }
 
 // Transaction is one entry of "txn describe --output json" (a JSON array
-// in the order of the ids asked). Error is "" when the coordinator
+// in the order of the ids asked; docs/transactions.md documents every
+// field). Error is "" when the coordinator
 // answered, else the error code and message (the other fields are then
 // zero). Times are milliseconds since the Unix epoch, -1 when unknown;
 // the producer ids are -1 when none; Topics is [] when the transaction
