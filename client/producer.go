@@ -341,6 +341,14 @@ func (c *producerConfig) resolve() error {
 // reject an out-of-order retry, and concurrent gRPC calls may be served in
 // any order, so a plain partition has one batch in flight at a time.
 //
+// A transactional producer (WithTransactionalID) sends its records in
+// transactions: InitTransactions once, then BeginTransaction, Send, and
+// CommitTransaction or AbortTransaction (txnproducer.go, the state
+// machine in transaction.go, docs/transactions.md). Its batches carry the
+// transactional id and attribute; its epoch comes from the coordinator
+// and changes at every transaction end, when every partition's sequences
+// restart at 0.
+//
 // Callbacks run on producer goroutines and must not block for long.
 type Producer struct {
 	c   *Client

@@ -119,6 +119,17 @@ import (
 // one without the earlier (it had forgotten the producer): resending the
 // earlier would reorder records, so it fails with the sequence error.
 
+//
+// Transactional producer (transaction.go). The identity comes from
+// InitTransactions and then from each EndTxn answer (TV2 bumps the epoch
+// at every end); every partition is idle at that point, so each adopts
+// the new identity at its next batch, from sequence 0 (maySend). There is
+// no local epoch bump: the coordinator owns the epoch, so an unresolvable
+// sequence error fails the batch, which makes the transaction abortable,
+// and the abort's EndTxn brings the new epoch. (Kafka's KIP-360
+// InitProducerId bump for an abortable error is a TV1 device: under TV2
+// the EndTxn of the abort bumps the epoch.)
+
 // producerIdentity is the producer id and epoch an idempotent producer
 // writes under.
 type producerIdentity struct {
