@@ -95,6 +95,9 @@ type accumulator struct {
 	// idempotence, the producer's max in flight (<= 5) with it.
 	maxInFlight int
 	idempotent  bool
+	// transactional: batches carry the transactional attribute, and the
+	// epoch belongs to the coordinator (no local bumps, see sequence.go).
+	transactional bool
 	// identity is what new sequences are assigned under; invalid until
 	// InitProducerId answers, and again if the epoch runs out.
 	identity producerIdentity

@@ -90,6 +90,8 @@ type fakeState struct {
 	maxInflight  map[string]int // the most seen at once
 	outOfOrder   int            // OUT_OF_ORDER_SEQUENCE_NUMBER answers
 	duplicates   int            // duplicate batches answered with their original offset
+
+	txn fakeTxnState // the transaction coordinator (txn_fake_test.go)
 }
 
 func newFakeState(topics map[string]int) *fakeState {
@@ -223,6 +225,9 @@ func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) 
 }
 
 func (f *fakeBroker) InitProducerId(_ context.Context, req *sluicev1.InitProducerIdRequest) (*sluicev1.InitProducerIdResponse, error) {
+	if req.TransactionalId != "" {
+		return f.initTransactional(req)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initCalls++
@@ -250,6 +255,7 @@ func (f *fakeBroker) Produce(ctx context.Context, req *sluicev1.ProduceRequest) 
 func (f *fakeBroker) produce(_ context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
 	f.mu.Lock()
 	f.produceCalls[f.node]++
+	f.txn.produceIDs = append(f.txn.produceIDs, req.TransactionalId)
 	var keys []string
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -355,6 +361,7 @@ func (f *fakeBroker) produce(_ context.Context, req *sluicev1.ProduceRequest) (*
 func (f *fakeBroker) Fetch(_ context.Context, req *sluicev1.FetchRequest) (*sluicev1.FetchResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.txn.fetchIsolation = append(f.txn.fetchIsolation, req.IsolationLevel)
 	resp := &sluicev1.FetchResponse{}
 	for _, t := range req.Topics {
 		tr := &sluicev1.FetchableTopicResponse{Name: t.Name}

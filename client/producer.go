@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -100,6 +101,8 @@ type producerConfig struct {
 	deliveryTimeout time.Duration
 	maxBlock        time.Duration
 	partitioner     Partitioner
+	transactionalID string
+	txnTimeout      time.Duration
 }
 
 // MaxInFlightLimit is the largest WithMaxInFlight an idempotent producer
@@ -248,6 +251,41 @@ func WithPartitioner(p Partitioner) ProducerOption {
 	}
 }
 
+// DefaultTransactionTimeout is WithTransactionTimeout's default (Kafka's
+// transaction.timeout.ms).
+const DefaultTransactionTimeout = 60 * time.Second
+
+// WithTransactionalID makes the producer transactional (docs/transactions.md):
+// its records are sent in transactions (InitTransactions once, then
+// BeginTransaction, Send, CommitTransaction or AbortTransaction), and a
+// new producer with the same id fences this one. A transactional producer
+// is idempotent and uses AcksAll: WithIdempotence(false) or another
+// WithAcks makes NewProducer fail. The id must not be empty.
+func WithTransactionalID(id string) ProducerOption {
+	return func(c *producerConfig) error {
+		if id == "" {
+			return errors.New("sluice: transactional id must not be empty")
+		}
+		c.transactionalID = id
+		return nil
+	}
+}
+
+// WithTransactionTimeout sets how long a transaction may stay open before
+// the coordinator aborts it (transaction.timeout.ms, default 60 s; at most
+// the broker's transaction.max.timeout.ms, else InitTransactions fails
+// with INVALID_TRANSACTION_TIMEOUT). It must be at least 1ms, and is only
+// used with WithTransactionalID.
+func WithTransactionTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) error {
+		if d < time.Millisecond || d.Milliseconds() > math.MaxInt32 {
+			return fmt.Errorf("sluice: transaction timeout must be in [1ms, %dms], got %v", math.MaxInt32, d)
+		}
+		c.txnTimeout = d
+		return nil
+	}
+}
+
 // resolve applies the rules between options, Kafka's
 // (ProducerConfig.postProcessAndValidateIdempotenceConfigs, ref §1: "When
 // idempotence is on only by default and the user sets acks=1, it is turned
@@ -255,6 +293,17 @@ func WithPartitioner(p Partitioner) ProducerOption {
 // acks isn't all, a ConfigException is thrown. A
 // max.in.flight.requests.per.connection greater than 5 is also rejected").
 func (c *producerConfig) resolve() error {
+	if c.transactionalID != "" {
+		// Kafka: transactional.id requires enable.idempotence (and so
+		// acks=all); set explicitly otherwise it is a ConfigException.
+		if c.idempotenceSet && !c.idempotence {
+			return errors.New("sluice: a transactional producer is idempotent, but WithIdempotence(false) was given")
+		}
+		if c.acksSet && c.acks != AcksAll {
+			return fmt.Errorf("sluice: a transactional producer needs acks=all, but WithAcks(%s) was given", c.acks)
+		}
+		c.idempotence, c.idempotenceSet = true, true
+	}
 	if !c.idempotenceSet {
 		c.idempotence = !c.acksSet || c.acks == AcksAll
 	}
@@ -292,6 +341,14 @@ func (c *producerConfig) resolve() error {
 // reject an out-of-order retry, and concurrent gRPC calls may be served in
 // any order, so a plain partition has one batch in flight at a time.
 //
+// A transactional producer (WithTransactionalID) sends its records in
+// transactions: InitTransactions once, then BeginTransaction, Send, and
+// CommitTransaction or AbortTransaction (txnproducer.go, the state
+// machine in transaction.go, docs/transactions.md). Its batches carry the
+// transactional id and attribute; its epoch comes from the coordinator
+// and changes at every transaction end, when every partition's sequences
+// restart at 0.
+//
 // Callbacks run on producer goroutines and must not block for long.
 type Producer struct {
 	c   *Client
@@ -309,6 +366,17 @@ type Producer struct {
 	fatal       error // the producer cannot send at all: every record fails with it
 	readyBuf    []*recordBatch
 	brokerQueue map[string]*brokerQueue
+	// txn is the transaction state (transaction.go); nil without
+	// WithTransactionalID.
+	txn *txnMachine
+	// txnAborting: AbortTransaction is dropping the transaction's batches
+	// (the sender loop fails every batch not in flight).
+	txnAborting bool
+
+	// txnOp serializes InitTransactions, CommitTransaction and
+	// AbortTransaction, and guards coordinator. Lock order: txnOp, then mu.
+	txnOp       sync.Mutex
+	coordinator string // address of the transaction coordinator; "" unknown
 
 	wake   chan struct{} // capacity 1: nudges the sender loop
 	stop   chan struct{} // closed by Close to end every goroutine
@@ -343,6 +411,7 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 		deliveryTimeout: 2 * time.Minute,
 		maxBlock:        DefaultMaxBlock,
 		partitioner:     HashPartitioner{},
+		txnTimeout:      DefaultTransactionTimeout,
 	}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -371,6 +440,10 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 		brokerQueue: map[string]*brokerQueue{},
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
+	}
+	if cfg.transactionalID != "" {
+		p.txn = &txnMachine{}
+		p.acc.transactional = true
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.goTracked(p.senderLoop)
@@ -429,8 +502,20 @@ func (p *Producer) signal() {
 func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, error)) {
 	md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Timestamp: r.Timestamp}
 	fail := func(err error) {
+		p.txnRecordFailed(err)
 		if cb != nil {
 			cb(md, err)
+		}
+	}
+	if p.txn != nil {
+		p.mu.Lock()
+		err := p.txn.checkSend()
+		p.mu.Unlock()
+		if err != nil {
+			if cb != nil {
+				cb(md, err) // misuse, or the transaction's own error: no new failure
+			}
+			return
 		}
 	}
 	blockUntil := time.Now().Add(p.cfg.maxBlock)
@@ -482,6 +567,18 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 		p.mu.Unlock()
 		fail(err)
 		return
+	}
+	if p.txn != nil {
+		// Checked again under the lock of the append, so that a record is
+		// never appended once CommitTransaction or AbortTransaction began.
+		if err := p.txn.checkSend(); err != nil {
+			p.mu.Unlock()
+			if cb != nil {
+				cb(md, err)
+			}
+			return
+		}
+		p.txn.appended()
 	}
 	part := r.Partition
 	var stickyClosed bool
@@ -608,8 +705,12 @@ func (p *Producer) senderLoop() {
 		var aborted []topicPartition
 		if p.fatal != nil {
 			aborted = p.acc.abort(p.fatal)
+		} else if p.txnAborting {
+			aborted = p.acc.abort(ErrTransactionAborted)
 		}
-		if p.acc.needsIdentity() && !p.initRunning && p.fatal == nil && !p.acc.empty() {
+		// A transactional producer gets its identity from InitTransactions
+		// and EndTxn only.
+		if p.acc.needsIdentity() && !p.initRunning && p.fatal == nil && p.txn == nil && !p.acc.empty() {
 			p.initRunning = true
 			p.goTracked(p.initProducerIDLoop)
 		}
@@ -736,8 +837,9 @@ var produceUnaryDesc = &grpc.StreamDesc{StreamName: "Produce"}
 func (p *Producer) startProduce(addr string, pc *produceConn, bs []*recordBatch) *produceCall {
 	call := &produceCall{bs: bs, addr: addr, pc: pc}
 	req := &internalv1.ProduceRequestView{
-		Acks:      p.cfg.acks.proto(),
-		TimeoutMs: int32(p.c.cfg.requestTimeout.Milliseconds()),
+		TransactionalId: p.cfg.transactionalID,
+		Acks:            p.cfg.acks.proto(),
+		TimeoutMs:       int32(p.c.cfg.requestTimeout.Milliseconds()),
 	}
 	byTopic := map[string]*internalv1.TopicProduceDataView{}
 	for _, b := range bs {
@@ -890,6 +992,7 @@ func (p *Producer) callbacks(b *recordBatch) {
 	md := RecordMetadata{Topic: b.tp.topic, Partition: b.tp.partition, Offset: -1}
 	if b.err != nil {
 		err := fmt.Errorf("topic %q partition %d: %w", b.tp.topic, b.tp.partition, b.err)
+		p.txnRecordFailed(err)
 		for _, r := range b.records {
 			md.Timestamp = r.timestamp
 			if r.cb != nil {
@@ -952,4 +1055,19 @@ func splitRequests(bs []*recordBatch, limit int) [][]*recordBatch {
 		size += b.size
 	}
 	return append(out, bs[start:])
+}
+
+// txnRecordFailed tells the transaction that one of its records failed
+// (transaction.go: the transaction becomes abortable, or the producer
+// fatal when fenced). A no-op without a transactional id.
+func (p *Producer) txnRecordFailed(err error) {
+	if p.txn == nil || errors.Is(err, ErrTransactionAborted) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if fatal := p.txn.recordFailed(err); fatal != nil && p.fatal == nil {
+		p.fatal = fatal
+		p.signal()
+	}
 }

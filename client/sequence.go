@@ -119,6 +119,17 @@ import (
 // one without the earlier (it had forgotten the producer): resending the
 // earlier would reorder records, so it fails with the sequence error.
 
+//
+// Transactional producer (transaction.go). The identity comes from
+// InitTransactions and then from each EndTxn answer (TV2 bumps the epoch
+// at every end); every partition is idle at that point, so each adopts
+// the new identity at its next batch, from sequence 0 (maySend). There is
+// no local epoch bump: the coordinator owns the epoch, so an unresolvable
+// sequence error fails the batch, which makes the transaction abortable,
+// and the abort's EndTxn brings the new epoch. (Kafka's KIP-360
+// InitProducerId bump for an abortable error is a TV1 device: under TV2
+// the EndTxn of the abort bumps the epoch.)
+
 // producerIdentity is the producer id and epoch an idempotent producer
 // writes under.
 type producerIdentity struct {
@@ -177,7 +188,11 @@ func (a *accumulator) startSending(q *partitionQueue, b *recordBatch) {
 		b.producer = batch.Producer{ID: q.identity.id, Epoch: int32(q.identity.epoch), BaseSequence: q.nextSeq}
 		q.nextSeq = nextSequence(q.nextSeq, len(b.records))
 	}
-	b.data = b.builder.Finish(b.producer, 0)
+	var attrs uint32
+	if a.transactional {
+		attrs = batch.AttrTransactional
+	}
+	b.data = b.builder.Finish(b.producer, attrs)
 	q.outstanding = append(q.outstanding, b)
 }
 
@@ -286,6 +301,13 @@ func (a *accumulator) onResult(b *recordBatch, err error, baseOffset, appendTime
 				// goes when it is the first unresolved batch.
 				retryAt = now
 			case a.laterAcked(q, b):
+				retry = false
+			case a.transactional:
+				// Only the coordinator bumps a transactional producer's
+				// epoch: the batch fails, which makes the transaction
+				// abortable, and the abort's EndTxn gives a new epoch
+				// under which every partition restarts at 0 (Kafka: an
+				// abortable error for transactional producers).
 				retry = false
 			default:
 				q.needsReset = true

@@ -1,6 +1,6 @@
 // Command sluice is the command-line client of Sluice: topic admin,
-// cluster status, produce and consume from stdin/stdout, offline segment
-// dumps, and benchmarks.
+// cluster status, produce (optionally in transactions) and consume from
+// stdin/stdout, transaction listing, offline segment dumps, and benchmarks.
 //
 //	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
 //
@@ -32,9 +32,12 @@ Commands:
   topic reassign NAME --partition P --replicas 1,2,3 [--wait] [--timeout D]
   cluster status
   produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]
+          [--transactional-id ID [--commit-every N] [--abort] [--transaction-timeout D]]
   consume TOPIC [--partition P] [--from-beginning | --offset O] [--max-messages N]
                 [--timeout D] [--isolation read_committed|read_uncommitted]
                 [--print-offsets] [--print-keys]
+  txn list [--state S]... [--producer-id P]... [--min-duration D]
+  txn describe ID...
   dump-log PATH [--records]
   bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--sync]
   bench consume --topic T [--records N]
@@ -130,6 +133,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return env.produce(ctx, rest)
 	case "consume":
 		return env.consume(ctx, rest)
+	case "txn":
+		return env.txn(ctx, rest)
 	case "dump-log":
 		return env.dumpLog(rest)
 	case "bench":
@@ -162,7 +167,7 @@ func (e *env) newFlags(name, synopsis string) *flag.FlagSet {
 }
 
 // parse parses args allowing flags before, between and after positional
-// arguments, and checks the positional count.
+// arguments, and checks the positional count (npos < 0: any count).
 func (e *env) parse(fs *flag.FlagSet, args []string, npos int) ([]string, error) {
 	var pos []string
 	for {
@@ -178,7 +183,7 @@ func (e *env) parse(fs *flag.FlagSet, args []string, npos int) ([]string, error)
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) != npos {
+	if npos >= 0 && len(pos) != npos {
 		fs.Usage()
 		return nil, errUsage
 	}

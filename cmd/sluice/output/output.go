@@ -86,3 +86,45 @@ type BenchResult struct {
 	LatencyMeanMs float64 `json:"latency_mean_ms"`
 	Errors        int64   `json:"errors"`
 }
+
+// TransactionListing is one entry of "txn list --output json" (a JSON
+// array, sorted by transactional id, [] when there is none).
+// docs/transactions.md documents every field; keep the two in step.
+// DurationMs is how long the open transaction has been open, -1 when none
+// is open.
+type TransactionListing struct {
+	TransactionalID string `json:"transactional_id"`
+	ProducerID      int64  `json:"producer_id"`
+	State           string `json:"state"`
+	DurationMs      int64  `json:"duration_ms"`
+}
+
+// Transaction is one entry of "txn describe --output json" (a JSON array
+// in the order of the ids asked; docs/transactions.md documents every
+// field). Error is "" when the coordinator
+// answered, else the error code and message (the other fields are then
+// zero). Times are milliseconds since the Unix epoch, -1 when unknown;
+// the producer ids are -1 when none; Topics is [] when the transaction
+// holds no partition.
+type Transaction struct {
+	TransactionalID        string     `json:"transactional_id"`
+	Error                  string     `json:"error"`
+	State                  string     `json:"state"`
+	ProducerID             int64      `json:"producer_id"`
+	ProducerEpoch          int32      `json:"producer_epoch"`
+	LastProducerEpoch      int32      `json:"last_producer_epoch"`
+	PreviousProducerID     int64      `json:"previous_producer_id"`
+	NextProducerID         int64      `json:"next_producer_id"`
+	TransactionTimeoutMs   int32      `json:"transaction_timeout_ms"`
+	TransactionStartTimeMs int64      `json:"transaction_start_time_ms"`
+	LastUpdateTimeMs       int64      `json:"last_update_time_ms"`
+	CoordinatorEpoch       int32      `json:"coordinator_epoch"`
+	Topics                 []TxnTopic `json:"topics"`
+}
+
+// TxnTopic is a topic of Transaction.Topics with the transaction's
+// partitions of it, ascending.
+type TxnTopic struct {
+	Name       string  `json:"name"`
+	Partitions []int32 `json:"partitions"`
+}

@@ -1,0 +1,207 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Coordinator is the broker that coordinates a transactional id: the
+// leader of its __transaction_state partition (DESIGN §10).
+type Coordinator struct {
+	NodeID  int32
+	Address string // host:port of its gRPC listener
+}
+
+// FindCoordinator asks any broker which broker coordinates
+// transactionalID. It makes one attempt: a key-level failure comes back as
+// an *errs.Error (COORDINATOR_NOT_AVAILABLE, retriable, while
+// __transaction_state has no leader for the id's partition).
+func (c *Client) FindCoordinator(ctx context.Context, transactionalID string) (Coordinator, error) {
+	var resp *sluicev1.FindCoordinatorResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewTransactionsClient(cc).FindCoordinator(ctx, &sluicev1.FindCoordinatorRequest{
+			KeyType: sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION,
+			Keys:    []string{transactionalID},
+		})
+		resp = r
+		return err
+	})
+	if err != nil {
+		return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, err)
+	}
+	for _, co := range resp.Coordinators {
+		if co.Key != transactionalID {
+			continue
+		}
+		if err := codeError(co.ErrorCode, co.ErrorMessage); err != nil {
+			return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, err)
+		}
+		if co.Address == "" {
+			return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d has no address", co.NodeId))
+		}
+		return Coordinator{NodeID: co.NodeId, Address: co.Address}, nil
+	}
+	return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "no answer for the key"))
+}
+
+// coordinatorRetriable reports whether a transaction request's error asks
+// for another attempt, and whether the coordinator must be found again
+// first (it moved, or could not be reached).
+func coordinatorRetriable(err error) (retry, refind bool) {
+	switch errs.Code(err) {
+	case sluicev1.ErrorCode_NOT_COORDINATOR, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE:
+		return true, true
+	}
+	if isTransportError(err) {
+		return true, true
+	}
+	return isRetriable(err), false
+}
+
+// DescribeTransactions answers the state of each transactional id, in the
+// order given, each from its coordinator (found with FindCoordinator).
+// Retriable failures (a coordinator moving or loading) are retried until
+// ctx ends; a failure for one id is reported in its entry's error_code and
+// error_message (TRANSACTIONAL_ID_NOT_FOUND for an unknown id) and does not
+// fail the others. The error is for ctx ending only.
+func (c *Client) DescribeTransactions(ctx context.Context, transactionalIDs ...string) ([]*sluicev1.TransactionState, error) {
+	out := make([]*sluicev1.TransactionState, len(transactionalIDs))
+	for i, id := range transactionalIDs {
+		st, err := c.describeTransaction(ctx, id)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("describe transactions: %w", ctx.Err())
+		}
+		if err != nil {
+			st = &sluicev1.TransactionState{TransactionalId: id, ErrorCode: errs.Code(err), ErrorMessage: err.Error(), ProducerId: -1, ProducerEpoch: -1}
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// describeTransaction describes one id, retrying retriable failures (a
+// bounded number of times) and finding its coordinator again when it
+// moved.
+func (c *Client) describeTransaction(ctx context.Context, id string) (*sluicev1.TransactionState, error) {
+	var last error
+	for attempt := 0; attempt < 8; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, initBackoff(attempt-1)); err != nil {
+				return nil, err
+			}
+		}
+		co, err := c.FindCoordinator(ctx, id)
+		if err != nil {
+			if last = err; !isRetriable(err) {
+				return nil, err
+			}
+			continue
+		}
+		cc, err := c.conn(co.Address)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+		resp, err := sluicev1.NewTransactionsClient(cc).DescribeTransactions(rctx, &sluicev1.DescribeTransactionsRequest{TransactionalIds: []string{id}})
+		cancel()
+		if err = rpcError(err); err == nil {
+			err = errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "node %d answered nothing for the id", co.NodeID)
+			for _, st := range resp.TransactionStates {
+				if st.TransactionalId == id {
+					err = codeError(st.ErrorCode, st.ErrorMessage)
+					if err == nil {
+						return st, nil
+					}
+				}
+			}
+		}
+		if retry, _ := coordinatorRetriable(err); !retry {
+			return nil, err
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// ListTransactionsFilter selects what ListTransactions returns; the zero
+// value selects every transactional id.
+type ListTransactionsFilter struct {
+	// States keeps only these states (Empty, Ongoing, PrepareCommit,
+	// PrepareAbort, CompleteCommit, CompleteAbort, PrepareEpochFence,
+	// Dead); empty: all.
+	States []string
+	// ProducerIDs keeps only these producer ids; empty: all.
+	ProducerIDs []int64
+	// MinDuration keeps only transactions open for at least this long
+	// (KIP-994); 0: no filter.
+	MinDuration time.Duration
+}
+
+// ListTransactions asks every broker for the transactional ids it
+// coordinates (each broker knows only its own) and returns the merged
+// listings sorted by transactional id. Every broker must answer: a broker
+// that fails, or a state filter that names no state, fails the call (the
+// error names the broker), since a partial list would look complete.
+func (c *Client) ListTransactions(ctx context.Context, filter ListTransactionsFilter) ([]*sluicev1.TransactionListing, error) {
+	md, err := c.Metadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list transactions: %w", err)
+	}
+	req := &sluicev1.ListTransactionsRequest{StateFilters: filter.States, ProducerIdFilters: filter.ProducerIDs, DurationFilterMs: filter.MinDuration.Milliseconds()}
+	brokers := md.Brokers
+	sort.Slice(brokers, func(i, j int) bool { return brokers[i].NodeId < brokers[j].NodeId })
+	type answer struct {
+		node int32
+		resp *sluicev1.ListTransactionsResponse
+		err  error
+	}
+	answers := make(chan answer, len(brokers))
+	for _, b := range brokers {
+		go func() { // ends with its request (rctx)
+			cc, err := c.conn(b.Address)
+			if err != nil {
+				answers <- answer{node: b.NodeId, err: err}
+				return
+			}
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+			defer cancel()
+			resp, err := sluicev1.NewTransactionsClient(cc).ListTransactions(rctx, req)
+			answers <- answer{node: b.NodeId, resp: resp, err: rpcError(err)}
+		}()
+	}
+	var out []*sluicev1.TransactionListing
+	var failures []error
+	for range brokers {
+		a := <-answers
+		if a.err == nil {
+			a.err = codeError(a.resp.ErrorCode, a.resp.ErrorMessage)
+		}
+		if a.err == nil && len(a.resp.UnknownStateFilters) > 0 {
+			a.err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown transaction states %q", a.resp.UnknownStateFilters)
+		}
+		if a.err != nil {
+			failures = append(failures, fmt.Errorf("broker %d: %w", a.node, a.err))
+			continue
+		}
+		out = append(out, a.resp.TransactionStates...)
+	}
+	if len(failures) > 0 {
+		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
+		return nil, fmt.Errorf("list transactions: %w", errors.Join(failures...))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TransactionalId != out[j].TransactionalId {
+			return out[i].TransactionalId < out[j].TransactionalId
+		}
+		return out[i].ProducerId < out[j].ProducerId
+	})
+	return out, nil
+}
