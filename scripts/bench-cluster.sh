@@ -22,7 +22,7 @@
 # of the paced acks=all 100-byte run), PROFILE_DIR (if set, CPU profiles of
 # node 1 and of the load generator during the saturated acks=all 100-byte
 # run are written there), SYNC_RECORDS (records of each synchronous run:
-# 5000), KEEP=1 keeps the data directories and logs, BIN (bin: where the
+# 5000), RECORDS_TXN (records of each transactions run: 3000000), KEEP=1 keeps the data directories and logs, BIN (bin: where the
 # binaries are built; another directory leaves bin/ alone, e.g. while a
 # chaos run restarts nodes from it), ONLY (a regular expression: only the
 # runs whose label matches, e.g. ONLY=synchronous), GO (go).
@@ -41,6 +41,7 @@ SYNC_RECORDS=${SYNC_RECORDS:-5000}
 PROFILE_DIR=${PROFILE_DIR:-}
 BIN=${BIN:-bin}
 ONLY=${ONLY:-}
+RECORDS_TXN=${RECORDS_TXN:-3000000}
 
 echo "building $BIN/sluiced and $BIN/sluice" >&2
 "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
@@ -195,6 +196,14 @@ run "1 KiB, acks=all" r1k-acksall --record-size 1024 --acks all --records "$RECO
 # partition to partition, so all three leaders are used.
 run "synchronous, 100 B, acks=all" r100-sync-all --record-size 100 --acks all --sync --records "$SYNC_RECORDS"
 run "synchronous, 100 B, acks=1" r100-sync-1 --record-size 100 --acks 1 --sync --records "$SYNC_RECORDS"
+# Transactions (issue 14): the same 100 B acks=all load in transactions
+# committed every 10 ms, 100 ms and 1 s, next to an idempotent run of the
+# same size for the ratio; the latency reported is CommitTransaction's.
+run "transactions: idempotent baseline, 100 B" r100-txn-base --record-size 100 --acks all --records "$RECORDS_TXN"
+for every in 10ms 100ms 1s; do
+	run "transactions: commit every $every, 100 B" "r100-txn-$every" --record-size 100 --acks all --records "$RECORDS_TXN" \
+		--transactional-id "bench-$every" --commit-interval "$every"
+done
 
 echo
 echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions:"

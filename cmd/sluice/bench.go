@@ -19,6 +19,7 @@ import (
 )
 
 const benchUsage = `usage: sluice bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--sync]
+                           [--transactional-id ID [--commit-interval D]]
        sluice bench consume --topic T [--records N]
 `
 
@@ -103,7 +104,7 @@ func (e *env) printBench(r benchResult) error {
 }
 
 func (e *env) benchProduce(ctx context.Context, args []string) error {
-	fs := e.newFlags("bench produce", "bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--throughput R] [--sync]")
+	fs := e.newFlags("bench produce", "bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--throughput R] [--sync]\n                    [--transactional-id ID [--commit-interval D]]")
 	topic := fs.String("topic", "", "topic to produce to (required)")
 	records := fs.Int64("records", 1_000_000, "records to send")
 	size := fs.Int("record-size", 100, "value size in bytes")
@@ -116,6 +117,8 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	throughput := fs.Int("throughput", 0, "target records/s (0: as fast as possible); latency is only meaningful below saturation")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	noIdem := fs.Bool("no-idempotence", false, "send as a plain producer (idempotence is on by default with --acks all)")
+	txnID := fs.String("transactional-id", "", "send in transactions with this transactional id (acks all); see --commit-interval")
+	commitEvery := fs.Duration("commit-interval", 100*time.Millisecond, "with --transactional-id: commit a transaction this often; the latency reported is CommitTransaction's")
 	syncMode := fs.Bool("sync", false, "send one record at a time: each is sent alone and the next only after it is acknowledged; every record's latency is measured (with linger 0; --linger, --throughput and --latency-sample do not apply)")
 	if _, err := e.parse(fs, args, 0); err != nil {
 		return err
@@ -150,6 +153,12 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 		*linger = 0 // nothing else will join the batch
 	}
 	opts := []client.ProducerOption{client.WithAcks(acks), client.WithLinger(*linger), client.WithBatchBytes(*batchBytes)}
+	if *txnID != "" {
+		if acks != client.AcksAll || *noIdem || *syncMode || *commitEvery <= 0 {
+			return fmt.Errorf("bench produce: --transactional-id needs --acks all, idempotence, no --sync and a positive --commit-interval")
+		}
+		opts = append(opts, client.WithTransactionalID(*txnID))
+	}
 	if *noIdem {
 		opts = append(opts, client.WithIdempotence(false))
 	}
@@ -159,6 +168,14 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	}
 	value := make([]byte, *size)
 	rand.Read(value)
+	if *txnID != "" {
+		res, err := e.benchTxn(ctx, p, client.Record{Topic: *topic, Partition: int32(*partition), Value: value}, *records, *size, *commitEvery)
+		p.Close()
+		if err != nil {
+			return err
+		}
+		return e.printBench(res)
+	}
 	if *syncMode {
 		res, err := e.benchSync(ctx, p, client.Record{Topic: *topic, Partition: int32(*partition), Value: value}, *records, *size)
 		p.Close()
@@ -254,6 +271,65 @@ func (e *env) benchSync(ctx context.Context, p *client.Producer, r client.Record
 	res := benchResult{Mode: "produce", Topic: r.Topic, Records: n, RecordSize: size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
 		LatencyWhat: "synchronous send-to-ack"}
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
+	return res, nil
+}
+
+// benchTxn sends records in transactions: it begins one, sends for
+// commitEvery, commits, and so on until records are sent; the latency
+// measured is each CommitTransaction's (flushing the transaction's last
+// records, then EndTxn until PrepareCommit is durable).
+func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record, records int64, size int, commitEvery time.Duration) (benchResult, error) {
+	if err := p.InitTransactions(ctx); err != nil {
+		return benchResult{}, fmt.Errorf("bench produce: %w", err)
+	}
+	lat := &latencies{}
+	var acked, ackedBytes, failures atomic.Int64
+	var firstErr atomic.Pointer[error]
+	cb := func(_ client.RecordMetadata, err error) {
+		if err != nil {
+			failures.Add(1)
+			firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		acked.Add(1)
+		ackedBytes.Add(int64(size))
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go e.progress("produce", &acked, &ackedBytes, stop, done)
+	start := time.Now()
+	var err error
+	txns := 0
+	for i := int64(0); i < records && ctx.Err() == nil && err == nil; {
+		if err = p.BeginTransaction(); err != nil {
+			break
+		}
+		end := time.Now().Add(commitEvery)
+		for ; i < records; i++ {
+			if i%256 == 0 && !time.Now().Before(end) {
+				break
+			}
+			p.Send(ctx, r, cb)
+		}
+		t0 := time.Now()
+		if err = p.CommitTransaction(ctx); err == nil {
+			lat.add(time.Since(t0))
+			txns++
+		}
+	}
+	elapsed := time.Since(start)
+	close(stop)
+	<-done
+	if ep := firstErr.Load(); ep != nil {
+		return benchResult{}, fmt.Errorf("bench produce: %d records failed, first: %w", failures.Load(), *ep)
+	}
+	if err != nil {
+		return benchResult{}, fmt.Errorf("bench produce: transaction %d: %w", txns+1, err)
+	}
+	n := acked.Load()
+	res := benchResult{Mode: "produce", Topic: r.Topic, Records: n, RecordSize: size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
+		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
+		LatencyWhat: fmt.Sprintf("commit (%d transactions of %v)", txns, commitEvery)}
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
 	return res, nil
 }
