@@ -48,9 +48,10 @@ type SegmentInfo struct {
 // Log is one partition's log in a directory.
 //
 // Concurrency: all methods are safe for concurrent use. Writers (Append,
-// AppendVerbatim, TruncateTo, TruncateFullyAndStartAt, EnforceRetention,
-// Flush, SetConfig, Close, Delete) are serialised by appendMu, which they
-// hold across their file IO. Readers (Read, ReadConsumer,
+// AppendControl, AppendTxn, AppendVerbatim, TruncateTo,
+// TruncateFullyAndStartAt, EnforceRetention, Flush, SetConfig, Close,
+// Delete) are serialised by appendMu, which they hold across their file
+// IO; StartTxnVerification and the producer-state readers take it too. Readers (Read, ReadConsumer,
 // OffsetForTimestamp, LastStableOffset, AbortedTransactions, ...) take
 // mu shared only to snapshot segment positions and never hold it during
 // file IO; writers take mu exclusively only to publish new state after the

@@ -25,7 +25,10 @@ import (
 //
 //	leader:   Check(b) -> Log.Append -> Update(b, first, last, maxTS)
 //	follower:               Log.AppendVerbatim -> Update(b, ...)
-//	markers:  CheckMarker -> Log.Append -> Update(marker, ...)
+//	markers:  CheckMarker, CheckCoordinatorEpoch -> Log.Append -> Update(marker, ...)
+//	first batch of a transaction (producerstate_verification.go):
+//	          StartVerification -> (coordinator asked, lock released)
+//	          -> CheckVerified(b, guard), Check(b) -> Log.Append -> Update(b, ...)
 //
 // Update must follow the local append immediately, under the same lock and
 // before the next Check, not wait for the high watermark: Kafka updates the
