@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -19,14 +20,23 @@ import (
 // every in-sync replica) or the timeout passes (REQUEST_TIMED_OUT: the
 // batch is in the leader's log and may still become committed); ACKS_NONE
 // answers without offsets.
+//
+// A request with transactional_id is a transactional producer's (DESIGN
+// §10, decision 33): each partition's batch goes through
+// cluster.ReplicaManager.AppendTxnTo, which first adds the partition to
+// the transaction at its coordinator; the partitions of one request are
+// verified concurrently, all within the request's timeout. Its batches
+// must all be transactional (else INVALID_RECORD for that partition); a
+// transactional batch in a request without transactional_id is
+// INVALID_TXN_STATE. Either way nothing of that partition is stored.
 func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error) {
 	return s.produce(ctx, req, nil)
 }
 
 // produceAliased is Produce for a request whose batches alias the received
 // gRPC buffer (codec.ProduceRequest): the buffer is released as soon as
-// every batch has been appended (copied into its log), not after the
-// acks=all wait.
+// every batch has been appended (copied into its log) or refused — after
+// the verifications of a transactional request, before the acks=all wait.
 func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) (*sluicev1.ProduceResponse, error) {
 	defer req.Release() // on every path; a second Release is a no-op
 	return s.produce(ctx, &req.ProduceRequestView, req.Release)
@@ -35,7 +45,7 @@ func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) 
 // produce is Produce; appended (if not nil) is called once the request's
 // batches are no longer used.
 func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView, appended func()) (*sluicev1.ProduceResponse, error) {
-	pp, err := s.appendProduce(req)
+	pp, err := s.appendProduce(ctx, req)
 	if appended != nil {
 		appended()
 	}
@@ -73,8 +83,10 @@ func (pp *pendingProduce) await(ctx context.Context) {
 
 // appendProduce checks req and appends its batches: Produce up to the
 // acks=all wait. A request refused as a whole is a status error and
-// nothing is appended. The batches are not used once it returns.
-func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProduce, error) {
+// nothing is appended. The batches are not used once it returns (a
+// transactional request's verifications have all ended). ctx bounds the
+// verifications of a transactional request, with the request's timeout.
+func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceRequestView) (*pendingProduce, error) {
 	switch req.Acks {
 	case sluicev1.Acks_ACKS_UNSPECIFIED, sluicev1.Acks_ACKS_ALL, sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_NONE:
 	default:
@@ -83,11 +95,16 @@ func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProd
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
-	if req.TransactionalId != "" {
-		return nil, requestError(failedPrecondition, sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional produce is not supported yet")
+	// acks=all: every appended batch must reach the high watermark within
+	// the request timeout.
+	timeout := DefaultProduceTimeout
+	if req.TimeoutMs > 0 {
+		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
 	now := s.now()
+	acksAll := req.Acks == sluicev1.Acks_ACKS_ALL || req.Acks == sluicev1.Acks_ACKS_UNSPECIFIED
 	var waits []pendingAck
+	var txn []txnAppend // a transactional request's partitions, appended after the loop
 	resp := &sluicev1.ProduceResponse{Topics: make([]*sluicev1.TopicProduceResponse, 0, len(req.Topics))}
 	for _, t := range req.Topics {
 		tr := &sluicev1.TopicProduceResponse{Name: t.Name, Partitions: make([]*sluicev1.PartitionProduceResponse, 0, len(t.Partitions))}
@@ -106,33 +123,82 @@ func (s *Server) appendProduce(req *internalv1.ProduceRequestView) (*pendingProd
 				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
 				continue
 			}
-			acksAll := req.Acks == sluicev1.Acks_ACKS_ALL || req.Acks == sluicev1.Acks_ACKS_UNSPECIFIED
-			res, err := s.replicas.AppendTo(part, p.Batch, now, acksAll)
-			if err == nil && acksAll {
-				waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset, hint: s.leaderHint})
-			}
-			if err != nil {
-				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
-				pr.CurrentLeader = s.leaderHint(t.Name, p.Partition, pr.ErrorCode)
-				if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
-					s.log.Error("produce failed", "topic", t.Name, "partition", p.Partition, "err", err)
-				}
+			if req.TransactionalId != "" {
+				txn = append(txn, txnAppend{resp: pr, topic: t.Name, part: part, batch: p.Batch})
 				continue
 			}
-			if req.Acks != sluicev1.Acks_ACKS_NONE {
-				pr.BaseOffset = res.BaseOffset
-			}
-			pr.LogStartOffset = part.LogStartOffset()
+			res, err := s.replicas.AppendTo(part, p.Batch, now, acksAll)
+			waits = s.answerAppend(pr, t.Name, part, res, err, req.Acks, waits)
 		}
 		resp.Topics = append(resp.Topics, tr)
 	}
-	// acks=all: every appended batch must reach the high watermark within
-	// the request timeout.
-	timeout := DefaultProduceTimeout
-	if req.TimeoutMs > 0 {
-		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	pp := &pendingProduce{resp: resp, timeout: timeout}
+	if len(txn) > 0 {
+		// The verifications and the acks=all wait share the timeout.
+		deadline := time.Now().Add(timeout)
+		s.appendTxn(ctx, req.TransactionalId, txn, now, acksAll, deadline)
+		for i := range txn {
+			a := &txn[i]
+			waits = s.answerAppend(a.resp, a.topic, a.part, a.res, a.err, req.Acks, waits)
+		}
+		pp.timeout = max(time.Until(deadline), 0)
 	}
-	return &pendingProduce{resp: resp, waits: waits, timeout: timeout}, nil
+	pp.waits = waits
+	return pp, nil
+}
+
+// answerAppend fills pr with the outcome of appending to part of topic
+// and returns waits with the batch added when acks=all waits for it.
+func (s *Server) answerAppend(pr *sluicev1.PartitionProduceResponse, topic string, part *cluster.Replica, res cluster.AppendResult, err error, acks sluicev1.Acks, waits []pendingAck) []pendingAck {
+	if err != nil {
+		pr.ErrorCode, pr.ErrorMessage = partitionError(err)
+		pr.CurrentLeader = s.leaderHint(topic, pr.Partition, pr.ErrorCode)
+		if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+			s.log.Error("produce failed", "topic", topic, "partition", pr.Partition, "err", err)
+		}
+		return waits
+	}
+	if acks == sluicev1.Acks_ACKS_ALL || acks == sluicev1.Acks_ACKS_UNSPECIFIED {
+		waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset, hint: s.leaderHint})
+	}
+	if acks != sluicev1.Acks_ACKS_NONE {
+		pr.BaseOffset = res.BaseOffset
+	}
+	pr.LogStartOffset = part.LogStartOffset()
+	return waits
+}
+
+// txnAppend is one partition of a transactional produce request: its
+// batch, and the outcome of AppendTxnTo.
+type txnAppend struct {
+	resp  *sluicev1.PartitionProduceResponse
+	topic string
+	part  *cluster.Replica
+	batch []byte
+	res   cluster.AppendResult
+	err   error
+}
+
+// appendTxn appends each of a transactional request's batches with
+// AppendTxnTo, all partitions at once (each may wait for its
+// coordinator's AddPartitionsToTxn), until deadline; it returns when every
+// append has ended, so the batches are no longer used.
+func (s *Server) appendTxn(ctx context.Context, transactionalID string, txn []txnAppend, now time.Time, acksAll bool, deadline time.Time) {
+	vctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	run := func(a *txnAppend) {
+		a.res, a.err = s.replicas.AppendTxnTo(vctx, a.part, transactionalID, a.batch, now, acksAll)
+	}
+	if len(txn) == 1 {
+		run(&txn[0])
+		return
+	}
+	var g goroutine.Group
+	for i := range txn {
+		a := &txn[i]
+		g.Go(func() { run(a) })
+	}
+	g.Wait()
 }
 
 // pendingAck is an appended batch an acks=all produce waits for.

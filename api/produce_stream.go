@@ -21,6 +21,8 @@ const MaxProduceStreamInFlight = 64
 // produceStream serves sluice.v1.Log/ProduceStream: Produce's rules for
 // each request, appended in arrival order (so a client's pipelined
 // batches of one partition arrive in sequence), answered as each is done.
+// A transactional request's verifications (AppendTxnTo) also run before
+// the next request is read, which keeps that order.
 // A goroutine reads and appends; acks=all requests wait in their own
 // goroutines. The stream ends when the client closes its side and every
 // request is answered, or at the first failure to receive or send (the
@@ -56,7 +58,7 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			return err
 		}
 		id := req.CorrelationID
-		pp, err := s.appendProduce(&req.Request)
+		pp, err := s.appendProduce(ctx, &req.Request)
 		req.Release()
 		if err != nil || len(pp.waits) == 0 {
 			_ = out.send(produceStreamAnswer(id, pp, err))

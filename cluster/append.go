@@ -43,6 +43,8 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 // AppendTo is AppendWithAcks on a partition the caller already looked up.
 // It is the producers' path: control batches are refused
 // (INVALID_RECORD); the coordinators write theirs with AppendCommitted.
+// Transactional batches are refused (INVALID_TXN_STATE, nothing stored):
+// they come with a transactional_id and go through AppendTxnTo.
 func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	leader, epoch := p.Leadership()
 	if leader != m.cfg.NodeID {
@@ -59,7 +61,7 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 	case h.IsControl():
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
 	case h.IsTransactional():
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "transactional batches are not supported yet")
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "a transactional batch must be sent in a produce request with the producer's transactional_id")
 	}
 	if acksAll {
 		if err := p.checkAcksAll(); err != nil {

@@ -28,6 +28,7 @@
 //	read.go             the read path: Fetch for consumers and followers, OffsetForLeaderEpoch
 //	append.go           produce appends, and the committed append of internal records and control batches
 //	listener.go         LeadershipListener: telling coordinators about leadership changes
+//	txn.go              transactions' partition side: verified transactional produce, markers
 //	truncation.go       a follower's truncation to the divergence point
 //	fetcher.go          follower fetchers: one per source broker
 //	retention.go        retention and producer-id expiry

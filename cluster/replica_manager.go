@@ -69,6 +69,9 @@ type ReplicaManager struct {
 	goroutines goroutine.Group
 	// events delivers leadership changes to listeners (listener.go).
 	events *leadershipEvents
+	// txnVerifier is the TxnVerifier of AppendTxnTo (txn.go), nil until
+	// SetTxnVerifier.
+	txnVerifier atomic.Pointer[txnVerifierBox]
 }
 
 // partitionMetaFile is written in every partition directory: the topic id

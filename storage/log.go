@@ -48,9 +48,10 @@ type SegmentInfo struct {
 // Log is one partition's log in a directory.
 //
 // Concurrency: all methods are safe for concurrent use. Writers (Append,
-// AppendVerbatim, TruncateTo, TruncateFullyAndStartAt, EnforceRetention,
-// Flush, SetConfig, Close, Delete) are serialised by appendMu, which they
-// hold across their file IO. Readers (Read, ReadConsumer,
+// AppendControl, AppendTxn, AppendVerbatim, TruncateTo,
+// TruncateFullyAndStartAt, EnforceRetention, Flush, SetConfig, Close,
+// Delete) are serialised by appendMu, which they hold across their file
+// IO; StartTxnVerification and the producer-state readers take it too. Readers (Read, ReadConsumer,
 // OffsetForTimestamp, LastStableOffset, AbortedTransactions, ...) take
 // mu shared only to snapshot segment positions and never hold it during
 // file IO; writers take mu exclusively only to publish new state after the
@@ -237,11 +238,17 @@ func (l *Log) stampLocked(b []byte, leaderEpoch int32) (batch.Header, error) {
 // AppendControl is Append for a control batch the leader writes itself
 // (a transaction marker from a coordinator; producers never send one, and
 // Append refuses it). b must carry the control attribute (else
-// INVALID_RECORD); a producer id > 0 must pass the marker rule
-// (ProducerState.CheckMarker: under TV2 a marker's epoch exceeds the
-// data's) instead of the idempotence rules, and the producer state is
-// updated as for any append (the marker ends the producer's open
-// transaction). Everything else is Append's.
+// INVALID_RECORD); a producer id > 0 must carry a transaction marker
+// record (else INVALID_RECORD) and pass the marker rules instead of the
+// idempotence rules: ProducerState.CheckMarker (under TV2 a marker's epoch
+// exceeds the data's: else INVALID_PRODUCER_EPOCH), then
+// ProducerState.CheckCoordinatorEpoch (a coordinator epoch below that of
+// the producer's last marker: TRANSACTION_COORDINATOR_FENCED). The
+// producer state is updated as for any append: the marker ends the
+// producer's open transaction and its coordinator epoch is remembered. A
+// retried marker of a transaction already ended (KAFKA-19999) is written
+// again but ends nothing: no second .txnindex entry, and the last stable
+// offset does not move. Everything else is Append's.
 func (l *Log) AppendControl(b []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -257,11 +264,87 @@ func (l *Log) AppendControl(b []byte, leaderEpoch int32, now time.Time) (AppendR
 		return AppendResult{}, err
 	}
 	if info.ProducerID > 0 {
+		mk := readMarker(b)
+		if !mk.ok {
+			return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "control batch of producer %d holds no transaction marker", info.ProducerID)
+		}
 		if err := l.producers.CheckMarker(info.ProducerID, info.Epoch); err != nil {
+			return AppendResult{}, err
+		}
+		if err := l.producers.CheckCoordinatorEpoch(info.ProducerID, mk.coordinatorEpoch); err != nil {
 			return AppendResult{}, err
 		}
 	}
 	return l.appendLocked(b, now)
+}
+
+// StartTxnVerification begins the verification of a transactional batch
+// of producerID at epoch before its append with AppendTxn
+// (ProducerState.StartVerification, at now): INVALID_PRODUCER_EPOCH when
+// the epoch is below the producer's here, a guard whose Needed is false
+// when the producer's transaction is already open here at epoch, else a
+// guard to hold while the coordinator adds the partition to the
+// transaction. ErrClosed on a closed log.
+func (l *Log) StartTxnVerification(producerID int64, epoch int16, now time.Time) (VerificationGuard, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return VerificationGuard{}, ErrClosed
+	}
+	return l.producers.StartVerification(producerID, epoch, now.UnixMilli())
+}
+
+// AppendTxn is Append for a transactional data batch verified with guard
+// (StartTxnVerification): b must be a transactional, non-control batch of
+// a producer id > 0 (else INVALID_RECORD). A retry of a batch already
+// written is a duplicate as in Append; otherwise the batch is appended
+// only if the guard still holds (ProducerState.CheckVerified: else
+// INVALID_TXN_STATE wrapping ErrVerificationEnded, nothing written) and
+// then passes the idempotence rules. Everything else is Append's.
+func (l *Log) AppendTxn(b []byte, leaderEpoch int32, guard VerificationGuard, now time.Time) (AppendResult, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	h, err := l.stampLocked(b, leaderEpoch)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if h.IsControl() || !h.IsTransactional() || h.ProducerID <= 0 {
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "not a transactional data batch of a producer (control %v, transactional %v, producer id %d)", h.IsControl(), h.IsTransactional(), h.ProducerID)
+	}
+	info, d, err := l.checkProducer(h)
+	if err == nil && d.Duplicate {
+		return AppendResult{BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, MaxTimestamp: d.MaxTimestamp, Duplicate: true}, nil
+	}
+	// Kafka checks the verification before the epoch and sequence
+	// (UnifiedLog.analyzeAndValidateProducerState), so a batch whose
+	// transaction ended while it was verified is INVALID_TXN_STATE even
+	// though the marker's higher epoch would also refuse it.
+	if errs.Code(err) != sluicev1.ErrorCode_INVALID_RECORD {
+		if verr := l.producers.CheckVerified(info, guard); verr != nil {
+			return AppendResult{}, verr
+		}
+	}
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendLocked(b, now)
+}
+
+// OldestOpenTransactionStart is when the oldest transaction open in this
+// log started: the broker's clock at the append of its first batch here
+// (leader or follower), or that batch's max timestamp when the state was
+// rebuilt from the log. false when no transaction is open.
+func (l *Log) OldestOpenTransactionStart() (time.Time, bool) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.producers == nil {
+		return time.Time{}, false
+	}
+	ms, ok := l.producers.OldestTxnStart()
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 // AppendVerbatim appends a batch that already carries its offsets and
@@ -328,7 +411,11 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	}
 	// A marker ends its producer's open transaction: note it before the
 	// producer state forgets it (an ABORT goes into the .txnindex).
-	ended, ending := l.endingTxn(h, b)
+	var mk markerInfo
+	if h.IsControl() && h.ProducerID > 0 {
+		mk = readMarker(b)
+	}
+	ended, ending := l.endingTxn(h, mk)
 	var fh [batch.MaxFrameHeader]byte
 	pos := s.size
 	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
@@ -347,7 +434,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 		_ = s.truncateIndexFiles()
 		return AppendResult{}, storageErr("write index of %s: %v", s.path, err)
 	}
-	l.updateProducer(h)
+	l.updateProducer(h, mk, now)
 	l.mu.Lock()
 	s.apply(h, int(frameSize), e)
 	l.epochs = epochs

@@ -62,12 +62,12 @@ func (l *Log) rebuildProducers(end int64) *ProducerState {
 			offsets = slices.DeleteFunc(offsets, func(o int64) bool { return o == at })
 			continue
 		}
-		l.producerErr = Replay(st, l.headersFrom(at, end))
+		l.producerErr = l.replay(st, at, end)
 		st.SetMaxProducers(DefaultMaxProducers)
 		return st
 	}
 	st := NewProducerState(DefaultMaxProducers)
-	l.producerErr = Replay(st, l.headersFrom(l.startOffset, end))
+	l.producerErr = l.replay(st, l.startOffset, end)
 	return st
 }
 
@@ -97,10 +97,21 @@ func (l *Log) snapshotOffsets() []int64 {
 	return out
 }
 
-// headersFrom iterates over the headers of the batches with offsets in
-// [from, end), in order, reading only headers.
-func (l *Log) headersFrom(from, end int64) iter.Seq[batch.Header] {
-	return func(yield func(batch.Header) bool) {
+// logBatch is one batch found by scanBatches.
+type logBatch struct {
+	seg *segment
+	h   batch.Header
+	// mk is the marker record of a marker (a control batch of a producer
+	// id > 0); zero for other batches.
+	mk markerInfo
+}
+
+// scanBatches iterates over the batches with offsets in [from, end), in
+// order, reading their headers and, for markers, their one record. A
+// marker whose bytes cannot be read is yielded without its record
+// (mk.ok false) and the first such error is kept in *readErr.
+func (l *Log) scanBatches(from, end int64, readErr *error) iter.Seq[logBatch] {
+	return func(yield func(logBatch) bool) {
 		for _, s := range l.segments {
 			if s.next <= from || s.base >= end {
 				continue
@@ -110,16 +121,48 @@ func (l *Log) headersFrom(from, end int64) iter.Seq[batch.Header] {
 				if err != nil {
 					break
 				}
+				at := pos
 				pos += int64(n)
 				if h.LastOffset() < from {
 					continue
 				}
-				if h.BaseOffset >= end || !yield(h) {
+				if h.BaseOffset >= end {
+					return
+				}
+				lb := logBatch{seg: s, h: h}
+				if h.IsControl() && h.ProducerID > 0 {
+					buf := make([]byte, n)
+					_, err := s.log.ReadAt(buf, at)
+					if err == nil {
+						var b []byte
+						if b, _, err = batch.NextFrame(buf); err == nil {
+							lb.mk = readMarker(b)
+						}
+					}
+					if err != nil && *readErr == nil {
+						*readErr = err
+					}
+				}
+				if !yield(lb) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// replay applies the log's batches in [from, end) to st (ReplayBatches,
+// with the markers' coordinator epochs). The caller holds appendMu (or
+// runs before the log is shared).
+func (l *Log) replay(st *ProducerState, from, end int64) error {
+	var readErr error
+	return ReplayBatches(st, func(yield func(ReplayBatch) bool) {
+		for lb := range l.scanBatches(from, end, &readErr) {
+			if !yield(ReplayBatch{Header: lb.h, CoordinatorEpoch: lb.mk.epoch()}) {
+				return
+			}
+		}
+	})
 }
 
 // writeProducerSnapshot writes the state as of the log end offset. The
@@ -183,12 +226,15 @@ func (l *Log) checkProducer(h batch.Header) (BatchInfo, Decision, error) {
 	return info, d, err
 }
 
-// updateProducer records an appended batch. The caller holds appendMu.
-func (l *Log) updateProducer(h batch.Header) {
+// updateProducer records an appended batch (mk: its marker record, if a
+// marker) appended at now. The caller holds appendMu.
+func (l *Log) updateProducer(h batch.Header, mk markerInfo, now time.Time) {
 	info, err := BatchInfoFromHeader(h)
 	if err != nil || info.ProducerID <= 0 {
 		return
 	}
+	info.CoordinatorEpoch = mk.epoch()
+	info.AppendTime = now.UnixMilli()
 	l.producers.Update(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 }
 

@@ -25,7 +25,10 @@ import (
 //
 //	leader:   Check(b) -> Log.Append -> Update(b, first, last, maxTS)
 //	follower:               Log.AppendVerbatim -> Update(b, ...)
-//	markers:  CheckMarker -> Log.Append -> Update(marker, ...)
+//	markers:  CheckMarker, CheckCoordinatorEpoch -> Log.Append -> Update(marker, ...)
+//	first batch of a transaction (producerstate_verification.go):
+//	          StartVerification -> (coordinator asked, lock released)
+//	          -> CheckVerified(b, guard), Check(b) -> Log.Append -> Update(b, ...)
 //
 // Update must follow the local append immediately, under the same lock and
 // before the next Check, not wait for the high watermark: Kafka updates the
@@ -76,7 +79,19 @@ type BatchInfo struct {
 	// IsControl marks a transaction marker (COMMIT/ABORT); its sequences are
 	// NoSequence.
 	IsControl bool
+	// CoordinatorEpoch is, for a marker, the coordinator epoch its record
+	// carries (batch.ParseMarker); NoCoordinatorEpoch when not read (a
+	// replay from headers only). Unused for data batches.
+	CoordinatorEpoch int32
+	// AppendTime is the broker's clock (ms) when the batch was appended
+	// here, leader or follower; 0 when unknown (a replay of the log), and
+	// then the batch's max timestamp stands in. It dates the start of a
+	// transaction (OldestTxnStart).
+	AppendTime int64
 }
+
+// NoCoordinatorEpoch is "no marker coordinator epoch known".
+const NoCoordinatorEpoch int32 = -1
 
 // Decision is the outcome of an accepted Check. Duplicate means the batch
 // was already written: the caller must write nothing and answer success with
@@ -113,6 +128,14 @@ type ProducerEntry struct {
 	// or -1 (Kafka's currentTxnFirstOffset). The LSO of the partition is the
 	// smallest over producers, capped by the high watermark (ref §5).
 	TxnFirstOffset int64
+	// TxnStartTime is when the open transaction's first batch was appended
+	// here (ms, BatchInfo.AppendTime), or -1 with no open transaction.
+	TxnStartTime int64
+	// CoordinatorEpoch is the coordinator epoch of the last marker
+	// applied (Kafka's ProducerStateEntry.coordinatorEpoch), or
+	// NoCoordinatorEpoch. A marker from a lower one is fenced
+	// (CheckCoordinatorEpoch).
+	CoordinatorEpoch int32
 }
 
 // producerEntry is the mutable state of one producer id.
@@ -122,6 +145,9 @@ type producerEntry struct {
 	batches        []BatchMetadata // oldest first, len <= ProducerBatchesRetained
 	lastTimestamp  int64
 	txnFirstOffset int64 // -1: no open transaction
+	txnStartTime   int64 // ms; -1 when txnFirstOffset is -1
+	// coordinatorEpoch is the last marker's (NoCoordinatorEpoch: none).
+	coordinatorEpoch int32
 	// lastOffset is the last offset of the last batch or marker applied;
 	// TruncateTo leaves entries below its offset alone.
 	lastOffset int64
@@ -143,11 +169,13 @@ func (e *producerEntry) lastSeq() int32 {
 
 func (e *producerEntry) export() ProducerEntry {
 	return ProducerEntry{
-		ProducerID:     e.id,
-		Epoch:          e.epoch,
-		Batches:        cloneBatches(e.batches),
-		LastTimestamp:  e.lastTimestamp,
-		TxnFirstOffset: e.txnFirstOffset,
+		ProducerID:       e.id,
+		Epoch:            e.epoch,
+		Batches:          cloneBatches(e.batches),
+		LastTimestamp:    e.lastTimestamp,
+		TxnFirstOffset:   e.txnFirstOffset,
+		TxnStartTime:     e.txnStartTime,
+		CoordinatorEpoch: e.coordinatorEpoch,
 	}
 }
 
@@ -184,23 +212,43 @@ type ProducerState struct {
 	// transactions, not of producers. Every change of txnFirstOffset goes
 	// through setTxn.
 	open map[int64]*producerEntry
+	// verifying holds the verification guard of each producer whose
+	// first transactional batch is being verified (StartVerification);
+	// guards counts the guards handed out, so each has its own id.
+	verifying map[int64]verification
+	guards    uint64
 }
 
 // NewProducerState returns an empty state remembering at most maxProducers
 // producer ids (0: no bound; see SetMaxProducers).
 func NewProducerState(maxProducers int) *ProducerState {
-	return &ProducerState{producers: map[int64]*producerEntry{}, open: map[int64]*producerEntry{}, maxProducers: max(maxProducers, 0)}
+	return &ProducerState{producers: map[int64]*producerEntry{}, open: map[int64]*producerEntry{}, verifying: map[int64]verification{}, maxProducers: max(maxProducers, 0)}
 }
 
-// setTxn sets e's open transaction (first offset, or -1 for none) and
-// keeps s.open in step.
-func (s *ProducerState) setTxn(e *producerEntry, firstOffset int64) {
+// setTxn sets e's open transaction (first offset, or -1 for none, and
+// when it started) and keeps s.open in step.
+func (s *ProducerState) setTxn(e *producerEntry, firstOffset, start int64) {
 	e.txnFirstOffset = firstOffset
 	if firstOffset >= 0 {
+		e.txnStartTime = start
 		s.open[e.id] = e
 	} else {
+		e.txnStartTime = -1
 		delete(s.open, e.id)
 	}
+}
+
+// OldestTxnStart is the earliest start time (ms, ProducerEntry.
+// TxnStartTime) of the open transactions, and false when none is open.
+// It costs the number of open transactions.
+func (s *ProducerState) OldestTxnStart() (int64, bool) {
+	oldest, ok := int64(0), false
+	for _, e := range s.open {
+		if !ok || e.txnStartTime < oldest {
+			oldest, ok = e.txnStartTime, true
+		}
+	}
+	return oldest, ok
 }
 
 // FirstUnstableOffset is the first offset of the oldest open transaction
@@ -411,8 +459,7 @@ func nextSeq(last int32) int32 {
 // "TV2 markers are 'reject if equal or lower'"). The exception is a retry of
 // a marker already written: same epoch and no open transaction is accepted
 // (ref: lines 127-144, KAFKA-19999). The coordinator-epoch check on the
-// marker's record (TRANSACTION_COORDINATOR_FENCED) is the caller's: it is
-// not in the batch header.
+// marker's record is CheckCoordinatorEpoch: it is not in the batch header.
 func (s *ProducerState) CheckMarker(producerID int64, epoch int16) error {
 	if producerID <= 0 || epoch < 0 {
 		return errs.New(sluicev1.ErrorCode_INVALID_RECORD, "marker has producer %d epoch %d; both must be set", producerID, epoch)
@@ -425,6 +472,22 @@ func (s *ProducerState) CheckMarker(producerID int64, epoch int16) error {
 		return nil // retried marker of a transaction that already ended
 	}
 	return errs.New(sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH, "marker epoch %d of producer %d is not above the last seen epoch %d", epoch, producerID, e.epoch)
+}
+
+// CheckCoordinatorEpoch decides whether a marker of producerID written by
+// a coordinator at coordinatorEpoch may be appended: a coordinator epoch
+// below that of the producer's last marker is a deposed coordinator's,
+// TRANSACTION_COORDINATOR_FENCED (Kafka ProducerAppendInfo.
+// checkCoordinatorEpoch, for appends that are not replication; DESIGN §10:
+// "a marker ... with an old coordinator epoch, is rejected"). Equal is
+// accepted (the same coordinator's next marker, or its retry). It changes
+// nothing; the owner checks it after CheckMarker, as Kafka does.
+func (s *ProducerState) CheckCoordinatorEpoch(producerID int64, coordinatorEpoch int32) error {
+	e := s.producers[producerID]
+	if e == nil || coordinatorEpoch >= e.coordinatorEpoch {
+		return nil
+	}
+	return errs.New(sluicev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED, "marker of producer %d comes from coordinator epoch %d, below the epoch %d of its last marker", producerID, coordinatorEpoch, e.coordinatorEpoch)
 }
 
 // Update applies batch b, stored at offsets [firstOffset, lastOffset] with
@@ -444,24 +507,35 @@ func (s *ProducerState) CheckMarker(producerID int64, epoch int16) error {
 // started remembering epoch 1"), and the open transaction ends. Both set the
 // producer's last timestamp to maxTimestamp.
 //
+// A marker also records its coordinator epoch (when known: b.CoordinatorEpoch
+// >= 0; Kafka's ProducerStateEntry.setCoordinatorEpoch), and a transaction
+// opened records b.AppendTime (or maxTimestamp) as its start.
+//
+// Any batch or marker of the producer ends its verification guard (see
+// StartVerification).
+//
 // Adding a producer id beyond the bound evicts the oldest (see
 // SetMaxProducers).
 func (s *ProducerState) Update(b BatchInfo, firstOffset, lastOffset, maxTimestamp int64) {
 	if b.ProducerID <= 0 {
 		return
 	}
+	delete(s.verifying, b.ProducerID)
 	e := s.producers[b.ProducerID]
 	added := e == nil
 	if added {
-		e = &producerEntry{id: b.ProducerID, epoch: b.Epoch, txnFirstOffset: -1, complete: !b.IsControl}
+		e = &producerEntry{id: b.ProducerID, epoch: b.Epoch, txnFirstOffset: -1, txnStartTime: -1, coordinatorEpoch: NoCoordinatorEpoch, complete: !b.IsControl}
 		e.batches = make([]BatchMetadata, 0, ProducerBatchesRetained)
 		s.producers[b.ProducerID] = e
 		heap.Push(&s.byAge, e)
 	}
 	e.setEpoch(b.Epoch)
 	if b.IsControl {
-		s.setTxn(e, -1)
+		s.setTxn(e, -1, -1)
 		e.complete = false
+		if b.CoordinatorEpoch >= 0 {
+			e.coordinatorEpoch = b.CoordinatorEpoch
+		}
 	} else {
 		if len(e.batches) == ProducerBatchesRetained {
 			e.batches = append(e.batches[:0], e.batches[1:]...)
@@ -469,7 +543,11 @@ func (s *ProducerState) Update(b BatchInfo, firstOffset, lastOffset, maxTimestam
 		}
 		e.batches = append(e.batches, BatchMetadata{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq, FirstOffset: firstOffset, LastOffset: lastOffset, MaxTimestamp: maxTimestamp})
 		if b.IsTransactional && e.txnFirstOffset < 0 {
-			s.setTxn(e, firstOffset)
+			start := b.AppendTime
+			if start == 0 {
+				start = maxTimestamp
+			}
+			s.setTxn(e, firstOffset, max(start, 0))
 		}
 	}
 	e.lastTimestamp = maxTimestamp
@@ -518,8 +596,10 @@ func (s *ProducerState) remove(e *producerEntry) {
 // currentTxnFirstOffset). It returns how many were forgotten. Kafka runs it
 // every producer.id.expiration.check.interval.ms (10 min) and also when
 // loading a snapshot; the owner should call it after LoadSnapshot too.
+// Verification guards started that long ago are forgotten too.
 func (s *ProducerState) ExpireBefore(now time.Time, expiration time.Duration) int {
 	cutoff := now.UnixMilli() - expiration.Milliseconds()
+	s.expireVerifications(cutoff)
 	n := 0
 	for len(s.byAge.entries) > 0 {
 		oldest := s.byAge.entries[0]
@@ -571,7 +651,7 @@ func (s *ProducerState) TruncateTo(offset int64) (exact bool) {
 		last := e.batches[keep-1]
 		e.lastTimestamp, e.lastOffset = last.MaxTimestamp, last.LastOffset
 		if e.txnFirstOffset >= offset {
-			s.setTxn(e, -1)
+			s.setTxn(e, -1, -1)
 		}
 		heap.Fix(&s.byAge, e.heapIndex)
 	}

@@ -48,6 +48,7 @@ func BatchInfoFromHeader(h batch.Header) (BatchInfo, error) {
 	}
 	if b.IsControl {
 		b.FirstSeq, b.LastSeq = NoSequence, NoSequence
+		b.CoordinatorEpoch = NoCoordinatorEpoch
 		return b, nil
 	}
 	if h.BaseSequence < 0 {
@@ -65,10 +66,35 @@ func BatchInfoFromHeader(h batch.Header) (BatchInfo, error) {
 // included and are skipped. On an error (a header BatchInfoFromHeader
 // refuses, or offsets out of order: CORRUPT_RECORD) Replay stops, s holds
 // the batches before the bad one, and the caller should treat the log as
-// corrupt there.
+// corrupt there. Headers carry no marker's coordinator epoch: Replay
+// leaves the producers' coordinator epochs as they were (ReplayBatches
+// takes them).
 func Replay(s *ProducerState, batches iter.Seq[batch.Header]) error {
+	return ReplayBatches(s, func(yield func(ReplayBatch) bool) {
+		for h := range batches {
+			if !yield(ReplayBatch{Header: h, CoordinatorEpoch: NoCoordinatorEpoch}) {
+				return
+			}
+		}
+	})
+}
+
+// ReplayBatch is one batch for ReplayBatches: its header and, for a
+// marker, the coordinator epoch its record carries (NoCoordinatorEpoch
+// when not read).
+type ReplayBatch struct {
+	Header           batch.Header
+	CoordinatorEpoch int32
+}
+
+// ReplayBatches is Replay with each marker's coordinator epoch, so that a
+// rebuilt state fences old coordinators as the original did. The start
+// time of a transaction opened by the replay is its first batch's max
+// timestamp (the broker's append time is not in the log).
+func ReplayBatches(s *ProducerState, batches iter.Seq[ReplayBatch]) error {
 	prev := int64(math.MinInt64)
-	for h := range batches {
+	for rb := range batches {
+		h := rb.Header
 		if h.BaseOffset <= prev || h.LastOffsetDelta < 0 {
 			return errs.New(sluicev1.ErrorCode_CORRUPT_RECORD, "replay: batch [%d, %d] does not follow offset %d", h.BaseOffset, h.LastOffset(), prev)
 		}
@@ -77,6 +103,7 @@ func Replay(s *ProducerState, batches iter.Seq[batch.Header]) error {
 		if err != nil {
 			return err
 		}
+		b.CoordinatorEpoch = rb.CoordinatorEpoch
 		s.Update(b, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 	}
 	return nil

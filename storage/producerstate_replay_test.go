@@ -224,7 +224,7 @@ func TestProducerBatchInfoFromHeader(t *testing.T) {
 		{"idempotent", batch.Header{ProducerID: 7, ProducerEpoch: 2, BaseSequence: 10, LastOffsetDelta: 4}, BatchInfo{ProducerID: 7, Epoch: 2, FirstSeq: 10, LastSeq: 14}},
 		{"wrapping", batch.Header{ProducerID: 7, BaseSequence: math.MaxInt32 - 1, LastOffsetDelta: 3}, BatchInfo{ProducerID: 7, FirstSeq: math.MaxInt32 - 1, LastSeq: 1}},
 		{"transactional", batch.Header{ProducerID: 7, ProducerEpoch: math.MaxInt16, Attributes: batch.AttrTransactional}, BatchInfo{ProducerID: 7, Epoch: math.MaxInt16, IsTransactional: true}},
-		{"marker", markerHeader(7, 3), BatchInfo{ProducerID: 7, Epoch: 3, FirstSeq: -1, LastSeq: -1, IsTransactional: true, IsControl: true}},
+		{"marker", markerHeader(7, 3), BatchInfo{ProducerID: 7, Epoch: 3, FirstSeq: -1, LastSeq: -1, IsTransactional: true, IsControl: true, CoordinatorEpoch: NoCoordinatorEpoch}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

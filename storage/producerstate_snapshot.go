@@ -19,11 +19,11 @@ import (
 // where offset is the log end offset the state covers: it reflects every
 // batch below offset and none at or above it.
 //
-// Format version 1, little-endian like the canonical batch header:
+// Format version 2, little-endian like the canonical batch header:
 //
 //	off  size
 //	0    4    magic "SLPS"
-//	4    2    version (1)
+//	4    2    version (2)
 //	6    4    CRC-32C (Castagnoli) of bytes [10, end)
 //	10   4    producer count n
 //	14   ...  n producers, ascending producer id, each:
@@ -31,9 +31,18 @@ import (
 //	          producerEntry), 1 batch count k (<= 5), 8 last timestamp,
 //	          8 first offset of the open transaction (-1: none),
 //	          8 last offset applied,
+//	          4 coordinator epoch of the last marker (-1: none),
+//	          8 start time of the open transaction (ms; -1: none),
 //	          then k batches oldest first, each: 4 first sequence,
 //	          4 last sequence, 8 first offset, 8 last offset,
 //	          8 max timestamp.
+//
+// Version 1 is the same without the coordinator epoch and the start time
+// (the 12 bytes before the batches). It is still read: its producers have
+// no coordinator epoch (the next marker sets it) and an open
+// transaction's start is taken from its first batch's max timestamp when
+// that batch is remembered, else from the last timestamp. Snapshot writes
+// version 2 only.
 //
 // Kafka's snapshot (ProducerStateManager.writeSnapshot: version int16, CRC-32C
 // of the entries, then per producer only the last batch) is the model; this
@@ -50,9 +59,10 @@ var ErrCorruptProducerSnapshot = errors.New("storage: corrupt producer-state sna
 
 const (
 	producerSnapshotMagic   = "SLPS"
-	producerSnapshotVersion = 1
+	producerSnapshotVersion = 2
 	producerSnapshotHeader  = 14 // magic, version, CRC, count
-	producerSnapshotEntry   = 8 + 2 + 1 + 1 + 8 + 8 + 8
+	producerSnapshotEntryV1 = 8 + 2 + 1 + 1 + 8 + 8 + 8
+	producerSnapshotEntry   = producerSnapshotEntryV1 + 4 + 8
 	producerSnapshotBatch   = 4 + 4 + 8 + 8 + 8
 	producerSnapshotSuffix  = ".snapshot"
 
@@ -61,7 +71,7 @@ const (
 
 var producerSnapshotCRC = crc32.MakeTable(crc32.Castagnoli)
 
-// Snapshot encodes the state in format version 1. The result is the
+// Snapshot encodes the state in format version 2. The result is the
 // caller's; s is unchanged. Write it durably (WriteFileAtomic) as
 // SnapshotFileName(offset) where offset is the log end offset of the state.
 func (s *ProducerState) Snapshot() []byte {
@@ -86,6 +96,8 @@ func (s *ProducerState) Snapshot() []byte {
 		b = le.AppendUint64(b, uint64(e.lastTimestamp))
 		b = le.AppendUint64(b, uint64(e.txnFirstOffset))
 		b = le.AppendUint64(b, uint64(e.lastOffset))
+		b = le.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = le.AppendUint64(b, uint64(e.txnStartTime))
 		for _, m := range e.batches {
 			b = le.AppendUint32(b, uint32(m.FirstSeq))
 			b = le.AppendUint32(b, uint32(m.LastSeq))
@@ -102,7 +114,8 @@ func corruptSnapshot(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorruptProducerSnapshot, fmt.Sprintf(format, args...))
 }
 
-// LoadSnapshot decodes a snapshot written by Snapshot. Any error wraps
+// LoadSnapshot decodes a snapshot written by Snapshot, in format version
+// 2 or 1 (see the format above). Any error wraps
 // ErrCorruptProducerSnapshot, and then nothing of data is trusted. The
 // state returned has no bound on producer ids (call SetMaxProducers) and
 // keeps producers that have expired since the snapshot was written (call
@@ -115,32 +128,44 @@ func LoadSnapshot(data []byte) (*ProducerState, error) {
 		return nil, corruptSnapshot("bad magic %q", data[:4])
 	}
 	le := binary.LittleEndian
-	if v := le.Uint16(data[4:]); v != producerSnapshotVersion {
-		return nil, corruptSnapshot("unknown version %d (this broker reads %d)", v, producerSnapshotVersion)
+	version := le.Uint16(data[4:])
+	entrySize := int64(producerSnapshotEntry)
+	switch version {
+	case producerSnapshotVersion:
+	case 1:
+		entrySize = producerSnapshotEntryV1
+	default:
+		return nil, corruptSnapshot("unknown version %d (this broker reads 1 and %d)", version, producerSnapshotVersion)
 	}
 	if want, got := le.Uint32(data[6:]), crc32.Checksum(data[10:], producerSnapshotCRC); want != got {
 		return nil, corruptSnapshot("CRC %08x does not match computed %08x", want, got)
 	}
 	n := int64(le.Uint32(data[10:]))
 	p := data[producerSnapshotHeader:]
-	if n*producerSnapshotEntry > int64(len(p)) {
+	if n*entrySize > int64(len(p)) {
 		return nil, corruptSnapshot("%d producers cannot fit in %d bytes", n, len(p))
 	}
 	s := NewProducerState(0)
 	prev := int64(0)
 	for i := int64(0); i < n; i++ {
-		if len(p) < producerSnapshotEntry {
+		if int64(len(p)) < entrySize {
 			return nil, corruptSnapshot("producer %d of %d is truncated", i, n)
 		}
 		e := &producerEntry{
-			id:             int64(le.Uint64(p[0:])),
-			epoch:          int16(le.Uint16(p[8:])),
-			lastTimestamp:  int64(le.Uint64(p[12:])),
-			txnFirstOffset: int64(le.Uint64(p[20:])),
-			lastOffset:     int64(le.Uint64(p[28:])),
+			id:               int64(le.Uint64(p[0:])),
+			epoch:            int16(le.Uint16(p[8:])),
+			lastTimestamp:    int64(le.Uint64(p[12:])),
+			txnFirstOffset:   int64(le.Uint64(p[20:])),
+			lastOffset:       int64(le.Uint64(p[28:])),
+			coordinatorEpoch: NoCoordinatorEpoch,
+			txnStartTime:     -1,
+		}
+		if version >= 2 {
+			e.coordinatorEpoch = int32(le.Uint32(p[36:]))
+			e.txnStartTime = int64(le.Uint64(p[40:]))
 		}
 		flags, k := p[10], int(p[11])
-		p = p[producerSnapshotEntry:]
+		p = p[entrySize:]
 		if flags&^snapshotFlagComplete != 0 {
 			return nil, corruptSnapshot("producer %d has unknown flags 0x%02x", e.id, flags)
 		}
@@ -159,18 +184,33 @@ func LoadSnapshot(data []byte) (*ProducerState, error) {
 			}
 			p = p[producerSnapshotBatch:]
 		}
+		if version == 1 && e.txnFirstOffset >= 0 {
+			e.txnStartTime = v1TxnStart(e)
+		}
 		if err := validSnapshotEntry(e, prev); err != nil {
 			return nil, err
 		}
 		prev = e.id
 		s.producers[e.id] = e
-		s.setTxn(e, e.txnFirstOffset)
+		s.setTxn(e, e.txnFirstOffset, e.txnStartTime)
 		heap.Push(&s.byAge, e)
 	}
 	if len(p) != 0 {
 		return nil, corruptSnapshot("%d bytes after the last producer", len(p))
 	}
 	return s, nil
+}
+
+// v1TxnStart is the best start time a version 1 snapshot gives for e's
+// open transaction: its first batch's max timestamp if remembered, else
+// the producer's last timestamp.
+func v1TxnStart(e *producerEntry) int64 {
+	for _, m := range e.batches {
+		if m.FirstOffset == e.txnFirstOffset {
+			return m.MaxTimestamp
+		}
+	}
+	return e.lastTimestamp
 }
 
 // validSnapshotEntry checks what every state built by Update holds, so a
@@ -184,6 +224,10 @@ func validSnapshotEntry(e *producerEntry, prev int64) error {
 		return corruptSnapshot("producer %d has epoch %d", e.id, e.epoch)
 	case e.txnFirstOffset < -1:
 		return corruptSnapshot("producer %d has transaction first offset %d", e.id, e.txnFirstOffset)
+	case e.coordinatorEpoch < NoCoordinatorEpoch:
+		return corruptSnapshot("producer %d has coordinator epoch %d", e.id, e.coordinatorEpoch)
+	case (e.txnFirstOffset < 0) != (e.txnStartTime == -1):
+		return corruptSnapshot("producer %d has transaction first offset %d but start time %d", e.id, e.txnFirstOffset, e.txnStartTime)
 	}
 	last := int64(-1)
 	for _, m := range e.batches {

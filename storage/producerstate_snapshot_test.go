@@ -12,8 +12,9 @@ import (
 	"testing"
 )
 
-// The golden snapshot pins format version 1: a change to the encoding that
-// does not bump the version fails TestProducerSnapshotGolden. Regenerate
+// The golden snapshot pins format version 2: a change to the encoding that
+// does not bump the version fails TestProducerSnapshotGolden. The version 1
+// golden (written before version 2 existed) must still load. Regenerate
 // (after bumping the version) with
 //
 //	go test ./storage/ -run ProducerSnapshotGolden -update
@@ -32,7 +33,10 @@ func updateGolden() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-const goldenProducerSnapshot = "producerstate-v1.snapshot"
+const (
+	goldenProducerSnapshot   = "producerstate-v2.snapshot"
+	goldenProducerSnapshotV1 = "producerstate-v1.snapshot"
+)
 
 // richProducerLog builds a state with every kind of entry: a full window
 // with a batch wrapping past MaxInt32, an open transaction, a marker-only
@@ -48,7 +52,7 @@ func richProducerLog(t *testing.T) *producerLog {
 		txnData(3, 0, 0, 1),
 		data(-1, 0, 0, 10),
 		data(1, 0, 3, 1),
-		marker(3, 1), // producer 3: epoch 1, nothing remembered, closed
+		markerFrom(3, 1, 6), // producer 3: epoch 1, nothing remembered, closed, coordinator epoch 6
 		data(2, 5, 0, 1),
 		data(1, 0, 4, 2),
 		data(1, 0, 6, 1),
@@ -121,6 +125,33 @@ func TestProducerSnapshotGolden(t *testing.T) {
 	}
 }
 
+// A version 1 snapshot (no coordinator epochs, no transaction start
+// times) still loads: the same producers, no coordinator epoch, and the
+// open transaction dated by its first batch.
+func TestProducerSnapshotReadsVersion1(t *testing.T) {
+	v1, err := os.ReadFile(filepath.Join("testdata", goldenProducerSnapshotV1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSnapshot(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := richProducerLog(t).s.Producers()
+	for i := range want {
+		want[i].CoordinatorEpoch = NoCoordinatorEpoch
+	}
+	if !reflect.DeepEqual(s.Producers(), want) {
+		t.Fatalf("version 1 loads as %+v\nwant %+v", s.Producers(), want)
+	}
+	if p4, _ := s.Producer(4); p4.TxnFirstOffset < 0 || p4.TxnStartTime != p4.Batches[0].MaxTimestamp {
+		t.Fatalf("producer 4 from version 1: %+v; want its open transaction dated by its first batch", p4)
+	}
+	if again, err := LoadSnapshot(s.Snapshot()); err != nil || !reflect.DeepEqual(again.Producers(), want) {
+		t.Fatalf("rewritten as version 2: %v", err)
+	}
+}
+
 // reseal recomputes the CRC of a modified snapshot, to reach the checks
 // behind it.
 func reseal(b []byte) []byte {
@@ -140,7 +171,8 @@ func TestProducerSnapshotRefusesCorruption(t *testing.T) {
 		{"nil", nil},
 		{"header only, short", good[:producerSnapshotHeader-1]},
 		{"bad magic", mutate(func(b []byte) []byte { b[0] = 'X'; return b })},
-		{"wrong version", mutate(func(b []byte) []byte { le.PutUint16(b[4:], 2); return b })},
+		{"wrong version", mutate(func(b []byte) []byte { le.PutUint16(b[4:], 3); return b })},
+		{"version 1 label on a version 2 body", mutate(func(b []byte) []byte { le.PutUint16(b[4:], 1); return b })},
 		{"version 0", mutate(func(b []byte) []byte { le.PutUint16(b[4:], 0); return reseal(b) })},
 		{"trailing bytes", mutate(func(b []byte) []byte { return reseal(append(b, 0)) })},
 		{"count too large for the body", mutate(func(b []byte) []byte { le.PutUint32(b[10:], 1<<31); return reseal(b) })},

@@ -78,11 +78,26 @@ func (l *producerLog) send(t *testing.T, h batch.Header) (base int64, dup bool, 
 // marker checks and appends a TV2 transaction marker.
 func (l *producerLog) marker(t *testing.T, pid int64, epoch int16) (int64, error) {
 	t.Helper()
+	return l.markerFrom(t, pid, epoch, NoCoordinatorEpoch)
+}
+
+// markerFrom is marker written by a coordinator at coordinatorEpoch
+// (NoCoordinatorEpoch: as if read from its header only), checked by both
+// marker rules.
+func (l *producerLog) markerFrom(t *testing.T, pid int64, epoch int16, coordinatorEpoch int32) (int64, error) {
+	t.Helper()
 	if err := l.s.CheckMarker(pid, epoch); err != nil {
 		return -1, err
 	}
+	if coordinatorEpoch != NoCoordinatorEpoch {
+		if err := l.s.CheckCoordinatorEpoch(pid, coordinatorEpoch); err != nil {
+			return -1, err
+		}
+	}
 	h := markerHeader(pid, epoch)
-	l.appendHeader(&h, info(t, h))
+	b := info(t, h)
+	b.CoordinatorEpoch = coordinatorEpoch
+	l.appendHeader(&h, b)
 	return h.BaseOffset, nil
 }
 
@@ -168,6 +183,7 @@ func TestProducerIdempotenceWindowKafkaExample(t *testing.T) {
 type step struct {
 	h      batch.Header
 	marker bool
+	ce     int32 // a marker's coordinator epoch
 }
 
 func data(pid int64, epoch int16, seq, records int32) step {
@@ -178,14 +194,22 @@ func txnData(pid int64, epoch int16, seq, records int32) step {
 	return step{h: dataHeader(pid, epoch, seq, records, true)}
 }
 
-func marker(pid int64, epoch int16) step { return step{h: markerHeader(pid, epoch), marker: true} }
+func marker(pid int64, epoch int16) step {
+	return step{h: markerHeader(pid, epoch), marker: true, ce: NoCoordinatorEpoch}
+}
+
+// markerFrom is a marker step written by a coordinator at
+// coordinatorEpoch.
+func markerFrom(pid int64, epoch int16, coordinatorEpoch int32) step {
+	return step{h: markerHeader(pid, epoch), marker: true, ce: coordinatorEpoch}
+}
 
 func (l *producerLog) apply(t *testing.T, steps []step) {
 	t.Helper()
 	for i, st := range steps {
 		var err error
 		if st.marker {
-			_, err = l.marker(t, st.h.ProducerID, int16(st.h.ProducerEpoch))
+			_, err = l.markerFrom(t, st.h.ProducerID, int16(st.h.ProducerEpoch), st.ce)
 		} else {
 			_, _, err = l.send(t, st.h)
 		}

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"errors"
-	"iter"
 	"sort"
 
 	"github.com/sluice-io/sluice/proto/batch"
@@ -23,11 +22,46 @@ type endedTxn struct {
 	abort bool // an ABORT marker: the entry goes into the .txnindex
 }
 
-// endingTxn reports the transaction that batch b (header h), about to be
-// appended, ends: a marker (control batch of a producer id > 0) of a
-// producer with an open transaction. The caller holds appendMu, and calls
-// it before updateProducer.
-func (l *Log) endingTxn(h batch.Header, b []byte) (endedTxn, bool) {
+// markerInfo is what a control batch's one record says.
+type markerInfo struct {
+	ok               bool // the record is a transaction marker
+	abort            bool // an ABORT marker
+	coordinatorEpoch int32
+}
+
+// readMarker decodes control batch b's marker record (a few bytes), never
+// a data record. A control record that is not a transaction marker gives
+// ok false.
+func readMarker(b []byte) markerInfo {
+	var mk markerInfo
+	errStop := errors.New("stop")
+	_ = batch.ForEachRecord(b, func(r batch.Record) error {
+		t, ce, err := batch.ParseMarker(r.Key, r.Value)
+		if err == nil {
+			mk = markerInfo{ok: true, abort: t == batch.ControlAbort, coordinatorEpoch: ce}
+		}
+		return errStop
+	})
+	return mk
+}
+
+// epoch is the marker's coordinator epoch, or
+// NoCoordinatorEpoch when b was not a marker.
+func (mk markerInfo) epoch() int32 {
+	if !mk.ok {
+		return NoCoordinatorEpoch
+	}
+	return mk.coordinatorEpoch
+}
+
+// endingTxn reports the transaction that batch b (header h, marker mk
+// read from it when it is a control batch), about to be appended, ends: a
+// marker (control batch of a producer id > 0) of a producer with an open
+// transaction. A retried marker (KAFKA-19999: same epoch, transaction
+// already ended) ends nothing, so it adds no .txnindex entry and leaves
+// the last stable offset alone. The caller holds appendMu, and calls it
+// before updateProducer.
+func (l *Log) endingTxn(h batch.Header, mk markerInfo) (endedTxn, bool) {
 	if !h.IsControl() || h.ProducerID <= 0 || l.producers == nil {
 		return endedTxn{}, false
 	}
@@ -35,21 +69,7 @@ func (l *Log) endingTxn(h batch.Header, b []byte) (endedTxn, bool) {
 	if !ok {
 		return endedTxn{}, false
 	}
-	return endedTxn{AbortedTxn: t, abort: isAbortMarker(b)}, true
-}
-
-// isAbortMarker reports whether control batch b holds an ABORT marker. It
-// decodes the one control record (a few bytes), never a data record. A
-// control record that is not a transaction marker is not an abort.
-func isAbortMarker(b []byte) bool {
-	abort := false
-	errStop := errors.New("stop")
-	_ = batch.ForEachRecord(b, func(r batch.Record) error {
-		t, _, err := batch.ParseMarker(r.Key, r.Value)
-		abort = err == nil && t == batch.ControlAbort
-		return errStop
-	})
-	return abort
+	return endedTxn{AbortedTxn: t, abort: mk.ok && mk.abort}, true
 }
 
 // producerFirstUnstable is the producer state's first unstable offset, -1
@@ -290,36 +310,25 @@ func (l *Log) rebuildTxnIndexes(from int64) (*ProducerState, error) {
 	if l.producerErr != nil {
 		return st, nil
 	}
-	var werr error
-	headers := func(yield func(batch.Header) bool) {
-		for _, s := range segs {
-			for pos := int64(0); pos < s.size; {
-				h, n, err := s.peek(pos, s.size)
-				if err != nil {
-					return
-				}
-				if h.IsControl() && h.ProducerID > 0 {
-					if t, ok := st.EndingTxn(h.ProducerID, h.LastOffset()); ok {
-						buf := make([]byte, n)
-						if _, err := s.log.ReadAt(buf, pos); err != nil {
-							werr = err
-							return
-						}
-						if b, _, err := batch.NextFrame(buf); err == nil && isAbortMarker(b) {
-							if werr = s.writeAborted(t); werr != nil {
-								return
-							}
-							s.aborted = append(s.aborted, t)
-						}
+	var werr, readErr error
+	batches := func(yield func(ReplayBatch) bool) {
+		for lb := range l.scanBatches(segs[0].base, l.active().next, &readErr) {
+			if lb.mk.ok && lb.mk.abort {
+				if t, ok := st.EndingTxn(lb.h.ProducerID, lb.h.LastOffset()); ok {
+					if werr = lb.seg.writeAborted(t); werr != nil {
+						return
 					}
+					lb.seg.aborted = append(lb.seg.aborted, t)
 				}
-				pos += int64(n)
-				if !yield(h) {
-					return
-				}
+			}
+			if !yield(ReplayBatch{Header: lb.h, CoordinatorEpoch: lb.mk.epoch()}) {
+				return
 			}
 		}
 	}
-	l.producerErr = Replay(st, iter.Seq[batch.Header](headers))
+	l.producerErr = ReplayBatches(st, batches)
+	if werr == nil {
+		werr = readErr
+	}
 	return st, werr
 }
