@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
@@ -448,5 +449,108 @@ func TestTransactionMarkersAcrossBrokers(t *testing.T) {
 		if l.TransactionalId == id {
 			t.Errorf("node %d, not the coordinator, lists %s", other, id)
 		}
+	}
+}
+
+// addPartitionWithRetry calls v.AddPartition until the answer is not
+// retriable and returns it (one attempt per call is the verifier's
+// contract; the caller retries).
+func addPartitionWithRetry(t *testing.T, v cluster.TxnVerifier, id string, pid int64, epoch int16, tp cluster.TopicPartition) error {
+	t.Helper()
+	var last error
+	wait.For(t, txnWait, "AddPartition "+tp.String(), func() error {
+		last = v.AddPartition(ctx(t), id, pid, epoch, tp)
+		if last != nil && errs.Retriable(errs.Code(last)) {
+			return last
+		}
+		return nil
+	})
+	return last
+}
+
+// TestTxnVerifierRoutesToCoordinator: a partition leader's verifier adds
+// partitions at the transaction's coordinator, directly on the
+// coordinator's own node and through AddPartitionsToTxn from another;
+// concurrent calls from one broker for one transaction all succeed (they
+// queue behind the request in flight and are merged into one entry); a
+// stale epoch gets the coordinator's fencing answer.
+func TestTxnVerifierRoutesToCoordinator(t *testing.T) {
+	tc := newTestCluster(t, []int32{1, 2, 3}, true, nil)
+	tc.ConfigureAll(func(_ int32, c *node.Config) { c.TransactionStatePartitions = 2 })
+	tc.StartAll()
+	const id = "tx-verify"
+	coord := findCoordinator(t, tc.Dial(1), id)
+	cc := tc.Dial(coord.NodeId)
+	init := initTxnProducer(t, cc, &sluicev1.InitProducerIdRequest{TransactionalId: id})
+	if init.ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("InitProducerId: %v", init)
+	}
+	pid, epoch := init.ProducerId, int16(init.ProducerEpoch)
+	other := coord.NodeId%3 + 1
+	tc.WaitTopic(txn.StateTopic, 2) // the other node's metadata names the coordinator
+
+	if err := addPartitionWithRetry(t, tc.Node(coord.NodeId).TxnVerifier(), id, pid, epoch, cluster.TopicPartition{Topic: "t", Partition: 0}); err != nil {
+		t.Fatalf("local AddPartition: %v", err)
+	}
+	remote := tc.Node(other).TxnVerifier()
+	if err := addPartitionWithRetry(t, remote, id, pid, epoch, cluster.TopicPartition{Topic: "t", Partition: 1}); err != nil {
+		t.Fatalf("remote AddPartition: %v", err)
+	}
+	const n = 8
+	errsCh := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			errsCh <- remote.AddPartition(ctx(t), id, pid, epoch, cluster.TopicPartition{Topic: "u", Partition: int32(i)})
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errsCh; err != nil {
+			t.Errorf("concurrent AddPartition: %v", err)
+		}
+	}
+	ts := waitTxnState(t, cc, id, txn.Ongoing)
+	if len(ts.Topics) != 2 || !slices.Equal(ts.Topics[0].Partitions, []int32{0, 1}) || len(ts.Topics[1].Partitions) != n {
+		t.Fatalf("describe: %v", ts.Topics)
+	}
+	if err := addPartitionWithRetry(t, remote, id, pid, epoch-1, cluster.TopicPartition{Topic: "t", Partition: 2}); errs.Code(err) != sluicev1.ErrorCode_PRODUCER_FENCED &&
+		errs.Code(err) != sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH {
+		t.Fatalf("stale epoch: %v", err)
+	}
+}
+
+// TestMarkersSkipDeletedTopic: a partition whose topic is deleted before
+// the transaction ends gets no marker (UNKNOWN_TOPIC_OR_PARTITION drops
+// it from the round) and the transaction still completes, with its marker
+// written in the partition that remains.
+func TestMarkersSkipDeletedTopic(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) { c.TransactionStatePartitions = 1 })
+	tn.createTopic("kept", 1, nil)
+	tn.createTopic("gone", 1, nil)
+	const id = "tx-deleted"
+	init := initTxnProducer(t, tn.conn, &sluicev1.InitProducerIdRequest{TransactionalId: id})
+	if init.ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("InitProducerId: %v", init)
+	}
+	v := tn.node.TxnVerifier()
+	for _, topic := range []string{"kept", "gone"} {
+		if err := addPartitionWithRetry(t, v, id, init.ProducerId, int16(init.ProducerEpoch), cluster.TopicPartition{Topic: topic}); err != nil {
+			t.Fatalf("AddPartition %s: %v", topic, err)
+		}
+	}
+	del, err := tn.admin.DeleteTopics(ctx(t), &sluicev1.DeleteTopicsRequest{Names: []string{"gone"}})
+	if err != nil || del.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("delete: %v %v", del, err)
+	}
+	end := endTxn(t, tn.conn, &sluicev1.EndTxnRequest{TransactionalId: id, ProducerId: init.ProducerId, ProducerEpoch: init.ProducerEpoch})
+	if end.ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("EndTxn abort: %v", end)
+	}
+	waitTxnState(t, tn.conn, id, txn.CompleteAbort)
+	rep, err := tn.node.Replicas().Replica("kept", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LogEndOffset() != 1 || rep.HighWatermark() != 1 {
+		t.Fatalf("kept-0: log end %d, high watermark %d; want one ABORT marker", rep.LogEndOffset(), rep.HighWatermark())
 	}
 }

@@ -302,6 +302,16 @@ func (n *Node) closeTransactions() {
 // a broker).
 func (n *Node) TransactionCoordinator() *coordinator.TransactionCoordinator { return n.txnCoord }
 
+// TxnVerifier is the verifier this broker's partition leaders use to add
+// their partitions to transactions (nil unless a broker); exposed for
+// tests of the produce path.
+func (n *Node) TxnVerifier() cluster.TxnVerifier {
+	if n.txnVerifier == nil {
+		return nil
+	}
+	return n.txnVerifier
+}
+
 // applyImage makes the hosted partitions follow a new metadata image.
 func (n *Node) applyImage(im *controller.Image) {
 	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
