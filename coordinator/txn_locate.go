@@ -136,6 +136,7 @@ func (l *TxnLocator) Locate(ctx context.Context, transactionalID string) (Coordi
 	}
 	defer l.creating.Store(false)
 	if err := l.createStateTopic(ctx); err != nil {
+		l.cfg.Logger.Warn("creating internal topic failed; clients retry", "topic", txn.StateTopic, "err", err)
 		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "creating %s: %s", txn.StateTopic, errs.Message(err))
 	}
 	return l.Lookup(transactionalID)
