@@ -2,10 +2,14 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
@@ -80,18 +84,41 @@ func adminTimeout(ms int32) time.Duration {
 	return 30 * time.Second
 }
 
+// isInternalTopic reports whether name is reserved for internal topics
+// (__transaction_state, __consumer_offsets): it starts with "__". Brokers
+// create them through the controller themselves; the public Admin service
+// refuses to create or delete them.
+func isInternalTopic(name string) bool { return strings.HasPrefix(name, "__") }
+
 // CreateTopics forwards to the active controller, then waits until this
 // broker's image shows the result, so a Metadata sent here next sees it.
+// Names reserved for internal topics are refused here
+// (INVALID_TOPIC_EXCEPTION) and never forwarded.
 func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsRequest) (*sluicev1.CreateTopicsResponse, error) {
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	results := make([]*sluicev1.CreatableTopicResult, len(req.Topics))
+	fwd := &sluicev1.CreateTopicsRequest{TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
+	var fwdAt []int // index in req.Topics of each forwarded topic
+	for i, ct := range req.Topics {
+		if isInternalTopic(ct.Name) {
+			err := cluster.ValidateTopicName(ct.Name) // refuses it, saying why
+			results[i] = &sluicev1.CreatableTopicResult{Name: ct.Name, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)}
+			continue
+		}
+		fwd.Topics = append(fwd.Topics, ct)
+		fwdAt = append(fwdAt, i)
+	}
+	if len(fwd.Topics) == 0 {
+		return &sluicev1.CreateTopicsResponse{Topics: results}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout(req.TimeoutMs))
 	defer cancel()
 	var out *internalv1.ControllerCreateTopicsResponse
 	err := s.controllers.Call(ctx, adminTimeout(req.TimeoutMs), func(ctx context.Context, cl internalv1.ControllerClient) error {
 		var err error
-		out, err = cl.CreateTopics(ctx, req)
+		out, err = cl.CreateTopics(ctx, fwd)
 		return err
 	})
 	if err != nil {
@@ -100,26 +127,49 @@ func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsReq
 	if err := s.cache.WaitForOffset(ctx, out.MetadataOffset); err != nil {
 		return nil, requestError(codesDeadline, sluicev1.ErrorCode_REQUEST_TIMED_OUT, "topics were created but broker %d has not seen them yet: %v", s.self.NodeID, err)
 	}
-	for _, r := range out.Response.Topics {
+	if len(out.Response.Topics) != len(fwd.Topics) {
+		return nil, requestError(codes.Internal, sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "the controller answered %d topics for %d", len(out.Response.Topics), len(fwd.Topics))
+	}
+	for j, r := range out.Response.Topics {
+		results[fwdAt[j]] = r
 		if r.ErrorCode == sluicev1.ErrorCode_NONE && !req.ValidateOnly {
 			s.log.Info("topic created", "topic", r.Name, "partitions", r.NumPartitions, "replication_factor", r.ReplicationFactor)
 		}
 	}
+	out.Response.Topics = results
 	return out.Response, nil
 }
 
 // DeleteTopics forwards to the active controller; each topic's logs are
-// deleted by the brokers hosting it as they apply the change.
+// deleted by the brokers hosting it as they apply the change. Internal
+// topics (__transaction_state: deleting it would forget every
+// transaction) are refused here (INVALID_TOPIC_EXCEPTION) and never
+// forwarded.
 func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsRequest) (*sluicev1.DeleteTopicsResponse, error) {
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	results := make([]*sluicev1.DeletableTopicResult, len(req.Names))
+	fwd := &sluicev1.DeleteTopicsRequest{TimeoutMs: req.TimeoutMs}
+	var fwdAt []int // index in req.Names of each forwarded name
+	for i, name := range req.Names {
+		if isInternalTopic(name) {
+			results[i] = &sluicev1.DeletableTopicResult{Name: name, ErrorCode: sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION,
+				ErrorMessage: fmt.Sprintf("topic %q is reserved for internal topics and cannot be deleted", name)}
+			continue
+		}
+		fwd.Names = append(fwd.Names, name)
+		fwdAt = append(fwdAt, i)
+	}
+	if len(fwd.Names) == 0 {
+		return &sluicev1.DeleteTopicsResponse{Topics: results}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout(req.TimeoutMs))
 	defer cancel()
 	var out *internalv1.ControllerDeleteTopicsResponse
 	err := s.controllers.Call(ctx, adminTimeout(req.TimeoutMs), func(ctx context.Context, cl internalv1.ControllerClient) error {
 		var err error
-		out, err = cl.DeleteTopics(ctx, req)
+		out, err = cl.DeleteTopics(ctx, fwd)
 		return err
 	})
 	if err != nil {
@@ -128,11 +178,16 @@ func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsReq
 	if err := s.cache.WaitForOffset(ctx, out.MetadataOffset); err != nil {
 		return nil, requestError(codesDeadline, sluicev1.ErrorCode_REQUEST_TIMED_OUT, "topics were deleted but broker %d has not seen it yet: %v", s.self.NodeID, err)
 	}
-	for _, r := range out.Response.Topics {
+	if len(out.Response.Topics) != len(fwd.Names) {
+		return nil, requestError(codes.Internal, sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "the controller answered %d topics for %d", len(out.Response.Topics), len(fwd.Names))
+	}
+	for j, r := range out.Response.Topics {
+		results[fwdAt[j]] = r
 		if r.ErrorCode == sluicev1.ErrorCode_NONE {
 			s.log.Info("topic deleted", "topic", r.Name)
 		}
 	}
+	out.Response.Topics = results
 	return out.Response, nil
 }
 

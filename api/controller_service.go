@@ -133,9 +133,16 @@ func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.Crea
 }
 
 // validateNewTopic checks what the controller's placement does not: the
-// name rules for user topics, the partition count and the configs.
+// name rules (for user topics; an internal topic's name, which brokers
+// ask for themselves — coordinator.TxnLocator — needs only the syntax,
+// and the public Admin service refuses such names from users), the
+// partition count and the configs.
 func validateNewTopic(ct *sluicev1.CreatableTopic) (cluster.TopicConfig, error) {
-	if err := cluster.ValidateTopicName(ct.Name); err != nil {
+	validName := cluster.ValidateTopicName
+	if isInternalTopic(ct.Name) {
+		validName = controller.ValidateTopicName
+	}
+	if err := validName(ct.Name); err != nil {
 		return cluster.TopicConfig{}, err
 	}
 	if ct.NumPartitions < 1 || ct.NumPartitions > cluster.MaxPartitions {

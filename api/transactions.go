@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -13,32 +15,89 @@ import (
 // ids before answering COORDINATOR_LOAD_IN_PROGRESS.
 const initProducerIDWait = time.Second
 
-// TransactionsService serves sluice.v1.Transactions.
+// txnRequestWait bounds one transaction request at the coordinator (a
+// producer id, the state-log append, which has its own 10 s bound).
+const txnRequestWait = 30 * time.Second
+
+// TxnCoordinator is what TransactionsService asks of this broker's
+// transaction coordinator (coordinator.TransactionCoordinator). Errors
+// are *errs.Error; the handlers put them in the answer.
+type TxnCoordinator interface {
+	InitProducerID(ctx context.Context, req coordinator.InitProducerIDRequest) (coordinator.ProducerIDAndEpoch, error)
+	EndTxn(ctx context.Context, req coordinator.EndTxnRequest) (coordinator.ProducerIDAndEpoch, error)
+	Describe(transactionalID string) (coordinator.TransactionDescription, error)
+	List(f coordinator.ListFilter) ([]coordinator.TransactionListing, error)
+}
+
+// CoordinatorLocator finds the coordinator of a transactional id,
+// creating __transaction_state on first need (coordinator.TxnLocator).
+type CoordinatorLocator interface {
+	Locate(ctx context.Context, transactionalID string) (coordinator.CoordinatorNode, error)
+}
+
+// TransactionsConfig is what a TransactionsService needs.
+type TransactionsConfig struct {
+	// ProducerIDs hands out the ids of idempotent producers (required).
+	ProducerIDs coordinator.ProducerIDSource
+	// Coordinator and Locator serve transactional ids; when either is
+	// nil, requests with a transactional id are refused (INVALID_REQUEST).
+	Coordinator TxnCoordinator
+	Locator     CoordinatorLocator
+	// Now may be nil (time.Now); ListTransactions' durations use it.
+	Now func() time.Time
+}
+
+// TransactionsService serves sluice.v1.Transactions: it validates, routes
+// to the producer-id manager or the transaction coordinator, and puts
+// their errors in the answers (error_code, error_message); a gRPC status
+// is never used for a request's own failure.
 type TransactionsService struct {
 	sluicev1.UnimplementedTransactionsServer
 
-	ids *coordinator.ProducerIDManager
+	cfg TransactionsConfig
 }
 
-// NewTransactionsService returns the service over a broker's producer-id
-// manager.
-func NewTransactionsService(ids *coordinator.ProducerIDManager) *TransactionsService {
-	return &TransactionsService{ids: ids}
+// NewTransactionsService returns the service.
+func NewTransactionsService(cfg TransactionsConfig) *TransactionsService {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &TransactionsService{cfg: cfg}
 }
 
-// InitProducerId implements the Transactions service: an idempotent
-// producer gets a new id at epoch 0. Transactional ids need the
-// transaction coordinator, which is not built yet: they are refused with
-// a clear error rather than given a non-transactional id.
+func (s *TransactionsService) servesTransactions() error {
+	if s.cfg.Coordinator == nil || s.cfg.Locator == nil {
+		return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "this broker serves no transactions")
+	}
+	return nil
+}
+
+// producerEpoch converts a wire epoch, which must fit an int16 (-1: none).
+func producerEpoch(e int32) (int16, error) {
+	if e < -1 || e > math.MaxInt16 {
+		return 0, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "producer epoch %d is out of range", e)
+	}
+	return int16(e), nil
+}
+
+// InitProducerId implements the Transactions service. Without a
+// transactional id: a new producer id at epoch 0 from this broker's block
+// (COORDINATOR_LOAD_IN_PROGRESS while it has none). With one: the
+// coordinator's answer (coordinator.TransactionCoordinator.InitProducerID;
+// NOT_COORDINATOR on another broker), after making sure
+// __transaction_state exists (COORDINATOR_NOT_AVAILABLE until the id's
+// partition has a leader). A timeout of 0 is the default, 60 s.
 func (s *TransactionsService) InitProducerId(ctx context.Context, req *sluicev1.InitProducerIdRequest) (*sluicev1.InitProducerIdResponse, error) {
 	if req.TransactionalId != "" {
-		return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1,
-			ErrorCode:    sluicev1.ErrorCode_INVALID_REQUEST,
-			ErrorMessage: "transactional ids are not supported yet; omit transactional_id for an idempotent producer"}, nil
+		r, err := s.initTransactional(ctx, req)
+		if err != nil {
+			return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)}, nil
+		}
+		return &sluicev1.InitProducerIdResponse{ProducerId: r.ProducerID, ProducerEpoch: int32(r.ProducerEpoch)}, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, initProducerIDWait)
 	defer cancel()
-	id, err := s.ids.Next(wctx)
+	id, err := s.cfg.ProducerIDs.Next(wctx)
 	if err != nil {
 		code, msg := errs.Code(err), errs.Message(err)
 		if code == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
@@ -47,4 +106,165 @@ func (s *TransactionsService) InitProducerId(ctx context.Context, req *sluicev1.
 		return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: code, ErrorMessage: msg}, nil
 	}
 	return &sluicev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}, nil
+}
+
+func (s *TransactionsService) initTransactional(ctx context.Context, req *sluicev1.InitProducerIdRequest) (coordinator.ProducerIDAndEpoch, error) {
+	if err := s.servesTransactions(); err != nil {
+		return coordinator.ProducerIDAndEpoch{}, err
+	}
+	if _, err := s.cfg.Locator.Locate(ctx, req.TransactionalId); err != nil {
+		return coordinator.ProducerIDAndEpoch{}, err
+	}
+	timeout := req.TransactionTimeoutMs
+	if timeout == 0 {
+		timeout = int32(txn.DefaultTimeout / time.Millisecond)
+	}
+	pid, epoch := txn.NoProducerID, txn.NoProducerEpoch
+	if req.ProducerId > 0 {
+		e, err := producerEpoch(req.ProducerEpoch)
+		if err != nil {
+			return coordinator.ProducerIDAndEpoch{}, err
+		}
+		pid, epoch = req.ProducerId, e
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnRequestWait)
+	defer cancel()
+	return s.cfg.Coordinator.InitProducerID(ctx, coordinator.InitProducerIDRequest{
+		TransactionalID: req.TransactionalId, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
+}
+
+// FindCoordinator implements the Transactions service: per key, the
+// leader of its __transaction_state partition from this broker's
+// metadata; the first call creates the topic. Errors per key
+// (node_id -1): INVALID_REQUEST for a bad key or a group key (consumer
+// groups are not served yet), COORDINATOR_NOT_AVAILABLE (retriable) until
+// the key's partition has a leader.
+func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1.FindCoordinatorRequest) (*sluicev1.FindCoordinatorResponse, error) {
+	resp := &sluicev1.FindCoordinatorResponse{}
+	for _, key := range req.Keys {
+		c := &sluicev1.Coordinator{Key: key, NodeId: -1}
+		resp.Coordinators = append(resp.Coordinators, c)
+		var err error
+		switch req.KeyType {
+		case sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED, sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION:
+			if err = s.servesTransactions(); err == nil {
+				var n coordinator.CoordinatorNode
+				if n, err = s.cfg.Locator.Locate(ctx, key); err == nil {
+					c.NodeId, c.Address = n.NodeID, n.Address
+				}
+			}
+		case sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP:
+			err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "consumer groups are not served yet")
+		default:
+			err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown key type %d", req.KeyType)
+		}
+		c.ErrorCode, c.ErrorMessage = errs.Code(err), errs.Message(err)
+	}
+	return resp, nil
+}
+
+// EndTxn implements the Transactions service
+// (coordinator.TransactionCoordinator.EndTxn): answered once PrepareCommit
+// or PrepareAbort is durable, with the producer id and epoch of the next
+// transaction.
+func (s *TransactionsService) EndTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (*sluicev1.EndTxnResponse, error) {
+	r, err := s.endTxn(ctx, req)
+	if err != nil {
+		return &sluicev1.EndTxnResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)}, nil
+	}
+	return &sluicev1.EndTxnResponse{ProducerId: r.ProducerID, ProducerEpoch: int32(r.ProducerEpoch)}, nil
+}
+
+func (s *TransactionsService) endTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (coordinator.ProducerIDAndEpoch, error) {
+	if err := s.servesTransactions(); err != nil {
+		return coordinator.ProducerIDAndEpoch{}, err
+	}
+	epoch, err := producerEpoch(req.ProducerEpoch)
+	if err != nil {
+		return coordinator.ProducerIDAndEpoch{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnRequestWait)
+	defer cancel()
+	return s.cfg.Coordinator.EndTxn(ctx, coordinator.EndTxnRequest{TransactionalID: req.TransactionalId,
+		ProducerID: req.ProducerId, ProducerEpoch: epoch, Commit: req.Committed})
+}
+
+// DescribeTransactions implements the Transactions service: the applied
+// state of each id this broker coordinates (per id: NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND, ...).
+func (s *TransactionsService) DescribeTransactions(ctx context.Context, req *sluicev1.DescribeTransactionsRequest) (*sluicev1.DescribeTransactionsResponse, error) {
+	resp := &sluicev1.DescribeTransactionsResponse{}
+	for _, id := range req.TransactionalIds {
+		ts := &sluicev1.TransactionState{TransactionalId: id, ProducerId: -1, ProducerEpoch: -1, TransactionStartTimeMs: -1,
+			LastUpdateTimeMs: -1, PreviousProducerId: -1, NextProducerId: -1, LastProducerEpoch: -1, CoordinatorEpoch: -1}
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+		err := s.servesTransactions()
+		var d coordinator.TransactionDescription
+		if err == nil {
+			d, err = s.cfg.Coordinator.Describe(id)
+		}
+		if err != nil {
+			ts.ErrorCode, ts.ErrorMessage = errs.Code(err), errs.Message(err)
+			continue
+		}
+		ts.State = d.State.String()
+		ts.ProducerId, ts.ProducerEpoch = d.ProducerID, int32(d.ProducerEpoch)
+		ts.TransactionTimeoutMs = d.TimeoutMs
+		ts.TransactionStartTimeMs, ts.LastUpdateTimeMs = d.StartTimeMs, d.UpdateTimeMs
+		ts.PreviousProducerId, ts.NextProducerId = d.PrevProducerID, d.NextProducerID
+		ts.LastProducerEpoch = int32(d.LastProducerEpoch)
+		ts.CoordinatorEpoch = d.CoordinatorEpoch
+		for _, tp := range d.Partitions { // sorted by topic, then partition
+			if n := len(ts.Topics); n == 0 || ts.Topics[n-1].Name != tp.Topic {
+				ts.Topics = append(ts.Topics, &sluicev1.TxnTopic{Name: tp.Topic})
+			}
+			last := ts.Topics[len(ts.Topics)-1]
+			last.Partitions = append(last.Partitions, tp.Partition)
+		}
+	}
+	return resp, nil
+}
+
+// ListTransactions implements the Transactions service: the ids this
+// broker coordinates, filtered. State names are Kafka's
+// (txn.ParseState); names that match no state are answered in
+// unknown_state_filters, and when every state filter is unknown nothing
+// is listed (as Kafka). A coordinator still loading a partition answers
+// COORDINATOR_LOAD_IN_PROGRESS.
+func (s *TransactionsService) ListTransactions(ctx context.Context, req *sluicev1.ListTransactionsRequest) (*sluicev1.ListTransactionsResponse, error) {
+	resp := &sluicev1.ListTransactionsResponse{}
+	if err := s.servesTransactions(); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errs.Code(err), errs.Message(err)
+		return resp, nil
+	}
+	var f coordinator.ListFilter
+	for _, name := range req.StateFilters {
+		if st, ok := txn.ParseState(name); ok {
+			f.States = append(f.States, st)
+		} else {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, name)
+		}
+	}
+	if len(req.StateFilters) > 0 && len(f.States) == 0 {
+		return resp, nil
+	}
+	f.ProducerIDs = req.ProducerIdFilters
+	if req.DurationFilterMs > 0 {
+		f.MinDuration = time.Duration(req.DurationFilterMs) * time.Millisecond
+	}
+	list, err := s.cfg.Coordinator.List(f)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errs.Code(err), errs.Message(err)
+		return resp, nil
+	}
+	nowMs := s.cfg.Now().UnixMilli()
+	for _, l := range list {
+		d := int64(-1)
+		if (l.State == txn.Ongoing || l.State.IsPrepare()) && l.StartTimeMs != txn.NoTimestamp {
+			d = max(nowMs-l.StartTimeMs, 0)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, &sluicev1.TransactionListing{
+			TransactionalId: l.TransactionalID, ProducerId: l.ProducerID, State: l.State.String(), DurationMs: d})
+	}
+	return resp, nil
 }

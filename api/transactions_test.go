@@ -24,7 +24,7 @@ func (stuckAllocator) AllocateProducerIDBlock(ctx context.Context) (int64, int64
 func TestInitProducerIDWithoutBlock(t *testing.T) {
 	m := coordinator.NewProducerIDManager(stuckAllocator{}, coordinator.ProducerIDManagerConfig{})
 	defer m.Close()
-	s := api.NewTransactionsService(m)
+	s := api.NewTransactionsService(api.TransactionsConfig{ProducerIDs: m})
 	resp, err := s.InitProducerId(ctx(t), &sluicev1.InitProducerIdRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -90,6 +90,14 @@ type TransactionCoordinatorDeps struct {
 	// Now is the clock (nil: time.Now). Every transition takes its time
 	// from it, so tests move time by hand.
 	Now func() time.Time
+	// StatePartitionCount, if not nil, returns the partition count of
+	// __transaction_state as the metadata shows it (≤ 0: not known yet).
+	// Routing then follows the topic that exists, even when it was created
+	// with another count than cfg.StatePartitions (which only applies
+	// while the topic is unknown): FindCoordinator, which reads the same
+	// metadata, and the coordinator always agree on an id's partition.
+	// It is called with the coordinator's lock held and must not block.
+	StatePartitionCount func() int32
 }
 
 // TransactionCoordinator is the I/O side of the transaction coordinator
@@ -110,6 +118,7 @@ type TransactionCoordinator struct {
 	pids    ProducerIDSource
 	markers MarkerWriter
 	now     func() time.Time
+	count   func() int32 // StatePartitionCount; nil: none
 
 	ctx        context.Context // ends at Close
 	cancel     context.CancelFunc
@@ -136,6 +145,8 @@ type statePartition struct {
 	// Guarded by TransactionCoordinator.mu:
 	loading  bool
 	loadErr  error                    // the load failed for good (a record it cannot read)
+	loadedAt time.Time                // when BecameLeader started the load
+	loadTime time.Duration            // how long the load took (0 while loading)
 	txns     map[string]*txn.Metadata // loaded state; values are never modified, only replaced
 	inFlight map[string]bool          // ids with a transition in flight (their slot is taken)
 }
@@ -162,6 +173,7 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 		pids:       deps.ProducerIDs,
 		markers:    deps.Markers,
 		now:        deps.Now,
+		count:      deps.StatePartitionCount,
 		ctx:        ctx,
 		cancel:     cancel,
 		partitions: make(map[int32]*statePartition),
@@ -203,9 +215,17 @@ func (c *TransactionCoordinator) Close() error {
 	}
 }
 
-// statePartitionOf returns the __transaction_state partition of id.
+// statePartitionOf returns the __transaction_state partition of id: by
+// the topic's actual partition count when Deps.StatePartitionCount knows
+// it, else by cfg.StatePartitions.
 func (c *TransactionCoordinator) statePartitionOf(id string) int32 {
-	return txn.PartitionFor(id, c.cfg.StatePartitions)
+	n := c.cfg.StatePartitions
+	if c.count != nil {
+		if actual := c.count(); actual > 0 {
+			n = actual
+		}
+	}
+	return txn.PartitionFor(id, n)
 }
 
 // acquire routes id to its loaded partition and takes its slot. It

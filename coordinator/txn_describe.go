@@ -60,6 +60,9 @@ type TransactionListing struct {
 	TransactionalID string
 	ProducerID      int64
 	State           txn.State
+	// StartTimeMs is when the open (or last) transaction started, in Unix
+	// milliseconds (txn.NoTimestamp if none has).
+	StartTimeMs int64
 }
 
 // List returns the ids of every loaded partition matching f, sorted by
@@ -92,9 +95,51 @@ func (c *TransactionCoordinator) List(f ListFilter) ([]TransactionListing, error
 					continue
 				}
 			}
-			out = append(out, TransactionListing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State})
+			out = append(out, TransactionListing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State, StartTimeMs: m.StartTimeMs})
 		}
 	}
 	slices.SortFunc(out, func(a, b TransactionListing) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })
 	return out, nil
+}
+
+// PartitionStats describes one __transaction_state partition this node
+// leads, for metrics.
+type PartitionStats struct {
+	Partition int32
+	// CoordinatorEpoch is the partition's leader epoch on this node.
+	CoordinatorEpoch int32
+	// Loading: the partition is being loaded (its counts are 0 then).
+	Loading bool
+	// OpenTransactions counts the ids with an open transaction: Ongoing,
+	// PrepareCommit or PrepareAbort (applied state).
+	OpenTransactions int
+	// PendingMarkers counts the ids in PrepareCommit or PrepareAbort: the
+	// transactions whose markers are being written.
+	PendingMarkers int
+	// LoadTime is how long the partition's last load took (0 while it
+	// loads), by the coordinator's clock.
+	LoadTime time.Duration
+}
+
+// Stats returns one PartitionStats per __transaction_state partition this
+// node leads, sorted by partition. It reads applied state under the
+// coordinator's lock and calls no dependency.
+func (c *TransactionCoordinator) Stats() []PartitionStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]PartitionStats, 0, len(c.partitions))
+	for p, ps := range c.partitions {
+		s := PartitionStats{Partition: p, CoordinatorEpoch: ps.epoch, Loading: ps.loading, LoadTime: ps.loadTime}
+		for _, m := range ps.txns {
+			if m.State == txn.Ongoing || m.State.IsPrepare() {
+				s.OpenTransactions++
+			}
+			if m.State.IsPrepare() {
+				s.PendingMarkers++
+			}
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b PartitionStats) int { return int(a.Partition - b.Partition) })
+	return out
 }

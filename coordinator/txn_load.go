@@ -40,6 +40,7 @@ func (c *TransactionCoordinator) BecameLeader(tp cluster.TopicPartition, leaderE
 		ctx:      ctx,
 		cancel:   cancel,
 		loading:  true,
+		loadedAt: c.now(),
 		txns:     make(map[string]*txn.Metadata),
 		inFlight: make(map[string]bool),
 	}
@@ -116,6 +117,7 @@ func (c *TransactionCoordinator) load(ps *statePartition) {
 	}
 	ps.txns = txns
 	ps.loading = false
+	ps.loadTime = max(c.now().Sub(ps.loadedAt), 0)
 	for _, m := range txns {
 		if m.PendingMarkers() {
 			c.startMarkersLocked(ps, *m)

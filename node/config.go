@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/membership"
@@ -59,6 +60,21 @@ type Config struct {
 	SessionTimeout    time.Duration
 	// ReplicaLagTimeMax is replica.lag.time.max.ms (0 = 30 s).
 	ReplicaLagTimeMax time.Duration
+	// TransactionStatePartitions is the partition count this broker gives
+	// __transaction_state when it creates it
+	// (transaction.state.log.num.partitions; 0 = 50). It must be the same
+	// on every broker; once the topic exists its own count decides.
+	TransactionStatePartitions int32
+	// TransactionMaxTimeout is transaction.max.timeout.ms: the largest
+	// transaction timeout a producer may ask for (0 = 15 min).
+	TransactionMaxTimeout time.Duration
+	// TransactionAbortTimedOutInterval is how often the transaction
+	// coordinator aborts timed-out transactions and expires idle ids
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms; 0 = 10 s).
+	TransactionAbortTimedOutInterval time.Duration
+	// TransactionalIDExpiration is transactional.id.expiration.ms: an id
+	// without an open transaction and idle this long is removed (0 = 7 days).
+	TransactionalIDExpiration time.Duration
 	// FaultDropProduceResponses is fault injection for chaos tests: the
 	// fraction (0..1) of produce responses dropped after the request was
 	// fully processed; the client sees UNAVAILABLE and must retry. It is
@@ -165,6 +181,21 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return errors.New("retention check interval must be > 0")
+	}
+	if c.TransactionStatePartitions < 0 || c.TransactionStatePartitions > cluster.MaxPartitions {
+		return fmt.Errorf("transaction state partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.TransactionStatePartitions)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"transaction max timeout", c.TransactionMaxTimeout}, {"transaction abort timed out interval", c.TransactionAbortTimedOutInterval},
+		{"transactional id expiration", c.TransactionalIDExpiration}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must be >= 0 (0 for the default), got %v", d.name, d.v)
+		}
+	}
+	if c.TransactionMaxTimeout > 0 && c.TransactionMaxTimeout < time.Millisecond {
+		return fmt.Errorf("transaction max timeout must be at least 1ms, got %v", c.TransactionMaxTimeout)
 	}
 	if c.FaultDropProduceResponses < 0 || c.FaultDropProduceResponses > 1 {
 		return fmt.Errorf("fault drop produce responses must be within [0, 1], got %v", c.FaultDropProduceResponses)

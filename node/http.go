@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/pprof"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator"
 )
 
 func (n *Node) httpMux() *http.ServeMux {
@@ -33,6 +35,7 @@ func (n *Node) httpMux() *http.ServeMux {
 		if n.replicas == nil {
 			return
 		}
+		n.writeTxnCoordinatorMetrics(w)
 		parts := n.replicas.Replicas()
 		slices.SortFunc(parts, func(a, b *cluster.Replica) int {
 			if a.Topic != b.Topic {
@@ -77,4 +80,37 @@ func (n *Node) httpMux() *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// writeTxnCoordinatorMetrics writes the transaction coordinator's gauges,
+// one series per __transaction_state partition this node leads (label
+// partition): open transactions (ids in Ongoing or Prepare*), pending
+// markers (ids in Prepare*, whose markers are being written), and how
+// long the partition's last load took.
+func (n *Node) writeTxnCoordinatorMetrics(w io.Writer) {
+	if n.txnCoord == nil {
+		return
+	}
+	stats := n.txnCoord.Stats()
+	gauge := func(name, help string, value func(s coordinator.PartitionStats) string) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		for _, s := range stats {
+			fmt.Fprintf(w, "%s{partition=\"%s\"} %s\n", name, strconv.Itoa(int(s.Partition)), value(s))
+		}
+	}
+	gauge("sluice_txn_coordinator_open_transactions", "Transactional ids with an open transaction (Ongoing, PrepareCommit, PrepareAbort) per __transaction_state partition this node coordinates.",
+		func(s coordinator.PartitionStats) string { return strconv.Itoa(s.OpenTransactions) })
+	gauge("sluice_txn_coordinator_pending_markers", "Transactions whose COMMIT/ABORT markers are being written (PrepareCommit, PrepareAbort) per __transaction_state partition this node coordinates.",
+		func(s coordinator.PartitionStats) string { return strconv.Itoa(s.PendingMarkers) })
+	gauge("sluice_txn_coordinator_loading", "1 while this node loads the __transaction_state partition it now leads, else 0.",
+		func(s coordinator.PartitionStats) string {
+			if s.Loading {
+				return "1"
+			}
+			return "0"
+		})
+	gauge("sluice_txn_coordinator_load_seconds", "How long the last load of each __transaction_state partition this node leads took (0 while loading).",
+		func(s coordinator.PartitionStats) string {
+			return strconv.FormatFloat(s.LoadTime.Seconds(), 'f', -1, 64)
+		})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/membership"
 	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -54,7 +55,14 @@ type Node struct {
 	cache       *cluster.MetadataCache
 	broker      *cluster.BrokerLifecycle       // nil unless a broker
 	producerIDs *coordinator.ProducerIDManager // nil unless a broker
-	faults      *faultInjector                 // nil unless fault injection is on
+	// The transaction coordinator and its node-side helpers (decision
+	// 34); nil unless a broker.
+	txnCoord    *coordinator.TransactionCoordinator
+	txnLocator  *coordinator.TxnLocator
+	txnMarkers  *coordinator.BrokerMarkerWriter
+	txnVerifier *coordinator.BrokerTxnVerifier
+	txnUnlisten func()         // unregisters txnCoord's leadership listener
+	faults      *faultInjector // nil unless fault injection is on
 
 	// syncHealth sets the health status only while ctx is live; Shutdown
 	// and Abort cancel ctx holding healthMu, so no status flips back to
@@ -192,7 +200,12 @@ func Start(cfg Config) (_ *Node, err error) {
 		})
 		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
 		cleanups = append(cleanups, func() { n.producerIDs.Close(); n.broker.Stop() })
-		sluicev1.RegisterTransactionsServer(n.grpc, api.NewTransactionsService(n.producerIDs))
+		n.startTransactions()
+		cleanups = append(cleanups, n.closeTransactions)
+		sluicev1.RegisterTransactionsServer(n.grpc, api.NewTransactionsService(api.TransactionsConfig{
+			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator}))
+		internalv1.RegisterTxnBrokerServer(n.grpc, api.NewTxnBrokerService(n.txnCoord,
+			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache}))
 		internalv1.RegisterReplicaServer(n.grpc, api.NewReplicaService(n.replicas, n.cache, n.draining))
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(n.grpc)
@@ -242,6 +255,61 @@ func Start(cfg Config) (_ *Node, err error) {
 	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(),
 		"advertise", cfg.Advertise, "gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
 	return n, nil
+}
+
+// startTransactions builds the transaction coordinator of a broker and
+// what it needs (decision 34): the locator (FindCoordinator routing and
+// __transaction_state creation), the marker writer, and the verifier
+// partition leaders use; it registers the coordinator as the leadership
+// listener of __transaction_state and the verifier with the replica
+// manager. Call it before the replica manager applies any metadata.
+func (n *Node) startTransactions() {
+	cfg := n.cfg
+	n.txnLocator = coordinator.NewTxnLocator(coordinator.TxnLocatorConfig{Metadata: n.cache, Controllers: n.controllers,
+		StatePartitions: cfg.TransactionStatePartitions, Logger: n.log})
+	n.txnMarkers = coordinator.NewBrokerMarkerWriter(coordinator.BrokerMarkerWriterConfig{Self: cfg.NodeID,
+		Local: coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache}, Pool: n.pool})
+	n.txnCoord = coordinator.NewTransactionCoordinator(coordinator.TransactionCoordinatorDeps{
+		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, ProducerIDs: n.producerIDs, Markers: n.txnMarkers,
+		StatePartitionCount: n.txnLocator.StatePartitionCount,
+	}, coordinator.TransactionCoordinatorConfig{
+		StatePartitions: cfg.TransactionStatePartitions, MaxTimeout: cfg.TransactionMaxTimeout,
+		IDExpiration: cfg.TransactionalIDExpiration, AbortTimedOutInterval: cfg.TransactionAbortTimedOutInterval,
+	})
+	n.txnVerifier = coordinator.NewBrokerTxnVerifier(coordinator.BrokerTxnVerifierConfig{Self: cfg.NodeID,
+		Locator: n.txnLocator, Coordinator: n.txnCoord, Pool: n.pool})
+	n.replicas.SetTxnVerifier(n.txnVerifier)
+	n.txnUnlisten = n.replicas.RegisterLeadershipListener(txn.StateTopic, n.txnCoord)
+}
+
+// closeTransactions stops the transaction coordinator (its loads, marker
+// rounds and timeout scan) and then the marker writer's and verifier's
+// requests in flight. It runs before the producer-id manager and the
+// replica manager close (the coordinator uses both). Idempotent.
+func (n *Node) closeTransactions() {
+	if n.txnCoord == nil {
+		return
+	}
+	n.txnUnlisten()
+	if err := n.txnCoord.Close(); err != nil {
+		n.log.Warn("transaction coordinator", "err", err)
+	}
+	n.txnMarkers.Close()
+	n.txnVerifier.Close()
+}
+
+// TransactionCoordinator exposes the transaction coordinator (nil unless
+// a broker).
+func (n *Node) TransactionCoordinator() *coordinator.TransactionCoordinator { return n.txnCoord }
+
+// TxnVerifier is the verifier this broker's partition leaders use to add
+// their partitions to transactions (nil unless a broker); exposed for
+// tests of the produce path.
+func (n *Node) TxnVerifier() cluster.TxnVerifier {
+	if n.txnVerifier == nil {
+		return nil
+	}
+	return n.txnVerifier
 }
 
 // applyImage makes the hosted partitions follow a new metadata image.

@@ -15,6 +15,7 @@ func (n *Node) Abort() {
 		n.cancel()
 		n.health.Shutdown()
 		n.healthMu.Unlock()
+		n.closeTransactions()
 		if n.producerIDs != nil {
 			n.producerIDs.Close()
 		}
@@ -62,6 +63,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			}
 			cancel()
 		}
+		// The transaction coordinator uses the producer-id manager and the
+		// replica manager: it stops first.
+		n.closeTransactions()
 		if n.producerIDs != nil {
 			n.producerIDs.Close()
 		}

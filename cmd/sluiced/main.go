@@ -72,6 +72,10 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.BoolVar(&cfg.FaultInjection, "fault-injection", false, "testing only: serve /debug/faults on --http-listen, per-RPC fault rules applied to this node's gRPC calls")
 	dialMap := fs.String("fault-dial-map", "", "testing only: from=to,... host:port pairs; outgoing inter-node connections (gRPC, Raft, gossip) to from dial to instead")
 	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR (default 30s)")
+	txnStatePartitions := fs.Int("transaction-state-partitions", int(cfg.TransactionStatePartitions), "partitions of __transaction_state when this broker creates it; same on every broker (default 50)")
+	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "largest transaction timeout a producer may ask for (transaction.max.timeout.ms; default 15m)")
+	fs.DurationVar(&cfg.TransactionAbortTimedOutInterval, "transaction-abort-timed-out-interval", cfg.TransactionAbortTimedOutInterval, "how often the transaction coordinator aborts timed-out transactions and expires idle ids (default 10s)")
+	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id idle this long without an open transaction is removed (transactional.id.expiration.ms; default 168h)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -100,6 +104,10 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 		return node.Config{}, fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
 	}
 	cfg.NodeID = int32(*nodeID)
+	if *txnStatePartitions < 0 || *txnStatePartitions > math.MaxInt32 {
+		return node.Config{}, fmt.Errorf("--transaction-state-partitions %s is out of range", strconv.Itoa(*txnStatePartitions))
+	}
+	cfg.TransactionStatePartitions = int32(*txnStatePartitions)
 	cfg.Roles = node.ParseList(*roles)
 	cfg.Join = node.ParseList(*join)
 	var err error

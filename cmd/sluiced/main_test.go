@@ -90,6 +90,30 @@ func TestFlagsAndEnvFillConfig(t *testing.T) {
 	}
 }
 
+// The transaction settings come from flags and SLUICE_* like the others;
+// unset, they stay 0 (the coordinator's defaults), and bad values are
+// refused.
+func TestTransactionFlagsFillConfig(t *testing.T) {
+	cfg, err := configure([]string{"--transaction-state-partitions", "7", "--transaction-max-timeout", "5m", "--data-dir", t.TempDir()},
+		envOf(map[string]string{"SLUICE_TRANSACTION_ABORT_TIMED_OUT_INTERVAL": "250ms", "SLUICE_TRANSACTIONAL_ID_EXPIRATION": "1h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TransactionStatePartitions != 7 || cfg.TransactionMaxTimeout != 5*time.Minute ||
+		cfg.TransactionAbortTimedOutInterval != 250*time.Millisecond || cfg.TransactionalIDExpiration != time.Hour {
+		t.Fatalf("transaction settings: %+v", cfg)
+	}
+	if cfg, err := configure([]string{"--data-dir", t.TempDir()}, noEnv); err != nil || cfg.TransactionStatePartitions != 0 || cfg.TransactionMaxTimeout != 0 {
+		t.Fatalf("defaults: %v %+v", err, cfg)
+	}
+	for _, bad := range [][]string{{"--transaction-state-partitions", "-1"}, {"--transaction-state-partitions", "20000"},
+		{"--transaction-max-timeout", "-1s"}, {"--transactional-id-expiration", "-1h"}} {
+		if _, err := configure(append(bad, "--data-dir", t.TempDir()), noEnv); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
 // buildSluiced builds this command into a temporary directory.
 func buildSluiced(t *testing.T) string {
 	t.Helper()

@@ -1,0 +1,177 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// PartitionMarkers writes transaction markers to partitions this broker
+// leads: the partition side of WriteTxnMarkers, used by BrokerMarkerWriter
+// for the partitions it leads itself and by the TxnBroker service for the
+// others' markers. Its methods are safe for concurrent use.
+type PartitionMarkers struct {
+	Replicas *cluster.ReplicaManager
+	Metadata *cluster.MetadataCache
+}
+
+// WriteMarker appends mk to tp as its leader and returns once it is
+// committed (cluster.ReplicaManager.WriteTxnMarker). Answers that
+// MarkerWriter's contract reads specially are given only when they hold:
+// UNKNOWN_TOPIC_OR_PARTITION only when this broker's metadata (once it
+// has any) has no such partition — a partition it knows but does not host
+// or lead is NOT_LEADER_OR_FOLLOWER (retriable), never "gone" — and
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, which is committed, is success.
+func (w PartitionMarkers) WriteMarker(ctx context.Context, tp cluster.TopicPartition, mk cluster.TxnMarker) error {
+	if err := partitionExists(w.Metadata, tp); err != nil {
+		return err
+	}
+	err := w.Replicas.WriteTxnMarker(ctx, tp, mk)
+	switch errs.Code(err) {
+	case sluicev1.ErrorCode_NONE, sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+		return nil
+	case sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+		// Not hosted here (yet, or any more), but the metadata has it.
+		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s", errs.Message(err))
+	}
+	return err
+}
+
+// partitionExists is nil when metadata has tp; LEADER_NOT_AVAILABLE
+// (retriable) before the broker has any metadata; else
+// UNKNOWN_TOPIC_OR_PARTITION (the topic was deleted, or never existed).
+func partitionExists(metadata *cluster.MetadataCache, tp cluster.TopicPartition) error {
+	if metadata.Offset() == 0 {
+		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "this broker has no cluster metadata yet")
+	}
+	if metadata.Image().Partition(tp.Topic, tp.Partition) == nil {
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s does not exist", tp)
+	}
+	return nil
+}
+
+// BrokerMarkerWriterConfig is what a BrokerMarkerWriter needs; all
+// fields are required.
+type BrokerMarkerWriterConfig struct {
+	// Self is this broker's node id.
+	Self int32
+	// Local writes the markers of partitions this broker leads.
+	Local PartitionMarkers
+	// Pool holds the connections to the other brokers.
+	Pool *cluster.ConnPool
+}
+
+// BrokerMarkerWriter is the MarkerWriter of a broker (DESIGN §10: a marker
+// sender batched per broker). It groups a round's partitions by leader
+// from the metadata cache: partitions this broker leads get their marker
+// from PartitionMarkers directly; the others one WriteTxnMarkers RPC per
+// leader, coalesced with other transactions' markers to the same broker
+// (while a request to a broker is in flight the next ones queue, and the
+// next request carries them all). A partition without a known leader is
+// LEADER_NOT_AVAILABLE (retriable). Close it when done.
+type BrokerMarkerWriter struct {
+	cfg   BrokerMarkerWriterConfig
+	batch *brokerBatcher[*internalv1.TxnMarker, *internalv1.TxnMarkerResult]
+}
+
+var _ MarkerWriter = (*BrokerMarkerWriter)(nil)
+
+// NewBrokerMarkerWriter returns a writer; it starts no goroutine until
+// markers go to another broker.
+func NewBrokerMarkerWriter(cfg BrokerMarkerWriterConfig) *BrokerMarkerWriter {
+	w := &BrokerMarkerWriter{cfg: cfg}
+	w.batch = newBrokerBatcher(w.send)
+	return w
+}
+
+// Close ends the requests in flight (their callers see a retriable error)
+// and waits for the senders. Markers written after Close fail
+// (retriable).
+func (w *BrokerMarkerWriter) Close() { w.batch.close() }
+
+// WriteMarkers implements MarkerWriter: every partition of m gets an
+// outcome, concurrently, within ctx.
+func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+	out := make(map[txn.TopicPartition]error, len(m.Partitions))
+	var mu sync.Mutex // guards out
+	set := func(tp txn.TopicPartition, err error) {
+		mu.Lock()
+		out[tp] = err
+		mu.Unlock()
+	}
+	mk := cluster.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit}
+	im := w.cfg.Local.Metadata.Image()
+	var local []txn.TopicPartition
+	remote := map[string][]txn.TopicPartition{} // by leader address
+	for _, tp := range m.Partitions {
+		ctp := cluster.TopicPartition(tp)
+		if err := partitionExists(w.cfg.Local.Metadata, ctp); err != nil {
+			out[tp] = err
+			continue
+		}
+		leader := im.Partition(tp.Topic, tp.Partition).Leader
+		switch b := im.Brokers[leader]; {
+		case leader == w.cfg.Self:
+			local = append(local, tp)
+		case leader == controller.NoLeader || b == nil || b.Address == "":
+			out[tp] = errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s has no known leader", ctp)
+		default:
+			remote[b.Address] = append(remote[b.Address], tp)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, tp := range local {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			set(tp, w.cfg.Local.WriteMarker(ctx, cluster.TopicPartition(tp), mk))
+		}()
+	}
+	for addr, tps := range remote {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &internalv1.TxnMarker{TransactionalId: m.TransactionalID, ProducerId: m.ProducerID, ProducerEpoch: int32(m.ProducerEpoch),
+				Committed: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+			for _, tp := range tps {
+				req.Partitions = append(req.Partitions, &internalv1.TxnPartition{Topic: tp.Topic, Partition: tp.Partition})
+			}
+			res, err := w.batch.do(ctx, addr, req)
+			if err != nil {
+				for _, tp := range tps {
+					set(tp, err)
+				}
+				return
+			}
+			for _, pr := range res.GetPartitions() {
+				tp := txn.TopicPartition{Topic: pr.Topic, Partition: pr.Partition}
+				var perr error
+				if pr.ErrorCode != sluicev1.ErrorCode_NONE {
+					perr = errs.New(pr.ErrorCode, "%s", pr.ErrorMessage)
+				}
+				set(tp, perr) // a partition left out of the answer stays missing: retried
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// send is one WriteTxnMarkers RPC carrying markers.
+func (w *BrokerMarkerWriter) send(ctx context.Context, addr string, markers []*internalv1.TxnMarker) ([]*internalv1.TxnMarkerResult, error) {
+	cc, err := w.cfg.Pool.Get(addr)
+	if err != nil {
+		return nil, rpcError(addr, err)
+	}
+	resp, err := internalv1.NewTxnBrokerClient(cc).WriteTxnMarkers(ctx, &internalv1.WriteTxnMarkersRequest{BrokerId: w.cfg.Self, Markers: markers})
+	if err != nil {
+		return nil, rpcError(addr, err)
+	}
+	return resp.Markers, nil
+}
