@@ -7,6 +7,7 @@ import (
 	"net/http/pprof"
 	"slices"
 	"strconv"
+	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -70,6 +71,14 @@ func (n *Node) httpMux() *http.ServeMux {
 			func(i int, _ *cluster.Replica) int64 { return max(offs[i].hw-offs[i].lso, 0) })
 		gauge("sluice_open_transactions", "Transactions with data and no marker yet per hosted partition.",
 			func(_ int, part *cluster.Replica) int64 { return int64(part.OpenTransactions()) })
+		now := time.Now()
+		gauge("sluice_oldest_open_transaction_age_ms", "Milliseconds since the oldest transaction still open in each hosted partition appended its first batch here (0 when none is open); it holds the last stable offset back.",
+			func(_ int, part *cluster.Replica) int64 {
+				if start, ok := part.OldestOpenTransactionStart(); ok {
+					return max(now.Sub(start).Milliseconds(), 0)
+				}
+				return 0
+			})
 		gauge("sluice_producer_ids", "Producer ids with idempotence state per hosted partition.",
 			func(_ int, part *cluster.Replica) int64 { return int64(part.ProducerCount()) })
 	})

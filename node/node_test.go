@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,8 @@ func TestHTTPEndpoints(t *testing.T) {
 	tp := cluster.TopicPartition{Topic: "h", Partition: 0}
 	for _, raw := range [][]byte{nodetest.Batch("a", 2, 1000), txn, nodetest.Batch("b", 3, 1000)} {
 		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := s.Node.Replicas().AppendCommitted(actx, tp, raw, cluster.NoLeaderEpoch, time.Now())
+		// Appended "a minute ago": the open transaction's age shows it.
+		_, err := s.Node.Replicas().AppendCommitted(actx, tp, raw, cluster.NoLeaderEpoch, time.Now().Add(-time.Minute))
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -130,12 +132,25 @@ func TestHTTPEndpoints(t *testing.T) {
 		`sluice_high_watermark{topic="h",partition="0"} 6`, `sluice_last_stable_offset{topic="h",partition="0"} 2`,
 		`sluice_lso_lag{topic="h",partition="0"} 4`, `sluice_open_transactions{topic="h",partition="0"} 1`,
 		`sluice_last_stable_offset{topic="h",partition="1"} 0`, `sluice_lso_lag{topic="h",partition="1"} 0`,
-		`sluice_open_transactions{topic="h",partition="1"} 0`, "# TYPE sluice_lso_lag gauge\n"} {
+		`sluice_open_transactions{topic="h",partition="1"} 0`, "# TYPE sluice_lso_lag gauge\n",
+		`sluice_oldest_open_transaction_age_ms{topic="h",partition="1"} 0`} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics: %d, want a line with %q in:\n%s", code, want, body)
 		}
 	}
+	const agePrefix = `sluice_oldest_open_transaction_age_ms{topic="h",partition="0"} `
+	if _, rest, ok := strings.Cut(body, agePrefix); !ok {
+		t.Errorf("/metrics: no %q line", agePrefix)
+	} else if v, _, _ := strings.Cut(rest, "\n"); !atLeast(v, 60000) {
+		t.Errorf("/metrics: oldest open transaction age %s ms, want at least 60000 (its first batch was appended a minute ago)", v)
+	}
 	if code, _ := get("/debug/pprof/"); code != http.StatusOK {
 		t.Errorf("/debug/pprof/: %d", code)
 	}
+}
+
+// atLeast reports whether the decimal integer v is at least min.
+func atLeast(v string, min int64) bool {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && n >= min
 }
