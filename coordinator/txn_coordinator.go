@@ -23,6 +23,7 @@ const (
 	DefaultMarkerRetryBackoffMax = 5 * time.Second
 	DefaultMarkerRoundTimeout    = 30 * time.Second
 	DefaultCoordinatorCloseWait  = 10 * time.Second
+	DefaultMaxConcurrentWait     = 5 * time.Second
 	defaultLoadReadBytes         = 1 << 20
 )
 
@@ -52,6 +53,10 @@ type TransactionCoordinatorConfig struct {
 	MarkerRoundTimeout time.Duration
 	// CloseWait bounds how long Close waits for the goroutines (10 s).
 	CloseWait time.Duration
+	// MaxConcurrentWait bounds how long AddPartitions waits for a busy id
+	// (its markers being written) before answering
+	// CONCURRENT_TRANSACTIONS (5 s).
+	MaxConcurrentWait time.Duration
 }
 
 // Validate checks c and fills in defaults.
@@ -75,6 +80,7 @@ func (c *TransactionCoordinatorConfig) Validate() error {
 	def(&c.MarkerRetryBackoffMax, DefaultMarkerRetryBackoffMax)
 	def(&c.MarkerRoundTimeout, DefaultMarkerRoundTimeout)
 	def(&c.CloseWait, DefaultCoordinatorCloseWait)
+	def(&c.MaxConcurrentWait, DefaultMaxConcurrentWait)
 	if c.MarkerRetryBackoffMax < c.MarkerRetryBackoff {
 		c.MarkerRetryBackoffMax = c.MarkerRetryBackoff
 	}
@@ -149,6 +155,17 @@ type statePartition struct {
 	loadTime time.Duration            // how long the load took (0 while loading)
 	txns     map[string]*txn.Metadata // loaded state; values are never modified, only replaced
 	inFlight map[string]bool          // ids with a transition in flight (their slot is taken)
+	// changed is closed (and replaced) whenever a slot is released or a
+	// state applied: AddPartitions waits on it instead of answering
+	// CONCURRENT_TRANSACTIONS at once.
+	changed chan struct{}
+}
+
+// changedLocked wakes AddPartitions calls waiting for ps to change. The caller
+// holds TransactionCoordinator.mu.
+func (ps *statePartition) changedLocked() {
+	close(ps.changed)
+	ps.changed = make(chan struct{})
 }
 
 // NewTransactionCoordinator returns a coordinator that serves nothing
@@ -270,10 +287,24 @@ func (c *TransactionCoordinator) routeLocked(id string) (*statePartition, error)
 }
 
 // release frees id's slot without applying anything.
+//
+// A release that changed nothing (the core refused, or wrote nothing)
+// does not wake AddPartitions' waiters: one of them releasing after its
+// own refused attempt would wake itself at once and spin.
 func (c *TransactionCoordinator) release(ps *statePartition, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(ps.inFlight, id)
+}
+
+// releaseChanged is release after a transition that may have changed
+// something (a write that failed or whose outcome is unknown): it wakes
+// AddPartitions' waiters.
+func (c *TransactionCoordinator) releaseChanged(ps *statePartition, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(ps.inFlight, id)
+	ps.changedLocked()
 }
 
 // ownsLocked reports whether ps is still the partition this node leads
@@ -349,11 +380,12 @@ func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartit
 			c.goroutines.Go(func() { c.resolveUnknown(ps, id, w, res.LastOffset) })
 		} else {
 			delete(ps.inFlight, id) // the state is dropped anyway
+			ps.changedLocked()
 		}
 		c.mu.Unlock()
 		return appendError(id, err)
 	default:
-		c.release(ps, id)
+		c.releaseChanged(ps, id)
 		return appendError(id, err)
 	}
 }
@@ -365,6 +397,7 @@ func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Meta
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(ps.inFlight, id)
+	ps.changedLocked()
 	if !c.ownsLocked(ps) {
 		return false
 	}
@@ -396,11 +429,11 @@ func (c *TransactionCoordinator) resolveUnknown(ps *statePartition, id string, w
 		owned := c.ownsLocked(ps)
 		c.mu.Unlock()
 		if !owned || ps.ctx.Err() != nil {
-			c.release(ps, id)
+			c.releaseChanged(ps, id)
 			return
 		}
 		if !sleepCtx(ps.ctx, backoff) {
-			c.release(ps, id)
+			c.releaseChanged(ps, id)
 			return
 		}
 		backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)

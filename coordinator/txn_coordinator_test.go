@@ -727,3 +727,50 @@ func TestCloseWaitIsBounded(t *testing.T) {
 		return nil
 	})
 }
+
+// The first batch of a producer's next transaction arrives while its
+// previous transaction's markers are still being written: AddPartitions
+// waits for the transaction to complete and then adds the partition,
+// instead of answering CONCURRENT_TRANSACTIONS; with the markers stuck
+// longer than MaxConcurrentWait it answers CONCURRENT_TRANSACTIONS.
+func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
+	e := newTxnEnv(t)
+	e.cfg.MaxConcurrentWait = 300 * time.Millisecond
+	gate := make(chan struct{})
+	var gateOnce sync.Once
+	open := func() { gateOnce.Do(func() { close(gate) }) }
+	defer open()
+	c := e.coordinator(markerFunc(func(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return e.markers.WriteMarkers(ctx, m)
+	}))
+	e.lead(c, 0, 1)
+	tp := txn.TopicPartition{Topic: "a", Partition: 0}
+	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "w", 1000))
+	if err := addPartition(c, "w", pe, tp); err != nil {
+		t.Fatal(err)
+	}
+	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "w", pe, true))
+
+	// Markers stuck past MaxConcurrentWait: CONCURRENT_TRANSACTIONS.
+	start := time.Now()
+	wantCode(t, "add while the markers are stuck", addPartition(c, "w", next, tp), sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
+	if waited := time.Since(start); waited < e.cfg.MaxConcurrentWait {
+		t.Errorf("answered after %v, before MaxConcurrentWait %v", waited, e.cfg.MaxConcurrentWait)
+	}
+
+	// Markers released while the request waits: it succeeds.
+	done := make(chan error, 1)
+	go func() { done <- addPartition(c, "w", next, tp) }()
+	open()
+	if err := <-done; err != nil {
+		t.Fatalf("add once the markers are written: %v", err)
+	}
+	m := waitState(t, c, "w", txn.Ongoing)
+	if m.ProducerEpoch != next.ProducerEpoch || len(m.Partitions) != 1 {
+		t.Errorf("state after the add: %+v", m)
+	}
+}

@@ -43,6 +43,7 @@ func (c *TransactionCoordinator) BecameLeader(tp cluster.TopicPartition, leaderE
 		loadedAt: c.now(),
 		txns:     make(map[string]*txn.Metadata),
 		inFlight: make(map[string]bool),
+		changed:  make(chan struct{}),
 	}
 	c.partitions[tp.Partition] = ps
 	c.goroutines.Go(func() { c.load(ps) })

@@ -74,19 +74,65 @@ type AddPartitionsRequest struct {
 // AddPartitions answers AddPartitionsToTxn (txn.AddPartitions): once it
 // returns nil the partitions are in the open transaction, durably, and
 // its end will write their markers.
+//
+// While the id is busy — its previous transaction's markers are still
+// being written (Prepare*), or another request holds its slot — it waits
+// for that to finish (up to MaxConcurrentWait, within ctx) and tries
+// again, rather than answering CONCURRENT_TRANSACTIONS at once: the first
+// batch of a producer's next transaction arrives right after its commit
+// answer, before the markers, and a retry after a backoff would hold it
+// back for the whole backoff (Kafka's broker retries every 20 ms).
 func (c *TransactionCoordinator) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
 	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
 		return err
 	}
-	_, err := c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, _ int64, now time.Time) txn.Result {
-		return txn.AddPartitions(m, txn.AddPartitionsRequest{
-			TransactionalID: req.TransactionalID,
-			ProducerID:      req.ProducerID,
-			ProducerEpoch:   req.ProducerEpoch,
-			Partitions:      req.Partitions,
-		}, now)
-	})
-	return err
+	deadline := time.Now().Add(c.cfg.MaxConcurrentWait)
+	for {
+		changed := c.changes(req.TransactionalID)
+		_, err := c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, _ int64, now time.Time) txn.Result {
+			return txn.AddPartitions(m, txn.AddPartitionsRequest{
+				TransactionalID: req.TransactionalID,
+				ProducerID:      req.ProducerID,
+				ProducerEpoch:   req.ProducerEpoch,
+				Partitions:      req.Partitions,
+			}, now)
+		})
+		if errs.Code(err) != sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS || changed == nil {
+			return err
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return err
+		}
+		// Woken by the id's next state change; and at most every
+		// concurrentRecheck, for a slot freed without a change.
+		t := time.NewTimer(min(wait, concurrentRecheck))
+		select {
+		case <-changed:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// concurrentRecheck bounds one wait of AddPartitions for a busy id: a
+// slot released without a change (another request refused, a marker
+// round that found nothing to complete) wakes no one.
+const concurrentRecheck = 20 * time.Millisecond
+
+// changes returns the channel closed at the next change of id's
+// partition (nil when this node does not hold it loaded).
+func (c *TransactionCoordinator) changes(id string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.routeLocked(id)
+	if err != nil {
+		return nil
+	}
+	return ps.changed
 }
 
 // EndTxnRequest is an EndTxn from the producer.
