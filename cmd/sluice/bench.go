@@ -118,7 +118,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	noIdem := fs.Bool("no-idempotence", false, "send as a plain producer (idempotence is on by default with --acks all)")
 	txnID := fs.String("transactional-id", "", "send in transactions with this transactional id (acks all); see --commit-interval")
-	commitEvery := fs.Duration("commit-interval", 100*time.Millisecond, "with --transactional-id: commit a transaction this often; the latency reported is CommitTransaction's")
+	commitEvery := fs.Duration("commit-interval", 100*time.Millisecond, "with --transactional-id: commit a transaction this often; the latency reported is CommitTransaction's after a flush (EndTxn)")
 	syncMode := fs.Bool("sync", false, "send one record at a time: each is sent alone and the next only after it is acknowledged; every record's latency is measured (with linger 0; --linger, --throughput and --latency-sample do not apply)")
 	if _, err := e.parse(fs, args, 0); err != nil {
 		return err
@@ -276,9 +276,9 @@ func (e *env) benchSync(ctx context.Context, p *client.Producer, r client.Record
 }
 
 // benchTxn sends records in transactions: it begins one, sends for
-// commitEvery, commits, and so on until records are sent; the latency
-// measured is each CommitTransaction's (flushing the transaction's last
-// records, then EndTxn until PrepareCommit is durable).
+// commitEvery, flushes, commits, and so on until records are sent; the
+// latency measured is each CommitTransaction's after the flush: EndTxn
+// until PrepareCommit is durable.
 func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record, records int64, size int, commitEvery time.Duration) (benchResult, error) {
 	if err := p.InitTransactions(ctx); err != nil {
 		return benchResult{}, fmt.Errorf("bench produce: %w", err)
@@ -311,6 +311,12 @@ func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record,
 			}
 			p.Send(ctx, r, cb)
 		}
+		// Flush first, so that the time measured is the commit's own
+		// (EndTxn until PrepareCommit is durable), not the drain of the
+		// records still queued, which CommitTransaction would do first.
+		if err = p.Flush(ctx); err != nil {
+			break
+		}
 		t0 := time.Now()
 		if err = p.CommitTransaction(ctx); err == nil {
 			lat.add(time.Since(t0))
@@ -329,7 +335,7 @@ func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record,
 	n := acked.Load()
 	res := benchResult{Mode: "produce", Topic: r.Topic, Records: n, RecordSize: size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
-		LatencyWhat: fmt.Sprintf("commit (%d transactions of %v)", txns, commitEvery)}
+		LatencyWhat: fmt.Sprintf("commit after flush (%d transactions of %v)", txns, commitEvery)}
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
 	return res, nil
 }
