@@ -74,6 +74,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR (default 30s)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	deploy := addDeployFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
 		fs.PrintDefaults()
@@ -100,6 +101,9 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 		return node.Config{}, fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
 	}
 	cfg.NodeID = int32(*nodeID)
+	if err := deploy.apply(&cfg); err != nil {
+		return node.Config{}, err
+	}
 	cfg.Roles = node.ParseList(*roles)
 	cfg.Join = node.ParseList(*join)
 	var err error
