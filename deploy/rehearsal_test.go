@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -300,6 +301,12 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	wantBrokers := map[int32]string{}
+	for _, pp := range pods {
+		adv, _ := pp.pod.setting("advertise")
+		wantBrokers[nodeIDOf(t, pp.pod)] = adv
+	}
+	checkCluster(t, cl, wantBrokers, "the cluster formed")
 	const topic, partitions = "rehearsal", 3
 	wait.For(t, 30*time.Second, "create topic "+topic, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -398,6 +405,8 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		t.Fatalf("%d of %d records failed; first: %v", len(errsSeen), total, errsSeen[0])
 	}
 
+	checkCluster(t, cl, wantBrokers, "the cluster after the roll")
+
 	// Every record, exactly once.
 	got := readAll(t, cl, topic, partitions)
 	seen := make(map[string]int, len(got))
@@ -420,6 +429,39 @@ func TestStatefulSetRehearsal(t *testing.T) {
 			total, len(got), len(lost), first(lost), len(dup), first(dup))
 	}
 	t.Logf("all %d records read back once", total)
+}
+
+// checkCluster waits (up to 30 s) until the cluster reports a controller
+// leader, three voters, exactly the brokers of want (node id -> address:
+// the pods' advertised stable names) unfenced, and no under-replicated or
+// offline partition.
+func checkCluster(t *testing.T, cl *client.Client, want map[int32]string, what string) {
+	t.Helper()
+	wait.For(t, 30*time.Second, what, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := cl.DescribeCluster(ctx)
+		if err != nil {
+			return err
+		}
+		if st.GetControllerLeader() <= 0 || len(st.GetVoters()) != 3 {
+			return fmt.Errorf("controller leader %d, %d voters", st.GetControllerLeader(), len(st.GetVoters()))
+		}
+		got := map[int32]string{}
+		for _, b := range st.GetBrokers() {
+			if b.GetFenced() {
+				return fmt.Errorf("broker %d is fenced", b.GetNodeId())
+			}
+			got[b.GetNodeId()] = b.GetAddress()
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("brokers %v, want %v", got, want)
+		}
+		if u, o := st.GetUnderReplicatedPartitions(), st.GetOfflinePartitions(); u != 0 || o != 0 {
+			return fmt.Errorf("%d under-replicated and %d offline partitions", u, o)
+		}
+		return nil
+	})
 }
 
 func first(s []string) []string { return s[:min(len(s), 5)] }
