@@ -5,7 +5,7 @@ BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
-.PHONY: all build run test test-short proto bench bench-failover bench-cluster lint vet fmt clean chaos
+.PHONY: all build run cluster cluster-stop test test-short proto bench bench-failover bench-cluster lint vet fmt clean chaos
 
 all: build
 
@@ -16,6 +16,16 @@ build:
 # Single-node Sluice on 127.0.0.1:9400 with data in ./sluice-data.
 run: build
 	$(BIN)/sluiced $(ARGS)
+
+# Three local nodes (controller and broker each) on 127.0.0.1:9510, 9520,
+# 9530 in the background, data and logs under $(CLUSTER_DIR); stop them with
+# `make cluster-stop`. See scripts/cluster.sh and docs/kubernetes.md.
+CLUSTER_DIR ?= sluice-cluster
+cluster:
+	DIR=$(CLUSTER_DIR) GO=$(GO) BIN=$(BIN) scripts/cluster.sh start
+
+cluster-stop:
+	DIR=$(CLUSTER_DIR) scripts/cluster.sh stop
 
 # All tests: vet, formatting, unit, API, end-to-end (builds the binaries itself).
 test: lint

@@ -93,6 +93,10 @@ type Config struct {
 	// addresses, metadata and logs keep the real addresses. Nil in
 	// production.
 	FaultDialMap faultnet.DialMap
+	// Hosts (testing only) resolves the host names it lists for the whole
+	// process (see Hosts.Install); Start installs it and joins the seeds
+	// it names at their IPs. Nil in production.
+	Hosts Hosts
 	// Logger receives the node's logs; nil is slog.Default().
 	Logger *slog.Logger
 }

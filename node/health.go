@@ -8,6 +8,21 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// The gRPC health (grpc.health.v1) service names a node serves, for
+// probes (docs/kubernetes.md):
+//
+//   - "" (the server as a whole) is SERVING while the node is Ready: a
+//     broker registered, unfenced and caught up with the metadata, a
+//     controller-only node once a leader is known. It depends on the
+//     quorum and the other nodes: a readiness probe, and what /readyz
+//     answers.
+//   - LivenessService is SERVING from start until shutdown begins, whatever
+//     the quorum or the other nodes do: a liveness (and startup) probe,
+//     which must not restart a node because its peers are away.
+//
+// Both turn NOT_SERVING as soon as Shutdown or Abort begins.
+const LivenessService = "liveness"
+
 // Ready reports whether the node serves: a broker once registered,
 // unfenced and caught up; a controller-only node once a leader is known.
 func (n *Node) Ready() bool {

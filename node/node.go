@@ -109,6 +109,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, log: logger, stopped: make(chan struct{}), draining: make(chan struct{}), ctx: ctx, cancel: cancel,
 		pool: cluster.NewConnPoolWithDialMap(cfg.FaultDialMap), cache: cluster.NewMetadataCache()}
+	cfg = cfg.withHosts(logger)
 	if len(cfg.FaultDialMap) > 0 {
 		logger.Warn("fault injection (testing only): outgoing inter-node connections are redirected", "dial_map", cfg.FaultDialMap.String())
 	}
@@ -212,6 +213,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	n.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	reflection.Register(n.grpc)
 	if n.faults != nil {

@@ -78,6 +78,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id idle this long without an open transaction is removed (transactional.id.expiration.ms; default 168h)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	deploy := addDeployFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
 		fs.PrintDefaults()
@@ -108,6 +109,9 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 		return node.Config{}, fmt.Errorf("--transaction-state-partitions %s is out of range", strconv.Itoa(*txnStatePartitions))
 	}
 	cfg.TransactionStatePartitions = int32(*txnStatePartitions)
+	if err := deploy.apply(&cfg); err != nil {
+		return node.Config{}, err
+	}
 	cfg.Roles = node.ParseList(*roles)
 	cfg.Join = node.ParseList(*join)
 	var err error

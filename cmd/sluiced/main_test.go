@@ -289,3 +289,27 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 		}
 	}
 }
+
+// The deployment flags: the node id from a StatefulSet pod name (also from
+// the environment, as the manifests set it) and the testing-only hosts
+// table; bad values are refused naming the flag.
+func TestDeployFlags(t *testing.T) {
+	cfg, err := configure([]string{"--data-dir", t.TempDir(), "--node-id", "9", "--node-id-from-name", "sluice-2",
+		"--hosts", "sluice-2.h=127.0.0.13"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeID != 3 || cfg.Hosts.String() != "sluice-2.h=127.0.0.13" {
+		t.Errorf("node id %d, hosts %q; want 3 and sluice-2.h=127.0.0.13", cfg.NodeID, cfg.Hosts)
+	}
+	cfg, err = configure([]string{"--data-dir", t.TempDir(), "--roles", "broker", "--controller-voters", "1@a:1", "--join", "a:2"},
+		envOf(map[string]string{"SLUICE_NODE_ID_FROM_NAME": "sluice-broker-4", "SLUICE_NODE_ID_OFFSET": "100"}))
+	if err != nil || cfg.NodeID != 104 {
+		t.Errorf("node id from the environment: %d, %v; want 104", cfg.NodeID, err)
+	}
+	for _, bad := range [][]string{{"--node-id-from-name", "sluice"}, {"--hosts", "a=b"}} {
+		if _, err := configure(append(bad, "--data-dir", t.TempDir()), noEnv); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: %v, want an error naming %s", bad, err, bad[0])
+		}
+	}
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A local three-node Sluice cluster for trying things out: three combined
+# (controller and broker) sluiced processes on 127.0.0.1, data and logs
+# under one directory, left running in the background.
+#
+#   make cluster            # or scripts/cluster.sh start
+#   make cluster-stop       # or scripts/cluster.sh stop (SIGTERM, then waits)
+#
+# Node i (1..3) uses ports BASE_PORT+10*i .. +3: gRPC, Raft, gossip, HTTP
+# (9510-9513, 9520-9523, 9530-9533 by default, apart from `make run`'s
+# 9400). Its data is in DIR/data-i, its output in DIR/node-i.log, its
+# process id in DIR/node-i.pid. A second start with the same DIR reuses the
+# data (the cluster comes back as it was).
+#
+# Environment: DIR (sluice-cluster), BASE_PORT (9500), BIN (bin: where the
+# binaries are built), GO (go), ARGS (extra sluiced flags for every node).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DIR=${DIR:-sluice-cluster}
+BASE_PORT=${BASE_PORT:-9500}
+BIN=${BIN:-bin}
+GO=${GO:-go}
+NODES=3
+
+port() { echo $((BASE_PORT + 10 * $1 + $2)); }
+
+stop() {
+  local any=0
+  for i in $(seq 1 $NODES); do
+    local pidf="$DIR/node-$i.pid"
+    [ -f "$pidf" ] || continue
+    local pid
+    pid=$(cat "$pidf")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" && any=1
+    fi
+  done
+  # Graceful shutdown hands leaderships off; sluiced bounds it at 30 s.
+  for i in $(seq 1 $NODES); do
+    local pidf="$DIR/node-$i.pid"
+    [ -f "$pidf" ] || continue
+    local pid
+    pid=$(cat "$pidf")
+    for _ in $(seq 1 350); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "node $i (pid $pid) still running after 35 s: SIGKILL" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidf"
+  done
+  [ $any = 1 ] && echo "stopped the cluster in $DIR (data kept; rm -rf $DIR removes it)" || echo "no node of $DIR was running"
+}
+
+start() {
+  for i in $(seq 1 $NODES); do
+    if [ -f "$DIR/node-$i.pid" ] && kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null; then
+      echo "node $i of $DIR is already running; make cluster-stop first" >&2
+      exit 1
+    fi
+  done
+  mkdir -p "$BIN" "$DIR"
+  "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
+  "$GO" build -o "$BIN/sluice" ./cmd/sluice
+  local voters="" join="" brokers=""
+  for i in $(seq 1 $NODES); do
+    voters="$voters${voters:+,}$i@127.0.0.1:$(port "$i" 1)"
+    join="$join${join:+,}127.0.0.1:$(port "$i" 2)"
+    brokers="$brokers${brokers:+,}127.0.0.1:$(port "$i" 0)"
+  done
+  for i in $(seq 1 $NODES); do
+    # shellcheck disable=SC2086 # ARGS is a list of flags
+    env -u SLUICE_DATA_DIR "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
+      --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
+      --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
+      --controller-voters "$voters" --join "$join" ${ARGS:-} \
+      >>"$DIR/node-$i.log" 2>&1 &
+    echo $! >"$DIR/node-$i.pid"
+  done
+  echo "waiting for the nodes to be ready..."
+  for i in $(seq 1 $NODES); do
+    local ok=0
+    for _ in $(seq 1 300); do
+      if curl -fs "http://127.0.0.1:$(port "$i" 3)/readyz" >/dev/null 2>&1; then ok=1; break; fi
+      kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ $ok != 1 ]; then
+      echo "node $i is not ready; the end of $DIR/node-$i.log:" >&2
+      tail -20 "$DIR/node-$i.log" >&2
+      stop
+      exit 1
+    fi
+  done
+  cat <<MSG
+Sluice cluster of $NODES nodes running; data and logs in $DIR/.
+  brokers:  $brokers
+  try:      SLUICE_BROKERS=$brokers $BIN/sluice cluster status
+  logs:     tail -f $DIR/node-*.log
+  stop:     make cluster-stop   (or DIR=$DIR scripts/cluster.sh stop)
+MSG
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 [start|stop]" >&2; exit 2 ;;
+esac
