@@ -193,18 +193,23 @@ func TestTransactionalProducerAndCLI(t *testing.T) {
 			t.Errorf("consume read_committed to the end: %q", out)
 		}
 
-		out, stderr, err := runCLI(t, c.sluice, "", brokers, "--output", "json", "txn", "describe", "cli-demo")
-		if err != nil {
-			t.Fatalf("txn describe: %v: %s", err, stderr)
-		}
-		var d []output.Transaction
-		if err := json.Unmarshal([]byte(out), &d); err != nil || len(d) != 1 {
-			t.Fatalf("txn describe json: %v in %q", err, out)
-		}
-		if d[0].State != "CompleteAbort" || d[0].Error != "" {
-			t.Errorf("txn describe cli-demo: %+v, want CompleteAbort", d[0])
-		}
-		out, stderr, err = runCLI(t, c.sluice, "", brokers, "--output", "json", "txn", "list")
+		// The abort's answer comes once PrepareAbort is durable;
+		// CompleteAbort follows the markers.
+		c.eventually(30*time.Second, "txn describe cli-demo: CompleteAbort", func() error {
+			out, stderr, err := runCLI(t, c.sluice, "", brokers, "--output", "json", "txn", "describe", "cli-demo")
+			if err != nil {
+				return fmt.Errorf("txn describe: %v: %s", err, stderr)
+			}
+			var d []output.Transaction
+			if err := json.Unmarshal([]byte(out), &d); err != nil || len(d) != 1 {
+				t.Fatalf("txn describe json: %v in %q", err, out)
+			}
+			if d[0].State != "CompleteAbort" || d[0].Error != "" {
+				return fmt.Errorf("%+v", d[0])
+			}
+			return nil
+		})
+		out, stderr, err := runCLI(t, c.sluice, "", brokers, "--output", "json", "txn", "list")
 		if err != nil {
 			t.Fatalf("txn list: %v: %s", err, stderr)
 		}

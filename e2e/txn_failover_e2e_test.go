@@ -90,8 +90,9 @@ func TestTransactionFailover(t *testing.T) {
 			}
 			return nil
 		})
-		if st := r.describeTxn(id); st.State != "CompleteCommit" || st.ProducerEpoch != p.Epoch+1 {
-			t.Errorf("state on the new coordinator: %s epoch %d, want CompleteCommit epoch %d", st.State, st.ProducerEpoch, p.Epoch+1)
+		// CompleteCommit is written after the last marker is: wait for it.
+		if st := r.waitState(id, "CompleteCommit"); st.ProducerEpoch != p.Epoch+1 {
+			t.Errorf("CompleteCommit on the new coordinator at epoch %d, want %d", st.ProducerEpoch, p.Epoch+1)
 		}
 		c.restart(coord)
 		waitFullISR(t)

@@ -187,6 +187,21 @@ func (r *rawTxn) describeTxn(id string) *sluicev1.TransactionState {
 	return st
 }
 
+// waitState waits until id's coordinator describes it in state (a
+// Complete* is written after the markers, so after what a reader sees).
+func (r *rawTxn) waitState(id, state string) *sluicev1.TransactionState {
+	r.t.Helper()
+	var st *sluicev1.TransactionState
+	r.c.eventually(30*time.Second, fmt.Sprintf("%s in state %s", id, state), func() error {
+		st = r.describeTxn(id)
+		if st.State != state {
+			return fmt.Errorf("state %s", st.State)
+		}
+		return nil
+	})
+	return st
+}
+
 // leaderAddr returns the address of the leader of topic/partition.
 func (r *rawTxn) leaderAddr(topic string, partition int32) string {
 	r.t.Helper()

@@ -200,6 +200,7 @@ func TestTransactionVectorsOnThreeNodes(t *testing.T) {
 			}
 		}
 
+		r.waitState(id, want.FinalDescribe.State)
 		hist := r.stateHistory(id)
 		t.Logf("__transaction_state history of %s: %v", id, hist)
 		if want := wantStates(t, want.StateLog); !slices.Equal(hist, want) {
@@ -260,6 +261,7 @@ func TestTransactionVectorsOnThreeNodes(t *testing.T) {
 				t.Errorf("%v: read %v, want %v", tc.iso, got.Records, tc.want.Records)
 			}
 		}
+		r.waitState(id, "CompleteCommit")
 		if got, want := r.stateHistory(id), wantStates(t, want.StateLog); !slices.Equal(got, want) {
 			t.Errorf("__transaction_state history of %s:\n got %v\nwant %v", id, got, want)
 		}
