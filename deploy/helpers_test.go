@@ -194,6 +194,9 @@ type pod struct {
 	Command   []string
 	Args      []string // $(VAR) expanded
 	Env       []string // KEY=VALUE, envFrom first, then env (which wins)
+	// Ports maps the manifests' container ports to the ports this pod
+	// really uses (the rehearsal's free ports); nil: as in the manifests.
+	Ports map[int]int
 }
 
 // podOf returns the pod of sts with ordinal, in namespace, at ip, whose

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,7 +34,8 @@ import (
 // stands in for:
 //
 //   - its IP: 127.0.0.11, .12, .13 for ordinals 0, 1, 2 (Linux routes all
-//     of 127/8 to lo), every pod on the same ports;
+//     of 127/8 to lo), every pod on the same ports — free ones picked for
+//     the run in place of the manifests' 9400-9403 (freeRehearsalPorts);
 //   - its network namespace: the pods share the machine's, so a listen
 //     address on 0.0.0.0 binds the pod's IP instead;
 //   - the cluster's DNS: sluiced --hosts (and the same table in this test
@@ -137,7 +140,7 @@ func (pp *podProcess) tail() string {
 
 // rehearsalPods builds the pods of sts: the rendered pod spec with the
 // substitutions listed above.
-func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir string) []*podProcess {
+func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir string, ports map[int]int) []*podProcess {
 	t.Helper()
 	replicas := int(*sts.Spec.Replicas)
 	var hosts []string
@@ -148,6 +151,8 @@ func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir stri
 	var out []*podProcess
 	for ord := range replicas {
 		p := podOf(t, m, sts, ord, rehearsalNamespace, rehearsalIP(ord))
+		p.Args, p.Env = remapPorts(p.Args, ports), remapPorts(p.Env, ports)
+		p.Ports = ports
 		dataDir, _ := p.setting("data-dir")
 		var args []string
 		for _, a := range p.Args {
@@ -170,6 +175,71 @@ func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir stri
 }
 
 var installHostsOnce sync.Once
+
+// freeRehearsalPorts maps each container port of the manifests to a port
+// free on all three rehearsal IPs, TCP and UDP (gossip uses both), so
+// the rehearsal never takes the ports a user's sluiced holds (9400-9403)
+// nor another run's. Pods all use the same port numbers, as in the
+// manifests.
+func freeRehearsalPorts(t *testing.T, cports []corev1.ContainerPort) map[int]int {
+	t.Helper()
+	out := map[int]int{}
+	used := map[int]bool{}
+	for _, cp := range cports {
+		want := int(cp.ContainerPort)
+		if _, done := out[want]; done {
+			continue
+		}
+	attempts:
+		for range 50 {
+			l, err := net.Listen("tcp", rehearsalIP(0)+":0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			if used[port] {
+				continue
+			}
+			for ord := range 3 {
+				addr := net.JoinHostPort(rehearsalIP(ord), fmt.Sprint(port))
+				tl, err := net.Listen("tcp", addr)
+				if err != nil {
+					continue attempts
+				}
+				ul, err := net.ListenPacket("udp", addr)
+				tl.Close()
+				if err != nil {
+					continue attempts
+				}
+				ul.Close()
+			}
+			out[want], used[port] = port, true
+			break
+		}
+		if _, ok := out[want]; !ok {
+			t.Fatalf("no free port for container port %d on the rehearsal IPs", want)
+		}
+	}
+	return out
+}
+
+var portRE = regexp.MustCompile(`:(\d+)\b`)
+
+// remapPorts rewrites every ":PORT" of a mapped port in values.
+func remapPorts(values []string, ports map[int]int) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = portRE.ReplaceAllStringFunc(v, func(m string) string {
+			n, err := strconv.Atoi(m[1:])
+			if mapped, ok := ports[n]; err == nil && ok {
+				return ":" + strconv.Itoa(mapped)
+			}
+			return m
+		})
+	}
+	return out
+}
 
 // healthStatus asks addr's gRPC health service for service, as the
 // kubelet's gRPC probe does, within timeout.
@@ -194,7 +264,11 @@ func probe(p pod, pr *corev1.Probe) error {
 	if pr.GRPC.Service != nil {
 		svc = *pr.GRPC.Service
 	}
-	st, err := healthStatus(net.JoinHostPort(p.IP, fmt.Sprint(pr.GRPC.Port)), svc, time.Duration(max(pr.TimeoutSeconds, 1))*time.Second)
+	port := int(pr.GRPC.Port)
+	if mapped, ok := p.Ports[port]; ok {
+		port = mapped
+	}
+	st, err := healthStatus(net.JoinHostPort(p.IP, fmt.Sprint(port)), svc, time.Duration(max(pr.TimeoutSeconds, 1))*time.Second)
 	if err != nil {
 		return err
 	}
@@ -237,7 +311,7 @@ func TestStatefulSetRehearsal(t *testing.T) {
 	startupBudget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
 
 	dir := t.TempDir()
-	pods := rehearsalPods(t, m, sts, dir)
+	pods := rehearsalPods(t, m, sts, dir, freeRehearsalPorts(t, c.Ports))
 	t.Cleanup(func() {
 		for _, pp := range pods {
 			pp.kill()
