@@ -50,16 +50,11 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 	if leader != m.cfg.NodeID {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
 	}
-	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
-	}
-	b, h, err := batch.Canonicalize(raw)
+	b, h, err := producerBatch(p, raw)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	switch {
-	case h.IsControl():
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
 	case h.IsTransactional():
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_TXN_STATE, "a transactional batch must be sent in a produce request with the producer's transactional_id")
 	}
@@ -74,6 +69,25 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 		p.leaderAppended(res.LastOffset+1, now)
 	}
 	return res, m.appendError(p, err)
+}
+
+// canonicalBatch checks raw against p's max.message.bytes and returns it
+// canonicalized, with its header.
+func canonicalBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
+	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
+		return nil, batch.Header{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
+	}
+	return batch.Canonicalize(raw)
+}
+
+// producerBatch is canonicalBatch for a batch a producer sent: control
+// batches are the brokers' own (INVALID_RECORD).
+func producerBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
+	b, h, err := canonicalBatch(p, raw)
+	if err == nil && h.IsControl() {
+		err = errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
+	}
+	return b, h, err
 }
 
 // appendError maps a storage append error to the partition's error code.
@@ -188,10 +202,7 @@ func (m *ReplicaManager) AppendCommitted(ctx context.Context, tp TopicPartition,
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
-	}
-	b, h, err := batch.Canonicalize(raw)
+	b, h, err := canonicalBatch(p, raw)
 	if err != nil {
 		return AppendResult{}, err
 	}

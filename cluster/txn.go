@@ -129,16 +129,11 @@ func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactio
 	if err := m.checkLeader(p); err != nil {
 		return AppendResult{}, err
 	}
-	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
-	}
-	b, h, err := batch.Canonicalize(raw)
+	b, h, err := producerBatch(p, raw)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	switch {
-	case h.IsControl():
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
 	case !h.IsTransactional():
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "a produce request with transactional_id %q carries only transactional batches; this one is not", transactionalID)
 	case h.ProducerID <= 0:

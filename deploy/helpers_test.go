@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,37 +24,17 @@ import (
 
 // The binaries, built once per test binary by the first test that needs
 // them; TestMain removes them.
-var (
-	binDir  string
-	binOnce sync.Once
-	bins    proccluster.Binaries
-	binsErr error
-)
+var bins = proccluster.NewBuildCache("sluice-deploy-bin-")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 
-// binaries returns sluiced and sluice built from this module.
-func binaries(tb testing.TB) proccluster.Binaries {
-	tb.Helper()
-	binOnce.Do(func() {
-		if binDir, binsErr = os.MkdirTemp("", "sluice-deploy-bin-"); binsErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		bins, binsErr = proccluster.Build(ctx, "", binDir)
-	})
-	if binsErr != nil {
-		tb.Fatal(binsErr)
-	}
-	return bins
-}
+// binaries returns sluiced and sluice built from this module, building
+// them on the first call of the test binary.
+func binaries(tb testing.TB) proccluster.Binaries { return bins.Get(tb) }
 
 var (
 	flagsOnce sync.Once

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,40 +22,19 @@ import (
 // log tails on failure, a node's unexpected exit failing the test), and
 // runners of the sluice CLI.
 
-// binDir holds the binaries, built on first use by one test and shared by
-// all; TestMain removes it.
-var (
-	binDir  string
-	binOnce sync.Once
-	bins    proccluster.Binaries
-	binsErr error
-)
+// bins holds the binaries, built on first use by one test and shared by
+// all; TestMain removes them.
+var bins = proccluster.NewBuildCache("sluice-e2e-bin-")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 
 // binaries returns sluiced and sluice built from this module, building
 // them on the first call of the test binary.
-func binaries(tb testing.TB) proccluster.Binaries {
-	tb.Helper()
-	binOnce.Do(func() {
-		if binDir, binsErr = os.MkdirTemp("", "sluice-e2e-bin-"); binsErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		bins, binsErr = proccluster.Build(ctx, "", binDir)
-	})
-	if binsErr != nil {
-		tb.Fatal(binsErr)
-	}
-	return bins
-}
+func binaries(tb testing.TB) proccluster.Binaries { return bins.Get(tb) }
 
 // readyTimeout bounds every wait for nodes to become ready.
 const readyTimeout = 30 * time.Second

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Binaries are the paths of the built programs.
@@ -69,4 +71,51 @@ func Env(extra ...string) []string {
 		}
 	}
 	return append(out, extra...)
+}
+
+// TB is the part of testing.TB that BuildCache needs.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// BuildCache builds the binaries once per test binary: the first Get
+// builds them into a new temporary directory (bounded by 5 minutes), later
+// calls return the same paths or the same failure. Call Remove from
+// TestMain after m.Run. Safe for concurrent use.
+type BuildCache struct {
+	prefix string
+
+	once sync.Once
+	dir  string
+	bins Binaries
+	err  error
+}
+
+// NewBuildCache returns a cache whose directory name starts with prefix.
+func NewBuildCache(prefix string) *BuildCache { return &BuildCache{prefix: prefix} }
+
+// Get returns sluiced and sluice built from this module, failing tb when
+// they cannot be built.
+func (c *BuildCache) Get(tb TB) Binaries {
+	tb.Helper()
+	c.once.Do(func() {
+		if c.dir, c.err = os.MkdirTemp("", c.prefix); c.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		c.bins, c.err = Build(ctx, "", c.dir)
+	})
+	if c.err != nil {
+		tb.Fatal(c.err)
+	}
+	return c.bins
+}
+
+// Remove deletes the binaries' directory, if Get made one.
+func (c *BuildCache) Remove() {
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
 }
