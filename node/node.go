@@ -49,6 +49,7 @@ type Node struct {
 	pool        *cluster.ConnPool
 	controllers *cluster.ControllerClient
 	members     *membership.Membership
+	peers       *gossipPeers           // the gossip peers remembered in the data dir
 	ctl         *controller.Controller // nil unless a controller
 	ctlService  *api.ControllerService
 	replicas    *cluster.ReplicaManager // nil unless a broker
@@ -168,8 +169,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if gossipBind == "" {
 		gossipBind = "127.0.0.1:0"
 	}
+	n.peers = loadGossipPeers(cfg.DataDir, cfg.NodeID, logger)
 	n.members, err = membership.Start(membership.Config{
-		Meta: meta, BindAddr: gossipBind, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.Join,
+		Meta: meta, BindAddr: gossipBind, AdvertiseAddr: cfg.GossipAdvertise, Join: joinSeeds(cfg.Join, n.peers),
 		Logger: logger, OnEvent: n.onMemberEvent, DialMap: cfg.FaultDialMap,
 	})
 	if err != nil {
@@ -327,6 +329,7 @@ func (n *Node) applyImage(im *controller.Image) {
 
 // onMemberEvent feeds gossip membership into the local controller voter.
 func (n *Node) onMemberEvent(ev membership.Event) {
+	n.peers.observe(ev)
 	if n.ctl == nil {
 		return
 	}
@@ -383,6 +386,10 @@ func (n *Node) Addr() string { return n.lis.Addr().String() }
 
 // GossipAddr is the bound gossip address.
 func (n *Node) GossipAddr() string { return n.members.LocalAddr() }
+
+// GossipMembers returns the members this node's gossip sees alive,
+// itself included.
+func (n *Node) GossipMembers() []membership.Meta { return n.members.Members() }
 
 // RaftAddr is the controller's Raft address, or "" when not a controller.
 func (n *Node) RaftAddr() string {
