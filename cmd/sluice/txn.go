@@ -24,6 +24,14 @@ Commands:
       coordinates), sorted by id
   describe ID...
       the state of transactional ids, from their coordinators
+  describe-producers TOPIC PARTITION
+      the producer state of a partition's leader: epochs, sequences, open
+      transactions
+  find-hanging [--broker N] [--min-duration D]
+      open transactions that no coordinator owns, or older than the
+      maximum transaction timeout
+  abort TOPIC PARTITION --producer-id P --producer-epoch E --coordinator-epoch C [--force]
+      writes an ABORT marker for a hanging transaction
 
 Run "sluice txn COMMAND --help" for a command's flags.
 `
@@ -44,6 +52,12 @@ func (e *env) txn(ctx context.Context, args []string) error {
 		return e.txnList(ctx, args[1:])
 	case "describe":
 		return e.txnDescribe(ctx, args[1:])
+	case "describe-producers":
+		return e.txnDescribeProducers(ctx, args[1:])
+	case "find-hanging":
+		return e.txnFindHanging(ctx, args[1:])
+	case "abort":
+		return e.txnAbort(ctx, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "sluice: unknown txn command %q\n\n%s", args[0], txnUsage)
 	return errUsage

@@ -128,3 +128,44 @@ type TxnTopic struct {
 	Name       string  `json:"name"`
 	Partitions []int32 `json:"partitions"`
 }
+
+// Producer is one entry of "txn describe-producers --output json" (a JSON
+// array by producer id): the producer state of a partition's leader.
+// The -1 values mean none (no sequence remembered, no marker yet, no open
+// transaction).
+type Producer struct {
+	ProducerID            int64 `json:"producer_id"`
+	ProducerEpoch         int32 `json:"producer_epoch"`
+	LastSequence          int32 `json:"last_sequence"`
+	LastTimestampMs       int64 `json:"last_timestamp_ms"`
+	CoordinatorEpoch      int32 `json:"coordinator_epoch"`
+	CurrentTxnStartOffset int64 `json:"current_txn_start_offset"`
+	CurrentTxnStartTimeMs int64 `json:"current_txn_start_time_ms"`
+	CurrentTxnDurationMs  int64 `json:"current_txn_duration_ms"`
+}
+
+// HangingTransaction is one entry of "txn find-hanging --output json" (a
+// JSON array by topic, partition, producer id). TransactionalID is "" when
+// no coordinator knows the producer id; Reason says why it is hanging.
+type HangingTransaction struct {
+	Topic            string `json:"topic"`
+	Partition        int32  `json:"partition"`
+	Leader           int32  `json:"leader"`
+	ProducerID       int64  `json:"producer_id"`
+	ProducerEpoch    int32  `json:"producer_epoch"`
+	CoordinatorEpoch int32  `json:"coordinator_epoch"`
+	StartOffset      int64  `json:"start_offset"`
+	StartTimeMs      int64  `json:"start_time_ms"`
+	DurationMs       int64  `json:"duration_ms"`
+	TransactionalID  string `json:"transactional_id"`
+	Reason           string `json:"reason"`
+}
+
+// AbortedTransaction is "txn abort --output json".
+type AbortedTransaction struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	ProducerID    int64  `json:"producer_id"`
+	ProducerEpoch int32  `json:"producer_epoch"`
+	MarkerOffset  int64  `json:"marker_offset"`
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/cmd/sluice/output"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node/nodetest"
+	"github.com/sluice-io/sluice/proto/batch"
+)
+
+// appendHanging writes a transactional batch of producer pid (epoch 0)
+// straight to tp as its leader, behind every coordinator's back: what a
+// deposed leader that appends after its coordinator aborted leaves
+// behind. Returns its offset.
+func appendHanging(t *testing.T, s *nodetest.Single, tp cluster.TopicPartition, pid int64) int64 {
+	t.Helper()
+	var b batch.Builder
+	now := time.Now()
+	b.Reset(now.UnixMilli())
+	b.Add(now.UnixMilli(), []byte("k"), []byte("hanging"), nil)
+	raw := b.Finish(batch.Producer{ID: pid, Epoch: 0, BaseSequence: 0}, batch.AttrTransactional)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.Node.Replicas().AppendCommitted(ctx, tp, raw, cluster.NoLeaderEpoch, now)
+	if err != nil {
+		t.Fatalf("append the hanging batch: %v", err)
+	}
+	return res.BaseOffset
+}
+
+// KIP-664: a transactional batch no coordinator knows holds the LSO of its
+// partition; find-hanging reports it, abort refuses a producer with
+// nothing open, then writes the ABORT marker, and the LSO moves past it.
+func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
+	s := nodetest.StartSingle(t, t.TempDir(), nil)
+	s.CreateTopic("h", 1, nil)
+	brokers := "--brokers=" + s.Node.Addr()
+	c, err := client.New([]string{s.Node.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// A committed plain record first, so the hanging one is not at 0.
+	if _, err := s.Node.Replicas().AppendCommitted(ctx, cluster.TopicPartition{Topic: "h", Partition: 0}, nodetest.Batch("plain", 1, time.Now().UnixMilli()), cluster.NoLeaderEpoch, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	const pid = 4242
+	start := appendHanging(t, s, cluster.TopicPartition{Topic: "h", Partition: 0}, pid)
+	hw, lso, err := c.Watermarks(ctx, "h", 0)
+	if err != nil || lso != start || hw != start+1 {
+		t.Fatalf("watermarks: hw %d, lso %d, err %v; want hw %d, lso %d (held by the open transaction)", hw, lso, err, start+1, start)
+	}
+
+	// describe-producers shows the open transaction.
+	out, _, err := runWithStdin(t, "", "txn", "describe-producers", "h", "0", "--output=json", brokers)
+	if err != nil {
+		t.Fatalf("describe-producers: %v", err)
+	}
+	var ps []output.Producer
+	if err := json.Unmarshal([]byte(out), &ps); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if len(ps) != 1 || ps[0].ProducerID != pid || ps[0].ProducerEpoch != 0 || ps[0].LastSequence != 0 ||
+		ps[0].CurrentTxnStartOffset != start || ps[0].CurrentTxnStartTimeMs <= 0 || ps[0].CoordinatorEpoch != -1 {
+		t.Fatalf("describe-producers = %+v; want producer %d epoch 0, last sequence 0, open from %d, coordinator epoch -1", ps, pid, start)
+	}
+
+	// find-hanging reports it (and exits 1).
+	out, _, err = runWithStdin(t, "", "txn", "find-hanging", "--output=json", brokers)
+	if err == nil {
+		t.Fatalf("find-hanging found nothing: %s", out)
+	}
+	var hs []output.HangingTransaction
+	if err := json.Unmarshal([]byte(out), &hs); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if len(hs) != 1 || hs[0].Topic != "h" || hs[0].Partition != 0 || hs[0].ProducerID != pid || hs[0].StartOffset != start ||
+		hs[0].TransactionalID != "" || !strings.Contains(hs[0].Reason, "no coordinator knows") {
+		t.Fatalf("find-hanging = %+v; want producer %d on h/0 from %d, known to no coordinator", hs, pid, start)
+	}
+	// --min-duration filters it out; so does a broker that leads nothing.
+	for _, args := range [][]string{{"--min-duration=1h"}, {"--broker=99"}} {
+		out, _, err = runWithStdin(t, "", append([]string{"txn", "find-hanging", "--output=json", brokers}, args...)...)
+		if err != nil || strings.TrimSpace(out) != "[]" {
+			t.Errorf("find-hanging %v = %q, %v; want [] and success", args, out, err)
+		}
+	}
+
+	// abort refuses a producer with nothing open, and a stale epoch.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--producer-id=77", "--producer-epoch=0", "--coordinator-epoch=-1"}, "INVALID_TXN_STATE"},
+		{[]string{"--producer-id=4242", "--producer-epoch=3", "--coordinator-epoch=-1", "--force"}, "INVALID_PRODUCER_EPOCH"},
+		{[]string{"--producer-id=4242", "--producer-epoch=0"}, "--coordinator-epoch is required"},
+	} {
+		_, _, err := runWithStdin(t, "", append([]string{"txn", "abort", "h", "0", brokers}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("abort %v: %v; want an error with %q", tc.args, err, tc.want)
+		}
+	}
+
+	out, _, err = runWithStdin(t, "", "txn", "abort", "h", "0", "--producer-id=4242", "--producer-epoch=0", "--coordinator-epoch=-1", "--output=json", brokers)
+	if err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	var ab output.AbortedTransaction
+	if err := json.Unmarshal([]byte(out), &ab); err != nil || ab.MarkerOffset != start+1 {
+		t.Fatalf("abort = %q (%v); want the marker at %d", out, err, start+1)
+	}
+	wait.For(t, 10*time.Second, "LSO past the aborted transaction", func() error {
+		hw, lso, err := c.Watermarks(ctx, "h", 0)
+		if err != nil {
+			return err
+		}
+		if lso != start+2 || hw != start+2 {
+			return fmt.Errorf("hw %d, lso %d; want both %d", hw, lso, start+2)
+		}
+		return nil
+	})
+	out, _, err = runWithStdin(t, "", "txn", "find-hanging", "--output=json", brokers)
+	if err != nil || strings.TrimSpace(out) != "[]" {
+		t.Errorf("find-hanging after the abort = %q, %v; want [] and success", out, err)
+	}
+	// The aborted record is invisible to read_committed.
+	pd := s.Fetch("h", 0, 0, time.Second)
+	if vs := nodetest.Values(pd, 0); strings.Join(vs, ",") != "plain-0" {
+		t.Errorf("read_committed values = %v; want [plain-0]", vs)
+	}
+}
+
+// KIP-664: abort refuses, without --force, a transaction its coordinator
+// still owns, naming the transactional id; find-hanging does not report it.
+func TestAbortRefusesATransactionItsCoordinatorOwns(t *testing.T) {
+	s := nodetest.StartSingle(t, t.TempDir(), nil)
+	s.CreateTopic("o", 1, nil)
+	brokers := "--brokers=" + s.Node.Addr()
+	c, err := client.New([]string{s.Node.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := c.NewProducer(client.WithTransactionalID("owned"), client.WithLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SendSync(ctx, client.Record{Topic: "o", Partition: 0, Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := c.DescribeProducers(ctx, "o", 0)
+	if err != nil || len(ps) != 1 || ps[0].CurrentTxnStartOffset != 0 {
+		t.Fatalf("describe producers = %v, %v; want one open transaction from 0", ps, err)
+	}
+	out, _, err := runWithStdin(t, "", "txn", "find-hanging", "--output=json", brokers)
+	if err != nil || strings.TrimSpace(out) != "[]" {
+		t.Errorf("find-hanging = %q, %v; want [] (the coordinator owns it)", out, err)
+	}
+	_, err = c.AbortTransaction(ctx, client.AbortSpec{Topic: "o", Partition: 0, ProducerID: ps[0].ProducerId, ProducerEpoch: ps[0].ProducerEpoch, CoordinatorEpoch: ps[0].CoordinatorEpoch})
+	if !errors.Is(err, client.ErrTransactionOwned) || !strings.Contains(err.Error(), `"owned" is Ongoing`) {
+		t.Fatalf("abort without --force: %v; want ErrTransactionOwned naming \"owned\" Ongoing", err)
+	}
+	// The transaction is intact: it commits.
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("commit after the refused abort: %v", err)
+	}
+}
