@@ -22,8 +22,9 @@ Commands:
   list [--state S]... [--producer-id P]... [--min-duration D]
       every transactional id of the cluster (each broker lists the ids it
       coordinates), sorted by id
-  describe ID...
-      the state of transactional ids, from their coordinators
+  describe ID... [--history]
+      the state of transactional ids, from their coordinators; --history:
+      every state each went through, from __transaction_state
   describe-producers TOPIC PARTITION
       the producer state of a partition's leader: epochs, sequences, open
       transactions
@@ -188,7 +189,8 @@ func transactionOutput(st *sluicev1.TransactionState) output.Transaction {
 }
 
 func (e *env) txnDescribe(ctx context.Context, args []string) error {
-	fs := e.newFlags("txn describe", "txn describe ID...\n\nPrints the state of each transactional id as its coordinator knows it.\nExits 1 if any id could not be described (e.g. TRANSACTIONAL_ID_NOT_FOUND).")
+	fs := e.newFlags("txn describe", "txn describe ID... [--history]\n\nPrints the state of each transactional id as its coordinator knows it, and with\n--history every state it went through, read from __transaction_state.\nExits 1 if any id could not be described (e.g. TRANSACTIONAL_ID_NOT_FOUND).")
+	history := fs.Bool("history", false, "also print every record of the id in __transaction_state (state, epochs, partitions, times)")
 	ids, err := e.parse(fs, args, -1)
 	if err != nil {
 		return err
@@ -213,6 +215,15 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 		if out[i].Error != "" {
 			failed++
 		}
+		if *history {
+			// The history is read even when the coordinator does not
+			// answer: the records outlive the coordinator's memory of the id.
+			h, err := txnHistory(ctx, c, st.TransactionalId)
+			if err != nil {
+				return fmt.Errorf("txn describe %s --history: %w", st.TransactionalId, err)
+			}
+			out[i].History = h
+		}
 	}
 	if e.g.json() {
 		if err := json.NewEncoder(e.stdout).Encode(out); err != nil {
@@ -224,6 +235,9 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 				fmt.Fprintln(e.stdout)
 			}
 			printTransaction(e.stdout, t)
+			if *history {
+				printHistory(e.stdout, t.History)
+			}
 		}
 	}
 	if failed > 0 {

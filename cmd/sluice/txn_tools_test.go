@@ -186,3 +186,74 @@ func TestAbortRefusesATransactionItsCoordinatorOwns(t *testing.T) {
 		t.Fatalf("commit after the refused abort: %v", err)
 	}
 }
+
+// describe --history shows every state the id went through, from its
+// __transaction_state records: InitProducerId's Empty, then per
+// transaction Ongoing (with its partition), Prepare* and Complete* (TV2:
+// the epoch bumps at every end).
+func TestDescribeHistoryReadsEveryStateOfTheID(t *testing.T) {
+	s := nodetest.StartSingle(t, t.TempDir(), nil)
+	s.CreateTopic("hist", 2, nil)
+	brokers := "--brokers=" + s.Node.Addr()
+	c, err := client.New([]string{s.Node.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := c.NewProducer(client.WithTransactionalID("storied"), client.WithLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, commit := range []bool{true, false} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.SendSync(ctx, client.Record{Topic: "hist", Partition: int32(i), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+		end := p.CommitTransaction
+		if !commit {
+			end = p.AbortTransaction
+		}
+		if err := end(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "Empty/0 Ongoing/0[hist:0] PrepareCommit/1[hist:0] CompleteCommit/1 Ongoing/1[hist:1] PrepareAbort/2[hist:1] CompleteAbort/2"
+	var got string
+	wait.For(t, 10*time.Second, "the history up to CompleteAbort", func() error {
+		out, _, err := runWithStdin(t, "", "txn", "describe", "storied", "--history", "--output=json", brokers)
+		if err != nil {
+			return err
+		}
+		var ts []output.Transaction
+		if err := json.Unmarshal([]byte(out), &ts); err != nil {
+			return err
+		}
+		var parts []string
+		for _, h := range ts[0].History {
+			e := fmt.Sprintf("%s/%d", h.State, h.ProducerEpoch)
+			for _, tp := range h.Topics {
+				e += fmt.Sprintf("[%s:%d]", tp.Name, tp.Partitions[0])
+			}
+			if h.ProducerID != ts[0].ProducerID || h.TimeoutMs <= 0 || h.UpdateTimeMs <= 0 {
+				return fmt.Errorf("entry %+v: producer id, timeout or update time missing", h)
+			}
+			parts = append(parts, e)
+		}
+		if got = strings.Join(parts, " "); got != want {
+			return fmt.Errorf("history %q, want %q", got, want)
+		}
+		return nil
+	})
+	out, _, err := runWithStdin(t, "", "txn", "describe", "storied", "--history", brokers)
+	if err != nil || !strings.Contains(out, "History (__transaction_state):") || !strings.Contains(out, "PrepareAbort") {
+		t.Errorf("text describe --history = %q, %v", out, err)
+	}
+}

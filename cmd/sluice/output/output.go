@@ -120,6 +120,26 @@ type Transaction struct {
 	LastUpdateTimeMs       int64      `json:"last_update_time_ms"`
 	CoordinatorEpoch       int32      `json:"coordinator_epoch"`
 	Topics                 []TxnTopic `json:"topics"`
+	// History is present with --history only: every record of the id in
+	// its __transaction_state partition, in log order.
+	History []TxnHistoryEntry `json:"history,omitempty"`
+}
+
+// TxnHistoryEntry is one __transaction_state record of a transactional
+// id ("txn describe --history"): the state it moved to, with the fields
+// that record carries. Partitions is [] in Empty and Complete*; Dead is a
+// tombstone (the other fields -1).
+type TxnHistoryEntry struct {
+	Offset            int64      `json:"offset"`
+	TimestampMs       int64      `json:"timestamp_ms"`
+	State             string     `json:"state"`
+	ProducerID        int64      `json:"producer_id"`
+	ProducerEpoch     int32      `json:"producer_epoch"`
+	LastProducerEpoch int32      `json:"last_producer_epoch"`
+	TimeoutMs         int32      `json:"timeout_ms"`
+	Topics            []TxnTopic `json:"topics"`
+	StartTimeMs       int64      `json:"start_time_ms"`
+	UpdateTimeMs      int64      `json:"update_time_ms"`
 }
 
 // TxnTopic is a topic of Transaction.Topics with the transaction's
