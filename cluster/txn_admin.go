@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/proto/batch"
@@ -82,4 +84,69 @@ func (m *ReplicaManager) AbortTransaction(ctx context.Context, tp TopicPartition
 		return -1, err
 	}
 	return res.BaseOffset, nil
+}
+
+// DefaultTransactionMaxTimeout is transaction.max.timeout.ms's default
+// (15 min; txn.DefaultMaxTimeout, which cluster does not import).
+const DefaultTransactionMaxTimeout = 15 * time.Minute
+
+// LateTransaction is a transaction open on a hosted partition for longer
+// than the maximum transaction timeout: its coordinator should have
+// aborted it by then, so it is likely hanging (KIP-664; Kafka's
+// PartitionsWithLateTransactionsCount counts the partitions holding one).
+type LateTransaction struct {
+	TopicPartition
+	// Leader: this node leads the partition.
+	Leader        bool
+	ProducerID    int64
+	ProducerEpoch int16
+	StartOffset   int64
+	OpenFor       time.Duration
+}
+
+// LateTransactions returns the transactions open on any hosted replica
+// (leader or follower) for longer than the configured maximum
+// transaction timeout at now, by partition then producer id. A
+// transaction's age runs from the append of its first batch on this
+// replica (storage.ProducerEntry.TxnStartTime). Safe for concurrent use.
+func (m *ReplicaManager) LateTransactions(now time.Time) []LateTransaction {
+	var out []LateTransaction
+	nowMs := now.UnixMilli()
+	for _, p := range m.allReplicas() {
+		start, ok := p.log.OldestOpenTransactionStart()
+		if !ok || now.Sub(start) <= m.cfg.TransactionMaxTimeout {
+			continue // cheap: most partitions hold no late transaction
+		}
+		leader, _ := p.Leadership()
+		for _, e := range p.log.Producers() {
+			if e.TxnFirstOffset < 0 || e.TxnStartTime < 0 {
+				continue
+			}
+			if age := time.Duration(nowMs-e.TxnStartTime) * time.Millisecond; age > m.cfg.TransactionMaxTimeout {
+				out = append(out, LateTransaction{TopicPartition: p.TopicPartition, Leader: leader == m.cfg.NodeID,
+					ProducerID: e.ProducerID, ProducerEpoch: e.Epoch, StartOffset: e.TxnFirstOffset, OpenFor: age})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b LateTransaction) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.ProducerID, b.ProducerID))
+	})
+	return out
+}
+
+// LogLateTransactions logs (warn) each late transaction of a partition
+// this node leads, naming it and the repair tools, and returns them. The
+// leader alone logs, so one late transaction is one line per check.
+func (m *ReplicaManager) LogLateTransactions(now time.Time) []LateTransaction {
+	var led []LateTransaction
+	for _, lt := range m.LateTransactions(now) {
+		if !lt.Leader {
+			continue
+		}
+		led = append(led, lt)
+		m.log.Warn("transaction open longer than the maximum transaction timeout: likely hanging (sluice txn find-hanging, sluice txn abort)",
+			"partition", lt.TopicPartition.String(), "producer_id", lt.ProducerID, "producer_epoch", lt.ProducerEpoch,
+			"start_offset", lt.StartOffset, "open_for", lt.OpenFor.Round(time.Second), "max_timeout", m.cfg.TransactionMaxTimeout)
+	}
+	return led
 }

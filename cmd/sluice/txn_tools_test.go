@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cmd/sluice/output"
 	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/batch"
 )
@@ -41,7 +45,10 @@ func appendHanging(t *testing.T, s *nodetest.Single, tp cluster.TopicPartition, 
 // partition; find-hanging reports it, abort refuses a producer with
 // nothing open, then writes the ABORT marker, and the LSO moves past it.
 func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
-	s := nodetest.StartSingle(t, t.TempDir(), nil)
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.HTTPListen = "127.0.0.1:0"
+		cfg.TransactionMaxTimeout = 200 * time.Millisecond // late soon
+	})
 	s.CreateTopic("h", 1, nil)
 	brokers := "--brokers=" + s.Node.Addr()
 	c, err := client.New([]string{s.Node.Addr()})
@@ -98,6 +105,14 @@ func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
 		}
 	}
 
+	// Past the maximum timeout it is late: the metrics and the log say so.
+	wait.For(t, 10*time.Second, "late-transaction metrics", func() error {
+		return metricsHave(s.Node.HTTPAddr(), `sluice_late_transactions{topic="h",partition="0"} 1`, "sluice_partitions_with_late_transactions 1")
+	})
+	if lts := s.Node.Replicas().LogLateTransactions(time.Now()); len(lts) != 1 || lts[0].ProducerID != pid || lts[0].StartOffset != start || !lts[0].Leader {
+		t.Errorf("late transactions = %+v; want producer %d from %d, led here", lts, pid, start)
+	}
+
 	// abort refuses a producer with nothing open, and a stale epoch.
 	for _, tc := range []struct {
 		args []string
@@ -134,6 +149,9 @@ func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
 	out, _, err = runWithStdin(t, "", "txn", "find-hanging", "--output=json", brokers)
 	if err != nil || strings.TrimSpace(out) != "[]" {
 		t.Errorf("find-hanging after the abort = %q, %v; want [] and success", out, err)
+	}
+	if err := metricsHave(s.Node.HTTPAddr(), `sluice_late_transactions{topic="h",partition="0"} 0`, "sluice_partitions_with_late_transactions 0"); err != nil {
+		t.Error(err)
 	}
 	// The aborted record is invisible to read_committed.
 	pd := s.Fetch("h", 0, 0, time.Second)
@@ -256,4 +274,24 @@ func TestDescribeHistoryReadsEveryStateOfTheID(t *testing.T) {
 	if err != nil || !strings.Contains(out, "History (__transaction_state):") || !strings.Contains(out, "PrepareAbort") {
 		t.Errorf("text describe --history = %q, %v", out, err)
 	}
+}
+
+// metricsHave checks that the node's /metrics at addr has every line of want.
+func metricsHave(addr string, want ...string) error {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(body), "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			return fmt.Errorf("/metrics lacks %q", w)
+		}
+	}
+	return nil
 }
