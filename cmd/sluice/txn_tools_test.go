@@ -21,17 +21,17 @@ import (
 	"github.com/sluice-io/sluice/proto/batch"
 )
 
-// appendHanging writes a transactional batch of producer pid (epoch 0)
-// straight to tp as its leader, behind every coordinator's back: what a
-// deposed leader that appends after its coordinator aborted leaves
-// behind. Returns its offset.
-func appendHanging(t *testing.T, s *nodetest.Single, tp cluster.TopicPartition, pid int64) int64 {
+// appendHanging writes a transactional batch of producer pid at epoch
+// (sequence 0) straight to tp as its leader, behind every coordinator's
+// back: what a deposed leader that appends after its coordinator aborted
+// leaves behind. Returns its offset.
+func appendHanging(t *testing.T, s *nodetest.Single, tp cluster.TopicPartition, pid int64, epoch int32) int64 {
 	t.Helper()
 	var b batch.Builder
 	now := time.Now()
 	b.Reset(now.UnixMilli())
 	b.Add(now.UnixMilli(), []byte("k"), []byte("hanging"), nil)
-	raw := b.Finish(batch.Producer{ID: pid, Epoch: 0, BaseSequence: 0}, batch.AttrTransactional)
+	raw := b.Finish(batch.Producer{ID: pid, Epoch: epoch, BaseSequence: 0}, batch.AttrTransactional)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := s.Node.Replicas().AppendCommitted(ctx, tp, raw, cluster.NoLeaderEpoch, now)
@@ -64,7 +64,7 @@ func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	const pid = 4242
-	start := appendHanging(t, s, cluster.TopicPartition{Topic: "h", Partition: 0}, pid)
+	start := appendHanging(t, s, cluster.TopicPartition{Topic: "h", Partition: 0}, pid, 0)
 	hw, lso, err := c.Watermarks(ctx, "h", 0)
 	if err != nil || lso != start || hw != start+1 {
 		t.Fatalf("watermarks: hw %d, lso %d, err %v; want hw %d, lso %d (held by the open transaction)", hw, lso, err, start+1, start)
@@ -203,6 +203,39 @@ func TestAbortRefusesATransactionItsCoordinatorOwns(t *testing.T) {
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatalf("commit after the refused abort: %v", err)
 	}
+
+	// A batch of the id's producer at its new epoch, appended after the
+	// commit behind the coordinator's back (CompleteCommit: nothing open),
+	// is hanging, named after the id; abort needs no --force for it.
+	var epoch int32
+	wait.For(t, 10*time.Second, "CompleteCommit", func() error {
+		sts, err := c.DescribeTransactions(ctx, "owned")
+		if err != nil {
+			return err
+		}
+		if sts[0].State != "CompleteCommit" {
+			return fmt.Errorf("state %s", sts[0].State)
+		}
+		epoch = sts[0].ProducerEpoch
+		return nil
+	})
+	start := appendHanging(t, s, cluster.TopicPartition{Topic: "o", Partition: 0}, ps[0].ProducerId, epoch)
+	out, _, err = runWithStdin(t, "", "txn", "find-hanging", "--output=json", brokers)
+	var hs []output.HangingTransaction
+	if jerr := json.Unmarshal([]byte(out), &hs); err == nil || jerr != nil || len(hs) != 1 || hs[0].TransactionalID != "owned" ||
+		hs[0].StartOffset != start || !strings.Contains(hs[0].Reason, "CompleteCommit") {
+		t.Fatalf("find-hanging = %q (%v); want the batch at %d, of \"owned\" in CompleteCommit", out, err, start)
+	}
+	if _, err := c.AbortTransaction(ctx, client.AbortSpec{Topic: "o", Partition: 0, ProducerID: hs[0].ProducerID, ProducerEpoch: hs[0].ProducerEpoch, CoordinatorEpoch: hs[0].CoordinatorEpoch}); err != nil {
+		t.Fatalf("abort of the hanging batch: %v", err)
+	}
+	wait.For(t, 10*time.Second, "LSO at the high watermark", func() error {
+		hw, lso, err := c.Watermarks(ctx, "o", 0)
+		if err != nil || lso != hw {
+			return fmt.Errorf("hw %d, lso %d, %v", hw, lso, err)
+		}
+		return nil
+	})
 }
 
 // describe --history shows every state the id went through, from its
