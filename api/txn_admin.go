@@ -33,7 +33,7 @@ func (s *Server) DescribeProducers(ctx context.Context, req *sluicev1.DescribePr
 			for _, e := range p.Producers() {
 				ps := &sluicev1.ProducerState{ProducerId: e.ProducerID, ProducerEpoch: int32(e.Epoch), LastSequence: -1,
 					LastTimestampMs: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch,
-					CurrentTxnStartOffset: e.TxnFirstOffset, CurrentTxnStartTimeMs: -1, CurrentTxnDurationMs: -1}
+					CurrentTxnStartOffset: e.TxnFirstOffset, CurrentTxnStartTimeMs: -1, CurrentTxnDurationMs: -1, LastOffset: e.LastOffset}
 				if n := len(e.Batches); n > 0 {
 					ps.LastSequence = e.Batches[n-1].LastSeq
 				}

@@ -223,6 +223,7 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 				return fmt.Errorf("txn describe %s --history: %w", st.TransactionalId, err)
 			}
 			out[i].History = h
+			out[i].Markers = lastMarkers(ctx, c, h)
 		}
 	}
 	if e.g.json() {
@@ -237,6 +238,7 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 			printTransaction(e.stdout, t)
 			if *history {
 				printHistory(e.stdout, t.History)
+				printMarkers(e.stdout, t.History, t.Markers)
 			}
 		}
 	}

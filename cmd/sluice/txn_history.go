@@ -122,3 +122,68 @@ func printHistory(w io.Writer, h []output.TxnHistoryEntry) {
 	}
 	_ = tw.Flush()
 }
+
+// lastMarkers says where the markers of the transaction that h's last
+// record completed landed, when h ends with CompleteCommit or
+// CompleteAbort: the partitions and marker epoch are those of the
+// Prepare* record before it (TV2: markers carry its bumped epoch), and
+// each partition's leader is asked for its producer state
+// (DescribeProducers): while the producer has written nothing there since
+// the marker (same epoch, no sequence, nothing open), its last offset is
+// the marker's. Otherwise the offset is -1 with a note; nil when h does
+// not end with a Complete* record.
+func lastMarkers(ctx context.Context, c *client.Client, h []output.TxnHistoryEntry) []output.TxnMarker {
+	n := len(h)
+	if n < 2 || (h[n-1].State != "CompleteCommit" && h[n-1].State != "CompleteAbort") {
+		return nil
+	}
+	var prep *output.TxnHistoryEntry
+	for i := n - 2; i >= 0 && prep == nil; i-- {
+		if h[i].State == "PrepareCommit" || h[i].State == "PrepareAbort" {
+			prep = &h[i]
+		}
+	}
+	if prep == nil {
+		return nil // compacted away
+	}
+	out := []output.TxnMarker{}
+	for _, tp := range prep.Topics {
+		for _, part := range tp.Partitions {
+			m := output.TxnMarker{Topic: tp.Name, Partition: part, Offset: -1}
+			ps, err := c.DescribeProducers(ctx, tp.Name, part)
+			switch {
+			case err != nil:
+				m.Note = err.Error()
+			default:
+				m.Note = fmt.Sprintf("the partition no longer remembers producer %d", prep.ProducerID)
+				for _, p := range ps {
+					if p.ProducerId != prep.ProducerID {
+						continue
+					}
+					if p.ProducerEpoch == prep.ProducerEpoch && p.LastSequence < 0 && p.CurrentTxnStartOffset < 0 {
+						m.Offset, m.Note = p.LastOffset, ""
+					} else {
+						m.Note = fmt.Sprintf("the producer wrote here since (epoch %d, last offset %d)", p.ProducerEpoch, p.LastOffset)
+					}
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// printMarkers prints where the last transaction's markers landed.
+func printMarkers(w io.Writer, h []output.TxnHistoryEntry, ms []output.TxnMarker) {
+	if len(ms) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Markers of the transaction completed at offset %d (%s):\n", h[len(h)-1].Offset, h[len(h)-1].State)
+	for _, m := range ms {
+		if m.Offset >= 0 {
+			fmt.Fprintf(w, "  %s-%d: offset %d\n", m.Topic, m.Partition, m.Offset)
+		} else {
+			fmt.Fprintf(w, "  %s-%d: unknown (%s)\n", m.Topic, m.Partition, m.Note)
+		}
+	}
+}

@@ -49,15 +49,15 @@ func (e *env) txnDescribeProducers(ctx context.Context, args []string) error {
 	for _, p := range ps {
 		rows = append(rows, output.Producer{ProducerID: p.ProducerId, ProducerEpoch: p.ProducerEpoch, LastSequence: p.LastSequence,
 			LastTimestampMs: p.LastTimestampMs, CoordinatorEpoch: p.CoordinatorEpoch, CurrentTxnStartOffset: p.CurrentTxnStartOffset,
-			CurrentTxnStartTimeMs: p.CurrentTxnStartTimeMs, CurrentTxnDurationMs: p.CurrentTxnDurationMs})
+			CurrentTxnStartTimeMs: p.CurrentTxnStartTimeMs, CurrentTxnDurationMs: p.CurrentTxnDurationMs, LastOffset: p.LastOffset})
 	}
 	if e.g.json() {
 		return json.NewEncoder(e.stdout).Encode(rows)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PRODUCER ID\tEPOCH\tLAST SEQUENCE\tLAST TIMESTAMP\tCOORDINATOR EPOCH\tTXN START OFFSET\tTXN START\tOPEN FOR")
+	fmt.Fprintln(tw, "PRODUCER ID\tEPOCH\tLAST SEQUENCE\tLAST OFFSET\tLAST TIMESTAMP\tCOORDINATOR EPOCH\tTXN START OFFSET\tTXN START\tOPEN FOR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", r.ProducerID, r.ProducerEpoch, r.LastSequence, timeText(r.LastTimestampMs),
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", r.ProducerID, r.ProducerEpoch, r.LastSequence, r.LastOffset, timeText(r.LastTimestampMs),
 			r.CoordinatorEpoch, offsetText(r.CurrentTxnStartOffset), timeText(r.CurrentTxnStartTimeMs), durationText(r.CurrentTxnDurationMs))
 	}
 	return tw.Flush()

@@ -301,10 +301,15 @@ func TestDescribeHistoryReadsEveryStateOfTheID(t *testing.T) {
 		if got = strings.Join(parts, " "); got != want {
 			return fmt.Errorf("history %q, want %q", got, want)
 		}
+		// The abort's marker on hist-1 follows its one record (offset 0).
+		if len(ts[0].Markers) != 1 || ts[0].Markers[0] != (output.TxnMarker{Topic: "hist", Partition: 1, Offset: 1}) {
+			return fmt.Errorf("markers %+v, want hist-1 at offset 1", ts[0].Markers)
+		}
 		return nil
 	})
 	out, _, err := runWithStdin(t, "", "txn", "describe", "storied", "--history", brokers)
-	if err != nil || !strings.Contains(out, "History (__transaction_state):") || !strings.Contains(out, "PrepareAbort") {
+	if err != nil || !strings.Contains(out, "History (__transaction_state):") || !strings.Contains(out, "PrepareAbort") ||
+		!strings.Contains(out, "  hist-1: offset 1\n") {
 		t.Errorf("text describe --history = %q, %v", out, err)
 	}
 }

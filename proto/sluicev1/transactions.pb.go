@@ -1304,8 +1304,12 @@ type ProducerState struct {
 	// How long the open transaction has been open, by the leader's clock
 	// (ms); -1 if none is open.
 	CurrentTxnDurationMs int64 `protobuf:"varint,8,opt,name=current_txn_duration_ms,json=currentTxnDurationMs,proto3" json:"current_txn_duration_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Last offset of the producer's last batch or marker here: after a
+	// marker with nothing since (last_sequence -1, no open transaction),
+	// the marker's offset.
+	LastOffset    int64 `protobuf:"varint,9,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProducerState) Reset() {
@@ -1390,6 +1394,13 @@ func (x *ProducerState) GetCurrentTxnStartTimeMs() int64 {
 func (x *ProducerState) GetCurrentTxnDurationMs() int64 {
 	if x != nil {
 		return x.CurrentTxnDurationMs
+	}
+	return 0
+}
+
+func (x *ProducerState) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
 	}
 	return 0
 }
@@ -1650,7 +1661,7 @@ const file_sluice_v1_transactions_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12C\n" +
-	"\x10active_producers\x18\x04 \x03(\v2\x18.sluice.v1.ProducerStateR\x0factiveProducers\"\xff\x02\n" +
+	"\x10active_producers\x18\x04 \x03(\v2\x18.sluice.v1.ProducerStateR\x0factiveProducers\"\xa0\x03\n" +
 	"\rProducerState\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -1660,7 +1671,9 @@ const file_sluice_v1_transactions_proto_rawDesc = "" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x127\n" +
 	"\x18current_txn_start_offset\x18\x06 \x01(\x03R\x15currentTxnStartOffset\x128\n" +
 	"\x19current_txn_start_time_ms\x18\a \x01(\x03R\x15currentTxnStartTimeMs\x125\n" +
-	"\x17current_txn_duration_ms\x18\b \x01(\x03R\x14currentTxnDurationMs\"\xe1\x01\n" +
+	"\x17current_txn_duration_ms\x18\b \x01(\x03R\x14currentTxnDurationMs\x12\x1f\n" +
+	"\vlast_offset\x18\t \x01(\x03R\n" +
+	"lastOffset\"\xe1\x01\n" +
 	"\x17AbortTransactionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +

@@ -123,6 +123,20 @@ type Transaction struct {
 	// History is present with --history only: every record of the id in
 	// its __transaction_state partition, in log order.
 	History []TxnHistoryEntry `json:"history,omitempty"`
+	// Markers is present with --history when the history ends with a
+	// Complete* record: where the markers of that transaction landed.
+	Markers []TxnMarker `json:"markers,omitempty"`
+}
+
+// TxnMarker is where the marker of a transaction's partition landed
+// ("txn describe --history"): Offset is -1 when it cannot be told any
+// more (Note says why: the producer wrote to the partition since, or the
+// partition's leader did not answer).
+type TxnMarker struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Note      string `json:"note"`
 }
 
 // TxnHistoryEntry is one __transaction_state record of a transactional
@@ -162,6 +176,7 @@ type Producer struct {
 	CurrentTxnStartOffset int64 `json:"current_txn_start_offset"`
 	CurrentTxnStartTimeMs int64 `json:"current_txn_start_time_ms"`
 	CurrentTxnDurationMs  int64 `json:"current_txn_duration_ms"`
+	LastOffset            int64 `json:"last_offset"`
 }
 
 // HangingTransaction is one entry of "txn find-hanging --output json" (a
