@@ -27,7 +27,15 @@ type ReplicaManagerConfig struct {
 	// RetentionCheckInterval is how often retention runs
 	// (log.retention.check.interval.ms); 0 means 5 minutes.
 	RetentionCheckInterval time.Duration
-	Logger                 *slog.Logger
+	// TransactionMaxTimeout is transaction.max.timeout.ms: a transaction
+	// open on a partition longer is late (LateTransactions); 0 means
+	// DefaultTransactionMaxTimeout.
+	TransactionMaxTimeout time.Duration
+	// LateTransactionCheckInterval is how often the partitions this node
+	// leads are checked for late transactions, each logged; 0 means 1
+	// minute.
+	LateTransactionCheckInterval time.Duration
+	Logger                       *slog.Logger
 }
 
 // ReplicaManager owns the partition logs of this node. Which partitions it
@@ -99,6 +107,12 @@ type clusterMeta struct {
 func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
+	}
+	if cfg.TransactionMaxTimeout <= 0 {
+		cfg.TransactionMaxTimeout = DefaultTransactionMaxTimeout
+	}
+	if cfg.LateTransactionCheckInterval <= 0 {
+		cfg.LateTransactionCheckInterval = time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

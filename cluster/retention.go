@@ -18,6 +18,18 @@ func (m *ReplicaManager) Start() {
 			}
 		}
 	})
+	m.goroutines.Go(func() {
+		t := time.NewTicker(m.cfg.LateTransactionCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case now := <-t.C:
+				m.LogLateTransactions(now)
+			}
+		}
+	})
 }
 
 // ProducerIDExpiration is producer.id.expiration.ms: the producer state of

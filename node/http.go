@@ -79,6 +79,23 @@ func (n *Node) httpMux() *http.ServeMux {
 				}
 				return 0
 			})
+		// KIP-664: transactions open longer than the maximum timeout are
+		// likely hanging (the log names each, see
+		// cluster.ReplicaManager.LogLateTransactions).
+		late := map[cluster.TopicPartition]int64{}
+		for _, lt := range n.replicas.LateTransactions(now) {
+			late[lt.TopicPartition]++
+		}
+		gauge("sluice_late_transactions", "Transactions open longer than transaction.max.timeout.ms per hosted partition: likely hanging (sluice txn find-hanging).",
+			func(_ int, part *cluster.Replica) int64 { return late[part.TopicPartition] })
+		fmt.Fprintf(w, "# HELP sluice_partitions_with_late_transactions Hosted partitions holding a transaction open longer than transaction.max.timeout.ms (Kafka's PartitionsWithLateTransactionsCount).\n# TYPE sluice_partitions_with_late_transactions gauge\nsluice_partitions_with_late_transactions %d\n", len(late))
+		var maxActive int64
+		for _, part := range parts {
+			if start, ok := part.OldestOpenTransactionStart(); ok {
+				maxActive = max(maxActive, now.Sub(start).Milliseconds())
+			}
+		}
+		fmt.Fprintf(w, "# HELP sluice_max_active_transaction_duration_ms Milliseconds the longest transaction open on any hosted partition has been open (0 when none).\n# TYPE sluice_max_active_transaction_duration_ms gauge\nsluice_max_active_transaction_duration_ms %d\n", maxActive)
 		gauge("sluice_producer_ids", "Producer ids with idempotence state per hosted partition.",
 			func(_ int, part *cluster.Replica) int64 { return int64(part.ProducerCount()) })
 	})

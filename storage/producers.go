@@ -282,3 +282,14 @@ func (l *Log) Producer(id int64) (ProducerEntry, bool) {
 	}
 	return l.producers.Producer(id)
 }
+
+// Producers returns a copy of every producer id with state in this log,
+// by producer id (ProducerState.Producers): for DescribeProducers.
+func (l *Log) Producers() []ProducerEntry {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.producers == nil {
+		return nil
+	}
+	return l.producers.Producers()
+}

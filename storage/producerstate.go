@@ -136,6 +136,10 @@ type ProducerEntry struct {
 	// NoCoordinatorEpoch. A marker from a lower one is fenced
 	// (CheckCoordinatorEpoch).
 	CoordinatorEpoch int32
+	// LastOffset is the last offset of the producer's last batch or
+	// marker applied: after a marker, with no batch since (Batches
+	// empty, no open transaction), the marker's offset. For tools.
+	LastOffset int64
 }
 
 // producerEntry is the mutable state of one producer id.
@@ -176,6 +180,7 @@ func (e *producerEntry) export() ProducerEntry {
 		TxnFirstOffset:   e.txnFirstOffset,
 		TxnStartTime:     e.txnStartTime,
 		CoordinatorEpoch: e.coordinatorEpoch,
+		LastOffset:       e.lastOffset,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -21,16 +22,21 @@ import (
 // there is one beside it, is dumped after it; a .txnindex path dumps that
 // file alone. Files are only read.
 func (e *env) dumpLog(args []string) error {
-	fs := e.newFlags("dump-log", "dump-log PATH [--records]\n\nDecodes a .log segment file offline and verifies every batch, then its .txnindex\n(aborted transactions) if there is one beside it. PATH may also be a .txnindex.")
+	fs := e.newFlags("dump-log", "dump-log PATH [--records] [--transaction-log-decoder]\n\nDecodes a .log segment file offline and verifies every batch, then its .txnindex\n(aborted transactions) if there is one beside it. PATH may also be a .txnindex.")
 	records := fs.Bool("records", false, "print every record")
+	txnDecoder := fs.Bool("transaction-log-decoder", false, "decode records as __transaction_state records (implies --records)")
 	pos, err := e.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
+	var decode recordDecoder
+	if *txnDecoder {
+		*records, decode = true, transactionLogRecord
+	}
 	if strings.HasSuffix(pos[0], ".txnindex") {
 		return e.dumpTxnIndex(pos[0])
 	}
-	err = e.dumpSegment(pos[0], *records)
+	err = e.dumpSegment(pos[0], *records, decode)
 	// The index is dumped even when the segment has invalid batches: the
 	// operator looking at a damaged segment wants to see both.
 	if idx := strings.TrimSuffix(pos[0], ".log") + ".txnindex"; idx != pos[0] {
@@ -41,8 +47,40 @@ func (e *env) dumpLog(args []string) error {
 	return err
 }
 
-// dumpSegment is dumpLog for a .log file.
-func (e *env) dumpSegment(path string, records bool) error {
+// recordDecoder describes a data record's key and payload for
+// --records; nil prints them quoted.
+type recordDecoder func(r batch.Record) string
+
+// transactionLogRecord decodes a __transaction_state record
+// (txn.DecodeRecord): the transactional id and every field of its state,
+// or why it does not decode (--transaction-log-decoder, Kafka's
+// kafka-dump-log option of that name).
+func transactionLogRecord(r batch.Record) string {
+	m, err := txn.DecodeRecord(r.Key, r.Value)
+	if err != nil {
+		return fmt.Sprintf("key: %s payload: %s decodeError: %v", quote(r.Key), quote(r.Value), err)
+	}
+	if m.State == txn.Dead {
+		return fmt.Sprintf("key: transaction_metadata::transactionalId=%s payload: <DELETE>", m.TransactionalID)
+	}
+	return fmt.Sprintf("key: transaction_metadata::transactionalId=%s payload: state=%s producerId=%d producerEpoch=%d lastProducerEpoch=%d previousProducerId=%d nextProducerId=%d timeoutMs=%d partitions=[%s] txnStartTimestamp=%d txnLastUpdateTimestamp=%d",
+		m.TransactionalID, m.State, m.ProducerID, m.ProducerEpoch, m.LastProducerEpoch, m.PrevProducerID, m.NextProducerID,
+		m.TimeoutMs, txnPartitions(m.Partitions), m.StartTimeMs, m.UpdateTimeMs)
+}
+
+// txnPartitions prints a transaction's partitions as topic-partition,
+// comma separated.
+func txnPartitions(ps []txn.TopicPartition) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = fmt.Sprintf("%s-%d", p.Topic, p.Partition)
+	}
+	return strings.Join(out, ",")
+}
+
+// dumpSegment is dumpLog for a .log file; decode, when not nil, describes
+// each data record.
+func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("dump-log: %w", err)
@@ -89,6 +127,10 @@ func (e *env) dumpSegment(path string, records bool) error {
 			err := batch.ForEachRecord(b, func(r batch.Record) error {
 				if h.IsControl() {
 					fmt.Fprintf(w, "| offset: %d %s: %d %s\n", r.Offset, tsType, r.Timestamp, marker(r))
+					return nil
+				}
+				if decode != nil {
+					fmt.Fprintf(w, "| offset: %d %s: %d %s\n", r.Offset, tsType, r.Timestamp, decode(r))
 					return nil
 				}
 				fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d key: %s payload: %s headers: [%s]\n",

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -143,5 +144,43 @@ func TestDumpLogShowsTransactions(t *testing.T) {
 	// Dumping the .log reports the index beside it the same way.
 	if _, _, err := runCmd(t, "dump-log", logPath); err == nil || !strings.Contains(err.Error(), idxPath) {
 		t.Errorf("torn .txnindex beside the .log: err = %v", err)
+	}
+}
+
+// --transaction-log-decoder decodes __transaction_state records (state,
+// producer, partitions, times), tombstones, and says which do not decode.
+func TestDumpLogDecodesTheTransactionLog(t *testing.T) {
+	var seg []byte
+	var bld batch.Builder
+	bld.Reset(1000)
+	for _, m := range []txn.Metadata{
+		{TransactionalID: "tx", ProducerID: 7, PrevProducerID: 7, NextProducerID: -1, ProducerEpoch: 2, LastProducerEpoch: -1, TimeoutMs: 60000,
+			State: txn.Ongoing, Partitions: []txn.TopicPartition{{Topic: "b", Partition: 1}, {Topic: "a", Partition: 0}}, StartTimeMs: 1000, UpdateTimeMs: 1001},
+		{TransactionalID: "tx", State: txn.Dead},
+	} {
+		k, v, err := txn.EncodeRecord(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bld.Add(1000, k, v, nil)
+	}
+	bld.Add(1000, []byte("tx"), []byte("{not json"), nil)
+	seg = batch.AppendFrame(seg, bld.Finish(batch.PlainProducer, 0))
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	if err := os.WriteFile(path, seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"dump-log", path, "--transaction-log-decoder"}, nil, &out, &errb); err != nil {
+		t.Fatalf("dump-log: %v (%s)", err, errb.String())
+	}
+	for _, want := range []string{
+		"| offset: 0 CreateTime: 1000 key: transaction_metadata::transactionalId=tx payload: state=Ongoing producerId=7 producerEpoch=2 lastProducerEpoch=-1 previousProducerId=7 nextProducerId=-1 timeoutMs=60000 partitions=[a-0,b-1] txnStartTimestamp=1000 txnLastUpdateTimestamp=1001\n",
+		"| offset: 1 CreateTime: 1000 key: transaction_metadata::transactionalId=tx payload: <DELETE>\n",
+		"| offset: 2 CreateTime: 1000 key: tx payload: {not json decodeError: corrupt transaction record",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

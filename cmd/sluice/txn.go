@@ -22,8 +22,17 @@ Commands:
   list [--state S]... [--producer-id P]... [--min-duration D]
       every transactional id of the cluster (each broker lists the ids it
       coordinates), sorted by id
-  describe ID...
-      the state of transactional ids, from their coordinators
+  describe ID... [--history]
+      the state of transactional ids, from their coordinators; --history:
+      every state each went through, from __transaction_state
+  describe-producers TOPIC PARTITION
+      the producer state of a partition's leader: epochs, sequences, open
+      transactions
+  find-hanging [--broker N] [--min-duration D]
+      open transactions that no coordinator owns, or older than the
+      maximum transaction timeout
+  abort TOPIC PARTITION --producer-id P --producer-epoch E --coordinator-epoch C [--force]
+      writes an ABORT marker for a hanging transaction
 
 Run "sluice txn COMMAND --help" for a command's flags.
 `
@@ -44,6 +53,12 @@ func (e *env) txn(ctx context.Context, args []string) error {
 		return e.txnList(ctx, args[1:])
 	case "describe":
 		return e.txnDescribe(ctx, args[1:])
+	case "describe-producers":
+		return e.txnDescribeProducers(ctx, args[1:])
+	case "find-hanging":
+		return e.txnFindHanging(ctx, args[1:])
+	case "abort":
+		return e.txnAbort(ctx, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "sluice: unknown txn command %q\n\n%s", args[0], txnUsage)
 	return errUsage
@@ -174,7 +189,8 @@ func transactionOutput(st *sluicev1.TransactionState) output.Transaction {
 }
 
 func (e *env) txnDescribe(ctx context.Context, args []string) error {
-	fs := e.newFlags("txn describe", "txn describe ID...\n\nPrints the state of each transactional id as its coordinator knows it.\nExits 1 if any id could not be described (e.g. TRANSACTIONAL_ID_NOT_FOUND).")
+	fs := e.newFlags("txn describe", "txn describe ID... [--history]\n\nPrints the state of each transactional id as its coordinator knows it, and with\n--history every state it went through, read from __transaction_state.\nExits 1 if any id could not be described (e.g. TRANSACTIONAL_ID_NOT_FOUND).")
+	history := fs.Bool("history", false, "also print every record of the id in __transaction_state (state, epochs, partitions, times)")
 	ids, err := e.parse(fs, args, -1)
 	if err != nil {
 		return err
@@ -199,6 +215,16 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 		if out[i].Error != "" {
 			failed++
 		}
+		if *history {
+			// The history is read even when the coordinator does not
+			// answer: the records outlive the coordinator's memory of the id.
+			h, err := txnHistory(ctx, c, st.TransactionalId)
+			if err != nil {
+				return fmt.Errorf("txn describe %s --history: %w", st.TransactionalId, err)
+			}
+			out[i].History = h
+			out[i].Markers = lastMarkers(ctx, c, h)
+		}
 	}
 	if e.g.json() {
 		if err := json.NewEncoder(e.stdout).Encode(out); err != nil {
@@ -210,6 +236,10 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 				fmt.Fprintln(e.stdout)
 			}
 			printTransaction(e.stdout, t)
+			if *history {
+				printHistory(e.stdout, t.History)
+				printMarkers(e.stdout, t.History, t.Markers)
+			}
 		}
 	}
 	if failed > 0 {

@@ -2991,7 +2991,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\"f\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12!\n" +
@@ -3247,14 +3247,16 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xc1\x04\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xfe\x05\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a\x1f.sluice.v1.DeleteTopicsResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.sluice.v1.DescribeClusterRequest\x1a\".sluice.v1.DescribeClusterResponse\x12|\n" +
 	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1a..sluice.v1.AlterPartitionReassignmentsResponse\x12y\n" +
-	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponse\x12^\n" +
+	"\x11DescribeProducers\x12#.sluice.v1.DescribeProducersRequest\x1a$.sluice.v1.DescribeProducersResponse\x12[\n" +
+	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_sluice_proto_rawDescOnce sync.Once
@@ -3322,6 +3324,10 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	nil,                                         // 48: sluice.v1.CreatableTopicResult.ConfigsEntry
 	(ErrorCode)(0),                              // 49: sluice.v1.ErrorCode
 	(*RecordBatch)(nil),                         // 50: sluice.v1.RecordBatch
+	(*DescribeProducersRequest)(nil),            // 51: sluice.v1.DescribeProducersRequest
+	(*AbortTransactionRequest)(nil),             // 52: sluice.v1.AbortTransactionRequest
+	(*DescribeProducersResponse)(nil),           // 53: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),            // 54: sluice.v1.AbortTransactionResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
@@ -3378,18 +3384,22 @@ var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	37, // 51: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
 	41, // 52: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
 	43, // 53: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
-	9,  // 54: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	6,  // 55: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	15, // 56: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	22, // 57: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	26, // 58: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	32, // 59: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	35, // 60: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	38, // 61: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	42, // 62: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	44, // 63: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	54, // [54:64] is the sub-list for method output_type
-	44, // [44:54] is the sub-list for method input_type
+	51, // 54: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
+	52, // 55: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
+	9,  // 56: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	6,  // 57: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	15, // 58: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	22, // 59: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	26, // 60: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	32, // 61: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	35, // 62: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	38, // 63: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	42, // 64: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	44, // 65: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	53, // 66: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	54, // 67: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	56, // [56:68] is the sub-list for method output_type
+	44, // [44:56] is the sub-list for method input_type
 	44, // [44:44] is the sub-list for extension type_name
 	44, // [44:44] is the sub-list for extension extendee
 	0,  // [0:44] is the sub-list for field type_name
@@ -3402,6 +3412,7 @@ func file_sluice_v1_sluice_proto_init() {
 	}
 	file_sluice_v1_errors_proto_init()
 	file_sluice_v1_record_proto_init()
+	file_sluice_v1_transactions_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -264,6 +264,8 @@ const (
 	Admin_DescribeCluster_FullMethodName             = "/sluice.v1.Admin/DescribeCluster"
 	Admin_AlterPartitionReassignments_FullMethodName = "/sluice.v1.Admin/AlterPartitionReassignments"
 	Admin_ListPartitionReassignments_FullMethodName  = "/sluice.v1.Admin/ListPartitionReassignments"
+	Admin_DescribeProducers_FullMethodName           = "/sluice.v1.Admin/DescribeProducers"
+	Admin_AbortTransaction_FullMethodName            = "/sluice.v1.Admin/AbortTransaction"
 )
 
 // AdminClient is the client API for Admin service.
@@ -287,6 +289,22 @@ type AdminClient interface {
 	// ListPartitionReassignments lists the running reassignments, from the
 	// answering broker's metadata.
 	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
+	// DescribeProducers answers, per partition, the producer state its
+	// leader holds (Kafka's DescribeProducers, KIP-664): every producer id
+	// with its epoch, last sequence, last timestamp, the coordinator epoch of
+	// its last marker and its open transaction, if any. Only the leader
+	// answers (NOT_LEADER_OR_FOLLOWER elsewhere).
+	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
+	// AbortTransaction writes an ABORT marker for one producer's open
+	// transaction on one partition, as its leader (KIP-664's repair of a
+	// hanging transaction). The partition must hold an open transaction of
+	// the producer at that epoch (INVALID_TXN_STATE otherwise, nothing
+	// written). The marker carries producer_epoch + 1 (TV2: a marker's epoch
+	// is above the data it closes) and coordinator_epoch, which must not be
+	// below that of the producer's last marker here
+	// (TRANSACTION_COORDINATOR_FENCED). It does not ask the coordinator: the
+	// tool checks that the coordinator does not own the transaction first.
+	AbortTransaction(ctx context.Context, in *AbortTransactionRequest, opts ...grpc.CallOption) (*AbortTransactionResponse, error)
 }
 
 type adminClient struct {
@@ -357,6 +375,26 @@ func (c *adminClient) ListPartitionReassignments(ctx context.Context, in *ListPa
 	return out, nil
 }
 
+func (c *adminClient) DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeProducersResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeProducers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) AbortTransaction(ctx context.Context, in *AbortTransactionRequest, opts ...grpc.CallOption) (*AbortTransactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortTransactionResponse)
+	err := c.cc.Invoke(ctx, Admin_AbortTransaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -378,6 +416,22 @@ type AdminServer interface {
 	// ListPartitionReassignments lists the running reassignments, from the
 	// answering broker's metadata.
 	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
+	// DescribeProducers answers, per partition, the producer state its
+	// leader holds (Kafka's DescribeProducers, KIP-664): every producer id
+	// with its epoch, last sequence, last timestamp, the coordinator epoch of
+	// its last marker and its open transaction, if any. Only the leader
+	// answers (NOT_LEADER_OR_FOLLOWER elsewhere).
+	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
+	// AbortTransaction writes an ABORT marker for one producer's open
+	// transaction on one partition, as its leader (KIP-664's repair of a
+	// hanging transaction). The partition must hold an open transaction of
+	// the producer at that epoch (INVALID_TXN_STATE otherwise, nothing
+	// written). The marker carries producer_epoch + 1 (TV2: a marker's epoch
+	// is above the data it closes) and coordinator_epoch, which must not be
+	// below that of the producer's last marker here
+	// (TRANSACTION_COORDINATOR_FENCED). It does not ask the coordinator: the
+	// tool checks that the coordinator does not own the transaction first.
+	AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -405,6 +459,12 @@ func (UnimplementedAdminServer) AlterPartitionReassignments(context.Context, *Al
 }
 func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeProducers not implemented")
+}
+func (UnimplementedAdminServer) AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortTransaction not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -535,6 +595,42 @@ func _Admin_ListPartitionReassignments_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeProducersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeProducers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeProducers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeProducers(ctx, req.(*DescribeProducersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_AbortTransaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortTransactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AbortTransaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AbortTransaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AbortTransaction(ctx, req.(*AbortTransactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -565,6 +661,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPartitionReassignments",
 			Handler:    _Admin_ListPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "DescribeProducers",
+			Handler:    _Admin_DescribeProducers_Handler,
+		},
+		{
+			MethodName: "AbortTransaction",
+			Handler:    _Admin_AbortTransaction_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1024,6 +1024,537 @@ func (x *TransactionListing) GetDurationMs() int64 {
 	return 0
 }
 
+type DescribeProducersRequest struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Topics        []*DescribeProducersTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest) Reset() {
+	*x = DescribeProducersRequest{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest) ProtoMessage() {}
+
+func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DescribeProducersRequest) GetTopics() []*DescribeProducersTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type DescribeProducersTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersTopic) Reset() {
+	*x = DescribeProducersTopic{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersTopic) ProtoMessage() {}
+
+func (x *DescribeProducersTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersTopic.ProtoReflect.Descriptor instead.
+func (*DescribeProducersTopic) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DescribeProducersTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DescribeProducersTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DescribeProducersResponse struct {
+	state         protoimpl.MessageState            `protogen:"open.v1"`
+	Topics        []*DescribeProducersTopicResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse) Reset() {
+	*x = DescribeProducersResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse) ProtoMessage() {}
+
+func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DescribeProducersResponse) GetTopics() []*DescribeProducersTopicResponse {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type DescribeProducersTopicResponse struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Name          string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions    []*DescribeProducersPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersTopicResponse) Reset() {
+	*x = DescribeProducersTopicResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersTopicResponse) ProtoMessage() {}
+
+func (x *DescribeProducersTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersTopicResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersTopicResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DescribeProducersTopicResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DescribeProducersTopicResponse) GetPartitions() []*DescribeProducersPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DescribeProducersPartition struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Partition    int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The producers the leader remembers, by producer id.
+	ActiveProducers []*ProducerState `protobuf:"bytes,4,rep,name=active_producers,json=activeProducers,proto3" json:"active_producers,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DescribeProducersPartition) Reset() {
+	*x = DescribeProducersPartition{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersPartition) ProtoMessage() {}
+
+func (x *DescribeProducersPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersPartition.ProtoReflect.Descriptor instead.
+func (*DescribeProducersPartition) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DescribeProducersPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribeProducersPartition) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *DescribeProducersPartition) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DescribeProducersPartition) GetActiveProducers() []*ProducerState {
+	if x != nil {
+		return x.ActiveProducers
+	}
+	return nil
+}
+
+// ProducerState is one producer id as a partition's leader remembers it.
+type ProducerState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Sequence of the last record remembered; -1 if none (after a marker).
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// Max timestamp of the producer's last batch or marker (ms).
+	LastTimestampMs int64 `protobuf:"varint,4,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
+	// Coordinator epoch of the producer's last marker here; -1 if none.
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// First offset of the producer's open transaction; -1 if none is open.
+	CurrentTxnStartOffset int64 `protobuf:"varint,6,opt,name=current_txn_start_offset,json=currentTxnStartOffset,proto3" json:"current_txn_start_offset,omitempty"`
+	// When the open transaction's first batch was appended here (broker
+	// clock, ms); -1 if none is open.
+	CurrentTxnStartTimeMs int64 `protobuf:"varint,7,opt,name=current_txn_start_time_ms,json=currentTxnStartTimeMs,proto3" json:"current_txn_start_time_ms,omitempty"`
+	// How long the open transaction has been open, by the leader's clock
+	// (ms); -1 if none is open.
+	CurrentTxnDurationMs int64 `protobuf:"varint,8,opt,name=current_txn_duration_ms,json=currentTxnDurationMs,proto3" json:"current_txn_duration_ms,omitempty"`
+	// Last offset of the producer's last batch or marker here: after a
+	// marker with nothing since (last_sequence -1, no open transaction),
+	// the marker's offset.
+	LastOffset    int64 `protobuf:"varint,9,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducerState) Reset() {
+	*x = ProducerState{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerState) ProtoMessage() {}
+
+func (x *ProducerState) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
+func (*ProducerState) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ProducerState) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ProducerState) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProducerState) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerState) GetLastTimestampMs() int64 {
+	if x != nil {
+		return x.LastTimestampMs
+	}
+	return 0
+}
+
+func (x *ProducerState) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ProducerState) GetCurrentTxnStartOffset() int64 {
+	if x != nil {
+		return x.CurrentTxnStartOffset
+	}
+	return 0
+}
+
+func (x *ProducerState) GetCurrentTxnStartTimeMs() int64 {
+	if x != nil {
+		return x.CurrentTxnStartTimeMs
+	}
+	return 0
+}
+
+func (x *ProducerState) GetCurrentTxnDurationMs() int64 {
+	if x != nil {
+		return x.CurrentTxnDurationMs
+	}
+	return 0
+}
+
+func (x *ProducerState) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+type AbortTransactionRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition  int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ProducerId int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The epoch of the open transaction's data (DescribeProducers'
+	// producer_epoch); the marker carries producer_epoch + 1.
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The coordinator epoch the marker carries (DescribeProducers'
+	// coordinator_epoch is the lowest the partition accepts).
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// Bounds the wait for the marker to be committed; 0: 30 s.
+	TimeoutMs     int32 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTransactionRequest) Reset() {
+	*x = AbortTransactionRequest{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTransactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTransactionRequest) ProtoMessage() {}
+
+func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
+func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AbortTransactionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AbortTransactionRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type AbortTransactionResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Offset of the ABORT marker; -1 on error.
+	MarkerOffset  int64 `protobuf:"varint,3,opt,name=marker_offset,json=markerOffset,proto3" json:"marker_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTransactionResponse) Reset() {
+	*x = AbortTransactionResponse{}
+	mi := &file_sluice_v1_transactions_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTransactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTransactionResponse) ProtoMessage() {}
+
+func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_transactions_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
+func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AbortTransactionResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *AbortTransactionResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AbortTransactionResponse) GetMarkerOffset() int64 {
+	if x != nil {
+		return x.MarkerOffset
+	}
+	return 0
+}
+
 var File_sluice_v1_transactions_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_transactions_proto_rawDesc = "" +
@@ -1110,7 +1641,53 @@ const file_sluice_v1_transactions_proto_rawDesc = "" +
 	"producerId\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1f\n" +
 	"\vduration_ms\x18\x04 \x01(\x03R\n" +
-	"durationMs*\x80\x01\n" +
+	"durationMs\"U\n" +
+	"\x18DescribeProducersRequest\x129\n" +
+	"\x06topics\x18\x01 \x03(\v2!.sluice.v1.DescribeProducersTopicR\x06topics\"L\n" +
+	"\x16DescribeProducersTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"^\n" +
+	"\x19DescribeProducersResponse\x12A\n" +
+	"\x06topics\x18\x01 \x03(\v2).sluice.v1.DescribeProducersTopicResponseR\x06topics\"{\n" +
+	"\x1eDescribeProducersTopicResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12E\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2%.sluice.v1.DescribeProducersPartitionR\n" +
+	"partitions\"\xd9\x01\n" +
+	"\x1aDescribeProducersPartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12C\n" +
+	"\x10active_producers\x18\x04 \x03(\v2\x18.sluice.v1.ProducerStateR\x0factiveProducers\"\xa0\x03\n" +
+	"\rProducerState\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12*\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x127\n" +
+	"\x18current_txn_start_offset\x18\x06 \x01(\x03R\x15currentTxnStartOffset\x128\n" +
+	"\x19current_txn_start_time_ms\x18\a \x01(\x03R\x15currentTxnStartTimeMs\x125\n" +
+	"\x17current_txn_duration_ms\x18\b \x01(\x03R\x14currentTxnDurationMs\x12\x1f\n" +
+	"\vlast_offset\x18\t \x01(\x03R\n" +
+	"lastOffset\"\xe1\x01\n" +
+	"\x17AbortTransactionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x05R\ttimeoutMs\"\x99\x01\n" +
+	"\x18AbortTransactionResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12#\n" +
+	"\rmarker_offset\x18\x03 \x01(\x03R\fmarkerOffset*\x80\x01\n" +
 	"\x12CoordinatorKeyType\x12$\n" +
 	" COORDINATOR_KEY_TYPE_UNSPECIFIED\x10\x00\x12$\n" +
 	" COORDINATOR_KEY_TYPE_TRANSACTION\x10\x01\x12\x1e\n" +
@@ -1135,51 +1712,65 @@ func file_sluice_v1_transactions_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_transactions_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_sluice_v1_transactions_proto_goTypes = []any{
-	(CoordinatorKeyType)(0),              // 0: sluice.v1.CoordinatorKeyType
-	(*InitProducerIdRequest)(nil),        // 1: sluice.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),       // 2: sluice.v1.InitProducerIdResponse
-	(*FindCoordinatorRequest)(nil),       // 3: sluice.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),      // 4: sluice.v1.FindCoordinatorResponse
-	(*Coordinator)(nil),                  // 5: sluice.v1.Coordinator
-	(*EndTxnRequest)(nil),                // 6: sluice.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),               // 7: sluice.v1.EndTxnResponse
-	(*DescribeTransactionsRequest)(nil),  // 8: sluice.v1.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil), // 9: sluice.v1.DescribeTransactionsResponse
-	(*TransactionState)(nil),             // 10: sluice.v1.TransactionState
-	(*TxnTopic)(nil),                     // 11: sluice.v1.TxnTopic
-	(*ListTransactionsRequest)(nil),      // 12: sluice.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),     // 13: sluice.v1.ListTransactionsResponse
-	(*TransactionListing)(nil),           // 14: sluice.v1.TransactionListing
-	(ErrorCode)(0),                       // 15: sluice.v1.ErrorCode
+	(CoordinatorKeyType)(0),                // 0: sluice.v1.CoordinatorKeyType
+	(*InitProducerIdRequest)(nil),          // 1: sluice.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),         // 2: sluice.v1.InitProducerIdResponse
+	(*FindCoordinatorRequest)(nil),         // 3: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),        // 4: sluice.v1.FindCoordinatorResponse
+	(*Coordinator)(nil),                    // 5: sluice.v1.Coordinator
+	(*EndTxnRequest)(nil),                  // 6: sluice.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                 // 7: sluice.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),    // 8: sluice.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),   // 9: sluice.v1.DescribeTransactionsResponse
+	(*TransactionState)(nil),               // 10: sluice.v1.TransactionState
+	(*TxnTopic)(nil),                       // 11: sluice.v1.TxnTopic
+	(*ListTransactionsRequest)(nil),        // 12: sluice.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),       // 13: sluice.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),             // 14: sluice.v1.TransactionListing
+	(*DescribeProducersRequest)(nil),       // 15: sluice.v1.DescribeProducersRequest
+	(*DescribeProducersTopic)(nil),         // 16: sluice.v1.DescribeProducersTopic
+	(*DescribeProducersResponse)(nil),      // 17: sluice.v1.DescribeProducersResponse
+	(*DescribeProducersTopicResponse)(nil), // 18: sluice.v1.DescribeProducersTopicResponse
+	(*DescribeProducersPartition)(nil),     // 19: sluice.v1.DescribeProducersPartition
+	(*ProducerState)(nil),                  // 20: sluice.v1.ProducerState
+	(*AbortTransactionRequest)(nil),        // 21: sluice.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),       // 22: sluice.v1.AbortTransactionResponse
+	(ErrorCode)(0),                         // 23: sluice.v1.ErrorCode
 }
 var file_sluice_v1_transactions_proto_depIdxs = []int32{
-	15, // 0: sluice.v1.InitProducerIdResponse.error_code:type_name -> sluice.v1.ErrorCode
+	23, // 0: sluice.v1.InitProducerIdResponse.error_code:type_name -> sluice.v1.ErrorCode
 	0,  // 1: sluice.v1.FindCoordinatorRequest.key_type:type_name -> sluice.v1.CoordinatorKeyType
 	5,  // 2: sluice.v1.FindCoordinatorResponse.coordinators:type_name -> sluice.v1.Coordinator
-	15, // 3: sluice.v1.Coordinator.error_code:type_name -> sluice.v1.ErrorCode
-	15, // 4: sluice.v1.EndTxnResponse.error_code:type_name -> sluice.v1.ErrorCode
+	23, // 3: sluice.v1.Coordinator.error_code:type_name -> sluice.v1.ErrorCode
+	23, // 4: sluice.v1.EndTxnResponse.error_code:type_name -> sluice.v1.ErrorCode
 	10, // 5: sluice.v1.DescribeTransactionsResponse.transaction_states:type_name -> sluice.v1.TransactionState
-	15, // 6: sluice.v1.TransactionState.error_code:type_name -> sluice.v1.ErrorCode
+	23, // 6: sluice.v1.TransactionState.error_code:type_name -> sluice.v1.ErrorCode
 	11, // 7: sluice.v1.TransactionState.topics:type_name -> sluice.v1.TxnTopic
-	15, // 8: sluice.v1.ListTransactionsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	23, // 8: sluice.v1.ListTransactionsResponse.error_code:type_name -> sluice.v1.ErrorCode
 	14, // 9: sluice.v1.ListTransactionsResponse.transaction_states:type_name -> sluice.v1.TransactionListing
-	1,  // 10: sluice.v1.Transactions.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
-	3,  // 11: sluice.v1.Transactions.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	6,  // 12: sluice.v1.Transactions.EndTxn:input_type -> sluice.v1.EndTxnRequest
-	8,  // 13: sluice.v1.Transactions.DescribeTransactions:input_type -> sluice.v1.DescribeTransactionsRequest
-	12, // 14: sluice.v1.Transactions.ListTransactions:input_type -> sluice.v1.ListTransactionsRequest
-	2,  // 15: sluice.v1.Transactions.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
-	4,  // 16: sluice.v1.Transactions.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	7,  // 17: sluice.v1.Transactions.EndTxn:output_type -> sluice.v1.EndTxnResponse
-	9,  // 18: sluice.v1.Transactions.DescribeTransactions:output_type -> sluice.v1.DescribeTransactionsResponse
-	13, // 19: sluice.v1.Transactions.ListTransactions:output_type -> sluice.v1.ListTransactionsResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 10: sluice.v1.DescribeProducersRequest.topics:type_name -> sluice.v1.DescribeProducersTopic
+	18, // 11: sluice.v1.DescribeProducersResponse.topics:type_name -> sluice.v1.DescribeProducersTopicResponse
+	19, // 12: sluice.v1.DescribeProducersTopicResponse.partitions:type_name -> sluice.v1.DescribeProducersPartition
+	23, // 13: sluice.v1.DescribeProducersPartition.error_code:type_name -> sluice.v1.ErrorCode
+	20, // 14: sluice.v1.DescribeProducersPartition.active_producers:type_name -> sluice.v1.ProducerState
+	23, // 15: sluice.v1.AbortTransactionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	1,  // 16: sluice.v1.Transactions.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
+	3,  // 17: sluice.v1.Transactions.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	6,  // 18: sluice.v1.Transactions.EndTxn:input_type -> sluice.v1.EndTxnRequest
+	8,  // 19: sluice.v1.Transactions.DescribeTransactions:input_type -> sluice.v1.DescribeTransactionsRequest
+	12, // 20: sluice.v1.Transactions.ListTransactions:input_type -> sluice.v1.ListTransactionsRequest
+	2,  // 21: sluice.v1.Transactions.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
+	4,  // 22: sluice.v1.Transactions.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	7,  // 23: sluice.v1.Transactions.EndTxn:output_type -> sluice.v1.EndTxnResponse
+	9,  // 24: sluice.v1.Transactions.DescribeTransactions:output_type -> sluice.v1.DescribeTransactionsResponse
+	13, // 25: sluice.v1.Transactions.ListTransactions:output_type -> sluice.v1.ListTransactionsResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_transactions_proto_init() }
@@ -1194,7 +1785,7 @@ func file_sluice_v1_transactions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_transactions_proto_rawDesc), len(file_sluice_v1_transactions_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

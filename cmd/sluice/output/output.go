@@ -120,6 +120,40 @@ type Transaction struct {
 	LastUpdateTimeMs       int64      `json:"last_update_time_ms"`
 	CoordinatorEpoch       int32      `json:"coordinator_epoch"`
 	Topics                 []TxnTopic `json:"topics"`
+	// History is present with --history only: every record of the id in
+	// its __transaction_state partition, in log order.
+	History []TxnHistoryEntry `json:"history,omitempty"`
+	// Markers is present with --history when the history ends with a
+	// Complete* record: where the markers of that transaction landed.
+	Markers []TxnMarker `json:"markers,omitempty"`
+}
+
+// TxnMarker is where the marker of a transaction's partition landed
+// ("txn describe --history"): Offset is -1 when it cannot be told any
+// more (Note says why: the producer wrote to the partition since, or the
+// partition's leader did not answer).
+type TxnMarker struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Note      string `json:"note"`
+}
+
+// TxnHistoryEntry is one __transaction_state record of a transactional
+// id ("txn describe --history"): the state it moved to, with the fields
+// that record carries. Partitions is [] in Empty and Complete*; Dead is a
+// tombstone (the other fields -1).
+type TxnHistoryEntry struct {
+	Offset            int64      `json:"offset"`
+	TimestampMs       int64      `json:"timestamp_ms"`
+	State             string     `json:"state"`
+	ProducerID        int64      `json:"producer_id"`
+	ProducerEpoch     int32      `json:"producer_epoch"`
+	LastProducerEpoch int32      `json:"last_producer_epoch"`
+	TimeoutMs         int32      `json:"timeout_ms"`
+	Topics            []TxnTopic `json:"topics"`
+	StartTimeMs       int64      `json:"start_time_ms"`
+	UpdateTimeMs      int64      `json:"update_time_ms"`
 }
 
 // TxnTopic is a topic of Transaction.Topics with the transaction's
@@ -127,4 +161,46 @@ type Transaction struct {
 type TxnTopic struct {
 	Name       string  `json:"name"`
 	Partitions []int32 `json:"partitions"`
+}
+
+// Producer is one entry of "txn describe-producers --output json" (a JSON
+// array by producer id): the producer state of a partition's leader.
+// The -1 values mean none (no sequence remembered, no marker yet, no open
+// transaction).
+type Producer struct {
+	ProducerID            int64 `json:"producer_id"`
+	ProducerEpoch         int32 `json:"producer_epoch"`
+	LastSequence          int32 `json:"last_sequence"`
+	LastTimestampMs       int64 `json:"last_timestamp_ms"`
+	CoordinatorEpoch      int32 `json:"coordinator_epoch"`
+	CurrentTxnStartOffset int64 `json:"current_txn_start_offset"`
+	CurrentTxnStartTimeMs int64 `json:"current_txn_start_time_ms"`
+	CurrentTxnDurationMs  int64 `json:"current_txn_duration_ms"`
+	LastOffset            int64 `json:"last_offset"`
+}
+
+// HangingTransaction is one entry of "txn find-hanging --output json" (a
+// JSON array by topic, partition, producer id). TransactionalID is "" when
+// no coordinator knows the producer id; Reason says why it is hanging.
+type HangingTransaction struct {
+	Topic            string `json:"topic"`
+	Partition        int32  `json:"partition"`
+	Leader           int32  `json:"leader"`
+	ProducerID       int64  `json:"producer_id"`
+	ProducerEpoch    int32  `json:"producer_epoch"`
+	CoordinatorEpoch int32  `json:"coordinator_epoch"`
+	StartOffset      int64  `json:"start_offset"`
+	StartTimeMs      int64  `json:"start_time_ms"`
+	DurationMs       int64  `json:"duration_ms"`
+	TransactionalID  string `json:"transactional_id"`
+	Reason           string `json:"reason"`
+}
+
+// AbortedTransaction is "txn abort --output json".
+type AbortedTransaction struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	ProducerID    int64  `json:"producer_id"`
+	ProducerEpoch int32  `json:"producer_epoch"`
+	MarkerOffset  int64  `json:"marker_offset"`
 }

@@ -1,0 +1,90 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// defaultAbortTimeout bounds AbortTransaction when timeout_ms is 0.
+const defaultAbortTimeout = 30 * time.Second
+
+// DescribeProducers implements the Admin service (KIP-664): per partition
+// this broker leads, its producer state (cluster.Replica.Producers); per
+// partition it does not, the leader error (NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE).
+func (s *Server) DescribeProducers(ctx context.Context, req *sluicev1.DescribeProducersRequest) (*sluicev1.DescribeProducersResponse, error) {
+	nowMs := s.now().UnixMilli()
+	resp := &sluicev1.DescribeProducersResponse{}
+	for _, t := range req.Topics {
+		tr := &sluicev1.DescribeProducersTopicResponse{Name: t.Name}
+		resp.Topics = append(resp.Topics, tr)
+		for _, part := range t.Partitions {
+			pr := &sluicev1.DescribeProducersPartition{Partition: part}
+			tr.Partitions = append(tr.Partitions, pr)
+			p, err := s.leaderPartition(t.Name, part)
+			if err != nil {
+				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
+				continue
+			}
+			for _, e := range p.Producers() {
+				ps := &sluicev1.ProducerState{ProducerId: e.ProducerID, ProducerEpoch: int32(e.Epoch), LastSequence: -1,
+					LastTimestampMs: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch,
+					CurrentTxnStartOffset: e.TxnFirstOffset, CurrentTxnStartTimeMs: -1, CurrentTxnDurationMs: -1, LastOffset: e.LastOffset}
+				if n := len(e.Batches); n > 0 {
+					ps.LastSequence = e.Batches[n-1].LastSeq
+				}
+				if e.TxnFirstOffset >= 0 {
+					ps.CurrentTxnStartTimeMs = e.TxnStartTime
+					if e.TxnStartTime >= 0 {
+						ps.CurrentTxnDurationMs = max(nowMs-e.TxnStartTime, 0)
+					}
+				}
+				pr.ActiveProducers = append(pr.ActiveProducers, ps)
+			}
+		}
+	}
+	return resp, nil
+}
+
+// AbortTransaction implements the Admin service: the ABORT marker of a
+// hanging transaction, written by this broker as the partition's leader
+// (cluster.ReplicaManager.AbortTransaction, which holds the rules).
+// Failures are answered in error_code.
+func (s *Server) AbortTransaction(ctx context.Context, req *sluicev1.AbortTransactionRequest) (*sluicev1.AbortTransactionResponse, error) {
+	resp := &sluicev1.AbortTransactionResponse{MarkerOffset: -1}
+	epoch, err := producerEpoch(req.ProducerEpoch)
+	if err == nil && (req.ProducerId <= 0 || epoch < 0) {
+		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "producer id %d and epoch %d must be set", req.ProducerId, req.ProducerEpoch)
+	}
+	if err == nil && req.TimeoutMs < 0 {
+		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = partitionError(err)
+		return resp, nil
+	}
+	if _, err := s.leaderPartition(req.Topic, req.Partition); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = partitionError(err)
+		return resp, nil
+	}
+	timeout := defaultAbortTimeout
+	if req.TimeoutMs > 0 {
+		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	off, err := s.replicas.AbortTransaction(ctx, cluster.TopicPartition{Topic: req.Topic, Partition: req.Partition},
+		cluster.HangingAbort{ProducerID: req.ProducerId, ProducerEpoch: epoch, CoordinatorEpoch: req.CoordinatorEpoch})
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = partitionError(err)
+		return resp, nil
+	}
+	s.log.Warn("transaction aborted by an operator", "topic", req.Topic, "partition", req.Partition,
+		"producer_id", req.ProducerId, "producer_epoch", req.ProducerEpoch, "coordinator_epoch", req.CoordinatorEpoch, "marker_offset", off)
+	resp.MarkerOffset = off
+	return resp, nil
+}
