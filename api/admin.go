@@ -222,6 +222,33 @@ func (s *Server) AlterPartitionReassignments(ctx context.Context, req *sluicev1.
 	return out.Response, nil
 }
 
+// ElectLeaders forwards a preferred-leader election to the active
+// controller, then waits until this broker's image shows its outcome.
+// NOT_CONTROLLER and timeouts are request errors.
+func (s *Server) ElectLeaders(ctx context.Context, req *sluicev1.ElectLeadersRequest) (*sluicev1.ElectLeadersResponse, error) {
+	if req.TimeoutMs < 0 {
+		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout(req.TimeoutMs))
+	defer cancel()
+	var out *internalv1.ControllerElectLeadersResponse
+	err := s.controllers.Call(ctx, adminTimeout(req.TimeoutMs), func(ctx context.Context, cl internalv1.ControllerClient) error {
+		var err error
+		out, err = cl.ElectLeaders(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, errs.Status(err, nil)
+	}
+	if err := s.cache.WaitForOffset(ctx, out.MetadataOffset); err != nil {
+		return nil, requestError(codesDeadline, sluicev1.ErrorCode_REQUEST_TIMED_OUT, "the elections were recorded but broker %d has not seen them yet: %v", s.self.NodeID, err)
+	}
+	if n := len(out.Response.Elected); n > 0 {
+		s.log.Info("preferred leaders elected", "partitions", n)
+	}
+	return out.Response, nil
+}
+
 // ListPartitionReassignments lists the running reassignments of the named
 // topics (all when none are named; unknown ones are skipped) from this
 // broker's image.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"context"
 	"strconv"
 	"sync"
@@ -195,6 +196,35 @@ func (s *ControllerService) AlterPartitionReassignments(ctx context.Context, req
 		resp.ErrorCode, resp.ErrorMessage = partitionError(err)
 	}
 	return &internalv1.ControllerAlterPartitionReassignmentsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
+}
+
+// ElectLeaders implements the Controller service: preferred leaders
+// elected (controller.ElectPreferredLeaders) for the named partitions, or
+// all. NOT_CONTROLLER and an expired request are gRPC errors.
+func (s *ControllerService) ElectLeaders(ctx context.Context, req *sluicev1.ElectLeadersRequest) (*internalv1.ControllerElectLeadersResponse, error) {
+	if !s.ctl.IsLeader() {
+		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
+	}
+	var want func(topic string, partition int32) bool
+	if len(req.Topics) > 0 {
+		sel := map[string][]int32{}
+		for _, t := range req.Topics {
+			sel[t.Name] = append(sel[t.Name], t.Partitions...)
+		}
+		want = func(topic string, partition int32) bool {
+			parts, ok := sel[topic]
+			return ok && (len(parts) == 0 || slices.Contains(parts, partition))
+		}
+	}
+	done, err := s.ctl.ElectPreferredLeaders(ctx, want)
+	if err != nil && len(done) == 0 {
+		return nil, s.status(err)
+	}
+	resp := &sluicev1.ElectLeadersResponse{}
+	for _, pc := range done {
+		resp.Elected = append(resp.Elected, &sluicev1.ElectedLeader{Topic: pc.Topic, Partition: pc.Partition, LeaderId: pc.Leader})
+	}
+	return &internalv1.ControllerElectLeadersResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
 }
 
 // MetadataStream implements the Controller service. A stream starts only

@@ -217,3 +217,27 @@ func (c *Client) listOffsetsOnce(ctx context.Context, topic string, partition in
 	}
 	return -1, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "list offsets: no result for %s/%d", topic, partition)
 }
+
+// ElectLeaders makes the preferred replica (the first) the leader of the
+// named partitions of topic (none named: all of it; topic "": every
+// partition of the cluster) wherever it is live, in the ISR and not
+// leading already, and returns the partitions whose leader moved.
+func (c *Client) ElectLeaders(ctx context.Context, topic string, partitions ...int32) ([]*sluicev1.ElectedLeader, error) {
+	req := &sluicev1.ElectLeadersRequest{TimeoutMs: c.adminTimeoutMs()}
+	if topic != "" {
+		req.Topics = []*sluicev1.TopicPartitions{{Name: topic, Partitions: partitions}}
+	}
+	var resp *sluicev1.ElectLeadersResponse
+	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := sluicev1.NewAdminClient(cc).ElectLeaders(ctx, req)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("elect leaders: %w", err)
+	}
+	for _, e := range resp.Elected {
+		c.forget(e.Topic)
+	}
+	return resp.Elected, nil
+}

@@ -58,6 +58,15 @@ type Config struct {
 	// silent for SessionTimeout is fenced. Zero takes the defaults.
 	HeartbeatInterval time.Duration
 	SessionTimeout    time.Duration
+	// LeaderRebalanceInterval and LeaderImbalanceThreshold (controller):
+	// every interval, leaderships go back to the preferred replicas of
+	// brokers whose share of preferred partitions led elsewhere is above
+	// the threshold (Kafka's auto.leader.rebalance.enable,
+	// leader.imbalance.check.interval.seconds,
+	// leader.imbalance.per.broker.percentage). Zero takes the defaults
+	// (5 min, 0.10); a negative interval disables it.
+	LeaderRebalanceInterval  time.Duration
+	LeaderImbalanceThreshold float64
 	// ReplicaLagTimeMax is replica.lag.time.max.ms (0 = 30 s).
 	ReplicaLagTimeMax time.Duration
 	// TransactionStatePartitions is the partition count this broker gives

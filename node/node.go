@@ -152,6 +152,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.ctl, err = controller.New(controller.Config{
 			NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 			Voters: cfg.ControllerVoters, Logger: logger, SessionTimeout: cfg.SessionTimeout, DialMap: cfg.FaultDialMap,
+			LeaderRebalanceInterval: cfg.LeaderRebalanceInterval, LeaderImbalanceThreshold: cfg.LeaderImbalanceThreshold,
 		})
 		if err != nil {
 			return nil, err

@@ -98,6 +98,17 @@ type Config struct {
 	SessionTimeout       time.Duration
 	GoneGrace            time.Duration
 	SessionCheckInterval time.Duration
+
+	// LeaderRebalanceInterval is how often the active controller moves
+	// leaderships back to preferred replicas for brokers whose imbalance
+	// is above LeaderImbalanceThreshold (leader.imbalance.check.interval;
+	// 0: DefaultLeaderRebalanceInterval, negative: never, as Kafka's
+	// auto.leader.rebalance.enable=false).
+	LeaderRebalanceInterval time.Duration
+	// LeaderImbalanceThreshold is the fraction of a broker's preferred
+	// partitions led elsewhere above which they are moved back
+	// (leader.imbalance.per.broker.percentage / 100; 0: 0.10).
+	LeaderImbalanceThreshold float64
 }
 
 // Validate checks c and fills in defaults. It must be called (Start does)
@@ -149,6 +160,13 @@ func (c *Config) Validate() error {
 	def(&c.SessionTimeout, DefaultSessionTimeout)
 	def(&c.GoneGrace, DefaultGoneGrace)
 	def(&c.SessionCheckInterval, DefaultSessionCheckInterval)
+	def(&c.LeaderRebalanceInterval, DefaultLeaderRebalanceInterval)
+	if c.LeaderImbalanceThreshold < 0 || c.LeaderImbalanceThreshold >= 1 {
+		return fmt.Errorf("controller: leader imbalance threshold %v is not in [0, 1)", c.LeaderImbalanceThreshold)
+	}
+	if c.LeaderImbalanceThreshold == 0 {
+		c.LeaderImbalanceThreshold = DefaultLeaderImbalanceThreshold
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -179,6 +197,10 @@ type Controller struct {
 	liveness   *Liveness
 	// leaderSince is when this node last became leader (zero if not).
 	leaderSince time.Time
+	// lastRebalance is when maybeRebalance last ran; only sessionLoop
+	// touches it. It starts at the controller's start, so the first
+	// automatic rebalance comes one interval later.
+	lastRebalance time.Time
 
 	// caughtUpTerm is the Raft term in which this node, as leader, has
 	// applied every entry committed before its term (a barrier returned);
@@ -202,7 +224,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, fsm: NewFSM(), log: cfg.Logger, ctx: ctx, cancel: cancel,
-		liveness: NewLiveness(cfg.SessionTimeout, cfg.GoneGrace)}, nil
+		liveness: NewLiveness(cfg.SessionTimeout, cfg.GoneGrace), lastRebalance: time.Now()}, nil
 }
 
 // Start opens the Raft stores in DataDir, listens on RaftBind and joins

@@ -166,6 +166,9 @@ func (c *Controller) sessionLoop() {
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
 		c.maybeCompleteReassignments(ctx)
+		if c.CaughtUpLeader() {
+			c.maybeRebalance(ctx)
+		}
 		cancel()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/sluice-io/sluice/cmd/sluice/output"
@@ -14,6 +15,7 @@ import (
 )
 
 const clusterUsage = `usage: sluice cluster status
+       sluice cluster elect-leaders [--topic T [--partition P]...]
 `
 
 func (e *env) cluster(ctx context.Context, args []string) error {
@@ -27,6 +29,8 @@ func (e *env) cluster(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "status":
 		return e.clusterStatus(ctx, args[1:])
+	case "elect-leaders":
+		return e.clusterElectLeaders(ctx, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "sluice: unknown cluster command %q\n\n%s", args[0], clusterUsage)
 	return errUsage
@@ -47,6 +51,56 @@ func (e *env) clusterStatus(ctx context.Context, args []string) error {
 		return fmt.Errorf("cluster status: %w", err)
 	}
 	return writeClusterStatus(e.stdout, resp, e.g.json())
+}
+
+// clusterElectLeaders moves leaderships back to the preferred replicas
+// (the first of each partition's replica list) where they can lead.
+func (e *env) clusterElectLeaders(ctx context.Context, args []string) error {
+	fs := e.newFlags("cluster elect-leaders", "cluster elect-leaders [--topic T [--partition P]...]\n\nMakes each partition's preferred replica (its first) the leader where it is live, in the ISR\nand not leading already (after a rolling restart, for instance). Prints the partitions moved.")
+	topic := fs.String("topic", "", "only this topic (default: every partition of the cluster)")
+	var parts partitionList
+	fs.Var(&parts, "partition", "only this partition of --topic (repeatable)")
+	if _, err := e.parse(fs, args, 0); err != nil {
+		return err
+	}
+	if len(parts) > 0 && *topic == "" {
+		return fmt.Errorf("cluster elect-leaders: --partition needs --topic")
+	}
+	c, err := e.g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	elected, err := c.ElectLeaders(ctx, *topic, parts...)
+	if err != nil {
+		return fmt.Errorf("cluster elect-leaders: %w", err)
+	}
+	out := make([]output.ElectedLeader, 0, len(elected))
+	for _, el := range elected {
+		out = append(out, output.ElectedLeader{Topic: el.Topic, Partition: el.Partition, Leader: el.LeaderId})
+	}
+	if e.g.json() {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	for _, el := range out {
+		fmt.Fprintf(e.stdout, "%s-%d: leader %d\n", el.Topic, el.Partition, el.Leader)
+	}
+	fmt.Fprintf(e.stderr, "%d partitions moved to their preferred leader\n", len(out))
+	return nil
+}
+
+// partitionList is a repeatable partition flag.
+type partitionList []int32
+
+func (l *partitionList) String() string { return fmt.Sprint([]int32(*l)) }
+
+func (l *partitionList) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("partition %q is not a partition number", v)
+	}
+	*l = append(*l, int32(n))
+	return nil
 }
 
 // "cluster status --output json" (cmd/sluice/output).

@@ -184,3 +184,23 @@ func TestClusterStatusCommandUsage(t *testing.T) {
 		t.Errorf("cluster --help: err %v, stderr %q", err, errb.String())
 	}
 }
+
+func TestClusterElectLeadersArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		wantUsage bool
+		want      string
+	}{
+		{[]string{"cluster", "elect-leaders", "--partition", "1"}, false, "--partition needs --topic"},
+		{[]string{"cluster", "elect-leaders", "--topic", "t", "--partition", "x"}, true, ""},
+		{[]string{"cluster", "elect-leaders", "extra"}, true, ""},
+	} {
+		out, _, err := runCmd(t, append([]string{"--brokers", "127.0.0.1:1"}, tc.args...)...)
+		if err == nil || errors.Is(err, errUsage) != tc.wantUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want usage %v mentioning %q", tc.args, err, tc.wantUsage, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%q: wrote to stdout: %q", tc.args, out)
+		}
+	}
+}

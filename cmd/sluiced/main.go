@@ -67,6 +67,8 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.StringVar(&cfg.GossipAdvertise, "gossip-advertise", cfg.GossipAdvertise, "gossip IP:port other nodes use (default: the gossip listen address)")
 	join := fs.String("join", "", "gossip seeds host:port,... to join a cluster")
 	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller; default 2s)")
+	fs.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", cfg.LeaderRebalanceInterval, "how often the active controller moves leaderships back to preferred replicas of imbalanced brokers (controller; default 5m; negative: never)")
+	fs.Float64Var(&cfg.LeaderImbalanceThreshold, "leader-imbalance-threshold", cfg.LeaderImbalanceThreshold, "share of a broker's preferred partitions led elsewhere above which they are moved back (controller; default 0.10)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval (default 250ms)")
 	fs.Float64Var(&cfg.FaultDropProduceResponses, "fault-drop-produce-responses", 0, "testing only: drop this fraction (0..1) of produce responses after processing them")
 	fs.BoolVar(&cfg.FaultInjection, "fault-injection", false, "testing only: serve /debug/faults on --http-listen, per-RPC fault rules applied to this node's gRPC calls")

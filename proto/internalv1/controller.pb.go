@@ -1115,6 +1115,59 @@ func (x *AlterPartitionResponse) GetMetadataOffset() uint64 {
 	return 0
 }
 
+type ControllerElectLeadersResponse struct {
+	state    protoimpl.MessageState         `protogen:"open.v1"`
+	Response *sluicev1.ElectLeadersResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The metadata offset after the elections.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControllerElectLeadersResponse) Reset() {
+	*x = ControllerElectLeadersResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerElectLeadersResponse) ProtoMessage() {}
+
+func (x *ControllerElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ControllerElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ControllerElectLeadersResponse) GetResponse() *sluicev1.ElectLeadersResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ControllerElectLeadersResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
 var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
@@ -1196,7 +1249,10 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x03 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x1a\n" +
 	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12'\n" +
-	"\x0fmetadata_offset\x18\x06 \x01(\x04R\x0emetadataOffset2\xdf\a\n" +
+	"\x0fmetadata_offset\x18\x06 \x01(\x04R\x0emetadataOffset\"\x86\x01\n" +
+	"\x1eControllerElectLeadersResponse\x12;\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1f.sluice.v1.ElectLeadersResponseR\bresponse\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xc3\b\n" +
 	"\n" +
 	"Controller\x12g\n" +
 	"\x0eRegisterBroker\x12).sluice.internal.v1.RegisterBrokerRequest\x1a*.sluice.internal.v1.RegisterBrokerResponse\x12j\n" +
@@ -1204,7 +1260,8 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x13AllocateProducerIds\x12..sluice.internal.v1.AllocateProducerIdsRequest\x1a/.sluice.internal.v1.AllocateProducerIdsResponse\x12b\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a2.sluice.internal.v1.ControllerCreateTopicsResponse\x12b\n" +
 	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a2.sluice.internal.v1.ControllerDeleteTopicsResponse\x12\x8f\x01\n" +
-	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1aA.sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse\x12a\n" +
+	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1aA.sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse\x12b\n" +
+	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a2.sluice.internal.v1.ControllerElectLeadersResponse\x12a\n" +
 	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12g\n" +
 	"\x0eAlterPartition\x12).sluice.internal.v1.AlterPartitionRequest\x1a*.sluice.internal.v1.AlterPartitionResponse\x12^\n" +
 	"\vQuorumState\x12&.sluice.internal.v1.QuorumStateRequest\x1a'.sluice.internal.v1.QuorumStateResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
@@ -1221,7 +1278,7 @@ func file_sluice_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_controller_proto_rawDescData
 }
 
-var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),                         // 0: sluice.internal.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),                        // 1: sluice.internal.v1.RegisterBrokerResponse
@@ -1240,44 +1297,50 @@ var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*VoterRef)(nil),                                      // 14: sluice.internal.v1.VoterRef
 	(*AlterPartitionRequest)(nil),                         // 15: sluice.internal.v1.AlterPartitionRequest
 	(*AlterPartitionResponse)(nil),                        // 16: sluice.internal.v1.AlterPartitionResponse
-	(*sluicev1.CreateTopicsResponse)(nil),                 // 17: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),                 // 18: sluice.v1.DeleteTopicsResponse
-	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 19: sluice.v1.AlterPartitionReassignmentsResponse
-	(sluicev1.ErrorCode)(0),                               // 20: sluice.v1.ErrorCode
-	(*sluicev1.CreateTopicsRequest)(nil),                  // 21: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),                  // 22: sluice.v1.DeleteTopicsRequest
-	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 23: sluice.v1.AlterPartitionReassignmentsRequest
+	(*ControllerElectLeadersResponse)(nil),                // 17: sluice.internal.v1.ControllerElectLeadersResponse
+	(*sluicev1.CreateTopicsResponse)(nil),                 // 18: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil),                 // 19: sluice.v1.DeleteTopicsResponse
+	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 20: sluice.v1.AlterPartitionReassignmentsResponse
+	(sluicev1.ErrorCode)(0),                               // 21: sluice.v1.ErrorCode
+	(*sluicev1.ElectLeadersResponse)(nil),                 // 22: sluice.v1.ElectLeadersResponse
+	(*sluicev1.CreateTopicsRequest)(nil),                  // 23: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),                  // 24: sluice.v1.DeleteTopicsRequest
+	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 25: sluice.v1.AlterPartitionReassignmentsRequest
+	(*sluicev1.ElectLeadersRequest)(nil),                  // 26: sluice.v1.ElectLeadersRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	17, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	18, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
-	19, // 2: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
+	18, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	19, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	20, // 2: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
 	11, // 3: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
 	14, // 4: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	20, // 5: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
-	0,  // 6: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
-	2,  // 7: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
-	4,  // 8: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	21, // 9: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	22, // 10: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	23, // 11: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	9,  // 12: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	15, // 13: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
-	12, // 14: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 15: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 16: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 17: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 18: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 19: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	8,  // 20: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
-	10, // 21: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	16, // 22: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
-	13, // 23: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	15, // [15:24] is the sub-list for method output_type
-	6,  // [6:15] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	21, // 5: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	22, // 6: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
+	0,  // 7: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
+	2,  // 8: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
+	4,  // 9: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
+	23, // 10: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	24, // 11: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	25, // 12: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	26, // 13: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	9,  // 14: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
+	15, // 15: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	12, // 16: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 17: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 18: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 19: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 20: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 21: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	8,  // 22: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	17, // 23: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
+	10, // 24: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	16, // 25: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	13, // 26: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_controller_proto_init() }
@@ -1291,7 +1354,7 @@ func file_sluice_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_controller_proto_rawDesc), len(file_sluice_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

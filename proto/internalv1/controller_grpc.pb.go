@@ -26,6 +26,7 @@ const (
 	Controller_CreateTopics_FullMethodName                = "/sluice.internal.v1.Controller/CreateTopics"
 	Controller_DeleteTopics_FullMethodName                = "/sluice.internal.v1.Controller/DeleteTopics"
 	Controller_AlterPartitionReassignments_FullMethodName = "/sluice.internal.v1.Controller/AlterPartitionReassignments"
+	Controller_ElectLeaders_FullMethodName                = "/sluice.internal.v1.Controller/ElectLeaders"
 	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
 	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
@@ -58,6 +59,9 @@ type ControllerClient interface {
 	// AlterPartitionReassignments is the public request, forwarded by the
 	// broker that received it: it starts a partition reassignment.
 	AlterPartitionReassignments(ctx context.Context, in *sluicev1.AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ControllerAlterPartitionReassignmentsResponse, error)
+	// ElectLeaders is the public request, forwarded by the broker: preferred
+	// leaders elected where they can lead.
+	ElectLeaders(ctx context.Context, in *sluicev1.ElectLeadersRequest, opts ...grpc.CallOption) (*ControllerElectLeadersResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -136,6 +140,16 @@ func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *controllerClient) ElectLeaders(ctx context.Context, in *sluicev1.ElectLeadersRequest, opts ...grpc.CallOption) (*ControllerElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Controller_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Controller_ServiceDesc.Streams[0], Controller_MetadataStream_FullMethodName, cOpts...)
@@ -202,6 +216,9 @@ type ControllerServer interface {
 	// AlterPartitionReassignments is the public request, forwarded by the
 	// broker that received it: it starts a partition reassignment.
 	AlterPartitionReassignments(context.Context, *sluicev1.AlterPartitionReassignmentsRequest) (*ControllerAlterPartitionReassignmentsResponse, error)
+	// ElectLeaders is the public request, forwarded by the broker: preferred
+	// leaders elected where they can lead.
+	ElectLeaders(context.Context, *sluicev1.ElectLeadersRequest) (*ControllerElectLeadersResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -237,6 +254,9 @@ func (UnimplementedControllerServer) DeleteTopics(context.Context, *sluicev1.Del
 }
 func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *sluicev1.AlterPartitionReassignmentsRequest) (*ControllerAlterPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedControllerServer) ElectLeaders(context.Context, *sluicev1.ElectLeadersRequest) (*ControllerElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -376,6 +396,24 @@ func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ElectLeaders(ctx, req.(*sluicev1.ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -453,6 +491,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterPartitionReassignments",
 			Handler:    _Controller_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Controller_ElectLeaders_Handler,
 		},
 		{
 			MethodName: "AlterPartition",

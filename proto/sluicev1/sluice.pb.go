@@ -2987,6 +2987,218 @@ func (x *OngoingPartitionReassignment) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+type ElectLeadersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions to elect; empty: all.
+	Topics []*TopicPartitions `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How long to wait for the controller; 0 means the default (30 s).
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ElectLeadersRequest) GetTopics() []*TopicPartitions {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ElectLeadersRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type TopicPartitions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Empty: every partition of the topic.
+	Partitions    []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicPartitions) Reset() {
+	*x = TopicPartitions{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicPartitions) ProtoMessage() {}
+
+func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
+func (*TopicPartitions) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TopicPartitions) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TopicPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ElectLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partitions whose leader moved to the preferred replica.
+	Elected       []*ElectedLeader `protobuf:"bytes,1,rep,name=elected,proto3" json:"elected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ElectLeadersResponse) GetElected() []*ElectedLeader {
+	if x != nil {
+		return x.Elected
+	}
+	return nil
+}
+
+type ElectedLeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderId      int32                  `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectedLeader) Reset() {
+	*x = ElectedLeader{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectedLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectedLeader) ProtoMessage() {}
+
+func (x *ElectedLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectedLeader.ProtoReflect.Descriptor instead.
+func (*ElectedLeader) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ElectedLeader) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectedLeader) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectedLeader) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -3226,7 +3438,22 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
 	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12'\n" +
 	"\x0fadding_replicas\x18\x04 \x03(\x05R\x0eaddingReplicas\x12+\n" +
-	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas*J\n" +
+	"\x11removing_replicas\x18\x05 \x03(\x05R\x10removingReplicas\"h\n" +
+	"\x13ElectLeadersRequest\x122\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\x06topics\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"E\n" +
+	"\x0fTopicPartitions\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"J\n" +
+	"\x14ElectLeadersResponse\x122\n" +
+	"\aelected\x18\x01 \x03(\v2\x18.sluice.v1.ElectedLeaderR\aelected\"`\n" +
+	"\rElectedLeader\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\x05R\bleaderId*J\n" +
 	"\x04Acks\x12\x14\n" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bACKS_ALL\x10\x01\x12\x0f\n" +
@@ -3247,14 +3474,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xfe\x05\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xcf\x06\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a\x1f.sluice.v1.DeleteTopicsResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.sluice.v1.DescribeClusterRequest\x1a\".sluice.v1.DescribeClusterResponse\x12|\n" +
 	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1a..sluice.v1.AlterPartitionReassignmentsResponse\x12y\n" +
-	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponse\x12^\n" +
+	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponse\x12O\n" +
+	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a\x1f.sluice.v1.ElectLeadersResponse\x12^\n" +
 	"\x11DescribeProducers\x12#.sluice.v1.DescribeProducersRequest\x1a$.sluice.v1.DescribeProducersResponse\x12[\n" +
 	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
@@ -3271,7 +3499,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Acks)(0),                                   // 0: sluice.v1.Acks
 	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
@@ -3319,90 +3547,98 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*ListPartitionReassignmentsRequest)(nil),   // 43: sluice.v1.ListPartitionReassignmentsRequest
 	(*ListPartitionReassignmentsResponse)(nil),  // 44: sluice.v1.ListPartitionReassignmentsResponse
 	(*OngoingPartitionReassignment)(nil),        // 45: sluice.v1.OngoingPartitionReassignment
-	nil,                                         // 46: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                         // 47: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 48: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(ErrorCode)(0),                              // 49: sluice.v1.ErrorCode
-	(*RecordBatch)(nil),                         // 50: sluice.v1.RecordBatch
-	(*DescribeProducersRequest)(nil),            // 51: sluice.v1.DescribeProducersRequest
-	(*AbortTransactionRequest)(nil),             // 52: sluice.v1.AbortTransactionRequest
-	(*DescribeProducersResponse)(nil),           // 53: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),            // 54: sluice.v1.AbortTransactionResponse
+	(*ElectLeadersRequest)(nil),                 // 46: sluice.v1.ElectLeadersRequest
+	(*TopicPartitions)(nil),                     // 47: sluice.v1.TopicPartitions
+	(*ElectLeadersResponse)(nil),                // 48: sluice.v1.ElectLeadersResponse
+	(*ElectedLeader)(nil),                       // 49: sluice.v1.ElectedLeader
+	nil,                                         // 50: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                         // 51: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 52: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(ErrorCode)(0),                              // 53: sluice.v1.ErrorCode
+	(*RecordBatch)(nil),                         // 54: sluice.v1.RecordBatch
+	(*DescribeProducersRequest)(nil),            // 55: sluice.v1.DescribeProducersRequest
+	(*AbortTransactionRequest)(nil),             // 56: sluice.v1.AbortTransactionRequest
+	(*DescribeProducersResponse)(nil),           // 57: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),            // 58: sluice.v1.AbortTransactionResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
 	7,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
 	4,  // 2: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	49, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
 	9,  // 4: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
 	8,  // 5: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	50, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	54, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
 	10, // 7: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
 	11, // 8: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	49, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
 	3,  // 10: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
 	1,  // 11: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	13, // 12: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
 	14, // 13: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
 	16, // 14: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
 	18, // 15: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	49, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
 	17, // 17: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
 	3,  // 18: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	50, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	54, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
 	1,  // 20: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	20, // 21: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
 	21, // 22: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
 	2,  // 23: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
 	23, // 24: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
 	24, // 25: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	49, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
 	27, // 27: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
 	28, // 28: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	49, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	29, // 30: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	46, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	49, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	50, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	53, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	31, // 33: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	47, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	51, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
 	33, // 35: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	49, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	48, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	53, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	52, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
 	36, // 38: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	49, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
 	39, // 40: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
 	40, // 41: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
-	49, // 42: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 42: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
 	45, // 43: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
-	4,  // 44: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	5,  // 45: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	12, // 46: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	19, // 47: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	25, // 48: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	30, // 49: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	34, // 50: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	37, // 51: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
-	41, // 52: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	43, // 53: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
-	51, // 54: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
-	52, // 55: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
-	9,  // 56: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	6,  // 57: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	15, // 58: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	22, // 59: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	26, // 60: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	32, // 61: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	35, // 62: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	38, // 63: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	42, // 64: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	44, // 65: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	53, // 66: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	54, // 67: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	56, // [56:68] is the sub-list for method output_type
-	44, // [44:56] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	47, // 44: sluice.v1.ElectLeadersRequest.topics:type_name -> sluice.v1.TopicPartitions
+	49, // 45: sluice.v1.ElectLeadersResponse.elected:type_name -> sluice.v1.ElectedLeader
+	4,  // 46: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	5,  // 47: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	12, // 48: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	19, // 49: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	25, // 50: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	30, // 51: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	34, // 52: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	37, // 53: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	41, // 54: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	43, // 55: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
+	46, // 56: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	55, // 57: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
+	56, // 58: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
+	9,  // 59: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	6,  // 60: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	15, // 61: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	22, // 62: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	26, // 63: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	32, // 64: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	35, // 65: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	38, // 66: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	42, // 67: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	44, // 68: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	48, // 69: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	57, // 70: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	58, // 71: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	59, // [59:72] is the sub-list for method output_type
+	46, // [46:59] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -3419,7 +3655,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   46,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -264,6 +264,7 @@ const (
 	Admin_DescribeCluster_FullMethodName             = "/sluice.v1.Admin/DescribeCluster"
 	Admin_AlterPartitionReassignments_FullMethodName = "/sluice.v1.Admin/AlterPartitionReassignments"
 	Admin_ListPartitionReassignments_FullMethodName  = "/sluice.v1.Admin/ListPartitionReassignments"
+	Admin_ElectLeaders_FullMethodName                = "/sluice.v1.Admin/ElectLeaders"
 	Admin_DescribeProducers_FullMethodName           = "/sluice.v1.Admin/DescribeProducers"
 	Admin_AbortTransaction_FullMethodName            = "/sluice.v1.Admin/AbortTransaction"
 )
@@ -289,6 +290,14 @@ type AdminClient interface {
 	// ListPartitionReassignments lists the running reassignments, from the
 	// answering broker's metadata.
 	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
+	// ElectLeaders makes each named partition's preferred replica (its first)
+	// the leader where it is live, in the ISR and not leading already
+	// (Kafka's preferred election, kafka-leader-election.sh). No partition
+	// named: every partition. The active controller also does it on its own
+	// for brokers whose share of preferred partitions led elsewhere is
+	// above a threshold (sluiced --leader-imbalance-threshold, every
+	// --leader-rebalance-interval).
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	// DescribeProducers answers, per partition, the producer state its
 	// leader holds (Kafka's DescribeProducers, KIP-664): every producer id
 	// with its epoch, last sequence, last timestamp, the coordinator epoch of
@@ -375,6 +384,16 @@ func (c *adminClient) ListPartitionReassignments(ctx context.Context, in *ListPa
 	return out, nil
 }
 
+func (c *adminClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Admin_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeProducersResponse)
@@ -416,6 +435,14 @@ type AdminServer interface {
 	// ListPartitionReassignments lists the running reassignments, from the
 	// answering broker's metadata.
 	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
+	// ElectLeaders makes each named partition's preferred replica (its first)
+	// the leader where it is live, in the ISR and not leading already
+	// (Kafka's preferred election, kafka-leader-election.sh). No partition
+	// named: every partition. The active controller also does it on its own
+	// for brokers whose share of preferred partitions led elsewhere is
+	// above a threshold (sluiced --leader-imbalance-threshold, every
+	// --leader-rebalance-interval).
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	// DescribeProducers answers, per partition, the producer state its
 	// leader holds (Kafka's DescribeProducers, KIP-664): every producer id
 	// with its epoch, last sequence, last timestamp, the coordinator epoch of
@@ -459,6 +486,9 @@ func (UnimplementedAdminServer) AlterPartitionReassignments(context.Context, *Al
 }
 func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeProducers not implemented")
@@ -595,6 +625,24 @@ func _Admin_ListPartitionReassignments_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeProducersRequest)
 	if err := dec(in); err != nil {
@@ -661,6 +709,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPartitionReassignments",
 			Handler:    _Admin_ListPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Admin_ElectLeaders_Handler,
 		},
 		{
 			MethodName: "DescribeProducers",

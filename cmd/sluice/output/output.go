@@ -204,3 +204,11 @@ type AbortedTransaction struct {
 	ProducerEpoch int32  `json:"producer_epoch"`
 	MarkerOffset  int64  `json:"marker_offset"`
 }
+
+// ElectedLeader is one entry of "cluster elect-leaders --output json" (a
+// JSON array): a partition whose leader moved to its preferred replica.
+type ElectedLeader struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Leader    int32  `json:"leader"`
+}

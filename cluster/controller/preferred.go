@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Preferred-leader election (Kafka's PREFERRED election and
+// auto.leader.rebalance.enable; issue 18, "leadership balance"). A
+// partition's preferred leader is its first replica. Leaderships leave it
+// when its broker stops or restarts and do not come back by themselves: a
+// rolling restart ends with the nodes restarted last leading nothing. The
+// active controller moves them back — on demand (ElectPreferredLeaders,
+// `sluice cluster elect-leaders`) and, every LeaderRebalanceInterval, for
+// each broker whose share of preferred partitions led elsewhere is above
+// LeaderImbalanceThreshold.
+
+// Defaults of Config's rebalance fields (Kafka: 300 s, 10 %).
+const (
+	DefaultLeaderRebalanceInterval  = 300 * time.Second
+	DefaultLeaderImbalanceThreshold = 0.10
+)
+
+// preferredEligible reports whether p's preferred replica can lead it
+// now: it is not the leader, it is in the ISR and its broker is live.
+func preferredEligible(im *Image, p *PartitionState) (int32, bool) {
+	if len(p.Replicas) == 0 {
+		return NoLeader, false
+	}
+	pref := p.Replicas[0]
+	if pref == p.Leader {
+		return pref, false
+	}
+	b := im.Brokers[pref]
+	if b == nil || b.Fenced {
+		return pref, false
+	}
+	for _, id := range p.ISR {
+		if id == pref {
+			return pref, true
+		}
+	}
+	return pref, false
+}
+
+// PreferredLeaderChanges returns the changes that make the preferred
+// replica the leader of every partition selected by want (nil: all) where
+// it can lead now, in topic-name then partition order. Each carries the
+// partition's current epochs. Pure.
+func PreferredLeaderChanges(im *Image, want func(topic string, partition int32) bool) []PartitionChange {
+	var out []PartitionChange
+	for _, name := range im.TopicNames() {
+		for i, p := range im.Topics[name].Partitions {
+			if want != nil && !want(name, int32(i)) {
+				continue
+			}
+			if pref, ok := preferredEligible(im, p); ok {
+				out = append(out, PartitionChange{Topic: name, Partition: int32(i),
+					PartitionEpoch: p.PartitionEpoch, LeaderEpoch: p.LeaderEpoch, Leader: pref})
+			}
+		}
+	}
+	return out
+}
+
+// LeaderImbalance returns, per broker that is the preferred replica of at
+// least one partition, the fraction of those partitions it does not lead
+// (Kafka's leader imbalance ratio). Pure.
+func LeaderImbalance(im *Image) map[int32]float64 {
+	preferred, notLeading := map[int32]int{}, map[int32]int{}
+	for _, name := range im.TopicNames() {
+		for _, p := range im.Topics[name].Partitions {
+			if len(p.Replicas) == 0 {
+				continue
+			}
+			pref := p.Replicas[0]
+			preferred[pref]++
+			if p.Leader != pref {
+				notLeading[pref]++
+			}
+		}
+	}
+	out := make(map[int32]float64, len(preferred))
+	for id, n := range preferred {
+		out[id] = float64(notLeading[id]) / float64(n)
+	}
+	return out
+}
+
+// RebalanceChanges returns the preferred-leader changes for the brokers
+// whose LeaderImbalance is above threshold (Kafka's
+// checkAndTriggerAutoLeaderRebalance). Pure.
+func RebalanceChanges(im *Image, threshold float64) []PartitionChange {
+	over := map[int32]bool{}
+	for id, r := range LeaderImbalance(im) {
+		if r > threshold {
+			over[id] = true
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return PreferredLeaderChanges(im, func(topic string, partition int32) bool {
+		p := im.Partition(topic, partition)
+		return p != nil && len(p.Replicas) > 0 && over[p.Replicas[0]]
+	})
+}
+
+// ElectPreferredLeaders makes the preferred replica the leader of every
+// partition selected by want (nil: all) where it can lead now, and
+// returns the partitions it moved. Partitions that changed meanwhile are
+// skipped (the caller may run it again). Errors: NOT_CONTROLLER and
+// timeouts.
+func (c *Controller) ElectPreferredLeaders(ctx context.Context, want func(topic string, partition int32) bool) ([]PartitionChange, error) {
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	var changes []PartitionChange
+	if err := c.readForProposal(ctx, func(im *Image) { changes = PreferredLeaderChanges(im, want) }); err != nil {
+		return nil, err
+	}
+	return c.proposeChangesLocked(ctx, changes)
+}
+
+// proposeChangesLocked proposes changes one by one and returns those
+// applied; a change refused because its partition moved on is skipped.
+// Caller holds proposeMu.
+func (c *Controller) proposeChangesLocked(ctx context.Context, changes []PartitionChange) ([]PartitionChange, error) {
+	var done []PartitionChange
+	for _, pc := range changes {
+		if _, err := c.Propose(ctx, pc); err != nil {
+			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER || ctx.Err() != nil {
+				return done, err
+			}
+			continue
+		}
+		done = append(done, pc)
+	}
+	return done, nil
+}
+
+// maybeRebalance runs the automatic rebalance when LeaderRebalanceInterval
+// has passed since the last one (sessionLoop calls it on the active
+// controller).
+func (c *Controller) maybeRebalance(ctx context.Context) {
+	if c.cfg.LeaderRebalanceInterval < 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(c.lastRebalance) < c.cfg.LeaderRebalanceInterval {
+		return
+	}
+	c.lastRebalance = now
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	var changes []PartitionChange
+	if err := c.readForProposal(ctx, func(im *Image) { changes = RebalanceChanges(im, c.cfg.LeaderImbalanceThreshold) }); err != nil || len(changes) == 0 {
+		return
+	}
+	done, err := c.proposeChangesLocked(ctx, changes)
+	if len(done) > 0 {
+		c.log.Info("controller: leaderships moved back to preferred replicas", "partitions", len(done))
+	}
+	if err != nil {
+		c.log.Warn("controller: preferred-leader rebalance", "err", err)
+	}
+}
