@@ -1,8 +1,8 @@
 package api
 
 import (
-	"slices"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
