@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
@@ -236,9 +235,8 @@ func (c *Controller) Start() (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	hlog := hclog.FromStandardLogger(slog.NewLogLogger(c.log.Handler(), slog.LevelInfo),
-		&hclog.LoggerOptions{Name: "raft", Level: hclog.Info})
-	logWriter := slog.NewLogLogger(c.log.Handler(), slog.LevelInfo).Writer()
+	hlog := newRaftLogger(c.log)
+	logWriter := raftLogWriter{log: c.log}
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {

@@ -80,6 +80,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id idle this long without an open transaction is removed (transactional.id.expiration.ms; default 168h)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line, for log collectors)")
 	deploy := addDeployFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
@@ -127,7 +128,18 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return node.Config{}, fmt.Errorf("--log-level: %w", err)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch *logFormat {
+	case "text":
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	case "json":
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	default:
+		return node.Config{}, fmt.Errorf("--log-format: %q is not text or json", *logFormat)
+	}
+	// Every record names the node (with several nodes' logs in one place,
+	// as in a log collector, it says whose it is).
+	cfg.Logger = cfg.Logger.With("node", cfg.NodeID)
 	return cfg, cfg.Validate()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -311,5 +312,24 @@ func TestDeployFlags(t *testing.T) {
 		if _, err := configure(append(bad, "--data-dir", t.TempDir()), noEnv); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v, want an error naming %s", bad, err, bad[0])
 		}
+	}
+}
+
+// --log-format json makes the logger write one JSON object per line, each
+// naming the node; an unknown format is refused.
+func TestLogFormat(t *testing.T) {
+	if _, err := configure([]string{"--log-format", "yaml", "--data-dir", t.TempDir()}, noEnv); err == nil || !strings.Contains(err.Error(), "--log-format") {
+		t.Errorf("--log-format yaml: %v", err)
+	}
+	cfg, err := configure([]string{"--log-format", "json", "--node-id", "7", "--data-dir", t.TempDir()}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Logger.Handler().(*slog.JSONHandler); !ok {
+		// With attributes the handler is still a JSON handler.
+		t.Errorf("handler %T, want *slog.JSONHandler", cfg.Logger.Handler())
+	}
+	if !cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
+		t.Error("info not enabled")
 	}
 }
