@@ -28,7 +28,7 @@ import (
 
 func main() {
 	cfg, err := configure(os.Args[1:], os.LookupEnv)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errPrintedConfig) {
 		return
 	}
 	if err == nil {
@@ -82,17 +82,27 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line, for log collectors)")
 	deploy := addDeployFlags(fs)
+	fs.String("config", "", "YAML file of settings: flag names as keys (flags and SLUICE_* variables win over it)")
+	printCfg := fs.Bool("print-config", false, "print the effective settings and where each came from (default, file, env, flag), then exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
 		fs.PrintDefaults()
 	}
-	// The environment fills flags first; the command line then overrides.
+	// The file fills flags first, then the environment; the command line
+	// overrides both.
+	sources := map[string]string{}
+	if path := configFileArg(args, lookupEnv); path != "" {
+		if err := applyConfigFile(fs, path, sources); err != nil {
+			return node.Config{}, err
+		}
+	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := lookupEnv(envName(f.Name)); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
 			}
+			sources[f.Name] = sourceEnv
 		}
 	})
 	if envErr != nil {
@@ -101,6 +111,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	if err := fs.Parse(args); err != nil {
 		return node.Config{}, err
 	}
+	fs.Visit(func(f *flag.Flag) { sources[f.Name] = sourceFlag })
 	if fs.NArg() > 0 {
 		return node.Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -140,7 +151,14 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	// Every record names the node (with several nodes' logs in one place,
 	// as in a log collector, it says whose it is).
 	cfg.Logger = cfg.Logger.With("node", cfg.NodeID)
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return node.Config{}, err
+	}
+	if *printCfg {
+		printConfig(configOut, fs, sources)
+		return cfg, errPrintedConfig
+	}
+	return cfg, nil
 }
 
 // run starts the node and shuts it down at SIGTERM or SIGINT; a second
