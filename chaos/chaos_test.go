@@ -174,3 +174,40 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosCatchesAbortedReadsOfReadUncommitted runs the harness end to end
+// on a history that is known to be wrong: the read_uncommitted tailer's
+// reads recorded as read_committed ones. It sees the aborted transactions'
+// records, so the checker must report aborted reads (precommitted reads
+// may show up too, for records read before their commit was invoked), and
+// none of the classes that mislabelled reads cannot cause.
+func TestChaosCatchesAbortedReadsOfReadUncommitted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos run (about 50 seconds)")
+	}
+	cfg := DefaultConfig()
+	cfg.Seed = 9
+	cfg.Script = []string{string(Latency) + ":" + string(Random)}
+	cfg.Duration = 8 * time.Second
+	cfg.Workload.Producers, cfg.Workload.Consumers = 0, 1
+	cfg.Workload.MislabelUncommitted = true
+	cfg.Dir = t.TempDir()
+	var out bytes.Buffer
+	cfg.Out = &out
+	res, err := Run(cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("chaos run failed to run: %v", err)
+	}
+	if res.TxnsAborted == 0 {
+		t.Fatalf("no transaction aborted: %d committed", res.TxnsCommitted)
+	}
+	if n := res.Report.For(checker.AbortedRead).Count; n == 0 {
+		t.Errorf("read_uncommitted reads judged as read_committed, yet no aborted read:\n%s", strings.Join(res.Report.Summary(), "\n"))
+	}
+	for _, c := range []checker.Class{checker.TornTxn, checker.TxnLostWrite, checker.StuckLSO, checker.Duplicate, checker.ReplicaDivergence} {
+		if n := res.Report.For(c).Count; n != 0 {
+			t.Errorf("%s: %d, want 0:\n%s", c, n, strings.Join(res.Report.Summary(), "\n"))
+		}
+	}
+}

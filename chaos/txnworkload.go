@@ -175,6 +175,14 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
 	}
 	if rng.IntN(3) == 0 {
+		if rng.IntN(2) == 0 {
+			// Half the planned aborts wait for their records' acks first, so
+			// that aborted data sits in the log for read_committed readers
+			// to wrongly see; the others drop records not yet sent.
+			ctx, cancel := context.WithTimeout(w.ctx, 4*w.cfg.RequestTimeout)
+			_ = p.Flush(ctx) // a record that fails only makes the abort more needed
+			cancel()
+		}
 		return w.abortTxn(p, name, ti, nil)
 	}
 	w.rec.commitInvoked(ti, time.Now())

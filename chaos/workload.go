@@ -120,6 +120,10 @@ type WorkloadConfig struct {
 	// UncommittedConsumers tail every partition with read_uncommitted
 	// (Consumers read with read_committed, the default).
 	UncommittedConsumers int
+	// MislabelUncommitted records the read_uncommitted consumers' reads as
+	// read_committed ones: only for showing that the checker catches the
+	// aborted reads that follow.
+	MislabelUncommitted bool
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when
@@ -292,7 +296,7 @@ func toReads(wc WorkloadConfig, session string, iso client.Isolation, recs []cli
 	out := make([]checker.Read, len(recs))
 	for i, r := range recs {
 		out[i] = checker.Read{Consumer: session, Partition: wc.logOf(r.Topic, r.Partition), Offset: r.Offset,
-			Key: string(r.Key), Value: string(r.Value), Time: now, Committed: iso == client.ReadCommitted}
+			Key: string(r.Key), Value: string(r.Value), Time: now, Committed: iso == client.ReadCommitted || wc.MislabelUncommitted}
 	}
 	return out
 }
