@@ -101,6 +101,9 @@ type Result struct {
 	Faults   int // faults injected
 	// Transactions by outcome (open ones count as unknown).
 	TxnsCommitted, TxnsAborted, TxnsUnknown int
+	// Fences lists transactional producers told they were fenced although
+	// no newer producer of their id ran (producer, time, error).
+	Fences []string
 }
 
 // txnAbortScan is the nodes' --transaction-abort-timed-out-interval;
@@ -252,6 +255,17 @@ func Run(cfg Config) (Result, error) {
 		res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown = r.rec.txnCounts()
 		fmt.Fprintf(cfg.Out, "chaos: transactions: %d committed, %d aborted, %d unknown; %d watermark samples\n",
 			res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown, len(h.Watermarks))
+		r.rec.mu.Lock()
+		res.Fences = slices.Clone(r.rec.fences)
+		r.rec.mu.Unlock()
+		if len(res.Fences) > 0 {
+			// Not a checker class (nothing read is wrong): an availability
+			// finding, to be explained from the node logs (recorder.fence).
+			fmt.Fprintf(cfg.Out, "chaos: %d transactional producers fenced though no newer producer of their id ran (a timeout abort, or a stale coordinator):\n", len(res.Fences))
+			for _, f := range res.Fences[:min(5, len(res.Fences))] {
+				fmt.Fprintf(cfg.Out, "  %s\n", f)
+			}
+		}
 	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)

@@ -43,6 +43,19 @@ func (r *recorder) endTxn(i int, now time.Time, o checker.TxnOutcome, err error)
 	}
 }
 
+// fence records that producer instance name was fenced (err). The
+// workload runs one instance per transactional id at a time and starts
+// the next only after the previous one has given up, so no instance is
+// ever fenced by a newer one still running: each fence is either a
+// coordinator-side abort (the transaction timed out and the epoch was
+// bumped; the client then reports fenced, not abortable) or a coordinator
+// answering from a state that is not the id's current one.
+func (r *recorder) fence(name string, now time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fences = append(r.fences, fmt.Sprintf("%s at %s: %v", name, now.Format("15:04:05.000"), err))
+}
+
 // watermark records one sample of a partition's offsets.
 func (r *recorder) watermark(s checker.Watermark) {
 	r.mu.Lock()
@@ -131,6 +144,9 @@ func (w *workload) runTxnInstance(cl *client.Client, id, name string, rng *rand.
 		var fatal *client.TransactionFatalError
 		if errors.As(err, &fatal) {
 			w.log.Warn("init transactions", "producer", name, "err", err)
+			if errors.Is(err, client.ErrProducerFenced) {
+				w.rec.fence(name, time.Now(), err)
+			}
 			return
 		}
 		// ctx ended: the same call again.
@@ -206,6 +222,9 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 			// unknown; a new instance fences this one.
 			w.rec.endTxn(ti, time.Now(), checker.TxnUnknown, err)
 			w.log.Warn("commit outcome unknown", "producer", name, "err", err)
+			if errors.Is(err, client.ErrProducerFenced) {
+				w.rec.fence(name, time.Now(), err)
+			}
 			return false
 		}
 	}
@@ -231,6 +250,9 @@ func (w *workload) abortTxn(p *client.Producer, name string, ti int, cause error
 		// timeout) even without the answer.
 		w.rec.endTxn(ti, time.Now(), checker.TxnAborted, errors.Join(cause, err))
 		w.log.Warn("abort", "producer", name, "err", err)
+		if errors.Is(err, client.ErrProducerFenced) {
+			w.rec.fence(name, time.Now(), err)
+		}
 		return false
 	}
 }

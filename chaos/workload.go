@@ -21,6 +21,7 @@ type recorder struct {
 	reads      []checker.Read
 	txns       []checker.Txn
 	watermarks []checker.Watermark
+	fences     []string // transactional producers fenced (see fence)
 }
 
 // invoke appends a write in flight and returns its index.
