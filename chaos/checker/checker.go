@@ -44,6 +44,11 @@ func Check(h History) Report {
 	} else {
 		x.checkLSO(find(StuckLSO))
 	}
+	if h.Copier == nil {
+		find(CopyNotExactlyOnce).Skipped = "history has no copier"
+	} else {
+		x.checkCopier(find(CopyNotExactlyOnce))
+	}
 
 	if len(h.Replicas) == 0 {
 		const why = "history has no replica logs"

@@ -414,8 +414,11 @@ func TestCleanHistoryStatsAndSummary(t *testing.T) {
 	var lines []string
 	for _, c := range Classes() {
 		line := string(c) + ": 0"
-		if c == StuckLSO {
+		switch c {
+		case StuckLSO:
 			line += " (not checked: history has no watermark samples)"
+		case CopyNotExactlyOnce:
+			line += " (not checked: history has no copier)"
 		}
 		lines = append(lines, line)
 	}

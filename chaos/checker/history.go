@@ -58,6 +58,9 @@ type Write struct {
 	// unseen-ack: an acknowledged record of an aborted transaction is
 	// rightly never read by read_committed readers.
 	Txn string
+	// CopyOf is, for a copier's output write, the input value it copies
+	// (see Copier); empty otherwise.
+	CopyOf string
 }
 
 // Read is one record returned to a consumer.
@@ -111,4 +114,19 @@ type History struct {
 	// sample's high watermark: the transaction timeout plus a margin.
 	HealedAt time.Time
 	LSOBound time.Duration
+	// Copier, when set, is a transactional copier's input partitions and
+	// the positions it committed by the end (see CopierEnds).
+	Copier *Copier
+}
+
+// Copier describes a transactional copier: it reads its input
+// partitions with read_committed and writes each record to an output
+// topic (writes with CopyOf set) in transactions that also carry its
+// position in each input partition.
+type Copier struct {
+	// Ends maps each input partition to the position the copier had
+	// committed at the end (read back from its positions with
+	// read_committed): every input record below it must be visible in the
+	// output exactly once, none at or above it.
+	Ends map[int32]int64
 }

@@ -79,6 +79,11 @@ const (
 	// offset its high watermark had reached, History.LSOBound after the
 	// later of that sample and the heal. Counted once per partition.
 	StuckLSO Class = "stuck-lso"
+	// CopyNotExactlyOnce: an input record of the copier below its final
+	// committed position whose copies visible to read_committed sessions
+	// are not exactly one, or one at or above it with a visible copy.
+	// Counted once per input record.
+	CopyNotExactlyOnce Class = "copy-not-exactly-once"
 )
 
 // Classes returns every anomaly class in report order. The caller owns the
@@ -89,6 +94,7 @@ func Classes() []Class {
 		NonMonotonicProducer, NonMonotonicConsumer, FailedWriteRead,
 		UnknownValue, WrongPartition, ReplicaDivergence, ReplicaBehind,
 		AbortedRead, PrecommittedRead, TornTxn, TxnLostWrite, StuckLSO,
+		CopyNotExactlyOnce,
 	}
 }
 

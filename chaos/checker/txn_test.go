@@ -171,3 +171,68 @@ func TestTxnWriteNotJudgedAsLostAck(t *testing.T) {
 		}
 	}
 }
+
+// cleanCopier is a copier history with no anomaly: input p0 holds I0..I3;
+// the copier committed copies of I0 and I1 with position 2 (transaction
+// X1), aborted a copy of I2 (X2), then committed it again (X3, position
+// 3); I3 is not copied yet. Copies go to p1 and are read with
+// read_committed; the aborted copy only with read_uncommitted.
+func cleanCopier() History {
+	cw := func(txn string, seq int64, offset int64, value, of string) Write {
+		w := txw(txn, "x", seq, 1, offset, value)
+		w.CopyOf = of
+		return w
+	}
+	return History{
+		Txns: []Txn{
+			{ID: "X1", Producer: "x", Begin: t0, CommitInvoke: at0(time.Second), Complete: at0(time.Second), Outcome: TxnCommitted},
+			{ID: "X2", Producer: "x", Begin: at0(time.Second), Complete: at0(2 * time.Second), Outcome: TxnAborted},
+			{ID: "X3", Producer: "x", Begin: at0(2 * time.Second), CommitInvoke: at0(3 * time.Second), Complete: at0(3 * time.Second), Outcome: TxnCommitted},
+		},
+		Writes: []Write{
+			ok("P", 0, 0, 0, "I0"), ok("P", 1, 0, 1, "I1"), ok("P", 2, 0, 2, "I2"), ok("P", 3, 0, 3, "I3"),
+			cw("X1", 0, 0, "C0", "I0"), cw("X1", 1, 1, "C1", "I1"), cw("X2", 2, 3, "C2a", "I2"), cw("X3", 3, 5, "C2b", "I2"),
+		},
+		Reads: []Read{
+			rc("c", 0, 0, "I0", 4*time.Second), rc("c", 0, 1, "I1", 4*time.Second), rc("c", 0, 2, "I2", 4*time.Second), rc("c", 0, 3, "I3", 4*time.Second),
+			rc("c", 1, 0, "C0", 4*time.Second), rc("c", 1, 1, "C1", 4*time.Second), rc("c", 1, 5, "C2b", 4*time.Second),
+			ru("u", 1, 0, "C0"), ru("u", 1, 1, "C1"), ru("u", 1, 3, "C2a"), ru("u", 1, 5, "C2b"),
+		},
+		Copier: &Copier{Ends: map[int32]int64{0: 3}},
+	}
+}
+
+func TestCopierExactlyOnce(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(h *History)
+		want   int
+	}{
+		{"clean", func(*History) {}, 0},
+		{"an input record below the position never copied", func(h *History) {
+			dropRead(h, "c", "C1")
+		}, 1},
+		{"an input record copied twice (both visible)", func(h *History) {
+			h.Writes = append(h.Writes, Write{Producer: "x", Partition: 1, Seq: 9, Value: "C0b", Invoke: t0, Complete: at0(time.Second), Offset: 6, Txn: "X3", CopyOf: "I0"})
+			h.Reads = append(h.Reads, rc("c", 1, 6, "C0b", 5*time.Second))
+		}, 1},
+		{"a copy visible beyond the committed position", func(h *History) {
+			h.Copier.Ends[0] = 2
+		}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanCopier()
+			tc.mutate(&h)
+			r := Check(h)
+			if n := r.For(CopyNotExactlyOnce).Count; n != tc.want {
+				t.Errorf("copy-not-exactly-once: %d, want %d\n%s", n, tc.want, strings.Join(r.Summary(), "\n"))
+			}
+			for _, c := range []Class{AbortedRead, TornTxn, LostWrite} {
+				if n := r.For(c).Count; n != 0 && tc.name == "clean" {
+					t.Errorf("%s: %d in the clean copier history", c, n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,53 @@
+package checker
+
+import "fmt"
+
+// checkCopier judges a transactional copier (History.Copier): every input
+// record (a write to an input partition, placed by its acknowledgement or
+// where it was read) below the partition's final committed position must
+// have exactly one copy visible to read_committed sessions, and none at
+// or above it. A copy is a write whose CopyOf is the input value; it is
+// visible when a read_committed session read it. Input writes that were
+// never placed (unknown, never read) are not judged: the final read
+// reads every partition to its end, so they are not in the log.
+func (x *index) checkCopier(f *Finding) {
+	h := x.h
+	copies := map[string][]int{} // input value → copy writes
+	for i, w := range h.Writes {
+		if w.CopyOf != "" && x.writeOf[w.Value] == i {
+			copies[w.CopyOf] = append(copies[w.CopyOf], i)
+		}
+	}
+	committed := map[string]bool{}
+	for _, rd := range h.Reads {
+		if rd.Committed {
+			committed[rd.Value] = true
+		}
+	}
+	for i, w := range h.Writes {
+		end, input := h.Copier.Ends[w.Partition]
+		if !input || w.CopyOf != "" || w.Txn != "" || x.writeOf[w.Value] != i {
+			continue
+		}
+		off, placed := x.knownOffset(i)
+		if !placed {
+			continue
+		}
+		var visible []string
+		for _, c := range copies[w.Value] {
+			if committed[h.Writes[c].Value] {
+				visible = append(visible, h.Writes[c].Value)
+			}
+		}
+		want := 1
+		if off >= end {
+			want = 0
+		}
+		if len(visible) != want {
+			f.add(func() string {
+				return fmt.Sprintf("input %q at p%d@%d (copier position %d): %d copies visible to read_committed %q, want %d (%d written)",
+					w.Value, w.Partition, off, end, len(visible), visible, want, len(copies[w.Value]))
+			})
+		}
+	}
+}
