@@ -106,8 +106,10 @@ func TestChaosShortProfile(t *testing.T) {
 		t.Errorf("transactions: %d committed, %d aborted, %d unknown; want some committed and some aborted",
 			res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown)
 	}
-	if f := res.Report.For(checker.StuckLSO); f.Skipped != "" {
-		t.Errorf("stuck-lso not checked: %s", f.Skipped)
+	for _, c := range []checker.Class{checker.StuckLSO, checker.CopyNotExactlyOnce} {
+		if f := res.Report.For(c); f.Skipped != "" {
+			t.Errorf("%s not checked: %s", c, f.Skipped)
+		}
 	}
 }
 
@@ -147,7 +149,7 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	cfg.Workload.NoIdempotence = true
 	cfg.Workload.Consumers = 1
 	cfg.Workload.Producers, cfg.Workload.Rate = 2, 300
-	cfg.Workload.TxnProducers, cfg.Workload.UncommittedConsumers = 0, 0
+	cfg.Workload.TxnProducers, cfg.Workload.UncommittedConsumers, cfg.Workload.Copier = 0, 0, false
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out
@@ -189,7 +191,7 @@ func TestChaosCatchesAbortedReadsOfReadUncommitted(t *testing.T) {
 	cfg.Seed = 9
 	cfg.Script = []string{string(Latency) + ":" + string(Random)}
 	cfg.Duration = 8 * time.Second
-	cfg.Workload.Producers, cfg.Workload.Consumers = 0, 1
+	cfg.Workload.Producers, cfg.Workload.Consumers, cfg.Workload.Copier = 0, 1, false
 	cfg.Workload.MislabelUncommitted = true
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer

@@ -72,7 +72,8 @@ func DefaultConfig() Config {
 		GapMin: 2 * time.Second, GapMax: 4 * time.Second,
 		Workload: WorkloadConfig{Topic: "chaos", Partitions: 3, Producers: 1, Consumers: 2, Keys: 32, Rate: 200,
 			RequestTimeout: 2 * time.Second, DeliveryTimeout: 30 * time.Second,
-			TxnProducers: 3, TxnTopics: 2, TxnTimeout: 10 * time.Second, TxnRate: 10, UncommittedConsumers: 1},
+			TxnProducers: 3, TxnTopics: 2, TxnTimeout: 10 * time.Second, TxnRate: 10, UncommittedConsumers: 1,
+			Copier: true},
 		SessionTimeout: 2 * time.Second, ReplicaLagTimeMax: 3 * time.Second,
 		Out: os.Stdout,
 	}
@@ -233,8 +234,22 @@ func Run(cfg Config) (Result, error) {
 		// samples must reach that far for the stuck-LSO check to judge them.
 		r.waitLSO(healedAt.Add(lsoBound + 2*stateSampleInterval))
 	}
+	if cfg.Workload.Copier {
+		select {
+		case <-w.copierDone:
+		case <-time.After(cfg.Workload.DeliveryTimeout + 90*time.Second):
+			r.log.Error("copier still running")
+		}
+	}
 	if err := readAll(c.Addrs(), cfg.Workload, "final", 60*time.Second, r.rec); err != nil {
 		r.log.Error("final read incomplete", "err", err)
+	}
+	var copier *checker.Copier
+	if cfg.Workload.Copier {
+		copier, err = r.copierEnds()
+		if err != nil {
+			r.log.Error("copier positions could not be read: copier not checked", "err", err)
+		}
 	}
 	w.stop()
 	stopSampling()
@@ -243,7 +258,7 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Workload.TxnProducers == 0 {
 		h.Watermarks = nil // nothing to judge: no transaction holds the LSO back
 	}
-	h.HealedAt, h.LSOBound = healedAt, lsoBound
+	h.HealedAt, h.LSOBound, h.Copier = healedAt, lsoBound, copier
 	// A replica that cannot be read is not a passed check: the run
 	// reports what it could judge and then fails as not carried out.
 	h.Replicas, err = readReplicas(c, cfg.Workload)
@@ -272,6 +287,9 @@ func Run(cfg Config) (Result, error) {
 	}
 	for _, l := range res.Report.Summary() {
 		fmt.Fprintf(cfg.Out, "chaos: %s\n", l)
+	}
+	for _, n := range res.Report.Notes {
+		fmt.Fprintf(cfg.Out, "chaos: note: %s\n", n)
 	}
 	if !res.Report.OK() {
 		fmt.Fprintf(cfg.Out, "chaos: ANOMALIES FOUND with seed %d; faults as applied:\n", cfg.Seed)
@@ -607,4 +625,26 @@ func (r *runner) waitLSO(until time.Time) {
 			r.log.Warn("LSO behind the high watermark after the bound", "partition", p, "lso", s.LastStableOffset, "hw", s.HighWatermark)
 		}
 	}
+}
+
+// copierEnds reads the copier's final committed positions (every input
+// partition: 0 where it committed none).
+func (r *runner) copierEnds() (*checker.Copier, error) {
+	wc := r.cfg.Workload
+	cl, err := client.New(r.cluster.Addrs(), client.WithRequestTimeout(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pos, err := copierPositions(ctx, cl, wc)
+	if err != nil {
+		return nil, err
+	}
+	c := &checker.Copier{Ends: map[int32]int64{}}
+	for p := int32(0); p < wc.Partitions; p++ {
+		c.Ends[wc.logOf(wc.Topic, p)] = pos[p]
+	}
+	return c, nil
 }

@@ -180,7 +180,7 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
 	records := 2 + rng.IntN(4)
 	for range records {
-		log := rng.Int32N(w.cfg.logs())
+		log := rng.Int32N(w.cfg.txnLogs())
 		topic, part := w.cfg.topicPartition(log)
 		key := fmt.Sprintf("k%03d", *seq%int64(w.cfg.Keys))
 		value := fmt.Sprintf("%s/%s/%d", name, key, *seq)

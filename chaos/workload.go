@@ -125,6 +125,9 @@ type WorkloadConfig struct {
 	// read_committed ones: only for showing that the checker catches the
 	// aborted reads that follow.
 	MislabelUncommitted bool
+	// Copier runs a transactional copier from Topic to Topic-out, its
+	// positions in Topic-pos (see copier.go).
+	Copier bool
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when
@@ -134,7 +137,16 @@ func (wc WorkloadConfig) Topics() []string {
 	for i := 2; wc.TxnProducers > 0 && i <= wc.TxnTopics; i++ {
 		out = append(out, fmt.Sprintf("%s-%d", wc.Topic, i))
 	}
+	if wc.Copier {
+		out = append(out, wc.Topic+"-out", wc.Topic+"-pos")
+	}
 	return out
+}
+
+// txnLogs is how many of the history's partitions (the first ones) the
+// transactional producers write to: those of Topic and Topic-2, ...
+func (wc WorkloadConfig) txnLogs() int32 {
+	return int32(max(1, min(wc.TxnTopics, len(wc.Topics())))) * wc.Partitions
 }
 
 // logOf numbers a partition of the workload's topics for the history,
@@ -171,6 +183,9 @@ type workload struct {
 	prodMu    sync.Mutex // guards producers
 	producers []*client.Producer
 	stopProd  chan struct{}
+	// copierDone is closed when the copier has caught up with its input
+	// after stopProducing (or given up), or at once without a copier.
+	copierDone chan struct{}
 }
 
 func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
@@ -213,6 +228,13 @@ func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.
 	for i := 0; i < cfg.TxnProducers; i++ {
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); w.transact(i + 1) }()
+	}
+	w.copierDone = make(chan struct{})
+	if cfg.Copier {
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); defer close(w.copierDone); w.copy() }()
+	} else {
+		close(w.copierDone)
 	}
 	return w, nil
 }

@@ -47,7 +47,7 @@ func Check(h History) Report {
 	if h.Copier == nil {
 		find(CopyNotExactlyOnce).Skipped = "history has no copier"
 	} else {
-		x.checkCopier(find(CopyNotExactlyOnce))
+		r.Notes = append(r.Notes, x.checkCopier(find(CopyNotExactlyOnce)))
 	}
 
 	if len(h.Replicas) == 0 {
