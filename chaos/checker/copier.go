@@ -6,7 +6,9 @@ import "fmt"
 // record (a write to an input partition, placed by its acknowledgement or
 // where it was read) below the partition's final committed position must
 // have exactly one copy visible to read_committed sessions, and none at
-// or above it. A copy is a write whose CopyOf is the input value; it is
+// or above it; an input record of a transaction that read_committed does
+// not see (aborted, or unknown and invisible) must have none. A copy is a
+// write whose CopyOf is the input value; it is
 // visible when a read_committed session read it. Input writes that were
 // never placed (unknown, never read) are not judged: the final read
 // reads every partition to its end, so they are not in the log.
@@ -30,13 +32,16 @@ func (x *index) checkCopier(f *Finding) string {
 	}
 	for i, w := range h.Writes {
 		end, input := h.Copier.Ends[w.Partition]
-		if !input || w.CopyOf != "" || w.Txn != "" || x.writeOf[w.Value] != i {
+		if !input || w.CopyOf != "" || x.writeOf[w.Value] != i {
 			continue
 		}
 		off, placed := x.knownOffset(i)
 		if !placed {
 			continue
 		}
+		// A transactional input record exists for the copier only if
+		// read_committed sees it (committed, or unknown and visible).
+		hidden := w.Txn != "" && !committed[w.Value]
 		var visible []string
 		for _, c := range copies[w.Value] {
 			if committed[h.Writes[c].Value] {
@@ -44,7 +49,7 @@ func (x *index) checkCopier(f *Finding) string {
 			}
 		}
 		want := 1
-		if off >= end {
+		if off >= end || hidden {
 			want = 0
 		}
 		judged[want]++

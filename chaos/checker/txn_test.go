@@ -219,6 +219,24 @@ func TestCopierExactlyOnce(t *testing.T) {
 		{"a copy visible beyond the committed position", func(h *History) {
 			h.Copier.Ends[0] = 2
 		}, 1},
+		{"an aborted transaction's input record copied", func(h *History) {
+			h.Txns = append(h.Txns, Txn{ID: "Y", Producer: "y", Begin: t0, Complete: at0(time.Second), Outcome: TxnAborted})
+			h.Writes = append(h.Writes, txw("Y", "y", 0, 0, 2, "IA"))
+			h.Writes = append(h.Writes, Write{Producer: "x", Partition: 1, Seq: 9, Value: "CA", Invoke: t0, Complete: at0(time.Second), Offset: 6, Txn: "X3", CopyOf: "IA"})
+			h.Reads = append(h.Reads, ru("u", 0, 2, "IA"), rc("c", 1, 6, "CA", 5*time.Second))
+		}, 1},
+		{"a committed transaction's input record below the position not copied", func(h *History) {
+			h.Txns = append(h.Txns, Txn{ID: "Y", Producer: "y", Begin: t0, CommitInvoke: t0, Complete: at0(time.Second), Outcome: TxnCommitted})
+			h.Writes = append(h.Writes, txw("Y", "y", 0, 2, 0, "IC"))
+			h.Reads = append(h.Reads, rc("c", 2, 0, "IC", 5*time.Second))
+			h.Copier.Ends[2] = 1
+		}, 1},
+		{"an aborted transaction's input record not copied", func(h *History) {
+			h.Txns = append(h.Txns, Txn{ID: "Y", Producer: "y", Begin: t0, Complete: at0(time.Second), Outcome: TxnAborted})
+			h.Writes = append(h.Writes, txw("Y", "y", 0, 2, 0, "IA"))
+			h.Reads = append(h.Reads, ru("u", 2, 0, "IA"))
+			h.Copier.Ends[2] = 1
+		}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
