@@ -29,14 +29,15 @@ const (
 	copierRestartEvery = 40
 )
 
-// copy runs copier instances until producing has stopped and the copier
-// has caught up with its input's end offsets (bounded by the delivery
-// timeout plus a minute).
+// copy runs copier instances until its input is complete (inputComplete)
+// and it has caught up with the input's end offsets (bounded by the
+// delivery timeout plus a minute after producing stopped, plus the time
+// the input takes to complete).
 func (w *workload) copy() {
 	rng := rand.New(rand.NewPCG(0xc0, 0x9e))
 	var give time.Time
 	for instance := 1; w.ctx.Err() == nil; instance++ {
-		if w.producingStopped() && give.IsZero() {
+		if w.inputIsComplete() && give.IsZero() {
 			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
 		}
 		if !give.IsZero() && time.Now().After(give) {
@@ -171,7 +172,7 @@ func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
 			}
 			continue
 		}
-		if w.producingStopped() && w.copierCaughtUp(cl, co) {
+		if w.inputIsComplete() && w.copierCaughtUp(cl, co) {
 			return true
 		}
 	}
@@ -258,6 +259,16 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 			}
 			return copyFailed
 		}
+	}
+}
+
+// inputIsComplete reports whether inputComplete was called.
+func (w *workload) inputIsComplete() bool {
+	select {
+	case <-w.inputDone:
+		return true
+	default:
+		return false
 	}
 }
 

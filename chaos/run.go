@@ -227,6 +227,7 @@ func Run(cfg Config) (Result, error) {
 	// through the recorder (all writes completed) within the delivery
 	// timeout.
 	r.waitWritesComplete(cfg.Workload.DeliveryTimeout + 10*time.Second)
+	w.inputComplete()
 	lsoBound := cfg.Workload.TxnTimeout + txnAbortScan + lsoMargin
 	if cfg.Workload.TxnProducers > 0 {
 		// Every transaction open at the heal must be over (committed,

@@ -184,8 +184,21 @@ type workload struct {
 	producers []*client.Producer
 	stopProd  chan struct{}
 	// copierDone is closed when the copier has caught up with its input
-	// after stopProducing (or given up), or at once without a copier.
+	// after inputComplete (or given up), or at once without a copier.
 	copierDone chan struct{}
+	// inputDone is closed by inputComplete: every write has an outcome,
+	// so the copier's input has reached its end.
+	inputDone chan struct{}
+}
+
+// inputComplete tells the copier that no more input will come (every
+// write has completed): it finishes once it has read to the end.
+func (w *workload) inputComplete() {
+	select {
+	case <-w.inputDone:
+	default:
+		close(w.inputDone)
+	}
 }
 
 func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
@@ -229,7 +242,7 @@ func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); w.transact(i + 1) }()
 	}
-	w.copierDone = make(chan struct{})
+	w.copierDone, w.inputDone = make(chan struct{}), make(chan struct{})
 	if cfg.Copier {
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); defer close(w.copierDone); w.copy() }()

@@ -23,7 +23,7 @@ func (x *index) checkCopier(f *Finding) string {
 			copies[w.CopyOf] = append(copies[w.CopyOf], i)
 		}
 	}
-	judged := [2]int{} // input records that must have 0 and 1 copies
+	judged := [3]int{} // input records above the position, below it, of invisible transactions
 	committed := map[string]bool{}
 	for _, rd := range h.Reads {
 		if rd.Committed {
@@ -49,10 +49,16 @@ func (x *index) checkCopier(f *Finding) string {
 			}
 		}
 		want := 1
-		if off >= end || hidden {
+		switch {
+		case hidden:
 			want = 0
+			judged[2]++
+		case off >= end:
+			want = 0
+			judged[0]++
+		default:
+			judged[1]++
 		}
-		judged[want]++
 		if len(visible) != want {
 			f.add(func() string {
 				return fmt.Sprintf("input %q at p%d@%d (copier position %d): %d copies visible to read_committed %q, want %d (%d written)",
@@ -60,5 +66,6 @@ func (x *index) checkCopier(f *Finding) string {
 			})
 		}
 	}
-	return fmt.Sprintf("copier: %d input records below its final positions judged (exactly one copy each), %d above (none)", judged[1], judged[0])
+	return fmt.Sprintf("copier: %d input records below its final positions judged (exactly one copy each), %d above and %d of transactions invisible to read_committed (none)",
+		judged[1], judged[0], judged[2])
 }
