@@ -66,7 +66,9 @@ bench-cluster:
 
 # Chaos run: a 3-node cluster of real processes under random faults for
 # CHAOS_DURATION (default 10m) with seed CHAOS_SEED (default: random,
-# printed); exits non-zero on any anomaly. CHAOS_ARGS adds sluice-chaos
+# printed), running the idempotent, transactional and copier workloads by
+# default (--txn-producers 0 --copier=false for the idempotent one alone);
+# exits non-zero on any anomaly. CHAOS_ARGS adds sluice-chaos
 # flags (e.g. --nodes 5, --faults kill:leader,partition). See docs/chaos.md.
 CHAOS_DURATION ?= 10m
 CHAOS_SEED ?=

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,9 +13,10 @@ import (
 )
 
 // TestChaosShortProfile is the short profile run by `make test`: a 3-node
-// cluster of real sluiced processes, about 90 s of faults cycling through
-// every kind (each at least twice), the idempotent workload, and the
-// checker. Any anomaly fails the test with the checker's summary, the
+// cluster of real sluiced processes, about 110 s of faults cycling through
+// every kind (most twice) and every transaction fault (a SIGKILLed
+// coordinator, dropped WriteTxnMarkers and AddPartitionsToTxn answers), the
+// idempotent and transactional workloads, and the checker. Any anomaly fails the test with the checker's summary, the
 // seed and the applied schedule. CHAOS_SEED overrides the seed.
 func TestChaosShortProfile(t *testing.T) {
 	if testing.Short() {
@@ -31,12 +33,13 @@ func TestChaosShortProfile(t *testing.T) {
 	}
 	// Every kind at least once, most twice, against a mix of targets.
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,latency:random,drop-responses:leader,delay-responses:leader," +
-		"partition-pair:leader,kill-two:leader,partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader")
+		"partition-pair:leader,kill-two:leader,partition:leader,kill:controller,drop-responses:random,pause:leader,delay-responses:random,latency:leader," +
+		"kill:coordinator,drop-responses:leader:WriteTxnMarkers,drop-responses:coordinator:AddPartitionsToTxn")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Script = script
-	cfg.Duration = 90 * time.Second
+	cfg.Duration = 110 * time.Second
 	cfg.FaultMin, cfg.FaultMax = 3*time.Second, 4*time.Second
 	cfg.GapMin, cfg.GapMax = 2*time.Second, 3*time.Second
 	cfg.Dir = t.TempDir()
@@ -81,6 +84,33 @@ func TestChaosShortProfile(t *testing.T) {
 	if res.Report.Stats.WritesOK == 0 || res.Report.Stats.Reads == 0 {
 		t.Errorf("the workload did nothing: %+v", res.Report.Stats)
 	}
+	// The transaction faults, each at least once.
+	txnFaults := map[string]int{}
+	for _, a := range res.Applied {
+		if a.Err != "" {
+			continue
+		}
+		switch {
+		case a.Fault.Kind == Kill && a.Fault.Target == Coordinator:
+			txnFaults["kill:coordinator"]++
+		case a.Fault.Kind == DropResponses && slices.Contains(txnMethods, a.Fault.Method):
+			txnFaults[a.Fault.Method]++
+		}
+	}
+	for _, k := range append([]string{"kill:coordinator"}, txnMethods...) {
+		if txnFaults[k] == 0 {
+			t.Errorf("no %s fault was injected: %v", k, txnFaults)
+		}
+	}
+	if res.TxnsCommitted == 0 || res.TxnsAborted == 0 {
+		t.Errorf("transactions: %d committed, %d aborted, %d unknown; want some committed and some aborted",
+			res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown)
+	}
+	for _, c := range []checker.Class{checker.StuckLSO, checker.CopyNotExactlyOnce} {
+		if f := res.Report.For(c); f.Skipped != "" {
+			t.Errorf("%s not checked: %s", c, f.Skipped)
+		}
+	}
 }
 
 // nodeLogTails returns the last lines of every node's log.
@@ -118,6 +148,8 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	cfg.Methods = []string{"/sluice.v1.Log/ProduceStream"}
 	cfg.Workload.NoIdempotence = true
 	cfg.Workload.Consumers = 1
+	cfg.Workload.Producers, cfg.Workload.Rate = 2, 300
+	cfg.Workload.TxnProducers, cfg.Workload.UncommittedConsumers, cfg.Workload.Copier = 0, 0, false
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out
@@ -140,6 +172,43 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	}
 	for _, c := range []string{"lost-write", "unseen-ack", "replica-divergence", "unknown-value"} {
 		if n := res.Report.For(checker.Class(c)).Count; n != 0 {
+			t.Errorf("%s: %d, want 0:\n%s", c, n, strings.Join(res.Report.Summary(), "\n"))
+		}
+	}
+}
+
+// TestChaosCatchesAbortedReadsOfReadUncommitted runs the harness end to end
+// on a history that is known to be wrong: the read_uncommitted tailer's
+// reads recorded as read_committed ones. It sees the aborted transactions'
+// records, so the checker must report aborted reads (precommitted reads
+// may show up too, for records read before their commit was invoked), and
+// none of the classes that mislabelled reads cannot cause.
+func TestChaosCatchesAbortedReadsOfReadUncommitted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos run (about 50 seconds)")
+	}
+	cfg := DefaultConfig()
+	cfg.Seed = 9
+	cfg.Script = []string{string(Latency) + ":" + string(Random)}
+	cfg.Duration = 8 * time.Second
+	cfg.Workload.Producers, cfg.Workload.Consumers, cfg.Workload.Copier = 0, 1, false
+	cfg.Workload.MislabelUncommitted = true
+	cfg.Dir = t.TempDir()
+	var out bytes.Buffer
+	cfg.Out = &out
+	res, err := Run(cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("chaos run failed to run: %v", err)
+	}
+	if res.TxnsAborted == 0 {
+		t.Fatalf("no transaction aborted: %d committed", res.TxnsCommitted)
+	}
+	if n := res.Report.For(checker.AbortedRead).Count; n == 0 {
+		t.Errorf("read_uncommitted reads judged as read_committed, yet no aborted read:\n%s", strings.Join(res.Report.Summary(), "\n"))
+	}
+	for _, c := range []checker.Class{checker.TornTxn, checker.TxnLostWrite, checker.StuckLSO, checker.Duplicate, checker.ReplicaDivergence} {
+		if n := res.Report.For(c).Count; n != 0 {
 			t.Errorf("%s: %d, want 0:\n%s", c, n, strings.Join(res.Report.Summary(), "\n"))
 		}
 	}

@@ -58,10 +58,15 @@ const (
 	Follower Target = "follower"
 	// Random: any node.
 	Random Target = "random"
+	// Coordinator: the transaction coordinator of one of the workload's
+	// transactional ids (the leader of the id's __transaction_state
+	// partition, as FindCoordinator answers), chosen by the seed. Without
+	// transactional producers it resolves like Random.
+	Coordinator Target = "coordinator"
 )
 
 // Targets lists every target.
-var Targets = []Target{Leader, Controller, Follower, Random}
+var Targets = []Target{Leader, Controller, Follower, Random, Coordinator}
 
 // Fault is one scheduled fault. Node is filled in when it starts.
 type Fault struct {
@@ -104,8 +109,11 @@ type ScheduleConfig struct {
 	// between two faults.
 	FaultMin, FaultMax, GapMin, GapMax time.Duration
 	// Methods are the RPCs response faults pick from; empty means
-	// responseMethods.
+	// responseMethods, plus txnMethods with Transactions.
 	Methods []string
+	// Transactions: the workload runs transactions, so random faults may
+	// also target a coordinator and the transaction RPCs.
+	Transactions bool
 	// MinPause is the shortest Pause: longer than the broker session and
 	// replica lag timeouts, so that a paused node is fenced and leaves
 	// the ISR.
@@ -127,7 +135,31 @@ var responseMethods = []string{
 	"/sluice.internal.v1.Controller/BrokerHeartbeat",
 }
 
-// ParseScript checks a comma-separated script ("kill:leader,pause,...").
+// txnMethods are the transaction path's internal RPCs whose responses
+// DropResponses and DelayResponses interfere with when the workload runs
+// transactions: the coordinator's markers to partition leaders (served by
+// the leaders) and a partition leader's AddPartitionsToTxn to the
+// coordinator (served by the coordinator).
+var txnMethods = []string{
+	"/sluice.internal.v1.TxnBroker/WriteTxnMarkers",
+	"/sluice.internal.v1.TxnBroker/AddPartitionsToTxn",
+}
+
+// methodByName resolves a script's method: a full gRPC method name, or
+// the last element of one of responseMethods or txnMethods
+// ("WriteTxnMarkers").
+func methodByName(name string) (string, bool) {
+	for _, m := range append(slices.Clone(responseMethods), txnMethods...) {
+		if m == name || strings.HasSuffix(m, "/"+name) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// ParseScript checks a comma-separated script ("kill:leader,pause,...");
+// a response fault may name its RPC third
+// ("drop-responses:leader:WriteTxnMarkers").
 func ParseScript(s string) ([]string, error) {
 	var out []string
 	for _, e := range strings.Split(s, ",") {
@@ -135,12 +167,21 @@ func ParseScript(s string) ([]string, error) {
 		if e == "" {
 			continue
 		}
-		kind, target, _ := strings.Cut(e, ":")
+		kind, rest, _ := strings.Cut(e, ":")
+		target, method, _ := strings.Cut(rest, ":")
 		if !slices.Contains(Kinds, Kind(kind)) {
 			return nil, fmt.Errorf("chaos: unknown fault kind %q in %q (kinds: %v)", kind, e, Kinds)
 		}
 		if target != "" && !slices.Contains(Targets, Target(target)) {
 			return nil, fmt.Errorf("chaos: unknown target %q in %q (targets: %v)", target, e, Targets)
+		}
+		if method != "" {
+			if Kind(kind) != DropResponses && Kind(kind) != DelayResponses {
+				return nil, fmt.Errorf("chaos: %q: only %s and %s take an RPC", e, DropResponses, DelayResponses)
+			}
+			if _, ok := methodByName(method); !ok {
+				return nil, fmt.Errorf("chaos: unknown RPC %q in %q (RPCs: %v %v)", method, e, responseMethods, txnMethods)
+			}
 		}
 		out = append(out, e)
 	}
@@ -160,14 +201,25 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 	methods := cfg.Methods
 	if len(methods) == 0 {
 		methods = responseMethods
+		if cfg.Transactions {
+			methods = append(slices.Clone(responseMethods), txnMethods...)
+		}
+	}
+	targets := Targets
+	if !cfg.Transactions {
+		// Without transactions, the draw of seeds from before them.
+		targets = slices.DeleteFunc(slices.Clone(Targets), func(t Target) bool { return t == Coordinator })
 	}
 	var out []Fault
 	at := between(cfg.GapMin, cfg.GapMax)
 	for i := 0; at < cfg.Duration; i++ {
 		f := Fault{At: at, Duration: between(cfg.FaultMin, cfg.FaultMax), Pick: rng.Uint64()}
-		f.Kind, f.Target = Kinds[rng.IntN(len(Kinds))], Targets[rng.IntN(len(Targets))]
+		f.Kind, f.Target = Kinds[rng.IntN(len(Kinds))], targets[rng.IntN(len(targets))]
+		var method string
 		if len(cfg.Script) > 0 {
-			kind, target, _ := strings.Cut(cfg.Script[i%len(cfg.Script)], ":")
+			kind, rest, _ := strings.Cut(cfg.Script[i%len(cfg.Script)], ":")
+			var target string
+			target, method, _ = strings.Cut(rest, ":")
 			f.Kind = Kind(kind)
 			if target != "" {
 				f.Target = Target(target)
@@ -185,6 +237,9 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		case DelayResponses:
 			f.Method = methods[rng.IntN(len(methods))]
 			f.Latency = cfg.RequestTimeout + between(0, time.Second).Round(time.Millisecond)
+		}
+		if m, ok := methodByName(method); ok && method != "" {
+			f.Method = m // the script's choice; the draw above kept the sequence
 		}
 		out = append(out, f)
 		at += f.Duration + between(cfg.GapMin, cfg.GapMax)
@@ -234,6 +289,14 @@ func (r *runner) resolve(ctx context.Context, f Fault) (int32, error) {
 			}
 		}
 		return 0, fmt.Errorf("partition %d not in metadata", f.Partition)
+	}
+	if f.Target == Coordinator && r.cfg.Workload.TxnProducers > 0 {
+		id := fmt.Sprintf("chaos-txn-%d", f.Pick%uint64(r.cfg.Workload.TxnProducers)+1)
+		co, err := r.admin.FindCoordinator(ctx, id)
+		if err != nil {
+			return 0, fmt.Errorf("coordinator of %s: %w", id, err)
+		}
+		return co.NodeID, nil
 	}
 	return ids[f.Pick%uint64(len(ids))], nil
 }

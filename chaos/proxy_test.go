@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -199,5 +200,50 @@ func TestScriptCyclesKindsAndTargets(t *testing.T) {
 		if _, err := ParseScript(bad); err == nil {
 			t.Errorf("ParseScript(%q) accepted", bad)
 		}
+	}
+}
+
+func TestScriptNamesTheRPCOfAResponseFault(t *testing.T) {
+	script, err := ParseScript("drop-responses:leader:WriteTxnMarkers,kill:coordinator,delay-responses:coordinator:AddPartitionsToTxn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSchedule(ScheduleConfig{Seed: 1, Duration: time.Minute, Partitions: 1, Script: script, Transactions: true,
+		FaultMin: time.Second, FaultMax: 2 * time.Second, GapMin: time.Second, GapMax: 2 * time.Second, RequestTimeout: time.Second})
+	if len(s) < 3 {
+		t.Fatalf("schedule of %d faults", len(s))
+	}
+	if s[0].Method != "/sluice.internal.v1.TxnBroker/WriteTxnMarkers" || s[0].Target != Leader {
+		t.Errorf("fault 0 = %v", s[0])
+	}
+	if s[1].Kind != Kill || s[1].Target != Coordinator {
+		t.Errorf("fault 1 = %v", s[1])
+	}
+	if s[2].Method != "/sluice.internal.v1.TxnBroker/AddPartitionsToTxn" || s[2].Kind != DelayResponses {
+		t.Errorf("fault 2 = %v", s[2])
+	}
+	for _, bad := range []string{"kill:leader:WriteTxnMarkers", "drop-responses:leader:NoSuchRPC"} {
+		if _, err := ParseScript(bad); err == nil {
+			t.Errorf("ParseScript(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRandomScheduleWithoutTransactionsNeverTargetsACoordinator(t *testing.T) {
+	cfg := ScheduleConfig{Seed: 3, Duration: 10 * time.Minute, Partitions: 3, FaultMin: time.Second, FaultMax: 2 * time.Second,
+		GapMin: time.Second, GapMax: 2 * time.Second, RequestTimeout: time.Second}
+	for _, f := range NewSchedule(cfg) {
+		if f.Target == Coordinator || slices.Contains(txnMethods, f.Method) {
+			t.Fatalf("transaction fault without transactions: %v", f)
+		}
+	}
+	cfg.Transactions = true
+	coord, txnRPC := false, false
+	for _, f := range NewSchedule(cfg) {
+		coord = coord || f.Target == Coordinator
+		txnRPC = txnRPC || slices.Contains(txnMethods, f.Method)
+	}
+	if !coord || !txnRPC {
+		t.Errorf("a 10-minute transactional schedule: coordinator target %v, transaction RPC %v", coord, txnRPC)
 	}
 }

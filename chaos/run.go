@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,8 +70,10 @@ func DefaultConfig() Config {
 		Nodes: 3, Seed: 1, Duration: 90 * time.Second,
 		FaultMin: 3 * time.Second, FaultMax: 6 * time.Second,
 		GapMin: 2 * time.Second, GapMax: 4 * time.Second,
-		Workload: WorkloadConfig{Topic: "chaos", Partitions: 3, Producers: 2, Consumers: 2, Keys: 32, Rate: 300,
-			RequestTimeout: 2 * time.Second, DeliveryTimeout: 30 * time.Second},
+		Workload: WorkloadConfig{Topic: "chaos", Partitions: 3, Producers: 1, Consumers: 2, Keys: 32, Rate: 200,
+			RequestTimeout: 2 * time.Second, DeliveryTimeout: 30 * time.Second,
+			TxnProducers: 3, TxnTopics: 2, TxnTimeout: 10 * time.Second, TxnRate: 10, UncommittedConsumers: 1,
+			Copier: true},
 		SessionTimeout: 2 * time.Second, ReplicaLagTimeMax: 3 * time.Second,
 		Out: os.Stdout,
 	}
@@ -97,7 +100,20 @@ type Result struct {
 	Report   checker.Report
 	Ops      int // writes invoked + records read
 	Faults   int // faults injected
+	// Transactions by outcome (open ones count as unknown).
+	TxnsCommitted, TxnsAborted, TxnsUnknown int
+	// Fences lists transactional producers told they were fenced although
+	// no newer producer of their id ran (producer, time, error).
+	Fences []string
 }
+
+// txnAbortScan is the nodes' --transaction-abort-timed-out-interval;
+// lsoMargin is how much longer than the transaction timeout plus that scan
+// the LSO may lag after the heal (markers to write, leaders to elect).
+const (
+	txnAbortScan = time.Second
+	lsoMargin    = 10 * time.Second
+)
 
 // SummaryLine is the run's last line.
 func (r Result) SummaryLine() string {
@@ -127,7 +143,7 @@ func Run(cfg Config) (Result, error) {
 	res := Result{Seed: cfg.Seed}
 	res.Schedule = NewSchedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Partitions: cfg.Workload.Partitions,
 		Script: cfg.Script, FaultMin: cfg.FaultMin, FaultMax: cfg.FaultMax, GapMin: cfg.GapMin, GapMax: cfg.GapMax,
-		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout,
+		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout, Transactions: cfg.Workload.TxnProducers > 0,
 		MinPause: max(cfg.SessionTimeout, cfg.ReplicaLagTimeMax) + pauseMargin})
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d nodes, %v of faults, run directory %s\nchaos: schedule (%d faults):\n", cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Dir, len(res.Schedule))
 	for _, f := range res.Schedule {
@@ -146,6 +162,9 @@ func Run(cfg Config) (Result, error) {
 	c, err := NewCluster(ClusterConfig{Sluiced: cfg.Sluiced, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: []string{
 		"--broker-session-timeout", cfg.SessionTimeout.String(),
 		"--replica-lag-time-max", cfg.ReplicaLagTimeMax.String(),
+		// Transactions left open by a killed or fenced producer are
+		// aborted within a second of their timeout, not ten.
+		"--transaction-abort-timed-out-interval", txnAbortScan.String(),
 	}, OnExit: func(n *proccluster.Node, err error) {
 		r.log.Error("node exited without a fault killing it", "node", n.ID, "err", err)
 	}})
@@ -168,6 +187,8 @@ func Run(cfg Config) (Result, error) {
 	if err := r.createTopic(); err != nil {
 		return res, err
 	}
+	stopSampling := r.sampleWatermarks()
+	defer stopSampling()
 	w, err := startWorkload(cfg.Workload, c.Addrs(), r.rec, r.log)
 	if err != nil {
 		return res, err
@@ -197,6 +218,7 @@ func Run(cfg Config) (Result, error) {
 	if err := r.healAll(); err != nil {
 		return res, err
 	}
+	healedAt := time.Now()
 	w.stopProducing()
 	if err := r.waitISRFull(90 * time.Second); err != nil {
 		r.log.Error("replicas did not all rejoin the ISR", "err", err)
@@ -205,24 +227,70 @@ func Run(cfg Config) (Result, error) {
 	// through the recorder (all writes completed) within the delivery
 	// timeout.
 	r.waitWritesComplete(cfg.Workload.DeliveryTimeout + 10*time.Second)
-	if err := readAll(c.Addrs(), cfg.Workload.Topic, cfg.Workload.Partitions, "final", 60*time.Second, r.rec); err != nil {
+	w.inputComplete()
+	lsoBound := cfg.Workload.TxnTimeout + txnAbortScan + lsoMargin
+	if cfg.Workload.TxnProducers > 0 {
+		// Every transaction open at the heal must be over (committed,
+		// aborted, or aborted on its timeout) within lsoBound; the LSO
+		// samples must reach that far for the stuck-LSO check to judge them.
+		r.waitLSO(healedAt.Add(lsoBound + 2*stateSampleInterval))
+	}
+	if cfg.Workload.Copier {
+		select {
+		case <-w.copierDone:
+		case <-time.After(cfg.Workload.DeliveryTimeout + 90*time.Second):
+			r.log.Error("copier still running")
+		}
+	}
+	if err := readAll(c.Addrs(), cfg.Workload, "final", 60*time.Second, r.rec); err != nil {
 		r.log.Error("final read incomplete", "err", err)
 	}
+	var copier *checker.Copier
+	if cfg.Workload.Copier {
+		copier, err = r.copierEnds()
+		if err != nil {
+			r.log.Error("copier positions could not be read: copier not checked", "err", err)
+		}
+	}
 	w.stop()
+	stopSampling()
 	c.Stop(30 * time.Second)
 	h := r.rec.history()
+	if cfg.Workload.TxnProducers == 0 {
+		h.Watermarks = nil // nothing to judge: no transaction holds the LSO back
+	}
+	h.HealedAt, h.LSOBound, h.Copier = healedAt, lsoBound, copier
 	// A replica that cannot be read is not a passed check: the run
 	// reports what it could judge and then fails as not carried out.
-	h.Replicas, err = readReplicas(c, cfg.Workload.Topic, cfg.Workload.Partitions)
+	h.Replicas, err = readReplicas(c, cfg.Workload)
 	replicaErr := err
 	res.Report = checker.Check(h)
 	res.Ops = len(h.Writes) + len(h.Reads)
 	fmt.Fprintf(cfg.Out, "chaos: history: %s\n", res.Report.Stats)
+	if cfg.Workload.TxnProducers > 0 {
+		res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown = r.rec.txnCounts()
+		fmt.Fprintf(cfg.Out, "chaos: transactions: %d committed, %d aborted, %d unknown; %d watermark samples\n",
+			res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown, len(h.Watermarks))
+		r.rec.mu.Lock()
+		res.Fences = slices.Clone(r.rec.fences)
+		r.rec.mu.Unlock()
+		if len(res.Fences) > 0 {
+			// Not a checker class (nothing read is wrong): an availability
+			// finding, to be explained from the node logs (recorder.fence).
+			fmt.Fprintf(cfg.Out, "chaos: %d transactional producers fenced though no newer producer of their id ran (a timeout abort, or a stale coordinator):\n", len(res.Fences))
+			for _, f := range res.Fences[:min(5, len(res.Fences))] {
+				fmt.Fprintf(cfg.Out, "  %s\n", f)
+			}
+		}
+	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)
 	}
 	for _, l := range res.Report.Summary() {
 		fmt.Fprintf(cfg.Out, "chaos: %s\n", l)
+	}
+	for _, n := range res.Report.Notes {
+		fmt.Fprintf(cfg.Out, "chaos: note: %s\n", n)
 	}
 	if !res.Report.OK() {
 		fmt.Fprintf(cfg.Out, "chaos: ANOMALIES FOUND with seed %d; faults as applied:\n", cfg.Seed)
@@ -428,18 +496,20 @@ func (r *runner) healAll() error {
 func (r *runner) createTopic() error {
 	wc := r.cfg.Workload
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := r.admin.CreateTopic(ctx, wc.Topic, wc.Partitions, 3, map[string]string{"min.insync.replicas": "2"})
-		cancel()
-		var e *errs.Error
-		if err == nil || errors.As(err, &e) && e.Code == sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS {
-			break
+	for _, topic := range wc.Topics() {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := r.admin.CreateTopic(ctx, topic, wc.Partitions, 3, map[string]string{"min.insync.replicas": "2"})
+			cancel()
+			var e *errs.Error
+			if err == nil || errors.As(err, &e) && e.Code == sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("chaos: create topic %s: %w", topic, err)
+			}
+			time.Sleep(200 * time.Millisecond) // retry pacing within the deadline
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("chaos: create topic %s: %w", wc.Topic, err)
-		}
-		time.Sleep(200 * time.Millisecond) // retry pacing within the deadline
 	}
 	return r.waitISRFull(30 * time.Second)
 }
@@ -462,7 +532,7 @@ func (r *runner) waitISRFull(d time.Duration) error {
 func (r *runner) isrFull() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topic)
+	md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topics()...)
 	if err != nil {
 		return err
 	}
@@ -471,19 +541,19 @@ func (r *runner) isrFull() error {
 		for _, p := range t.GetPartitions() {
 			n++
 			if p.GetLeaderId() <= 0 {
-				return fmt.Errorf("partition %d has no leader", p.GetPartition())
+				return fmt.Errorf("%s partition %d has no leader", t.GetName(), p.GetPartition())
 			}
 			isr := slices.Clone(p.GetIsr())
 			slices.Sort(isr)
 			reps := slices.Clone(p.GetReplicas())
 			slices.Sort(reps)
 			if !slices.Equal(isr, reps) {
-				return fmt.Errorf("partition %d: ISR %v of replicas %v", p.GetPartition(), p.GetIsr(), p.GetReplicas())
+				return fmt.Errorf("%s partition %d: ISR %v of replicas %v", t.GetName(), p.GetPartition(), p.GetIsr(), p.GetReplicas())
 			}
 		}
 	}
-	if n != int(r.cfg.Workload.Partitions) {
-		return fmt.Errorf("%d of %d partitions in metadata", n, r.cfg.Workload.Partitions)
+	if n != int(r.cfg.Workload.logs()) {
+		return fmt.Errorf("%d of %d partitions in metadata", n, r.cfg.Workload.logs())
 	}
 	return nil
 }
@@ -506,4 +576,76 @@ func (r *runner) waitWritesComplete(d time.Duration) {
 		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
 	}
 	r.log.Warn("writes still in flight after the delivery timeout; they count as unknown")
+}
+
+// sampleWatermarks samples every partition's high watermark and last
+// stable offset into the history every stateSampleInterval, in the
+// background, until the returned function is called (safe to call twice).
+func (r *runner) sampleWatermarks() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(stateSampleInterval)
+		defer t.Stop()
+		wc := r.cfg.Workload
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			for p := int32(0); p < wc.logs(); p++ {
+				topic, part := wc.topicPartition(p)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				hw, lso, err := r.admin.Watermarks(ctx, topic, part)
+				cancel()
+				if err == nil {
+					r.rec.watermark(checker.Watermark{Partition: p, Time: time.Now(), HighWatermark: hw, LastStableOffset: lso})
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// waitLSO waits until until, logging each partition whose LSO is still
+// behind its high watermark at the end (the checker judges it).
+func (r *runner) waitLSO(until time.Time) {
+	time.Sleep(time.Until(until)) // the samples must cover the bound
+	r.rec.mu.Lock()
+	last := map[int32]checker.Watermark{}
+	for _, s := range r.rec.watermarks {
+		last[s.Partition] = s
+	}
+	r.rec.mu.Unlock()
+	for p, s := range last {
+		if s.LastStableOffset < s.HighWatermark {
+			r.log.Warn("LSO behind the high watermark after the bound", "partition", p, "lso", s.LastStableOffset, "hw", s.HighWatermark)
+		}
+	}
+}
+
+// copierEnds reads the copier's final committed positions (every input
+// partition: 0 where it committed none).
+func (r *runner) copierEnds() (*checker.Copier, error) {
+	wc := r.cfg.Workload
+	cl, err := client.New(r.cluster.Addrs(), client.WithRequestTimeout(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pos, err := copierPositions(ctx, cl, wc)
+	if err != nil {
+		return nil, err
+	}
+	c := &checker.Copier{Ends: map[int32]int64{}}
+	for p := int32(0); p < wc.Partitions; p++ {
+		c.Ends[wc.logOf(wc.Topic, p)] = pos[p]
+	}
+	return c, nil
 }

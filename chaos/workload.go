@@ -16,9 +16,12 @@ import (
 
 // recorder is the history being written by the workload's goroutines.
 type recorder struct {
-	mu     sync.Mutex // guards the following
-	writes []checker.Write
-	reads  []checker.Read
+	mu         sync.Mutex // guards the following
+	writes     []checker.Write
+	reads      []checker.Read
+	txns       []checker.Txn
+	watermarks []checker.Watermark
+	fences     []string // transactional producers fenced (see fence)
 }
 
 // invoke appends a write in flight and returns its index.
@@ -81,7 +84,8 @@ func (r *recorder) counts() (acked, writes, reads int) {
 func (r *recorder) history() checker.History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h := checker.History{Writes: append([]checker.Write(nil), r.writes...), Reads: append([]checker.Read(nil), r.reads...)}
+	h := checker.History{Writes: append([]checker.Write(nil), r.writes...), Reads: append([]checker.Read(nil), r.reads...),
+		Txns: append([]checker.Txn(nil), r.txns...), Watermarks: append([]checker.Watermark(nil), r.watermarks...)}
 	for i := range h.Writes {
 		if h.Writes[i].Complete.IsZero() {
 			h.Writes[i].Outcome = checker.Unknown
@@ -104,7 +108,66 @@ type WorkloadConfig struct {
 	NoIdempotence bool
 	// RequestTimeout of the clients; DeliveryTimeout of the producers.
 	RequestTimeout, DeliveryTimeout time.Duration
+
+	// TxnProducers run transactions (see txnworkload.go) over every
+	// partition of TxnTopics topics: Topic and Topic-2, Topic-3, ...
+	// Zero: no transactions, one topic.
+	TxnProducers int
+	TxnTopics    int
+	// TxnTimeout is the producers' transaction timeout; TxnRate the
+	// transactions per second per transactional producer.
+	TxnTimeout time.Duration
+	TxnRate    int
+	// UncommittedConsumers tail every partition with read_uncommitted
+	// (Consumers read with read_committed, the default).
+	UncommittedConsumers int
+	// MislabelUncommitted records the read_uncommitted consumers' reads as
+	// read_committed ones: only for showing that the checker catches the
+	// aborted reads that follow.
+	MislabelUncommitted bool
+	// Copier runs a transactional copier from Topic to Topic-out, its
+	// positions in Topic-pos (see copier.go).
+	Copier bool
 }
+
+// Topics returns the workload's topics: Topic, then Topic-2, ... when
+// transactions span several.
+func (wc WorkloadConfig) Topics() []string {
+	out := []string{wc.Topic}
+	for i := 2; wc.TxnProducers > 0 && i <= wc.TxnTopics; i++ {
+		out = append(out, fmt.Sprintf("%s-%d", wc.Topic, i))
+	}
+	if wc.Copier {
+		out = append(out, wc.Topic+"-out", wc.Topic+"-pos")
+	}
+	return out
+}
+
+// txnLogs is how many of the history's partitions (the first ones) the
+// transactional producers write to: those of Topic and Topic-2, ...
+func (wc WorkloadConfig) txnLogs() int32 {
+	return int32(max(1, min(wc.TxnTopics, len(wc.Topics())))) * wc.Partitions
+}
+
+// logOf numbers a partition of the workload's topics for the history,
+// which knows partitions only: topic i's partition p is i×Partitions+p,
+// so the first topic's partitions keep their numbers.
+func (wc WorkloadConfig) logOf(topic string, p int32) int32 {
+	for i, t := range wc.Topics() {
+		if t == topic {
+			return int32(i)*wc.Partitions + p
+		}
+	}
+	return -1 - p // not a workload topic: a value read there is wrong-partition
+}
+
+// topicPartition is the inverse of logOf.
+func (wc WorkloadConfig) topicPartition(log int32) (string, int32) {
+	return wc.Topics()[log/wc.Partitions], log % wc.Partitions
+}
+
+// logs returns how many partitions the workload's topics have in all.
+func (wc WorkloadConfig) logs() int32 { return int32(len(wc.Topics())) * wc.Partitions }
 
 // workload runs producers and tailing consumers until stopped.
 type workload struct {
@@ -120,6 +183,22 @@ type workload struct {
 	prodMu    sync.Mutex // guards producers
 	producers []*client.Producer
 	stopProd  chan struct{}
+	// copierDone is closed when the copier has caught up with its input
+	// after inputComplete (or given up), or at once without a copier.
+	copierDone chan struct{}
+	// inputDone is closed by inputComplete: every write has an outcome,
+	// so the copier's input has reached its end.
+	inputDone chan struct{}
+}
+
+// inputComplete tells the copier that no more input will come (every
+// write has completed): it finishes once it has read to the end.
+func (w *workload) inputComplete() {
+	select {
+	case <-w.inputDone:
+	default:
+		close(w.inputDone)
+	}
 }
 
 func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
@@ -152,7 +231,23 @@ func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.
 	for i := 0; i < cfg.Consumers; i++ {
 		name := fmt.Sprintf("c%d", i+1)
 		w.wg.Add(1)
-		go func() { defer w.wg.Done(); w.consume(name) }()
+		go func() { defer w.wg.Done(); w.consume(name, client.ReadCommitted) }()
+	}
+	for i := 0; i < cfg.UncommittedConsumers; i++ {
+		name := fmt.Sprintf("u%d", i+1)
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); w.consume(name, client.ReadUncommitted) }()
+	}
+	for i := 0; i < cfg.TxnProducers; i++ {
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); w.transact(i + 1) }()
+	}
+	w.copierDone, w.inputDone = make(chan struct{}), make(chan struct{})
+	if cfg.Copier {
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); defer close(w.copierDone); w.copy() }()
+	} else {
+		close(w.copierDone)
 	}
 	return w, nil
 }
@@ -193,25 +288,27 @@ loop:
 	}
 }
 
-// consume tails every partition from the beginning, recording what it
-// reads, until the workload stops.
-func (w *workload) consume(name string) {
+// consume tails every partition from the beginning with isolation iso,
+// recording what it reads, until the workload stops.
+func (w *workload) consume(name string, iso client.Isolation) {
 	cl, err := client.New(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
 	if err != nil {
 		w.log.Error("consumer client", "err", err)
 		return
 	}
 	defer cl.Close()
-	co, err := cl.NewConsumer(client.WithMaxWait(200 * time.Millisecond))
+	co, err := cl.NewConsumer(client.WithMaxWait(200*time.Millisecond), client.WithIsolation(iso))
 	if err != nil {
 		w.log.Error("consumer", "err", err)
 		return
 	}
 	defer co.Close()
-	for p := int32(0); p < w.cfg.Partitions; p++ {
-		if err := co.Assign(w.cfg.Topic, p, client.OffsetEarliest); err != nil {
-			w.log.Error("assign", "err", err)
-			return
+	for _, topic := range w.cfg.Topics() {
+		for p := int32(0); p < w.cfg.Partitions; p++ {
+			if err := co.Assign(topic, p, client.OffsetEarliest); err != nil {
+				w.log.Error("assign", "err", err)
+				return
+			}
 		}
 	}
 	for w.ctx.Err() == nil {
@@ -227,14 +324,15 @@ func (w *workload) consume(name string) {
 			}
 			continue
 		}
-		w.rec.read(toReads(name, recs, time.Now()))
+		w.rec.read(toReads(w.cfg, name, iso, recs, time.Now()))
 	}
 }
 
-func toReads(session string, recs []client.Record, now time.Time) []checker.Read {
+func toReads(wc WorkloadConfig, session string, iso client.Isolation, recs []client.Record, now time.Time) []checker.Read {
 	out := make([]checker.Read, len(recs))
 	for i, r := range recs {
-		out[i] = checker.Read{Consumer: session, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: string(r.Value), Time: now}
+		out[i] = checker.Read{Consumer: session, Partition: wc.logOf(r.Topic, r.Partition), Offset: r.Offset,
+			Key: string(r.Key), Value: string(r.Value), Time: now, Committed: iso == client.ReadCommitted || wc.MislabelUncommitted}
 	}
 	return out
 }
@@ -256,9 +354,10 @@ func (w *workload) stop() {
 	w.wg.Wait()
 }
 
-// readAll reads every partition from the beginning up to its high
-// watermark as session name, within d.
-func readAll(addrs []string, topic string, partitions int32, session string, d time.Duration, rec *recorder) error {
+// readAll reads every partition of the workload's topics from the
+// beginning up to its end offset (the last stable offset: it reads with
+// read_committed) as session name, within d.
+func readAll(addrs []string, wc WorkloadConfig, session string, d time.Duration, rec *recorder) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cl, err := client.New(addrs, client.WithRequestTimeout(5*time.Second))
@@ -267,9 +366,10 @@ func readAll(addrs []string, topic string, partitions int32, session string, d t
 	}
 	defer cl.Close()
 	ends := map[int32]int64{}
-	for p := int32(0); p < partitions; p++ {
+	for p := int32(0); p < wc.logs(); p++ {
+		topic, part := wc.topicPartition(p)
 		for {
-			end, err := cl.ListOffsets(ctx, topic, p, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+			end, err := cl.ListOffsets(ctx, topic, part, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 			if err == nil {
 				ends[p] = end
 				break
@@ -286,9 +386,10 @@ func readAll(addrs []string, topic string, partitions int32, session string, d t
 	}
 	defer co.Close()
 	left := 0
-	for p := int32(0); p < partitions; p++ {
+	for p := int32(0); p < wc.logs(); p++ {
 		if ends[p] > 0 {
-			if err := co.Assign(topic, p, client.OffsetEarliest); err != nil {
+			topic, part := wc.topicPartition(p)
+			if err := co.Assign(topic, part, client.OffsetEarliest); err != nil {
 				return err
 			}
 			left++
@@ -302,10 +403,11 @@ func readAll(addrs []string, topic string, partitions int32, session string, d t
 			}
 			continue
 		}
-		rec.read(toReads(session, recs, time.Now()))
-		for p := int32(0); p < partitions; p++ {
-			if pos, ok := co.Position(topic, p); ok && pos >= ends[p] && ends[p] > 0 {
-				co.Unassign(topic, p)
+		rec.read(toReads(wc, session, client.ReadCommitted, recs, time.Now()))
+		for p := int32(0); p < wc.logs(); p++ {
+			topic, part := wc.topicPartition(p)
+			if pos, ok := co.Position(topic, part); ok && pos >= ends[p] && ends[p] > 0 {
+				co.Unassign(topic, part)
 				ends[p] = 0
 				left--
 			}

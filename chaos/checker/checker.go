@@ -38,6 +38,17 @@ func Check(h History) Report {
 	x.checkPositions(find(InconsistentOffset))
 	x.checkProducerOrder(find(NonMonotonicProducer))
 	x.checkConsumerOrder(find(NonMonotonicConsumer))
+	x.checkTxns(find(AbortedRead), find(PrecommittedRead), find(TornTxn), find(TxnLostWrite))
+	if len(h.Watermarks) == 0 {
+		find(StuckLSO).Skipped = "history has no watermark samples"
+	} else {
+		x.checkLSO(find(StuckLSO))
+	}
+	if h.Copier == nil {
+		find(CopyNotExactlyOnce).Skipped = "history has no copier"
+	} else {
+		r.Notes = append(r.Notes, x.checkCopier(find(CopyNotExactlyOnce)))
+	}
 
 	if len(h.Replicas) == 0 {
 		const why = "history has no replica logs"

@@ -52,6 +52,15 @@ type Write struct {
 	Outcome  Outcome
 	Offset   int64 // valid only when Outcome == OK
 	Err      string
+	// Txn is the ID of the transaction the write belongs to (History.Txns);
+	// empty for a write outside any transaction. A transactional write is
+	// judged by its transaction's outcome (see Check), not by lost-write and
+	// unseen-ack: an acknowledged record of an aborted transaction is
+	// rightly never read by read_committed readers.
+	Txn string
+	// CopyOf is, for a copier's output write, the input value it copies
+	// (see Copier); empty otherwise.
+	CopyOf string
 }
 
 // Read is one record returned to a consumer.
@@ -65,6 +74,10 @@ type Read struct {
 	Key       string
 	Value     string
 	Time      time.Time
+	// Committed says the session reads with read_committed (it must see
+	// only committed transactions, and all of each); false for
+	// read_uncommitted.
+	Committed bool
 }
 
 // ReplicaRecord is one record of one replica's log.
@@ -90,4 +103,30 @@ type History struct {
 	// Replicas: every replica of every partition, after healing. May be
 	// empty (the replica check is then skipped and says so).
 	Replicas []ReplicaLog
+	// Txns are the transactions the writes' Txn fields refer to.
+	Txns []Txn
+	// Watermarks are samples of partitions' high watermark and last
+	// stable offset, in time order per partition, for the stuck-LSO check
+	// (skipped when empty).
+	Watermarks []Watermark
+	// HealedAt is when the last fault was healed; LSOBound is how long
+	// after max(HealedAt, a sample's time) the LSO must have passed that
+	// sample's high watermark: the transaction timeout plus a margin.
+	HealedAt time.Time
+	LSOBound time.Duration
+	// Copier, when set, is a transactional copier's input partitions and
+	// the positions it committed by the end (see CopierEnds).
+	Copier *Copier
+}
+
+// Copier describes a transactional copier: it reads its input
+// partitions with read_committed and writes each record to an output
+// topic (writes with CopyOf set) in transactions that also carry its
+// position in each input partition.
+type Copier struct {
+	// Ends maps each input partition to the position the copier had
+	// committed at the end (read back from its positions with
+	// read_committed): every input record below it must be visible in the
+	// output exactly once, none at or above it.
+	Ends map[int32]int64
 }

@@ -58,6 +58,32 @@ const (
 	// ReplicaBehind: a replica whose log does not reach its partition's
 	// committed end H-1 after healing. Counted once per replica.
 	ReplicaBehind Class = "replica-behind"
+	// AbortedRead: a value of an aborted transaction (or of one whose
+	// commit was never invoked) read by a read_committed session. Counted
+	// once per value.
+	AbortedRead Class = "aborted-read"
+	// PrecommittedRead: a value of a transaction not judged aborted, read
+	// by a read_committed session before the transaction's commit was
+	// invoked. Counted once per value.
+	PrecommittedRead Class = "precommitted-read"
+	// TornTxn: a committed or unknown transaction partly visible to
+	// read_committed sessions: some of its values read, others missing
+	// although the sessions read their partition past them (across
+	// partitions or within one). Counted once per transaction.
+	TornTxn Class = "torn-transaction"
+	// TxnLostWrite: a value of a committed transaction that no
+	// read_committed session read, although they read its partition up to
+	// or past its offset. Counted once per value.
+	TxnLostWrite Class = "txn-lost-write"
+	// StuckLSO: a partition whose last stable offset had not passed an
+	// offset its high watermark had reached, History.LSOBound after the
+	// later of that sample and the heal. Counted once per partition.
+	StuckLSO Class = "stuck-lso"
+	// CopyNotExactlyOnce: an input record of the copier below its final
+	// committed position whose copies visible to read_committed sessions
+	// are not exactly one, or one at or above it with a visible copy.
+	// Counted once per input record.
+	CopyNotExactlyOnce Class = "copy-not-exactly-once"
 )
 
 // Classes returns every anomaly class in report order. The caller owns the
@@ -67,6 +93,8 @@ func Classes() []Class {
 		LostWrite, UnseenAck, Duplicate, InconsistentOffset,
 		NonMonotonicProducer, NonMonotonicConsumer, FailedWriteRead,
 		UnknownValue, WrongPartition, ReplicaDivergence, ReplicaBehind,
+		AbortedRead, PrecommittedRead, TornTxn, TxnLostWrite, StuckLSO,
+		CopyNotExactlyOnce,
 	}
 }
 

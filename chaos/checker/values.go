@@ -19,8 +19,8 @@ import (
 // inconsistent-offset too.)
 func (x *index) checkAcks(lost, unseen *Finding) {
 	for i, w := range x.h.Writes {
-		if x.outcome[i] != OK || x.writeOf[w.Value] != i {
-			continue
+		if x.outcome[i] != OK || x.writeOf[w.Value] != i || w.Txn != "" {
+			continue // a transactional write is judged by checkTxns
 		}
 		if _, read := x.values[w.Value]; read {
 			continue

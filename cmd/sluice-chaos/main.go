@@ -1,11 +1,13 @@
 // Command sluice-chaos runs the chaos harness (package chaos): a
 // real Sluice cluster on loopback, faults on a seeded schedule, an
-// idempotent-producer and tailing-consumer workload, and a history check.
+// idempotent-producer, transactional-producer and tailing-consumer
+// workload (read_committed and read_uncommitted), and a history check.
 // It exits 1 when the checker finds an anomaly (seed and fault schedule
 // printed), 2 when the run itself could not be carried out.
 //
 //	sluice-chaos --duration 10m --seed 42
 //	sluice-chaos --faults kill:leader,partition:controller,pause
+//	sluice-chaos --faults kill:coordinator,drop-responses:leader:WriteTxnMarkers
 package main
 
 import (
@@ -31,7 +33,13 @@ func run(args []string) int {
 	faults := fs.String("faults", "", fmt.Sprintf("scripted faults, cycled: kind[:target],... (kinds %v, targets %v); empty: random", chaos.Kinds, chaos.Targets))
 	fs.IntVar(&cfg.Workload.Rate, "rate", cfg.Workload.Rate, "records per second per producer")
 	fs.IntVar(&cfg.Workload.Producers, "producers", cfg.Workload.Producers, "idempotent producers")
-	fs.IntVar(&cfg.Workload.Consumers, "consumers", cfg.Workload.Consumers, "tailing consumers")
+	fs.IntVar(&cfg.Workload.Consumers, "consumers", cfg.Workload.Consumers, "tailing read_committed consumers")
+	fs.IntVar(&cfg.Workload.UncommittedConsumers, "uncommitted-consumers", cfg.Workload.UncommittedConsumers, "tailing read_uncommitted consumers")
+	fs.IntVar(&cfg.Workload.TxnProducers, "txn-producers", cfg.Workload.TxnProducers, "transactional producers (0: no transactions, one topic)")
+	fs.IntVar(&cfg.Workload.TxnTopics, "txn-topics", cfg.Workload.TxnTopics, "topics the transactions span")
+	fs.IntVar(&cfg.Workload.TxnRate, "txn-rate", cfg.Workload.TxnRate, "transactions per second per transactional producer")
+	fs.DurationVar(&cfg.Workload.TxnTimeout, "txn-timeout", cfg.Workload.TxnTimeout, "transaction timeout of the transactional producers")
+	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out, positions in chaos-pos)")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary (default: built from this module)")
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,291 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-io/sluice/chaos/checker"
+	"github.com/sluice-io/sluice/client"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// This file is the transactional copier: it reads Topic (the idempotent
+// producers' records) with read_committed and writes each record to
+// Topic-out, partition for partition, in transactions that also write its
+// next position in each input partition to Topic-pos (same partition
+// number). Consumer groups do not exist yet, so the position travels in
+// the transaction as a record, as docs/transactions.md shows. The copier
+// restarts itself every copierRestartEvery transactions and whenever its
+// producer fails for good, and resumes from the positions it reads back:
+// output = input exactly once, across restarts and the faults.
+
+const (
+	copierID           = "chaos-copier"
+	copierRestartEvery = 40
+)
+
+// copy runs copier instances until its input is complete (inputComplete)
+// and it has caught up with the input's end offsets (bounded by the
+// delivery timeout plus a minute after producing stopped, plus the time
+// the input takes to complete).
+func (w *workload) copy() {
+	rng := rand.New(rand.NewPCG(0xc0, 0x9e))
+	var give time.Time
+	for instance := 1; w.ctx.Err() == nil; instance++ {
+		if w.inputIsComplete() && give.IsZero() {
+			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
+		}
+		if !give.IsZero() && time.Now().After(give) {
+			w.log.Warn("copier did not catch up with its input")
+			return
+		}
+		if w.runCopier(fmt.Sprintf("x.%d", instance), rng) {
+			return
+		}
+	}
+}
+
+// copierPositions reads the copier's committed positions back from
+// Topic-pos with read_committed: the last record of each partition.
+func copierPositions(ctx context.Context, cl *client.Client, wc WorkloadConfig) (map[int32]int64, error) {
+	pos := map[int32]int64{}
+	co, err := cl.NewConsumer(client.WithMaxWait(100 * time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer co.Close()
+	left := 0
+	ends := map[int32]int64{}
+	for p := int32(0); p < wc.Partitions; p++ {
+		end, err := cl.ListOffsets(ctx, wc.Topic+"-pos", p, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		if err != nil {
+			return nil, err
+		}
+		if end > 0 {
+			ends[p] = end
+			left++
+			if err := co.Assign(wc.Topic+"-pos", p, client.OffsetEarliest); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for left > 0 {
+		recs, err := co.Poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			continue
+		}
+		for _, r := range recs {
+			// "pos/<instance>/<txn>/<next>": unique values, next last.
+			v := string(r.Value)
+			n, err := strconv.ParseInt(v[strings.LastIndexByte(v, '/')+1:], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("copier position %q: %w", v, err)
+			}
+			pos[r.Partition] = n
+		}
+		for p, end := range ends {
+			if at, ok := co.Position(wc.Topic+"-pos", p); ok && at >= end {
+				co.Unassign(wc.Topic+"-pos", p)
+				delete(ends, p)
+				left--
+			}
+		}
+	}
+	return pos, nil
+}
+
+// runCopier runs one copier instance; it returns true when the copier is
+// done (caught up after producing stopped).
+func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
+	wc := w.cfg
+	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout))
+	if err != nil {
+		w.pace(time.Second)
+		return false
+	}
+	defer cl.Close()
+	p, err := cl.NewProducer(client.WithTransactionalID(copierID), client.WithTransactionTimeout(wc.TxnTimeout),
+		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
+	if err != nil {
+		w.pace(time.Second)
+		return false
+	}
+	defer p.Close()
+	for {
+		// Also aborts whatever the previous instance left open, so that
+		// the positions read next are final.
+		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+		err := p.InitTransactions(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		var fatal *client.TransactionFatalError
+		if w.ctx.Err() != nil || errors.As(err, &fatal) {
+			return false
+		}
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+	pos, err := copierPositions(ctx, cl, wc)
+	cancel()
+	if err != nil {
+		w.log.Warn("copier positions", "copier", name, "err", err)
+		return false
+	}
+	co, err := cl.NewConsumer(client.WithMaxWait(200 * time.Millisecond))
+	if err != nil {
+		return false
+	}
+	defer co.Close()
+	for part := int32(0); part < wc.Partitions; part++ {
+		start, ok := pos[part]
+		if !ok {
+			start = client.OffsetEarliest
+		}
+		if err := co.Assign(wc.Topic, part, start); err != nil {
+			return false
+		}
+	}
+	var wseq int64
+	for k := 0; k < copierRestartEvery; {
+		if w.ctx.Err() != nil {
+			return true
+		}
+		pctx, cancel := context.WithTimeout(w.ctx, 500*time.Millisecond)
+		recs, err := co.Poll(pctx)
+		cancel()
+		if err == nil && len(recs) > 0 {
+			recs = append([]client.Record(nil), recs...)
+			k++
+			switch w.copyTxn(p, co, name, fmt.Sprintf("%s/%d", name, k), recs, pos, rng, &wseq) {
+			case copyFailed:
+				return false
+			case copyCommitted, copyAborted:
+			}
+			continue
+		}
+		if w.inputIsComplete() && w.copierCaughtUp(cl, co) {
+			return true
+		}
+	}
+	return false // a planned restart
+}
+
+type copyResult int
+
+const (
+	copyCommitted copyResult = iota
+	copyAborted              // positions rewound; the records are copied again
+	copyFailed               // the instance cannot go on
+)
+
+// copyTxn copies recs and the positions after them in one transaction
+// (about one in six aborted on purpose), updating pos on commit and
+// rewinding co on abort.
+func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID string, recs []client.Record, pos map[int32]int64, rng *rand.Rand, wseq *int64) copyResult {
+	wc := w.cfg
+	if err := p.BeginTransaction(); err != nil {
+		return copyFailed
+	}
+	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
+	next := map[int32]int64{}
+	send := func(topic string, part int32, key []byte, value, of string) {
+		i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(topic, part), Seq: *wseq, Key: string(key),
+			Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: of})
+		*wseq++
+		p.Send(w.ctx, client.Record{Topic: topic, Partition: part, Key: key, Value: []byte(value)},
+			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
+	}
+	for _, r := range recs {
+		send(wc.Topic+"-out", r.Partition, r.Key, fmt.Sprintf("copy/%s/%s", txnID, r.Value), string(r.Value))
+		next[r.Partition] = r.Offset + 1
+	}
+	for part, n := range next {
+		send(wc.Topic+"-pos", part, []byte("pos"), fmt.Sprintf("pos/%s/%d", txnID, n), "")
+	}
+	rewind := func() {
+		for part := range next {
+			start, ok := pos[part]
+			if !ok {
+				start = client.OffsetEarliest
+			}
+			_ = co.Seek(wc.Topic, part, start)
+		}
+	}
+	if rng.IntN(6) == 0 {
+		ok := w.abortTxn(p, name, ti, nil)
+		rewind()
+		if !ok {
+			return copyFailed
+		}
+		return copyAborted
+	}
+	w.rec.commitInvoked(ti, time.Now())
+	deadline := time.Now().Add(txnCommitPatience)
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 4*wc.RequestTimeout)
+		err := p.CommitTransaction(ctx)
+		cancel()
+		var abortable *client.TransactionAbortableError
+		switch {
+		case err == nil:
+			w.rec.endTxn(ti, time.Now(), checker.TxnCommitted, nil)
+			for part, n := range next {
+				pos[part] = n
+			}
+			return copyCommitted
+		case errors.As(err, &abortable):
+			ok := w.abortTxn(p, name, ti, err)
+			rewind()
+			if !ok {
+				return copyFailed
+			}
+			return copyAborted
+		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil && time.Now().Before(deadline):
+			continue
+		default:
+			// Unknown: the next instance reads the positions back.
+			w.rec.endTxn(ti, time.Now(), checker.TxnUnknown, err)
+			if errors.Is(err, client.ErrProducerFenced) {
+				w.rec.fence(name, time.Now(), err)
+			}
+			return copyFailed
+		}
+	}
+}
+
+// inputIsComplete reports whether inputComplete was called.
+func (w *workload) inputIsComplete() bool {
+	select {
+	case <-w.inputDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// copierCaughtUp reports whether co has read every input partition to its
+// end offset (its LSO). The consumer's position, not the committed one,
+// is compared: the input holds transactions too, and a partition that
+// ends with a marker or an aborted record ends past the last record the
+// copier can read. Every transaction is committed or aborted before the
+// next poll, so nothing read is left uncommitted.
+func (w *workload) copierCaughtUp(cl *client.Client, co *client.Consumer) bool {
+	for part := int32(0); part < w.cfg.Partitions; part++ {
+		ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
+		end, err := cl.ListOffsets(ctx, w.cfg.Topic, part, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		cancel()
+		if at, ok := co.Position(w.cfg.Topic, part); err != nil || !ok || at < end {
+			return false
+		}
+	}
+	return true
+}
