@@ -86,6 +86,7 @@ var requests = []request{
 	{"AddPartitions new partition", func(m *Metadata) Result { return AddPartitions(m, addReq(fixPID, fixEpoch, 1), nowReq) }},
 	{"AddPartitions already in", func(m *Metadata) Result { return AddPartitions(m, addReq(fixPID, fixEpoch, 0), nowReq) }},
 	{"AddPartitions old epoch", func(m *Metadata) Result { return AddPartitions(m, addReq(fixPID, fixEpoch-1, 1), nowReq) }},
+	{"AddPartitions newer epoch", func(m *Metadata) Result { return AddPartitions(m, addReq(fixPID, fixEpoch+1, 1), nowReq) }},
 	{"AddPartitions other id", func(m *Metadata) Result { return AddPartitions(m, addReq(999, fixEpoch, 1), nowReq) }},
 	{"EndTxn commit", func(m *Metadata) Result { return EndTxn(m, endReq(fixPID, fixEpoch, true), nowReq) }},
 	{"EndTxn abort", func(m *Metadata) Result { return EndTxn(m, endReq(fixPID, fixEpoch, false), nowReq) }},

@@ -229,6 +229,9 @@ func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result 
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
 			"transactional id %q has producer id %d, not %d", m.TransactionalID, m.ProducerID, req.ProducerID)
 	}
+	if req.ProducerEpoch > m.ProducerEpoch {
+		return staleCoordinator(m, req.ProducerEpoch)
+	}
 	if req.ProducerEpoch != m.ProducerEpoch {
 		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
 			"transactional id %q: producer epoch %d is not the current %d", m.TransactionalID, req.ProducerEpoch, m.ProducerEpoch)
@@ -262,6 +265,21 @@ func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result 
 			"transactional id %q is in state %v; retry once it completes", m.TransactionalID, m.State)
 	}
 	return write(m.State, w)
+}
+
+// staleCoordinator answers a request whose producer epoch is above the
+// one m holds for the same producer id. Epochs only grow and only the
+// coordinator hands them out, each written to the state log before it is
+// answered, so the current coordinator always knows the producer's
+// epoch: this one's state is behind — it was deposed (a pause, a
+// partition) and has not learnt it yet. NOT_COORDINATOR sends the
+// requester to the current one; PRODUCER_FENCED here would tell a live
+// producer it was fenced (found by the chaos harness: a resumed node's
+// verifier routed a produce to its own stale coordinator).
+func staleCoordinator(m *Metadata, epoch int16) Result {
+	return fail(sluicev1.ErrorCode_NOT_COORDINATOR,
+		"transactional id %q: producer epoch %d is above this coordinator's %d; its state is behind, it no longer coordinates the id",
+		m.TransactionalID, epoch, m.ProducerEpoch)
 }
 
 // EndTxnRequest is an EndTxn (commit or abort) from the producer.
@@ -316,6 +334,9 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 	if m.ProducerID != req.ProducerID && !retryOnOverflow {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
 			"transactional id %q has producer id %d, not %d", m.TransactionalID, m.ProducerID, req.ProducerID)
+	}
+	if m.ProducerID == req.ProducerID && req.ProducerEpoch > m.ProducerEpoch {
+		return staleCoordinator(m, req.ProducerEpoch)
 	}
 	validEpoch := req.ProducerEpoch == m.ProducerEpoch && m.ProducerID == req.ProducerID
 	if m.State.IsComplete() {
