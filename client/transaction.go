@@ -211,12 +211,19 @@ func (m *txnMachine) beginAbort() error {
 }
 
 // recordFailed notes that a record of the current transaction failed with
-// err: fencing is fatal, anything else makes the transaction abortable
+// err: PRODUCER_FENCED is fatal, anything else (INVALID_PRODUCER_EPOCH
+// included) makes the transaction abortable
 // (Kafka: a failed batch moves the TransactionManager to an abortable
 // error). It returns the fatal error when the producer must stop sending.
 // Failures while aborting are the abort's own doing and are ignored.
 func (m *txnMachine) recordFailed(err error) (fatal error) {
-	if isFenced(err) {
+	// INVALID_PRODUCER_EPOCH on a record is abortable (KIP-588): the
+	// coordinator bumped the epoch, either because it aborted the
+	// transaction on its timeout — then the abort's EndTxn is answered as
+	// a retry of that abort and the producer goes on — or because a newer
+	// producer took the id — then the abort's EndTxn is PRODUCER_FENCED,
+	// fatal. Only the coordinator can tell which.
+	if isFenced(err) && errs.Code(err) != sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH {
 		return m.fail(fencedError(err))
 	}
 	switch m.state {

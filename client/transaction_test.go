@@ -481,3 +481,50 @@ func TestConsumerIsolationDefaultsToReadCommitted(t *testing.T) {
 		}
 	}
 }
+
+// A record refused INVALID_PRODUCER_EPOCH makes the transaction abortable
+// (KIP-588), not the producer fatal: the coordinator may have aborted it
+// on its timeout, and then the abort is answered and the producer goes on;
+// if a newer producer took the id, the abort is PRODUCER_FENCED, fatal.
+func TestTxnInvalidEpochOnSendIsAbortable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		abortErr []sluicev1.ErrorCode
+		fenced   bool
+	}{
+		{"timed out by the coordinator", nil, false},
+		{"fenced by a newer producer", []sluicev1.ErrorCode{sluicev1.ErrorCode_PRODUCER_FENCED}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startFake(t, map[string]int{"t": 1})
+			p := newTxnProducer(t, f)
+			ctx := ctxT(t)
+			mustOK(t, "InitTransactions", p.InitTransactions(ctx))
+			mustOK(t, "BeginTransaction", p.BeginTransaction())
+			f.mu.Lock()
+			f.reject["t/0"] = sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH
+			f.mu.Unlock()
+			sendTxn(p, &acks{}, "x", []int32{0}, 2)
+			err := p.CommitTransaction(ctx)
+			var abortable *TransactionAbortableError
+			if !errors.As(err, &abortable) || errors.Is(err, ErrProducerFenced) {
+				t.Fatalf("commit: %v, want *TransactionAbortableError", err)
+			}
+			f.mu.Lock()
+			delete(f.reject, "t/0")
+			f.txn.endErrs = tc.abortErr
+			f.mu.Unlock()
+			err = p.AbortTransaction(ctx)
+			if tc.fenced {
+				if !errors.Is(err, ErrProducerFenced) {
+					t.Fatalf("abort: %v, want ErrProducerFenced", err)
+				}
+				return
+			}
+			mustOK(t, "AbortTransaction", err)
+			mustOK(t, "BeginTransaction", p.BeginTransaction())
+			sendTxn(p, &acks{}, "y", []int32{0}, 1)
+			mustOK(t, "CommitTransaction", p.CommitTransaction(ctx))
+		})
+	}
+}
