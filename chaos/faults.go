@@ -1,15 +1,14 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/proccluster"
 )
 
 // Kind is a kind of fault.
@@ -409,39 +408,11 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 }
 
 // faultRule is one rule of sluiced's /debug/faults (--fault-injection).
-type faultRule struct {
-	Method          string  `json:"method"`
-	DropResponse    float64 `json:"drop_response,omitempty"`
-	DelayResponseMs int64   `json:"delay_response_ms,omitempty"`
-	FailRequest     float64 `json:"fail_request,omitempty"`
-}
+type faultRule = proccluster.FaultRule
 
-// putRules replaces node's response-fault rules (nil clears them).
+// putRules replaces node's fault rules (nil clears them).
 func putRules(httpAddr string, rules []faultRule) error {
-	url := "http://" + httpAddr + "/debug/faults"
-	var req *http.Request
-	var err error
-	if rules == nil {
-		req, err = http.NewRequest(http.MethodDelete, url, nil)
-	} else {
-		body, _ := json.Marshal(map[string]any{"rules": rules})
-		req, err = http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
-	}
-	if err != nil {
-		return err
-	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("chaos: %s %s: %w", req.Method, url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return fmt.Errorf("chaos: %s %s: %s: %s", req.Method, url, resp.Status, strings.TrimSpace(b.String()))
-	}
-	return nil
+	return proccluster.PutFaultRules(httpAddr, rules)
 }
 
 // without returns ids minus drop.

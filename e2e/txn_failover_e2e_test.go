@@ -1,15 +1,13 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/proccluster"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -50,7 +48,7 @@ func TestTransactionFailover(t *testing.T) {
 		t.Logf("partition leader %d, coordinator of %s: %d", leader, id, coord)
 		// The leader refuses every marker: PrepareCommit is written and
 		// answered, the markers cannot land.
-		r.putFaults(leader, []map[string]any{{"method": "/sluice.internal.v1.TxnBroker/WriteTxnMarkers", "fail_request": 1.0}})
+		r.putFaults(leader, []proccluster.FaultRule{{Method: "/sluice.internal.v1.TxnBroker/WriteTxnMarkers", FailRequest: 1}})
 
 		p, code, _ := r.initPID(id, 60_000)
 		if code != sluicev1.ErrorCode_NONE {
@@ -220,28 +218,9 @@ func (r *rawTxn) idCoordinatedAwayFrom(avoid int32, prefix string) string {
 
 // putFaults replaces node id's fault rules (sluiced --fault-injection);
 // nil clears them.
-func (r *rawTxn) putFaults(id int32, rules []map[string]any) {
+func (r *rawTxn) putFaults(id int32, rules []proccluster.FaultRule) {
 	r.t.Helper()
-	url := "http://" + r.c.node(id).HTTP + "/debug/faults"
-	var req *http.Request
-	var err error
-	if rules == nil {
-		req, err = http.NewRequest(http.MethodDelete, url, nil)
-	} else {
-		body, _ := json.Marshal(map[string]any{"rules": rules})
-		req, err = http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
-	}
-	if err != nil {
+	if err := proccluster.PutFaultRules(r.c.node(id).HTTP, rules); err != nil {
 		r.t.Fatal(err)
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		r.t.Fatalf("%s %s: %v", req.Method, url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		r.t.Fatalf("%s %s: %s: %s", req.Method, url, resp.Status, b.String())
 	}
 }
