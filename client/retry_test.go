@@ -115,9 +115,9 @@ func TestAnyCallRetriesUntilBrokerHasMetadata(t *testing.T) {
 	f.mu.Lock()
 	calls = f.metadataCalls
 	f.mu.Unlock()
-	// 50+100+200 ms of pauses before 400 ms: at least 4 requests, and the
-	// doubling keeps it well under one per millisecond.
-	if calls < 3 || calls > 20 {
+	// Requests at about 0, 50, 150, 350 and 750 ms (pauses of 50 ms
+	// doubling): about 5; a retry without backoff would make hundreds.
+	if calls < 3 || calls > 10 {
 		t.Fatalf("%d metadata requests in about 400 ms, want a few (backoff 50 ms doubling)", calls)
 	}
 }
