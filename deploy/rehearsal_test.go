@@ -454,8 +454,21 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		}
 		waitProbes(pp)
 		// minReadySeconds: the controller counts the pod available only
-		// after it has been ready this long, then rolls the next one.
-		time.Sleep(minReady)
+		// after it has stayed ready this long, then rolls the next one.
+		// The readiness probe is run throughout, as the kubelet does.
+		_, exited := pp.process()
+		readySince := time.Now()
+		t.Logf("%s ready; checking it stays ready for minReadySeconds (%v)", pp.pod.Name, minReady)
+		for time.Since(readySince) < minReady {
+			if err := probe(pp.pod, c.ReadinessProbe); err != nil {
+				t.Fatalf("%s stopped being ready %v after it became ready: %v", pp.pod.Name, time.Since(readySince).Round(time.Millisecond), err)
+			}
+			select {
+			case <-exited:
+				t.Fatalf("%s exited while becoming available:\n%s", pp.pod.Name, pp.tail())
+			case <-time.After(min(500*time.Millisecond, minReady-time.Since(readySince)+time.Millisecond)):
+			}
+		}
 		if err := probe(pp.pod, c.ReadinessProbe); err != nil {
 			t.Fatalf("%s not ready %v after it became ready: %v", pp.pod.Name, minReady, err)
 		}
