@@ -236,7 +236,7 @@ func (c *Controller) Start() (err error) {
 		return fmt.Errorf("controller: %w", err)
 	}
 	hlog := newRaftLogger(c.log)
-	logWriter := raftLogWriter{log: c.log}
+	logWriter := raftLogWriter(c.log)
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
