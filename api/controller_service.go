@@ -216,6 +216,9 @@ func (s *ControllerService) ElectLeaders(ctx context.Context, req *sluicev1.Elec
 			return ok && (len(parts) == 0 || slices.Contains(parts, partition))
 		}
 	}
+	// A partial answer (the controller lost leadership or the deadline
+	// passed part way) lists what moved; the controller logs why the rest
+	// did not, and calling again elects the rest.
 	done, err := s.ctl.ElectPreferredLeaders(ctx, want)
 	if err != nil && len(done) == 0 {
 		return nil, s.status(err)

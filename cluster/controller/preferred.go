@@ -121,7 +121,12 @@ func (c *Controller) ElectPreferredLeaders(ctx context.Context, want func(topic 
 	if err := c.readForProposal(ctx, func(im *Image) { changes = PreferredLeaderChanges(im, want) }); err != nil {
 		return nil, err
 	}
-	return c.proposeChangesLocked(ctx, changes)
+	done, err := c.proposeChangesLocked(ctx, changes)
+	if err != nil && len(done) > 0 {
+		// The caller gets the partitions moved; say why the rest were not.
+		c.log.Warn("controller: preferred-leader election stopped part way", "moved", len(done), "planned", len(changes), "err", err)
+	}
+	return done, err
 }
 
 // proposeChangesLocked proposes changes one by one and returns those
