@@ -79,6 +79,33 @@ const (
 	ErrorCode_INVALID_RECORD               ErrorCode = 87
 	ErrorCode_PRODUCER_FENCED              ErrorCode = 90
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND   ErrorCode = 105
+	// The offset's metadata is longer than 4096 bytes.
+	ErrorCode_OFFSET_METADATA_TOO_LARGE ErrorCode = 12
+	// TxnOffsetCommit from a member whose epoch is not its current one
+	// (KIP-447 zombie fencing): abort the transaction.
+	ErrorCode_ILLEGAL_GENERATION ErrorCode = 22
+	ErrorCode_INVALID_GROUP_ID   ErrorCode = 24
+	// The member is not (or no longer) in the group: join again with epoch 0.
+	ErrorCode_UNKNOWN_MEMBER_ID       ErrorCode = 25
+	ErrorCode_INVALID_SESSION_TIMEOUT ErrorCode = 26
+	// The group still has members.
+	ErrorCode_NON_EMPTY_GROUP        ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND     ErrorCode = 69
+	ErrorCode_GROUP_MAX_SIZE_REACHED ErrorCode = 81
+	// Another member holds this static instance id.
+	ErrorCode_FENCED_INSTANCE_ID ErrorCode = 82
+	// Offsets of the partition are pending in an open transaction.
+	ErrorCode_UNSTABLE_OFFSET_COMMIT ErrorCode = 88
+	// The member's epoch is not the coordinator's: the member lost its
+	// partitions and joins again with epoch 0.
+	ErrorCode_FENCED_MEMBER_EPOCH ErrorCode = 110
+	// A static member rejoined while its previous incarnation still holds
+	// the instance id; retry after it left.
+	ErrorCode_UNRELEASED_INSTANCE_ID ErrorCode = 111
+	ErrorCode_UNSUPPORTED_ASSIGNOR   ErrorCode = 112
+	// An offset commit with an epoch older than the member's: refresh and
+	// retry with the current epoch.
+	ErrorCode_STALE_MEMBER_EPOCH ErrorCode = 113
 	// A partition change named a partition epoch that is not the current
 	// one: re-read the partition and decide again.
 	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
@@ -141,6 +168,20 @@ var (
 		87:  "INVALID_RECORD",
 		90:  "PRODUCER_FENCED",
 		105: "TRANSACTIONAL_ID_NOT_FOUND",
+		12:  "OFFSET_METADATA_TOO_LARGE",
+		22:  "ILLEGAL_GENERATION",
+		24:  "INVALID_GROUP_ID",
+		25:  "UNKNOWN_MEMBER_ID",
+		26:  "INVALID_SESSION_TIMEOUT",
+		68:  "NON_EMPTY_GROUP",
+		69:  "GROUP_ID_NOT_FOUND",
+		81:  "GROUP_MAX_SIZE_REACHED",
+		82:  "FENCED_INSTANCE_ID",
+		88:  "UNSTABLE_OFFSET_COMMIT",
+		110: "FENCED_MEMBER_EPOCH",
+		111: "UNRELEASED_INSTANCE_ID",
+		112: "UNSUPPORTED_ASSIGNOR",
+		113: "STALE_MEMBER_EPOCH",
 		95:  "INVALID_UPDATE_VERSION",
 		107: "INELIGIBLE_REPLICA",
 		108: "NEW_LEADER_ELECTED",
@@ -193,6 +234,20 @@ var (
 		"INVALID_RECORD":                   87,
 		"PRODUCER_FENCED":                  90,
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
+		"OFFSET_METADATA_TOO_LARGE":        12,
+		"ILLEGAL_GENERATION":               22,
+		"INVALID_GROUP_ID":                 24,
+		"UNKNOWN_MEMBER_ID":                25,
+		"INVALID_SESSION_TIMEOUT":          26,
+		"NON_EMPTY_GROUP":                  68,
+		"GROUP_ID_NOT_FOUND":               69,
+		"GROUP_MAX_SIZE_REACHED":           81,
+		"FENCED_INSTANCE_ID":               82,
+		"UNSTABLE_OFFSET_COMMIT":           88,
+		"FENCED_MEMBER_EPOCH":              110,
+		"UNRELEASED_INSTANCE_ID":           111,
+		"UNSUPPORTED_ASSIGNOR":             112,
+		"STALE_MEMBER_EPOCH":               113,
 		"INVALID_UPDATE_VERSION":           95,
 		"INELIGIBLE_REPLICA":               107,
 		"NEW_LEADER_ELECTED":               108,
@@ -251,7 +306,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xa0\v\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\x91\x0e\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -299,7 +354,21 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x14OFFSET_NOT_AVAILABLE\x10N\x1a\x04\x88\xb5\x18\x01\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x1e\n" +
-	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x1a\n" +
+	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x1d\n" +
+	"\x19OFFSET_METADATA_TOO_LARGE\x10\f\x12\x16\n" +
+	"\x12ILLEGAL_GENERATION\x10\x16\x12\x14\n" +
+	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
+	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
+	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x13\n" +
+	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
+	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x1a\n" +
+	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12 \n" +
+	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +
+	"\x13FENCED_MEMBER_EPOCH\x10n\x12 \n" +
+	"\x16UNRELEASED_INSTANCE_ID\x10o\x1a\x04\x88\xb5\x18\x01\x12\x18\n" +
+	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
+	"\x12STALE_MEMBER_EPOCH\x10q\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x1c\n" +
 	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +

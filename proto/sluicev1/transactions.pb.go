@@ -28,7 +28,7 @@ const (
 	// Treated as COORDINATOR_KEY_TYPE_TRANSACTION.
 	CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED CoordinatorKeyType = 0
 	CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION CoordinatorKeyType = 1
-	// Consumer groups (not served yet: INVALID_REQUEST).
+	// A consumer group id: the leader of its __consumer_offsets partition.
 	CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP CoordinatorKeyType = 2
 )
 
