@@ -80,6 +80,8 @@ type ReplicaManager struct {
 	// txnVerifier is the TxnVerifier of AppendTxnTo (txn.go), nil until
 	// SetTxnVerifier.
 	txnVerifier atomic.Pointer[txnVerifierBox]
+	// markerListeners hear committed markers (txn_offsets.go).
+	markerListeners txnMarkerListeners
 }
 
 // partitionMetaFile is written in every partition directory: the topic id

@@ -251,7 +251,10 @@ func (m *ReplicaManager) WriteTxnMarker(ctx context.Context, tp TopicPartition, 
 	}
 	now := time.Now()
 	raw := batch.MarkerBatch(batch.Producer{ID: mk.ProducerID, Epoch: int32(mk.ProducerEpoch)}, t, mk.CoordinatorEpoch, now.UnixMilli())
-	_, err := m.AppendCommitted(ctx, tp, raw, NoLeaderEpoch, now)
+	res, err := m.AppendCommitted(ctx, tp, raw, NoLeaderEpoch, now)
+	if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+		m.markerCommitted(tp, mk.ProducerID, mk.Commit, res.BaseOffset)
+	}
 	if errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
 		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d does not host %s: %s", m.cfg.NodeID, tp, errs.Message(err))
 	}

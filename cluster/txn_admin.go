@@ -80,6 +80,9 @@ func (m *ReplicaManager) AbortTransaction(ctx context.Context, tp TopicPartition
 	now := time.Now()
 	raw := batch.MarkerBatch(batch.Producer{ID: a.ProducerID, Epoch: int32(a.ProducerEpoch) + 1}, batch.ControlAbort, a.CoordinatorEpoch, now.UnixMilli())
 	res, err := m.AppendCommitted(ctx, tp, raw, NoLeaderEpoch, now)
+	if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+		m.markerCommitted(tp, a.ProducerID, false, res.BaseOffset)
+	}
 	if err != nil {
 		return -1, err
 	}

@@ -1,0 +1,234 @@
+// Package offsets is the pure core of the group coordinator's log,
+// __consumer_offsets (DESIGN §11, decision 40): the record format, and the
+// committed and transaction-pending offsets of one partition of the topic,
+// rebuilt by replaying its batches (the log is the state). It reads no
+// clock and does no I/O; coordinator.GroupCoordinator runs it.
+package offsets
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/coordinator/txn"
+)
+
+// Topic is the internal topic holding committed offsets and group records.
+const Topic = "__consumer_offsets"
+
+// DefaultPartitions is offsets.topic.num.partitions' default.
+const DefaultPartitions = 50
+
+// MaxMetadataBytes bounds an offset's metadata (offset.metadata.max.bytes).
+const MaxMetadataBytes = 4096
+
+// MaxGroupIDBytes bounds a group id (Kafka has no limit; a key must fit
+// the record format's 16-bit lengths, and ids this long are mistakes).
+const MaxGroupIDBytes = 255
+
+// PartitionFor is the __consumer_offsets partition of group: the same
+// hash as transactional ids (txn.PartitionFor), so any client finds a
+// group's coordinator partition without asking.
+func PartitionFor(group string, numPartitions int32) int32 {
+	return txn.PartitionFor(group, numPartitions)
+}
+
+// ValidateGroupID checks a group id: non-empty valid UTF-8 of at most
+// MaxGroupIDBytes bytes.
+func ValidateGroupID(group string) error {
+	switch {
+	case group == "":
+		return errors.New("the group id is empty")
+	case len(group) > MaxGroupIDBytes:
+		return fmt.Errorf("the group id is %d bytes long; at most %d", len(group), MaxGroupIDBytes)
+	case !utf8.ValidString(group):
+		return errors.New("the group id is not valid UTF-8")
+	}
+	return nil
+}
+
+// ErrCorruptRecord is wrapped by the decoders' errors.
+var ErrCorruptRecord = errors.New("corrupt __consumer_offsets record")
+
+// RecordVersion is the newest value version written; readers refuse newer
+// ones rather than guess (as coordinator/txn does).
+const RecordVersion = 1
+
+// Key types: the first two bytes of every key (big-endian).
+const (
+	// KeyOffset keys a committed offset: group, topic, partition.
+	KeyOffset uint16 = 1
+	// KeyGroup keys a group's own record (its epoch): group.
+	KeyGroup uint16 = 2
+)
+
+// The record format of __consumer_offsets (decision 40).
+//
+// Key, binary and big-endian so that compaction keeps the last record per
+// (group, topic, partition) and per group:
+//
+//	offset: type u16 = 1, len u16, group, len u16, topic, partition i32
+//	group:  type u16 = 2, len u16, group
+//
+// Value: a JSON object, or nil (a tombstone: the offset, or the group and
+// its epoch, is deleted):
+//
+//	offset: {"version":1,"offset":42,"leader_epoch":3,"metadata":"",
+//	         "commit_time_ms":1794026921817}
+//	group:  {"version":1,"epoch":7,"time_ms":1794026921817}
+
+// Key is a decoded key.
+type Key struct {
+	Type      uint16
+	Group     string
+	Topic     string // KeyOffset only
+	Partition int32  // KeyOffset only
+}
+
+// OffsetKey encodes the key of group's offset of topic/partition.
+func OffsetKey(group, topic string, partition int32) []byte {
+	b := make([]byte, 0, 2+2+len(group)+2+len(topic)+4)
+	b = binary.BigEndian.AppendUint16(b, KeyOffset)
+	b = appendString(b, group)
+	b = appendString(b, topic)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+// GroupKey encodes the key of group's record.
+func GroupKey(group string) []byte {
+	b := make([]byte, 0, 2+2+len(group))
+	b = binary.BigEndian.AppendUint16(b, KeyGroup)
+	return appendString(b, group)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+// DecodeKey decodes a key written by OffsetKey or GroupKey.
+func DecodeKey(b []byte) (Key, error) {
+	if len(b) < 2 {
+		return Key{}, fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(b))
+	}
+	k := Key{Type: binary.BigEndian.Uint16(b)}
+	rest := b[2:]
+	str := func() (string, bool) {
+		if len(rest) < 2 {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(rest))
+		if len(rest) < 2+n {
+			return "", false
+		}
+		s := string(rest[2 : 2+n])
+		rest = rest[2+n:]
+		return s, true
+	}
+	var ok bool
+	switch k.Type {
+	case KeyOffset:
+		if k.Group, ok = str(); !ok {
+			break
+		}
+		if k.Topic, ok = str(); !ok {
+			break
+		}
+		if len(rest) != 4 {
+			ok = false
+			break
+		}
+		k.Partition = int32(binary.BigEndian.Uint32(rest))
+		rest = nil
+	case KeyGroup:
+		k.Group, ok = str()
+	default:
+		return Key{}, fmt.Errorf("%w: unknown key type %d", ErrCorruptRecord, k.Type)
+	}
+	if !ok || len(rest) != 0 {
+		return Key{}, fmt.Errorf("%w: malformed key of type %d", ErrCorruptRecord, k.Type)
+	}
+	return k, nil
+}
+
+// Offset is a committed offset.
+type Offset struct {
+	// Offset is the next offset to consume.
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	// CommitTimeMs is when the coordinator accepted it.
+	CommitTimeMs int64
+	// RecordOffset is the offset of the record that committed it in
+	// __consumer_offsets (-1 before it is written). Of two commits of one
+	// partition the later record wins, whichever path (plain or
+	// transactional) wrote it — Kafka's rule.
+	RecordOffset int64
+}
+
+type offsetValue struct {
+	Version      int    `json:"version"`
+	Offset       int64  `json:"offset"`
+	LeaderEpoch  int32  `json:"leader_epoch"`
+	Metadata     string `json:"metadata"`
+	CommitTimeMs int64  `json:"commit_time_ms"`
+}
+
+// OffsetValue encodes o's value (RecordOffset is the record's own
+// offset, not stored).
+func OffsetValue(o Offset) []byte {
+	b, _ := json.Marshal(offsetValue{Version: RecordVersion, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTimeMs})
+	return b
+}
+
+// DecodeOffsetValue decodes a non-nil offset value; RecordOffset is -1.
+func DecodeOffsetValue(b []byte) (Offset, error) {
+	var v offsetValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return Offset{}, fmt.Errorf("%w: offset value: %v", ErrCorruptRecord, err)
+	}
+	if err := checkVersion(v.Version); err != nil {
+		return Offset{}, err
+	}
+	return Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTimeMs: v.CommitTimeMs, RecordOffset: -1}, nil
+}
+
+// GroupRecord is a group's own record: its epoch, written whenever the
+// group epoch goes up, so that a new coordinator continues above it and
+// never hands out an epoch twice.
+type GroupRecord struct {
+	Epoch  int32 `json:"epoch"`
+	TimeMs int64 `json:"time_ms"`
+}
+
+type groupValue struct {
+	Version int `json:"version"`
+	GroupRecord
+}
+
+// GroupValue encodes g.
+func GroupValue(g GroupRecord) []byte {
+	b, _ := json.Marshal(groupValue{Version: RecordVersion, GroupRecord: g})
+	return b
+}
+
+// DecodeGroupValue decodes a non-nil group value.
+func DecodeGroupValue(b []byte) (GroupRecord, error) {
+	var v groupValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return GroupRecord{}, fmt.Errorf("%w: group value: %v", ErrCorruptRecord, err)
+	}
+	if err := checkVersion(v.Version); err != nil {
+		return GroupRecord{}, err
+	}
+	return v.GroupRecord, nil
+}
+
+func checkVersion(v int) error {
+	if v < 1 || v > RecordVersion {
+		return fmt.Errorf("%w: value version %d (this broker reads 1..%d)", ErrCorruptRecord, v, RecordVersion)
+	}
+	return nil
+}

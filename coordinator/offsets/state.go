@@ -1,0 +1,320 @@
+package offsets
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/sluice-io/sluice/proto/batch"
+)
+
+// TopicPartition names a partition of a consumed topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// State is what one __consumer_offsets partition holds: per group, its
+// committed offsets and epoch; per producer, the offsets its open
+// transaction left pending (TxnOffsetCommit), which its COMMIT marker
+// applies and its ABORT marker drops (KIP-447).
+//
+// It changes only by applying what the log holds, in the log's order —
+// ApplyBatch when loading, the single-record methods for what the
+// coordinator has just written and seen committed — so a new coordinator
+// replaying the log rebuilds exactly the same State. Not safe for
+// concurrent use: its owner serializes access.
+type State struct {
+	groups  map[string]*groupState
+	pending map[int64][]pendingOffset // by producer id, in record-offset order
+	// markers remembers the last few markers of producers that have a
+	// TxnOffsetCommit append in flight (inFlight), so that offsets whose
+	// record committed before a marker but are added after it
+	// (AddPending racing the marker's report) get that marker's outcome.
+	markers  map[int64][]marker
+	inFlight map[int64]int
+}
+
+type groupState struct {
+	epoch    int32 // 0: no group record
+	offsets  map[TopicPartition]Offset
+	pendings int // pending offsets of open transactions for this group
+}
+
+type pendingOffset struct {
+	group string
+	tp    TopicPartition
+	o     Offset
+}
+
+type marker struct {
+	offset int64
+	commit bool
+}
+
+// markersKept bounds State.markers per producer.
+const markersKept = 4
+
+// NewState returns an empty State.
+func NewState() *State {
+	return &State{
+		groups:   map[string]*groupState{},
+		pending:  map[int64][]pendingOffset{},
+		markers:  map[int64][]marker{},
+		inFlight: map[int64]int{},
+	}
+}
+
+func (s *State) group(g string) *groupState {
+	gs := s.groups[g]
+	if gs == nil {
+		gs = &groupState{offsets: map[TopicPartition]Offset{}}
+		s.groups[g] = gs
+	}
+	return gs
+}
+
+// dropIfEmpty forgets a group with nothing left.
+func (s *State) dropIfEmpty(g string) {
+	if gs := s.groups[g]; gs != nil && gs.epoch == 0 && len(gs.offsets) == 0 && gs.pendings == 0 {
+		delete(s.groups, g)
+	}
+}
+
+// Commit applies a committed offset written by a plain record at
+// o.RecordOffset (or made visible by a COMMIT marker): it replaces the
+// group's offset of tp unless that was written by a later record.
+func (s *State) Commit(group string, tp TopicPartition, o Offset) {
+	gs := s.group(group)
+	if cur, ok := gs.offsets[tp]; ok && cur.RecordOffset > o.RecordOffset {
+		return
+	}
+	gs.offsets[tp] = o
+}
+
+// DeleteOffset applies a tombstone of group's offset of tp written at
+// recordOffset.
+func (s *State) DeleteOffset(group string, tp TopicPartition, recordOffset int64) {
+	gs := s.groups[group]
+	if gs == nil {
+		return
+	}
+	if cur, ok := gs.offsets[tp]; ok && cur.RecordOffset < recordOffset {
+		delete(gs.offsets, tp)
+	}
+	s.dropIfEmpty(group)
+}
+
+// SetGroupEpoch applies a group record.
+func (s *State) SetGroupEpoch(group string, epoch int32) {
+	gs := s.group(group)
+	gs.epoch = max(gs.epoch, epoch)
+}
+
+// DeleteGroup applies a group tombstone: the group's epoch is forgotten
+// (its offsets go by their own tombstones).
+func (s *State) DeleteGroup(group string) {
+	if gs := s.groups[group]; gs != nil {
+		gs.epoch = 0
+		s.dropIfEmpty(group)
+	}
+}
+
+// BeginTxnAppend marks a TxnOffsetCommit append of producerID in flight:
+// from now until EndTxnAppend, markers of the producer are remembered so
+// AddPending can resolve offsets a marker already ended.
+func (s *State) BeginTxnAppend(producerID int64) { s.inFlight[producerID]++ }
+
+// EndTxnAppend ends what BeginTxnAppend began.
+func (s *State) EndTxnAppend(producerID int64) {
+	if s.inFlight[producerID]--; s.inFlight[producerID] <= 0 {
+		delete(s.inFlight, producerID)
+		delete(s.markers, producerID)
+	}
+}
+
+// AddPending adds an offset written at o.RecordOffset by a transactional
+// batch of producerID: pending until the producer's next marker after it.
+// If that marker has already been applied (it was reported before this
+// call), the offset gets its outcome at once.
+func (s *State) AddPending(producerID int64, group string, tp TopicPartition, o Offset) {
+	for _, m := range s.markers[producerID] {
+		if m.offset > o.RecordOffset {
+			if m.commit {
+				s.Commit(group, tp, o)
+			}
+			return
+		}
+	}
+	ps := s.pending[producerID]
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].o.RecordOffset > o.RecordOffset })
+	s.pending[producerID] = slices.Insert(ps, i, pendingOffset{group: group, tp: tp, o: o})
+	s.group(group).pendings++
+}
+
+// CompleteTxn applies a marker of producerID at markerOffset: the
+// producer's pending offsets written before it are committed (commit) or
+// dropped.
+func (s *State) CompleteTxn(producerID int64, commit bool, markerOffset int64) {
+	if s.inFlight[producerID] > 0 {
+		ms := append(s.markers[producerID], marker{offset: markerOffset, commit: commit})
+		slices.SortFunc(ms, func(a, b marker) int { return int(min(max(a.offset-b.offset, -1), 1)) })
+		if len(ms) > markersKept {
+			ms = ms[len(ms)-markersKept:]
+		}
+		s.markers[producerID] = ms
+	}
+	ps := s.pending[producerID]
+	n := 0
+	for n < len(ps) && ps[n].o.RecordOffset < markerOffset {
+		p := ps[n]
+		if commit {
+			s.Commit(p.group, p.tp, p.o)
+		}
+		if gs := s.groups[p.group]; gs != nil {
+			gs.pendings--
+			s.dropIfEmpty(p.group)
+		}
+		n++
+	}
+	if n == len(ps) {
+		delete(s.pending, producerID)
+	} else {
+		s.pending[producerID] = ps[n:]
+	}
+}
+
+// Offsets returns a copy of group's committed offsets.
+func (s *State) Offsets(group string) map[TopicPartition]Offset {
+	gs := s.groups[group]
+	out := make(map[TopicPartition]Offset, 0)
+	if gs != nil {
+		for tp, o := range gs.offsets {
+			out[tp] = o
+		}
+	}
+	return out
+}
+
+// Offset returns group's committed offset of tp.
+func (s *State) Offset(group string, tp TopicPartition) (Offset, bool) {
+	if gs := s.groups[group]; gs != nil {
+		o, ok := gs.offsets[tp]
+		return o, ok
+	}
+	return Offset{}, false
+}
+
+// HasPending reports whether an open transaction holds offsets of group
+// for tp (OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT).
+func (s *State) HasPending(group string, tp TopicPartition) bool {
+	gs := s.groups[group]
+	if gs == nil || gs.pendings == 0 {
+		return false
+	}
+	for _, ps := range s.pending {
+		for _, p := range ps {
+			if p.group == group && p.tp == tp {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PendingCount is the number of pending offsets of group.
+func (s *State) PendingCount(group string) int {
+	if gs := s.groups[group]; gs != nil {
+		return gs.pendings
+	}
+	return 0
+}
+
+// GroupEpoch returns group's epoch from its last group record (0: none).
+func (s *State) GroupEpoch(group string) int32 {
+	if gs := s.groups[group]; gs != nil {
+		return gs.epoch
+	}
+	return 0
+}
+
+// Groups returns the groups with an epoch, offsets or pending offsets,
+// sorted.
+func (s *State) Groups() []string {
+	out := make([]string, 0, len(s.groups))
+	for g := range s.groups {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ApplyBatch applies one batch of __consumer_offsets as read from the log
+// (loading): plain records are committed offsets and group records,
+// a transactional batch's records are pending offsets of its producer,
+// and a control batch is a marker completing them. A record that cannot
+// be decoded is an error: the caller stops loading rather than forget an
+// offset.
+func (s *State) ApplyBatch(raw []byte) error {
+	h, err := batch.ParseHeader(raw)
+	if err != nil {
+		return err
+	}
+	if h.IsControl() {
+		var commit bool
+		err := batch.ForEachRecord(raw, func(r batch.Record) error {
+			t, _, err := batch.ParseMarker(r.Key, r.Value)
+			if err != nil {
+				return err
+			}
+			commit = t == batch.ControlCommit
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("marker at offset %d: %w", h.BaseOffset, err)
+		}
+		s.CompleteTxn(h.ProducerID, commit, h.BaseOffset)
+		return nil
+	}
+	txnl := h.IsTransactional()
+	return batch.ForEachRecord(raw, func(r batch.Record) error {
+		k, err := DecodeKey(r.Key)
+		if err != nil {
+			return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+		}
+		switch k.Type {
+		case KeyGroup:
+			if txnl {
+				return fmt.Errorf("record at offset %d: %w: a group record in a transaction", r.Offset, ErrCorruptRecord)
+			}
+			if r.Value == nil {
+				s.DeleteGroup(k.Group)
+				return nil
+			}
+			g, err := DecodeGroupValue(r.Value)
+			if err != nil {
+				return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+			}
+			s.SetGroupEpoch(k.Group, g.Epoch)
+		case KeyOffset:
+			tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
+			if r.Value == nil {
+				if !txnl {
+					s.DeleteOffset(k.Group, tp, r.Offset)
+				}
+				return nil
+			}
+			o, err := DecodeOffsetValue(r.Value)
+			if err != nil {
+				return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+			}
+			o.RecordOffset = r.Offset
+			if txnl {
+				s.AddPending(h.ProducerID, k.Group, tp, o)
+			} else {
+				s.Commit(k.Group, tp, o)
+			}
+		}
+		return nil
+	})
+}
