@@ -43,6 +43,10 @@ type TransactionsConfig struct {
 	// nil, requests with a transactional id are refused (INVALID_REQUEST).
 	Coordinator TxnCoordinator
 	Locator     CoordinatorLocator
+	// GroupLocator finds consumer groups' coordinators (creating
+	// __consumer_offsets on first need); nil: group keys are refused
+	// (INVALID_REQUEST).
+	GroupLocator CoordinatorLocator
 	// Now may be nil (time.Now); ListTransactions' durations use it.
 	Now func() time.Time
 }
@@ -134,11 +138,12 @@ func (s *TransactionsService) initTransactional(ctx context.Context, req *sluice
 }
 
 // FindCoordinator implements the Transactions service: per key, the
-// leader of its __transaction_state partition from this broker's
-// metadata; the first call creates the topic. Errors per key
-// (node_id -1): INVALID_REQUEST for a bad key or a group key (consumer
-// groups are not served yet), COORDINATOR_NOT_AVAILABLE (retriable) until
-// the key's partition has a leader.
+// leader of its __transaction_state (transactional id) or
+// __consumer_offsets (group id) partition from this broker's metadata;
+// the first call creates the topic. Errors per key (node_id -1):
+// INVALID_REQUEST or INVALID_GROUP_ID for a bad key,
+// COORDINATOR_NOT_AVAILABLE (retriable) until the key's partition has a
+// leader.
 func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1.FindCoordinatorRequest) (*sluicev1.FindCoordinatorResponse, error) {
 	resp := &sluicev1.FindCoordinatorResponse{}
 	for _, key := range req.Keys {
@@ -154,7 +159,14 @@ func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1
 				}
 			}
 		case sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP:
-			err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "consumer groups are not served yet")
+			if s.cfg.GroupLocator == nil {
+				err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "this broker serves no consumer groups")
+				break
+			}
+			var n coordinator.CoordinatorNode
+			if n, err = s.cfg.GroupLocator.Locate(ctx, key); err == nil {
+				c.NodeId, c.Address = n.NodeID, n.Address
+			}
 		default:
 			err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown key type %d", req.KeyType)
 		}

@@ -163,7 +163,7 @@ func TestFindCoordinatorCreatesStateTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := resp.Coordinators[0]; c.ErrorCode != sluicev1.ErrorCode_INVALID_REQUEST || !strings.Contains(c.ErrorMessage, "consumer groups are not served yet") {
+	if c := resp.Coordinators[0]; c.ErrorCode != sluicev1.ErrorCode_INVALID_REQUEST || !strings.Contains(c.ErrorMessage, "this broker serves no consumer groups") {
 		t.Errorf("group key: %v", c)
 	}
 }

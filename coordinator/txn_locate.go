@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -51,6 +52,13 @@ type TxnLocatorConfig struct {
 // need. Safe for concurrent use; it holds no lock while it calls out.
 type TxnLocator struct {
 	cfg TxnLocatorConfig
+	// topic is the internal topic whose partition leaders coordinate
+	// (__transaction_state, or __consumer_offsets for NewGroupLocator);
+	// validate checks a key; configs are the topic's configs on creation
+	// beside min.insync.replicas.
+	topic    string
+	validate func(string) error
+	configs  map[string]string
 	// creating is set while this node has a creation of
 	// __transaction_state in flight: one at a time per node; other
 	// callers answer COORDINATOR_NOT_AVAILABLE meanwhile.
@@ -71,17 +79,36 @@ func NewTxnLocator(cfg TxnLocatorConfig) *TxnLocator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &TxnLocator{cfg: cfg}
+	return &TxnLocator{cfg: cfg, topic: txn.StateTopic, validate: txn.ValidateTransactionalID}
+}
+
+// NewGroupLocator returns a locator of consumer groups' coordinators: the
+// leaders of __consumer_offsets (cfg.StatePartitions is its partition
+// count on creation, 0: offsets.DefaultPartitions), created compacted on
+// first need exactly as __transaction_state is.
+func NewGroupLocator(cfg TxnLocatorConfig) *TxnLocator {
+	if cfg.StatePartitions <= 0 {
+		cfg.StatePartitions = offsets.DefaultPartitions
+	}
+	l := NewTxnLocator(cfg)
+	l.topic = offsets.Topic
+	l.validate = func(g string) error {
+		if err := offsets.ValidateGroupID(g); err != nil {
+			return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
+		}
+		return nil
+	}
+	return l
 }
 
 // errNoStateTopic marks a Lookup that found no __transaction_state.
-var errNoStateTopic = errors.New("__transaction_state does not exist yet")
+var errNoStateTopic = errors.New("the internal topic does not exist yet")
 
 // StatePartitionCount is the partition count of __transaction_state in
 // the metadata, or 0 when the topic does not exist (yet). It does not
 // block (TransactionCoordinatorDeps.StatePartitionCount).
 func (l *TxnLocator) StatePartitionCount() int32 {
-	if t := l.cfg.Metadata.Image().Topics[txn.StateTopic]; t != nil {
+	if t := l.cfg.Metadata.Image().Topics[l.topic]; t != nil {
 		return int32(len(t.Partitions))
 	}
 	return 0
@@ -93,27 +120,27 @@ func (l *TxnLocator) StatePartitionCount() int32 {
 // COORDINATOR_NOT_AVAILABLE (retriable) when the broker has no metadata
 // yet, the topic does not exist, or the partition has no leader.
 func (l *TxnLocator) Lookup(transactionalID string) (CoordinatorNode, error) {
-	if err := txn.ValidateTransactionalID(transactionalID); err != nil {
+	if err := l.validate(transactionalID); err != nil {
 		return CoordinatorNode{}, err
 	}
 	if l.cfg.Metadata.Offset() == 0 {
 		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "this broker has no cluster metadata yet")
 	}
 	im := l.cfg.Metadata.Image()
-	t := im.Topics[txn.StateTopic]
+	t := im.Topics[l.topic]
 	if t == nil || len(t.Partitions) == 0 {
-		e := errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s does not exist yet", txn.StateTopic)
+		e := errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s does not exist yet", l.topic)
 		e.Cause = errNoStateTopic
 		return CoordinatorNode{}, e
 	}
-	p := txn.PartitionFor(transactionalID, int32(len(t.Partitions)))
+	p := txn.PartitionFor(transactionalID, int32(len(t.Partitions))) // = offsets.PartitionFor
 	leader := t.Partitions[p].Leader
 	if leader == controller.NoLeader {
-		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d has no leader", txn.StateTopic, p)
+		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d has no leader", l.topic, p)
 	}
 	b := im.Brokers[leader]
 	if b == nil || b.Address == "" {
-		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "the address of node %d, leader of %s partition %d, is unknown", leader, txn.StateTopic, p)
+		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "the address of node %d, leader of %s partition %d, is unknown", leader, l.topic, p)
 	}
 	return CoordinatorNode{NodeID: leader, Address: b.Address, Partition: p}, nil
 }
@@ -132,12 +159,12 @@ func (l *TxnLocator) Locate(ctx context.Context, transactionalID string) (Coordi
 		return n, err
 	}
 	if !l.creating.CompareAndSwap(false, true) {
-		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s is being created; retry", txn.StateTopic)
+		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s is being created; retry", l.topic)
 	}
 	defer l.creating.Store(false)
 	if err := l.createStateTopic(ctx); err != nil {
-		l.cfg.Logger.Warn("creating internal topic failed; clients retry", "topic", txn.StateTopic, "err", err)
-		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "creating %s: %s", txn.StateTopic, errs.Message(err))
+		l.cfg.Logger.Warn("creating internal topic failed; clients retry", "topic", l.topic, "err", err)
+		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "creating %s: %s", l.topic, errs.Message(err))
 	}
 	return l.Lookup(transactionalID)
 }
@@ -156,9 +183,12 @@ func (l *TxnLocator) createStateTopic(ctx context.Context) error {
 	req := &sluicev1.CreateTopicsRequest{
 		TimeoutMs: int32(l.cfg.CreateTimeout / time.Millisecond),
 		Topics: []*sluicev1.CreatableTopic{{
-			Name: txn.StateTopic, NumPartitions: l.cfg.StatePartitions, ReplicationFactor: rf,
+			Name: l.topic, NumPartitions: l.cfg.StatePartitions, ReplicationFactor: rf,
 			Configs: map[string]string{"min.insync.replicas": strconv.Itoa(int(min(2, rf)))},
 		}},
+	}
+	for k, v := range l.configs {
+		req.Topics[0].Configs[k] = v
 	}
 	var out *internalv1.ControllerCreateTopicsResponse
 	err := l.cfg.Controllers.Call(ctx, l.cfg.CreateTimeout, func(ctx context.Context, cl internalv1.ControllerClient) error {
@@ -174,7 +204,7 @@ func (l *TxnLocator) createStateTopic(ctx context.Context) error {
 	}
 	switch r := out.Response.Topics[0]; r.ErrorCode {
 	case sluicev1.ErrorCode_NONE:
-		l.cfg.Logger.Info("internal topic created", "topic", txn.StateTopic, "partitions", l.cfg.StatePartitions,
+		l.cfg.Logger.Info("internal topic created", "topic", l.topic, "partitions", l.cfg.StatePartitions,
 			"replication_factor", rf, "min_insync_replicas", min(2, rf))
 	case sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS:
 		// Another broker created it first.

@@ -84,6 +84,23 @@ type Config struct {
 	// TransactionalIDExpiration is transactional.id.expiration.ms: an id
 	// without an open transaction and idle this long is removed (0 = 7 days).
 	TransactionalIDExpiration time.Duration
+	// OffsetsTopicPartitions is the partition count this broker gives
+	// __consumer_offsets when it creates it (offsets.topic.num.partitions;
+	// 0 = 50). Every broker must use the same value.
+	OffsetsTopicPartitions int32
+	// GroupSessionTimeout is the session timeout of members that ask for
+	// none (group.consumer.session.timeout.ms; 0 = 45 s);
+	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound what members
+	// may ask for (0 = 1 s and 30 min).
+	GroupSessionTimeout    time.Duration
+	GroupMinSessionTimeout time.Duration
+	GroupMaxSessionTimeout time.Duration
+	// GroupHeartbeatInterval is the heartbeat interval told to members
+	// (group.consumer.heartbeat.interval.ms; 0 = 5 s).
+	GroupHeartbeatInterval time.Duration
+	// OffsetsRetention deletes the offsets of groups empty this long
+	// (offsets.retention.ms; 0 = 7 days).
+	OffsetsRetention time.Duration
 	// FaultDropProduceResponses is fault injection for chaos tests: the
 	// fraction (0..1) of produce responses dropped after the request was
 	// fully processed; the client sees UNAVAILABLE and must retry. It is
@@ -195,6 +212,12 @@ func (c Config) Validate() error {
 	if c.RetentionCheckInterval <= 0 {
 		return errors.New("retention check interval must be > 0")
 	}
+	if c.OffsetsTopicPartitions < 0 || c.OffsetsTopicPartitions > cluster.MaxPartitions {
+		return fmt.Errorf("offsets topic partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.OffsetsTopicPartitions)
+	}
+	if c.GroupMinSessionTimeout > 0 && c.GroupMaxSessionTimeout > 0 && c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
+		return fmt.Errorf("group min session timeout %v is above the max %v", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout)
+	}
 	if c.TransactionStatePartitions < 0 || c.TransactionStatePartitions > cluster.MaxPartitions {
 		return fmt.Errorf("transaction state partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.TransactionStatePartitions)
 	}
@@ -202,7 +225,9 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"transaction max timeout", c.TransactionMaxTimeout}, {"transaction abort timed out interval", c.TransactionAbortTimedOutInterval},
-		{"transactional id expiration", c.TransactionalIDExpiration}} {
+		{"transactional id expiration", c.TransactionalIDExpiration}, {"group session timeout", c.GroupSessionTimeout},
+		{"group min session timeout", c.GroupMinSessionTimeout}, {"group max session timeout", c.GroupMaxSessionTimeout},
+		{"group heartbeat interval", c.GroupHeartbeatInterval}, {"offsets retention", c.OffsetsRetention}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must be >= 0 (0 for the default), got %v", d.name, d.v)
 		}

@@ -63,6 +63,10 @@ type Node struct {
 	txnMarkers  *coordinator.BrokerMarkerWriter
 	txnVerifier *coordinator.BrokerTxnVerifier
 	txnUnlisten func()         // unregisters txnCoord's leadership listener
+
+	groupCoord    *coordinator.GroupCoordinator
+	groupLocator  *coordinator.TxnLocator
+	groupUnlisten func() // unregisters groupCoord's leadership listener
 	faults      *faultInjector // nil unless fault injection is on
 
 	// syncHealth sets the health status only while ctx is live; Shutdown
@@ -207,8 +211,11 @@ func Start(cfg Config) (_ *Node, err error) {
 		cleanups = append(cleanups, func() { n.producerIDs.Close(); n.broker.Stop() })
 		n.startTransactions()
 		cleanups = append(cleanups, n.closeTransactions)
+		n.startGroups()
+		cleanups = append(cleanups, n.closeGroups)
 		sluicev1.RegisterTransactionsServer(n.grpc, api.NewTransactionsService(api.TransactionsConfig{
-			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator}))
+			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator, GroupLocator: n.groupLocator}))
+		sluicev1.RegisterGroupsServer(n.grpc, api.NewGroupsService(n.groupCoord, cfg.NodeID))
 		internalv1.RegisterTxnBrokerServer(n.grpc, api.NewTxnBrokerService(n.txnCoord,
 			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache}))
 		internalv1.RegisterReplicaServer(n.grpc, api.NewReplicaService(n.replicas, n.cache, n.draining))

@@ -15,6 +15,7 @@ func (n *Node) Abort() {
 		n.cancel()
 		n.health.Shutdown()
 		n.healthMu.Unlock()
+		n.closeGroups()
 		n.closeTransactions()
 		if n.producerIDs != nil {
 			n.producerIDs.Close()
@@ -64,7 +65,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			cancel()
 		}
 		// The transaction coordinator uses the producer-id manager and the
-		// replica manager: it stops first.
+		// replica manager: it stops first, after the group coordinator,
+		// whose transactional offsets go through its verifier.
+		n.closeGroups()
 		n.closeTransactions()
 		if n.producerIDs != nil {
 			n.producerIDs.Close()

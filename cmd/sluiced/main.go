@@ -78,6 +78,12 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "largest transaction timeout a producer may ask for (transaction.max.timeout.ms; default 15m)")
 	fs.DurationVar(&cfg.TransactionAbortTimedOutInterval, "transaction-abort-timed-out-interval", cfg.TransactionAbortTimedOutInterval, "how often the transaction coordinator aborts timed-out transactions and expires idle ids (default 10s)")
 	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id idle this long without an open transaction is removed (transactional.id.expiration.ms; default 168h)")
+	offsetsPartitions := fs.Int("offsets-topic-partitions", int(cfg.OffsetsTopicPartitions), "partitions of __consumer_offsets when this broker creates it; same on every broker (default 50)")
+	fs.DurationVar(&cfg.GroupSessionTimeout, "group-session-timeout", cfg.GroupSessionTimeout, "session timeout of group members that ask for none (group.consumer.session.timeout.ms; default 45s)")
+	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "smallest session timeout a group member may ask for (default 1s)")
+	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "largest session timeout a group member may ask for (default 30m)")
+	fs.DurationVar(&cfg.GroupHeartbeatInterval, "group-heartbeat-interval", cfg.GroupHeartbeatInterval, "heartbeat interval told to group members (group.consumer.heartbeat.interval.ms; default 5s)")
+	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "the committed offsets of a group empty this long are deleted (offsets.retention.ms; default 168h)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line, for log collectors)")
@@ -123,6 +129,10 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 		return node.Config{}, fmt.Errorf("--transaction-state-partitions %s is out of range", strconv.Itoa(*txnStatePartitions))
 	}
 	cfg.TransactionStatePartitions = int32(*txnStatePartitions)
+	if *offsetsPartitions < 0 || *offsetsPartitions > math.MaxInt32 {
+		return node.Config{}, fmt.Errorf("--offsets-topic-partitions %s is out of range", strconv.Itoa(*offsetsPartitions))
+	}
+	cfg.OffsetsTopicPartitions = int32(*offsetsPartitions)
 	if err := deploy.apply(&cfg); err != nil {
 		return node.Config{}, err
 	}

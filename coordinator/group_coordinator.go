@@ -1,0 +1,594 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/internal/goroutine"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Defaults of GroupCoordinatorConfig's zero fields.
+const (
+	DefaultOffsetsRetention      = 7 * 24 * time.Hour
+	DefaultOffsetsRetentionCheck = 10 * time.Minute
+	DefaultGroupTick             = 100 * time.Millisecond
+)
+
+// GroupCoordinatorConfig configures a GroupCoordinator. Zero fields take
+// the defaults (Kafka's names in parentheses).
+type GroupCoordinatorConfig struct {
+	// Partitions is the partition count of __consumer_offsets used while
+	// the topic is unknown (offsets.topic.num.partitions, 50).
+	Partitions int32
+	// Group configures membership (group.consumer.* settings).
+	Group group.Config
+	// OffsetsRetention: the offsets of a group empty this long are
+	// deleted (offsets.retention.ms, 7 days).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheck is the period of that check
+	// (offsets.retention.check.interval.ms, 10 min).
+	OffsetsRetentionCheck time.Duration
+	// Tick is the period of the session and rebalance timeout scan and
+	// of the topic-metadata check (100 ms).
+	Tick time.Duration
+	// AppendTimeout bounds one append's wait for commit (10 s).
+	AppendTimeout time.Duration
+	// CloseWait bounds Close's wait for the goroutines (10 s).
+	CloseWait time.Duration
+}
+
+func (c *GroupCoordinatorConfig) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = offsets.DefaultPartitions
+	}
+	c.Group = c.Group.WithDefaults()
+	def(&c.OffsetsRetention, DefaultOffsetsRetention)
+	def(&c.OffsetsRetentionCheck, DefaultOffsetsRetentionCheck)
+	def(&c.Tick, DefaultGroupTick)
+	def(&c.AppendTimeout, DefaultStateAppendTimeout)
+	def(&c.CloseWait, DefaultCoordinatorCloseWait)
+}
+
+// TxnOffsetAppender writes a TxnOffsetCommit's batch for the producer
+// (cluster.ReplicaManager.AppendCoordinatorTxn's contract).
+type TxnOffsetAppender interface {
+	AppendCoordinatorTxn(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, transactionalID string,
+		producerID int64, producerEpoch int16, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error)
+}
+
+// GroupCoordinatorDeps are a GroupCoordinator's dependencies; Log, Txn
+// and Topics are required.
+type GroupCoordinatorDeps struct {
+	// Log reads and appends the __consumer_offsets partitions this node
+	// leads (the same StateLog as the transaction coordinator's).
+	Log StateLog
+	// Txn appends offsets committed inside a transaction.
+	Txn TxnOffsetAppender
+	// Topics returns the metadata of every topic (partition counts and
+	// replica racks) with a version that changes whenever it may have
+	// changed; the coordinator keeps the map until the version moves. It
+	// must not block; the returned map is not modified afterwards.
+	Topics func() (map[string]group.TopicMetadata, int64)
+	// PartitionCount returns the partition count of __consumer_offsets in
+	// the metadata (≤ 0: unknown), as TransactionCoordinatorDeps does.
+	PartitionCount func() int32
+	// Now is the clock (nil: time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// GroupCoordinator is the I/O side of consumer groups (DESIGN §11,
+// decision 40): it loads the __consumer_offsets partitions this node leads
+// (it is their cluster.LeadershipListener) into offsets.State, runs each
+// group's membership (coordinator/group) for ConsumerGroupHeartbeat,
+// writes committed offsets and group epochs to the log before applying
+// them, writes offsets of transactions as the producer's transactional
+// batches and applies or drops them when the markers arrive (it is the
+// topic's cluster.TxnMarkerListener), fences expired members and deletes
+// the offsets of groups empty past the retention.
+//
+// Membership (members, their assignments) lives in memory only: a new
+// coordinator knows each group's epoch and offsets from the log, and its
+// members rejoin (UNKNOWN_MEMBER_ID → join with epoch 0) — decision 40.
+//
+// Concurrency (docs/locks.md): mu guards the partitions, their
+// offsets.State and group maps, and is never held across a call to a
+// dependency. Each group has its own mutex (groupEntry.mu) serializing its
+// membership changes; it may be held across the append of the group's
+// epoch record. Lock order: groupEntry.mu, then mu.
+type GroupCoordinator struct {
+	cfg    GroupCoordinatorConfig
+	deps   GroupCoordinatorDeps
+	now    func() time.Time
+	logger *slog.Logger
+
+	ctx        context.Context
+	cancel     context.CancelFunc
+	goroutines goroutine.Group
+
+	mu sync.Mutex // guards the following
+	// partitions are the __consumer_offsets partitions this node leads,
+	// loading or loaded.
+	partitions map[int32]*offsetsPartition
+	closed     bool
+	// topics and topicsVersion cache deps.Topics.
+	topics        map[string]group.TopicMetadata
+	topicsVersion int64
+	rebalances    int64 // group epoch bumps, for metrics
+}
+
+// offsetsPartition is one led partition of __consumer_offsets at one
+// leader epoch; a new epoch gets a new one.
+type offsetsPartition struct {
+	tp     cluster.TopicPartition
+	epoch  int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	// txnMu serializes the TxnOffsetCommit appends of the partition (the
+	// producer's sequence is chosen from the log's producer state).
+	txnMu sync.Mutex
+
+	// Guarded by GroupCoordinator.mu:
+	loading   bool
+	loadErr   error
+	loadedAt  time.Time
+	loadTime  time.Duration
+	loadedEnd int64 // the log end offset the load reached
+	// buffered are markers reported while loading; those at or past
+	// loadedEnd are applied once loaded.
+	buffered []markerEvent
+	state    *offsets.State
+	groups   map[string]*groupEntry
+}
+
+type markerEvent struct {
+	producerID int64
+	commit     bool
+	offset     int64
+}
+
+// groupEntry is a group's membership on its coordinator.
+type groupEntry struct {
+	mu sync.Mutex // guards g, persistedEpoch, emptySince; taken before GroupCoordinator.mu
+	g  *group.Group
+	// persistedEpoch is the highest group epoch whose record is committed.
+	persistedEpoch int32
+	// emptySince is when the group last became empty (zero: has members).
+	emptySince time.Time
+	// deleted: DeleteGroups removed the group; requests holding the entry
+	// start over.
+	deleted atomic.Bool
+}
+
+// NewGroupCoordinator returns a coordinator that serves nothing until it
+// hears BecameLeader for a partition of __consumer_offsets, and starts its
+// timeout scan. Close it when done.
+func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) *GroupCoordinator {
+	if deps.Log == nil || deps.Txn == nil || deps.Topics == nil {
+		panic("coordinator: GroupCoordinator needs a StateLog, a TxnOffsetAppender and Topics")
+	}
+	cfg.defaults()
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &GroupCoordinator{
+		cfg: cfg, deps: deps, now: deps.Now, logger: deps.Logger,
+		ctx: ctx, cancel: cancel,
+		partitions: map[int32]*offsetsPartition{},
+	}
+	c.goroutines.Go(c.tickLoop)
+	return c
+}
+
+// Close stops the coordinator: requests answer NOT_COORDINATOR and the
+// goroutines stop; it waits up to CloseWait for them. Idempotent.
+func (c *GroupCoordinator) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		for p, ps := range c.partitions {
+			ps.cancel()
+			delete(c.partitions, p)
+		}
+	}
+	c.mu.Unlock()
+	c.cancel()
+	done := make(chan struct{})
+	go func() {
+		c.goroutines.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(c.cfg.CloseWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("group coordinator: %d goroutines still running after %v", c.goroutines.Running(), c.cfg.CloseWait)
+	}
+}
+
+// partitionOf is group's __consumer_offsets partition.
+func (c *GroupCoordinator) partitionOf(g string) int32 {
+	n := c.cfg.Partitions
+	if c.deps.PartitionCount != nil {
+		if actual := c.deps.PartitionCount(); actual > 0 {
+			n = actual
+		}
+	}
+	return offsets.PartitionFor(g, n)
+}
+
+// routeLocked returns g's loaded partition, or the error to answer.
+func (c *GroupCoordinator) routeLocked(g string) (*offsetsPartition, error) {
+	if err := offsets.ValidateGroupID(g); err != nil {
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
+	}
+	p := c.partitionOf(g)
+	ps := c.partitions[p]
+	switch {
+	case c.closed || ps == nil:
+		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node is not the coordinator of group %q (%s partition %d)", g, offsets.Topic, p)
+	case ps.loadErr != nil:
+		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", offsets.Topic, p, ps.loadErr)
+	case ps.loading:
+		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", offsets.Topic, p)
+	}
+	return ps, nil
+}
+
+// ownsLocked reports whether ps is still led here.
+func (c *GroupCoordinator) ownsLocked(ps *offsetsPartition) bool {
+	return !c.closed && c.partitions[ps.tp.Partition] == ps
+}
+
+// entryLocked returns g's entry in ps, creating it when create is set or
+// the log knows the group (its epoch then continues above the logged one).
+func (c *GroupCoordinator) entryLocked(ps *offsetsPartition, g string, create bool) *groupEntry {
+	if e := ps.groups[g]; e != nil {
+		return e
+	}
+	epoch := ps.state.GroupEpoch(g)
+	if !create && epoch == 0 && len(ps.state.Offsets(g)) == 0 && ps.state.PendingCount(g) == 0 {
+		return nil
+	}
+	gg := group.New(g, c.cfg.Group)
+	gg.RestoreEpoch(epoch)
+	e := &groupEntry{g: gg, persistedEpoch: epoch, emptySince: c.now()}
+	ps.groups[g] = e
+	return e
+}
+
+// topicsLocked returns the cached topic metadata, refreshed when its
+// version moved.
+func (c *GroupCoordinator) topicsLocked() (map[string]group.TopicMetadata, bool) {
+	m, v := c.deps.Topics()
+	if c.topics == nil || v != c.topicsVersion {
+		c.topics, c.topicsVersion = m, v
+		return m, true
+	}
+	return c.topics, false
+}
+
+var (
+	_ cluster.LeadershipListener = (*GroupCoordinator)(nil)
+	_ cluster.TxnMarkerListener  = (*GroupCoordinator)(nil)
+)
+
+// BecameLeader implements cluster.LeadershipListener for
+// __consumer_offsets: the partition's groups answer
+// COORDINATOR_LOAD_IN_PROGRESS while it is loaded on the coordinator's own
+// goroutine; then they are served. It returns at once.
+func (c *GroupCoordinator) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) {
+	if tp.Topic != offsets.Topic {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if old := c.partitions[tp.Partition]; old != nil {
+		old.cancel()
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	ps := &offsetsPartition{tp: tp, epoch: leaderEpoch, ctx: ctx, cancel: cancel, loading: true, loadedAt: c.now(),
+		state: offsets.NewState(), groups: map[string]*groupEntry{}}
+	c.partitions[tp.Partition] = ps
+	c.goroutines.Go(func() { c.load(ps) })
+}
+
+// Resigned implements cluster.LeadershipListener: the partition's state at
+// leaderEpoch is dropped and its groups answer NOT_COORDINATOR.
+func (c *GroupCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
+	if tp.Topic != offsets.Topic {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ps := c.partitions[tp.Partition]; ps != nil && ps.epoch == leaderEpoch {
+		ps.cancel()
+		delete(c.partitions, tp.Partition)
+	}
+}
+
+// TxnMarkerCommitted implements cluster.TxnMarkerListener for
+// __consumer_offsets: the producer's pending offsets written before the
+// marker are applied (COMMIT) or dropped (ABORT). While the partition
+// loads the marker is kept and applied after the load unless the load
+// already read it.
+func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, producerID int64, commit bool, markerOffset int64) {
+	if tp.Topic != offsets.Topic {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := c.partitions[tp.Partition]
+	if ps == nil || ps.loadErr != nil {
+		return // the next leader's load reads it
+	}
+	ev := markerEvent{producerID: producerID, commit: commit, offset: markerOffset}
+	if ps.loading {
+		ps.buffered = append(ps.buffered, ev)
+		return
+	}
+	if markerOffset >= ps.loadedEnd {
+		ps.state.CompleteTxn(producerID, commit, markerOffset)
+	}
+}
+
+// load reads ps's partition into a fresh offsets.State and, if ps is
+// still led when done, publishes it. Read errors are retried while ps is
+// led; a record that cannot be decoded stops the load for good (the
+// partition answers COORDINATOR_NOT_AVAILABLE rather than forget offsets).
+func (c *GroupCoordinator) load(ps *offsetsPartition) {
+	st := offsets.NewState()
+	offset := int64(0)
+	backoff := DefaultMarkerRetryBackoff
+	end := int64(0)
+	for {
+		rd, err := c.deps.Log.ReadForLoad(ps.ctx, ps.tp, ps.epoch, offset, defaultLoadReadBytes)
+		if ps.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if !sleepCtx(ps.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, DefaultMarkerRetryBackoffMax)
+			continue
+		}
+		backoff = DefaultMarkerRetryBackoff
+		for _, b := range rd.Batches {
+			if err := st.ApplyBatch(b); err != nil {
+				c.mu.Lock()
+				if c.ownsLocked(ps) {
+					ps.loadErr = err
+					ps.loading = false
+				}
+				c.mu.Unlock()
+				c.logger.Error("cannot load consumer offsets partition", "partition", ps.tp.Partition, "err", err)
+				return
+			}
+		}
+		end = rd.EndOffset
+		if rd.NextOffset >= rd.EndOffset {
+			break
+		}
+		if rd.NextOffset <= offset {
+			if !sleepCtx(ps.ctx, backoff) {
+				return
+			}
+			continue
+		}
+		offset = rd.NextOffset
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ownsLocked(ps) {
+		return
+	}
+	ps.state = st
+	ps.loadedEnd = end
+	slices.SortFunc(ps.buffered, func(a, b markerEvent) int { return cmpInt64(a.offset, b.offset) })
+	for _, ev := range ps.buffered {
+		if ev.offset >= end {
+			st.CompleteTxn(ev.producerID, ev.commit, ev.offset)
+		}
+	}
+	ps.buffered = nil
+	ps.loading = false
+	ps.loadTime = max(c.now().Sub(ps.loadedAt), 0)
+	c.logger.Info("consumer offsets partition loaded", "partition", ps.tp.Partition, "leader_epoch", ps.epoch,
+		"groups", len(st.Groups()), "end_offset", end, "load_time", ps.loadTime)
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// tickLoop runs the session/rebalance timeout scan and metadata checks
+// every Tick, and the offsets retention every OffsetsRetentionCheck.
+func (c *GroupCoordinator) tickLoop() {
+	t := time.NewTicker(c.cfg.Tick)
+	defer t.Stop()
+	lastRetention := c.now()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := c.now()
+		c.expireMembers(now)
+		if now.Sub(lastRetention) >= c.cfg.OffsetsRetentionCheck {
+			lastRetention = now
+			c.expireOffsets(now)
+		}
+	}
+}
+
+// expireMembers fences members whose session or rebalance timeout ran out
+// and recomputes assignments when topic metadata changed, persisting new
+// group epochs.
+func (c *GroupCoordinator) expireMembers(now time.Time) {
+	type work struct {
+		ps *offsetsPartition
+		e  *groupEntry
+	}
+	var todo []work
+	c.mu.Lock()
+	topics, changed := c.topicsLocked()
+	for _, ps := range c.partitions {
+		if ps.loading || ps.loadErr != nil {
+			continue
+		}
+		for _, e := range ps.groups {
+			todo = append(todo, work{ps, e})
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range todo {
+		e := w.e
+		e.mu.Lock()
+		if e.deleted.Load() {
+			e.mu.Unlock()
+			continue
+		}
+		if changed {
+			e.g.MetadataChanged(now, topics)
+		}
+		if d := e.g.NextDeadline(); !d.IsZero() && !d.After(now) {
+			if fenced := e.g.Expire(now, topics); len(fenced) > 0 {
+				c.logger.Info("consumer group members fenced (session or rebalance timeout)", "group", e.g.ID(), "members", fenced)
+			}
+		}
+		c.noteSizeLocked(e, now)
+		if e.g.Epoch() > e.persistedEpoch {
+			if err := c.persistEpoch(c.ctx, w.ps, e); err != nil {
+				c.logger.Warn("writing a group epoch failed; retried at the next change", "group", e.g.ID(), "err", err)
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// noteSizeLocked tracks when e became empty. The caller holds e.mu.
+func (c *GroupCoordinator) noteSizeLocked(e *groupEntry, now time.Time) {
+	if e.g.Size() > 0 {
+		e.emptySince = time.Time{}
+	} else if e.emptySince.IsZero() {
+		e.emptySince = now
+	}
+}
+
+// persistEpoch writes e's group epoch record and applies it once
+// committed. The caller holds e.mu.
+func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
+	epoch := e.g.Epoch()
+	g := e.g.ID()
+	now := c.now()
+	raw := recordsBatch(now, [][2][]byte{{offsets.GroupKey(g), offsets.GroupValue(offsets.GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
+	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
+	defer cancel()
+	_, err := c.deps.Log.AppendCommitted(actx, ps.tp, raw, ps.epoch, now)
+	if err != nil && errs.Code(err) != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+		return groupAppendError(g, err)
+	}
+	c.mu.Lock()
+	if c.ownsLocked(ps) {
+		ps.state.SetGroupEpoch(g, epoch)
+	}
+	c.rebalances += int64(epoch - e.persistedEpoch)
+	c.mu.Unlock()
+	e.persistedEpoch = epoch
+	return nil
+}
+
+// expireOffsets deletes the offsets of groups empty for longer than
+// OffsetsRetention (KIP-211: counted from when the group became empty, or
+// from its last commit when it had no members since this node loaded it).
+func (c *GroupCoordinator) expireOffsets(now time.Time) {
+	type victim struct {
+		ps *offsetsPartition
+		g  string
+	}
+	var victims []victim
+	c.mu.Lock()
+	for _, ps := range c.partitions {
+		if ps.loading || ps.loadErr != nil {
+			continue
+		}
+		for _, g := range ps.state.Groups() {
+			victims = append(victims, victim{ps, g})
+		}
+	}
+	c.mu.Unlock()
+	for _, v := range victims {
+		err := c.deleteGroup(c.ctx, v.ps, v.g, func(e *groupEntry, lastCommit time.Time, pending int) error {
+			since := lastCommit
+			if e != nil {
+				if e.g.Size() > 0 {
+					return errNotExpired
+				}
+				if e.emptySince.After(since) {
+					since = e.emptySince
+				}
+			}
+			if pending > 0 || now.Sub(since) < c.cfg.OffsetsRetention {
+				return errNotExpired
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			c.logger.Info("consumer group offsets expired", "group", v.g, "retention", c.cfg.OffsetsRetention)
+		case errors.Is(err, errNotExpired), errs.Code(err) == sluicev1.ErrorCode_GROUP_ID_NOT_FOUND:
+		default:
+			c.logger.Warn("expiring a group's offsets failed; retried at the next check", "group", v.g, "err", err)
+		}
+	}
+}
+
+// errNotExpired: the group is kept.
+var errNotExpired = errors.New("not expired")
+
+// groupAppendError maps a failed append to __consumer_offsets to the
+// retriable answer (Kafka's GroupMetadataManager mapping).
+func groupAppendError(g string, err error) error {
+	switch errs.Code(err) {
+	case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH,
+		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR,
+		sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "group %q: writing to %s failed: %w", g, offsets.Topic, err)
+	case sluicev1.ErrorCode_MESSAGE_TOO_LARGE, sluicev1.ErrorCode_RECORD_LIST_TOO_LARGE:
+		return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "group %q: the commit is too large for one batch: %w", g, err)
+	}
+	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q: writing to %s failed: %w", g, offsets.Topic, err)
+}

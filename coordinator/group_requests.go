@@ -1,0 +1,552 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// OffsetCommitEntry is one partition's offset to commit.
+type OffsetCommitEntry struct {
+	TP     offsets.TopicPartition
+	Offset offsets.Offset // Offset, LeaderEpoch, Metadata; the rest is set by the coordinator
+}
+
+// FetchedOffset is one partition of FetchOffsets' answer.
+type FetchedOffset struct {
+	TP offsets.TopicPartition
+	// Offset.Offset is -1 when the group has none for TP.
+	Offset offsets.Offset
+	// Err is UNSTABLE_OFFSET_COMMIT for a partition pending in a
+	// transaction when the fetch requires stable offsets.
+	Err error
+}
+
+// TxnOffsetCommitRequest is a TxnOffsetCommit.
+type TxnOffsetCommitRequest struct {
+	TransactionalID string
+	Group           string
+	ProducerID      int64
+	ProducerEpoch   int16
+	MemberID        string
+	MemberEpoch     int32
+	InstanceID      string
+	Entries         []OffsetCommitEntry
+}
+
+// GroupListing is one group of ListGroups.
+type GroupListing struct {
+	Group   string
+	State   string
+	Members int
+}
+
+// GroupDescription is DescribeGroup's answer.
+type GroupDescription struct {
+	group.Description
+	// State is the group's state name (Empty when the group only has
+	// offsets).
+	State string
+}
+
+// checkEntries validates commit entries: per partition INVALID_REQUEST
+// (bad topic, partition or offset) or OFFSET_METADATA_TOO_LARGE. It
+// returns the valid entries and the errors of the others.
+func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[offsets.TopicPartition]error) {
+	bad := map[offsets.TopicPartition]error{}
+	ok := make([]OffsetCommitEntry, 0, len(entries))
+	for _, en := range entries {
+		switch {
+		case en.TP.Topic == "" || !utf8.ValidString(en.TP.Topic) || len(en.TP.Topic) > 249:
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "topic name %q is not valid", en.TP.Topic)
+		case en.TP.Partition < 0:
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "partition %d is negative", en.TP.Partition)
+		case en.Offset.Offset < 0:
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "committed offset %d of %s-%d is negative", en.Offset.Offset, en.TP.Topic, en.TP.Partition)
+		case len(en.Offset.Metadata) > offsets.MaxMetadataBytes:
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes; at most %d", en.TP.Topic, en.TP.Partition, len(en.Offset.Metadata), offsets.MaxMetadataBytes)
+		default:
+			ok = append(ok, en)
+		}
+	}
+	return ok, bad
+}
+
+// recordsBatch builds a plain batch of (key, value) records (a nil value
+// is a tombstone).
+func recordsBatch(now time.Time, kvs [][2][]byte) []byte {
+	var b batch.Builder
+	ts := now.UnixMilli()
+	b.Reset(ts)
+	for _, kv := range kvs {
+		b.Add(ts, kv[0], kv[1], nil)
+	}
+	return b.Finish(batch.PlainProducer, 0)
+}
+
+// Heartbeat runs one ConsumerGroupHeartbeat of group g (group.Group's
+// rules), creating the group on a join, and answers once a new group
+// epoch it caused is durable. Errors: INVALID_GROUP_ID, NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, and the
+// membership's codes (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ...).
+func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		ps, err := c.routeLocked(g)
+		var e *groupEntry
+		if err == nil {
+			if e = c.entryLocked(ps, g, req.MemberEpoch == 0); e == nil {
+				err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, req.MemberID)
+			}
+		}
+		topics, _ := c.topicsLocked()
+		c.mu.Unlock()
+		if err != nil {
+			return group.HeartbeatResponse{}, err
+		}
+		e.mu.Lock()
+		if e.deleted.Load() {
+			e.mu.Unlock()
+			if attempt < 2 {
+				continue
+			}
+			return group.HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q was deleted meanwhile; retry", g)
+		}
+		now := c.now()
+		resp, err := e.g.Heartbeat(now, req, topics)
+		c.noteSizeLocked(e, now)
+		if e.g.Epoch() > e.persistedEpoch {
+			if perr := c.persistEpoch(ctx, ps, e); perr != nil && err == nil {
+				err = perr
+			}
+		}
+		e.mu.Unlock()
+		return resp, err
+	}
+}
+
+// CommitOffsets writes a group's committed offsets (OffsetCommit) and
+// answers per partition once they are durable. memberEpoch -1 with an
+// empty memberID commits from outside the membership (allowed while the
+// group has no members); otherwise the member is checked
+// (group.Group.CheckOffsetCommit). A request-level error applies to every
+// partition.
+func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[offsets.TopicPartition]error, error) {
+	c.mu.Lock()
+	ps, err := c.routeLocked(g)
+	var e *groupEntry
+	if err == nil {
+		e = c.entryLocked(ps, g, false)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if e != nil {
+		e.mu.Lock()
+		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
+		e.mu.Unlock()
+	} else if memberID != "" || memberEpoch >= 0 {
+		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, memberID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	good, results := checkEntries(entries)
+	if len(good) == 0 {
+		return results, nil
+	}
+	now := c.now()
+	kvs := make([][2][]byte, len(good))
+	for i, en := range good {
+		good[i].Offset.CommitTimeMs = now.UnixMilli()
+		kvs[i] = [2][]byte{offsets.OffsetKey(g, en.TP.Topic, en.TP.Partition), offsets.OffsetValue(good[i].Offset)}
+	}
+	apply := func(base int64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.ownsLocked(ps) {
+			return
+		}
+		for i, en := range good {
+			o := en.Offset
+			o.RecordOffset = base + int64(i)
+			ps.state.Commit(g, en.TP, o)
+		}
+	}
+	if err := c.appendAndApply(ctx, ps, g, recordsBatch(now, kvs), apply); err != nil {
+		return nil, err
+	}
+	for _, en := range good {
+		results[en.TP] = nil
+	}
+	return results, nil
+}
+
+// appendAndApply appends raw to ps's partition and calls apply with the
+// batch's base offset once it is committed. When the outcome is unknown
+// (the wait ended) a goroutine keeps waiting at the same leader epoch and
+// applies it if it commits; the caller gets a retriable error.
+func (c *GroupCoordinator) appendAndApply(ctx context.Context, ps *offsetsPartition, g string, raw []byte, apply func(base int64)) error {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
+	res, err := c.deps.Log.AppendCommitted(actx, ps.tp, raw, ps.epoch, c.now())
+	cancel()
+	switch {
+	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+		apply(res.BaseOffset)
+		return nil
+	case errors.Is(err, cluster.ErrCommitUnknown):
+		c.resolveLater(ps, res.BaseOffset, res.LastOffset, apply)
+	}
+	return groupAppendError(g, err)
+}
+
+// resolveLater waits (at ps's leader epoch, while ps is led) for an
+// append whose outcome was unknown, and applies it once committed.
+func (c *GroupCoordinator) resolveLater(ps *offsetsPartition, base, last int64, apply func(base int64)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ownsLocked(ps) {
+		return
+	}
+	c.goroutines.Go(func() {
+		backoff := DefaultMarkerRetryBackoff
+		for ps.ctx.Err() == nil {
+			wctx, cancel := context.WithTimeout(ps.ctx, c.cfg.AppendTimeout)
+			err := c.deps.Log.WaitCommitted(wctx, ps.tp, ps.epoch, last)
+			cancel()
+			if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+				apply(base)
+				return
+			}
+			if !sleepCtx(ps.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, DefaultMarkerRetryBackoffMax)
+		}
+	})
+}
+
+// FetchOffsets answers a group's committed offsets of tps (nil: every
+// partition it has one for, sorted). memberEpoch >= 0 checks the member
+// as a commit would. With requireStable a partition pending in an open
+// transaction answers UNSTABLE_OFFSET_COMMIT.
+func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []offsets.TopicPartition, requireStable bool) ([]FetchedOffset, error) {
+	c.mu.Lock()
+	ps, err := c.routeLocked(g)
+	var e *groupEntry
+	if err == nil {
+		e = c.entryLocked(ps, g, false)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if memberEpoch >= 0 {
+		if e == nil {
+			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, memberID)
+		}
+		e.mu.Lock()
+		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
+		e.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ownsLocked(ps) {
+		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node stopped coordinating group %q", g)
+	}
+	all := ps.state.Offsets(g)
+	if tps == nil {
+		for tp := range all {
+			tps = append(tps, tp)
+		}
+		slices.SortFunc(tps, func(a, b offsets.TopicPartition) int {
+			if d := strings.Compare(a.Topic, b.Topic); d != 0 {
+				return d
+			}
+			return int(a.Partition - b.Partition)
+		})
+	}
+	out := make([]FetchedOffset, 0, len(tps))
+	for _, tp := range tps {
+		f := FetchedOffset{TP: tp, Offset: offsets.Offset{Offset: -1, LeaderEpoch: -1, CommitTimeMs: -1, RecordOffset: -1}}
+		if requireStable && ps.state.HasPending(g, tp) {
+			f.Err = errs.New(sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT, "offsets of %s-%d for group %q are pending in an open transaction; retry", tp.Topic, tp.Partition, g)
+		} else if o, ok := all[tp]; ok {
+			f.Offset = o
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// TxnCommitOffsets writes offsets inside the producer's transaction
+// (TxnOffsetCommit, KIP-447): the member is checked
+// (group.Group.CheckTxnOffsetCommit), the group's partition of
+// __consumer_offsets is added to the transaction and the offsets are
+// written as the producer's transactional batch; they stay pending until
+// the transaction's marker. All entries succeed or fail together.
+func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[offsets.TopicPartition]error, error) {
+	g := r.Group
+	c.mu.Lock()
+	ps, err := c.routeLocked(g)
+	var e *groupEntry
+	if err == nil {
+		e = c.entryLocked(ps, g, false)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.TransactionalID == "":
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional offset commit needs a transactional id")
+	case r.ProducerID <= 0 || r.ProducerEpoch < 0:
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional offset commit needs a producer id and epoch, got %d/%d", r.ProducerID, r.ProducerEpoch)
+	}
+	if e != nil {
+		e.mu.Lock()
+		err = e.g.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
+		e.mu.Unlock()
+	} else if r.MemberID != "" || r.MemberEpoch >= 0 {
+		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, r.MemberID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	good, results := checkEntries(r.Entries)
+	if len(good) == 0 {
+		return results, nil
+	}
+	now := c.now()
+	for i := range good {
+		good[i].Offset.CommitTimeMs = now.UnixMilli()
+	}
+	build := func(seq int32) []byte {
+		var b batch.Builder
+		ts := now.UnixMilli()
+		b.Reset(ts)
+		for _, en := range good {
+			b.Add(ts, offsets.OffsetKey(g, en.TP.Topic, en.TP.Partition), offsets.OffsetValue(en.Offset), nil)
+		}
+		return b.Finish(batch.Producer{ID: r.ProducerID, Epoch: int32(r.ProducerEpoch), BaseSequence: seq}, batch.AttrTransactional)
+	}
+	c.mu.Lock()
+	ps.state.BeginTxnAppend(r.ProducerID)
+	c.mu.Unlock()
+	apply := func(base int64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.ownsLocked(ps) {
+			for i, en := range good {
+				o := en.Offset
+				o.RecordOffset = base + int64(i)
+				ps.state.AddPending(r.ProducerID, g, en.TP, o)
+			}
+		}
+		ps.state.EndTxnAppend(r.ProducerID)
+	}
+	ps.txnMu.Lock()
+	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
+	res, err := c.deps.Txn.AppendCoordinatorTxn(actx, ps.tp, ps.epoch, r.TransactionalID, r.ProducerID, r.ProducerEpoch, build, now)
+	cancel()
+	ps.txnMu.Unlock()
+	switch {
+	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+		apply(res.BaseOffset)
+	case errors.Is(err, cluster.ErrCommitUnknown):
+		c.resolveLater(ps, res.BaseOffset, res.LastOffset, apply)
+		return nil, groupAppendError(g, err)
+	default:
+		c.mu.Lock()
+		ps.state.EndTxnAppend(r.ProducerID)
+		c.mu.Unlock()
+		switch errs.Code(err) {
+		case sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS:
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q: %s", g, errs.Message(err))
+		case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH, sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH,
+			sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
+			return nil, groupAppendError(g, err)
+		}
+		return nil, err // the transaction coordinator's and the producer-state answers, as they are
+	}
+	for _, en := range good {
+		results[en.TP] = nil
+	}
+	return results, nil
+}
+
+// ListGroups lists the groups of every loaded partition in one of states
+// (case-insensitive names; empty: all), sorted by id. While a partition
+// of this node loads the answer is COORDINATOR_LOAD_IN_PROGRESS, as it
+// would be incomplete.
+func (c *GroupCoordinator) ListGroups(states []string) ([]GroupListing, error) {
+	type ent struct {
+		g string
+		e *groupEntry
+	}
+	var ents []ent
+	c.mu.Lock()
+	for p, ps := range c.partitions {
+		if ps.loadErr != nil {
+			c.mu.Unlock()
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %v", offsets.Topic, p, ps.loadErr)
+		}
+		if ps.loading {
+			c.mu.Unlock()
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", offsets.Topic, p)
+		}
+		seen := map[string]bool{}
+		for g, e := range ps.groups {
+			seen[g] = true
+			ents = append(ents, ent{g, e})
+		}
+		for _, g := range ps.state.Groups() {
+			if !seen[g] {
+				ents = append(ents, ent{g, nil})
+			}
+		}
+	}
+	c.mu.Unlock()
+	out := make([]GroupListing, 0, len(ents))
+	for _, en := range ents {
+		l := GroupListing{Group: en.g, State: group.Empty.String()}
+		if en.e != nil {
+			en.e.mu.Lock()
+			deleted := en.e.deleted.Load()
+			l.State, l.Members = en.e.g.State().String(), en.e.g.Size()
+			en.e.mu.Unlock()
+			if deleted {
+				continue
+			}
+		}
+		if len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, l.State) }) {
+			continue
+		}
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b GroupListing) int { return strings.Compare(a.Group, b.Group) })
+	return out, nil
+}
+
+// DescribeGroup describes group g: its membership, or an Empty group with
+// only offsets. GROUP_ID_NOT_FOUND when the coordinator knows nothing of it.
+func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
+	c.mu.Lock()
+	ps, err := c.routeLocked(g)
+	var e *groupEntry
+	if err == nil {
+		if e = c.entryLocked(ps, g, false); e == nil {
+			err = errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", g)
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return GroupDescription{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deleted.Load() {
+		return GroupDescription{}, errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
+	}
+	return GroupDescription{Description: e.g.Describe(), State: e.g.State().String()}, nil
+}
+
+// DeleteGroup deletes group g and its committed offsets (DeleteGroups):
+// NON_EMPTY_GROUP while it has members or offsets pending in a
+// transaction, GROUP_ID_NOT_FOUND when unknown.
+func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
+	c.mu.Lock()
+	ps, err := c.routeLocked(g)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.deleteGroup(ctx, ps, g, func(e *groupEntry, _ time.Time, pending int) error {
+		if e != nil && e.g.Size() > 0 {
+			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has %d members; stop its consumers first", g, e.g.Size())
+		}
+		if pending > 0 {
+			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has offsets pending in an open transaction; retry once it ends", g)
+		}
+		return nil
+	})
+}
+
+// deleteGroup writes tombstones for g's offsets and group record if allow
+// (called with g's entry, if any, locked, its last commit time and pending
+// offset count) agrees, then forgets the group.
+func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition, g string, allow func(e *groupEntry, lastCommit time.Time, pending int) error) error {
+	c.mu.Lock()
+	e := ps.groups[g]
+	c.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.deleted.Load() {
+			return errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
+		}
+	}
+	c.mu.Lock()
+	if !c.ownsLocked(ps) {
+		c.mu.Unlock()
+		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node stopped coordinating group %q", g)
+	}
+	if cur := ps.groups[g]; cur != e {
+		c.mu.Unlock()
+		return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q changed meanwhile; retry", g)
+	}
+	offs := ps.state.Offsets(g)
+	epoch := ps.state.GroupEpoch(g)
+	pending := ps.state.PendingCount(g)
+	c.mu.Unlock()
+	if e == nil && len(offs) == 0 && epoch == 0 && pending == 0 {
+		return errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", g)
+	}
+	last := time.Time{}
+	tps := make([]offsets.TopicPartition, 0, len(offs))
+	for tp, o := range offs {
+		tps = append(tps, tp)
+		if t := time.UnixMilli(o.CommitTimeMs); t.After(last) {
+			last = t
+		}
+	}
+	if err := allow(e, last, pending); err != nil {
+		return err
+	}
+	kvs := make([][2][]byte, 0, len(tps)+1)
+	for _, tp := range tps {
+		kvs = append(kvs, [2][]byte{offsets.OffsetKey(g, tp.Topic, tp.Partition), nil})
+	}
+	kvs = append(kvs, [2][]byte{offsets.GroupKey(g), nil})
+	return c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.ownsLocked(ps) {
+			return
+		}
+		for i, tp := range tps {
+			ps.state.DeleteOffset(g, tp, base+int64(i))
+		}
+		ps.state.DeleteGroup(g)
+		if ps.groups[g] == e {
+			delete(ps.groups, g)
+		}
+		if e != nil {
+			e.deleted.Store(true)
+		}
+	})
+}

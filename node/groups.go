@@ -1,0 +1,75 @@
+package node
+
+import (
+	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/offsets"
+)
+
+// startGroups builds the group coordinator of a broker (decision 40): the
+// locator (FindCoordinator for group keys, __consumer_offsets creation),
+// the coordinator registered as the leadership and marker listener of
+// __consumer_offsets. Call it after startTransactions (TxnOffsetCommit
+// goes through the transaction verifier) and before the replica manager
+// applies any metadata.
+func (n *Node) startGroups() {
+	cfg := n.cfg
+	n.groupLocator = coordinator.NewGroupLocator(coordinator.TxnLocatorConfig{Metadata: n.cache, Controllers: n.controllers,
+		StatePartitions: cfg.OffsetsTopicPartitions, Logger: n.log})
+	n.groupCoord = coordinator.NewGroupCoordinator(coordinator.GroupCoordinatorDeps{
+		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, Txn: n.replicas,
+		Topics: n.groupTopics, PartitionCount: n.groupLocator.StatePartitionCount, Logger: n.log,
+	}, coordinator.GroupCoordinatorConfig{
+		Partitions: cfg.OffsetsTopicPartitions, OffsetsRetention: cfg.OffsetsRetention,
+		Group: group.Config{SessionTimeout: cfg.GroupSessionTimeout, MinSessionTimeout: cfg.GroupMinSessionTimeout,
+			MaxSessionTimeout: cfg.GroupMaxSessionTimeout, HeartbeatInterval: cfg.GroupHeartbeatInterval},
+	})
+	n.replicas.SetTxnMarkerListener(offsets.Topic, n.groupCoord)
+	n.groupUnlisten = n.replicas.RegisterLeadershipListener(offsets.Topic, n.groupCoord)
+}
+
+// groupTopics is the topic metadata group assignors use: partition
+// counts and the racks of each partition's replicas, versioned by the
+// metadata offset. Internal topics are left out (nobody subscribes to
+// them).
+func (n *Node) groupTopics() (map[string]group.TopicMetadata, int64) {
+	im := n.cache.Image()
+	out := make(map[string]group.TopicMetadata, len(im.Topics))
+	for name, t := range im.Topics {
+		if len(name) > 1 && name[:2] == "__" {
+			continue
+		}
+		tm := group.TopicMetadata{Partitions: int32(len(t.Partitions))}
+		racked := false
+		racks := make([][]string, len(t.Partitions))
+		for i, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				if b := im.Brokers[r]; b != nil && b.Rack != "" {
+					racks[i] = append(racks[i], b.Rack)
+					racked = true
+				}
+			}
+		}
+		if racked {
+			tm.Racks = racks
+		}
+		out[name] = tm
+	}
+	return out, int64(im.Offset)
+}
+
+// closeGroups stops the group coordinator. It runs before the replica
+// manager closes. Idempotent.
+func (n *Node) closeGroups() {
+	if n.groupCoord == nil {
+		return
+	}
+	n.groupUnlisten()
+	n.replicas.SetTxnMarkerListener(offsets.Topic, nil)
+	if err := n.groupCoord.Close(); err != nil {
+		n.log.Warn("group coordinator", "err", err)
+	}
+}
+
+// GroupCoordinator exposes the group coordinator (nil unless a broker).
+func (n *Node) GroupCoordinator() *coordinator.GroupCoordinator { return n.groupCoord }
