@@ -62,12 +62,12 @@ type Node struct {
 	txnLocator  *coordinator.TxnLocator
 	txnMarkers  *coordinator.BrokerMarkerWriter
 	txnVerifier *coordinator.BrokerTxnVerifier
-	txnUnlisten func()         // unregisters txnCoord's leadership listener
+	txnUnlisten func() // unregisters txnCoord's leadership listener
 
 	groupCoord    *coordinator.GroupCoordinator
 	groupLocator  *coordinator.TxnLocator
-	groupUnlisten func() // unregisters groupCoord's leadership listener
-	faults      *faultInjector // nil unless fault injection is on
+	groupUnlisten func()         // unregisters groupCoord's leadership listener
+	faults        *faultInjector // nil unless fault injection is on
 
 	// syncHealth sets the health status only while ctx is live; Shutdown
 	// and Abort cancel ctx holding healthMu, so no status flips back to

@@ -67,7 +67,7 @@ type Group struct {
 }
 
 func New(id string, cfg Config) *Group { return &Group{id: id} }
-func (g *Group) ID() string           { return g.id }
+func (g *Group) ID() string            { return g.id }
 func (g *Group) Heartbeat(now time.Time, req HeartbeatRequest, topics map[string]TopicMetadata) (HeartbeatResponse, error) {
 	return HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "stub")
 }
