@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -591,4 +592,70 @@ func groupAppendError(g string, err error) error {
 		return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "group %q: the commit is too large for one batch: %w", g, err)
 	}
 	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q: writing to %s failed: %w", g, offsets.Topic, err)
+}
+
+// GroupPartitionStats describes one __consumer_offsets partition this
+// node leads, for metrics.
+type GroupPartitionStats struct {
+	Partition int32
+	Loading   bool
+	LoadTime  time.Duration
+	// Groups counts the partition's groups by state name.
+	Groups map[string]int
+}
+
+// GroupOffsets is one group's committed offsets, for lag metrics.
+type GroupOffsets struct {
+	Group   string
+	Offsets map[offsets.TopicPartition]int64
+}
+
+// Stats returns one GroupPartitionStats per led partition (sorted), the
+// total number of group epoch bumps (rebalances) this node has written,
+// and the committed offsets of every loaded group (sorted by group).
+func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets) {
+	type ent struct {
+		i int
+		e *groupEntry
+	}
+	var ents []ent
+	var stats []GroupPartitionStats
+	var offs []GroupOffsets
+	c.mu.Lock()
+	rebalances := c.rebalances
+	for p, ps := range c.partitions {
+		s := GroupPartitionStats{Partition: p, Loading: ps.loading, LoadTime: ps.loadTime, Groups: map[string]int{}}
+		stats = append(stats, s)
+		if ps.loading || ps.loadErr != nil {
+			continue
+		}
+		seen := map[string]bool{}
+		for g, e := range ps.groups {
+			seen[g] = true
+			ents = append(ents, ent{len(stats) - 1, e})
+		}
+		for _, g := range ps.state.Groups() {
+			if !seen[g] {
+				s.Groups[group.Empty.String()]++
+			}
+			o := GroupOffsets{Group: g, Offsets: map[offsets.TopicPartition]int64{}}
+			for tp, off := range ps.state.Offsets(g) {
+				o.Offsets[tp] = off.Offset
+			}
+			if len(o.Offsets) > 0 {
+				offs = append(offs, o)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, en := range ents {
+		en.e.mu.Lock()
+		if !en.e.deleted.Load() {
+			stats[en.i].Groups[en.e.g.State().String()]++
+		}
+		en.e.mu.Unlock()
+	}
+	slices.SortFunc(stats, func(a, b GroupPartitionStats) int { return int(a.Partition - b.Partition) })
+	slices.SortFunc(offs, func(a, b GroupOffsets) int { return strings.Compare(a.Group, b.Group) })
+	return stats, rebalances, offs
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +201,23 @@ func TestGroupOffsetsCommitWithTheirTransaction(t *testing.T) {
 		t.Fatalf("EndTxn commit: %v", code)
 	}
 	r.waitOffset(group, in, 0, 10)
+	// The coordinator reports the group in its metrics (the input topic
+	// does not exist, so there is no lag series for it).
+	coordAddr := r.groupCoordinator(group)
+	for _, nid := range c.ids() {
+		if c.addrs([]int32{nid})[0] != coordAddr {
+			continue
+		}
+		resp, err := http.Get("http://" + c.node(nid).HTTP + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `sluice_group_coordinator_groups{partition=`) || !strings.Contains(string(body), `state="Empty"} 1`) {
+			t.Errorf("the coordinator's metrics do not show the empty group:\n%s", grepLines(string(body), "sluice_group"))
+		}
+	}
 
 	// Transaction 2 aborts: its offsets are dropped.
 	if code := r.txnCommitOffset(id, p, group, in, 0, 20); code != sluicev1.ErrorCode_NONE {
@@ -264,4 +283,15 @@ func TestGroupOffsetsCommitWithTheirTransaction(t *testing.T) {
 	if off, code := r.fetchOffset(group, in, 0, true); off != -1 || code != sluicev1.ErrorCode_NONE {
 		t.Fatalf("after delete: %d %v, want -1", off, code)
 	}
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -3,16 +3,19 @@ package node
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/coordinator/offsets"
 )
 
 func (n *Node) httpMux() *http.ServeMux {
@@ -37,6 +40,7 @@ func (n *Node) httpMux() *http.ServeMux {
 			return
 		}
 		n.writeTxnCoordinatorMetrics(w)
+		n.writeGroupCoordinatorMetrics(w)
 		parts := n.replicas.Replicas()
 		slices.SortFunc(parts, func(a, b *cluster.Replica) int {
 			if a.Topic != b.Topic {
@@ -139,4 +143,61 @@ func (n *Node) writeTxnCoordinatorMetrics(w io.Writer) {
 		func(s coordinator.PartitionStats) string {
 			return strconv.FormatFloat(s.LoadTime.Seconds(), 'f', -1, 64)
 		})
+}
+
+// maxGroupLagSeries bounds the sluice_consumer_group_lag series one
+// scrape writes (docs/operations.md): groups × partitions can be large.
+const maxGroupLagSeries = 1000
+
+// writeGroupCoordinatorMetrics writes the group coordinator's metrics:
+// per __consumer_offsets partition this node leads, groups by state,
+// whether it loads and how long its last load took; the rebalance count;
+// and per group and partition the lag of its committed offset behind the
+// partition's last stable offset, for partitions hosted on this node
+// (read_committed consumers stop at the LSO, so lag to the HW would show
+// aborted records and markers as lag), at most maxGroupLagSeries series.
+func (n *Node) writeGroupCoordinatorMetrics(w io.Writer) {
+	if n.groupCoord == nil {
+		return
+	}
+	stats, rebalances, offs := n.groupCoord.Stats()
+	fmt.Fprintf(w, "# HELP sluice_group_coordinator_groups Consumer groups per state per __consumer_offsets partition this node coordinates.\n# TYPE sluice_group_coordinator_groups gauge\n")
+	for _, s := range stats {
+		for _, st := range slices.Sorted(maps.Keys(s.Groups)) {
+			fmt.Fprintf(w, "sluice_group_coordinator_groups{partition=\"%s\",state=%q} %d\n", strconv.Itoa(int(s.Partition)), st, s.Groups[st])
+		}
+	}
+	fmt.Fprintf(w, "# HELP sluice_group_coordinator_loading 1 while this node loads the __consumer_offsets partition it now leads, else 0.\n# TYPE sluice_group_coordinator_loading gauge\n")
+	for _, s := range stats {
+		v := 0
+		if s.Loading {
+			v = 1
+		}
+		fmt.Fprintf(w, "sluice_group_coordinator_loading{partition=\"%s\"} %d\n", strconv.Itoa(int(s.Partition)), v)
+	}
+	fmt.Fprintf(w, "# HELP sluice_group_coordinator_load_seconds How long the last load of each __consumer_offsets partition this node leads took (0 while loading).\n# TYPE sluice_group_coordinator_load_seconds gauge\n")
+	for _, s := range stats {
+		fmt.Fprintf(w, "sluice_group_coordinator_load_seconds{partition=\"%s\"} %s\n", strconv.Itoa(int(s.Partition)), strconv.FormatFloat(s.LoadTime.Seconds(), 'f', -1, 64))
+	}
+	fmt.Fprintf(w, "# HELP sluice_group_rebalances_total Group epoch bumps (membership, subscription or metadata changes) this node has written as coordinator.\n# TYPE sluice_group_rebalances_total counter\nsluice_group_rebalances_total %d\n", rebalances)
+	fmt.Fprintf(w, "# HELP sluice_consumer_group_lag Last stable offset minus the group's committed offset, per group and partition hosted on this node (at most %d series).\n# TYPE sluice_consumer_group_lag gauge\n", maxGroupLagSeries)
+	series := 0
+	for _, g := range offs {
+		for _, tp := range slices.SortedFunc(maps.Keys(g.Offsets), func(a, b offsets.TopicPartition) int {
+			if a.Topic != b.Topic {
+				return strings.Compare(a.Topic, b.Topic)
+			}
+			return int(a.Partition - b.Partition)
+		}) {
+			if series >= maxGroupLagSeries {
+				return
+			}
+			p, err := n.replicas.Replica(tp.Topic, tp.Partition)
+			if err != nil {
+				continue
+			}
+			series++
+			fmt.Fprintf(w, "sluice_consumer_group_lag{group=%q,topic=%q,partition=\"%s\"} %d\n", g.Group, tp.Topic, strconv.Itoa(int(tp.Partition)), max(p.LastStableOffset()-g.Offsets[tp], 0))
+		}
+	}
 }
