@@ -1,0 +1,194 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// fakeOffsetsLog is __consumer_offsets in memory with real offsets (one
+// per record), everything committed at once, and a gate holding loads.
+type fakeOffsetsLog struct {
+	mu      sync.Mutex // guards the following
+	batches map[int32][][]byte
+	end     map[int32]int64
+	epochs  map[int32]int32
+	gate    chan struct{}
+}
+
+func newFakeOffsetsLog() *fakeOffsetsLog {
+	return &fakeOffsetsLog{batches: map[int32][][]byte{}, end: map[int32]int64{}, epochs: map[int32]int32{}}
+}
+
+func (l *fakeOffsetsLog) append(p int32, raw []byte) cluster.AppendResult {
+	raw = append([]byte(nil), raw...)
+	h, _ := batch.ParseHeader(raw)
+	base := l.end[p]
+	batch.SetBaseOffset(raw, base)
+	l.batches[p] = append(l.batches[p], raw)
+	l.end[p] = base + int64(h.LastOffsetDelta) + 1
+	return cluster.AppendResult{BaseOffset: base, LastOffset: base + int64(h.LastOffsetDelta)}
+}
+
+func (l *fakeOffsetsLog) AppendCommitted(ctx context.Context, tp cluster.TopicPartition, raw []byte, leaderEpoch int32, now time.Time) (cluster.AppendResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epochs[tp.Partition] != leaderEpoch {
+		return cluster.AppendResult{}, errs.New(sluicev1.ErrorCode_FENCED_LEADER_EPOCH, "epoch")
+	}
+	return l.append(tp.Partition, raw), nil
+}
+
+func (l *fakeOffsetsLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, lastOffset int64) error {
+	return nil
+}
+
+func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error) {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return StateLogRead{}, ctx.Err()
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out StateLogRead
+	out.EndOffset, out.NextOffset = l.end[tp.Partition], l.end[tp.Partition]
+	for _, b := range l.batches[tp.Partition] {
+		if h, _ := batch.ParseHeader(b); h.LastOffset() >= offset {
+			out.Batches = append(out.Batches, b)
+		}
+	}
+	return out, nil
+}
+
+func (l *fakeOffsetsLog) AppendCoordinatorTxn(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, transactionalID string,
+	producerID int64, producerEpoch int16, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.append(tp.Partition, build(0)), nil
+}
+
+func newTestGroupCoordinator(t *testing.T, l *fakeOffsetsLog) *GroupCoordinator {
+	c := NewGroupCoordinator(GroupCoordinatorDeps{Log: l, Txn: l,
+		Topics: func() (map[string]group.TopicMetadata, int64) { return nil, 0 }},
+		GroupCoordinatorConfig{Partitions: 1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func waitGroupsLoaded(t *testing.T, c *GroupCoordinator) {
+	t.Helper()
+	waitFor(t, "partition loaded", func() error {
+		_, err := c.FetchOffsets("g", "", -1, nil, false)
+		if errs.Code(err) == sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
+			return err
+		}
+		return nil
+	})
+}
+
+var offsetsTP0 = cluster.TopicPartition{Topic: offsets.Topic, Partition: 0}
+
+// A marker the partition's leader reports while the coordinator loads is
+// applied after the load — unless the load itself read it.
+func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
+	l := newFakeOffsetsLog()
+	l.epochs[0] = 1
+	in := offsets.TopicPartition{Topic: "in", Partition: 0}
+	c := newTestGroupCoordinator(t, l)
+	if _, err := c.FetchOffsets("g", "", -1, nil, false); errs.Code(err) != sluicev1.ErrorCode_NOT_COORDINATOR {
+		t.Fatalf("before leading: %v, want NOT_COORDINATOR", err)
+	}
+	c.BecameLeader(offsetsTP0, 1)
+	waitGroupsLoaded(t, c)
+	ctx := context.Background()
+	for _, pid := range []int64{7, 8} {
+		if _, err := c.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{TransactionalID: "t", Group: "g", ProducerID: pid, MemberEpoch: -1,
+			Entries: []OffsetCommitEntry{{TP: in, Offset: offsets.Offset{Offset: pid * 10}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Producer 7's marker is in the log before the next load; producer
+	// 8's arrives while the new leader epoch loads.
+	l.mu.Lock()
+	mk := l.append(0, batch.MarkerBatch(batch.Producer{ID: 7, Epoch: 1}, batch.ControlCommit, 0, 1))
+	l.epochs[0] = 2
+	l.gate = make(chan struct{})
+	gate := l.gate
+	l.mu.Unlock()
+	c.Resigned(offsetsTP0, 1)
+	c.BecameLeader(offsetsTP0, 2)
+	if _, err := c.FetchOffsets("g", "", -1, nil, false); errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
+		t.Fatalf("while loading: %v", err)
+	}
+	c.TxnMarkerCommitted(offsetsTP0, 7, false, mk.BaseOffset) // already in the log: the load decides (it committed)
+	l.mu.Lock()
+	mk8 := l.append(0, batch.MarkerBatch(batch.Producer{ID: 8, Epoch: 1}, batch.ControlCommit, 0, 1))
+	l.mu.Unlock()
+	// Reported before the load reads the log end: the load includes it
+	// anyway, and applying it twice must be harmless.
+	c.TxnMarkerCommitted(offsetsTP0, 8, true, mk8.BaseOffset)
+	close(gate)
+	waitGroupsLoaded(t, c)
+	got, err := c.FetchOffsets("g", "", -1, []offsets.TopicPartition{in}, true)
+	if err != nil || got[0].Err != nil || got[0].Offset.Offset != 80 {
+		t.Fatalf("after load: %+v %v, want 80 stable (both committed, producer 8 last)", got, err)
+	}
+}
+
+// Plain commits are written before they are applied, the later record
+// wins, and a tombstone batch from DeleteGroup removes them; the next
+// leader's load reproduces the same state.
+func TestGroupCoordinatorCommitsSurviveReload(t *testing.T) {
+	l := newFakeOffsetsLog()
+	l.epochs[0] = 1
+	c := newTestGroupCoordinator(t, l)
+	c.BecameLeader(offsetsTP0, 1)
+	waitGroupsLoaded(t, c)
+	ctx := context.Background()
+	a, b := offsets.TopicPartition{Topic: "in", Partition: 0}, offsets.TopicPartition{Topic: "in", Partition: 1}
+	res, err := c.CommitOffsets(ctx, "g", "", -1, []OffsetCommitEntry{{TP: a, Offset: offsets.Offset{Offset: 3}},
+		{TP: b, Offset: offsets.Offset{Offset: 4, Metadata: string(make([]byte, offsets.MaxMetadataBytes+1))}}})
+	if err != nil || res[a] != nil || errs.Code(res[b]) != sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE {
+		t.Fatalf("commit: %v %v", res, err)
+	}
+	if _, err := c.CommitOffsets(ctx, "other", "", -1, []OffsetCommitEntry{{TP: a, Offset: offsets.Offset{Offset: 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteGroup(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteGroup(ctx, "nope"); errs.Code(err) != sluicev1.ErrorCode_GROUP_ID_NOT_FOUND {
+		t.Fatalf("delete unknown: %v", err)
+	}
+	l.mu.Lock()
+	l.epochs[0] = 2
+	l.mu.Unlock()
+	c.Resigned(offsetsTP0, 1)
+	c.BecameLeader(offsetsTP0, 2)
+	waitGroupsLoaded(t, c)
+	got, _ := c.FetchOffsets("g", "", -1, nil, false)
+	if len(got) != 1 || got[0].TP != a || got[0].Offset.Offset != 3 {
+		t.Fatalf("after reload: %+v", got)
+	}
+	if got, _ := c.FetchOffsets("other", "", -1, nil, false); len(got) != 0 {
+		t.Fatalf("deleted group's offsets came back: %+v", got)
+	}
+	ls, err := c.ListGroups(nil)
+	if err != nil || len(ls) != 1 || ls[0].Group != "g" {
+		t.Fatalf("list: %+v %v", ls, err)
+	}
+}
