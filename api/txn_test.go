@@ -131,8 +131,8 @@ func stateTopic(t *testing.T, conn grpc.ClientConnInterface) *sluicev1.TopicMeta
 // TestFindCoordinatorCreatesStateTopic: on a one-node cluster the first
 // FindCoordinator creates __transaction_state (the configured partition
 // count, replication factor 1 = min(3, brokers), min.insync.replicas 1)
-// and answers the node itself; bad keys and group keys are INVALID_REQUEST
-// per key.
+// and answers the node itself; bad keys are INVALID_REQUEST per key. A
+// group key creates __consumer_offsets and is answered the same way.
 func TestFindCoordinatorCreatesStateTopic(t *testing.T) {
 	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) { c.TransactionStatePartitions = 4 })
 	if tm := stateTopic(t, tn.conn); tm.ErrorCode != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
@@ -159,12 +159,21 @@ func TestFindCoordinatorCreatesStateTopic(t *testing.T) {
 			t.Errorf("key #%d: %v %s, want %v", i, c.ErrorCode, c.ErrorMessage, want[i])
 		}
 	}
-	resp, err = cl.FindCoordinator(ctx(t), &sluicev1.FindCoordinatorRequest{KeyType: sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP, Keys: []string{"g"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := resp.Coordinators[0]; c.ErrorCode != sluicev1.ErrorCode_INVALID_REQUEST || !strings.Contains(c.ErrorMessage, "this broker serves no consumer groups") {
+	// Group keys: served by the leader of the group's __consumer_offsets
+	// partition (created on this first call); a bad group id is refused.
+	var gr *sluicev1.FindCoordinatorResponse
+	wait.Until(t, 30*time.Second, "a group coordinator", func() bool {
+		gr, err = cl.FindCoordinator(ctx(t), &sluicev1.FindCoordinatorRequest{KeyType: sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP, Keys: []string{"g", ""}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gr.Coordinators[0].ErrorCode != sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE
+	})
+	if c := gr.Coordinators[0]; c.ErrorCode != sluicev1.ErrorCode_NONE || c.NodeId != 1 || c.Address == "" {
 		t.Errorf("group key: %v", c)
+	}
+	if c := gr.Coordinators[1]; c.ErrorCode != sluicev1.ErrorCode_INVALID_GROUP_ID || c.NodeId != -1 {
+		t.Errorf("empty group id: %v, want INVALID_GROUP_ID", c)
 	}
 }
 

@@ -60,6 +60,12 @@ type BrokerLifecycle struct {
 	wantShutdown  bool
 	shutdownReady chan struct{} // closed when the controller says so
 	registered    chan struct{} // closed at the first registration
+	// hbSent counts heartbeat requests sent; hbAnswered is the count at
+	// the last one answered, hbOffset that answer's metadata offset, and
+	// hbChanged is closed (and replaced) at every answer (MetadataBarrier).
+	hbSent, hbAnswered uint64
+	hbOffset           uint64
+	hbChanged          chan struct{}
 
 	// silentVoter is the voter whose metadata stream just went silent
 	// (MetadataStreamIdleTimeout), tried last by the next subscription
@@ -209,6 +215,8 @@ func (b *BrokerLifecycle) register() {
 
 func (b *BrokerLifecycle) heartbeat() {
 	b.mu.Lock()
+	b.hbSent++
+	seq := b.hbSent
 	offset := b.cfg.Metadata.Offset()
 	req := &internalv1.BrokerHeartbeatRequest{
 		BrokerId: b.cfg.NodeID, BrokerEpoch: b.epoch, MetadataOffset: offset,
@@ -234,6 +242,13 @@ func (b *BrokerLifecycle) heartbeat() {
 			b.log.Warn("broker heartbeat failed", "err", err)
 		}
 		return
+	}
+	if seq > b.hbAnswered {
+		b.hbAnswered, b.hbOffset = seq, resp.MetadataOffset
+		if b.hbChanged != nil {
+			close(b.hbChanged)
+			b.hbChanged = nil
+		}
 	}
 	if b.fenced != resp.Fenced {
 		b.log.Info("broker fencing changed", "fenced", resp.Fenced, "broker_epoch", b.epoch)
@@ -450,4 +465,38 @@ func (b *BrokerLifecycle) AllocateProducerIDBlock(ctx context.Context) (start, e
 		return 0, 0, err
 	}
 	return resp.ProducerIdStart, resp.ProducerIdStart + int64(resp.ProducerIdLen), nil
+}
+
+// MetadataBarrier waits until this broker's metadata has caught up with
+// the active controller as of now: it waits for a heartbeat sent after
+// the call to be answered (heartbeats run every HeartbeatInterval) and
+// then for the metadata cache to reach the offset in that answer. Use it
+// before concluding from the local metadata that something does not exist
+// (a partition in a transaction, created through another broker, may not
+// have reached this broker yet). Errors: ctx ended, or the lifecycle
+// stopped.
+func (b *BrokerLifecycle) MetadataBarrier(ctx context.Context) error {
+	b.mu.Lock()
+	after := b.hbSent
+	b.mu.Unlock()
+	for {
+		b.mu.Lock()
+		if b.hbAnswered > after {
+			offset := b.hbOffset
+			b.mu.Unlock()
+			return b.cfg.Metadata.WaitForOffset(ctx, offset)
+		}
+		if b.hbChanged == nil {
+			b.hbChanged = make(chan struct{})
+		}
+		ch := b.hbChanged
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.ctx.Done():
+			return errors.New("the broker is stopping")
+		}
+	}
 }

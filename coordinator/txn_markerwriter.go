@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
@@ -19,6 +20,33 @@ import (
 type PartitionMarkers struct {
 	Replicas *cluster.ReplicaManager
 	Metadata *cluster.MetadataCache
+	// Barrier, if set, waits until Metadata has caught up with the
+	// controller (cluster.BrokerLifecycle.MetadataBarrier). A partition
+	// missing from the metadata is declared gone only after it: the
+	// partition was in a transaction, so it existed, and this broker's
+	// metadata may simply lag (a topic created through another broker —
+	// __consumer_offsets on a group's first transactional commit).
+	Barrier func(ctx context.Context) error
+}
+
+// missingBarrierTimeout bounds the metadata barrier of one marker call.
+const missingBarrierTimeout = 5 * time.Second
+
+// exists is partitionExists after the metadata barrier when the
+// partition seems missing: UNKNOWN_TOPIC_OR_PARTITION only if it is
+// still missing once the metadata caught up; LEADER_NOT_AVAILABLE
+// (retriable) if the barrier could not be passed.
+func (w PartitionMarkers) exists(ctx context.Context, tp cluster.TopicPartition) error {
+	err := partitionExists(w.Metadata, tp)
+	if errs.Code(err) != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || w.Barrier == nil {
+		return err
+	}
+	bctx, cancel := context.WithTimeout(ctx, missingBarrierTimeout)
+	defer cancel()
+	if berr := w.Barrier(bctx); berr != nil {
+		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s is not in this broker's metadata, which could not be checked against the controller: %v", tp, berr)
+	}
+	return partitionExists(w.Metadata, tp)
 }
 
 // WriteMarker appends mk to tp as its leader and returns once it is
@@ -29,7 +57,7 @@ type PartitionMarkers struct {
 // or lead is NOT_LEADER_OR_FOLLOWER (retriable), never "gone" — and
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND, which is committed, is success.
 func (w PartitionMarkers) WriteMarker(ctx context.Context, tp cluster.TopicPartition, mk cluster.TxnMarker) error {
-	if err := partitionExists(w.Metadata, tp); err != nil {
+	if err := w.exists(ctx, tp); err != nil {
 		return err
 	}
 	err := w.Replicas.WriteTxnMarker(ctx, tp, mk)
@@ -111,9 +139,12 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map
 	remote := map[string][]txn.TopicPartition{} // by leader address
 	for _, tp := range m.Partitions {
 		ctp := cluster.TopicPartition(tp)
-		if err := partitionExists(w.cfg.Local.Metadata, ctp); err != nil {
+		if err := w.cfg.Local.exists(ctx, ctp); err != nil {
 			out[tp] = err
 			continue
+		}
+		if im.Partition(tp.Topic, tp.Partition) == nil { // appeared after the barrier
+			im = w.cfg.Local.Metadata.Image()
 		}
 		leader := im.Partition(tp.Topic, tp.Partition).Leader
 		switch b := im.Brokers[leader]; {

@@ -217,7 +217,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator, GroupLocator: n.groupLocator}))
 		sluicev1.RegisterGroupsServer(n.grpc, api.NewGroupsService(n.groupCoord, cfg.NodeID))
 		internalv1.RegisterTxnBrokerServer(n.grpc, api.NewTxnBrokerService(n.txnCoord,
-			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache}))
+			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}))
 		internalv1.RegisterReplicaServer(n.grpc, api.NewReplicaService(n.replicas, n.cache, n.draining))
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(n.grpc)
@@ -281,7 +281,7 @@ func (n *Node) startTransactions() {
 	n.txnLocator = coordinator.NewTxnLocator(coordinator.TxnLocatorConfig{Metadata: n.cache, Controllers: n.controllers,
 		StatePartitions: cfg.TransactionStatePartitions, Logger: n.log})
 	n.txnMarkers = coordinator.NewBrokerMarkerWriter(coordinator.BrokerMarkerWriterConfig{Self: cfg.NodeID,
-		Local: coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache}, Pool: n.pool})
+		Local: coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}, Pool: n.pool})
 	n.txnCoord = coordinator.NewTransactionCoordinator(coordinator.TransactionCoordinatorDeps{
 		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, ProducerIDs: n.producerIDs, Markers: n.txnMarkers,
 		StatePartitionCount: n.txnLocator.StatePartitionCount,
