@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/storage"
@@ -22,16 +23,22 @@ import (
 // there is one beside it, is dumped after it; a .txnindex path dumps that
 // file alone. Files are only read.
 func (e *env) dumpLog(args []string) error {
-	fs := e.newFlags("dump-log", "dump-log PATH [--records] [--transaction-log-decoder]\n\nDecodes a .log segment file offline and verifies every batch, then its .txnindex\n(aborted transactions) if there is one beside it. PATH may also be a .txnindex.")
+	fs := e.newFlags("dump-log", "dump-log PATH [--records] [--transaction-log-decoder | --offsets-decoder]\n\nDecodes a .log segment file offline and verifies every batch, then its .txnindex\n(aborted transactions) if there is one beside it. PATH may also be a .txnindex.")
 	records := fs.Bool("records", false, "print every record")
 	txnDecoder := fs.Bool("transaction-log-decoder", false, "decode records as __transaction_state records (implies --records)")
+	offsetsDecoder := fs.Bool("offsets-decoder", false, "decode records as __consumer_offsets records: committed offsets and group epochs (implies --records)")
 	pos, err := e.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
 	var decode recordDecoder
-	if *txnDecoder {
+	switch {
+	case *txnDecoder && *offsetsDecoder:
+		return fmt.Errorf("--transaction-log-decoder and --offsets-decoder decode different topics: give one")
+	case *txnDecoder:
 		*records, decode = true, transactionLogRecord
+	case *offsetsDecoder:
+		*records, decode = true, offsetsRecord
 	}
 	if strings.HasSuffix(pos[0], ".txnindex") {
 		return e.dumpTxnIndex(pos[0])
@@ -66,6 +73,39 @@ func transactionLogRecord(r batch.Record) string {
 	return fmt.Sprintf("key: transaction_metadata::transactionalId=%s payload: state=%s producerId=%d producerEpoch=%d lastProducerEpoch=%d previousProducerId=%d nextProducerId=%d timeoutMs=%d partitions=[%s] txnStartTimestamp=%d txnLastUpdateTimestamp=%d",
 		m.TransactionalID, m.State, m.ProducerID, m.ProducerEpoch, m.LastProducerEpoch, m.PrevProducerID, m.NextProducerID,
 		m.TimeoutMs, txnPartitions(m.Partitions), m.StartTimeMs, m.UpdateTimeMs)
+}
+
+// offsetsRecord decodes a __consumer_offsets record (coordinator/offsets):
+// a group's committed offset of a partition or its epoch, a tombstone, or
+// why it does not decode (--offsets-decoder, Kafka's kafka-dump-log
+// option of that name).
+func offsetsRecord(r batch.Record) string {
+	k, err := offsets.DecodeKey(r.Key)
+	if err != nil {
+		return fmt.Sprintf("key: %s payload: %s decodeError: %v", quote(r.Key), quote(r.Value), err)
+	}
+	switch k.Type {
+	case offsets.KeyOffset:
+		key := fmt.Sprintf("offset_commit::group=%s,partition=%s-%d", k.Group, k.Topic, k.Partition)
+		if r.Value == nil {
+			return "key: " + key + " payload: <DELETE>"
+		}
+		o, err := offsets.DecodeOffsetValue(r.Value)
+		if err != nil {
+			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
+		}
+		return fmt.Sprintf("key: %s payload: offset=%d leaderEpoch=%d metadata=%q commitTimestamp=%d", key, o.Offset, o.LeaderEpoch, o.Metadata, o.CommitTimeMs)
+	default:
+		key := "group_metadata::group=" + k.Group
+		if r.Value == nil {
+			return "key: " + key + " payload: <DELETE>"
+		}
+		g, err := offsets.DecodeGroupValue(r.Value)
+		if err != nil {
+			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
+		}
+		return fmt.Sprintf("key: %s payload: epoch=%d timestamp=%d", key, g.Epoch, g.TimeMs)
+	}
 }
 
 // txnPartitions prints a transaction's partitions as topic-partition,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/storage"
@@ -182,5 +183,38 @@ func TestDumpLogDecodesTheTransactionLog(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// --offsets-decoder decodes __consumer_offsets records (committed
+// offsets, group epochs, tombstones) and says which do not decode.
+func TestDumpLogDecodesTheOffsetsLog(t *testing.T) {
+	var bld batch.Builder
+	bld.Reset(1000)
+	bld.Add(1000, offsets.OffsetKey("g", "in", 3), offsets.OffsetValue(offsets.Offset{Offset: 42, LeaderEpoch: 1, Metadata: "m", CommitTimeMs: 999}), nil)
+	bld.Add(1000, offsets.GroupKey("g"), offsets.GroupValue(offsets.GroupRecord{Epoch: 7, TimeMs: 998}), nil)
+	bld.Add(1000, offsets.OffsetKey("g", "in", 3), nil, nil)
+	bld.Add(1000, []byte{0, 9}, []byte("x"), nil)
+	seg := batch.AppendFrame(nil, bld.Finish(batch.PlainProducer, 0))
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	if err := os.WriteFile(path, seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"dump-log", path, "--offsets-decoder"}, nil, &out, &errb); err != nil {
+		t.Fatalf("dump-log: %v (%s)", err, errb.String())
+	}
+	for _, want := range []string{
+		`| offset: 0 CreateTime: 1000 key: offset_commit::group=g,partition=in-3 payload: offset=42 leaderEpoch=1 metadata="m" commitTimestamp=999` + "\n",
+		"| offset: 1 CreateTime: 1000 key: group_metadata::group=g payload: epoch=7 timestamp=998\n",
+		"| offset: 2 CreateTime: 1000 key: offset_commit::group=g,partition=in-3 payload: <DELETE>\n",
+		`| offset: 3 CreateTime: 1000 key: \x00\t payload: x decodeError: corrupt __consumer_offsets record: unknown key type 9`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run(context.Background(), []string{"dump-log", path, "--offsets-decoder", "--transaction-log-decoder"}, nil, &out, &errb); err == nil {
+		t.Fatal("both decoders were accepted")
 	}
 }
