@@ -170,8 +170,11 @@ type groupEntry struct {
 	g  *group.Group
 	// persistedEpoch is the highest group epoch whose record is committed.
 	persistedEpoch int32
-	// emptySince is when the group last became empty (zero: has members).
+	// emptySince is when the group last became empty here; zero while it
+	// has members or if it never had any on this coordinator (retention
+	// then counts from its last commit).
 	emptySince time.Time
+	hadMembers bool
 	// deleted: DeleteGroups removed the group; requests holding the entry
 	// start over.
 	deleted atomic.Bool
@@ -275,7 +278,7 @@ func (c *GroupCoordinator) entryLocked(ps *offsetsPartition, g string, create bo
 	}
 	gg := group.New(g, c.cfg.Group)
 	gg.RestoreEpoch(epoch)
-	e := &groupEntry{g: gg, persistedEpoch: epoch, emptySince: c.now()}
+	e := &groupEntry{g: gg, persistedEpoch: epoch}
 	ps.groups[g] = e
 	return e
 }
@@ -503,8 +506,8 @@ func (c *GroupCoordinator) expireMembers(now time.Time) {
 // noteSizeLocked tracks when e became empty. The caller holds e.mu.
 func (c *GroupCoordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 	if e.g.Size() > 0 {
-		e.emptySince = time.Time{}
-	} else if e.emptySince.IsZero() {
+		e.emptySince, e.hadMembers = time.Time{}, true
+	} else if e.hadMembers && e.emptySince.IsZero() {
 		e.emptySince = now
 	}
 }

@@ -192,3 +192,50 @@ func TestGroupCoordinatorCommitsSurviveReload(t *testing.T) {
 		t.Fatalf("list: %+v %v", ls, err)
 	}
 }
+
+// KIP-211: a group's offsets are deleted once it has been empty for the
+// retention (counted from its last commit when it never had members
+// here), and not before.
+func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
+	l := newFakeOffsetsLog()
+	l.epochs[0] = 1
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	c := NewGroupCoordinator(GroupCoordinatorDeps{Log: l, Txn: l, Now: clock.now,
+		Topics: func() (map[string]group.TopicMetadata, int64) { return nil, 0 }},
+		GroupCoordinatorConfig{Partitions: 1, OffsetsRetention: time.Hour})
+	t.Cleanup(func() { _ = c.Close() })
+	c.BecameLeader(offsetsTP0, 1)
+	waitGroupsLoaded(t, c)
+	ctx := context.Background()
+	in := offsets.TopicPartition{Topic: "in", Partition: 0}
+	commit := func(g string) {
+		if _, err := c.CommitOffsets(ctx, g, "", -1, []OffsetCommitEntry{{TP: in, Offset: offsets.Offset{Offset: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("old")
+	clock.advance(40 * time.Minute)
+	// Looking at a group does not restart its retention.
+	if _, err := c.DescribeGroup("old"); err != nil {
+		t.Fatal(err)
+	}
+	commit("young")
+	clock.advance(30 * time.Minute) // old: 70 min, young: 30 min
+	c.expireOffsets(clock.now())
+	if got, _ := c.FetchOffsets("old", "", -1, nil, false); len(got) != 0 {
+		t.Fatalf("old group's offsets kept past the retention: %+v", got)
+	}
+	if got, _ := c.FetchOffsets("young", "", -1, nil, false); len(got) != 1 {
+		t.Fatalf("young group's offsets expired early: %+v", got)
+	}
+	// The deletion is in the log: a reload agrees.
+	l.mu.Lock()
+	l.epochs[0] = 2
+	l.mu.Unlock()
+	c.Resigned(offsetsTP0, 1)
+	c.BecameLeader(offsetsTP0, 2)
+	waitGroupsLoaded(t, c)
+	if ls, _ := c.ListGroups(nil); len(ls) != 1 || ls[0].Group != "young" {
+		t.Fatalf("after reload: %+v", ls)
+	}
+}
