@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/cmd/sluice/output"
+	"github.com/sluice-io/sluice/proto/batch"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -31,6 +33,7 @@ type fakeGroupBroker struct {
 	offsets    map[string]int64 // "topic/partition" -> committed
 	commits    []*sluicev1.OffsetCommitRequest
 	listStates [][]string
+	heartbeats []*sluicev1.ConsumerGroupHeartbeatRequest
 }
 
 func startFakeGroupBroker(t *testing.T) *fakeGroupBroker {
@@ -332,5 +335,96 @@ func TestGroupResetOffsetsPlanAndExecute(t *testing.T) {
 	_, _, err = runArgs(t, "--brokers", f.addr, "group", "delete", "g")
 	if err == nil || !strings.Contains(err.Error(), "stop the group's consumers first") || !strings.Contains(err.Error(), "NON_EMPTY_GROUP") {
 		t.Errorf("delete with members: %v", err)
+	}
+}
+
+// The fake's consumer side for "consume --group": partitions 0 and 1 of
+// "m" hold five records each (offsets 0-4); one member gets both.
+
+func (f *fakeGroupBroker) ConsumerGroupHeartbeat(_ context.Context, req *sluicev1.ConsumerGroupHeartbeatRequest) (*sluicev1.ConsumerGroupHeartbeatResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats = append(f.heartbeats, req)
+	resp := &sluicev1.ConsumerGroupHeartbeatResponse{MemberId: "m-1", MemberEpoch: 1, HeartbeatIntervalMs: 20}
+	switch {
+	case req.MemberEpoch < 0:
+		resp.MemberEpoch = req.MemberEpoch
+	case req.MemberEpoch == 0:
+		resp.Assignment = &sluicev1.GroupAssignment{TopicPartitions: []*sluicev1.GroupTopicPartitions{{Topic: "m", Partitions: []int32{0, 1}}}}
+	}
+	return resp, nil
+}
+
+func (f *fakeGroupBroker) Fetch(_ context.Context, req *sluicev1.FetchRequest) (*sluicev1.FetchResponse, error) {
+	resp := &sluicev1.FetchResponse{}
+	for _, t := range req.Topics {
+		tr := &sluicev1.FetchableTopicResponse{Name: t.Name}
+		for _, p := range t.Partitions {
+			pd := &sluicev1.PartitionData{Partition: p.Partition, HighWatermark: 5, LastStableOffset: 5, NextFetchOffset: max(p.FetchOffset, 5)}
+			if p.FetchOffset < 5 {
+				var b batch.Builder
+				b.Reset(1)
+				for i := int64(0); i < 5; i++ {
+					b.Add(1, nil, []byte(fmt.Sprintf("v%d-%d", p.Partition, i)), nil)
+				}
+				raw := b.Finish(batch.Producer{ID: -1, Epoch: -1, BaseSequence: -1}, 0)
+				rb := &sluicev1.RecordBatch{}
+				if err := proto.Unmarshal(raw, rb); err != nil {
+					return nil, err
+				}
+				pd.Batches = append(pd.Batches, rb)
+			}
+			tr.Partitions = append(tr.Partitions, pd)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp, nil
+}
+
+// consume --group joins, reads the assigned partitions from the start
+// (--from-beginning, nothing committed), and commits the offsets of the
+// records it printed — not past them, though more were fetched — then
+// leaves the group.
+func TestConsumeGroupCommitsWhatItPrinted(t *testing.T) {
+	f := startFakeGroupBroker(t)
+	out, stderr, err := runArgs(t, "--brokers", f.addr, "consume", "m", "--group", "g", "--from-beginning", "--max-messages", "3", "--print-offsets", "--timeout", "10s")
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("printed %q, want 3 records", out)
+	}
+	printed := map[int32]int64{}
+	for _, l := range lines {
+		var p int32
+		var off int64
+		if _, err := fmt.Sscanf(l, "%d:%d", &p, &off); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		printed[p] = off + 1
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	committed := map[int32]int64{}
+	for _, c := range f.commits {
+		if c.MemberId != "m-1" || c.MemberEpoch != 1 {
+			t.Errorf("commit as %q epoch %d, want the member's", c.MemberId, c.MemberEpoch)
+		}
+		for _, tp := range c.Topics {
+			for _, p := range tp.Partitions {
+				committed[p.Partition] = p.CommittedOffset
+			}
+		}
+	}
+	if fmt.Sprint(committed) != fmt.Sprint(printed) {
+		t.Errorf("committed %v, want the offsets after the printed records %v", committed, printed)
+	}
+	join, last := f.heartbeats[0], f.heartbeats[len(f.heartbeats)-1]
+	if join.MemberEpoch != 0 || join.GroupId != "g" || strings.Join(join.SubscribedTopicNames, ",") != "m" {
+		t.Errorf("join %v", join)
+	}
+	if last.MemberEpoch != -1 {
+		t.Errorf("last heartbeat %v, want the leave (epoch -1)", last)
 	}
 }
