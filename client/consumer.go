@@ -239,10 +239,7 @@ func (co *Consumer) Unassign(topic string, partition int32) {
 // A group consumer may seek only partitions it owns.
 func (co *Consumer) Seek(topic string, partition int32, offset int64) error {
 	if co.group != nil {
-		co.mu.Lock()
-		a := co.assigned[topicPartition{topic, partition}]
-		co.mu.Unlock()
-		if a == nil || a.paused {
+		if !co.group.owns(TopicPartition{topic, partition}) {
 			return fmt.Errorf("sluice: Seek %s-%d: the consumer does not own the partition in its group", topic, partition)
 		}
 	}
@@ -710,13 +707,27 @@ func (co *Consumer) positions(parts []TopicPartition) map[TopicPartition]int64 {
 	return out
 }
 
-// position starts fetching a newly assigned group partition at offset
-// (which may be OffsetEarliest or OffsetLatest).
+// position positions a newly assigned group partition at offset (which
+// may be OffsetEarliest or OffsetLatest), paused until resume.
 func (co *Consumer) position(tp TopicPartition, offset int64) {
 	_ = co.seek(tp.Topic, tp.Partition, offset) // fails only when closed
 	co.mu.Lock()
 	if a := co.assigned[topicPartition{tp.Topic, tp.Partition}]; a != nil {
-		a.paused = false
+		a.paused = true
 	}
 	co.mu.Unlock()
+}
+
+// resume starts fetching positioned group partitions.
+func (co *Consumer) resume(parts []TopicPartition) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for _, tp := range parts {
+		if a := co.assigned[topicPartition{tp.Topic, tp.Partition}]; a != nil {
+			a.paused = false
+			if wake := co.loops[a.leader]; wake != nil {
+				notify(wake)
+			}
+		}
+	}
 }

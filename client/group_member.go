@@ -167,7 +167,12 @@ func (g *groupMember) run() {
 			switch code := errs.Code(err); {
 			case code == sluicev1.ErrorCode_FENCED_MEMBER_EPOCH || code == sluicev1.ErrorCode_UNKNOWN_MEMBER_ID:
 				g.lose()
-				report, interval, failures = true, 0, 0
+				// Rejoin at once; with a backoff if the join is fenced too.
+				report, interval = true, 0
+				if failures > 0 {
+					interval = initBackoff(failures)
+				}
+				failures++
 				continue
 			case g.ctx.Err() != nil:
 				continue // closing: stop is closed too
@@ -338,6 +343,10 @@ func (g *groupMember) assign(parts []TopicPartition) bool {
 	g.mu.Unlock()
 	committed, err := g.coord.fetchOffsets(g.ctx, memberID, epoch, true, parts)
 	if err != nil {
+		switch errs.Code(err) {
+		case sluicev1.ErrorCode_STALE_MEMBER_EPOCH, sluicev1.ErrorCode_FENCED_MEMBER_EPOCH, sluicev1.ErrorCode_UNKNOWN_MEMBER_ID:
+			return false // the next heartbeat answers the membership
+		}
 		if errs.Retriable(errs.Code(err)) || g.ctx.Err() != nil || isTransportError(err) {
 			return false
 		}
@@ -346,6 +355,9 @@ func (g *groupMember) assign(parts []TopicPartition) bool {
 		g.mu.Unlock()
 		return false
 	}
+	// Positioned but not fetched until OnAssigned has returned, so that
+	// Poll returns no record of them before it (and Seek in OnAssigned
+	// takes effect first).
 	for _, tp := range parts {
 		off := g.co.cfg.autoOffsetReset
 		if c, ok := committed[tp]; ok && c.Offset >= 0 {
@@ -363,7 +375,15 @@ func (g *groupMember) assign(parts []TopicPartition) bool {
 		l.OnAssigned(g.ctx, parts)
 		g.inCallback.Store(false)
 	}
+	g.co.resume(parts)
 	return true
+}
+
+// owns reports whether the member owns tp (positioned, not yet given up).
+func (g *groupMember) owns(tp TopicPartition) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.owned[tp]
 }
 
 // lose drops every partition without committing (the member was fenced)

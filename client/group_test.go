@@ -60,11 +60,15 @@ type recorder struct {
 	assigned [][]TopicPartition
 	revoked  [][]TopicPartition
 	lost     [][]TopicPartition
-	// onRevoked, when set, runs inside OnRevoked.
-	onRevoked func(ctx context.Context, parts []TopicPartition)
+	// onRevoked and onAssigned, when set, run inside OnRevoked and
+	// OnAssigned.
+	onRevoked, onAssigned func(ctx context.Context, parts []TopicPartition)
 }
 
-func (r *recorder) OnAssigned(_ context.Context, p []TopicPartition) {
+func (r *recorder) OnAssigned(ctx context.Context, p []TopicPartition) {
+	if r.onAssigned != nil {
+		r.onAssigned(ctx, p)
+	}
 	r.f.mu.Lock()
 	r.f.event("assigned %s", tpsString(p))
 	r.f.mu.Unlock()
@@ -100,8 +104,20 @@ func (r *recorder) calls() (assigned, revoked, lost int) {
 	return len(r.assigned), len(r.revoked), len(r.lost)
 }
 
-// newGroupConsumer returns a subscribed group consumer of group "g" on
-// topic "t" (closed at cleanup) and its listener.
+// joinGroup returns a group consumer of group "g" subscribed to topic "t"
+// (closed at cleanup) and its listener.
+func joinGroup(t *testing.T, f *fakeBroker, opts ...ConsumerOption) (*Consumer, *recorder) {
+	t.Helper()
+	co, rec := newGroupConsumer(t, f, opts...)
+	if err := co.Subscribe("t"); err != nil {
+		t.Fatal(err)
+	}
+	return co, rec
+}
+
+// newGroupConsumer returns a group consumer of group "g" (closed at
+// cleanup), not subscribed yet, and its listener (set hooks before
+// Subscribe).
 func newGroupConsumer(t *testing.T, f *fakeBroker, opts ...ConsumerOption) (*Consumer, *recorder) {
 	t.Helper()
 	c, err := New([]string{f.addr}, WithRequestTimeout(2*time.Second))
@@ -117,9 +133,6 @@ func newGroupConsumer(t *testing.T, f *fakeBroker, opts ...ConsumerOption) (*Con
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { co.Close() })
-	if err := co.Subscribe("t"); err != nil {
-		t.Fatal(err)
-	}
 	return co, rec
 }
 
@@ -189,6 +202,22 @@ func TestGroupJoinPositionsAtCommittedOffsets(t *testing.T) {
 	f.mu.Unlock()
 	co, rec := newGroupConsumer(t, f, WithSessionTimeout(30*time.Second), WithRebalanceTimeout(20*time.Second),
 		WithAssignor("range"), WithInstanceID("i-1"), WithRack("r1"))
+	// No record of a new partition before OnAssigned has returned; a Seek
+	// in OnAssigned takes effect (t-1 then starts at 0 all the same).
+	var beforeAssigned []Record
+	var seekErr error
+	rec.onAssigned = func(ctx context.Context, parts []TopicPartition) {
+		seekErr = co.Seek("t", 1, 0)
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		for pctx.Err() == nil {
+			recs, _ := co.Poll(pctx)
+			beforeAssigned = append(beforeAssigned, recs...)
+		}
+	}
+	mustOK(t, "Subscribe", co.Subscribe("t"))
+	// Poll is for one goroutine at a time: the one in OnAssigned first.
+	wait.Until(t, 10*time.Second, "OnAssigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
 
 	got := pollUntil(t, co, 8)
 	slices.Sort(got)
@@ -197,6 +226,9 @@ func TestGroupJoinPositionsAtCommittedOffsets(t *testing.T) {
 		t.Fatalf("records %v, want %v", got, want)
 	}
 	waitEvent(t, f, "hb epoch=1 owned=[t-0 t-1]")
+	if len(beforeAssigned) > 0 || seekErr != nil {
+		t.Errorf("Poll in OnAssigned returned %d records; Seek there: %v", len(beforeAssigned), seekErr)
+	}
 
 	f.mu.Lock()
 	join := f.grp.hbReqs[0]
@@ -250,16 +282,20 @@ func TestGroupRevocationCommitsAndCallsOnRevokedBeforeReportingRelease(t *testin
 			}
 		}
 	}
+	mustOK(t, "Subscribe", co.Subscribe("t"))
 	pollUntil(t, co, 10)
 	waitEvent(t, f, "hb epoch=1 owned=[t-0 t-1]")
 
 	// Three more records on t-1, fetched ahead of Poll.
 	produceN(t, f, "t", []int32{1}, 3)
-	wait.Until(t, 10*time.Second, "t-1 prefetched", func() bool {
+	wait.For(t, 10*time.Second, "t-1 prefetched", func() error {
 		co.mu.Lock()
 		defer co.mu.Unlock()
 		a := co.assigned[topicPartition{"t", 1}]
-		return a != nil && a.fetchPos == 8
+		if a == nil || a.fetchPos != 8 {
+			return fmt.Errorf("assignment %+v", a)
+		}
+		return nil
 	})
 
 	f.setTarget("member-1", TopicPartition{"t", 0})
@@ -304,10 +340,10 @@ func TestGroupCommitInOnRevokedPrecedesRelease(t *testing.T) {
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}, {"t", 1}}
 	f.mu.Unlock()
-	var co *Consumer
 	var commitErr error
 	co, rec := newGroupConsumer(t, f, WithAutoCommit(false, 0))
 	rec.onRevoked = func(ctx context.Context, parts []TopicPartition) { commitErr = co.Commit(ctx) }
+	mustOK(t, "Subscribe", co.Subscribe("t"))
 	pollUntil(t, co, 8)
 	waitEvent(t, f, "hb epoch=1 owned=[t-0 t-1]")
 	f.setTarget("member-1", TopicPartition{"t", 1})
@@ -330,7 +366,7 @@ func TestGroupFencedLosesPartitionsAndRejoins(t *testing.T) {
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 	f.mu.Unlock()
-	co, rec := newGroupConsumer(t, f)
+	co, rec := joinGroup(t, f)
 	pollUntil(t, co, 3)
 	waitEvent(t, f, "hb epoch=1 owned=[t-0]")
 	f.mu.Lock()
@@ -372,7 +408,7 @@ func TestGroupCoordinatorMoveIsRediscovered(t *testing.T) {
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 	f.mu.Unlock()
-	co, _ := newGroupConsumer(t, f)
+	co, _ := joinGroup(t, f)
 	pollUntil(t, co, 2)
 	waitEvent(t, f, "hb epoch=1 owned=[t-0]")
 	f.mu.Lock()
@@ -405,7 +441,7 @@ func TestGroupJoinRetriesCoordinatorErrors(t *testing.T) {
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 	f.grp.hbErrs = []sluicev1.ErrorCode{sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE}
 	f.mu.Unlock()
-	_, rec := newGroupConsumer(t, f)
+	_, rec := joinGroup(t, f)
 	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
 }
 
@@ -417,7 +453,7 @@ func TestGroupAutoCommit(t *testing.T) {
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}, {"t", 1}}
 	f.mu.Unlock()
-	co, _ := newGroupConsumer(t, f, WithAutoCommit(true, 20*time.Millisecond))
+	co, _ := joinGroup(t, f, WithAutoCommit(true, 20*time.Millisecond))
 	pollUntil(t, co, 6)
 	wait.Until(t, 10*time.Second, "positions committed", func() bool {
 		f.mu.Lock()
@@ -439,7 +475,7 @@ func TestGroupCloseCommitsAndLeaves(t *testing.T) {
 			f.mu.Lock()
 			f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 			f.mu.Unlock()
-			co, _ := newGroupConsumer(t, f, WithInstanceID(tc.instance))
+			co, _ := joinGroup(t, f, WithInstanceID(tc.instance))
 			pollUntil(t, co, 2)
 			waitEvent(t, f, "hb epoch=1 owned=[t-0]")
 			if err := co.Close(); err != nil {
@@ -465,7 +501,7 @@ func TestGroupCloseIsBounded(t *testing.T) {
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 	f.mu.Unlock()
-	co, rec := newGroupConsumer(t, f, WithGroupCloseTimeout(300*time.Millisecond))
+	co, rec := joinGroup(t, f, WithGroupCloseTimeout(300*time.Millisecond))
 	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
 	f.mu.Lock()
 	f.txn.owner = map[string]int32{"g": 7} // no such node: nobody answers
@@ -486,7 +522,7 @@ func TestGroupCommitRetriesStaleEpochOnce(t *testing.T) {
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 	f.mu.Unlock()
-	co, _ := newGroupConsumer(t, f)
+	co, _ := joinGroup(t, f)
 	pollUntil(t, co, 2)
 	f.mu.Lock()
 	f.grp.commitErrs = []sluicev1.ErrorCode{sluicev1.ErrorCode_STALE_MEMBER_EPOCH}
