@@ -52,9 +52,9 @@ type GroupMetadata struct {
 // RebalanceListener is told when the consumer's share of its group
 // changes. Its methods run on the consumer's group goroutine, one at a
 // time and never concurrently with each other, but concurrently with Poll;
-// they may call Commit, CommitOffsets, Position and Seek. No heartbeat is
-// sent while one runs, so each must return well within the session
-// timeout.
+// they may call Commit, CommitOffsets, Position and Seek, but not Close
+// (which waits for the goroutine they run on). No heartbeat is sent while
+// one runs, so each must return well within the session timeout.
 type RebalanceListener interface {
 	// OnAssigned is called once newly assigned partitions are positioned
 	// (at their committed offsets, or the auto offset reset policy) and

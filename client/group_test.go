@@ -434,15 +434,45 @@ func TestGroupCoordinatorMoveIsRediscovered(t *testing.T) {
 }
 
 // COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE on join are
-// retried.
-func TestGroupJoinRetriesCoordinatorErrors(t *testing.T) {
+// retried; so is UNSTABLE_OFFSET_COMMIT on the assignment's OffsetFetch
+// (offsets pending in an open transaction), before OnAssigned.
+func TestGroupJoinRetriesCoordinatorAndUnstableOffsets(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})
 	f.mu.Lock()
 	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
 	f.grp.hbErrs = []sluicev1.ErrorCode{sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE}
+	f.grp.fetchErrs = []sluicev1.ErrorCode{sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT, sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT}
+	f.grp.offsets = map[TopicPartition]int64{{"t", 0}: 0}
 	f.mu.Unlock()
 	_, rec := joinGroup(t, f)
 	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.grp.fetchReqs); n != 3 {
+		t.Errorf("%d offset fetches, want 3 (two UNSTABLE_OFFSET_COMMIT)", n)
+	}
+}
+
+// Subscribe again changes the subscription: the next heartbeat carries it.
+func TestGroupSubscriptionChangeIsSent(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1, "u": 1})
+	f.mu.Lock()
+	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.mu.Unlock()
+	co, rec := joinGroup(t, f)
+	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
+	mustOK(t, "Subscribe", co.Subscribe("t", "u"))
+	wait.For(t, 10*time.Second, "the new subscription sent", func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		last := f.grp.hbReqs[len(f.grp.hbReqs)-1]
+		for _, hb := range f.grp.hbReqs[1:] {
+			if hb.MemberEpoch > 0 && slices.Equal(hb.SubscribedTopicNames, []string{"t", "u"}) {
+				return nil
+			}
+		}
+		return fmt.Errorf("last heartbeat %v", last)
+	})
 }
 
 // Auto-commit commits the positions of the owned partitions every

@@ -34,6 +34,7 @@ type fakeGroupBroker struct {
 	commits    []*sluicev1.OffsetCommitRequest
 	listStates [][]string
 	heartbeats []*sluicev1.ConsumerGroupHeartbeatRequest
+	commitCode sluicev1.ErrorCode // answered to every OffsetCommit when set
 }
 
 func startFakeGroupBroker(t *testing.T) *fakeGroupBroker {
@@ -129,6 +130,9 @@ func (f *fakeGroupBroker) OffsetCommit(_ context.Context, req *sluicev1.OffsetCo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.commits = append(f.commits, req)
+	if f.commitCode != sluicev1.ErrorCode_NONE {
+		return &sluicev1.OffsetCommitResponse{ErrorCode: f.commitCode, ErrorMessage: "fake"}, nil
+	}
 	if d := f.described[req.GroupId]; d != nil && len(d.Members) > 0 && req.MemberEpoch < 0 {
 		return &sluicev1.OffsetCommitResponse{ErrorCode: sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, ErrorMessage: "the group has members"}, nil
 	}
@@ -332,6 +336,19 @@ func TestGroupResetOffsetsPlanAndExecute(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stop the group's consumers first") {
 		t.Errorf("with members: %v", err)
 	}
+	// A member joining between the check and the commit: the
+	// coordinator's refusal is explained the same way.
+	f.mu.Lock()
+	delete(f.described, "g")
+	f.commitCode = sluicev1.ErrorCode_NON_EMPTY_GROUP
+	f.mu.Unlock()
+	_, _, err = runArgs(t, "--brokers", f.addr, "group", "reset-offsets", "g", "--topic", "m", "--to-earliest", "--execute")
+	if err == nil || !strings.Contains(err.Error(), "stop the group's consumers first") || !strings.Contains(err.Error(), "NON_EMPTY_GROUP") {
+		t.Errorf("commit refused NON_EMPTY_GROUP: %v", err)
+	}
+	f.mu.Lock()
+	f.described["g"] = describedGroup()
+	f.mu.Unlock()
 	_, _, err = runArgs(t, "--brokers", f.addr, "group", "delete", "g")
 	if err == nil || !strings.Contains(err.Error(), "stop the group's consumers first") || !strings.Contains(err.Error(), "NON_EMPTY_GROUP") {
 		t.Errorf("delete with members: %v", err)
