@@ -278,22 +278,8 @@ func groupTopicPartitions(tps []TopicPartition) []*sluicev1.GroupTopicPartitions
 // must then report them, at once).
 func (g *groupMember) reconcile() bool {
 	g.mu.Lock()
-	var revoked, added []TopicPartition
-	if g.target != nil {
-		for tp := range g.owned {
-			if !g.target[tp] {
-				revoked = append(revoked, tp)
-			}
-		}
-		for tp := range g.target {
-			if !g.owned[tp] {
-				added = append(added, tp)
-			}
-		}
-	}
+	revoked, added := planReconcile(g.owned, g.target)
 	g.mu.Unlock()
-	sortPartitions(revoked)
-	sortPartitions(added)
 	changed := false
 	if len(revoked) > 0 {
 		g.revoke(revoked)
@@ -303,6 +289,29 @@ func (g *groupMember) reconcile() bool {
 		changed = true
 	}
 	return changed
+}
+
+// planReconcile is the reconciliation decision (pure): the owned
+// partitions the target no longer lists (to revoke first) and the target's
+// partitions not owned yet (to assign after), each sorted. A nil target
+// (no assignment answered yet) changes nothing.
+func planReconcile(owned, target map[TopicPartition]bool) (revoked, added []TopicPartition) {
+	if target == nil {
+		return nil, nil
+	}
+	for tp := range owned {
+		if !target[tp] {
+			revoked = append(revoked, tp)
+		}
+	}
+	for tp := range target {
+		if !owned[tp] {
+			added = append(added, tp)
+		}
+	}
+	sortPartitions(revoked)
+	sortPartitions(added)
+	return revoked, added
 }
 
 // revoke gives partitions up: stop fetching, commit (auto-commit),
