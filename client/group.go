@@ -330,8 +330,8 @@ func (g *groupCoordinator) call(ctx context.Context, what string, call func(ctx 
 	}
 }
 
-// commitRequest builds an OffsetCommit request, topics and partitions
-// sorted.
+// commitTopics builds the topics of an OffsetCommit or TxnOffsetCommit,
+// topics and partitions sorted.
 func commitTopics(offsets map[TopicPartition]int64) []*sluicev1.OffsetCommitTopic {
 	tps := make([]TopicPartition, 0, len(offsets))
 	for tp := range offsets {
