@@ -13,8 +13,9 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Coordinator is the broker that coordinates a transactional id: the
-// leader of its __transaction_state partition (DESIGN §10).
+// Coordinator is the broker that coordinates a transactional id (the
+// leader of its __transaction_state partition, DESIGN §10) or a consumer
+// group (the leader of its __consumer_offsets partition).
 type Coordinator struct {
 	NodeID  int32
 	Address string // host:port of its gRPC listener
@@ -25,31 +26,36 @@ type Coordinator struct {
 // an *errs.Error (COORDINATOR_NOT_AVAILABLE, retriable, while
 // __transaction_state has no leader for the id's partition).
 func (c *Client) FindCoordinator(ctx context.Context, transactionalID string) (Coordinator, error) {
+	return c.findCoordinator(ctx, sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION, transactionalID)
+}
+
+// findCoordinator makes one FindCoordinator attempt for one key.
+func (c *Client) findCoordinator(ctx context.Context, keyType sluicev1.CoordinatorKeyType, key string) (Coordinator, error) {
 	var resp *sluicev1.FindCoordinatorResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewTransactionsClient(cc).FindCoordinator(ctx, &sluicev1.FindCoordinatorRequest{
-			KeyType: sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION,
-			Keys:    []string{transactionalID},
+			KeyType: keyType,
+			Keys:    []string{key},
 		})
 		resp = r
 		return err
 	})
 	if err != nil {
-		return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, err)
+		return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", key, err)
 	}
 	for _, co := range resp.Coordinators {
-		if co.Key != transactionalID {
+		if co.Key != key {
 			continue
 		}
 		if err := codeError(co.ErrorCode, co.ErrorMessage); err != nil {
-			return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, err)
+			return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", key, err)
 		}
 		if co.Address == "" {
-			return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d has no address", co.NodeId))
+			return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", key, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d has no address", co.NodeId))
 		}
 		return Coordinator{NodeID: co.NodeId, Address: co.Address}, nil
 	}
-	return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", transactionalID, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "no answer for the key"))
+	return Coordinator{NodeID: -1}, fmt.Errorf("find coordinator of %q: %w", key, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "no answer for the key"))
 }
 
 // coordinatorRetriable reports whether a transaction request's error asks

@@ -47,6 +47,23 @@ type consumerConfig struct {
 	maxBytes          int32
 	partitionMaxBytes int32
 	fetchObserver     func(FetchStats)
+	// autoOffsetReset is where a group consumer starts a partition that
+	// has no committed offset: OffsetEarliest or OffsetLatest.
+	autoOffsetReset int64
+	group           groupConfig
+}
+
+// WithAutoOffsetReset sets where a group consumer starts reading a
+// partition for which its group has no committed offset: OffsetEarliest
+// or OffsetLatest (the default, as Kafka's auto.offset.reset=latest).
+func WithAutoOffsetReset(offset int64) ConsumerOption {
+	return func(c *consumerConfig) error {
+		if offset != OffsetEarliest && offset != OffsetLatest {
+			return fmt.Errorf("sluice: auto offset reset must be OffsetEarliest or OffsetLatest, got %d", offset)
+		}
+		c.autoOffsetReset = offset
+		return nil
+	}
 }
 
 // FetchStats describes one completed fetch request, for metrics.
@@ -142,6 +159,8 @@ type Consumer struct {
 	cancel  context.CancelFunc
 	// goroutines are the fetch loops (one per leader), stopped by ctx.
 	goroutines goroutine.Group
+	// group is the group membership (WithGroup); nil without a group.
+	group *groupMember
 }
 
 // assignment is the state of one assigned partition; guarded by
@@ -156,6 +175,10 @@ type assignment struct {
 	hw       int64 // high watermark from the last fetch, -1 unknown
 	err      error // non-retriable error, returned once by Poll
 	retryAt  time.Time
+	// paused: a group partition being revoked: not fetched, and records
+	// fetched before are dropped (gen was bumped); its position stays
+	// readable for the commit.
+	paused bool
 }
 
 type fetchResult struct {
@@ -170,11 +193,15 @@ type fetchedPartition struct {
 
 // NewConsumer returns a Consumer with no assignments.
 func (c *Client) NewConsumer(opts ...ConsumerOption) (*Consumer, error) {
-	cfg := consumerConfig{maxWait: 500 * time.Millisecond, minBytes: 1, partitionMaxBytes: 4 << 20}
+	cfg := consumerConfig{maxWait: 500 * time.Millisecond, minBytes: 1, partitionMaxBytes: 4 << 20, autoOffsetReset: OffsetLatest,
+		group: groupConfig{autoCommit: true, autoCommitInterval: 5 * time.Second}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.group.id == "" && cfg.group.groupOnly != "" {
+		return nil, fmt.Errorf("sluice: %s needs WithGroup", cfg.group.groupOnly)
 	}
 	co := &Consumer{
 		c:        c,
@@ -184,12 +211,19 @@ func (c *Client) NewConsumer(opts ...ConsumerOption) (*Consumer, error) {
 		results:  make(chan *fetchResult, 1),
 	}
 	co.ctx, co.cancel = context.WithCancel(context.Background())
+	if cfg.group.id != "" {
+		co.group = newGroupMember(co, cfg.group)
+	}
 	return co, nil
 }
 
 // Assign adds (or re-positions) a partition at offset, which may be
-// OffsetEarliest or OffsetLatest.
+// OffsetEarliest or OffsetLatest. A group consumer (WithGroup) gets its
+// partitions from Subscribe instead.
 func (co *Consumer) Assign(topic string, partition int32, offset int64) error {
+	if co.group != nil {
+		return fmt.Errorf("sluice: Assign on a group consumer: the group assigns partitions (use Subscribe)")
+	}
 	return co.Seek(topic, partition, offset)
 }
 
@@ -202,7 +236,17 @@ func (co *Consumer) Unassign(topic string, partition int32) {
 
 // Seek sets the next offset Poll returns for a partition, assigning it if
 // needed. Records already prefetched from the old position are dropped.
+// A group consumer may seek only partitions it owns.
 func (co *Consumer) Seek(topic string, partition int32, offset int64) error {
+	if co.group != nil {
+		if !co.group.owns(TopicPartition{topic, partition}) {
+			return fmt.Errorf("sluice: Seek %s-%d: the consumer does not own the partition in its group", topic, partition)
+		}
+	}
+	return co.seek(topic, partition, offset)
+}
+
+func (co *Consumer) seek(topic string, partition int32, offset int64) error {
 	if offset < OffsetEarliest {
 		return fmt.Errorf("sluice: invalid offset %d", offset)
 	}
@@ -251,8 +295,14 @@ func (co *Consumer) HighWatermark(topic string, partition int32) int64 {
 	return -1
 }
 
-// Close stops the fetch goroutines. It does not close the Client.
+// Close stops the fetch goroutines. It does not close the Client. A group
+// consumer first leaves its group: it stops fetching, commits its
+// positions (auto-commit), calls OnRevoked, and sends the leave heartbeat,
+// all bounded by the close timeout (WithGroupCloseTimeout).
 func (co *Consumer) Close() error {
+	if co.group != nil {
+		co.group.close()
+	}
 	co.mu.Lock()
 	co.closed = true
 	co.mu.Unlock()
@@ -304,6 +354,11 @@ func (co *Consumer) Poll(ctx context.Context) ([]Record, error) {
 // prepare resolves leaders and special offsets, starts fetch loops, and
 // returns a pending partition error.
 func (co *Consumer) prepare(ctx context.Context) error {
+	if co.group != nil {
+		if err := co.group.takeErr(); err != nil {
+			return err
+		}
+	}
 	co.mu.Lock()
 	if co.closed {
 		co.mu.Unlock()
@@ -313,6 +368,9 @@ func (co *Consumer) prepare(ctx context.Context) error {
 	var gens []uint64
 	now := time.Now()
 	for _, a := range co.assigned {
+		if a.paused {
+			continue
+		}
 		if a.err != nil {
 			err := a.err
 			a.err = nil
@@ -407,7 +465,7 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 		now := time.Now()
 		co.mu.Lock()
 		for _, a := range co.assigned {
-			if a.leader != addr || a.position < 0 || a.err != nil || now.Before(a.retryAt) {
+			if a.leader != addr || a.position < 0 || a.err != nil || a.paused || now.Before(a.retryAt) {
 				continue
 			}
 			t := byTopic[a.tp.topic]
@@ -610,4 +668,66 @@ func (co *Consumer) decode(r *fetchResult) ([]Record, error) {
 		co.mu.Unlock()
 	}
 	return out, nil
+}
+
+// pause stops fetching group partitions that are being revoked or lost:
+// records fetched before are dropped (their generation ends), positions
+// stay readable.
+func (co *Consumer) pause(parts []TopicPartition) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for _, tp := range parts {
+		if a := co.assigned[topicPartition{tp.Topic, tp.Partition}]; a != nil {
+			a.gen++
+			a.paused = true
+		}
+	}
+}
+
+// drop forgets group partitions (after revocation or loss).
+func (co *Consumer) drop(parts []TopicPartition) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for _, tp := range parts {
+		delete(co.assigned, topicPartition{tp.Topic, tp.Partition})
+	}
+}
+
+// positions returns the resolved positions of parts (the offsets to
+// commit); unresolved ones are left out.
+func (co *Consumer) positions(parts []TopicPartition) map[TopicPartition]int64 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	out := make(map[TopicPartition]int64, len(parts))
+	for _, tp := range parts {
+		if a := co.assigned[topicPartition{tp.Topic, tp.Partition}]; a != nil && a.position >= 0 {
+			out[tp] = a.position
+		}
+	}
+	return out
+}
+
+// position positions a newly assigned group partition at offset (which
+// may be OffsetEarliest or OffsetLatest), paused until resume.
+func (co *Consumer) position(tp TopicPartition, offset int64) {
+	_ = co.seek(tp.Topic, tp.Partition, offset) // fails only when closed
+	co.mu.Lock()
+	if a := co.assigned[topicPartition{tp.Topic, tp.Partition}]; a != nil {
+		a.paused = true
+	}
+	co.mu.Unlock()
+}
+
+// resume starts fetching positioned group partitions.
+func (co *Consumer) resume(parts []TopicPartition) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for _, tp := range parts {
+		if a := co.assigned[topicPartition{tp.Topic, tp.Partition}]; a != nil {
+			a.paused = false
+			if wake := co.loops[a.leader]; wake != nil {
+				notify(wake)
+			}
+		}
+	}
 }

@@ -31,6 +31,7 @@ type fakeBroker struct {
 	sluicev1.UnimplementedLogServer
 	sluicev1.UnimplementedAdminServer
 	sluicev1.UnimplementedTransactionsServer
+	sluicev1.UnimplementedGroupsServer
 	*fakeState
 	addr string
 	node int32
@@ -91,7 +92,8 @@ type fakeState struct {
 	outOfOrder   int            // OUT_OF_ORDER_SEQUENCE_NUMBER answers
 	duplicates   int            // duplicate batches answered with their original offset
 
-	txn fakeTxnState // the transaction coordinator (txn_fake_test.go)
+	txn fakeTxnState   // the transaction coordinator (txn_fake_test.go)
+	grp fakeGroupState // the group coordinator (group_fake_test.go)
 }
 
 func newFakeState(topics map[string]int) *fakeState {
@@ -128,6 +130,7 @@ func startFakeCluster(t *testing.T, topics map[string]int, n int) *fakeBroker {
 		sluicev1.RegisterLogServer(s, f)
 		sluicev1.RegisterAdminServer(s, f)
 		sluicev1.RegisterTransactionsServer(s, f)
+		sluicev1.RegisterGroupsServer(s, f)
 		done := make(chan struct{})
 		go func() { defer close(done); s.Serve(l) }()
 		t.Cleanup(func() {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/client"
@@ -25,8 +28,9 @@ type recordJSON struct {
 }
 
 func (e *env) consume(ctx context.Context, args []string) error {
-	fs := e.newFlags("consume", "consume TOPIC [--partition P] [--from-beginning | --offset O] [--max-messages N]\n              [--timeout D] [--isolation read_committed|read_uncommitted] [--print-offsets] [--print-keys]\n\nPrints one record value per line. Starts at the latest offset unless told\notherwise; reads every partition unless --partition is given.")
+	fs := e.newFlags("consume", "consume TOPIC [--partition P | --group G] [--from-beginning | --offset O] [--max-messages N]\n              [--timeout D] [--isolation read_committed|read_uncommitted] [--print-offsets] [--print-keys]\n\nPrints one record value per line. Starts at the latest offset unless told\notherwise; reads every partition unless --partition is given. With --group,\njoins the consumer group, reads the partitions the group assigns it from the\ngroup's committed offsets (--from-beginning: the earliest offset where none\nis committed), and commits the offsets of the records it printed.")
 	partition := fs.Int("partition", -1, "partition to read (-1: all)")
+	group := fs.String("group", "", "consume as a member of this consumer group (excludes --partition and --offset)")
 	fromBeginning := fs.Bool("from-beginning", false, "start at the earliest offset")
 	offset := fs.Int64("offset", -1, "start at this offset (with --partition)")
 	maxMessages := fs.Int("max-messages", 0, "stop after this many records (0: no limit)")
@@ -39,17 +43,23 @@ func (e *env) consume(ctx context.Context, args []string) error {
 		return err
 	}
 	topic := pos[0]
-	var iso client.Isolation
-	switch *isolation {
-	case "read_committed":
-		iso = client.ReadCommitted
-	case "read_uncommitted":
-		iso = client.ReadUncommitted
-	default:
-		return fmt.Errorf("consume: --isolation must be read_committed or read_uncommitted, got %q", *isolation)
+	iso, err := parseIsolation(*isolation)
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
 	}
 	if *fromBeginning && *offset >= 0 {
 		return fmt.Errorf("consume: --from-beginning and --offset exclude each other")
+	}
+	if *group != "" {
+		var conflict []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "partition" || f.Name == "offset" {
+				conflict = append(conflict, "--"+f.Name)
+			}
+		})
+		if len(conflict) > 0 {
+			return fmt.Errorf("consume: %s cannot be used with --group (the group assigns the partitions and starts them at its committed offsets)", strings.Join(conflict, " and "))
+		}
 	}
 	start := client.OffsetLatest
 	if *fromBeginning {
@@ -80,7 +90,9 @@ func (e *env) consume(ctx context.Context, args []string) error {
 		return fmt.Errorf("consume: topic %q: not in the metadata response", topic)
 	}
 	var parts []int32
-	if *partition >= 0 {
+	if *group != "" {
+		// The group assigns the partitions.
+	} else if *partition >= 0 {
 		if int32(*partition) >= nparts {
 			return fmt.Errorf("consume: topic %q: %w", topic, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "no partition %d (the topic has %d)", *partition, nparts))
 		}
@@ -91,11 +103,39 @@ func (e *env) consume(ctx context.Context, args []string) error {
 		}
 	}
 
-	co, err := c.NewConsumer(client.WithIsolation(iso), client.WithMaxWait(500*time.Millisecond))
+	opts := []client.ConsumerOption{client.WithIsolation(iso), client.WithMaxWait(500 * time.Millisecond)}
+	var gc *groupCommitter
+	if *group != "" {
+		reset := client.OffsetLatest
+		if *fromBeginning {
+			reset = client.OffsetEarliest
+		}
+		gc = &groupCommitter{printed: map[client.TopicPartition]int64{}}
+		// Auto-commit would commit positions past records fetched but
+		// not printed (--max-messages, an interrupt): commit what was
+		// printed instead, as it goes, before a revocation, and at the end.
+		opts = append(opts, client.WithGroup(*group), client.WithAutoOffsetReset(reset), client.WithAutoCommit(false, 0),
+			client.WithRebalanceListener(client.RebalanceCallbacks{Revoked: gc.revoked}))
+	}
+	co, err := c.NewConsumer(opts...)
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
 	defer co.Close()
+	if gc != nil {
+		gc.co = co
+		if err := co.Subscribe(topic); err != nil {
+			return fmt.Errorf("consume: %w", err)
+		}
+		// Commit what was printed before Close leaves the group.
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), e.g.timeout)
+			defer cancel()
+			if err := gc.commit(cctx, nil); err != nil {
+				fmt.Fprintf(e.stderr, "sluice: consume: committing the offsets of the printed records: %v\n", err)
+			}
+		}()
+	}
 	for _, p := range parts {
 		if err := co.Assign(topic, p, start); err != nil {
 			return fmt.Errorf("consume: %w", err)
@@ -107,6 +147,15 @@ func (e *env) consume(ctx context.Context, args []string) error {
 	enc := json.NewEncoder(w)
 	printed := 0
 	atEnd := func() bool {
+		if gc != nil {
+			parts = parts[:0]
+			for _, tp := range co.Assignment() {
+				parts = append(parts, tp.Partition)
+			}
+			if len(parts) == 0 {
+				return false
+			}
+		}
 		for _, p := range parts {
 			pos, ok := co.Position(topic, p)
 			hw := co.HighWatermark(topic, p)
@@ -179,9 +228,18 @@ func (e *env) consume(ctx context.Context, args []string) error {
 				w.WriteByte('\n')
 			}
 			printed++
+			if gc != nil {
+				gc.printedRecord(r)
+			}
 		}
 		if err := w.Flush(); err != nil {
 			return fmt.Errorf("consume: writing output: %w", err)
+		}
+		if gc != nil && time.Since(gc.last) >= time.Second {
+			gc.last = time.Now()
+			if err := gc.commit(ctx, nil); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(e.stderr, "sluice: consume: commit: %v (retried with the next records)\n", err)
+			}
 		}
 	}
 	if printed > 0 || atEnd() {
@@ -200,4 +258,84 @@ func (e *env) consume(ctx context.Context, args []string) error {
 func isTransport(err error) bool {
 	var e *errs.Error
 	return !errors.As(err, &e)
+}
+
+// groupCommitter commits, for "consume --group", the offsets of the
+// records printed (never past them): as it goes, before partitions are
+// revoked, and at the end.
+type groupCommitter struct {
+	co *client.Consumer
+
+	mu        sync.Mutex                      // guards the following
+	printed   map[client.TopicPartition]int64 // next offset after the last printed record
+	committed map[client.TopicPartition]int64
+	last      time.Time // of the last periodic commit; used by the printing goroutine only
+}
+
+func (gc *groupCommitter) printedRecord(r client.Record) {
+	gc.mu.Lock()
+	gc.printed[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset + 1
+	gc.mu.Unlock()
+}
+
+// commit commits the printed offsets not committed yet, of only (nil: of
+// every partition).
+func (gc *groupCommitter) commit(ctx context.Context, only []client.TopicPartition) error {
+	gc.mu.Lock()
+	todo := map[client.TopicPartition]int64{}
+	for tp, off := range gc.printed {
+		if gc.committed[tp] != off {
+			todo[tp] = off
+		}
+	}
+	if only != nil {
+		keep := map[client.TopicPartition]int64{}
+		for _, tp := range only {
+			if off, ok := todo[tp]; ok {
+				keep[tp] = off
+			}
+		}
+		todo = keep
+	}
+	gc.mu.Unlock()
+	if only == nil {
+		// Only partitions still owned: a record printed after its
+		// partition was revoked must not overwrite the next owner's
+		// commits.
+		owned := map[client.TopicPartition]bool{}
+		for _, tp := range gc.co.Assignment() {
+			owned[tp] = true
+		}
+		for tp := range todo {
+			if !owned[tp] {
+				delete(todo, tp)
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if err := gc.co.CommitOffsets(ctx, todo); err != nil {
+		return err
+	}
+	gc.mu.Lock()
+	if gc.committed == nil {
+		gc.committed = map[client.TopicPartition]int64{}
+	}
+	for tp, off := range todo {
+		gc.committed[tp] = off
+	}
+	gc.mu.Unlock()
+	return nil
+}
+
+// revoked commits the printed offsets of revoked partitions (the
+// consumer's OnRevoked).
+func (gc *groupCommitter) revoked(ctx context.Context, parts []client.TopicPartition) {
+	_ = gc.commit(ctx, parts) // the next owner starts from the last commit otherwise
+	gc.mu.Lock()
+	for _, tp := range parts {
+		delete(gc.printed, tp)
+	}
+	gc.mu.Unlock()
 }

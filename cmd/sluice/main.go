@@ -1,6 +1,7 @@
 // Command sluice is the command-line client of Sluice: topic admin,
 // cluster status, produce (optionally in transactions) and consume from
-// stdin/stdout, transaction listing, offline segment dumps, and benchmarks.
+// stdin/stdout (alone or in a consumer group), consumer groups,
+// transaction listing, offline segment dumps, and benchmarks.
 //
 //	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
 //
@@ -33,11 +34,15 @@ Commands:
   cluster status
   produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]
           [--transactional-id ID [--commit-every N] [--abort] [--transaction-timeout D]]
-  consume TOPIC [--partition P] [--from-beginning | --offset O] [--max-messages N]
+  consume TOPIC [--partition P | --group G] [--from-beginning | --offset O] [--max-messages N]
                 [--timeout D] [--isolation read_committed|read_uncommitted]
                 [--print-offsets] [--print-keys]
   txn list [--state S]... [--producer-id P]... [--min-duration D]
   txn describe ID...
+  group list [--state S]...
+  group describe GROUP [--isolation read_committed|read_uncommitted]
+  group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-datetime T) [--execute]
+  group delete GROUP
   dump-log PATH [--records]
   bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--sync]
   bench consume --topic T [--records N]
@@ -135,6 +140,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return env.consume(ctx, rest)
 	case "txn":
 		return env.txn(ctx, rest)
+	case "group":
+		return env.group(ctx, rest)
 	case "dump-log":
 		return env.dumpLog(rest)
 	case "bench":
