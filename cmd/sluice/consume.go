@@ -31,6 +31,8 @@ func (e *env) consume(ctx context.Context, args []string) error {
 	fs := e.newFlags("consume", "consume TOPIC [--partition P | --group G] [--from-beginning | --offset O] [--max-messages N]\n              [--timeout D] [--isolation read_committed|read_uncommitted] [--print-offsets] [--print-keys]\n\nPrints one record value per line. Starts at the latest offset unless told\notherwise; reads every partition unless --partition is given. With --group,\njoins the consumer group, reads the partitions the group assigns it from the\ngroup's committed offsets (--from-beginning: the earliest offset where none\nis committed), and commits the offsets of the records it printed.")
 	partition := fs.Int("partition", -1, "partition to read (-1: all)")
 	group := fs.String("group", "", "consume as a member of this consumer group (excludes --partition and --offset)")
+	instanceID := fs.String("group-instance-id", "", "with --group: a static member id (group.instance.id); a restart within the session timeout keeps the assignment")
+	sessionTimeout := fs.Duration("session-timeout", 0, "with --group: the member is fenced after this long without a heartbeat (0: the broker's default, 45s)")
 	fromBeginning := fs.Bool("from-beginning", false, "start at the earliest offset")
 	offset := fs.Int64("offset", -1, "start at this offset (with --partition)")
 	maxMessages := fs.Int("max-messages", 0, "stop after this many records (0: no limit)")
@@ -60,6 +62,12 @@ func (e *env) consume(ctx context.Context, args []string) error {
 		if len(conflict) > 0 {
 			return fmt.Errorf("consume: %s cannot be used with --group (the group assigns the partitions and starts them at its committed offsets)", strings.Join(conflict, " and "))
 		}
+	}
+	if *group == "" && (*instanceID != "" || *sessionTimeout != 0) {
+		return fmt.Errorf("consume: --group-instance-id and --session-timeout need --group")
+	}
+	if *sessionTimeout < 0 {
+		return fmt.Errorf("consume: --session-timeout must not be negative, got %v", *sessionTimeout)
 	}
 	start := client.OffsetLatest
 	if *fromBeginning {
@@ -116,6 +124,12 @@ func (e *env) consume(ctx context.Context, args []string) error {
 		// printed instead, as it goes, before a revocation, and at the end.
 		opts = append(opts, client.WithGroup(*group), client.WithAutoOffsetReset(reset), client.WithAutoCommit(false, 0),
 			client.WithRebalanceListener(client.RebalanceCallbacks{Revoked: gc.revoked}))
+		if *instanceID != "" {
+			opts = append(opts, client.WithInstanceID(*instanceID))
+		}
+		if *sessionTimeout > 0 {
+			opts = append(opts, client.WithSessionTimeout(*sessionTimeout))
+		}
 	}
 	co, err := c.NewConsumer(opts...)
 	if err != nil {

@@ -178,6 +178,21 @@ func TestConsumeGroupRefusesPartitionAndOffset(t *testing.T) {
 	}
 }
 
+// --group-instance-id and --session-timeout only mean something in a
+// group: without --group they are refused, naming the flags.
+func TestConsumeGroupOnlyFlagsNeedGroup(t *testing.T) {
+	for _, args := range [][]string{{"--session-timeout", "5s"}, {"--group-instance-id", "a"}} {
+		_, _, err := runArgs(t, append([]string{"--brokers", "127.0.0.1:1", "consume", "m"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "--group-instance-id and --session-timeout need --group") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	_, _, err := runArgs(t, "--brokers", "127.0.0.1:1", "consume", "m", "--group", "g", "--session-timeout", "-1s")
+	if err == nil || !strings.Contains(err.Error(), "--session-timeout must not be negative") {
+		t.Errorf("negative session timeout: %v", err)
+	}
+}
+
 // reset-offsets needs --topic and exactly one --to-* flag; errors name
 // the flags.
 func TestGroupResetOffsetsFlagsChecked(t *testing.T) {
