@@ -89,8 +89,17 @@ func (g *Group) State() State {
 	case g.epoch > g.assignmentEpoch:
 		return Assigning
 	}
-	for _, m := range g.members {
-		if !m.departed() && !m.reconciledTo(g.assignmentEpoch) {
+	for id, m := range g.members {
+		if m.departed() {
+			// A static member away for now cannot reconcile; the group is
+			// still Stable while nobody waits for it (its target is what
+			// it holds). Kafka counts it as Reconciling regardless.
+			if !m.assigned.Equal(g.target[id]) {
+				return Reconciling
+			}
+			continue
+		}
+		if !m.reconciledTo(g.assignmentEpoch) {
 			return Reconciling
 		}
 	}

@@ -45,9 +45,10 @@ type HeartbeatResponse struct {
 	HeartbeatInterval time.Duration
 	// Assignment is the member's whole assignment, valid when
 	// AssignmentChanged: on a join, when it changed, when the member came
-	// with its previous epoch (its last answer may be lost), and when the
-	// request was full (owned partitions, subscription and rebalance
-	// timeout all given), as Kafka answers.
+	// with its previous epoch or reported owning other partitions than
+	// its assignment (its last answer may be lost), and when the request
+	// was full (owned partitions, subscription and rebalance timeout all
+	// given), as Kafka answers.
 	Assignment        Assignment
 	AssignmentChanged bool
 }
@@ -337,7 +338,11 @@ func (g *Group) apply(now time.Time, m *member, req HeartbeatRequest, topics map
 		interval = third
 	}
 	resp := HeartbeatResponse{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: interval}
-	if changed || full {
+	// A member reporting other partitions than it was last given has not
+	// seen its last answer (lost, or still being applied): it gets the
+	// assignment again, so a lost answer costs one heartbeat, not a
+	// rebalance timeout. Repeating it is harmless.
+	if changed || full || (req.OwnedSet && !sameSet(req.Owned, m.assigned)) {
 		resp.Assignment = m.assigned.Clone()
 		if resp.Assignment == nil {
 			resp.Assignment = Assignment{}
@@ -359,4 +364,10 @@ func sortedUnique(ts []string) []string {
 		}
 	}
 	return out[:k]
+}
+
+// sameSet reports whether owned (as a client sent it: any order, no
+// duplicates expected) holds exactly the partitions of assigned.
+func sameSet(owned, assigned Assignment) bool {
+	return owned.Len() == assigned.Len() && owned.subsetOf(assigned)
 }
