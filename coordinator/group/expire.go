@@ -23,6 +23,9 @@ func (g *Group) Expire(now time.Time, topics map[string]TopicMetadata) []string 
 		g.removeMember(m)
 	}
 	if len(fenced) == 0 {
+		if g.epoch > g.assignmentEpoch && !g.dead { // Assigning after RestoreEpoch
+			g.computeTarget(topics)
+		}
 		return nil
 	}
 	g.bump(topics)

@@ -32,7 +32,10 @@ type Group struct {
 	subscribers map[string]int
 	// metadata: the subscribed topics' metadata the target was computed
 	// from (deep copies).
-	metadata  map[string]TopicMetadata
+	metadata map[string]TopicMetadata
+	// seenRacks: topic -> the caller's Racks slice last found equal to
+	// metadata's (identity fast path of metadataChanged).
+	seenRacks map[string][][]string
 	deadlines deadlineHeap
 }
 
@@ -49,6 +52,7 @@ func New(id string, cfg Config) *Group {
 		owners:      map[string]map[int32]string{},
 		subscribers: map[string]int{},
 		metadata:    map[string]TopicMetadata{},
+		seenRacks:   map[string][][]string{},
 	}
 }
 
@@ -69,7 +73,9 @@ func (g *Group) Assignor() string { return g.assignor }
 // RestoreEpoch sets the group epoch when a coordinator loads the group from
 // its log (before any member joins), so that later bumps go above every
 // epoch handed out before. It never lowers the epoch. The target of the
-// memberless group is empty, so the assignment epoch follows.
+// memberless group is empty, so the assignment epoch follows. Called on a
+// group with members, it leaves the group Assigning until the next
+// Heartbeat, Expire or MetadataChanged computes the target for the epoch.
 func (g *Group) RestoreEpoch(epoch int32) {
 	if epoch > g.epoch {
 		g.epoch = epoch

@@ -54,7 +54,9 @@ type HeartbeatResponse struct {
 }
 
 // Heartbeat applies one heartbeat at now against the topics' metadata
-// (only subscribed topics matter; a missing topic has no partitions).
+// (only subscribed topics matter; a missing topic has no partitions). The
+// group copies what it keeps of topics; it also remembers which Racks
+// slices it saw, to skip comparing them again (see MetadataChanged).
 // Errors are *errs.Error: UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
 // UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, INVALID_REQUEST,
 // UNSUPPORTED_ASSIGNOR, INVALID_SESSION_TIMEOUT, GROUP_MAX_SIZE_REACHED
@@ -300,7 +302,7 @@ func (g *Group) newMemberID() string {
 // apply updates m from req, bumps the epoch if what the assignor sees
 // changed (or bump is set), reconciles m and answers.
 func (g *Group) apply(now time.Time, m *member, req HeartbeatRequest, topics map[string]TopicMetadata, bump, full bool) HeartbeatResponse {
-	if len(req.SubscribedTopics) > 0 {
+	if len(req.SubscribedTopics) > 0 && !equalStrings(req.SubscribedTopics, m.topics) {
 		if ts := sortedUnique(req.SubscribedTopics); !equalStrings(ts, m.topics) {
 			g.subscribe(m.topics, ts)
 			m.topics = ts
@@ -326,8 +328,11 @@ func (g *Group) apply(now time.Time, m *member, req HeartbeatRequest, topics map
 	if req.RebalanceTimeout != 0 {
 		m.rebalanceTimeout = req.RebalanceTimeout
 	}
-	if bump || g.metadataChanged(topics) {
+	switch {
+	case bump || g.metadataChanged(topics, true):
 		g.bump(topics)
+	case g.epoch > g.assignmentEpoch: // Assigning after RestoreEpoch
+		g.computeTarget(topics)
 	}
 	changed := g.reconcile(now, m, req.Owned, req.OwnedSet)
 	m.sessionDeadline = now.Add(m.sessionTimeout)

@@ -513,12 +513,33 @@ func TestSubscriptionAndMetadataChanges(t *testing.T) {
 	if s.g.Epoch() != e+3 {
 		t.Fatal("racks changed without a bump")
 	}
-	// The group keeps its own copy: changing the caller's slices is no
-	// metadata change until the caller says so.
+	// The group keeps its own copy: racks changed in place are seen by
+	// MetadataChanged (Heartbeat's fast path skips slices it has seen).
 	s.topics["t"].Racks[0][0] = "r9"
-	if !s.g.metadataChanged(s.topics) || s.g.metadata["t"].Racks[0][0] != "r1" {
+	if s.g.metadata["t"].Racks[0][0] != "r1" {
 		t.Fatal("snapshot shares the caller's slices")
 	}
+	s.hb("A")
+	if s.g.Epoch() != e+3 {
+		t.Fatal("heartbeat compared a racks slice it had seen")
+	}
+	s.g.MetadataChanged(s.now, s.topics)
+	if s.g.Epoch() != e+4 {
+		t.Fatal("MetadataChanged missed racks changed in place")
+	}
+	// New slices with other racks: a heartbeat sees them.
+	s.topics["t"] = TopicMetadata{Partitions: 3, Racks: [][]string{{"r1"}, {"r2"}, {"r2"}}}
+	s.hb("A")
+	if s.g.Epoch() != e+5 {
+		t.Fatal("heartbeat missed new racks")
+	}
+	// Equal racks in new slices: no bump.
+	s.topics["t"] = TopicMetadata{Partitions: 3, Racks: [][]string{{"r1"}, {"r2"}, {"r2"}}}
+	s.hb("A")
+	if s.g.Epoch() != e+5 {
+		t.Fatal("bumped for equal racks")
+	}
+	e += 2
 	// A deleted topic has no partitions.
 	delete(s.topics, "u")
 	if resp := s.hb("A"); s.g.Epoch() != e+4 || resp.Assignment.String() != "t:0,1,2" {
@@ -569,6 +590,16 @@ func TestStatesAndDelete(t *testing.T) {
 	resp := mustHB(t, g, HeartbeatRequest{SubscribedTopics: []string{"t"}}, meta("t", 1))
 	if resp.MemberEpoch != 42 || g.State() != Stable {
 		t.Fatalf("%+v %s", resp, g.State())
+	}
+	// Restored under members: Assigning until the next call computes the
+	// target; members then move to the new epoch.
+	g.RestoreEpoch(50)
+	if g.State() != Assigning || g.Epoch() != 50 || g.AssignmentEpoch() != 42 {
+		t.Fatalf("%s %d/%d", g.State(), g.Epoch(), g.AssignmentEpoch())
+	}
+	resp = mustHB(t, g, HeartbeatRequest{MemberID: "m1", MemberEpoch: 42, OwnedSet: true, Owned: Assignment{"t": {0}}}, meta("t", 1))
+	if resp.MemberEpoch != 50 || g.State() != Stable || g.AssignmentEpoch() != 50 {
+		t.Fatalf("%+v %s %d", resp, g.State(), g.AssignmentEpoch())
 	}
 	if err := g.Delete(); codeOf(err) != sluicev1.ErrorCode_NON_EMPTY_GROUP {
 		t.Fatalf("delete non-empty: %v", err)

@@ -30,18 +30,35 @@ func (g *Group) chooseAssignor() string {
 }
 
 // metadataChanged reports whether a subscribed topic's metadata differs
-// from the snapshot the target was computed from.
-func (g *Group) metadataChanged(topics map[string]TopicMetadata) bool {
+// from the snapshot the target was computed from. With quick, a topic
+// whose Racks is the very slice (same array, same length) that last
+// compared equal is not compared again: Heartbeat's fast path, so that a
+// caller passing the same immutable metadata on every heartbeat pays
+// O(subscribed topics), not O(partitions × replicas).
+func (g *Group) metadataChanged(topics map[string]TopicMetadata, quick bool) bool {
 	if len(g.metadata) != len(g.subscribers) {
 		return true
 	}
 	for t := range g.subscribers {
 		old, ok := g.metadata[t]
-		if !ok || !equalMetadata(old, topics[t]) {
+		if !ok {
 			return true
 		}
+		cur := topics[t]
+		if quick && cur.Partitions == old.Partitions && sameSlice(cur.Racks, g.seenRacks[t]) {
+			continue
+		}
+		if !equalMetadata(old, cur) {
+			return true
+		}
+		g.seenRacks[t] = cur.Racks
 	}
 	return false
+}
+
+// sameSlice reports whether a and b are the same slice (not merely equal).
+func sameSlice(a, b [][]string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // bump raises the group epoch and computes the target for it from the
@@ -49,10 +66,18 @@ func (g *Group) metadataChanged(topics map[string]TopicMetadata) bool {
 // subscribed topics' metadata snapshot refreshed.
 func (g *Group) bump(topics map[string]TopicMetadata) {
 	g.epoch++
+	g.computeTarget(topics)
+}
+
+// computeTarget computes the target assignment for the current group
+// epoch.
+func (g *Group) computeTarget(topics map[string]TopicMetadata) {
 	g.assignor = g.chooseAssignor()
 	g.metadata = make(map[string]TopicMetadata, len(g.subscribers))
+	g.seenRacks = make(map[string][][]string, len(g.subscribers))
 	for t := range g.subscribers {
 		g.metadata[t] = cloneMetadata(topics[t])
+		g.seenRacks[t] = topics[t].Racks
 	}
 	ids := g.memberIDs()
 	subs := make([]MemberSubscription, len(ids))
@@ -68,12 +93,18 @@ func (g *Group) bump(topics map[string]TopicMetadata) {
 // MetadataChanged recomputes the target when a subscribed topic's
 // partition count or racks changed since the target was computed (the
 // group epoch bumps). Nothing changes otherwise. Members reconcile on
-// their next heartbeats.
+// their next heartbeats. It compares every partition's racks; Heartbeat
+// skips that comparison for a Racks slice it has seen equal before, so a
+// caller that changes racks in place (rather than passing new slices)
+// must call MetadataChanged.
 func (g *Group) MetadataChanged(now time.Time, topics map[string]TopicMetadata) {
 	if g.dead || len(g.members) == 0 {
 		return
 	}
-	if g.metadataChanged(topics) {
+	switch {
+	case g.metadataChanged(topics, false):
 		g.bump(topics)
+	case g.epoch > g.assignmentEpoch:
+		g.computeTarget(topics)
 	}
 }
