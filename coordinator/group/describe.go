@@ -1,11 +1,12 @@
 package group
 
 // Description is what DescribeGroups answers for a group (proto
-// DescribedGroup without the coordinator's own fields).
+// DescribedGroup without the coordinator's own fields; names follow the
+// proto's).
 type Description struct {
 	GroupID         string
-	State           State
-	Epoch           int32
+	State           State // State.String() is the protocol's name
+	GroupEpoch      int32
 	AssignmentEpoch int32
 	Assignor        string
 	// Members sorted by member id, departed static members included
@@ -27,14 +28,14 @@ type MemberDescription struct {
 	Assignment Assignment
 	// TargetAssignment is the target assignment's share of the member.
 	TargetAssignment Assignment
-	// State: Stable, UnrevokedPartitions or UnreleasedPartitions
-	// (String()).
-	State MemberState
+	// MemberState: Stable, UnrevokedPartitions or UnreleasedPartitions
+	// (MemberState.String(), proto GroupMember.member_state).
+	MemberState MemberState
 }
 
 // Describe returns the group's description.
 func (g *Group) Describe() Description {
-	d := Description{GroupID: g.id, State: g.State(), Epoch: g.epoch, AssignmentEpoch: g.assignmentEpoch, Assignor: g.assignor}
+	d := Description{GroupID: g.id, State: g.State(), GroupEpoch: g.epoch, AssignmentEpoch: g.assignmentEpoch, Assignor: g.assignor}
 	for _, id := range g.memberIDs() {
 		m := g.members[id]
 		held := m.assigned.Clone()
@@ -54,7 +55,7 @@ func (g *Group) Describe() Description {
 			SubscribedTopics: append([]string(nil), m.topics...),
 			Assignment:       held,
 			TargetAssignment: target,
-			State:            m.state,
+			MemberState:      m.state,
 		})
 	}
 	return d

@@ -185,12 +185,12 @@ func TestHeartbeatErrors(t *testing.T) {
 }
 
 func sameDescription(a, b Description) bool {
-	if a.State != b.State || a.Epoch != b.Epoch || a.AssignmentEpoch != b.AssignmentEpoch || a.Assignor != b.Assignor || len(a.Members) != len(b.Members) {
+	if a.State != b.State || a.GroupEpoch != b.GroupEpoch || a.AssignmentEpoch != b.AssignmentEpoch || a.Assignor != b.Assignor || len(a.Members) != len(b.Members) {
 		return false
 	}
 	for i := range a.Members {
 		x, y := a.Members[i], b.Members[i]
-		if x.MemberID != y.MemberID || x.MemberEpoch != y.MemberEpoch || x.State != y.State || !x.Assignment.Equal(y.Assignment) ||
+		if x.MemberID != y.MemberID || x.MemberEpoch != y.MemberEpoch || x.MemberState != y.MemberState || !x.Assignment.Equal(y.Assignment) ||
 			!x.TargetAssignment.Equal(y.TargetAssignment) || strings.Join(x.SubscribedTopics, ",") != strings.Join(y.SubscribedTopics, ",") {
 			return false
 		}
@@ -634,16 +634,16 @@ func TestDescribe(t *testing.T) {
 	s.hb("A") // revoking
 	d := s.g.Describe()
 	want := []MemberDescription{
-		{MemberID: "m1", RackID: "r1", ClientID: "cli", MemberEpoch: 1, SubscribedTopics: []string{"t"}, Assignment: parseAssignment("t:0"), TargetAssignment: parseAssignment("t:0"), State: MemberUnrevokedPartitions},
-		{MemberID: "m2", InstanceID: "i", MemberEpoch: 2, SubscribedTopics: []string{"t"}, Assignment: Assignment{}, TargetAssignment: parseAssignment("t:1"), State: MemberUnreleasedPartitions},
+		{MemberID: "m1", RackID: "r1", ClientID: "cli", MemberEpoch: 1, SubscribedTopics: []string{"t"}, Assignment: parseAssignment("t:0"), TargetAssignment: parseAssignment("t:0"), MemberState: MemberUnrevokedPartitions},
+		{MemberID: "m2", InstanceID: "i", MemberEpoch: 2, SubscribedTopics: []string{"t"}, Assignment: Assignment{}, TargetAssignment: parseAssignment("t:1"), MemberState: MemberUnreleasedPartitions},
 	}
-	if d.GroupID != "g" || d.State != Reconciling || d.Epoch != 2 || d.AssignmentEpoch != 2 || d.Assignor != "uniform" || len(d.Members) != 2 {
+	if d.GroupID != "g" || d.State != Reconciling || d.GroupEpoch != 2 || d.AssignmentEpoch != 2 || d.Assignor != "uniform" || len(d.Members) != 2 {
 		t.Fatalf("%+v", d)
 	}
 	for i, w := range want {
 		m := d.Members[i]
 		if m.MemberID != w.MemberID || m.InstanceID != w.InstanceID || m.RackID != w.RackID || m.ClientID != w.ClientID || m.MemberEpoch != w.MemberEpoch ||
-			strings.Join(m.SubscribedTopics, ",") != "t" || !m.Assignment.Equal(w.Assignment) || !m.TargetAssignment.Equal(w.TargetAssignment) || m.State != w.State {
+			strings.Join(m.SubscribedTopics, ",") != "t" || !m.Assignment.Equal(w.Assignment) || !m.TargetAssignment.Equal(w.TargetAssignment) || m.MemberState != w.MemberState {
 			t.Errorf("member %d: %+v, want %+v", i, m, w)
 		}
 	}

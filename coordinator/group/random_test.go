@@ -166,13 +166,13 @@ func randomRun(t *testing.T, seed int64) {
 func describe(g *Group) string {
 	var b strings.Builder
 	d := g.Describe()
-	fmt.Fprintf(&b, "group %s epoch %d/%d %s %s\n", d.GroupID, d.Epoch, d.AssignmentEpoch, d.State, d.Assignor)
+	fmt.Fprintf(&b, "group %s epoch %d/%d %s %s\n", d.GroupID, d.GroupEpoch, d.AssignmentEpoch, d.State, d.Assignor)
 	for _, m := range d.Members {
 		inst := m.InstanceID
 		if inst == "" {
 			inst = "-"
 		}
-		fmt.Fprintf(&b, "  %s inst=%s rack=%s epoch=%d %s topics=%s assigned=%s target=%s\n", m.MemberID, inst, m.RackID, m.MemberEpoch, m.State,
+		fmt.Fprintf(&b, "  %s inst=%s rack=%s epoch=%d %s topics=%s assigned=%s target=%s\n", m.MemberID, inst, m.RackID, m.MemberEpoch, m.MemberState,
 			strings.Join(m.SubscribedTopics, ","), m.Assignment, m.TargetAssignment)
 	}
 	return b.String()
