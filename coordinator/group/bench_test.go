@@ -150,6 +150,21 @@ func BenchmarkUniformAssign(b *testing.B) {
 			UniformAssignor{}.Assign(sticky, topics)
 		}
 	})
+	b.Run("heterogeneous", func(b *testing.B) {
+		// Member i subscribes to 5 of the 10 topics, starting at i mod 10.
+		het := make([]MemberSubscription, len(members))
+		for i := range het {
+			var ts []string
+			for k := 0; k < 5; k++ {
+				ts = append(ts, names[(i+k)%10])
+			}
+			het[i] = MemberSubscription{MemberID: members[i].MemberID, Topics: sortedUnique(ts)}
+		}
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			UniformAssignor{}.Assign(het, topics)
+		}
+	})
 	b.Run("range", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {

@@ -1,6 +1,9 @@
 package group
 
-import "sort"
+import (
+	"container/heap"
+	"sort"
+)
 
 // UniformAssignor spreads partitions evenly over members and is sticky
 // (Kafka's UniformAssignor, written anew):
@@ -270,15 +273,45 @@ func (u *uniformRun) balance(all []topicPartition) {
 		}
 		return b
 	}
-	for _, tp := range pool {
-		u.give(best(tp, -1), tp)
+	if u.rackAware {
+		for _, tp := range pool {
+			u.give(best(tp, -1), tp)
+		}
+	} else {
+		// Without racks, best is the (count, member order) minimum: a
+		// heap per topic instead of a scan per partition.
+		for i := 0; i < len(pool); {
+			j := i
+			for j < len(pool) && pool[j].topic == pool[i].topic {
+				j++
+			}
+			h := &loadHeap{held: u.held, members: append([]int(nil), eligible[pool[i].topic]...)}
+			heap.Init(h)
+			for _, tp := range pool[i:j] {
+				m := h.members[0]
+				u.give(m, tp)
+				heap.Fix(h, 0)
+			}
+			i = j
+		}
 	}
 	// Move while a move narrows the spread; Σ count² falls strictly at
 	// every move, so this ends.
 	for changed := true; changed; {
 		changed = false
+		// No member has fewer than min partitions; min only grows during
+		// a pass, so a member with at most min+1 has no move to make.
+		min := len(u.held[0])
+		for _, h := range u.held {
+			if len(h) < min {
+				min = len(h)
+			}
+		}
 		for a := range u.members {
 			h := u.held[a]
+			if len(h) <= min+1 {
+				continue
+			}
 			sort.SliceStable(h, func(x, y int) bool {
 				mx, my := u.rackMatch(a, h[x]), u.rackMatch(a, h[y])
 				if mx != my {
@@ -288,6 +321,10 @@ func (u *uniformRun) balance(all []topicPartition) {
 			})
 			kept := h[:0:0]
 			for k, tp := range h {
+				if len(h)-k+len(kept) <= min+1 {
+					kept = append(kept, h[k:]...)
+					break
+				}
 				b := best(tp, a)
 				if b >= 0 && len(u.held[b])+1 < len(h)-k+len(kept) {
 					u.give(b, tp)
@@ -299,4 +336,26 @@ func (u *uniformRun) balance(all []topicPartition) {
 			u.held[a] = kept
 		}
 	}
+}
+
+// loadHeap orders member indices by partitions held, then index.
+type loadHeap struct {
+	held    [][]topicPartition
+	members []int
+}
+
+func (h *loadHeap) Len() int { return len(h.members) }
+func (h *loadHeap) Less(i, j int) bool {
+	a, b := h.members[i], h.members[j]
+	if len(h.held[a]) != len(h.held[b]) {
+		return len(h.held[a]) < len(h.held[b])
+	}
+	return a < b
+}
+func (h *loadHeap) Swap(i, j int) { h.members[i], h.members[j] = h.members[j], h.members[i] }
+func (h *loadHeap) Push(x any)   { h.members = append(h.members, x.(int)) }
+func (h *loadHeap) Pop() any {
+	x := h.members[len(h.members)-1]
+	h.members = h.members[:len(h.members)-1]
+	return x
 }
