@@ -353,7 +353,7 @@ func (h *loadHeap) Less(i, j int) bool {
 	return a < b
 }
 func (h *loadHeap) Swap(i, j int) { h.members[i], h.members[j] = h.members[j], h.members[i] }
-func (h *loadHeap) Push(x any)   { h.members = append(h.members, x.(int)) }
+func (h *loadHeap) Push(x any)    { h.members = append(h.members, x.(int)) }
 func (h *loadHeap) Pop() any {
 	x := h.members[len(h.members)-1]
 	h.members = h.members[:len(h.members)-1]
