@@ -17,7 +17,8 @@
 // rack changes; the group's assignor changes (the one most members ask
 // for); or the partition count or racks of a subscribed topic change. At
 // every bump the group's assignor computes, synchronously, the target
-// assignment for that epoch (AssignmentEpoch == Epoch after every call).
+// assignment for that epoch (AssignmentEpoch == Epoch after every call but
+// RestoreEpoch on a group with members).
 //
 // Each member then converges towards its target on its own heartbeats
 // (reconcile.go, Kafka's CurrentAssignmentBuilder): partitions the target

@@ -63,7 +63,8 @@ func (g *Group) ID() string { return g.id }
 func (g *Group) Epoch() int32 { return g.epoch }
 
 // AssignmentEpoch returns the epoch of the target assignment. Every method
-// returns with it equal to Epoch (the target is computed synchronously).
+// but RestoreEpoch returns with it equal to Epoch (the target is computed
+// synchronously).
 func (g *Group) AssignmentEpoch() int32 { return g.assignmentEpoch }
 
 // Assignor returns the name of the group's assignor: the one most members
