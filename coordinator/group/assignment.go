@@ -160,17 +160,28 @@ func (a Assignment) subsetOf(b Assignment) bool {
 	return true
 }
 
-// fromPartitions builds a normalized Assignment from a list.
+// fromPartitions builds a normalized Assignment from a list (which it
+// sorts): one backing array for every topic's partitions.
 func fromPartitions(tps []topicPartition) Assignment {
 	if len(tps) == 0 {
 		return Assignment{}
 	}
-	out := Assignment{}
-	for _, tp := range tps {
-		out[tp.topic] = append(out[tp.topic], tp.partition)
+	sort.Slice(tps, func(i, j int) bool { return lessTP(tps[i], tps[j]) })
+	topics := 1
+	for i := 1; i < len(tps); i++ {
+		if tps[i].topic != tps[i-1].topic {
+			topics++
+		}
 	}
-	for _, ps := range out {
-		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	out := make(Assignment, topics)
+	ps := make([]int32, len(tps))
+	start := 0
+	for i, tp := range tps {
+		ps[i] = tp.partition
+		if i+1 == len(tps) || tps[i+1].topic != tp.topic {
+			out[tp.topic] = ps[start : i+1 : i+1]
+			start = i + 1
+		}
 	}
 	return out
 }

@@ -48,7 +48,13 @@ func (UniformAssignor) Assign(members []MemberSubscription, topics map[string]To
 	}
 	u := &uniformRun{members: members, topics: topics, owner: map[string][]int{}, held: make([][]topicPartition, len(members))}
 	union := subscribedUnion(members)
-	var all []topicPartition
+	total := 0
+	for _, t := range union {
+		if n := topics[t].Partitions; n > 0 {
+			total += int(n)
+		}
+	}
+	all := make([]topicPartition, 0, total)
 	anyRacks := false
 	for _, t := range union {
 		md := topics[t]
