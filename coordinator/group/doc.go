@@ -36,6 +36,15 @@
 // after a coordinator failover: members of the old coordinator get
 // UNKNOWN_MEMBER_ID and join again.
 //
+// Unlike coordinator/txn, a call changes the Group in place (a heartbeat's
+// answer depends on every member before it). So the order is: call; if
+// Epoch rose, append the new epoch to __consumer_offsets and answer only
+// once it is committed (an answer may carry the new epoch as a member
+// epoch). If that append fails, do not answer: the Group is ahead of the
+// log, so drop it and rebuild it (New, then RestoreEpoch from the log)
+// before serving the group again, as the coordinator does after losing
+// leadership.
+//
 // # Time
 //
 // Session and rebalance timeouts are deadlines kept per member; the caller
