@@ -207,11 +207,11 @@ func (s *GroupsService) DescribeGroups(ctx context.Context, req *sluicev1.Descri
 			dg.State = "Dead"
 			continue
 		}
-		dg.State, dg.GroupEpoch, dg.AssignmentEpoch, dg.Assignor = d.State, d.GroupEpoch, d.AssignmentEpoch, d.Assignor
+		dg.State, dg.GroupEpoch, dg.AssignmentEpoch, dg.Assignor = d.State.String(), d.GroupEpoch, d.AssignmentEpoch, d.Assignor
 		for _, m := range d.Members {
 			dg.Members = append(dg.Members, &sluicev1.GroupMember{MemberId: m.MemberID, InstanceId: m.InstanceID, RackId: m.RackID,
 				ClientId: m.ClientID, MemberEpoch: m.MemberEpoch, SubscribedTopicNames: m.SubscribedTopics,
-				Assignment: fromAssignment(m.Assignment), TargetAssignment: fromAssignment(m.TargetAssignment), MemberState: m.State})
+				Assignment: fromAssignment(m.Assignment), TargetAssignment: fromAssignment(m.TargetAssignment), MemberState: m.MemberState.String()})
 		}
 	}
 	return resp, nil

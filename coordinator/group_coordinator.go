@@ -495,9 +495,7 @@ func (c *GroupCoordinator) expireMembers(now time.Time) {
 		}
 		c.noteSizeLocked(e, now)
 		if e.g.Epoch() > e.persistedEpoch {
-			if err := c.persistEpoch(c.ctx, w.ps, e); err != nil {
-				c.logger.Warn("writing a group epoch failed; retried at the next change", "group", e.g.ID(), "err", err)
-			}
+			_ = c.persistEpoch(c.ctx, w.ps, e) // logged; the group is rebuilt on failure
 		}
 		e.mu.Unlock()
 	}
@@ -513,7 +511,11 @@ func (c *GroupCoordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 }
 
 // persistEpoch writes e's group epoch record and applies it once
-// committed. The caller holds e.mu.
+// committed. The caller holds e.mu. If the write fails the group's
+// membership is thrown away (group.Group's contract: a change whose epoch
+// is not durable must not be answered): the group is rebuilt empty at the
+// epoch it tried to write — never lower, as that record may still commit
+// — and its members rejoin (UNKNOWN_MEMBER_ID on their next heartbeat).
 func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
 	epoch := e.g.Epoch()
 	g := e.g.ID()
@@ -523,6 +525,10 @@ func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartitio
 	defer cancel()
 	_, err := c.deps.Log.AppendCommitted(actx, ps.tp, raw, ps.epoch, now)
 	if err != nil && errs.Code(err) != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+		rebuilt := group.New(g, c.cfg.Group)
+		rebuilt.RestoreEpoch(epoch)
+		e.g = rebuilt
+		c.logger.Warn("writing a group epoch failed; the group's members rejoin", "group", g, "epoch", epoch, "err", err)
 		return groupAppendError(g, err)
 	}
 	c.mu.Lock()

@@ -54,9 +54,6 @@ type GroupListing struct {
 // GroupDescription is DescribeGroup's answer.
 type GroupDescription struct {
 	group.Description
-	// State is the group's state name (Empty when the group only has
-	// offsets).
-	State string
 }
 
 // checkEntries validates commit entries: per partition INVALID_REQUEST
@@ -126,8 +123,8 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 		resp, err := e.g.Heartbeat(now, req, topics)
 		c.noteSizeLocked(e, now)
 		if e.g.Epoch() > e.persistedEpoch {
-			if perr := c.persistEpoch(ctx, ps, e); perr != nil && err == nil {
-				err = perr
+			if perr := c.persistEpoch(ctx, ps, e); perr != nil {
+				resp, err = group.HeartbeatResponse{}, perr
 			}
 		}
 		e.mu.Unlock()
@@ -462,7 +459,7 @@ func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
 	if e.deleted.Load() {
 		return GroupDescription{}, errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
 	}
-	return GroupDescription{Description: e.g.Describe(), State: e.g.State().String()}, nil
+	return GroupDescription{Description: e.g.Describe()}, nil
 }
 
 // DeleteGroup deletes group g and its committed offsets (DeleteGroups):
@@ -476,11 +473,17 @@ func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
 		return err
 	}
 	return c.deleteGroup(ctx, ps, g, func(e *groupEntry, _ time.Time, pending int) error {
+		if pending > 0 {
+			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has offsets pending in an open transaction; retry once it ends", g)
+		}
 		if e != nil && e.g.Size() > 0 {
 			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has %d members; stop its consumers first", g, e.g.Size())
 		}
-		if pending > 0 {
-			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has offsets pending in an open transaction; retry once it ends", g)
+		if e != nil {
+			// Departed static members (kept for their session) count too.
+			if err := e.g.Delete(); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -532,7 +535,7 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 		kvs = append(kvs, [2][]byte{offsets.OffsetKey(g, tp.Topic, tp.Partition), nil})
 	}
 	kvs = append(kvs, [2][]byte{offsets.GroupKey(g), nil})
-	return c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
+	err := c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if !c.ownsLocked(ps) {
@@ -549,4 +552,12 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 			e.deleted.Store(true)
 		}
 	})
+	if err != nil && e != nil && e.g.State() == group.Dead {
+		// The deletion did not happen (or is not known to have): the
+		// group lives on, empty (group.Group.Delete cannot be undone).
+		rebuilt := group.New(g, c.cfg.Group)
+		rebuilt.RestoreEpoch(e.g.Epoch())
+		e.g = rebuilt
+	}
+	return err
 }

@@ -185,11 +185,24 @@ func (e *env) consume(ctx context.Context, args []string) error {
 	deadline := time.Now().Add(*timeout)
 	for *maxMessages == 0 || printed < *maxMessages {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
+		pollEnd := time.Time{}
 		if *timeout > 0 {
-			pctx, cancel = context.WithDeadline(ctx, deadline)
+			pollEnd = deadline
+		}
+		if gc != nil && (pollEnd.IsZero() || time.Until(pollEnd) > time.Second) {
+			// A group member wakes at least every second to commit
+			// what it printed, records or not.
+			pollEnd = time.Now().Add(time.Second)
+		}
+		if !pollEnd.IsZero() {
+			pctx, cancel = context.WithDeadline(ctx, pollEnd)
 		}
 		recs, err := co.Poll(pctx)
 		cancel()
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil &&
+			(*timeout == 0 || time.Now().Before(deadline)) {
+			err, recs = nil, nil // only the commit wake-up
+		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				break // --timeout with no new record

@@ -1,0 +1,52 @@
+// Package group is the pure core of the consumer-group coordinator
+// (DESIGN §11, docs/design.md decision 39): the membership state machine of
+// the ConsumerGroupHeartbeat protocol in the style of Kafka's KIP-848, with
+// the assignors run on the server ("uniform", "range"), the per-member
+// reconciliation that revokes before it assigns, and the member checks of
+// OffsetCommit and TxnOffsetCommit.
+//
+// It holds rules only: no network, goroutines, clock reads, locks or
+// storage. Every method takes the time it should act at; the owner of a
+// Group (the coordinator, package coordinator) serialises calls to it — a
+// Group is not safe for concurrent use.
+//
+// # The model
+//
+// A Group has a group epoch, bumped whenever what the assignor sees
+// changes: a member joins, leaves or is fenced; a member's subscription or
+// rack changes; the group's assignor changes (the one most members ask
+// for); or the partition count or racks of a subscribed topic change. At
+// every bump the group's assignor computes, synchronously, the target
+// assignment for that epoch (AssignmentEpoch == Epoch after every call but
+// RestoreEpoch on a group with members).
+//
+// Each member then converges towards its target on its own heartbeats
+// (reconcile.go, Kafka's CurrentAssignmentBuilder): partitions the target
+// takes away are revoked first — the member is answered its assignment
+// without them and keeps its epoch (UnrevokedPartitions) until a heartbeat
+// reports them released; only then does it move to the target epoch and
+// get the target's partitions that no other member still holds
+// (UnreleasedPartitions until they are released by their previous owner,
+// then Stable). A partition is never in two members' assignments at once.
+//
+// # What the caller persists
+//
+// The coordinator persists committed offsets and the group epoch (see
+// RestoreEpoch); membership itself is soft state rebuilt from heartbeats
+// after a coordinator failover: members of the old coordinator get
+// UNKNOWN_MEMBER_ID and join again.
+//
+// Unlike coordinator/txn, a call changes the Group in place (a heartbeat's
+// answer depends on every member before it). So the order is: call; if
+// Epoch rose, append the new epoch to __consumer_offsets and answer only
+// once it is committed (an answer may carry the new epoch as a member
+// epoch). If that append fails, do not answer: the Group is ahead of the
+// log, so drop it and rebuild it (New, then RestoreEpoch from the log)
+// before serving the group again, as the coordinator does after losing
+// leadership.
+//
+// # Time
+//
+// Session and rebalance timeouts are deadlines kept per member; the caller
+// calls Expire at NextDeadline (or later) with the current time.
+package group
