@@ -136,6 +136,12 @@ func ParseHeader(b []byte) (Header, error) {
 	}, nil
 }
 
+// RecordCount reads the record count of canonical batch b (at least
+// HeaderSize bytes).
+func RecordCount(b []byte) int32 {
+	return int32(binary.LittleEndian.Uint32(b[offRecordCount:]))
+}
+
 // PutHeader writes h as a canonical header into b[:HeaderSize], including
 // h.CRC as given.
 func PutHeader(b []byte, h Header) {
