@@ -577,6 +577,7 @@ func (l *Log) swapSegments(g []cleanSource, ns *segment) (bool, error) {
 		discard()
 		return false, nil
 	}
+	l.cleanCrashPoint("cleaned written")
 	// Commit: the group's end, then the .swap names, the log's last.
 	end := g[len(g)-1].end
 	if err := writeCheckpoint(segmentName(l.dir, base, swapEndExt), end); err != nil {
@@ -593,11 +594,9 @@ func (l *Log) swapSegments(g []cleanSource, ns *segment) (bool, error) {
 			}
 			return false, storageErr("clean: rename %s: %v", p, err)
 		}
+		l.cleanCrashPoint("renamed to " + ext + swapSuffix)
 	}
 	syncDir(l.dir)
-	if l.swapHook != nil {
-		l.swapHook("swap committed")
-	}
 
 	l.mu.Lock()
 	l.truncations++ // readers of the old segments retry on the new one
@@ -616,8 +615,9 @@ func (l *Log) swapSegments(g []cleanSource, ns *segment) (bool, error) {
 			first = err
 		}
 	}
+	l.cleanCrashPoint("old segments deleted")
 	if first == nil {
-		first = finishSwap(l.dir, base)
+		first = finishSwap(l.dir, base, l.cleanCrashPoint)
 	}
 	if first != nil {
 		// The next Open completes the swap from the files.
@@ -626,13 +626,25 @@ func (l *Log) swapSegments(g []cleanSource, ns *segment) (bool, error) {
 	return true, nil
 }
 
+// cleanCrashPoint calls the test hook, if any, between two steps of a
+// swap whose files a crash could leave as they are now.
+func (l *Log) cleanCrashPoint(step string) {
+	if l.swapHook != nil {
+		l.swapHook(step)
+	}
+}
+
 // finishSwap renames the .swap files of the segment at base to their
-// final names (the log last) and removes its .swapend.
-func finishSwap(dir string, base int64) error {
+// final names (the log last) and removes its .swapend; crashPoint (may be
+// nil) runs after each rename.
+func finishSwap(dir string, base int64, crashPoint func(string)) error {
 	for _, ext := range segmentExts {
 		p := segmentName(dir, base, ext)
 		if err := os.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
+		}
+		if crashPoint != nil {
+			crashPoint("renamed " + ext + swapSuffix + " to " + ext)
 		}
 	}
 	syncDir(dir)
@@ -696,7 +708,7 @@ func recoverCleanerFiles(dir string) error {
 				}
 			}
 		}
-		if err := finishSwap(dir, base); err != nil {
+		if err := finishSwap(dir, base, nil); err != nil {
 			return err
 		}
 	}

@@ -109,8 +109,8 @@ type Log struct {
 	// truncateHook, set only by tests before the log is shared, is called
 	// between the steps of a truncation (see crashPoint).
 	truncateHook func(step string)
-	// swapHook, set only by tests, is called once a cleaner swap has
-	// committed, before the old segments are replaced (cleaner.go).
+	// swapHook, set only by tests before the log is shared, is called
+	// between the steps of a cleaner swap (cleanCrashPoint, cleaner.go).
 	swapHook func(step string)
 
 	// cleanMu serialises Clean passes (cleaner.go); it is taken before
