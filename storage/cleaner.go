@@ -187,6 +187,17 @@ func (l *Log) Clean(now time.Time) (CleanStats, error) {
 	return st, nil
 }
 
+// lowerCleanerCheckpoint moves the cleaner checkpoint down to offset when
+// it is above (a truncation removes the cleaned part above offset; what is
+// appended there later is dirty). The caller holds appendMu.
+func (l *Log) lowerCleanerCheckpoint(offset int64) error {
+	p := filepath.Join(l.dir, cleanerCheckpointFile)
+	if v, err := readCheckpoint(p); err == nil && v > offset {
+		return writeCheckpoint(p, offset)
+	}
+	return nil
+}
+
 // cleanReadErr maps a failure to read or write the cleaner's files: a log
 // closed meanwhile is ErrClosed.
 func (l *Log) cleanReadErr(err error) error {
