@@ -43,7 +43,7 @@ func plainKV(ts int64, kvs ...string) []byte {
 }
 
 // forceRoll seals the active segment.
-func forceRoll(t *testing.T, l *Log) {
+func forceRoll(t testing.TB, l *Log) {
 	t.Helper()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
