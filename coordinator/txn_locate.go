@@ -157,7 +157,7 @@ func (l *TxnLocator) createStateTopic(ctx context.Context) error {
 		TimeoutMs: int32(l.cfg.CreateTimeout / time.Millisecond),
 		Topics: []*sluicev1.CreatableTopic{{
 			Name: txn.StateTopic, NumPartitions: l.cfg.StatePartitions, ReplicationFactor: rf,
-			Configs: map[string]string{"min.insync.replicas": strconv.Itoa(int(min(2, rf)))},
+			Configs: map[string]string{"min.insync.replicas": strconv.Itoa(int(min(2, rf))), "cleanup.policy": "compact"},
 		}},
 	}
 	var out *internalv1.ControllerCreateTopicsResponse
