@@ -169,6 +169,12 @@ func TestCleanKeepsLatestPerKeyAtItsOffset(t *testing.T) {
 	if n := len(l.Segments()); n != 2 {
 		t.Fatalf("%d segments after the merge, want 2", n)
 	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, cleanedSuffix) || strings.HasSuffix(n, swapSuffix) || strings.HasSuffix(n, swapEndExt) {
+			t.Fatalf("%s left after a clean", n)
+		}
+	}
 	// Offset 3 was k3=s0-3, removed: the read returns a batch covering it
 	// (a filler without records), and reading on reaches the survivors.
 	res, err := l.Read(3, 1, 1<<62)
