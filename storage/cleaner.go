@@ -161,14 +161,14 @@ func (l *Log) Clean(now time.Time) (CleanStats, error) {
 	for _, src := range p.sources {
 		if src.end > p.firstDirty {
 			if err := c.mapKeys(src); err != nil {
-				return st, l.cleanReadErr(err)
+				return l.cleanFailed(st, p.sources, err)
 			}
 		}
 	}
 	for _, g := range groupSources(p.sources, p.segBytes) {
 		ns, err := c.writeGroup(l.dir, g, now)
 		if err != nil {
-			return st, l.cleanReadErr(err)
+			return l.cleanFailed(st, g, err)
 		}
 		swapped, err := l.swapSegments(g, ns)
 		if err != nil {
@@ -198,16 +198,31 @@ func (l *Log) lowerCleanerCheckpoint(offset int64) error {
 	return nil
 }
 
-// cleanReadErr maps a failure to read or write the cleaner's files: a log
-// closed meanwhile is ErrClosed.
-func (l *Log) cleanReadErr(err error) error {
+// cleanFailed handles a failure to read the sources or write the new
+// segment: a log closed meanwhile is ErrClosed; sources that are no longer
+// the log's (retention deleted, truncation cut them while the pass read
+// them) make a raced pass, not an error; anything else is
+// KAFKA_STORAGE_ERROR.
+func (l *Log) cleanFailed(st CleanStats, sources []cleanSource, err error) (CleanStats, error) {
 	l.mu.RLock()
-	closed := l.closed
-	l.mu.RUnlock()
-	if closed {
-		return ErrClosed
+	defer l.mu.RUnlock()
+	if l.closed {
+		return st, ErrClosed
 	}
-	return storageErr("clean %s: %v", l.dir, err)
+	for _, src := range sources {
+		current := false
+		for _, s := range l.segments {
+			if s == src.seg {
+				current = s.size == src.size
+				break
+			}
+		}
+		if !current {
+			st.Raced = true
+			return st, nil
+		}
+	}
+	return st, storageErr("clean %s: %v", l.dir, err)
 }
 
 // planClean computes the cleanable part and the dirty ratio; nil when there

@@ -603,3 +603,85 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 		}
 	}
 }
+
+// Rule: fillers stop where the leader epoch changes, so every epoch still
+// starts at a batch and the leader-epoch cache matches the cleaned log
+// (reopened with the checkpoint, and rebuilt from the batches without it).
+func TestCleanKeepsLeaderEpochStarts(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, compactConfig())
+	ts := t0.UnixMilli()
+	for epoch := int32(1); epoch <= 4; epoch++ {
+		for i := 0; i < 3; i++ {
+			// Every key but "last" is written again later: epochs 1-3
+			// lose every record.
+			kv := fmt.Sprintf("k%d=e%d", i, epoch)
+			if epoch == 4 {
+				kv = "last=" + kv
+			}
+			if _, err := l.Append(plainKV(ts, kv), epoch, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		forceRoll(t, l)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := l.Append(plainKV(ts, fmt.Sprintf("k%d=final", i)), 4, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forceRoll(t, l)
+	l.SetHighWatermark(l.EndOffset())
+	epochs := l.EpochEntries()
+	st := mustClean(t, l, t0)
+	if st.FillerBatches != 4 {
+		t.Fatalf("stats %+v, want a filler per epoch", st)
+	}
+	for _, e := range epochs {
+		res, err := l.Read(e.StartOffset, 1, 1<<62)
+		if err != nil || len(res.Batches) == 0 {
+			t.Fatalf("read epoch %d start %d: %v", e.Epoch, e.StartOffset, err)
+		}
+		if h, _ := batch.ParseHeader(res.Batches[0]); h.BaseOffset != e.StartOffset || h.PartitionLeaderEpoch != e.Epoch {
+			t.Fatalf("epoch %d starts at %d, batch there %+v", e.Epoch, e.StartOffset, h)
+		}
+	}
+	l.Close()
+	os.Remove(filepath.Join(dir, epochCheckpointFile))
+	l = openLog(t, dir, compactConfig())
+	defer l.Close()
+	if got := l.EpochEntries(); !slices.Equal(got, epochs) {
+		t.Fatalf("epochs rebuilt from the cleaned log %v, want %v", got, epochs)
+	}
+}
+
+// Rule: retention (compact,delete) deleting segments while a clean reads
+// them stops the pass without an error; the log stays whole.
+func TestCleanRacesRetention(t *testing.T) {
+	cfg := compactConfig()
+	cfg.CleanupPolicy, cfg.RetentionMs = PolicyCompactDelete, 1000
+	cfg.MinCleanableDirtyRatio = 0
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+	fillKeyed(t, l, 30, 20, 7)
+	l.SetHighWatermark(l.EndOffset())
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 20 && err == nil; i++ {
+			_, err = l.Clean(t0)
+		}
+		done <- err
+	}()
+	for len(l.Segments()) > 1 {
+		if _, err := l.EnforceRetention(t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Clean racing retention: %v", err)
+	}
+	if got := logView(t, l); len(got) != 1 {
+		t.Fatalf("log after retention %v", got)
+	}
+}
