@@ -3,7 +3,12 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +50,9 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	}
 	c.WaitTopic(topic, 1)
 
-	p, err := cl.NewProducer(client.WithTransactionalID("compaction-test"), client.WithLinger(0))
+	// A linger long enough for a round's eight records to share a batch:
+	// the cleaner then removes records from inside batches.
+	p, err := cl.NewProducer(client.WithTransactionalID("compaction-test"), client.WithLinger(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,35 +68,49 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		t.Fatalf("keyless record: %v, want INVALID_RECORD", err)
 	}
 	plain.Close()
+	var mu sync.Mutex
 	written := map[int64]string{} // offset -> "key=value" of committed records
 	latest := map[string]string{}
 	send := func(round int, commit bool) {
 		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
-		var sent []string
+		var wg sync.WaitGroup
+		sent := map[int64]string{}
 		for i := 0; i < 8; i++ {
 			k, v := fmt.Sprintf("k%d", i%4), fmt.Sprintf("r%d-%d", round, i)
-			md, err := p.SendSync(ctx, client.Record{Topic: topic, Partition: 0, Key: []byte(k), Value: []byte(v)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if commit {
-				written[md.Offset] = k + "=" + v
-				sent = append(sent, k, v)
-			}
+			wg.Add(1)
+			p.Send(ctx, client.Record{Topic: topic, Partition: 0, Key: []byte(k), Value: []byte(v)}, func(md client.RecordMetadata, err error) {
+				defer wg.Done()
+				if err != nil {
+					if commit {
+						t.Errorf("send: %v", err)
+					}
+					return // an aborted round's records fail with the abort
+				}
+				mu.Lock()
+				sent[md.Offset] = k + "=" + v
+				mu.Unlock()
+			})
 		}
-		if !commit {
-			if err := p.AbortTransaction(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return
+		var err error
+		if commit {
+			err = p.CommitTransaction(ctx)
+		} else {
+			err = p.AbortTransaction(ctx)
 		}
-		if err := p.CommitTransaction(ctx); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < len(sent); i += 2 {
-			latest[sent[i]] = sent[i+1]
+		wg.Wait()
+		if !commit {
+			return
+		}
+		offs := slices.Sorted(maps.Keys(sent))
+		for _, off := range offs {
+			written[off] = sent[off]
+			k, v, _ := strings.Cut(sent[off], "=")
+			latest[k] = v
 		}
 	}
 	for round := 0; round < 12; round++ {
@@ -123,9 +144,13 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	}
 
 	// Each replica holds the same records, offset for offset.
-	var views [][]string
-	for _, id := range c.IDs() {
-		r, _ := c.Node(id).Replicas().Replica(topic, 0)
+	thinned := 0 // batches the cleaner removed records from, keeping some
+	view := func(id int32) []string {
+		t.Helper()
+		r, err := c.Node(id).Replicas().Replica(topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var view []string
 		for off := int64(0); off < end; {
 			res, err := r.Read(off, 1<<20, end)
@@ -137,6 +162,9 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 				if err != nil || h.BaseOffset != off {
 					t.Fatalf("node %d batch at %d: base %d, %v", id, off, h.BaseOffset, err)
 				}
+				if h.RecordCount > 0 && h.RecordCount <= h.LastOffsetDelta {
+					thinned++
+				}
 				_ = batch.ForEachRecord(b, func(rec batch.Record) error {
 					view = append(view, fmt.Sprintf("%d:%s=%s", rec.Offset, rec.Key, rec.Value))
 					return nil
@@ -144,11 +172,16 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 				off = h.NextOffset()
 			}
 		}
-		views = append(views, view)
+		return view
 	}
-	for i := 1; i < len(views); i++ {
-		if !slices.Equal(views[0], views[i]) {
-			t.Fatalf("replica copies differ:\n%v\n%v", views[0], views[i])
+	leaderID := c.Node(c.IDs()[0]).Metadata().Image().Topics[topic].Partitions[0].Leader
+	want := view(leaderID)
+	if thinned == 0 {
+		t.Fatal("no batch lost records from inside: the consumer never reads offset gaps inside a batch")
+	}
+	for _, id := range c.IDs() {
+		if got := view(id); !slices.Equal(got, want) {
+			t.Fatalf("replica copies differ: node %d\n%v\nleader %d\n%v", id, got, leaderID, want)
 		}
 	}
 
@@ -185,6 +218,34 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	}
 	if consumed >= len(written) {
 		t.Fatalf("consumed %d of %d committed records: nothing compacted", consumed, len(written))
+	}
+
+	// A follower that lost its copy fetches the leader's cleaned log
+	// (filtered batches, fillers, empty last batches) through the
+	// replication fetcher and ends with the same records.
+	follower := c.IDs()[0]
+	if follower == leaderID {
+		follower = c.IDs()[1]
+	}
+	if err := c.Stop(follower); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(c.Config(follower).DataDir, "logs", topic+"-0")); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(follower)
+	wait.For(t, 30*time.Second, "the follower copied the cleaned log", func() error {
+		r, err := c.Node(follower).Replicas().Replica(topic, 0)
+		if err != nil {
+			return err
+		}
+		if r.LogEndOffset() != end || r.HighWatermark() != end {
+			return fmt.Errorf("follower at %d, high watermark %d, want %d", r.LogEndOffset(), r.HighWatermark(), end)
+		}
+		return nil
+	})
+	if got := view(follower); !slices.Equal(got, want) {
+		t.Fatalf("follower's fetched copy differs:\n%v\nleader\n%v", got, want)
 	}
 }
 
