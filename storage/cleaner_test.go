@@ -187,6 +187,14 @@ func TestCleanKeepsLatestPerKeyAtItsOffset(t *testing.T) {
 	if got, _ := consumed(t, l, ReadCommitted, 1); len(got) != len(want) {
 		t.Fatalf("consumer read %v, want %d records", got, len(want))
 	}
+	// A consumer fetching a removed offset gets the next records.
+	cres, err := l.ReadConsumer(3, 1, ReadUncommitted)
+	if err != nil || len(cres.Batches) == 0 {
+		t.Fatalf("ReadConsumer(3) = %d batches, %v", len(cres.Batches), err)
+	}
+	if h, _ := batch.ParseHeader(cres.Batches[0]); h.BaseOffset <= 3 || h.RecordCount == 0 {
+		t.Fatalf("ReadConsumer(3) served %+v", h)
+	}
 	// Nothing dirty any more.
 	if st := mustClean(t, l, t0); st.Cleaned {
 		t.Fatalf("second clean ran: %+v", st)
