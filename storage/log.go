@@ -60,7 +60,8 @@ type SegmentInfo struct {
 // The exceptions are the truncations, which remove committed bytes: they
 // hold mu exclusively across the cut (ftruncate, fsync, unlink; no data
 // is written) and count it in truncations, so a read that snapshotted
-// before the cut notices and is retried.
+// before the cut notices and is retried. The log cleaner's swap of
+// rewritten segments (Clean, cleaner.go) counts as one too.
 //
 // The high watermark is guarded by mu alone (SetHighWatermark does not
 // wait for appends); ckptMu serialises writes of its checkpoint file.
