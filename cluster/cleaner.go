@@ -40,17 +40,21 @@ type cleanerTotals struct {
 // cleans its own copy, as in Kafka; the cleaner only touches what is below
 // its high watermark and last stable offset, so the copies stay the same
 // offset for offset). Partitions run one after the other: one cleaner
-// thread.
+// thread. Close stops a pass in progress (its partial segment is
+// discarded).
 func (m *ReplicaManager) CleanLogs(now time.Time) {
 	maxRatio := 0.0
 	for _, p := range m.allReplicas() {
+		if m.ctx.Err() != nil {
+			return // Close: a pass stops at its next batch
+		}
 		if !p.log.Config().Compacted() {
 			continue
 		}
-		st, err := p.log.Clean(now)
+		st, err := p.log.Clean(m.ctx, now)
 		maxRatio = max(maxRatio, st.DirtyRatio)
 		if err != nil {
-			if !errors.Is(err, storage.ErrClosed) {
+			if !errors.Is(err, storage.ErrClosed) && m.ctx.Err() == nil {
 				m.log.Error("log cleaner failed", "partition", p.String(), "err", err)
 				m.cleaner.mu.Lock()
 				m.cleaner.s.Failures++

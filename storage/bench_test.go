@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -161,7 +162,7 @@ func BenchmarkClean(b *testing.B) {
 		c := openLog(b, dir, cfg)
 		b.StartTimer()
 		var err error
-		if st, err = c.Clean(t0); err != nil || !st.Cleaned {
+		if st, err = c.Clean(context.Background(), t0); err != nil || !st.Cleaned {
 			b.Fatalf("Clean: %+v, %v", st, err)
 		}
 		b.StopTimer()

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -139,9 +140,12 @@ type cleanPlan struct {
 // Clean runs one cleaning pass at now when the log is compacted and its
 // dirty ratio reaches min.cleanable.dirty.ratio (see the file comment for
 // the rules). It returns what it did. ErrClosed on a closed log; file
-// errors are KAFKA_STORAGE_ERROR. A pass interrupted by a crash leaves
-// files that the next Open completes or discards.
-func (l *Log) Clean(now time.Time) (CleanStats, error) {
+// errors are KAFKA_STORAGE_ERROR. When ctx ends the pass stops at the
+// next batch or swap, removes the files of the segment it was writing and
+// returns ctx.Err() (the segments swapped before stay). A pass
+// interrupted by a crash leaves files that the next Open completes or
+// discards.
+func (l *Log) Clean(ctx context.Context, now time.Time) (CleanStats, error) {
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
 	began := time.Now()
@@ -157,18 +161,23 @@ func (l *Log) Clean(now time.Time) (CleanStats, error) {
 	st.Cleaned = true
 	defer func() { st.Duration = time.Since(began) }()
 
-	c := &cleaner{plan: p, stats: &st, keys: make(map[string]int64), txnSeen: make(map[int64]bool), retained: make(map[int64][]int64)}
+	c := &cleaner{ctx: ctx, plan: p, stats: &st, keys: make(map[string]int64), txnSeen: make(map[int64]bool), retained: make(map[int64][]int64)}
 	for _, src := range p.sources {
 		if src.end > p.firstDirty {
 			if err := c.mapKeys(src); err != nil {
-				return l.cleanFailed(st, p.sources, err)
+				return l.cleanFailed(c, st, p.sources, err)
 			}
 		}
 	}
 	for _, g := range groupSources(p.sources, p.segBytes) {
 		ns, err := c.writeGroup(l.dir, g, now)
 		if err != nil {
-			return l.cleanFailed(st, g, err)
+			return l.cleanFailed(c, st, g, err)
+		}
+		if err := ctx.Err(); err != nil {
+			ns.close()
+			removeCleanedFiles(l.dir, ns.base)
+			return st, err
 		}
 		swapped, err := l.swapSegments(g, ns)
 		if err != nil {
@@ -199,11 +208,15 @@ func (l *Log) lowerCleanerCheckpoint(offset int64) error {
 }
 
 // cleanFailed handles a failure to read the sources or write the new
-// segment: a log closed meanwhile is ErrClosed; sources that are no longer
+// segment: the pass's context ending is its error; a log closed meanwhile
+// is ErrClosed; sources that are no longer
 // the log's (retention deleted, truncation cut them while the pass read
 // them) make a raced pass, not an error; anything else is
 // KAFKA_STORAGE_ERROR.
-func (l *Log) cleanFailed(st CleanStats, sources []cleanSource, err error) (CleanStats, error) {
+func (l *Log) cleanFailed(c *cleaner, st CleanStats, sources []cleanSource, err error) (CleanStats, error) {
+	if ctxErr := c.ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return st, err
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -308,6 +321,7 @@ func groupSources(sources []cleanSource, segBytes int64) [][]cleanSource {
 
 // cleaner is the state of one pass.
 type cleaner struct {
+	ctx   context.Context // ends the pass early (checked every batch)
 	plan  *cleanPlan
 	stats *CleanStats
 	keys  map[string]int64 // offset map: key → offset of its latest record
@@ -332,8 +346,8 @@ func (c *cleaner) aborted(pid, base int64) bool {
 }
 
 // forEachBatch calls fn with every batch of src (a canonical batch valid
-// until fn returns) in file order.
-func forEachBatch(src cleanSource, fn func(h batch.Header, b []byte) error) error {
+// until fn returns) in file order, stopping with ctx.Err() when ctx ends.
+func forEachBatch(ctx context.Context, src cleanSource, fn func(h batch.Header, b []byte) error) error {
 	r := bufio.NewReaderSize(io.NewSectionReader(src.seg.log, 0, src.size), 1<<20)
 	var buf []byte
 	for pos := int64(0); pos < src.size; {
@@ -357,6 +371,9 @@ func forEachBatch(src cleanSource, fn func(h batch.Header, b []byte) error) erro
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", src.seg.path, pos, err)
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := fn(h, b); err != nil {
 			return err
 		}
@@ -368,7 +385,7 @@ func forEachBatch(src cleanSource, fn func(h batch.Header, b []byte) error) erro
 // mapKeys adds the keyed records of src at or after the first dirty offset
 // to the offset map, leaving out control batches and aborted transactions.
 func (c *cleaner) mapKeys(src cleanSource) error {
-	return forEachBatch(src, func(h batch.Header, b []byte) error {
+	return forEachBatch(c.ctx, src, func(h batch.Header, b []byte) error {
 		if h.IsControl() || h.LastOffset() < c.plan.firstDirty || h.RecordCount == 0 {
 			return nil
 		}
@@ -434,7 +451,7 @@ func (c *cleaner) writeGroup(dir string, g []cleanSource, now time.Time) (*segme
 	for _, src := range g {
 		c.stats.BytesRead += src.size
 		pastHorizon := src.maxTS < c.plan.horizon
-		err := forEachBatch(src, func(h batch.Header, b []byte) error {
+		err := forEachBatch(c.ctx, src, func(h batch.Header, b []byte) error {
 			c.stats.RecordsRead += int64(h.RecordCount)
 			out, keep, err := c.cleanBatch(h, b, pastHorizon)
 			if err != nil {

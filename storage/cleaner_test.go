@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -96,7 +97,7 @@ func logView(t *testing.T, l *Log) []string {
 
 func mustClean(t *testing.T, l *Log, now time.Time) CleanStats {
 	t.Helper()
-	st, err := l.Clean(now)
+	st, err := l.Clean(context.Background(), now)
 	if err != nil {
 		t.Fatalf("Clean: %v", err)
 	}
@@ -677,7 +678,7 @@ func TestCleanRacesRetention(t *testing.T) {
 	go func() {
 		var err error
 		for i := 0; i < 20 && err == nil; i++ {
-			_, err = l.Clean(t0)
+			_, err = l.Clean(context.Background(), t0)
 		}
 		done <- err
 	}()
@@ -691,5 +692,32 @@ func TestCleanRacesRetention(t *testing.T) {
 	}
 	if got := logView(t, l); len(got) != 1 {
 		t.Fatalf("log after retention %v", got)
+	}
+}
+
+// Rule: a pass whose context ends stops, removes its partial files and
+// leaves the log as it was (here: cancelled before the first batch).
+func TestCleanStopsWhenContextEnds(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, compactConfig())
+	defer l.Close()
+	before := fillKeyed(t, l, 3, 10, 2)
+	l.SetHighWatermark(l.EndOffset())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Clean(ctx, t0); err != context.Canceled {
+		t.Fatalf("Clean with an ended context: %v", err)
+	}
+	if got := logView(t, l); !slices.Equal(got, before) {
+		t.Fatalf("log changed: %v", got)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), cleanedSuffix) {
+			t.Fatalf("%s left", e.Name())
+		}
+	}
+	if st := mustClean(t, l, t0); !st.Cleaned {
+		t.Fatalf("the next pass did not run: %+v", st)
 	}
 }
