@@ -145,11 +145,10 @@ type cleanPlan struct {
 // returns ctx.Err() (the segments swapped before stay). A pass
 // interrupted by a crash leaves files that the next Open completes or
 // discards.
-func (l *Log) Clean(ctx context.Context, now time.Time) (CleanStats, error) {
+func (l *Log) Clean(ctx context.Context, now time.Time) (st CleanStats, err error) {
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
 	began := time.Now()
-	var st CleanStats
 	p, err := l.planClean(now)
 	if err != nil || p == nil {
 		return st, err
@@ -209,10 +208,9 @@ func (l *Log) lowerCleanerCheckpoint(offset int64) error {
 
 // cleanFailed handles a failure to read the sources or write the new
 // segment: the pass's context ending is its error; a log closed meanwhile
-// is ErrClosed; sources that are no longer
-// the log's (retention deleted, truncation cut them while the pass read
-// them) make a raced pass, not an error; anything else is
-// KAFKA_STORAGE_ERROR.
+// is ErrClosed; sources that are no longer the log's (retention deleted,
+// truncation cut them while the pass read them) make a raced pass, not an
+// error; anything else is KAFKA_STORAGE_ERROR.
 func (l *Log) cleanFailed(c *cleaner, st CleanStats, sources []cleanSource, err error) (CleanStats, error) {
 	if ctxErr := c.ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 		return st, err

@@ -160,7 +160,7 @@ func TestCleanKeepsLatestPerKeyAtItsOffset(t *testing.T) {
 	if !st.Cleaned || st.SegmentsRead != 4 || st.SegmentsWritten != 1 || st.RecordsRead != 40 || st.RecordsRemoved != 36 || st.BytesWritten >= st.BytesRead {
 		t.Fatalf("stats %+v", st)
 	}
-	if st.FirstDirtyOffset != 0 || st.FirstUncleanableOffset != 40 || st.DirtyRatio != 1 {
+	if st.FirstDirtyOffset != 0 || st.FirstUncleanableOffset != 40 || st.DirtyRatio != 1 || st.Duration <= 0 || st.FillerBatches == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	want := append(latestPerKey(before[:40]), before[40])
