@@ -708,7 +708,7 @@ func syncDir(dir string) {
 // segments of [base, swapend) are deleted and the .swap files renamed
 // (Kafka's LogLoader does the same). .swap index files without their
 // .log.swap belong to an uncommitted swap and are deleted, as is a
-// .swapend without one.
+// .swapend (or its temporary file) without one.
 func recoverCleanerFiles(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -729,7 +729,7 @@ func recoverCleanerFiles(dir string) error {
 				return fmt.Errorf("unexpected swap file %s", name)
 			}
 			swaps = append(swaps, base)
-		case strings.HasSuffix(name, swapSuffix) || strings.HasSuffix(name, swapEndExt):
+		case strings.HasSuffix(name, swapSuffix) || strings.HasSuffix(name, swapEndExt) || strings.HasSuffix(name, swapEndExt+".tmp"):
 			strays = append(strays, name)
 		}
 	}
