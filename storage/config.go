@@ -1,6 +1,7 @@
 // Package storage is a partition's log on disk: segment files of framed
 // canonical batches (proto/batch) with sparse offset and time indexes,
-// rolling, retention, checkpoints and crash recovery (DESIGN §5).
+// rolling, retention, compaction (cleaner.go), checkpoints and crash
+// recovery (DESIGN §5).
 package storage
 
 import (
