@@ -721,3 +721,36 @@ func TestCleanStopsWhenContextEnds(t *testing.T) {
 		t.Fatalf("the next pass did not run: %+v", st)
 	}
 }
+
+// Rule: a truncation into the cleaned part lowers the cleaner checkpoint,
+// so what is appended there again counts as dirty and is compacted.
+func TestTruncationLowersCleanerCheckpoint(t *testing.T) {
+	l := openLog(t, t.TempDir(), compactConfig())
+	defer l.Close()
+	fillKeyed(t, l, 4, 10, 4)
+	l.SetHighWatermark(l.EndOffset())
+	mustClean(t, l, t0)
+	ckpt := filepath.Join(l.dir, cleanerCheckpointFile)
+	if v, err := readCheckpoint(ckpt); err != nil || v != 40 {
+		t.Fatalf("checkpoint %d, %v", v, err)
+	}
+	if err := l.TruncateTo(37); err != nil { // k3=s3-7, a surviving batch
+		t.Fatal(err)
+	}
+	if v, err := readCheckpoint(ckpt); err != nil || v != 37 {
+		t.Fatalf("checkpoint after truncation %d, %v", v, err)
+	}
+	for _, kv := range []string{"k3=a", "k3=b"} {
+		mustAppend(t, l, plainKV(t0.UnixMilli(), kv))
+	}
+	forceRoll(t, l)
+	mustAppend(t, l, plainKV(t0.UnixMilli(), "k9=active"))
+	l.SetHighWatermark(l.EndOffset())
+	if st := mustClean(t, l, t0); st.FirstDirtyOffset != 37 {
+		t.Fatalf("stats %+v", st)
+	}
+	want := []string{"k2=s3-6@36", "k3=b@38", "k9=active@39"}
+	if got := logView(t, l); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
