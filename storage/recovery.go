@@ -22,9 +22,12 @@ import (
 //     entry and the frames after it are verified.
 //   - Otherwise every segment whose end is past the recovery point is
 //     rescanned: each frame's batch must pass batch.Verify and continue the
-//     offsets exactly (the cleaner keeps them contiguous: cleaner.go). The first torn, corrupt or out-of-sequence frame
-//     ends the log: the segment is truncated there and all later segments
-//     are deleted. Scanned segments get rebuilt indexes.
+//     offsets exactly (the cleaner keeps them contiguous: cleaner.go). The
+//     first torn, corrupt or out-of-sequence frame ends the log: the
+//     segment is truncated there and all later segments are deleted.
+//     Scanned segments get rebuilt indexes.
+//   - First of all, a segment swap of the log cleaner that a crash
+//     interrupted is finished or discarded (recoverCleanerFiles).
 //   - The log start offset comes from its checkpoint, raised to the first
 //     segment base. A checkpoint past the log end offset (an interrupted
 //     TruncateFullyAndStartAt) empties the log and starts it there.
