@@ -81,11 +81,23 @@ func canonicalBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
 }
 
 // producerBatch is canonicalBatch for a batch a producer sent: control
-// batches are the brokers' own (INVALID_RECORD).
+// batches are the brokers' own (INVALID_RECORD), and a compacted topic
+// takes only records with a key (INVALID_RECORD, as Kafka: the cleaner
+// keeps the latest record per key, so a keyless one has no meaning there
+// and the cleaner would remove it).
 func producerBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
 	b, h, err := canonicalBatch(p, raw)
 	if err == nil && h.IsControl() {
 		err = errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
+	}
+	if err == nil && p.Config().Storage.Compacted() {
+		err = batch.ForEachRecord(b, func(r batch.Record) error {
+			if len(r.Key) == 0 {
+				return errs.New(sluicev1.ErrorCode_INVALID_RECORD, "topic %q is compacted (cleanup.policy=%s): every record needs a key, the record at offset delta %d has none",
+					p.Topic, p.Config().Storage.CleanupPolicy, r.Offset-h.BaseOffset)
+			}
+			return nil
+		})
 	}
 	return b, h, err
 }

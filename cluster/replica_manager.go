@@ -35,7 +35,11 @@ type ReplicaManagerConfig struct {
 	// leads are checked for late transactions, each logged; 0 means 1
 	// minute.
 	LateTransactionCheckInterval time.Duration
-	Logger                       *slog.Logger
+	// CleanerBackoff is how often the log cleaner checks the compacted
+	// partitions (log.cleaner.backoff.ms, cleaner.go); 0 means
+	// DefaultCleanerBackoff.
+	CleanerBackoff time.Duration
+	Logger         *slog.Logger
 }
 
 // ReplicaManager owns the partition logs of this node. Which partitions it
@@ -71,7 +75,7 @@ type ReplicaManager struct {
 	// ctx ends at Close: it stops the loops and AlterPartition calls.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// goroutines are the retention loop, the ISR loop and the
+	// goroutines are the retention and cleaner loops, the ISR loop and the
 	// AlterPartition senders (the fetchers and the listener delivery
 	// goroutine have their own groups).
 	goroutines goroutine.Group
@@ -82,6 +86,8 @@ type ReplicaManager struct {
 	txnVerifier atomic.Pointer[txnVerifierBox]
 	// markerListeners hear committed markers (txn_offsets.go).
 	markerListeners txnMarkerListeners
+	// cleaner holds the log cleaner's totals (cleaner.go).
+	cleaner cleanerTotals
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -115,6 +121,9 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 	}
 	if cfg.LateTransactionCheckInterval <= 0 {
 		cfg.LateTransactionCheckInterval = time.Minute
+	}
+	if cfg.CleanerBackoff <= 0 {
+		cfg.CleanerBackoff = DefaultCleanerBackoff
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -4,7 +4,8 @@ import (
 	"time"
 )
 
-// Start runs the retention loop until Close.
+// Start runs the retention, log cleaner and late-transaction loops until
+// Close.
 func (m *ReplicaManager) Start() {
 	m.goroutines.Go(func() {
 		t := time.NewTicker(m.cfg.RetentionCheckInterval)
@@ -15,6 +16,18 @@ func (m *ReplicaManager) Start() {
 				return
 			case now := <-t.C:
 				m.EnforceRetention(now)
+			}
+		}
+	})
+	m.goroutines.Go(func() {
+		t := time.NewTicker(m.cfg.CleanerBackoff)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case now := <-t.C:
+				m.CleanLogs(now)
 			}
 		}
 	})

@@ -51,7 +51,10 @@ func TestTopicConfigRules(t *testing.T) {
 		{map[string]string{"unclean.leader.election.enable": "true"}, 1, true},
 		{map[string]string{"message.timestamp.type": "LogAppendTime"}, 1, false},
 		{map[string]string{"segment.bytes": "100"}, 1, false},
-		{map[string]string{"cleanup.policy": "compact"}, 1, false},
+		{map[string]string{"cleanup.policy": "compact"}, 1, true},
+		{map[string]string{"cleanup.policy": "compact,delete", "delete.retention.ms": "1000", "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.1"}, 1, true},
+		{map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "2"}, 1, false},
+		{map[string]string{"cleanup.policy": "archive"}, 1, false},
 		{map[string]string{"bogus": "1"}, 1, false},
 	}
 	for _, c := range cases {

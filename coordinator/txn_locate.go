@@ -79,7 +79,10 @@ func NewTxnLocator(cfg TxnLocatorConfig) *TxnLocator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &TxnLocator{cfg: cfg, topic: txn.StateTopic, validate: txn.ValidateTransactionalID}
+	// Compacted (decision 38): the coordinators' records are keyed, so
+	// loading a partition stays bounded.
+	return &TxnLocator{cfg: cfg, topic: txn.StateTopic, validate: txn.ValidateTransactionalID,
+		configs: map[string]string{"cleanup.policy": "compact"}}
 }
 
 // NewGroupLocator returns a locator of consumer groups' coordinators: the

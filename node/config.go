@@ -50,6 +50,9 @@ type Config struct {
 	Join []string
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
+	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the log
+	// cleaner checks the compacted partitions.
+	LogCleanerBackoff time.Duration
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
 	ShutdownTimeout time.Duration
 	// ControlledShutdownTimeout bounds moving leaderships away on shutdown.
@@ -139,6 +142,7 @@ func DefaultConfig() Config {
 		GossipListen:              "127.0.0.1:9402",
 		HTTPListen:                "127.0.0.1:9403",
 		RetentionCheckInterval:    5 * time.Minute,
+		LogCleanerBackoff:         cluster.DefaultCleanerBackoff,
 		ShutdownTimeout:           10 * time.Second,
 		ControlledShutdownTimeout: 10 * time.Second,
 	}
@@ -217,6 +221,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupMinSessionTimeout > 0 && c.GroupMaxSessionTimeout > 0 && c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
 		return fmt.Errorf("group min session timeout %v is above the max %v", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout)
+	}
+	if c.LogCleanerBackoff <= 0 {
+		return errors.New("log cleaner backoff must be > 0")
 	}
 	if c.TransactionStatePartitions < 0 || c.TransactionStatePartitions > cluster.MaxPartitions {
 		return fmt.Errorf("transaction state partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.TransactionStatePartitions)

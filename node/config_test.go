@@ -31,6 +31,7 @@ func TestNodeConfigValidate(t *testing.T) {
 		{"voter listed twice", func(c *node.Config) { c.ControllerVoters = append(voters, voters[0]) }, "twice"},
 		{"bad join", func(c *node.Config) { c.Join = []string{"nohost"} }, "join address"},
 		{"controller without raft listen", func(c *node.Config) { c.RaftListen = "" }, "raft listen"},
+		{"log cleaner backoff", func(c *node.Config) { c.LogCleanerBackoff = 0 }, "log cleaner backoff"},
 		{"fault injection", func(c *node.Config) { c.FaultInjection = true }, ""},
 		{"fault injection without http", func(c *node.Config) { c.FaultInjection, c.HTTPListen = true, "" }, "fault injection needs an http listen address"},
 		{"dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"} }, ""},

@@ -102,6 +102,22 @@ func (n *Node) httpMux() *http.ServeMux {
 		fmt.Fprintf(w, "# HELP sluice_max_active_transaction_duration_ms Milliseconds the longest transaction open on any hosted partition has been open (0 when none).\n# TYPE sluice_max_active_transaction_duration_ms gauge\nsluice_max_active_transaction_duration_ms %d\n", maxActive)
 		gauge("sluice_producer_ids", "Producer ids with idempotence state per hosted partition.",
 			func(_ int, part *cluster.Replica) int64 { return int64(part.ProducerCount()) })
+		// The log cleaner (compacted topics; Kafka's LogCleaner metrics).
+		cs := n.replicas.CleanerStats()
+		for _, c := range []struct {
+			name, typ, help string
+			value           string
+		}{
+			{"sluice_log_cleaner_runs_total", "counter", "Cleaning passes that rewrote segments of a compacted partition.", strconv.FormatInt(cs.Runs, 10)},
+			{"sluice_log_cleaner_bytes_read_total", "counter", "Segment bytes the log cleaner read and rewrote.", strconv.FormatInt(cs.BytesRead, 10)},
+			{"sluice_log_cleaner_bytes_written_total", "counter", "Segment bytes the log cleaner wrote.", strconv.FormatInt(cs.BytesWritten, 10)},
+			{"sluice_log_cleaner_records_removed_total", "counter", "Records the log cleaner removed (superseded keys, expired tombstones, aborted data).", strconv.FormatInt(cs.RecordsRemoved, 10)},
+			{"sluice_log_cleaner_failures_total", "counter", "Cleaning passes that failed (logged).", strconv.FormatInt(cs.Failures, 10)},
+			{"sluice_log_cleaner_last_duration_ms", "gauge", "Duration of the last cleaning pass.", strconv.FormatInt(cs.LastDuration.Milliseconds(), 10)},
+			{"sluice_log_cleaner_max_dirty_ratio", "gauge", "Largest dirty ratio of a compacted partition at the last check.", strconv.FormatFloat(cs.MaxDirtyRatio, 'g', 4, 64)},
+		} {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", c.name, c.help, c.name, c.typ, c.name, c.value)
+		}
 	})
 	if n.cfg.FaultInjection {
 		n.faults.register(mux)

@@ -144,7 +144,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.hasRole(RoleBroker) {
 		n.replicas, err = cluster.NewReplicaManager(cluster.ReplicaManagerConfig{
 			DataDir: cfg.DataDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval, Logger: logger,
-			TransactionMaxTimeout: cfg.TransactionMaxTimeout,
+			TransactionMaxTimeout: cfg.TransactionMaxTimeout, CleanerBackoff: cfg.LogCleanerBackoff,
 		})
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 // Package storage is a partition's log on disk: segment files of framed
 // canonical batches (proto/batch) with sparse offset and time indexes,
-// rolling, retention, checkpoints and crash recovery (DESIGN §5).
+// rolling, retention, compaction (cleaner.go), checkpoints and crash
+// recovery (DESIGN §5).
 package storage
 
 import (
@@ -23,10 +24,32 @@ type Config struct {
 	RetentionMs        int64  // retention.ms; -1 = unlimited
 	RetentionBytes     int64  // retention.bytes; -1 = unlimited
 	MaxMessageBytes    int32  // max.message.bytes: largest batch accepted
-	CleanupPolicy      string // cleanup.policy: only "delete" today
+	CleanupPolicy      string // cleanup.policy: delete, compact or compact,delete (cleaner.go)
 	IndexIntervalBytes int    // index.interval.bytes
 	FlushMessages      int64  // flush.messages; 0 = never fsync per batch
 	FlushMs            int64  // flush.ms; 0 = never by time
+	// Compaction (cleaner.go), used when CleanupPolicy includes compact.
+	DeleteRetentionMs      int64   // delete.retention.ms: how long tombstones and markers outlive cleaning
+	MinCompactionLagMs     int64   // min.compaction.lag.ms: records younger than this are not compacted
+	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio: in [0, 1]
+}
+
+// Cleanup policies (cleanup.policy). "delete,compact" is accepted as
+// PolicyCompactDelete.
+const (
+	PolicyDelete        = "delete"
+	PolicyCompact       = "compact"
+	PolicyCompactDelete = "compact,delete"
+)
+
+// Compacted reports whether the log cleaner compacts the log by key.
+func (c Config) Compacted() bool {
+	return c.CleanupPolicy == PolicyCompact || c.CleanupPolicy == PolicyCompactDelete
+}
+
+// Deletes reports whether time and size retention delete segments.
+func (c Config) Deletes() bool {
+	return c.CleanupPolicy == PolicyDelete || c.CleanupPolicy == PolicyCompactDelete
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -39,6 +62,10 @@ func DefaultConfig() Config {
 		MaxMessageBytes:    1048588,
 		CleanupPolicy:      "delete",
 		IndexIntervalBytes: 4096,
+
+		DeleteRetentionMs:      24 * 3600 * 1000,
+		MinCompactionLagMs:     0,
+		MinCleanableDirtyRatio: 0.5,
 	}
 }
 
@@ -94,13 +121,23 @@ func ParseConfig(m map[string]string) (Config, error) {
 			c.MaxMessageBytes = int32(n)
 		case "cleanup.policy":
 			switch v {
-			case "delete":
+			case PolicyDelete, PolicyCompact, PolicyCompactDelete:
 				c.CleanupPolicy = v
-			case "compact", "compact,delete", "delete,compact":
-				err = badConfig(k, v, "compaction is not supported yet; use delete")
+			case "delete,compact":
+				c.CleanupPolicy = PolicyCompactDelete
 			default:
-				err = badConfig(k, v, "must be delete")
+				err = badConfig(k, v, "must be delete, compact or compact,delete")
 			}
+		case "delete.retention.ms":
+			c.DeleteRetentionMs, err = i64(0)
+		case "min.compaction.lag.ms":
+			c.MinCompactionLagMs, err = i64(0)
+		case "min.cleanable.dirty.ratio":
+			f, perr := strconv.ParseFloat(v, 64)
+			if perr != nil || !(f >= 0 && f <= 1) {
+				err = badConfig(k, v, "must be a number in [0, 1]")
+			}
+			c.MinCleanableDirtyRatio = f
 		case "index.interval.bytes":
 			var n int64
 			n, err = i64(0)
@@ -140,8 +177,14 @@ func (c Config) Validate() error {
 		return badConfig("flush.messages", strconv.FormatInt(c.FlushMessages, 10), "must be >= 0")
 	case c.FlushMs < 0:
 		return badConfig("flush.ms", strconv.FormatInt(c.FlushMs, 10), "must be >= 0")
-	case c.CleanupPolicy != "delete":
-		return badConfig("cleanup.policy", c.CleanupPolicy, "only delete is supported yet")
+	case c.CleanupPolicy != PolicyDelete && c.CleanupPolicy != PolicyCompact && c.CleanupPolicy != PolicyCompactDelete:
+		return badConfig("cleanup.policy", c.CleanupPolicy, "must be delete, compact or compact,delete")
+	case c.DeleteRetentionMs < 0:
+		return badConfig("delete.retention.ms", strconv.FormatInt(c.DeleteRetentionMs, 10), "must be >= 0")
+	case c.MinCompactionLagMs < 0:
+		return badConfig("min.compaction.lag.ms", strconv.FormatInt(c.MinCompactionLagMs, 10), "must be >= 0")
+	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+		return badConfig("min.cleanable.dirty.ratio", strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64), "must be a number in [0, 1]")
 	}
 	return nil
 }
@@ -158,5 +201,9 @@ func (c Config) Map() map[string]string {
 		"index.interval.bytes": strconv.Itoa(c.IndexIntervalBytes),
 		"flush.messages":       strconv.FormatInt(c.FlushMessages, 10),
 		"flush.ms":             strconv.FormatInt(c.FlushMs, 10),
+
+		"delete.retention.ms":       strconv.FormatInt(c.DeleteRetentionMs, 10),
+		"min.compaction.lag.ms":     strconv.FormatInt(c.MinCompactionLagMs, 10),
+		"min.cleanable.dirty.ratio": strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64),
 	}
 }

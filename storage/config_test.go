@@ -22,7 +22,18 @@ func TestParseConfig(t *testing.T) {
 		{"max.message.bytes", map[string]string{"max.message.bytes": "2000"}, func(c Config) bool { return c.MaxMessageBytes == 2000 }, ""},
 		{"flush", map[string]string{"flush.messages": "1", "flush.ms": "10"}, func(c Config) bool { return c.FlushMessages == 1 && c.FlushMs == 10 }, ""},
 		{"index.interval.bytes", map[string]string{"index.interval.bytes": "100"}, func(c Config) bool { return c.IndexIntervalBytes == 100 }, ""},
-		{"compact not supported", map[string]string{"cleanup.policy": "compact"}, nil, "not supported yet"},
+		{"compact", map[string]string{"cleanup.policy": "compact"}, func(c Config) bool { return c.Compacted() && !c.Deletes() }, ""},
+		{"compact,delete", map[string]string{"cleanup.policy": "compact,delete"}, func(c Config) bool { return c.Compacted() && c.Deletes() }, ""},
+		{"delete,compact is compact,delete", map[string]string{"cleanup.policy": "delete,compact"}, func(c Config) bool { return c.CleanupPolicy == PolicyCompactDelete }, ""},
+		{"delete only", nil, func(c Config) bool { return !c.Compacted() && c.Deletes() }, ""},
+		{"unknown policy", map[string]string{"cleanup.policy": "shred"}, nil, "cleanup.policy"},
+		{"compaction configs", map[string]string{"delete.retention.ms": "5", "min.compaction.lag.ms": "7", "min.cleanable.dirty.ratio": "0.25"}, func(c Config) bool {
+			return c.DeleteRetentionMs == 5 && c.MinCompactionLagMs == 7 && c.MinCleanableDirtyRatio == 0.25
+		}, ""},
+		{"delete.retention.ms negative", map[string]string{"delete.retention.ms": "-1"}, nil, "delete.retention.ms"},
+		{"min.compaction.lag.ms negative", map[string]string{"min.compaction.lag.ms": "-1"}, nil, "min.compaction.lag.ms"},
+		{"dirty ratio above 1", map[string]string{"min.cleanable.dirty.ratio": "1.5"}, nil, "min.cleanable.dirty.ratio"},
+		{"dirty ratio not a number", map[string]string{"min.cleanable.dirty.ratio": "NaN"}, nil, "min.cleanable.dirty.ratio"},
 		{"unknown key", map[string]string{"segment.byte": "1"}, nil, "segment.byte"},
 		{"keys of other layers ignored", map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false", "message.timestamp.type": "LogAppendTime"}, func(c Config) bool { return c == DefaultConfig() }, ""},
 	}
@@ -49,8 +60,9 @@ func TestParseConfig(t *testing.T) {
 func TestConfigMapRoundTrips(t *testing.T) {
 	c := DefaultConfig()
 	c.SegmentBytes, c.RetentionMs = 4096, -1
+	c.CleanupPolicy, c.MinCleanableDirtyRatio = PolicyCompactDelete, 0.1
 	m := c.Map()
-	for _, k := range []string{"segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "max.message.bytes", "cleanup.policy", "index.interval.bytes", "flush.messages", "flush.ms"} {
+	for _, k := range []string{"segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "max.message.bytes", "cleanup.policy", "index.interval.bytes", "flush.messages", "flush.ms", "delete.retention.ms", "min.compaction.lag.ms", "min.cleanable.dirty.ratio"} {
 		if _, ok := m[k]; !ok {
 			t.Fatalf("Map lacks %s", k)
 		}

@@ -60,12 +60,16 @@ type SegmentInfo struct {
 // The exceptions are the truncations, which remove committed bytes: they
 // hold mu exclusively across the cut (ftruncate, fsync, unlink; no data
 // is written) and count it in truncations, so a read that snapshotted
-// before the cut notices and is retried.
+// before the cut notices and is retried. The log cleaner's swap of
+// rewritten segments (Clean, cleaner.go) counts as one too.
 //
 // The high watermark is guarded by mu alone (SetHighWatermark does not
 // wait for appends); ckptMu serialises writes of its checkpoint file.
 //
-// Lock order: appendMu before ckptMu before mu.
+// Lock order: cleanMu before appendMu before ckptMu before mu. The cleaner
+// (cleaner.go) reads sealed segments without appendMu and swaps its
+// rewritten segments in under appendMu and mu, counting the swap as a
+// truncation.
 type Log struct {
 	dir string
 
@@ -106,6 +110,13 @@ type Log struct {
 	// truncateHook, set only by tests before the log is shared, is called
 	// between the steps of a truncation (see crashPoint).
 	truncateHook func(step string)
+	// swapHook, set only by tests before the log is shared, is called
+	// between the steps of a cleaner swap (cleanCrashPoint, cleaner.go).
+	swapHook func(step string)
+
+	// cleanMu serialises Clean passes (cleaner.go); it is taken before
+	// appendMu.
+	cleanMu sync.Mutex
 }
 
 const (
@@ -350,7 +361,8 @@ func (l *Log) OldestOpenTransactionStart() (time.Time, bool) {
 // AppendVerbatim appends a batch that already carries its offsets and
 // leader epoch (a follower's copy of the leader's bytes). It must pass
 // batch.Verify (else CORRUPT_RECORD) and its base offset must equal the log
-// end offset (else INVALID_RECORD); its partition leader epoch follows
+// end offset (else INVALID_RECORD; a compacted log has no offset gaps
+// between batches: cleaner.go); its partition leader epoch follows
 // Append's rules (a lower epoch than LatestEpoch means the follower did
 // not truncate to the divergence point first: FENCED_LEADER_EPOCH).
 // Nothing is written on error. b is not modified, and not kept after the
@@ -550,19 +562,38 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 		i++
 	}
 	s := l.segments[i]
-	pos := lookupIndex(s.index, uint32(offset-s.base))
+	pos := int64(0)
+	if offset > s.base {
+		pos = lookupIndex(s.index, uint32(offset-s.base))
+	}
 	size := s.size
 	l.mu.RUnlock()
 
-	batches, next, err := s.readFrames(pos, size, offset, maxBytes, maxOffset)
-	if err != nil {
-		if l.StartOffset() > offset {
-			// Retention removed the segment while we read it.
-			return ReadResult{}, gen, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d was deleted by retention", offset)
+	for {
+		batches, next, err := s.readFrames(pos, size, offset, maxBytes, maxOffset)
+		if err != nil {
+			if l.StartOffset() > offset {
+				// Retention removed the segment while we read it.
+				return ReadResult{}, gen, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d was deleted by retention", offset)
+			}
+			return ReadResult{}, gen, storageErr("read offset %d: %v", offset, err)
 		}
-		return ReadResult{}, gen, storageErr("read offset %d: %v", offset, err)
+		if len(batches) > 0 {
+			return ReadResult{Batches: batches, NextOffset: next}, gen, nil
+		}
+		// Nothing at or after offset in s: the log end, or a segment
+		// with no batch there (empty): the next batch is in a later
+		// segment. A swap by the cleaner counts as a truncation: a read
+		// racing with it stops here and Read retries it.
+		l.mu.RLock()
+		j := sort.Search(len(l.segments), func(j int) bool { return l.segments[j].base > s.base })
+		if l.truncations != gen || j == len(l.segments) || l.segments[j].base >= maxOffset {
+			l.mu.RUnlock()
+			return ReadResult{NextOffset: offset}, gen, nil
+		}
+		s, pos, size = l.segments[j], 0, l.segments[j].size
+		l.mu.RUnlock()
 	}
-	return ReadResult{Batches: batches, NextOffset: next}, gen, nil
 }
 
 // OffsetForTimestamp returns the first offset whose record timestamp is

@@ -690,7 +690,7 @@ func TestParseConfigValues(t *testing.T) {
 		{"segment.ms", "0"}, {"segment.ms", "-1"},
 		{"retention.ms", "-2"}, {"retention.bytes", "-2"}, {"retention.bytes", "1.5"},
 		{"max.message.bytes", "127"}, {"max.message.bytes", fmt.Sprint(MaxMessageBytesLimit + 1)},
-		{"cleanup.policy", "compact,delete"}, {"cleanup.policy", "Delete"}, {"cleanup.policy", ""},
+		{"cleanup.policy", "compact,,delete"}, {"cleanup.policy", "Delete"}, {"delete.retention.ms", "-1"}, {"min.cleanable.dirty.ratio", "-0.1"}, {"cleanup.policy", ""},
 		{"index.interval.bytes", "-1"}, {"flush.messages", "-1"}, {"flush.ms", "x"},
 		{"retention.msec", "1"}, {"", ""},
 	}
@@ -705,6 +705,7 @@ func TestParseConfigValues(t *testing.T) {
 		"segment.bytes": "2147483647", "segment.ms": "1", "retention.ms": "0", "retention.bytes": "0",
 		"max.message.bytes": fmt.Sprint(MaxMessageBytesLimit), "cleanup.policy": "delete",
 		"index.interval.bytes": "0", "flush.messages": "0", "flush.ms": "0",
+		"delete.retention.ms": "0", "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "1",
 	}
 	c, err := ParseConfig(good)
 	if err != nil {
@@ -713,7 +714,7 @@ func TestParseConfigValues(t *testing.T) {
 	if !maps.Equal(c.Map(), good) {
 		t.Fatalf("Map() = %v, want %v", c.Map(), good)
 	}
-	if m := DefaultConfig().Map(); len(m) != 9 {
+	if m := DefaultConfig().Map(); len(m) != 12 {
 		t.Fatalf("default Map has %d keys", len(m))
 	}
 	if back, err := ParseConfig(DefaultConfig().Map()); err != nil || back != DefaultConfig() {

@@ -22,9 +22,12 @@ import (
 //     entry and the frames after it are verified.
 //   - Otherwise every segment whose end is past the recovery point is
 //     rescanned: each frame's batch must pass batch.Verify and continue the
-//     offsets exactly. The first torn, corrupt or out-of-sequence frame
-//     ends the log: the segment is truncated there and all later segments
-//     are deleted. Scanned segments get rebuilt indexes.
+//     offsets exactly (the cleaner keeps them contiguous: cleaner.go). The
+//     first torn, corrupt or out-of-sequence frame ends the log: the
+//     segment is truncated there and all later segments are deleted.
+//     Scanned segments get rebuilt indexes.
+//   - First of all, a segment swap of the log cleaner that a crash
+//     interrupted is finished or discarded (recoverCleanerFiles).
 //   - The log start offset comes from its checkpoint, raised to the first
 //     segment base. A checkpoint past the log end offset (an interrupted
 //     TruncateFullyAndStartAt) empties the log and starts it there.
@@ -37,6 +40,11 @@ func (l *Log) recover(now time.Time) error {
 		if err := os.Remove(marker); err != nil {
 			return err
 		}
+	}
+	// Finish or discard a segment swap of the log cleaner that a crash
+	// interrupted (cleaner.go) before looking at the segments.
+	if err := recoverCleanerFiles(l.dir); err != nil {
+		return err
 	}
 	recoveryPoint, _ := readCheckpoint(filepath.Join(l.dir, recoveryPointFile))
 	start, _ := readCheckpoint(filepath.Join(l.dir, startOffsetFile))

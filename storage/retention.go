@@ -17,7 +17,9 @@ import (
 // it). Only segments wholly below the high watermark are deleted:
 // retention never removes records that are not committed yet. It returns
 // how many segments were deleted. Reads racing with a deletion get
-// OFFSET_OUT_OF_RANGE.
+// OFFSET_OUT_OF_RANGE. With cleanup.policy=compact alone nothing is
+// deleted (the cleaner bounds the log, cleaner.go); compact,delete applies
+// both.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -38,6 +40,11 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 			// Some of its records are not committed yet (a follower may
 			// still need them): only segments wholly below the high
 			// watermark are deleted, as in Kafka.
+			break
+		}
+		if !l.cfg.Deletes() {
+			// cleanup.policy=compact: the cleaner, not retention, bounds
+			// the log.
 			break
 		}
 		byTime := l.cfg.RetentionMs >= 0 && s.maxTS >= 0 && s.maxTS < now.UnixMilli()-l.cfg.RetentionMs

@@ -186,7 +186,8 @@ const maxConsumerScanBytes = 8 << 20
 
 // ReadConsumer is Read for a consumer: batches below the high watermark
 // (ReadUncommitted) or the last stable offset (ReadCommitted), without
-// control batches (transaction markers), and under ReadCommitted without
+// control batches (transaction markers) or batches without records
+// (compaction's, see keepForConsumer), and under ReadCommitted without
 // the batches of aborted transactions (a transactional batch of producer P
 // whose base offset lies in [FirstOffset, LastOffset] of one of P's
 // entries in AbortedTransactions). Batches are left out whole, judged by
@@ -271,9 +272,12 @@ func (l *Log) readConsumerOnce(offset int64, maxBytes int, bound int64, iso Isol
 // keepForConsumer is the consumer filter of one batch: control batches
 // never reach a consumer (Kafka's consumer drops them, CompletedFetch
 // lines 234-240), nor do the batches of aborted transactions (isBatchAborted:
-// a transactional batch of a producer whose aborted transaction covers it).
+// a transactional batch of a producer whose aborted transaction covers it),
+// nor batches without records (left by the log cleaner: fillers over
+// removed batches and producers' emptied last batches, cleaner.go), so a
+// consumer fetching a removed offset gets the next records.
 func keepForConsumer(h batch.Header, aborted []AbortedTxn) bool {
-	if h.IsControl() {
+	if h.IsControl() || h.RecordCount == 0 {
 		return false
 	}
 	if !h.IsTransactional() || h.ProducerID <= 0 {

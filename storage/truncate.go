@@ -100,6 +100,10 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		l.crashPoint("recovery point lowered")
 	}
 
+	if err := l.lowerCleanerCheckpoint(offset); err != nil {
+		return storageErr("checkpoint cleaner offset: %v", err)
+	}
+
 	// Readers snapshot segment state under mu and read files without it:
 	// holding mu across the cut means no reader snapshots a half-cut log,
 	// and the generation tells readers already in flight to retry.
@@ -231,6 +235,9 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 		return storageErr("checkpoint leader epochs: %v", err)
 	}
 	l.crashPoint("epochs emptied")
+	if err := l.lowerCleanerCheckpoint(offset); err != nil {
+		return storageErr("checkpoint cleaner offset: %v", err)
+	}
 	if err := writeCheckpoint(filepath.Join(l.dir, startOffsetFile), offset); err != nil {
 		return storageErr("checkpoint log start offset: %v", err)
 	}

@@ -59,6 +59,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP address for /healthz, /readyz, /metrics and pprof (empty disables)")
 	fs.StringVar(&cfg.Rack, "rack", cfg.Rack, "rack of this node, for rack-aware replica placement")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
+	fs.DurationVar(&cfg.LogCleanerBackoff, "log-cleaner-backoff", cfg.LogCleanerBackoff, "how often the log cleaner checks compacted partitions")
 	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "controller, broker, or controller,broker")
 	voters := fs.String("controller-voters", "", "static controller quorum id@host:raftport,... (same on every node; default: this node alone)")
 	fs.StringVar(&cfg.RaftListen, "raft-listen", cfg.RaftListen, "controller Raft listen address")

@@ -136,6 +136,12 @@ func ParseHeader(b []byte) (Header, error) {
 	}, nil
 }
 
+// RecordCount reads the record count of canonical batch b (at least
+// HeaderSize bytes).
+func RecordCount(b []byte) int32 {
+	return int32(binary.LittleEndian.Uint32(b[offRecordCount:]))
+}
+
 // PutHeader writes h as a canonical header into b[:HeaderSize], including
 // h.CRC as given.
 func PutHeader(b []byte, h Header) {
@@ -178,7 +184,8 @@ func SetMaxTimestamp(b []byte, ts int64) {
 func ComputeCRC(b []byte) uint32 { return crc32.Checksum(b[CRCStart:], castagnoli) }
 
 // Verify checks a canonical batch completely: layout, record framing and
-// count, and CRC. It is what recovery and followers run; it does not look
+// count, last offset delta at least record count - 1 (more, and no records,
+// after compaction), and CRC. It is what recovery and followers run; it does not look
 // inside records (the CRC vouches for them).
 func Verify(b []byte) (Header, error) {
 	h, err := ParseHeader(b)
@@ -189,7 +196,12 @@ func Verify(b []byte) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	if n != int(h.RecordCount) || h.LastOffsetDelta != h.RecordCount-1 {
+	// A stored batch may have lost records to compaction (storage's
+	// cleaner): it keeps its last offset delta, so it may exceed
+	// record_count - 1, and it may hold no records at all (the last batch
+	// of a producer, kept for its producer state). Producers' batches get
+	// the strict rule in Canonicalize.
+	if n != int(h.RecordCount) || h.LastOffsetDelta < 0 || h.LastOffsetDelta < h.RecordCount-1 {
 		return h, corrupt("batch says %d records (last offset delta %d) but holds %d", h.RecordCount, h.LastOffsetDelta, n)
 	}
 	if c := ComputeCRC(b); c != h.CRC {

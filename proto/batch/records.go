@@ -175,12 +175,16 @@ func (b *Builder) Finish(p Producer, attributes uint32) []byte {
 
 // ForEachRecord decodes the records of a canonical batch in order and
 // calls fn for each; it stops at fn's first error and returns it. Offsets
-// and timestamps are absolute.
+// and timestamps are absolute. Offset deltas must increase strictly and
+// stay within the last offset delta (CORRUPT_RECORD otherwise): a
+// producer's batch numbers its records 0, 1, 2, ..., a batch compacted by
+// the log cleaner keeps the surviving records' deltas, with gaps.
 func ForEachRecord(b []byte, fn func(Record) error) error {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return err
 	}
+	prev := int64(-1)
 	rest := b[HeaderSize:]
 	for len(rest) > 0 {
 		num, typ, m := protowire.ConsumeTag(rest)
@@ -196,6 +200,10 @@ func ForEachRecord(b []byte, fn func(Record) error) error {
 		if err != nil {
 			return err
 		}
+		if r.Offset <= prev || r.Offset > int64(h.LastOffsetDelta) {
+			return corrupt("record offset_delta %d after %d (last offset delta %d)", r.Offset, prev, h.LastOffsetDelta)
+		}
+		prev = r.Offset
 		r.Offset += h.BaseOffset
 		r.Timestamp += h.BaseTimestamp
 		if err := fn(r); err != nil {
@@ -283,4 +291,59 @@ func decodeHeader(b []byte) (RecordHeader, error) {
 		b = b[m+k:]
 	}
 	return h, nil
+}
+
+// Filter appends to dst a copy of canonical batch b holding only the
+// records keep accepts (in order, their entries copied byte for byte, so
+// each keeps its offset delta and timestamp delta), and returns it with
+// the number kept. The header is b's (base offset, leader epoch,
+// attributes, producer id, epoch and base sequence, base and max
+// timestamp, last offset delta) with record_count set to the number kept
+// and the CRC recomputed: the batch still covers the same offsets, so the
+// offset after it and the producer's last sequence are unchanged. It is
+// the log cleaner's rewrite (Kafka's MemoryRecords.filterTo); Verify
+// accepts its output, Canonicalize does not (a producer never sends gaps).
+// Records passed to keep alias b.
+func Filter(dst, b []byte, keep func(Record) bool) ([]byte, int, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return dst, 0, err
+	}
+	start := len(dst)
+	dst = append(dst, b[:HeaderSize]...)
+	kept := 0
+	rest := b[HeaderSize:]
+	prev := int64(-1)
+	for len(rest) > 0 {
+		num, typ, m := protowire.ConsumeTag(rest)
+		if m < 0 || num != fieldRecords || typ != protowire.BytesType {
+			return dst[:start], 0, corrupt("unexpected field among records")
+		}
+		body, k := protowire.ConsumeBytes(rest[m:])
+		if k < 0 {
+			return dst[:start], 0, corrupt("record entry overruns the batch")
+		}
+		entry := rest[:m+k]
+		rest = rest[m+k:]
+		r, err := decodeRecord(body)
+		if err != nil {
+			return dst[:start], 0, err
+		}
+		if r.Offset <= prev || r.Offset > int64(h.LastOffsetDelta) {
+			return dst[:start], 0, corrupt("record offset_delta %d after %d (last offset delta %d)", r.Offset, prev, h.LastOffsetDelta)
+		}
+		prev = r.Offset
+		r.Offset += h.BaseOffset
+		r.Timestamp += h.BaseTimestamp
+		if keep(r) {
+			dst = append(dst, entry...)
+			kept++
+		}
+	}
+	out := dst[start:]
+	h.RecordCount = int32(kept)
+	PutHeader(out, h)
+	h.CRC = ComputeCRC(out)
+	PutHeader(out, h)
+	return dst, kept, nil
 }
