@@ -1,7 +1,10 @@
 package node_test
 
 import (
+	"bytes"
+	"io"
 	"net/http"
+	"os"
 	"runtime"
 	"testing"
 
@@ -28,8 +31,18 @@ func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/metrics: %s", resp.Status)
 	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// make check-monitoring lints a scrape with promtool check metrics.
+	if out := os.Getenv("SLUICE_METRICS_SCRAPE_OUT"); out != "" {
+		if err := os.WriteFile(out, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("/metrics does not parse as the text format: %v", err)
 	}
