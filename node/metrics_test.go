@@ -2,11 +2,14 @@ package node_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -14,39 +17,52 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// scrape GETs addr's /metrics and parses it as the Prometheus text format.
+// scrape GETs addr's /metrics and parses it as the Prometheus text
+// format, failing the test on an error.
 func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	mfs, err := getMetrics(addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return mfs
+}
+
+// getMetrics GETs addr's /metrics and parses it as the Prometheus text
+// format. With SLUICE_METRICS_SCRAPE_OUT set, it also writes the body
+// there (make check-monitoring lints it with promtool check metrics).
+func getMetrics(addr string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %s", resp.Status)
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	// make check-monitoring lints a scrape with promtool check metrics.
 	if out := os.Getenv("SLUICE_METRICS_SCRAPE_OUT"); out != "" {
 		if err := os.WriteFile(out, body, 0o644); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		t.Fatalf("/metrics does not parse as the text format: %v", err)
+		return nil, fmt.Errorf("/metrics does not parse as the text format: %w", err)
 	}
-	return mfs
+	return mfs, nil
 }
 
 // sample finds the series of family name whose labels include labels
@@ -252,5 +268,112 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 	}
 	if got := mustSample(t, scrape(t, addr), "sluice_grpc_server_errors_total", "method", check, "code", "NotFound"); got != errs0+1 {
 		t.Errorf("errors of %s with NotFound: %v, want %v", check, got, errs0+1)
+	}
+}
+
+// TestMetricsPartitionHealthAndISRChanges: in a three-node cluster, when a
+// follower of a partition with min.insync.replicas 3 stops, its leader
+// reports the partition under-replicated and under min ISR and counts an
+// ISR shrink; when the follower is back in the ISR, the gauges return to
+// 0 and an expansion is counted. Exactly one node is the active
+// controller, and it reports no offline partition.
+func TestMetricsPartitionHealthAndISRChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-node cluster")
+	}
+	const topic = "health"
+	c := nodetest.NewCluster(t, []int32{1, 2, 3}, true, nil)
+	c.ConfigureAll(func(_ int32, cfg *node.Config) { cfg.HTTPListen = "127.0.0.1:0" })
+	c.StartAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := sluicev1.NewAdminClient(c.Dial(1)).CreateTopics(ctx, &sluicev1.CreateTopicsRequest{
+		Topics: []*sluicev1.CreatableTopic{{Name: topic, NumPartitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "3"}}}})
+	if err != nil || resp.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("create topic: %v %v", err, resp)
+	}
+	c.WaitTopic(topic, 1)
+	ctlLeader := c.Leader()
+	wait.For(t, 20*time.Second, "one active controller, no offline partition", func() error {
+		active := 0.0
+		for id, n := range c.Nodes() {
+			mfs, err := getMetrics(n.HTTPAddr())
+			if err != nil {
+				return err
+			}
+			v, ok := sample(mfs, "sluice_active_controller")
+			if !ok {
+				return fmt.Errorf("node %d has no sluice_active_controller", id)
+			}
+			active += v
+			if off, ok := sample(mfs, "sluice_offline_partitions"); id == ctlLeader && (!ok || off != 0) {
+				return fmt.Errorf("the active controller reports %v offline partitions (present %v)", off, ok)
+			}
+		}
+		if active != 1 {
+			return fmt.Errorf("sum of sluice_active_controller = %v", active)
+		}
+		return nil
+	})
+
+	// The leader's ISR must be complete before a shrink can be seen.
+	var leader int32
+	wait.For(t, 30*time.Second, "the ISR holds all three replicas", func() error {
+		p := c.Node(ctlLeader).Metadata().Image().Partition(topic, 0)
+		if p == nil || p.Leader == controller.NoLeader || len(p.ISR) != 3 {
+			return fmt.Errorf("partition state %+v", p)
+		}
+		leader = p.Leader
+		return nil
+	})
+	addr := c.Node(leader).HTTPAddr()
+	tp := []string{"topic", topic, "partition", "0"}
+	before := scrape(t, addr)
+	shrinks0, expands0 := mustSample(t, before, "sluice_isr_shrinks_total"), mustSample(t, before, "sluice_isr_expands_total")
+	// The victim is a follower, the active controller only if nothing
+	// else is left.
+	var victim int32
+	for _, id := range c.IDs() {
+		if id != leader && (victim == 0 || id != ctlLeader) {
+			victim = id
+		}
+	}
+	if err := c.Stop(victim); err != nil {
+		t.Fatal(err)
+	}
+	want := func(what string, cond func(mfs map[string]*dto.MetricFamily) error) {
+		t.Helper()
+		wait.For(t, 30*time.Second, what, func() error {
+			mfs, err := getMetrics(addr)
+			if err != nil {
+				return err
+			}
+			return cond(mfs)
+		})
+	}
+	gaugesAre := func(v float64) func(map[string]*dto.MetricFamily) error {
+		return func(mfs map[string]*dto.MetricFamily) error {
+			for _, s := range []struct {
+				name   string
+				labels []string
+			}{
+				{"sluice_under_replicated_partitions", nil}, {"sluice_partition_under_replicated", tp},
+				{"sluice_under_min_isr_partitions", nil}, {"sluice_partition_under_min_isr", tp},
+			} {
+				if got, ok := sample(mfs, s.name, s.labels...); !ok || got != v {
+					return fmt.Errorf("%s%v = %v (present %v), want %v", s.name, s.labels, got, ok, v)
+				}
+			}
+			return nil
+		}
+	}
+	want(fmt.Sprintf("node %d's partition under-replicated and under min ISR after node %d stopped", leader, victim), gaugesAre(1))
+	if got := mustSample(t, scrape(t, addr), "sluice_isr_shrinks_total"); got <= shrinks0 {
+		t.Errorf("sluice_isr_shrinks_total %v after a follower left the ISR, want more than %v", got, shrinks0)
+	}
+	c.Restart(victim)
+	want(fmt.Sprintf("node %d's partition healthy again after node %d restarted", leader, victim), gaugesAre(0))
+	if got := mustSample(t, scrape(t, addr), "sluice_isr_expands_total"); got <= expands0 {
+		t.Errorf("sluice_isr_expands_total %v after the follower rejoined the ISR, want more than %v", got, expands0)
 	}
 }
