@@ -151,9 +151,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectGroupCoordinator(ch)
 }
 
-// gauge sends one gauge sample of d.
+// gauge sends one gauge sample of d. A bad label value (not UTF-8) fails
+// that series alone, reported by the handler: a panic here would end the
+// process (the registry collects in goroutines of its own).
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	constMetric(ch, d, prometheus.GaugeValue, v, labels...)
+}
+
+// constMetric sends one sample of d, or an invalid metric carrying the
+// error.
+func constMetric(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
 }
 
 func boolValue(b bool) float64 {
@@ -309,7 +321,7 @@ func (c *stateCollector) collectGroupCoordinator(ch chan<- prometheus.Metric) {
 		gauge(ch, c.groupLoading, boolValue(s.Loading), p)
 		gauge(ch, c.groupLoadSeconds, s.LoadTime.Seconds(), p)
 	}
-	ch <- prometheus.MustNewConstMetric(c.rebalances, prometheus.CounterValue, float64(rebalances))
+	constMetric(ch, c.rebalances, prometheus.CounterValue, float64(rebalances))
 	series := 0
 	for _, g := range offs {
 		// Sorted, so that the series kept under the bound are the same
