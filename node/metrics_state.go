@@ -64,7 +64,7 @@ func newStateCollector(n *Node) *stateCollector {
 
 		logStartOffset:   d("sluice_log_start_offset", "Log start offset per hosted partition (the first offset retention kept).", partitionLabels...),
 		logEndOffset:     d("sluice_log_end_offset", "Log end offset per hosted partition.", partitionLabels...),
-		logSize:          d("sluice_log_size_bytes", "Size of the log's segments on disk per hosted partition.", partitionLabels...),
+		logSize:          d("sluice_log_size_bytes", "Bytes of the log's segment .log files (indexes and snapshots not counted) per hosted partition.", partitionLabels...),
 		highWatermark:    d("sluice_high_watermark", "High watermark per hosted partition.", partitionLabels...),
 		lastStableOffset: d("sluice_last_stable_offset", "Last stable offset per hosted partition: where read_committed consumers stop.", partitionLabels...),
 		lsoLag:           d("sluice_lso_lag", "High watermark minus last stable offset per hosted partition: committed offsets read_committed consumers cannot read yet.", partitionLabels...),
