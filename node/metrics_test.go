@@ -275,7 +275,8 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 // follower of a partition with min.insync.replicas 3 stops, its leader
 // reports the partition under-replicated and under min ISR and counts an
 // ISR shrink; when the follower is back in the ISR, the gauges return to
-// 0 and an expansion is counted. Exactly one node is the active
+// 0 and an expansion is counted. The leader counts the bytes its
+// followers fetched. Exactly one node is the active
 // controller, and it reports no offline partition.
 func TestMetricsPartitionHealthAndISRChanges(t *testing.T) {
 	if testing.Short() {
@@ -328,6 +329,29 @@ func TestMetricsPartitionHealthAndISRChanges(t *testing.T) {
 	})
 	addr := c.Node(leader).HTTPAddr()
 	tp := []string{"topic", topic, "partition", "0"}
+	// An acks=all produce: both followers fetch the batch from the leader.
+	raw := nodetest.Batch("replicated", 2, 1000)
+	req := &internalv1.ProduceRequestView{Acks: sluicev1.Acks_ACKS_ALL, Topics: []*internalv1.TopicProduceDataView{{Name: topic, Partitions: []*internalv1.PartitionProduceDataView{{Partition: 0, Batch: raw}}}}}
+	var produced sluicev1.ProduceResponse
+	if err := c.Dial(leader).Invoke(ctx, "/sluice.v1.Log/Produce", req, &produced); err != nil || produced.Topics[0].Partitions[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("produce: %v %v", &produced, err)
+	}
+	want := func(what string, cond func(mfs map[string]*dto.MetricFamily) error) {
+		t.Helper()
+		wait.For(t, 30*time.Second, what, func() error {
+			mfs, err := getMetrics(addr)
+			if err != nil {
+				return err
+			}
+			return cond(mfs)
+		})
+	}
+	want("the leader counts the batch sent to both followers", func(mfs map[string]*dto.MetricFamily) error {
+		if got, _ := sample(mfs, "sluice_replica_fetch_bytes_total"); got < float64(2*len(raw)) {
+			return fmt.Errorf("sluice_replica_fetch_bytes_total = %v, want at least %d", got, 2*len(raw))
+		}
+		return nil
+	})
 	before := scrape(t, addr)
 	shrinks0, expands0 := mustSample(t, before, "sluice_isr_shrinks_total"), mustSample(t, before, "sluice_isr_expands_total")
 	// The victim is a follower, the active controller only if nothing
@@ -340,16 +364,6 @@ func TestMetricsPartitionHealthAndISRChanges(t *testing.T) {
 	}
 	if err := c.Stop(victim); err != nil {
 		t.Fatal(err)
-	}
-	want := func(what string, cond func(mfs map[string]*dto.MetricFamily) error) {
-		t.Helper()
-		wait.For(t, 30*time.Second, what, func() error {
-			mfs, err := getMetrics(addr)
-			if err != nil {
-				return err
-			}
-			return cond(mfs)
-		})
 	}
 	gaugesAre := func(v float64) func(map[string]*dto.MetricFamily) error {
 		return func(mfs map[string]*dto.MetricFamily) error {
