@@ -43,6 +43,7 @@ type grpcMetrics struct {
 	replicaBytes prometheus.Counter
 }
 
+// newGRPCMetrics creates the metrics, unregistered (see collectors).
 func newGRPCMetrics() *grpcMetrics {
 	return &grpcMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -136,6 +137,7 @@ func (m *grpcMetrics) countResponseBytes(method string, resp any) {
 	}
 }
 
+// produceBatchBytes sums the record batches of a produce request.
 func produceBatchBytes(r *internalv1.ProduceRequestView) int {
 	n := 0
 	for _, t := range r.GetTopics() {
@@ -146,6 +148,7 @@ func produceBatchBytes(r *internalv1.ProduceRequestView) int {
 	return n
 }
 
+// fetchBatchBytes sums the record batches of a Fetch response.
 func fetchBatchBytes(r *internalv1.FetchResponseView) int {
 	n := 0
 	for _, t := range r.GetTopics() {
@@ -158,6 +161,8 @@ func fetchBatchBytes(r *internalv1.FetchResponseView) int {
 	return n
 }
 
+// replicaFetchBatchBytes sums the record batches of a replica fetch
+// response.
 func replicaFetchBatchBytes(r *internalv1.ReplicaFetchResponse) int {
 	n := 0
 	for _, p := range r.GetPartitions() {
@@ -185,6 +190,8 @@ type meteredStream struct {
 	pending map[int64]time.Time // ProduceStream: receipt time per correlation id; nil on other methods
 }
 
+// RecvMsg counts a request received, its batches, and on a ProduceStream
+// its receipt time.
 func (s *meteredStream) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return err
@@ -201,6 +208,9 @@ func (s *meteredStream) RecvMsg(msg any) error {
 	return nil
 }
 
+// SendMsg times a ProduceStream answer against its request's receipt
+// and counts it as an error when it carries one, then counts the batches
+// of a fetch response once sent.
 func (s *meteredStream) SendMsg(msg any) error {
 	if r, ok := msg.(*sluicev1.ProduceStreamResponse); ok && s.pending != nil {
 		s.mu.Lock()
