@@ -68,6 +68,7 @@ type Node struct {
 	groupLocator  *coordinator.TxnLocator
 	groupUnlisten func()         // unregisters groupCoord's leadership listener
 	faults        *faultInjector // nil unless fault injection is on
+	metrics       *metrics       // the /metrics registry and gRPC interceptors
 
 	// syncHealth sets the health status only while ctx is live; Shutdown
 	// and Abort cancel ctx holding healthMu, so no status flips back to
@@ -193,6 +194,10 @@ func Start(cfg Config) (_ *Node, err error) {
 		grpc.InitialWindowSize(cluster.StreamWindow), grpc.InitialConnWindowSize(cluster.ConnWindow),
 		grpc.ReadBufferSize(cluster.SocketBuffer), grpc.WriteBufferSize(cluster.SocketBuffer)}
 	opts = append(opts, codec.ServerOptions()...)
+	// Metrics first: they see what the client sees, injected faults
+	// included.
+	n.metrics = newMetrics(n)
+	opts = append(opts, grpc.ChainUnaryInterceptor(n.metrics.grpc.unary), grpc.ChainStreamInterceptor(n.metrics.grpc.stream))
 	if cfg.FaultInjection || cfg.FaultDropProduceResponses > 0 {
 		n.faults = newFaultInjector(logger)
 		opts = append(opts, grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream))
@@ -325,8 +330,10 @@ func (n *Node) TxnVerifier() cluster.TxnVerifier {
 	return n.txnVerifier
 }
 
-// applyImage makes the hosted partitions follow a new metadata image.
+// applyImage makes the hosted partitions follow a new metadata image and
+// counts the ISR changes it brings (metrics.observeImage).
 func (n *Node) applyImage(im *controller.Image) {
+	n.metrics.observeImage(n.cfg.NodeID, im)
 	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
 		if errors.Is(err, cluster.ErrClusterMismatch) {
 			n.log.Error("refusing to serve: this data dir belongs to another cluster", "err", err)

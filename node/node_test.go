@@ -86,7 +86,8 @@ func TestLegacyCatalogImported(t *testing.T) {
 }
 
 // The HTTP listener serves liveness, readiness (the gRPC health status),
-// Prometheus metrics of the hosted partitions and pprof. The metrics show
+// Prometheus metrics of the hosted partitions (labels in the text format's
+// sorted order) and pprof. The metrics show
 // an open transaction: it holds the last stable offset at its first
 // offset while the high watermark moves on.
 func TestHTTPEndpoints(t *testing.T) {
@@ -128,17 +129,17 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Errorf("/readyz of a ready node: %d %q", code, body)
 	}
 	code, body := get("/metrics")
-	for _, want := range []string{"\nsluice_topics ", `sluice_log_end_offset{topic="h",partition="1"} 0`, `sluice_high_watermark{topic="h",partition="1"} 0`,
-		`sluice_high_watermark{topic="h",partition="0"} 6`, `sluice_last_stable_offset{topic="h",partition="0"} 2`,
-		`sluice_lso_lag{topic="h",partition="0"} 4`, `sluice_open_transactions{topic="h",partition="0"} 1`,
-		`sluice_last_stable_offset{topic="h",partition="1"} 0`, `sluice_lso_lag{topic="h",partition="1"} 0`,
-		`sluice_open_transactions{topic="h",partition="1"} 0`, "# TYPE sluice_lso_lag gauge\n",
-		`sluice_oldest_open_transaction_age_ms{topic="h",partition="1"} 0`} {
+	for _, want := range []string{"\nsluice_topics ", `sluice_log_end_offset{partition="1",topic="h"} 0`, `sluice_high_watermark{partition="1",topic="h"} 0`,
+		`sluice_high_watermark{partition="0",topic="h"} 6`, `sluice_last_stable_offset{partition="0",topic="h"} 2`,
+		`sluice_lso_lag{partition="0",topic="h"} 4`, `sluice_open_transactions{partition="0",topic="h"} 1`,
+		`sluice_last_stable_offset{partition="1",topic="h"} 0`, `sluice_lso_lag{partition="1",topic="h"} 0`,
+		`sluice_open_transactions{partition="1",topic="h"} 0`, "# TYPE sluice_lso_lag gauge\n",
+		`sluice_oldest_open_transaction_age_ms{partition="1",topic="h"} 0`} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics: %d, want a line with %q in:\n%s", code, want, body)
 		}
 	}
-	const agePrefix = `sluice_oldest_open_transaction_age_ms{topic="h",partition="0"} `
+	const agePrefix = `sluice_oldest_open_transaction_age_ms{partition="0",topic="h"} `
 	if _, rest, ok := strings.Cut(body, agePrefix); !ok {
 		t.Errorf("/metrics: no %q line", agePrefix)
 	} else if v, _, _ := strings.Cut(rest, "\n"); !atLeast(v, 60000) {

@@ -107,7 +107,7 @@ func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
 
 	// Past the maximum timeout it is late: the metrics and the log say so.
 	wait.For(t, 10*time.Second, "late-transaction metrics", func() error {
-		return metricsHave(s.Node.HTTPAddr(), `sluice_late_transactions{topic="h",partition="0"} 1`, "sluice_partitions_with_late_transactions 1")
+		return metricsHave(s.Node.HTTPAddr(), `sluice_late_transactions{partition="0",topic="h"} 1`, "sluice_partitions_with_late_transactions 1")
 	})
 	if lts := s.Node.Replicas().LogLateTransactions(time.Now()); len(lts) != 1 || lts[0].ProducerID != pid || lts[0].StartOffset != start || !lts[0].Leader {
 		t.Errorf("late transactions = %+v; want producer %d from %d, led here", lts, pid, start)
@@ -150,7 +150,7 @@ func TestHangingTransactionIsFoundAndAbortedAndTheLSOMovesOn(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "[]" {
 		t.Errorf("find-hanging after the abort = %q, %v; want [] and success", out, err)
 	}
-	if err := metricsHave(s.Node.HTTPAddr(), `sluice_late_transactions{topic="h",partition="0"} 0`, "sluice_partitions_with_late_transactions 0"); err != nil {
+	if err := metricsHave(s.Node.HTTPAddr(), `sluice_late_transactions{partition="0",topic="h"} 0`, "sluice_partitions_with_late_transactions 0"); err != nil {
 		t.Error(err)
 	}
 	// The aborted record is invisible to read_committed.
