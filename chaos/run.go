@@ -73,7 +73,7 @@ func DefaultConfig() Config {
 		Workload: WorkloadConfig{Topic: "chaos", Partitions: 3, Producers: 1, Consumers: 2, Keys: 32, Rate: 200,
 			RequestTimeout: 2 * time.Second, DeliveryTimeout: 30 * time.Second,
 			TxnProducers: 3, TxnTopics: 2, TxnTimeout: 10 * time.Second, TxnRate: 10, UncommittedConsumers: 1,
-			Copier: true},
+			Copier: true, CopierMembers: 3},
 		SessionTimeout: 2 * time.Second, ReplicaLagTimeMax: 3 * time.Second,
 		Out: os.Stdout,
 	}
@@ -639,7 +639,12 @@ func (r *runner) copierEnds() (*checker.Copier, error) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pos, err := copierPositions(ctx, cl, wc)
+	var pos map[int32]int64
+	if wc.CopierMembers > 0 {
+		pos, err = groupCopierEnds(ctx, cl, wc)
+	} else {
+		pos, err = copierPositions(ctx, cl, wc)
+	}
 	if err != nil {
 		return nil, err
 	}

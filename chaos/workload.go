@@ -125,9 +125,12 @@ type WorkloadConfig struct {
 	// read_committed ones: only for showing that the checker catches the
 	// aborted reads that follow.
 	MislabelUncommitted bool
-	// Copier runs a transactional copier from Topic to Topic-out, its
-	// positions in Topic-pos (see copier.go).
-	Copier bool
+	// Copier runs a transactional copier from Topic to Topic-out: with
+	// CopierMembers > 0, that many members of one consumer group with
+	// their offsets in the transactions (copier_group.go); with 0, one
+	// copier with its positions in Topic-pos (copier.go).
+	Copier        bool
+	CopierMembers int
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when
@@ -138,7 +141,10 @@ func (wc WorkloadConfig) Topics() []string {
 		out = append(out, fmt.Sprintf("%s-%d", wc.Topic, i))
 	}
 	if wc.Copier {
-		out = append(out, wc.Topic+"-out", wc.Topic+"-pos")
+		out = append(out, wc.Topic+"-out")
+		if wc.CopierMembers == 0 {
+			out = append(out, wc.Topic+"-pos")
+		}
 	}
 	return out
 }
@@ -245,7 +251,15 @@ func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.
 	w.copierDone, w.inputDone = make(chan struct{}), make(chan struct{})
 	if cfg.Copier {
 		w.wg.Add(1)
-		go func() { defer w.wg.Done(); defer close(w.copierDone); w.copy() }()
+		go func() {
+			defer w.wg.Done()
+			defer close(w.copierDone)
+			if cfg.CopierMembers > 0 {
+				w.groupCopy()
+			} else {
+				w.copy()
+			}
+		}()
 	} else {
 		close(w.copierDone)
 	}

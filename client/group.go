@@ -121,6 +121,8 @@ type groupConfig struct {
 	autoCommitInterval time.Duration
 	listener           RebalanceListener
 	closeTimeout       time.Duration
+	// noLeaveOnClose: Close neither revokes nor leaves (WithLeaveGroupOnClose).
+	noLeaveOnClose bool
 	// groupOnly names a group-only option given, to refuse it without
 	// WithGroup.
 	groupOnly string
@@ -241,6 +243,19 @@ func WithGroupCloseTimeout(d time.Duration) ConsumerOption {
 			return fmt.Errorf("sluice: close timeout must be positive, got %v", d)
 		}
 		g.closeTimeout = d
+		return nil
+	})
+}
+
+// WithLeaveGroupOnClose(false) makes Close stop the member silently:
+// no commit, no OnRevoked, no leave heartbeat — the coordinator fences the
+// member only when its session times out, exactly as after a crash
+// (Kafka's internal.leave.group.on.close). Meant for tests that simulate
+// crashes, and for a process about to be replaced by a static member
+// with the same instance id. Default true.
+func WithLeaveGroupOnClose(leave bool) ConsumerOption {
+	return groupOption("WithLeaveGroupOnClose", func(g *groupConfig) error {
+		g.noLeaveOnClose = !leave
 		return nil
 	})
 }

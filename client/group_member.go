@@ -416,6 +416,9 @@ func (g *groupMember) lose() {
 // leave ends the membership (Close): revoke everything owned, then a
 // heartbeat with epoch -1 (-2 for a static member).
 func (g *groupMember) leave() {
+	if g.cfg.noLeaveOnClose {
+		return // as a crash: the session timeout fences the member
+	}
 	if parts := g.ownedList(); len(parts) > 0 {
 		g.revoke(parts)
 	}

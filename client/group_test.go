@@ -525,6 +525,30 @@ func TestGroupCloseCommitsAndLeaves(t *testing.T) {
 	}
 }
 
+// WithLeaveGroupOnClose(false): Close is a crash for the group — no
+// commit, no OnRevoked, no leave; the session timeout fences the member.
+func TestGroupCloseWithoutLeaving(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	produceN(t, f, "t", []int32{0}, 2)
+	f.mu.Lock()
+	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.mu.Unlock()
+	co, _ := joinGroup(t, f, WithLeaveGroupOnClose(false))
+	pollUntil(t, co, 2)
+	waitEvent(t, f, "hb epoch=1 owned=[t-0]")
+	if err := co.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.eventLog() {
+		if strings.HasPrefix(e, "commit") || strings.HasPrefix(e, "revoked") || strings.HasPrefix(e, "leave") {
+			t.Errorf("Close without leaving did %q", e)
+		}
+	}
+	if co.group.goroutines.Running() != 0 {
+		t.Error("membership goroutines still running after Close")
+	}
+}
+
 // Close is bounded when the coordinator does not answer.
 func TestGroupCloseIsBounded(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})

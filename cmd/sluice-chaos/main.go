@@ -39,7 +39,8 @@ func run(args []string) int {
 	fs.IntVar(&cfg.Workload.TxnTopics, "txn-topics", cfg.Workload.TxnTopics, "topics the transactions span")
 	fs.IntVar(&cfg.Workload.TxnRate, "txn-rate", cfg.Workload.TxnRate, "transactions per second per transactional producer")
 	fs.DurationVar(&cfg.Workload.TxnTimeout, "txn-timeout", cfg.Workload.TxnTimeout, "transaction timeout of the transactional producers")
-	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out, positions in chaos-pos)")
+	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out)")
+	fs.IntVar(&cfg.Workload.CopierMembers, "copier-members", cfg.Workload.CopierMembers, "copier members in one consumer group, offsets committed in their transactions (0: one copier with its positions in chaos-pos)")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary (default: built from this module)")
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,327 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/chaos/checker"
+	"github.com/sluice-io/sluice/client"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// This file is the group-mode transactional copier (WorkloadConfig
+// CopierMembers > 0): CopierMembers members of one consumer group share
+// the input topic's partitions; each copies what it reads to Topic-out,
+// partition for partition, in transactions that carry its consumer
+// offsets (SendOffsetsToTransaction, KIP-447). Each member slot runs
+// instances one after another, all with the slot's transactional id, so
+// a new instance fences the previous one's producer. An instance ends
+// after copierRestartEvery transactions, gracefully (commit, leave the
+// group), or — one in three — by crashing: in the middle of a
+// transaction it stops without ending it, and its consumer stops without
+// leaving (client.WithLeaveGroupOnClose(false)), so the group moves its
+// partitions only after the session timeout and the next instance's
+// InitTransactions aborts the abandoned transaction. Output = input
+// exactly once, judged by the checker's copy-not-exactly-once class
+// against the group's final committed offsets.
+
+const (
+	copierGroupID = "chaos-copiers"
+	// copierSessionTimeout is the members' session timeout: a crashed
+	// member's partitions move after it.
+	copierSessionTimeout = 3 * time.Second
+)
+
+// groupCopy runs the member slots until the input is complete and every
+// input partition was seen at its end by an instance with nothing in
+// flight (bounded like copy).
+func (w *workload) groupCopy() {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	caught := &caughtUp{at: map[int32]int64{}}
+	for s := 1; s <= w.cfg.CopierMembers; s++ {
+		rng := rand.New(rand.NewPCG(0xc0, uint64(s)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for instance := 1; w.ctx.Err() == nil; instance++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				w.runGroupCopier(s, instance, rng, stop, caught)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(stop)
+	var give time.Time
+	cl, err := client.New(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
+	if err != nil {
+		w.log.Warn("group copier: no client", "err", err)
+		return
+	}
+	defer cl.Close()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !w.inputIsComplete() {
+			continue
+		}
+		if give.IsZero() {
+			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
+		}
+		if time.Now().After(give) {
+			w.log.Warn("group copier did not catch up with its input")
+			return
+		}
+		if w.groupCaughtUp(cl, caught) {
+			return
+		}
+	}
+}
+
+// caughtUp holds, per input partition, the position an instance had when
+// a poll found nothing more to read and no transaction was in flight.
+type caughtUp struct {
+	mu sync.Mutex // guards at
+	at map[int32]int64
+}
+
+func (c *caughtUp) set(p int32, pos int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at[p] = pos
+}
+
+// groupCaughtUp reports whether every input partition was seen at or past
+// its end offset.
+func (w *workload) groupCaughtUp(cl *client.Client, caught *caughtUp) bool {
+	for part := int32(0); part < w.cfg.Partitions; part++ {
+		ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
+		end, err := cl.ListOffsets(ctx, w.cfg.Topic, part, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		cancel()
+		caught.mu.Lock()
+		at, ok := caught.at[part]
+		caught.mu.Unlock()
+		if err != nil || (end > 0 && (!ok || at < end)) {
+			return false
+		}
+	}
+	return true
+}
+
+// runGroupCopier runs one instance of member slot s.
+func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-chan struct{}, caught *caughtUp) {
+	wc := w.cfg
+	name := fmt.Sprintf("g%d.%d", slot, instance)
+	crash := rng.IntN(3) == 0
+	crashAt := 1 + rng.IntN(copierRestartEvery)
+	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout))
+	if err != nil {
+		w.pace(time.Second)
+		return
+	}
+	defer cl.Close()
+	p, err := cl.NewProducer(client.WithTransactionalID(fmt.Sprintf("%s-%d", copierID, slot)), client.WithTransactionTimeout(wc.TxnTimeout),
+		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
+	if err != nil {
+		w.pace(time.Second)
+		return
+	}
+	defer p.Close()
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+		err := p.InitTransactions(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		var fatal *client.TransactionFatalError
+		if w.ctx.Err() != nil || errors.As(err, &fatal) {
+			return
+		}
+	}
+	var mu sync.Mutex // held across a poll and its transaction; guards committed
+	committed := map[client.TopicPartition]int64{}
+	co, err := cl.NewConsumer(client.WithGroup(copierGroupID), client.WithAutoCommit(false, 0),
+		client.WithAutoOffsetReset(client.OffsetEarliest), client.WithSessionTimeout(copierSessionTimeout),
+		client.WithMaxWait(200*time.Millisecond), client.WithLeaveGroupOnClose(!crash),
+		client.WithRebalanceListener(client.RebalanceCallbacks{
+			// Released partitions must have nothing in flight: wait for
+			// the transaction in progress.
+			Revoked: func(_ context.Context, parts []client.TopicPartition) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, tp := range parts {
+					delete(committed, tp)
+				}
+			},
+		}))
+	if err != nil {
+		return
+	}
+	defer co.Close()
+	if err := co.Subscribe(wc.Topic); err != nil {
+		return
+	}
+	var wseq int64
+	for k := 0; k < copierRestartEvery; {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if w.ctx.Err() != nil {
+			return
+		}
+		mu.Lock()
+		pctx, cancel := context.WithTimeout(w.ctx, 500*time.Millisecond)
+		recs, err := co.Poll(pctx)
+		cancel()
+		if err != nil || len(recs) == 0 {
+			if err == nil {
+				for _, tp := range co.Assignment() {
+					if at, ok := co.Position(tp.Topic, tp.Partition); ok {
+						caught.set(tp.Partition, at)
+					}
+				}
+			}
+			mu.Unlock()
+			continue
+		}
+		recs = append([]client.Record(nil), recs...)
+		k++
+		res := w.copyGroupTxn(p, co, name, fmt.Sprintf("%s/%d", name, k), recs, committed, rng, &wseq, crash && k == crashAt)
+		mu.Unlock()
+		if res != copyCommitted && res != copyAborted {
+			return // failed, or crashed on purpose
+		}
+	}
+}
+
+// copyGroupTxn copies recs in one transaction that also commits the
+// consumer's offsets after them (about one in six aborted on purpose),
+// updating committed on commit and rewinding co on abort. With crash it
+// stops after sending, leaving the transaction open (copyFailed).
+func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, txnID string, recs []client.Record,
+	committed map[client.TopicPartition]int64, rng *rand.Rand, wseq *int64, crash bool) copyResult {
+	wc := w.cfg
+	if err := p.BeginTransaction(); err != nil {
+		return copyFailed
+	}
+	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
+	first := map[client.TopicPartition]int64{}
+	next := map[client.TopicPartition]int64{}
+	for _, r := range recs {
+		tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if _, ok := first[tp]; !ok {
+			first[tp] = r.Offset
+		}
+		next[tp] = r.Offset + 1
+		value := fmt.Sprintf("copy/%s/%s", txnID, r.Value)
+		i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(wc.Topic+"-out", r.Partition), Seq: *wseq, Key: string(r.Key),
+			Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: string(r.Value)})
+		*wseq++
+		p.Send(w.ctx, client.Record{Topic: wc.Topic + "-out", Partition: r.Partition, Key: r.Key, Value: []byte(value)},
+			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
+	}
+	if crash {
+		// Never committed: the next instance's InitTransactions (or the
+		// transaction timeout) aborts it.
+		w.rec.endTxn(ti, time.Now(), checker.TxnAborted, errors.New("copier crashed in the transaction"))
+		w.log.Info("group copier crashes in a transaction", "copier", name, "txn", txnID)
+		return copyFailed
+	}
+	rewind := func() {
+		for tp, off := range first {
+			if c, ok := committed[tp]; ok {
+				off = c
+			}
+			_ = co.Seek(tp.Topic, tp.Partition, off)
+		}
+	}
+	if rng.IntN(6) == 0 {
+		ok := w.abortTxn(p, name, ti, nil)
+		rewind()
+		if !ok {
+			return copyFailed
+		}
+		return copyAborted
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 4*wc.RequestTimeout)
+	err := p.SendOffsetsToTransaction(ctx, next, co.GroupMetadata())
+	cancel()
+	var abortable *client.TransactionAbortableError
+	if err != nil {
+		if errors.As(err, &abortable) {
+			ok := w.abortTxn(p, name, ti, err)
+			rewind()
+			if !ok {
+				return copyFailed
+			}
+			return copyAborted
+		}
+		w.rec.endTxn(ti, time.Now(), checker.TxnAborted, err) // fatal before the commit: never committed
+		if errors.Is(err, client.ErrProducerFenced) {
+			w.rec.fence(name, time.Now(), err)
+		}
+		return copyFailed
+	}
+	w.rec.commitInvoked(ti, time.Now())
+	deadline := time.Now().Add(txnCommitPatience)
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 4*wc.RequestTimeout)
+		err := p.CommitTransaction(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			w.rec.endTxn(ti, time.Now(), checker.TxnCommitted, nil)
+			for tp, n := range next {
+				committed[tp] = n
+			}
+			return copyCommitted
+		case errors.As(err, &abortable):
+			ok := w.abortTxn(p, name, ti, err)
+			rewind()
+			if !ok {
+				return copyFailed
+			}
+			return copyAborted
+		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil && time.Now().Before(deadline):
+			continue
+		default:
+			w.rec.endTxn(ti, time.Now(), checker.TxnUnknown, err)
+			if errors.Is(err, client.ErrProducerFenced) {
+				w.rec.fence(name, time.Now(), err)
+			}
+			return copyFailed
+		}
+	}
+}
+
+// groupCopierEnds reads the group's final committed offsets of every
+// input partition (0 where none is committed).
+func groupCopierEnds(ctx context.Context, cl *client.Client, wc WorkloadConfig) (map[int32]int64, error) {
+	offs, err := cl.FetchOffsets(ctx, copierGroupID, wc.Topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for tp, o := range offs {
+		if tp.Topic == wc.Topic && o.Offset >= 0 {
+			out[tp.Partition] = o.Offset
+		}
+	}
+	return out, nil
+}
