@@ -54,7 +54,15 @@ func (w *workload) groupCopy() {
 					return
 				default:
 				}
-				w.runGroupCopier(s, instance, rng, stop, caught)
+				if w.cfg.CopierInProcess {
+					w.runGroupCopier(s, instance, rng, stop, caught, true)
+					continue
+				}
+				var killAfter time.Duration
+				if rng.IntN(3) == 0 {
+					killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+				}
+				w.runGroupMemberProcess(s, instance, rng.Uint64(), killAfter, stop, caught)
 			}
 		}()
 	}
@@ -96,12 +104,17 @@ func (w *workload) groupCopy() {
 type caughtUp struct {
 	mu sync.Mutex // guards at
 	at map[int32]int64
+	// emit, in a member process, reports each position to the harness.
+	emit func(memberEvent)
 }
 
 func (c *caughtUp) set(p int32, pos int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.at[p] = pos
+	if c.emit != nil {
+		c.emit(memberEvent{E: "caught", Partition: p, Position: pos})
+	}
 }
 
 // groupCaughtUp reports whether every input partition was seen at or past
@@ -121,11 +134,14 @@ func (w *workload) groupCaughtUp(cl *client.Client, caught *caughtUp) bool {
 	return true
 }
 
-// runGroupCopier runs one instance of member slot s.
-func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-chan struct{}, caught *caughtUp) {
+// runGroupCopier runs one instance of member slot s. With simulateCrash
+// (in-process members) one instance in three crashes on its own in the
+// middle of a transaction; member processes are killed by the harness
+// instead.
+func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-chan struct{}, caught *caughtUp, simulateCrash bool) {
 	wc := w.cfg
 	name := fmt.Sprintf("g%d.%d", slot, instance)
-	crash := rng.IntN(3) == 0
+	crash := simulateCrash && rng.IntN(3) == 0
 	crashAt := 1 + rng.IntN(copierRestartEvery)
 	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout))
 	if err != nil {

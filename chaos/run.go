@@ -125,7 +125,11 @@ type runner struct {
 	log     *slog.Logger
 	cluster *Cluster
 	admin   *client.Client
-	rec     *recorder
+	// nodeAdmins talk to one node each (by id): the fault sampler asks the
+	// nodes other than the faulted one, so that a paused node cannot make
+	// every sample time out.
+	nodeAdmins map[int32]*client.Client
+	rec        *recorder
 }
 
 // Run runs cfg. The error is for a run that could not be carried out
@@ -184,6 +188,15 @@ func Run(cfg Config) (Result, error) {
 		return res, err
 	}
 	defer r.admin.Close()
+	r.nodeAdmins = map[int32]*client.Client{}
+	for _, id := range c.IDs() {
+		na, err := client.New(c.Addrs(id), client.WithRequestTimeout(2*time.Second))
+		if err != nil {
+			return res, err
+		}
+		r.nodeAdmins[id] = na
+		defer na.Close()
+	}
 	if err := r.createTopic(); err != nil {
 		return res, err
 	}
@@ -435,9 +448,33 @@ const stateSampleInterval = 500 * time.Millisecond
 // (evidence that a fault had an effect). observed says whether the
 // metadata could be read, outOfISR whether node was in no ISR.
 func (r *runner) state(node int32) (desc string, observed, outOfISR bool) {
+	// Ask the other nodes first (in id order), the faulted one last: a
+	// paused or cut-off node would only time out.
+	var order []*client.Client
+	for _, id := range slices.Sorted(maps.Keys(r.nodeAdmins)) {
+		if id != node {
+			order = append(order, r.nodeAdmins[id])
+		}
+	}
+	if a := r.nodeAdmins[node]; a != nil {
+		order = append(order, a)
+	}
+	if len(order) == 0 {
+		order = []*client.Client{r.admin}
+	}
+	for _, admin := range order {
+		if desc, observed, outOfISR = r.stateFrom(admin, node); observed {
+			return desc, observed, outOfISR
+		}
+	}
+	return desc, false, false
+}
+
+// stateFrom is state as admin's broker answers it.
+func (r *runner) stateFrom(admin *client.Client, node int32) (desc string, observed, outOfISR bool) {
 	var b strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	d, err := r.admin.DescribeCluster(ctx)
+	d, err := admin.DescribeCluster(ctx)
 	cancel()
 	if err == nil {
 		fmt.Fprintf(&b, "controller=%d", d.GetControllerLeader())
@@ -445,7 +482,7 @@ func (r *runner) state(node int32) (desc string, observed, outOfISR bool) {
 		b.WriteString("controller=?")
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
-	md, err := r.admin.Metadata(ctx, r.cfg.Workload.Topic)
+	md, err := admin.Metadata(ctx, r.cfg.Workload.Topic)
 	cancel()
 	if err != nil {
 		return b.String() + " metadata=?", false, false

@@ -22,6 +22,9 @@ func (r *recorder) beginTxn(t checker.Txn) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.txns = append(r.txns, t)
+	if r.emit != nil {
+		r.emit(memberEvent{E: "begin", I: len(r.txns) - 1, Txn: &t})
+	}
 	return len(r.txns) - 1
 }
 
@@ -30,6 +33,9 @@ func (r *recorder) commitInvoked(i int, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.txns[i].CommitInvoke = now
+	if r.emit != nil {
+		r.emit(memberEvent{E: "commit", I: i, At: now})
+	}
 }
 
 // endTxn records transaction i's outcome.
@@ -40,6 +46,9 @@ func (r *recorder) endTxn(i int, now time.Time, o checker.TxnOutcome, err error)
 	t.Complete, t.Outcome = now, o
 	if err != nil {
 		t.Err = err.Error()
+	}
+	if r.emit != nil {
+		r.emit(memberEvent{E: "end", I: i, At: now, TxnOutcome: o, Err: t.Err})
 	}
 }
 
@@ -54,6 +63,9 @@ func (r *recorder) fence(name string, now time.Time, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fences = append(r.fences, fmt.Sprintf("%s at %s: %v", name, now.Format("15:04:05.000"), err))
+	if r.emit != nil {
+		r.emit(memberEvent{E: "fence", Fence: r.fences[len(r.fences)-1]})
+	}
 }
 
 // watermark records one sample of a partition's offsets.

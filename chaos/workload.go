@@ -22,6 +22,9 @@ type recorder struct {
 	txns       []checker.Txn
 	watermarks []checker.Watermark
 	fences     []string // transactional producers fenced (see fence)
+	// emit, when set (in a copier member process), is told every change,
+	// in order, under mu (copier_member.go).
+	emit func(memberEvent)
 }
 
 // invoke appends a write in flight and returns its index.
@@ -29,6 +32,9 @@ func (r *recorder) invoke(w checker.Write) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.writes = append(r.writes, w)
+	if r.emit != nil {
+		r.emit(memberEvent{E: "invoke", I: len(r.writes) - 1, Write: &w})
+	}
 	return len(r.writes) - 1
 }
 
@@ -40,9 +46,12 @@ func (r *recorder) complete(i int, now time.Time, md client.RecordMetadata, err 
 	w.Complete = now
 	if err == nil {
 		w.Outcome, w.Offset = checker.OK, md.Offset
-		return
+	} else {
+		w.Outcome, w.Err = outcomeOf(err), err.Error()
 	}
-	w.Outcome, w.Err = outcomeOf(err), err.Error()
+	if r.emit != nil {
+		r.emit(memberEvent{E: "complete", I: i, At: now, Outcome: w.Outcome, Offset: w.Offset, Err: w.Err})
+	}
 }
 
 // outcomeOf classifies a produce error. Only a refusal that the broker
@@ -131,6 +140,10 @@ type WorkloadConfig struct {
 	// copier with its positions in Topic-pos (copier.go).
 	Copier        bool
 	CopierMembers int
+	// CopierInProcess runs the group copier's members as goroutines that
+	// simulate their crashes, instead of processes killed with SIGKILL
+	// (copier_member.go).
+	CopierInProcess bool
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when

@@ -217,19 +217,10 @@ func (c *GroupCoordinator) Close() error {
 	}
 	c.mu.Unlock()
 	c.cancel()
-	done := make(chan struct{})
-	go func() {
-		c.goroutines.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(c.cfg.CloseWait)
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-t.C:
+	if !c.goroutines.WaitFor(c.cfg.CloseWait) {
 		return fmt.Errorf("group coordinator: %d goroutines still running after %v", c.goroutines.Running(), c.cfg.CloseWait)
 	}
+	return nil
 }
 
 // partitionOf is group's __consumer_offsets partition.

@@ -215,21 +215,10 @@ func (c *TransactionCoordinator) Close() error {
 	}
 	c.mu.Unlock()
 	c.cancel()
-	// The one goroutine not in the group: it only waits for the group,
-	// so that Close's wait is bounded (as the controller's raft shutdown).
-	done := make(chan struct{})
-	go func() {
-		c.goroutines.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(c.cfg.CloseWait)
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-t.C:
+	if !c.goroutines.WaitFor(c.cfg.CloseWait) {
 		return fmt.Errorf("transaction coordinator: %d goroutines still running after %v", c.goroutines.Running(), c.cfg.CloseWait)
 	}
+	return nil
 }
 
 // statePartitionOf returns the __transaction_state partition of id: by

@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	chaos.RunCopierMemberIfAsked() // a copier member process: runs and exits
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -41,6 +42,7 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.Workload.TxnTimeout, "txn-timeout", cfg.Workload.TxnTimeout, "transaction timeout of the transactional producers")
 	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out)")
 	fs.IntVar(&cfg.Workload.CopierMembers, "copier-members", cfg.Workload.CopierMembers, "copier members in one consumer group, offsets committed in their transactions (0: one copier with its positions in chaos-pos)")
+	fs.BoolVar(&cfg.Workload.CopierInProcess, "copier-in-process", cfg.Workload.CopierInProcess, "run the copier members as goroutines simulating their crashes instead of processes killed with SIGKILL")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary (default: built from this module)")
 	if err := fs.Parse(args); err != nil {

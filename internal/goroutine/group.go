@@ -6,6 +6,7 @@ package goroutine
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Group tracks the goroutines one owner starts. The owner signals them to
@@ -36,3 +37,22 @@ func (g *Group) Wait() { g.wg.Wait() }
 // Running is the number of g's goroutines that have not returned yet
 // (for tests and debugging; it may change as soon as it is read).
 func (g *Group) Running() int { return int(g.running.Load()) }
+
+// WaitFor is Wait bounded by d: it reports whether every goroutine
+// returned within d. The helper goroutine it needs for the bound is not
+// one of g's and ends when they do.
+func (g *Group) WaitFor(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		g.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}

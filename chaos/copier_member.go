@@ -1,0 +1,256 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-io/sluice/chaos/checker"
+)
+
+// The group copier's members as processes of their own (the default):
+// each instance of a member slot is this same executable started with
+// copierMemberEnv set, which runs runGroupCopier and reports every change
+// of its history as a JSON line on stdout (memberEvent); the harness
+// replays the lines into its recorder. One instance in three is killed
+// with SIGKILL at a random moment — a real crash: whatever it had in
+// flight (writes, a transaction, a commit) is left as it was, its consumer
+// leaves the group only by its session timeout, and the next instance's
+// InitTransactions aborts what it left open. Others end after
+// copierRestartEvery transactions by themselves, or on SIGTERM when the
+// run stops (they finish the transaction in progress and leave the group).
+
+// copierMemberEnv holds the member's configuration (JSON memberConfig).
+const copierMemberEnv = "SLUICE_CHAOS_COPIER_MEMBER"
+
+// memberConfig is what a member process needs.
+type memberConfig struct {
+	Addrs    []string
+	Workload WorkloadConfig
+	Slot     int
+	Instance int
+	Seed     uint64
+}
+
+// memberEvent is one change of a member's history: E says which, I is the
+// write's or transaction's index in the member's own history.
+type memberEvent struct {
+	E          string             `json:"e"` // invoke, complete, begin, commit, end, fence, caught
+	I          int                `json:"i"`
+	Write      *checker.Write     `json:"w,omitempty"`
+	Txn        *checker.Txn       `json:"t,omitempty"`
+	At         time.Time          `json:"at,omitzero"`
+	Outcome    checker.Outcome    `json:"o,omitempty"`
+	TxnOutcome checker.TxnOutcome `json:"to,omitempty"`
+	Offset     int64              `json:"off,omitempty"`
+	Err        string             `json:"err,omitempty"`
+	Fence      string             `json:"fence,omitempty"`
+	Partition  int32              `json:"p,omitempty"`
+	Position   int64              `json:"pos,omitempty"`
+}
+
+// RunCopierMemberIfAsked runs a copier member and exits the process when
+// copierMemberEnv is set; otherwise it returns at once. The chaos
+// program's main and the package's TestMain call it first.
+func RunCopierMemberIfAsked() {
+	raw, ok := os.LookupEnv(copierMemberEnv)
+	if !ok {
+		return
+	}
+	var mc memberConfig
+	if err := json.Unmarshal([]byte(raw), &mc); err != nil {
+		fmt.Fprintf(os.Stderr, "copier member: bad %s: %v\n", copierMemberEnv, err)
+		os.Exit(2)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	enc := json.NewEncoder(out)
+	var outMu sync.Mutex
+	emit := func(ev memberEvent) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		_ = enc.Encode(ev)
+		_ = out.Flush() // a SIGKILL must not lose what was reported before it
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &workload{cfg: mc.Workload, addrs: mc.Addrs, rec: &recorder{emit: emit}, ctx: ctx, cancel: cancel,
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		close(stop)
+	}()
+	caught := &caughtUp{at: map[int32]int64{}, emit: emit}
+	rng := rand.New(rand.NewPCG(mc.Seed, uint64(mc.Slot)<<32|uint64(mc.Instance)))
+	w.runGroupCopier(mc.Slot, mc.Instance, rng, stop, caught, false)
+	os.Exit(0)
+}
+
+// runGroupMemberProcess runs one member instance as a process and replays
+// its history; it kills the process with SIGKILL after killAfter (> 0),
+// and stops it with SIGTERM when stop closes. It returns when the process
+// has exited.
+func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, killAfter time.Duration, stop <-chan struct{}, caught *caughtUp) {
+	exe, err := os.Executable()
+	if err != nil {
+		w.log.Warn("copier member: no executable", "err", err)
+		w.pace(time.Second)
+		return
+	}
+	raw, err := json.Marshal(memberConfig{Addrs: w.addrs, Workload: w.cfg, Slot: slot, Instance: instance, Seed: seed})
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), copierMemberEnv+"="+string(raw))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return
+	}
+	stderr := &tailBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		w.log.Warn("copier member: start", "err", err)
+		w.pace(time.Second)
+		return
+	}
+	name := fmt.Sprintf("g%d.%d", slot, instance)
+	replayed := make(chan struct{})
+	go func() {
+		defer close(replayed)
+		w.replayMember(stdout, caught)
+	}()
+	exited := make(chan struct{})
+	go func() {
+		<-replayed // stdout is read to its end before Wait closes it
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	var kill <-chan time.Time
+	if killAfter > 0 {
+		t := time.NewTimer(killAfter)
+		defer t.Stop()
+		kill = t.C
+	}
+	select {
+	case <-exited:
+	case <-kill:
+		w.log.Info("group copier member killed (SIGKILL)", "copier", name, "after", killAfter)
+		_ = cmd.Process.Kill()
+		<-exited
+	case <-stop:
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	case <-w.ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	if st := cmd.ProcessState; st != nil && !st.Success() && killAfter == 0 {
+		w.log.Warn("copier member exited", "copier", name, "status", st.String(), "stderr", stderr.String())
+	}
+}
+
+// replayMember reads a member's events into the recorder: the member's
+// own write and transaction indexes are mapped to the recorder's.
+func (w *workload) replayMember(r io.Reader, caught *caughtUp) {
+	writes, txns := map[int]int{}, map[int]int{}
+	dec := json.NewDecoder(r)
+	for {
+		var ev memberEvent
+		if err := dec.Decode(&ev); err != nil {
+			return // the end, or a line cut by SIGKILL
+		}
+		switch ev.E {
+		case "invoke":
+			if ev.Write != nil {
+				writes[ev.I] = w.rec.invoke(*ev.Write)
+			}
+		case "complete":
+			if i, ok := writes[ev.I]; ok {
+				w.rec.completeAs(i, ev.At, ev.Outcome, ev.Offset, ev.Err)
+			}
+		case "begin":
+			if ev.Txn != nil {
+				txns[ev.I] = w.rec.beginTxn(*ev.Txn)
+			}
+		case "commit":
+			if i, ok := txns[ev.I]; ok {
+				w.rec.commitInvoked(i, ev.At)
+			}
+		case "end":
+			if i, ok := txns[ev.I]; ok {
+				w.rec.endTxnAs(i, ev.At, ev.TxnOutcome, ev.Err)
+			}
+		case "fence":
+			w.rec.fenceText(ev.Fence)
+		case "caught":
+			caught.set(ev.Partition, ev.Position)
+		}
+	}
+}
+
+// completeAs is complete with the outcome already classified.
+func (r *recorder) completeAs(i int, now time.Time, o checker.Outcome, offset int64, errText string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := &r.writes[i]
+	w.Complete, w.Outcome, w.Err = now, o, errText
+	if o == checker.OK {
+		w.Offset = offset
+	}
+}
+
+// endTxnAs is endTxn with the error as text.
+func (r *recorder) endTxnAs(i int, now time.Time, o checker.TxnOutcome, errText string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := &r.txns[i]
+	t.Complete, t.Outcome, t.Err = now, o, errText
+}
+
+// fenceText records a fence a member reported.
+func (r *recorder) fenceText(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fences = append(r.fences, s)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
