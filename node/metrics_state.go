@@ -51,7 +51,7 @@ type stateCollector struct {
 	groups, groupLoading, groupLoadSeconds, rebalances, groupLag *prometheus.Desc
 	// The log cleaner (compacted topics; Kafka's LogCleaner metrics).
 	cleanerRuns, cleanerBytesRead, cleanerBytesWritten, cleanerRecordsRemoved, cleanerFailures *prometheus.Desc
-	cleanerLastDuration, cleanerMaxDirtyRatio                                                 *prometheus.Desc
+	cleanerLastDuration, cleanerMaxDirtyRatio                                                  *prometheus.Desc
 }
 
 var partitionLabels = []string{"topic", "partition"}
@@ -68,9 +68,9 @@ func newStateCollector(n *Node) *stateCollector {
 		cleanerFailures:       d("sluice_log_cleaner_failures_total", "Cleaning passes that failed (logged)."),
 		cleanerLastDuration:   d("sluice_log_cleaner_last_duration_seconds", "Duration of the last cleaning pass."),
 		cleanerMaxDirtyRatio:  d("sluice_log_cleaner_max_dirty_ratio", "Largest dirty ratio of a compacted partition at the last check."),
-		n:              n,
-		topics:         d("sluice_topics", "Number of topics."),
-		metadataOffset: d("sluice_metadata_offset", "Metadata offset applied by this broker."),
+		n:                     n,
+		topics:                d("sluice_topics", "Number of topics."),
+		metadataOffset:        d("sluice_metadata_offset", "Metadata offset applied by this broker."),
 
 		logStartOffset:   d("sluice_log_start_offset", "Log start offset per hosted partition (the first offset retention kept).", partitionLabels...),
 		logEndOffset:     d("sluice_log_end_offset", "Log end offset per hosted partition.", partitionLabels...),
