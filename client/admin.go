@@ -29,14 +29,19 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*sluicev1.Meta
 
 // DescribeCluster asks any broker for the controller quorum, the registered
 // brokers and partition health, as that broker sees them (node_id and
-// metadata_offset in the response say which broker and how current). Like
-// Metadata it moves on to the next seed only when a broker is UNAVAILABLE;
-// a broker that predates the RPC answers codes.Unimplemented, returned
-// wrapped.
+// metadata_offset in the response say which broker and how current). A
+// broker with no cluster metadata yet (metadata_offset 0) counts as
+// LEADER_NOT_AVAILABLE and the next one is asked, under invokeAny's retry
+// policy; a broker that predates the RPC answers codes.Unimplemented,
+// returned wrapped.
 func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeClusterResponse, error) {
 	var resp *sluicev1.DescribeClusterResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{})
+		if err == nil && r.MetadataOffset == 0 {
+			// A broker starting up answers an empty cluster: ask another.
+			return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", r.NodeId)
+		}
 		resp = r
 		return err
 	})
