@@ -73,6 +73,11 @@ type Client struct {
 	brokers map[int32]string // node id -> address, from the last metadata
 	topics  map[string]*topicMeta
 	closed  bool
+	// suspect are addresses whose last cluster-wide call failed in
+	// transport (refused, unavailable, no answer in time), with when:
+	// invokeAny tries them last for suspectFor, so that a paused or dead
+	// broker listed first does not cost every call its whole timeout.
+	suspect map[string]time.Time
 }
 
 // topicMeta is the cached metadata of one topic. It is immutable once

@@ -87,14 +87,56 @@ func (c *Client) anyAddrs() []string {
 			addrs = append(addrs, a)
 		}
 	}
-	c.mu.Unlock()
 	for _, s := range c.seeds {
 		if !seen[s] {
 			seen[s] = true
 			addrs = append(addrs, s)
 		}
 	}
-	return addrs
+	// Suspects last, in the same relative order.
+	now := time.Now()
+	isSuspect := func(a string) bool {
+		t, ok := c.suspect[a]
+		return ok && now.Sub(t) < suspectFor
+	}
+	ordered := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if !isSuspect(a) {
+			ordered = append(ordered, a)
+		}
+	}
+	for _, a := range addrs {
+		if isSuspect(a) {
+			ordered = append(ordered, a)
+		}
+	}
+	c.mu.Unlock()
+	return ordered
+}
+
+// suspectFor is how long an address whose call failed in transport is
+// tried after the others.
+const suspectFor = 10 * time.Second
+
+// markAddr records the outcome of a call to addr: a transport failure
+// makes it a suspect, an answer clears that.
+func (c *Client) markAddr(addr string, err error) {
+	transport := false
+	switch status.Code(unwrapStatus(err)) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		var e *errs.Error
+		transport = !errors.As(err, &e)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if transport {
+		if c.suspect == nil {
+			c.suspect = map[string]time.Time{}
+		}
+		c.suspect[addr] = time.Now()
+		return
+	}
+	delete(c.suspect, addr)
 }
 
 // invokeAny runs fn against the brokers in turn (anyAddrs) under the retry
@@ -120,6 +162,7 @@ func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc 
 				tried = append(tried, addr)
 			}
 			err = rpcError(fn(rctx, cc))
+			c.markAddr(addr, err)
 			if rctx.Err() != nil && err != nil {
 				if status.Code(unwrapStatus(err)) == codes.DeadlineExceeded && answered == nil {
 					// A broker was reached but did not answer in time (or a

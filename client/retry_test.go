@@ -170,3 +170,34 @@ func TestAnyCallNoBrokerReachable(t *testing.T) {
 		t.Fatalf("failed after %v, want within the 700ms request timeout", d)
 	}
 }
+
+// A broker that accepts connections but never answers (a paused process)
+// costs one call its timeout; the calls after it try the other brokers
+// first, so they are answered at once.
+func TestAnyCallTriesAHungBrokerLast(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close() // accepts (the kernel does) and never speaks
+	c, err := New([]string{hung.Addr().String(), f.addr}, WithRequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = c.DescribeCluster(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("the first call, to the hung broker, was answered")
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, err := c.DescribeCluster(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d after the hung broker timed out once: %v", i+2, err)
+		}
+	}
+}
