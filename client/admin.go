@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -51,11 +52,15 @@ func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeCluster
 	return resp, nil
 }
 
-// adminTimeoutMs is the timeout_ms sent with admin requests: 80% of the
-// request timeout, so the broker answers (e.g. NOT_CONTROLLER when no
-// controller quorum is up) before the client gives up on the call.
+// adminTimeoutMs is the timeout_ms sent with admin requests: the request
+// timeout less a margin of a fifth of it, and at least a second (at most
+// half of it), so the broker's answer (e.g. NOT_CONTROLLER when no
+// controller quorum is up) arrives before the client gives up on the
+// call, even on a loaded machine and after an attempt at a dead address.
 func (c *Client) adminTimeoutMs() int32 {
-	return int32(c.cfg.requestTimeout.Milliseconds() * 8 / 10)
+	rt := c.cfg.requestTimeout
+	margin := max(rt/5, min(rt/2, time.Second))
+	return int32((rt - margin).Milliseconds())
 }
 
 // CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
