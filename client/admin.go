@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -29,14 +30,19 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*sluicev1.Meta
 
 // DescribeCluster asks any broker for the controller quorum, the registered
 // brokers and partition health, as that broker sees them (node_id and
-// metadata_offset in the response say which broker and how current). Like
-// Metadata it moves on to the next seed only when a broker is UNAVAILABLE;
-// a broker that predates the RPC answers codes.Unimplemented, returned
-// wrapped.
+// metadata_offset in the response say which broker and how current). A
+// broker with no cluster metadata yet (metadata_offset 0) counts as
+// LEADER_NOT_AVAILABLE and the next one is asked, under invokeAny's retry
+// policy; a broker that predates the RPC answers codes.Unimplemented,
+// returned wrapped.
 func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeClusterResponse, error) {
 	var resp *sluicev1.DescribeClusterResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{})
+		if err == nil && r.MetadataOffset == 0 {
+			// A broker starting up answers an empty cluster: ask another.
+			return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", r.NodeId)
+		}
 		resp = r
 		return err
 	})
@@ -46,11 +52,15 @@ func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeCluster
 	return resp, nil
 }
 
-// adminTimeoutMs is the timeout_ms sent with admin requests: 80% of the
-// request timeout, so the broker answers (e.g. NOT_CONTROLLER when no
-// controller quorum is up) before the client gives up on the call.
+// adminTimeoutMs is the timeout_ms sent with admin requests: the request
+// timeout less a margin of a fifth of it, and at least a second (at most
+// half of it), so the broker's answer (e.g. NOT_CONTROLLER when no
+// controller quorum is up) arrives before the client gives up on the
+// call, even on a loaded machine and after an attempt at a dead address.
 func (c *Client) adminTimeoutMs() int32 {
-	return int32(c.cfg.requestTimeout.Milliseconds() * 8 / 10)
+	rt := c.cfg.requestTimeout
+	margin := max(rt/5, min(rt/2, time.Second))
+	return int32((rt - margin).Milliseconds())
 }
 
 // CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,

@@ -73,6 +73,11 @@ type Client struct {
 	brokers map[int32]string // node id -> address, from the last metadata
 	topics  map[string]*topicMeta
 	closed  bool
+	// suspect are addresses whose last cluster-wide call failed in
+	// transport (refused, unavailable, no answer in time), with when:
+	// invokeAny tries them last for suspectFor, so that a paused or dead
+	// broker listed first does not cost every call its whole timeout.
+	suspect map[string]time.Time
 }
 
 // topicMeta is the cached metadata of one topic. It is immutable once
@@ -161,48 +166,6 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	c.conns[addr] = cc
 	return cc, nil
-}
-
-// anyConn returns a connection for cluster-wide calls: a known broker or a
-// seed.
-func (c *Client) anyConn() (*grpc.ClientConn, string, error) {
-	c.mu.Lock()
-	addr := c.seeds[0]
-	for _, a := range c.brokers {
-		addr = a
-		break
-	}
-	c.mu.Unlock()
-	cc, err := c.conn(addr)
-	return cc, addr, err
-}
-
-// invokeAny runs fn against a known broker, falling back to each seed in
-// turn when the connection fails.
-func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
-	cc, _, err := c.anyConn()
-	if err != nil {
-		return err
-	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
-	err = rpcError(fn(rctx, cc))
-	cancel()
-	if err == nil || status.Code(unwrapStatus(err)) != codes.Unavailable {
-		return err
-	}
-	for _, s := range c.seeds {
-		cc, cerr := c.conn(s)
-		if cerr != nil {
-			return cerr
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
-		err = rpcError(fn(rctx, cc))
-		cancel()
-		if err == nil || status.Code(unwrapStatus(err)) != codes.Unavailable {
-			return err
-		}
-	}
-	return err
 }
 
 // rpcError turns a gRPC status carrying a Sluice google.rpc.ErrorInfo into

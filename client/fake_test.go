@@ -60,6 +60,10 @@ type fakeState struct {
 	// that has no cluster metadata yet does (UNAVAILABLE,
 	// LEADER_NOT_AVAILABLE); metadataCalls counts every request.
 	metadataUnavailable, metadataCalls int
+	// starting: nodes that answer as a broker starting up does, with no
+	// cluster metadata yet: Metadata LEADER_NOT_AVAILABLE, DescribeCluster
+	// an empty cluster (metadata offset 0).
+	starting map[int32]bool
 	// filteredUpTo: "topic/partition" -> an offset below which the
 	// partition holds only batches the broker leaves out for consumers
 	// (markers, aborted transactions): a fetch below it answers no
@@ -100,7 +104,7 @@ func newFakeState(topics map[string]int) *fakeState {
 	st := &fakeState{
 		topics: map[string][][][]byte{}, nodes: map[int32]*fakeBroker{}, leaders: map[string]int32{},
 		failing: map[string]int{}, lose: map[string]int{}, reject: map[string]sluicev1.ErrorCode{}, produceCalls: map[int32]int{}, producers: map[string]*storage.ProducerState{},
-		nextPID: 1000, inflight: map[string]int{}, maxInflight: map[string]int{},
+		starting: map[int32]bool{}, nextPID: 1000, inflight: map[string]int{}, maxInflight: map[string]int{},
 	}
 	for name, n := range topics {
 		st.topics[name] = make([][][]byte, n)
@@ -200,8 +204,10 @@ func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.metadataCalls++
-	if f.metadataUnavailable > 0 {
-		f.metadataUnavailable--
+	if f.starting[f.node] || f.metadataUnavailable > 0 {
+		if !f.starting[f.node] {
+			f.metadataUnavailable--
+		}
 		return nil, errs.Status(errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", f.node), nil)
 	}
 	resp := &sluicev1.MetadataResponse{}
@@ -223,6 +229,22 @@ func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) 
 			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{Partition: int32(p), LeaderId: leader, Replicas: []int32{leader}, Isr: []int32{leader}})
 		}
 		resp.Topics = append(resp.Topics, tm)
+	}
+	return resp, nil
+}
+
+// DescribeCluster answers the fake's brokers, or an empty cluster while
+// the node is starting.
+func (f *fakeBroker) DescribeCluster(context.Context, *sluicev1.DescribeClusterRequest) (*sluicev1.DescribeClusterResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	resp := &sluicev1.DescribeClusterResponse{ClusterId: "fake", NodeId: f.node}
+	if f.starting[f.node] {
+		return resp, nil
+	}
+	resp.MetadataOffset = 1
+	for id := int32(1); int(id) <= len(f.nodes); id++ {
+		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerStatus{NodeId: id, Address: f.nodes[id].addr})
 	}
 	return resp, nil
 }

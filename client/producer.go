@@ -606,7 +606,11 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 func (p *Producer) topicFor(ctx context.Context, topic string, deadline time.Time) (*topicMeta, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		tm, err := p.c.topic(ctx, topic)
+		// The lookup itself retries (invokeAny) but must not outlast max
+		// block either.
+		lctx, cancel := context.WithDeadline(ctx, deadline)
+		tm, err := p.c.topic(lctx, topic)
+		cancel()
 		if err == nil || !isRetriable(err) || errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
 			return tm, err
 		}

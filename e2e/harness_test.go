@@ -196,14 +196,16 @@ func runCLI(t *testing.T, bin string, stdin string, args ...string) (string, str
 }
 
 // retriableCLIError reports whether the CLI's stderr names a retriable
-// Sluice error code or a gRPC transport failure.
+// Sluice error code, a gRPC transport failure or the client's "no broker
+// reachable" (every listed address refused within the request timeout).
 func retriableCLIError(stderr string) bool {
 	for _, e := range errs.Table() {
 		if e.Retriable && strings.Contains(stderr, e.Code.String()) {
 			return true
 		}
 	}
-	return strings.Contains(stderr, "code = Unavailable") || strings.Contains(stderr, "code = DeadlineExceeded")
+	return strings.Contains(stderr, "code = Unavailable") || strings.Contains(stderr, "code = DeadlineExceeded") ||
+		strings.Contains(stderr, "no broker reachable")
 }
 
 // createTopic creates topic through one of ids with the CLI's topic-create

@@ -97,7 +97,11 @@ func (e *env) produce(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	opts := []client.ProducerOption{client.WithAcks(pf.acks), client.WithDeliveryTimeout(*delivery)}
+	// A record waits for its topic's metadata (retrying unreachable or
+	// starting brokers) at most one request timeout, and never past its
+	// delivery timeout: not the library's 60 s max block.
+	opts := []client.ProducerOption{client.WithAcks(pf.acks), client.WithDeliveryTimeout(*delivery),
+		client.WithMaxBlock(min(*delivery, e.g.timeout))}
 	if pf.transactional != "" {
 		opts = append(opts, client.WithTransactionalID(pf.transactional), client.WithTransactionTimeout(pf.txnTimeout))
 	}

@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Retry policy of the calls that any broker can answer (metadata, admin,
+// cluster status): each address is tried in turn — the brokers of the last
+// metadata, then the seeds — and a pass in which every address failed
+// retriably is followed by a pause that starts at retryBackoffMin and
+// doubles up to retryBackoffMax, until the request timeout (or ctx) ends.
+const (
+	retryBackoffMin = 50 * time.Millisecond
+	retryBackoffMax = time.Second
+)
+
+// NoBrokerError is returned when no address answered at all within the
+// request timeout: every attempt failed to connect or to hear back.
+type NoBrokerError struct {
+	Addrs []string // the addresses tried, in order
+	Err   error    // the last transport error
+}
+
+func (e *NoBrokerError) Error() string {
+	return fmt.Sprintf("no broker reachable at %s (is sluiced running?)", strings.Join(e.Addrs, ","))
+}
+
+func (e *NoBrokerError) Unwrap() error { return e.Err }
+
+// retryBackoff returns the pause after the n-th (0-based) pass in which
+// every address failed: retryBackoffMin doubled n times, at most
+// retryBackoffMax.
+func retryBackoff(n int) time.Duration {
+	d := retryBackoffMin
+	for i := 0; i < n && d < retryBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, retryBackoffMax)
+}
+
+// anyRetriable reports whether err, from a call that any broker may
+// answer, may go away on another broker or a little later: the broker is
+// unreachable, starting up (LEADER_NOT_AVAILABLE: no cluster metadata
+// yet), or not the one that can serve the request (NOT_CONTROLLER,
+// NOT_LEADER_OR_FOLLOWER). DEADLINE_EXCEEDED is not among them: the
+// request may have been carried out, and creating a topic twice would
+// answer TOPIC_ALREADY_EXISTS.
+func anyRetriable(err error) bool {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		switch e.Code {
+		case sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, sluicev1.ErrorCode_NOT_CONTROLLER,
+			sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER:
+			return true
+		}
+		return false
+	}
+	return status.Code(unwrapStatus(err)) == codes.Unavailable
+}
+
+// anyAddrs returns the addresses to try for a cluster-wide call: the
+// brokers of the last metadata (by node id), then the seeds not among them.
+func (c *Client) anyAddrs() []string {
+	c.mu.Lock()
+	ids := make([]int32, 0, len(c.brokers))
+	for id := range c.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	seen := map[string]bool{}
+	var addrs []string
+	for _, id := range ids {
+		if a := c.brokers[id]; a != "" && !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
+	for _, s := range c.seeds {
+		if !seen[s] {
+			seen[s] = true
+			addrs = append(addrs, s)
+		}
+	}
+	// Suspects last, in the same relative order.
+	now := time.Now()
+	isSuspect := func(a string) bool {
+		t, ok := c.suspect[a]
+		return ok && now.Sub(t) < suspectFor
+	}
+	ordered := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if !isSuspect(a) {
+			ordered = append(ordered, a)
+		}
+	}
+	for _, a := range addrs {
+		if isSuspect(a) {
+			ordered = append(ordered, a)
+		}
+	}
+	c.mu.Unlock()
+	return ordered
+}
+
+// suspectFor is how long an address whose call failed in transport is
+// tried after the others.
+const suspectFor = 10 * time.Second
+
+// markAddr records the outcome of a call to addr: a transport failure
+// makes it a suspect, an answer clears that.
+func (c *Client) markAddr(addr string, err error) {
+	transport := false
+	switch status.Code(unwrapStatus(err)) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		var e *errs.Error
+		transport = !errors.As(err, &e)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if transport {
+		if c.suspect == nil {
+			c.suspect = map[string]time.Time{}
+		}
+		c.suspect[addr] = time.Now()
+		return
+	}
+	delete(c.suspect, addr)
+}
+
+// invokeAny runs fn against the brokers in turn (anyAddrs) under the retry
+// policy above, until one answers with anything but a retriable error
+// (anyRetriable) or the request timeout ends. It returns fn's last error;
+// when no broker answered at all, a *NoBrokerError. Each attempt gets the
+// time left of the whole budget.
+func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+	defer cancel()
+	var (
+		err      error // the last error
+		answered error // the last retriable Sluice error a broker answered
+		tried    []string
+	)
+	for pass := 0; ; pass++ {
+		for _, addr := range c.anyAddrs() {
+			cc, cerr := c.conn(addr)
+			if cerr != nil {
+				return cerr
+			}
+			if !slices.Contains(tried, addr) {
+				tried = append(tried, addr)
+			}
+			err = rpcError(fn(rctx, cc))
+			c.markAddr(addr, err)
+			if rctx.Err() != nil && err != nil {
+				if status.Code(unwrapStatus(err)) == codes.DeadlineExceeded && answered == nil {
+					// A broker was reached but did not answer in time (or a
+					// connection attempt hung): not "no broker reachable".
+					return err
+				}
+				break // the budget ended during this attempt
+			}
+			if err == nil || !anyRetriable(err) {
+				return err
+			}
+			var e *errs.Error
+			if errors.As(err, &e) {
+				answered = err
+			}
+		}
+		if rctx.Err() != nil || sleepCtx(rctx, retryBackoff(pass)) != nil {
+			break
+		}
+	}
+	switch {
+	case answered != nil:
+		return answered // e.g. LEADER_NOT_AVAILABLE: still starting up
+	case errors.Is(ctx.Err(), context.Canceled):
+		return err // the caller gave up
+	default:
+		return &NoBrokerError{Addrs: tried, Err: err}
+	}
+}

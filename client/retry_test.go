@@ -1,0 +1,203 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// closedAddr returns a 127.0.0.1 address whose port was free and is closed
+// again: connecting to it is refused.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// The pause between passes over the brokers starts at 50 ms and doubles up
+// to 1 s.
+func TestRetryBackoffDoublesUpToOneSecond(t *testing.T) {
+	for _, tc := range []struct {
+		pass int
+		want time.Duration
+	}{
+		{0, 50 * time.Millisecond}, {1, 100 * time.Millisecond}, {2, 200 * time.Millisecond},
+		{3, 400 * time.Millisecond}, {4, 800 * time.Millisecond}, {5, time.Second}, {40, time.Second},
+	} {
+		if got := retryBackoff(tc.pass); got != tc.want {
+			t.Errorf("retryBackoff(%d) = %v, want %v", tc.pass, got, tc.want)
+		}
+	}
+}
+
+// Metadata and cluster status try each bootstrap address: a refused one
+// and a starting-up one (LEADER_NOT_AVAILABLE, empty cluster) listed first
+// do not stop a healthy one listed last from answering, at once.
+func TestAnyCallTriesEachBootstrapAddress(t *testing.T) {
+	f := startFakeCluster(t, map[string]int{"t": 1}, 2)
+	f.mu.Lock()
+	f.starting[1] = true
+	healthy := f.nodes[2].addr
+	f.mu.Unlock()
+	c, err := New([]string{closedAddr(t), f.addr, healthy}, WithRequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	start := time.Now()
+	dc, err := c.DescribeCluster(ctx)
+	if err != nil {
+		t.Fatalf("describe cluster with a healthy broker listed: %v", err)
+	}
+	if dc.NodeId != 2 || len(dc.Brokers) != 2 {
+		t.Fatalf("answered by node %d with %d brokers, want node 2 with 2", dc.NodeId, len(dc.Brokers))
+	}
+	md, err := c.Metadata(ctx, "t")
+	if err != nil {
+		t.Fatalf("metadata with a healthy broker listed: %v", err)
+	}
+	if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 1 {
+		t.Fatalf("metadata %v", md)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v with a healthy broker listed", d)
+	}
+}
+
+// A broker that is starting up is asked again, with backoff, until it has
+// metadata, within the request timeout.
+func TestAnyCallRetriesUntilBrokerHasMetadata(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	f.mu.Lock()
+	f.starting[1] = true
+	f.mu.Unlock()
+	c, err := New([]string{f.addr}, WithRequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.AfterFunc(400*time.Millisecond, func() {
+		f.mu.Lock()
+		f.starting[1] = false
+		f.mu.Unlock()
+	})
+	if _, err := c.DescribeCluster(context.Background()); err != nil {
+		t.Fatalf("describe cluster of a broker that finishes starting: %v", err)
+	}
+	f.mu.Lock()
+	calls := f.metadataCalls
+	f.mu.Unlock()
+	if calls != 0 {
+		t.Fatalf("%d metadata calls from DescribeCluster", calls)
+	}
+	f.mu.Lock()
+	f.starting[1] = true
+	f.mu.Unlock()
+	time.AfterFunc(400*time.Millisecond, func() {
+		f.mu.Lock()
+		f.starting[1] = false
+		f.mu.Unlock()
+	})
+	if _, err := c.Metadata(context.Background(), "t"); err != nil {
+		t.Fatalf("metadata of a broker that finishes starting: %v", err)
+	}
+	f.mu.Lock()
+	calls = f.metadataCalls
+	f.mu.Unlock()
+	// Requests at about 0, 50, 150, 350 and 750 ms (pauses of 50 ms
+	// doubling): about 5; a retry without backoff would make hundreds.
+	if calls < 3 || calls > 10 {
+		t.Fatalf("%d metadata requests in about 400 ms, want a few (backoff 50 ms doubling)", calls)
+	}
+}
+
+// A broker that stays without metadata fails the call with
+// LEADER_NOT_AVAILABLE once the request timeout is spent, not before and
+// not much after.
+func TestAnyCallGivesUpAtRequestTimeout(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	f.mu.Lock()
+	f.starting[1] = true
+	f.mu.Unlock()
+	c, err := New([]string{f.addr}, WithRequestTimeout(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_, err = c.DescribeCluster(context.Background())
+	d := time.Since(start)
+	if !containsCode(err, sluicev1.ErrorCode_LEADER_NOT_AVAILABLE) {
+		t.Fatalf("describe cluster of a broker without metadata: %v, want LEADER_NOT_AVAILABLE", err)
+	}
+	if d < 500*time.Millisecond || d > 1500*time.Millisecond {
+		t.Fatalf("gave up after %v, want about the 600ms request timeout", d)
+	}
+}
+
+// With nothing listening at any address the call fails within the request
+// timeout with one line naming the addresses, not gRPC's text.
+func TestAnyCallNoBrokerReachable(t *testing.T) {
+	a, b := closedAddr(t), closedAddr(t)
+	c, err := New([]string{a, b}, WithRequestTimeout(700*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_, err = c.Metadata(context.Background())
+	d := time.Since(start)
+	var nb *NoBrokerError
+	if !errors.As(err, &nb) {
+		t.Fatalf("metadata with nothing listening: %v (%T), want *NoBrokerError", err, err)
+	}
+	want := "no broker reachable at " + a + "," + b + " (is sluiced running?)"
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "rpc error") {
+		t.Fatalf("error %q, want it to say %q and nothing of gRPC", err, want)
+	}
+	if d > 1500*time.Millisecond {
+		t.Fatalf("failed after %v, want within the 700ms request timeout", d)
+	}
+}
+
+// A broker that accepts connections but never answers (a paused process)
+// costs one call its timeout; the calls after it try the other brokers
+// first, so they are answered at once.
+func TestAnyCallTriesAHungBrokerLast(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close() // accepts (the kernel does) and never speaks
+	c, err := New([]string{hung.Addr().String(), f.addr}, WithRequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = c.DescribeCluster(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("the first call, to the hung broker, was answered")
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, err := c.DescribeCluster(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d after the hung broker timed out once: %v", i+2, err)
+		}
+	}
+}
