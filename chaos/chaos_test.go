@@ -42,6 +42,11 @@ func TestChaosShortProfile(t *testing.T) {
 	cfg.Duration = 110 * time.Second
 	cfg.FaultMin, cfg.FaultMax = 3*time.Second, 4*time.Second
 	cfg.GapMin, cfg.GapMax = 2*time.Second, 3*time.Second
+	// The copier members run in this process with simulated crashes:
+	// beside the rest of make test, three more processes restarting every
+	// few seconds starve the nodes on two cores. `make chaos` runs them as
+	// processes killed with SIGKILL (copier_member.go; docs/chaos.md).
+	cfg.Workload.CopierInProcess = true
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out

@@ -32,6 +32,7 @@ func run(args []string) int {
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000), "schedule seed (printed; the same seed gives the same schedule)")
 	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "cluster size: 3 or 5")
 	faults := fs.String("faults", "", fmt.Sprintf("scripted faults, cycled: kind[:target],... (kinds %v, targets %v); empty: random", chaos.Kinds, chaos.Targets))
+	partitions := fs.Int("partitions", int(cfg.Workload.Partitions), "partitions of each workload topic")
 	fs.IntVar(&cfg.Workload.Rate, "rate", cfg.Workload.Rate, "records per second per producer")
 	fs.IntVar(&cfg.Workload.Producers, "producers", cfg.Workload.Producers, "idempotent producers")
 	fs.IntVar(&cfg.Workload.Consumers, "consumers", cfg.Workload.Consumers, "tailing read_committed consumers")
@@ -49,6 +50,11 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.Seed, cfg.Sluiced = *seed, *sluiced
+	if *partitions < 1 || *partitions > 64 {
+		fmt.Fprintln(os.Stderr, "sluice-chaos: --partitions must be within [1, 64]")
+		return 2
+	}
+	cfg.Workload.Partitions = int32(*partitions)
 	if cfg.Nodes != 3 && cfg.Nodes != 5 {
 		fmt.Fprintln(os.Stderr, "sluice-chaos: --nodes must be 3 or 5")
 		return 2
