@@ -448,26 +448,39 @@ const stateSampleInterval = 500 * time.Millisecond
 // (evidence that a fault had an effect). observed says whether the
 // metadata could be read, outOfISR whether node was in no ISR.
 func (r *runner) state(node int32) (desc string, observed, outOfISR bool) {
-	// Ask the other nodes first (in id order), the faulted one last: a
-	// paused or cut-off node would only time out.
-	var order []*client.Client
+	// Ask every other node: a node's metadata can lag (its stream may
+	// still hang on a cut-off controller), so the faulted node counts as
+	// out of every ISR when any of them shows it so. The faulted node is
+	// asked only when no other answers (paused or cut off, it would only
+	// time out).
+	var others []*client.Client
 	for _, id := range slices.Sorted(maps.Keys(r.nodeAdmins)) {
 		if id != node {
-			order = append(order, r.nodeAdmins[id])
+			others = append(others, r.nodeAdmins[id])
 		}
+	}
+	var descs []string
+	for _, admin := range others {
+		d, obs, out := r.stateFrom(admin, node)
+		if !obs {
+			continue
+		}
+		if !observed || out && !outOfISR {
+			desc = d
+		}
+		descs = append(descs, d)
+		observed, outOfISR = true, outOfISR || out
+	}
+	if observed {
+		if len(descs) > 1 && !outOfISR {
+			desc = strings.Join(descs, " | ")
+		}
+		return desc, observed, outOfISR
 	}
 	if a := r.nodeAdmins[node]; a != nil {
-		order = append(order, a)
+		return r.stateFrom(a, node)
 	}
-	if len(order) == 0 {
-		order = []*client.Client{r.admin}
-	}
-	for _, admin := range order {
-		if desc, observed, outOfISR = r.stateFrom(admin, node); observed {
-			return desc, observed, outOfISR
-		}
-	}
-	return desc, false, false
+	return r.stateFrom(r.admin, node)
 }
 
 // stateFrom is state as admin's broker answers it.
