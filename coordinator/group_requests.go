@@ -150,9 +150,12 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 		return nil, err
 	}
 	if e != nil {
+		// Held until the commit is applied: the member cannot be fenced
+		// (and its partitions given to another member, who would fetch
+		// the offsets) between this check and the write.
 		e.mu.Lock()
+		defer e.mu.Unlock()
 		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
-		e.mu.Unlock()
 	} else if memberID != "" || memberEpoch >= 0 {
 		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, memberID)
 	}
@@ -315,9 +318,15 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional offset commit needs a producer id and epoch, got %d/%d", r.ProducerID, r.ProducerEpoch)
 	}
 	if e != nil {
+		// Held until the offsets are pending: otherwise the member could
+		// be fenced (session timeout) between this check and the write,
+		// its partitions given to another member whose require_stable
+		// fetch sees nothing pending yet, and both would copy the same
+		// records — found by the chaos group copier. Lock order: e.mu,
+		// then ps.txnMu and c.mu.
 		e.mu.Lock()
+		defer e.mu.Unlock()
 		err = e.g.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
-		e.mu.Unlock()
 	} else if r.MemberID != "" || r.MemberEpoch >= 0 {
 		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, r.MemberID)
 	}
