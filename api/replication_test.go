@@ -237,9 +237,18 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 		n.Replicas().SetFetchPaused(false)
 	}
 	var leader int32
-	wait.Until(t, 15*time.Second, "a new leader", func() bool {
+	wait.Until(t, 15*time.Second, "a new leader that knows it leads", func() bool {
 		leader = tc.partition(t, "r", 0).LeaderId
-		return leader != old && leader >= 0
+		if leader == old || leader < 0 {
+			return false
+		}
+		// The metadata answering may be ahead of the new leader's own.
+		p, err := tc.Node(leader).Replicas().Replica("r", 0)
+		if err != nil {
+			return false
+		}
+		l, _ := p.Leadership()
+		return l == leader
 	})
 	// A fetch already in flight when the followers paused may have carried
 	// the first tail batch to the new leader; the divergence point is its

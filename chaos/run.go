@@ -403,7 +403,7 @@ func (r *runner) runFault(f Fault) Applied {
 // seen waits on the condition that matters instead of on the clock; a
 // fault that has not bitten after the grace either is reported (the
 // short profile's check).
-const biteGrace = 10 * time.Second
+const biteGrace = 20 * time.Second
 
 // sampleOutOfISR sleeps until end while sampling the cluster's state
 // in the background (every stateSampleInterval), and reports whether
