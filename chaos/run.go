@@ -22,6 +22,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/sluice-io/sluice/chaos/checker"
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/proccluster"
@@ -128,7 +131,7 @@ type runner struct {
 	// nodeAdmins talk to one node each (by id): the fault sampler asks the
 	// nodes other than the faulted one, so that a paused node cannot make
 	// every sample time out.
-	nodeAdmins map[int32]*client.Client
+	nodeAdmins map[int32]sluicev1.AdminClient
 	rec        *recorder
 }
 
@@ -188,14 +191,17 @@ func Run(cfg Config) (Result, error) {
 		return res, err
 	}
 	defer r.admin.Close()
-	r.nodeAdmins = map[int32]*client.Client{}
+	// Plain gRPC connections, one per node: the client's retry policy
+	// would try the brokers of its last metadata first, whichever node a
+	// client was created for.
+	r.nodeAdmins = map[int32]sluicev1.AdminClient{}
 	for _, id := range c.IDs() {
-		na, err := client.New(c.Addrs(id), client.WithRequestTimeout(2*time.Second))
+		cc, err := grpc.NewClient(c.Addrs(id)[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return res, err
 		}
-		r.nodeAdmins[id] = na
-		defer na.Close()
+		defer cc.Close()
+		r.nodeAdmins[id] = sluicev1.NewAdminClient(cc)
 	}
 	if err := r.createTopic(); err != nil {
 		return res, err
@@ -452,16 +458,13 @@ func (r *runner) state(node int32) (desc string, observed, outOfISR bool) {
 	// still hang on a cut-off controller), so the faulted node counts as
 	// out of every ISR when any of them shows it so. The faulted node is
 	// asked only when no other answers (paused or cut off, it would only
-	// time out).
-	var others []*client.Client
-	for _, id := range slices.Sorted(maps.Keys(r.nodeAdmins)) {
-		if id != node {
-			others = append(others, r.nodeAdmins[id])
-		}
-	}
+	// time out, or show its own stale view).
 	var descs []string
-	for _, admin := range others {
-		d, obs, out := r.stateFrom(admin, node)
+	for _, id := range slices.Sorted(maps.Keys(r.nodeAdmins)) {
+		if id == node {
+			continue
+		}
+		d, obs, out := r.stateFrom(r.nodeAdmins[id], node)
 		if !obs {
 			continue
 		}
@@ -480,22 +483,22 @@ func (r *runner) state(node int32) (desc string, observed, outOfISR bool) {
 	if a := r.nodeAdmins[node]; a != nil {
 		return r.stateFrom(a, node)
 	}
-	return r.stateFrom(r.admin, node)
+	return "controller=? metadata=?", false, false
 }
 
-// stateFrom is state as admin's broker answers it.
-func (r *runner) stateFrom(admin *client.Client, node int32) (desc string, observed, outOfISR bool) {
+// stateFrom is state as one node answers it.
+func (r *runner) stateFrom(admin sluicev1.AdminClient, node int32) (desc string, observed, outOfISR bool) {
 	var b strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	d, err := admin.DescribeCluster(ctx)
+	d, err := admin.DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{})
 	cancel()
 	if err == nil {
-		fmt.Fprintf(&b, "controller=%d", d.GetControllerLeader())
+		fmt.Fprintf(&b, "node%d:controller=%d", d.GetNodeId(), d.GetControllerLeader())
 	} else {
 		b.WriteString("controller=?")
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
-	md, err := admin.Metadata(ctx, r.cfg.Workload.Topic)
+	md, err := admin.Metadata(ctx, &sluicev1.MetadataRequest{Topics: []string{r.cfg.Workload.Topic}})
 	cancel()
 	if err != nil {
 		return b.String() + " metadata=?", false, false
