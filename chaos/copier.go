@@ -228,37 +228,21 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 		}
 		return copyAborted
 	}
-	w.rec.commitInvoked(ti, time.Now())
-	deadline := time.Now().Add(txnCommitPatience)
-	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 4*wc.RequestTimeout)
-		err := p.CommitTransaction(ctx)
-		cancel()
-		var abortable *client.TransactionAbortableError
-		switch {
-		case err == nil:
-			w.rec.endTxn(ti, time.Now(), checker.TxnCommitted, nil)
-			for part, n := range next {
-				pos[part] = n
-			}
-			return copyCommitted
-		case errors.As(err, &abortable):
-			ok := w.abortTxn(p, name, ti, err)
-			rewind()
-			if !ok {
-				return copyFailed
-			}
-			return copyAborted
-		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil && time.Now().Before(deadline):
-			continue
-		default:
-			// Unknown: the next instance reads the positions back.
-			w.rec.endTxn(ti, time.Now(), checker.TxnUnknown, err)
-			if errors.Is(err, client.ErrProducerFenced) {
-				w.rec.fence(name, time.Now(), err)
-			}
+	switch err := w.commitTxn(p, name, ti); {
+	case err == nil:
+		for part, n := range next {
+			pos[part] = n
+		}
+		return copyCommitted
+	case errors.As(err, new(*client.TransactionAbortableError)):
+		ok := w.abortTxn(p, name, ti, err)
+		rewind()
+		if !ok {
 			return copyFailed
 		}
+		return copyAborted
+	default:
+		return copyFailed // unknown: the next instance reads the committed positions back
 	}
 }
 

@@ -267,26 +267,23 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 			_ = co.Seek(tp.Topic, tp.Partition, off)
 		}
 	}
-	if rng.IntN(6) == 0 {
-		ok := w.abortTxn(p, name, ti, nil)
+	abort := func(cause error) copyResult {
+		ok := w.abortTxn(p, name, ti, cause)
 		rewind()
 		if !ok {
 			return copyFailed
 		}
 		return copyAborted
 	}
+	if rng.IntN(6) == 0 {
+		return abort(nil)
+	}
 	ctx, cancel := context.WithTimeout(w.ctx, 4*wc.RequestTimeout)
 	err := p.SendOffsetsToTransaction(ctx, next, co.GroupMetadata())
 	cancel()
-	var abortable *client.TransactionAbortableError
 	if err != nil {
-		if errors.As(err, &abortable) {
-			ok := w.abortTxn(p, name, ti, err)
-			rewind()
-			if !ok {
-				return copyFailed
-			}
-			return copyAborted
+		if errors.As(err, new(*client.TransactionAbortableError)) {
+			return abort(err)
 		}
 		w.rec.endTxn(ti, time.Now(), checker.TxnAborted, err) // fatal before the commit: never committed
 		if errors.Is(err, client.ErrProducerFenced) {
@@ -294,35 +291,16 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 		}
 		return copyFailed
 	}
-	w.rec.commitInvoked(ti, time.Now())
-	deadline := time.Now().Add(txnCommitPatience)
-	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 4*wc.RequestTimeout)
-		err := p.CommitTransaction(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			w.rec.endTxn(ti, time.Now(), checker.TxnCommitted, nil)
-			for tp, n := range next {
-				committed[tp] = n
-			}
-			return copyCommitted
-		case errors.As(err, &abortable):
-			ok := w.abortTxn(p, name, ti, err)
-			rewind()
-			if !ok {
-				return copyFailed
-			}
-			return copyAborted
-		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil && time.Now().Before(deadline):
-			continue
-		default:
-			w.rec.endTxn(ti, time.Now(), checker.TxnUnknown, err)
-			if errors.Is(err, client.ErrProducerFenced) {
-				w.rec.fence(name, time.Now(), err)
-			}
-			return copyFailed
+	switch err := w.commitTxn(p, name, ti); {
+	case err == nil:
+		for part, n := range next {
+			committed[part] = n
 		}
+		return copyCommitted
+	case errors.As(err, new(*client.TransactionAbortableError)):
+		return abort(err)
+	default:
+		return copyFailed // unknown: the next instance reads the committed positions back
 	}
 }
 

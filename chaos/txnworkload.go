@@ -213,6 +213,24 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 		}
 		return w.abortTxn(p, name, ti, nil)
 	}
+	switch err := w.commitTxn(p, name, ti); {
+	case err == nil:
+		return true
+	case errors.As(err, new(*client.TransactionAbortableError)):
+		// Not committed, and never will be: abort and go on.
+		return w.abortTxn(p, name, ti, err)
+	default:
+		return false // unknown; a new instance fences this one
+	}
+}
+
+// commitTxn commits transaction ti of producer p (instance name), calling
+// CommitTransaction again while it times out, for txnCommitPatience. It
+// records the outcome and returns nil once committed; an abortable error
+// (*client.TransactionAbortableError: nothing recorded yet, the caller
+// aborts); or any other error, with the transaction recorded unknown (and
+// the producer as fenced if it was).
+func (w *workload) commitTxn(p *client.Producer, name string, ti int) error {
 	w.rec.commitInvoked(ti, time.Now())
 	deadline := time.Now().Add(txnCommitPatience)
 	for {
@@ -223,21 +241,20 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 		switch {
 		case err == nil:
 			w.rec.endTxn(ti, time.Now(), checker.TxnCommitted, nil)
-			return true
+			return nil
 		case errors.As(err, &abortable):
-			// Not committed, and never will be: abort and go on.
-			return w.abortTxn(p, name, ti, err)
+			return err
 		case errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil && time.Now().Before(deadline):
 			continue // the commit must be called again
 		default:
 			// Fatal, or no answer within the patience: the outcome is
-			// unknown; a new instance fences this one.
+			// unknown.
 			w.rec.endTxn(ti, time.Now(), checker.TxnUnknown, err)
 			w.log.Warn("commit outcome unknown", "producer", name, "err", err)
 			if errors.Is(err, client.ErrProducerFenced) {
 				w.rec.fence(name, time.Now(), err)
 			}
-			return false
+			return err
 		}
 	}
 }

@@ -34,6 +34,13 @@ func (n *Node) startGroups() {
 // them).
 func (n *Node) groupTopics() (map[string]group.TopicMetadata, int64) {
 	im := n.cache.Image()
+	// The coordinator asks every tick (100 ms): build the map once per
+	// metadata offset.
+	n.groupTopicsMu.Lock()
+	defer n.groupTopicsMu.Unlock()
+	if n.groupTopicsMap != nil && n.groupTopicsAt == im.Offset {
+		return n.groupTopicsMap, int64(im.Offset)
+	}
 	out := make(map[string]group.TopicMetadata, len(im.Topics))
 	for name, t := range im.Topics {
 		if len(name) > 1 && name[:2] == "__" {
@@ -55,6 +62,7 @@ func (n *Node) groupTopics() (map[string]group.TopicMetadata, int64) {
 		}
 		out[name] = tm
 	}
+	n.groupTopicsMap, n.groupTopicsAt = out, im.Offset
 	return out, int64(im.Offset)
 }
 

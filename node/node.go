@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/membership"
 	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
@@ -66,9 +67,14 @@ type Node struct {
 
 	groupCoord    *coordinator.GroupCoordinator
 	groupLocator  *coordinator.TxnLocator
-	groupUnlisten func()         // unregisters groupCoord's leadership listener
-	faults        *faultInjector // nil unless fault injection is on
-	metrics       *metrics       // the /metrics registry and gRPC interceptors
+	groupUnlisten func() // unregisters groupCoord's leadership listener
+
+	groupTopicsMu  sync.Mutex // guards the following: groupTopics' cache
+	groupTopicsMap map[string]group.TopicMetadata
+	groupTopicsAt  uint64
+
+	faults  *faultInjector // nil unless fault injection is on
+	metrics *metrics       // the /metrics registry and gRPC interceptors
 
 	// syncHealth sets the health status only while ctx is live; Shutdown
 	// and Abort cancel ctx holding healthMu, so no status flips back to
