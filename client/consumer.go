@@ -541,14 +541,20 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 					if co.cfg.isolation == ReadCommitted && pd.LastStableOffset >= 0 {
 						a.hw = pd.LastStableOffset
 					}
-					if pd.NextFetchOffset > a.fetchPos {
+					moved := pd.NextFetchOffset > a.fetchPos
+					if moved {
 						a.fetchPos = pd.NextFetchOffset
 					}
 					// A response without batches that still moves the
-					// offset (the broker left out markers or aborted
+					// fetch offset (the broker left out markers or aborted
 					// transactions) is handed over too: Poll moves the
-					// position past what was left out.
-					if len(pd.Batches) > 0 || pd.NextFetchOffset > a.position {
+					// position past what was left out. One that does not
+					// move it carries nothing an earlier response did not
+					// (comparing with the position instead, which lags
+					// while Poll has not decoded the earlier one, queued
+					// empty responses that held the one slot of prefetch
+					// while nobody polled).
+					if len(pd.Batches) > 0 || moved {
 						res.parts = append(res.parts, fetchedPartition{a: a, gen: a.gen, pd: pd})
 					}
 				}
