@@ -414,11 +414,18 @@ func (co *Consumer) prepare(ctx context.Context) error {
 		if err != nil {
 			a.retryAt = time.Now().Add(backoffFor(0))
 			co.mu.Unlock()
-			if needsMetadata(errs.Code(err)) {
-				co.c.forget(a.tp.topic)
+			code := errs.Code(err)
+			transport := isTransportError(err)
+			if needsMetadata(code) || transport {
+				co.c.forget(a.tp.topic) // the leader may be gone: ask again
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if transport || needsMetadata(code) && code != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+				// A dead or moving leader: retried after the backoff with
+				// fresh metadata, as Kafka's consumer does, not reported.
+				continue
 			}
 			return fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
 		}
@@ -500,10 +507,16 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 		co.mu.Lock()
 		if err != nil {
 			retryAt := time.Now().Add(backoffFor(1))
+			transport := isTransportError(err)
 			for i, a := range parts {
 				if a.gen == gens[i] {
 					a.retryAt = retryAt
 					a.leader = ""
+					if transport {
+						// The broker may be gone: the next leader lookup
+						// asks the cluster instead of the cache.
+						co.c.forget(a.tp.topic)
+					}
 					if !isRetriable(err) {
 						a.err = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
 					}
