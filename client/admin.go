@@ -65,7 +65,35 @@ func (c *Client) adminTimeoutMs() int32 {
 
 // CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
 // INVALID_PARTITIONS, ...) is returned as an *errs.Error.
+//
+// A cluster that is starting, with no broker registered and unfenced yet,
+// answers INVALID_REPLICATION_FACTOR ("larger than the 0 live brokers"):
+// that answer is retried with backoff until the request timeout, as long
+// as the cluster's metadata lists no live broker.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
+	deadline := time.Now().Add(c.cfg.requestTimeout)
+	for n := 0; ; n++ {
+		err := c.createTopic(ctx, name, partitions, replicationFactor, configs)
+		if errs.Code(err) != sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR {
+			return err
+		}
+		md, merr := c.Metadata(ctx)
+		if merr != nil || len(md.Brokers) > 0 {
+			return err // a real refusal: there are brokers, just too few
+		}
+		pause := retryBackoff(n)
+		if time.Until(deadline) < pause {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (c *Client) createTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
 	var resp *sluicev1.CreateTopicsResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).CreateTopics(ctx, &sluicev1.CreateTopicsRequest{
