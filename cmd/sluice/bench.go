@@ -143,6 +143,24 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if *create < 0 {
+		return fmt.Errorf("bench produce: --create-partitions must be 0 or more, got %d", *create)
+	}
+	if *create == 0 {
+		// A missing topic is said at once, naming the flag that creates
+		// it, not after the producer's max block.
+		md, err := c.Metadata(ctx, *topic)
+		if err != nil {
+			return fmt.Errorf("bench produce: %w", err)
+		}
+		known := false
+		for _, t := range md.Topics {
+			known = known || t.Name == *topic && t.ErrorCode != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
+		}
+		if !known {
+			return fmt.Errorf("bench produce: topic %q does not exist (create it with --create-partitions N, or sluice topic create)", *topic)
+		}
+	}
 	if *create > 0 {
 		err := c.CreateTopic(ctx, *topic, int32(*create), 1, nil)
 		if err != nil && errs.Code(err) != sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS {
@@ -444,10 +462,14 @@ func (e *env) benchConsume(ctx context.Context, args []string) error {
 	res := benchResult{Mode: "consume", Topic: *topic, Records: n, Bytes: bytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(bytes.Load()) / elapsed.Seconds() / 1e6, LatencyWhat: "fetch"}
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
-	if perr != nil {
-		fmt.Fprintf(e.stderr, "bench consume: stopped early after %d of %d records: %v\n", n, target, perr)
+	if err := e.printBench(res); err != nil {
+		return err
 	}
-	return e.printBench(res)
+	if n < target {
+		// The figures above are of a partial run: the exit status says so.
+		return fmt.Errorf("bench consume: stopped early after %d of %d records: %w", n, target, perr)
+	}
+	return nil
 }
 
 // startProfile starts a CPU profile into path and returns its stop.

@@ -49,7 +49,21 @@ func (e *env) consume(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
-	if *fromBeginning && *offset >= 0 {
+	offsetSet, partitionSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		offsetSet = offsetSet || f.Name == "offset"
+		partitionSet = partitionSet || f.Name == "partition"
+	})
+	if partitionSet && *partition < 0 {
+		return fmt.Errorf("consume: --partition must be 0 or more, got %d (leave it out to read every partition)", *partition)
+	}
+	if offsetSet && *offset < 0 {
+		return fmt.Errorf("consume: --offset must be 0 or more, got %d (--from-beginning starts at the earliest offset; without either, consume starts at the latest)", *offset)
+	}
+	if offsetSet && *partition < 0 && *group == "" {
+		return fmt.Errorf("consume: --offset needs --partition (an offset means something in one partition only)")
+	}
+	if *fromBeginning && offsetSet {
 		return fmt.Errorf("consume: --from-beginning and --offset exclude each other")
 	}
 	if *group != "" {
@@ -72,7 +86,7 @@ func (e *env) consume(ctx context.Context, args []string) error {
 	start := client.OffsetLatest
 	if *fromBeginning {
 		start = client.OffsetEarliest
-	} else if *offset >= 0 {
+	} else if offsetSet {
 		start = *offset
 	}
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/txn"
@@ -42,6 +44,9 @@ func (e *env) dumpLog(args []string) error {
 	}
 	if strings.HasSuffix(pos[0], ".txnindex") {
 		return e.dumpTxnIndex(pos[0])
+	}
+	if !strings.HasSuffix(pos[0], ".log") {
+		return fmt.Errorf("dump-log: %s is not a segment: give a .log file (or its .txnindex) from a partition's directory, e.g. <data-dir>/<topic>-<partition>/00000000000000000000.log", pos[0])
 	}
 	err = e.dumpSegment(pos[0], *records, decode)
 	// The index is dumped even when the segment has invalid batches: the
@@ -118,6 +123,56 @@ func txnPartitions(ps []txn.TopicPartition) string {
 	return strings.Join(out, ",")
 }
 
+// batchDump is one batch of a segment as dump-log prints it; with
+// --output json each is one JSON line.
+type batchDump struct {
+	BaseOffset           int64        `json:"baseOffset"`
+	LastOffset           int64        `json:"lastOffset"`
+	Count                int32        `json:"count"`
+	BaseSequence         int32        `json:"baseSequence"`
+	LastSequence         int32        `json:"lastSequence"`
+	ProducerID           int64        `json:"producerId"`
+	ProducerEpoch        int32        `json:"producerEpoch"`
+	PartitionLeaderEpoch int32        `json:"partitionLeaderEpoch"`
+	IsTransactional      bool         `json:"isTransactional"`
+	IsControl            bool         `json:"isControl"`
+	Position             int          `json:"position"`
+	TimestampType        string       `json:"timestampType"`
+	MaxTimestamp         int64        `json:"maxTimestamp"`
+	Size                 int          `json:"size"`
+	CRC                  uint32       `json:"crc"`
+	IsValid              bool         `json:"isValid"`
+	ControlRecord        string       `json:"controlRecord,omitempty"`
+	Error                string       `json:"error,omitempty"`
+	Records              []recordDump `json:"records,omitempty"`
+	RecordsError         string       `json:"recordsError,omitempty"`
+	// TornTail is set on the last line instead of a batch: the trailing
+	// bytes at Position that do not form a whole frame.
+	TornTail int `json:"tornTailBytes,omitempty"`
+}
+
+// recordDump is one record of --records. Decoded is the
+// --transaction-log-decoder / --offsets-decoder / marker description;
+// otherwise Key (null when absent), Value and Headers are the raw bytes
+// as text.
+type recordDump struct {
+	Offset    int64   `json:"offset"`
+	Timestamp int64   `json:"timestamp"`
+	Decoded   string  `json:"decoded,omitempty"`
+	Key       *string `json:"key,omitempty"`
+	Value     *string `json:"value,omitempty"`
+	// KeyBase64 and ValueBase64 replace Key and Value in JSON when the
+	// bytes are not UTF-8 (JSON strings cannot carry them).
+	KeyBase64   []byte       `json:"keyBase64,omitempty"`
+	ValueBase64 []byte       `json:"valueBase64,omitempty"`
+	Headers     []headerDump `json:"headers,omitempty"`
+}
+
+type headerDump struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
 // dumpSegment is dumpLog for a .log file; decode, when not nil, describes
 // each data record.
 func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error {
@@ -127,59 +182,45 @@ func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error
 	}
 	w := bufio.NewWriterSize(e.stdout, 256<<10)
 	defer w.Flush()
-	fmt.Fprintf(w, "Dumping %s\n", path)
+	enc := json.NewEncoder(w)
+	if !e.g.json() {
+		fmt.Fprintf(w, "Dumping %s\n", path)
+	}
 	position := 0
 	invalid := 0
 	for position < len(data) {
 		b, size, err := batch.NextFrame(data[position:])
 		if errors.Is(err, batch.ErrShortFrame) {
-			fmt.Fprintf(w, "torn tail at position: %d: %d trailing bytes do not form a whole frame\n", position, len(data)-position)
+			if e.g.json() {
+				_ = enc.Encode(batchDump{Position: position, TornTail: len(data) - position})
+			} else {
+				fmt.Fprintf(w, "torn tail at position: %d: %d trailing bytes do not form a whole frame\n", position, len(data)-position)
+			}
 			break
 		}
 		if err != nil {
 			w.Flush()
 			return fmt.Errorf("dump-log: position %d: %w", position, err)
 		}
-		h, verr := batch.Verify(b)
-		if verr != nil {
+		d, valid := dumpBatch(b, position, records, decode)
+		if !valid {
 			invalid++
-			if h, err = batch.ParseHeader(b); err != nil {
-				fmt.Fprintf(w, "position: %d size: %d isvalid: false error: %v\n", position, len(b), verr)
-				position += size
-				continue
-			}
 		}
-		tsType := "CreateTime"
-		if h.Attributes&batch.AttrLogAppendTime != 0 {
-			tsType = "LogAppendTime"
-		}
-		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t position: %d %s: %d size: %d crc: %d isvalid: %t",
-			h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, h.LastSequence(), h.ProducerID, h.ProducerEpoch,
-			h.PartitionLeaderEpoch, h.IsTransactional(), h.IsControl(), position, tsType, h.MaxTimestamp, len(b), h.CRC, verr == nil)
-		if verr == nil && h.IsControl() {
-			fmt.Fprintf(w, " %s", controlRecord(b))
-		}
-		if verr != nil {
-			fmt.Fprintf(w, " error: %v", verr)
-		}
-		w.WriteByte('\n')
-		if records && verr == nil {
-			err := batch.ForEachRecord(b, func(r batch.Record) error {
-				if h.IsControl() {
-					fmt.Fprintf(w, "| offset: %d %s: %d %s\n", r.Offset, tsType, r.Timestamp, marker(r))
-					return nil
+		if e.g.json() {
+			for i := range d.Records {
+				r := &d.Records[i]
+				if r.KeyBase64 != nil {
+					r.Key = nil
 				}
-				if decode != nil {
-					fmt.Fprintf(w, "| offset: %d %s: %d %s\n", r.Offset, tsType, r.Timestamp, decode(r))
-					return nil
+				if r.ValueBase64 != nil {
+					r.Value = nil
 				}
-				fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d key: %s payload: %s headers: [%s]\n",
-					r.Offset, tsType, r.Timestamp, sizeOf(r.Key), len(r.Value), quote(r.Key), quote(r.Value), headers(r.Headers))
-				return nil
-			})
-			if err != nil {
-				fmt.Fprintf(w, "| records: %v\n", err)
 			}
+			if err := enc.Encode(d); err != nil {
+				return fmt.Errorf("dump-log: %w", err)
+			}
+		} else {
+			printBatch(w, d)
 		}
 		position += size
 	}
@@ -188,6 +229,105 @@ func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error
 		return fmt.Errorf("dump-log: %d invalid batches", invalid)
 	}
 	return nil
+}
+
+// dumpBatch describes batch b at position; valid is false when it fails
+// verification.
+func dumpBatch(b []byte, position int, records bool, decode recordDecoder) (d batchDump, valid bool) {
+	h, verr := batch.Verify(b)
+	if verr != nil {
+		var err error
+		if h, err = batch.ParseHeader(b); err != nil {
+			return batchDump{Position: position, Size: len(b), Error: verr.Error(), TimestampType: "-"}, false
+		}
+	}
+	tsType := "CreateTime"
+	if h.Attributes&batch.AttrLogAppendTime != 0 {
+		tsType = "LogAppendTime"
+	}
+	d = batchDump{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Count: h.RecordCount, BaseSequence: h.BaseSequence,
+		LastSequence: h.LastSequence(), ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+		PartitionLeaderEpoch: h.PartitionLeaderEpoch, IsTransactional: h.IsTransactional(), IsControl: h.IsControl(),
+		Position: position, TimestampType: tsType, MaxTimestamp: h.MaxTimestamp, Size: len(b), CRC: h.CRC, IsValid: verr == nil}
+	if verr != nil {
+		d.Error = verr.Error()
+		return d, false
+	}
+	if h.IsControl() {
+		d.ControlRecord = controlRecord(b)
+	}
+	if !records {
+		return d, true
+	}
+	err := batch.ForEachRecord(b, func(r batch.Record) error {
+		rd := recordDump{Offset: r.Offset, Timestamp: r.Timestamp}
+		switch {
+		case h.IsControl():
+			rd.Decoded = marker(r)
+		case decode != nil:
+			rd.Decoded = decode(r)
+		default:
+			if r.Key != nil {
+				k := string(r.Key)
+				rd.Key = &k
+				if !utf8.Valid(r.Key) {
+					rd.KeyBase64 = r.Key
+				}
+			}
+			v := string(r.Value)
+			rd.Value = &v
+			if !utf8.Valid(r.Value) {
+				rd.ValueBase64 = r.Value
+			}
+			for _, hd := range r.Headers {
+				rd.Headers = append(rd.Headers, headerDump{hd.Key, string(hd.Value)})
+			}
+		}
+		d.Records = append(d.Records, rd)
+		return nil
+	})
+	if err != nil {
+		d.RecordsError = err.Error()
+	}
+	return d, true
+}
+
+// printBatch prints d as kafka-dump-log does: one line for the batch, one
+// per record.
+func printBatch(w *bufio.Writer, d batchDump) {
+	if d.TimestampType == "-" { // the header itself does not parse
+		fmt.Fprintf(w, "position: %d size: %d isvalid: false error: %s\n", d.Position, d.Size, d.Error)
+		return
+	}
+	fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t position: %d %s: %d size: %d crc: %d isvalid: %t",
+		d.BaseOffset, d.LastOffset, d.Count, d.BaseSequence, d.LastSequence, d.ProducerID, d.ProducerEpoch,
+		d.PartitionLeaderEpoch, d.IsTransactional, d.IsControl, d.Position, d.TimestampType, d.MaxTimestamp, d.Size, d.CRC, d.IsValid)
+	if d.ControlRecord != "" {
+		fmt.Fprintf(w, " %s", d.ControlRecord)
+	}
+	if d.Error != "" {
+		fmt.Fprintf(w, " error: %s", d.Error)
+	}
+	w.WriteByte('\n')
+	for _, r := range d.Records {
+		if r.Decoded != "" {
+			fmt.Fprintf(w, "| offset: %d %s: %d %s\n", r.Offset, d.TimestampType, r.Timestamp, r.Decoded)
+			continue
+		}
+		key, size := "null", -1
+		if r.Key != nil {
+			key, size = quote([]byte(*r.Key)), len(*r.Key)
+		}
+		hs := make([]string, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = quote([]byte(h.Key)) + "=" + quote([]byte(h.Value))
+		}
+		fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d key: %s payload: %s headers: [%s]\n",
+			r.Offset, d.TimestampType, r.Timestamp, size, len(*r.Value), key, quote([]byte(*r.Value)), strings.Join(hs, ", "))
+	}
+	if d.RecordsError != "" {
+		fmt.Fprintf(w, "| records: %s\n", d.RecordsError)
+	}
 }
 
 // controlRecord describes the control record of control batch b: its
@@ -229,8 +369,21 @@ func (e *env) dumpTxnIndex(path string) error {
 	base, _ := strconv.ParseInt(strings.TrimSuffix(filepath.Base(path), ".txnindex"), 10, 64)
 	ents, derr := storage.DecodeTxnIndex(data, base)
 	w := bufio.NewWriter(e.stdout)
-	fmt.Fprintf(w, "Dumping %s\n", path)
+	enc := json.NewEncoder(w)
+	if !e.g.json() {
+		fmt.Fprintf(w, "Dumping %s\n", path)
+	}
 	for i, t := range ents {
+		if e.g.json() {
+			_ = enc.Encode(struct {
+				ProducerID       int64 `json:"producerId"`
+				FirstOffset      int64 `json:"firstOffset"`
+				LastOffset       int64 `json:"lastOffset"`
+				LastStableOffset int64 `json:"lastStableOffset"`
+				Position         int   `json:"position"`
+			}{t.ProducerID, t.FirstOffset, t.LastOffset, t.LastStableOffset, i * storage.TxnIndexEntrySize})
+			continue
+		}
 		fmt.Fprintf(w, "abortedTxn: producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d position: %d\n",
 			t.ProducerID, t.FirstOffset, t.LastOffset, t.LastStableOffset, i*storage.TxnIndexEntrySize)
 	}
@@ -255,12 +408,4 @@ func quote(b []byte) string {
 	}
 	q := strconv.Quote(string(b))
 	return q[1 : len(q)-1]
-}
-
-func headers(hs []batch.RecordHeader) string {
-	s := make([]string, len(hs))
-	for i, h := range hs {
-		s[i] = quote([]byte(h.Key)) + "=" + quote(h.Value)
-	}
-	return strings.Join(s, ", ")
 }

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // parseAcks maps the --acks spellings to client.Acks.
@@ -76,6 +79,7 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	keySep := fs.String("key-separator", "", "split each line into key and value at the first occurrence of this string")
 	acksFlag := fs.String("acks", "all", "acknowledgement: all, 1 (leader) or 0 (none); transactions need all")
 	maxLine := fs.Int("max-line-bytes", 16<<20, "longest accepted input line")
+	maxRequest := fs.Int("max-request-bytes", 4<<20, "largest produce request, and so largest record, the client sends (max.request.size; the topic's max.message.bytes is the broker's limit)")
 	delivery := fs.Duration("delivery-timeout", 30*time.Second, "give up on a record not acknowledged within this time (retries included)")
 	txnID := fs.String("transactional-id", "", "send the records in transactions under this transactional id (fences any other producer using it)")
 	commitEvery := fs.Int("commit-every", 0, "end the transaction after every N records and begin the next (0: one transaction for all input)")
@@ -88,6 +92,9 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	topic := pos[0]
 	txnTimeoutSet := false
 	fs.Visit(func(f *flag.Flag) { txnTimeoutSet = txnTimeoutSet || f.Name == "transaction-timeout" })
+	if *maxLine < 1 {
+		return fmt.Errorf("produce: --max-line-bytes must be at least 1, got %d", *maxLine)
+	}
 	pf, err := checkProduceFlags(*acksFlag, *txnID, *commitEvery, *abort, *txnTimeout, txnTimeoutSet)
 	if err != nil {
 		return fmt.Errorf("produce: %w", err)
@@ -101,7 +108,8 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	// starting brokers) at most one request timeout, and never past its
 	// delivery timeout: not the library's 60 s max block.
 	opts := []client.ProducerOption{client.WithAcks(pf.acks), client.WithDeliveryTimeout(*delivery),
-		client.WithMaxBlock(min(*delivery, e.g.timeout))}
+		client.WithMaxBlock(min(*delivery, e.g.timeout)), client.WithMaxRequestBytes(*maxRequest),
+		client.WithBatchBytes(min(1<<20, *maxRequest))}
 	if pf.transactional != "" {
 		opts = append(opts, client.WithTransactionalID(pf.transactional), client.WithTransactionTimeout(pf.txnTimeout))
 	}
@@ -135,7 +143,8 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	}
 
 	sc := bufio.NewScanner(e.stdin)
-	sc.Buffer(make([]byte, 0, 1<<20), *maxLine)
+	// bufio takes the larger of the buffer's capacity and the maximum.
+	sc.Buffer(make([]byte, 0, min(1<<20, *maxLine+1)), *maxLine+1) // +1: the newline
 	sep := []byte(*keySep)
 	sent := 0
 	for sc.Scan() {
@@ -159,22 +168,36 @@ func (e *env) produce(ctx context.Context, args []string) error {
 		}
 	}
 	scanErr := sc.Err()
+	if errors.Is(scanErr, bufio.ErrTooLong) {
+		scanErr = fmt.Errorf("line %d is longer than %d bytes (raise --max-line-bytes)", sent+1, *maxLine)
+	}
 	var endErr error
-	if failed() == nil {
+	// Input that could not be read to its end is not committed: the
+	// transaction holding its first part is aborted, as after a failed
+	// record.
+	if failed() == nil && scanErr == nil {
 		endErr = txn.end(ctx)
 	} else {
 		endErr = txn.abandon(ctx)
 	}
 	flushErr := p.Flush(ctx)
 	closeErr := p.Close()
+	// The unreadable input is the cause: records of the transaction it
+	// aborted fail because of it.
+	if scanErr != nil {
+		if txn.on {
+			return fmt.Errorf("produce: reading stdin: %w (the open transaction, with the %d records read before it, was aborted; %d transactions ended before)", scanErr, txn.records, txn.ended)
+		}
+		return fmt.Errorf("produce: reading stdin: %w (%d of the %d records before it were acknowledged)", scanErr, acked, sent)
+	}
 	if err := failed(); err != nil {
+		if errs.Code(err) == sluicev1.ErrorCode_MESSAGE_TOO_LARGE && strings.Contains(err.Error(), "max request bytes") {
+			return fmt.Errorf("produce: %w (raise --max-request-bytes, up to the topic's max.message.bytes)", err)
+		}
 		return fmt.Errorf("produce: %w", err)
 	}
 	if endErr != nil {
 		return fmt.Errorf("produce: %w", endErr)
-	}
-	if scanErr != nil {
-		return fmt.Errorf("produce: reading stdin: %w", scanErr)
 	}
 	if flushErr != nil {
 		return fmt.Errorf("produce: %d of %d records acknowledged: %w", acked, sent, flushErr)
