@@ -45,4 +45,47 @@ func TestBenchProduceSyncSendsOneRecordPerBatch(t *testing.T) {
 	if batches != n || strings.Count(dump, " count: 1 ") != n {
 		t.Errorf("segment holds %d batches (%d of one record), want %d of one record each:\n%s", batches, strings.Count(dump, " count: 1 "), n, dump)
 	}
+
+	// The same segment as JSON lines, one per batch, records included.
+	dump, stderr, err = runCLI(t, sluice, "", "--output", "json", "dump-log", "--records", findSegment(t, dataDir, "sync"))
+	if err != nil {
+		t.Fatalf("dump-log --output json: %v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(dump), "\n")
+	for i, line := range lines {
+		var b struct {
+			BaseOffset int64 `json:"baseOffset"`
+			Count      int   `json:"count"`
+			IsValid    bool  `json:"isValid"`
+			Records    []struct {
+				Offset      int64   `json:"offset"`
+				Value       *string `json:"value"`
+				ValueBase64 []byte  `json:"valueBase64"`
+			} `json:"records"`
+		}
+		if err := json.Unmarshal([]byte(line), &b); err != nil {
+			t.Fatalf("dump-log --output json line %d: %v: %q", i, err, line)
+		}
+		// The values are random bytes: UTF-8 ones as text, others in base64.
+		if b.BaseOffset != int64(i) || b.Count != 1 || !b.IsValid || len(b.Records) != 1 || b.Records[0].Offset != int64(i) ||
+			(b.Records[0].Value == nil) == (b.Records[0].ValueBase64 == nil) ||
+			b.Records[0].Value != nil && len(*b.Records[0].Value) != 10 || b.Records[0].ValueBase64 != nil && len(b.Records[0].ValueBase64) != 10 {
+			t.Fatalf("dump-log --output json line %d: %q", i, line)
+		}
+	}
+	if len(lines) != n {
+		t.Errorf("dump-log --output json printed %d lines, want %d", len(lines), n)
+	}
+
+	// bench consume asked for more records than there are: it reports
+	// what it read and exits non-zero.
+	out, stderr, err = runCLI(t, sluice, "", brokers, "bench", "consume", "--topic", "sync", "--records", "50", "--timeout", "1s")
+	if err == nil || !strings.Contains(stderr, "stopped early after 40 of 50 records") || !strings.Contains(out, "40 records") {
+		t.Errorf("bench consume of 50 with 40 in the topic: err %v, stdout %q, stderr %q", err, out, stderr)
+	}
+	// A missing topic is named with the flag that creates it.
+	_, stderr, err = runCLI(t, sluice, "", brokers, "bench", "produce", "--topic", "missing", "--records", "1")
+	if err == nil || !strings.Contains(stderr, "--create-partitions") {
+		t.Errorf("bench produce to a missing topic: err %v, stderr %q", err, stderr)
+	}
 }

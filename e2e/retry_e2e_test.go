@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/proccluster"
 )
 
 // Issue 15, "one retry policy": every command tries each address of
@@ -58,34 +60,80 @@ func TestCLIRidesThroughDeadOrRestartingFirstBroker(t *testing.T) {
 	c.mustProduce(t, all, topic, "all", before)
 
 	const rt = 5 * time.Second
-	first := []int32{1, 2, 3} // node 1 first in --brokers
+	// The node that dies is partition 0's leader, listed first in --brokers.
+	d, err := c.describe(all, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := d.Partitions[0].Leader
+	if dead <= 0 {
+		t.Fatalf("partition 0 has no leader: %+v", d.Partitions[0])
+	}
+	first := append([]int32{dead}, without(all, dead)...)
 
-	// Node 1 dead: its address refuses connections.
-	c.kill(1)
+	// The leader dead: its address refuses connections.
+	c.kill(dead)
 	out := c.cliWithin(t, rt, first, "topic", "describe", topic)
 	if !strings.Contains(out, `"partition":0`) {
-		t.Fatalf("topic describe with node 1 dead: %s", out)
+		t.Fatalf("topic describe with node %d dead: %s", dead, out)
 	}
 	checkStatus(t, c.cliWithin(t, rt, first, "cluster", "status"), 3)
 
-	// Wait for the partition to be led by a live node (a consumer whose
-	// leader is dead is a later part of issue 15), then produce and consume
-	// through node 1 first.
+	// A consumer started at once, while its partition's leader is dead
+	// (its metadata still names the dead node until the controller notices,
+	// after the broker session timeout), waits for the new leader and reads
+	// everything within its --timeout.
+	out, stderr, err := c.cli(40*time.Second, first, "--request-timeout", rt.String(),
+		"consume", topic, "--partition", "0", "--from-beginning", "--max-messages", "10", "--timeout", "30s")
+	if err != nil {
+		t.Fatalf("consume with the leader (node %d) dead: %v: %s", dead, err, stderr)
+	}
+	if got := consumedValues(t, out); strings.Join(got, " ") != strings.Join(before, " ") {
+		t.Fatalf("consumed with the leader dead %q, want %q", got, before)
+	}
+
+	// Then produce and consume through the dead node first.
 	c.eventually(30*time.Second, "partition 0 led by a live node", func() error {
-		d, err := c.describe(without(all, 1), topic)
+		d, err := c.describe(without(all, dead), topic)
 		if err != nil {
 			return err
 		}
-		if l := d.Partitions[0].Leader; l == 1 || l <= 0 {
+		if l := d.Partitions[0].Leader; l == dead || l <= 0 {
 			return fmt.Errorf("leader %d", l)
 		}
 		return nil
 	})
 	after := numbered("after", 10)
 	if stderr, err := c.produceCLI(t, first, topic, "all", rt, 20*time.Second, after); err != nil {
-		t.Fatalf("produce with node 1 dead and first: %v: %s", err, stderr)
+		t.Fatalf("produce with node %d dead and first: %v: %s", dead, err, stderr)
 	}
 	out = c.cliWithin(t, rt, first, "consume", topic, "--partition", "0", "--from-beginning", "--max-messages", "20", "--timeout", "10s")
+	if got, want := consumedValues(t, out), append(before, after...); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("consumed %q, want %q", got, want)
+	}
+
+	// The dead node restarting: as soon as the process is started, before
+	// it has cluster metadata, commands listing it first still answer from
+	// the others (it answers LEADER_NOT_AVAILABLE or an empty cluster
+	// meanwhile).
+	if err := c.Restart(dead); err != nil {
+		t.Fatal(err)
+	}
+	out = c.cliWithin(t, rt, first, "topic", "describe", topic)
+	if !strings.Contains(out, `"partition":0`) {
+		t.Fatalf("topic describe with node %d restarting: %s", dead, out)
+	}
+	checkStatus(t, c.cliWithin(t, rt, first, "cluster", "status"), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := c.WaitReady(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumedValues returns the values of consume's JSON lines.
+func consumedValues(t *testing.T, out string) []string {
+	t.Helper()
 	var got []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var r struct{ Value string }
@@ -94,26 +142,7 @@ func TestCLIRidesThroughDeadOrRestartingFirstBroker(t *testing.T) {
 		}
 		got = append(got, r.Value)
 	}
-	if want := append(before, after...); strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("consumed %q, want %q", got, want)
-	}
-
-	// Node 1 restarting: as soon as the process is started, before it has
-	// cluster metadata, commands listing it first still answer from the
-	// others (it answers LEADER_NOT_AVAILABLE or an empty cluster meanwhile).
-	if err := c.Restart(1); err != nil {
-		t.Fatal(err)
-	}
-	out = c.cliWithin(t, rt, first, "topic", "describe", topic)
-	if !strings.Contains(out, `"partition":0`) {
-		t.Fatalf("topic describe with node 1 restarting: %s", out)
-	}
-	checkStatus(t, c.cliWithin(t, rt, first, "cluster", "status"), 3)
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	if err := c.WaitReady(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	return got
 }
 
 // With nothing listening, a command fails within its request timeout
@@ -155,5 +184,38 @@ func TestCLINoBrokerReachable(t *testing.T) {
 		case len(lines) != 1 || !strings.Contains(stderr, want) || strings.Contains(stderr, "rpc error"):
 			t.Errorf("sluice %v with nothing listening said %q, want one line with %q", args, stderr, want)
 		}
+	}
+}
+
+// The README's quick start as a script runs it: sluiced started and, at
+// once, a topic created, written and read. Until the node's broker is
+// registered and unfenced the controller has 0 live brokers and refuses
+// the replication factor; the client retries that (and the refused
+// connections before it) within its request timeout instead of failing.
+func TestCLIFreshNodeUsableAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs sluiced")
+	}
+	b := binaries(t)
+	pc, err := proccluster.New(proccluster.Config{Sluiced: b.Sluiced, Dir: t.TempDir(), Nodes: 1,
+		OnExit: func(_ *proccluster.Node, err error) { t.Errorf("%v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	c := &testCluster{Cluster: pc, tb: t, sluice: b.Sluice}
+	if err := pc.Restart(1); err != nil { // started, not waited for
+		t.Fatal(err)
+	}
+	const rt = 15 * time.Second
+	one := []int32{1}
+	c.cliWithin(t, rt, one, "topic", "create", "q", "--partitions", "1", "--replication-factor", "1")
+	values := numbered("v", 5)
+	if stderr, err := c.produceCLI(t, one, "q", "all", rt, 20*time.Second, values); err != nil {
+		t.Fatalf("produce: %v: %s", err, stderr)
+	}
+	out := c.cliWithin(t, rt, one, "consume", "q", "--from-beginning", "--max-messages", "5", "--timeout", "10s")
+	if got := consumedValues(t, out); strings.Join(got, " ") != strings.Join(values, " ") {
+		t.Fatalf("consumed %q, want %q", got, values)
 	}
 }
