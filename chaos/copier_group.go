@@ -206,7 +206,9 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		recs, err := co.Poll(pctx)
 		cancel()
 		if err != nil || len(recs) == 0 {
-			if err == nil {
+			// Poll ends with its context's error when nothing arrived:
+			// the member has read everything of its partitions so far.
+			if errors.Is(err, context.DeadlineExceeded) && w.ctx.Err() == nil {
 				for _, tp := range co.Assignment() {
 					if at, ok := co.Position(tp.Topic, tp.Partition); ok {
 						caught.set(tp.Partition, at)
