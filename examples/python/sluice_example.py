@@ -142,7 +142,7 @@ def retry(what, attempt, on_retriable=None):
             fail(f"{what}: {code_name(code)}: {msg}")
         if time.monotonic() + delay > deadline:
             fail(f"{what}: still failing after {STEP_TIMEOUT:.0f} s: "
-                 f"{code_name(code) if code is not None else ''} {msg}")
+                 f"{code_name(code) + ': ' if code is not None else ''}{msg}")
         if on_retriable is not None and code is not None:
             on_retriable(code)
         time.sleep(delay)
