@@ -98,6 +98,8 @@ def load_protos(proto_dir):
             transactions_pb2, transactions_pb2_grpc)
 
 
+# Set by main from load_protos: the modules exist only once --proto-dir
+# is compiled.
 (grpc, errors_pb2, record_pb2, sluice_pb2, sluice_pb2_grpc,
  transactions_pb2, transactions_pb2_grpc) = (None,) * 7
 
