@@ -1,12 +1,13 @@
 # Sluice build. Every target works on a fresh machine with Go installed;
-# `make proto` also needs Debian's protobuf-compiler and `make check-monitoring`
-# Debian's prometheus package (promtool); .ci/run installs both.
+# `make proto` also needs Debian's protobuf-compiler, `make check-monitoring`
+# Debian's prometheus package (promtool) and `make examples` Debian's
+# python3-grpcio, python3-grpc-tools, nodejs and npm; .ci/run installs them.
 GO      ?= go
 BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
-.PHONY: all build run cluster cluster-stop test test-short proto check-monitoring bench bench-failover bench-cluster lint vet fmt clean chaos
+.PHONY: all build run examples cluster cluster-stop test test-short proto check-monitoring bench bench-failover bench-cluster lint vet fmt clean chaos
 
 all: build
 
@@ -17,6 +18,14 @@ build:
 # Single-node Sluice on 127.0.0.1:9400 with data in ./sluice-data.
 run: build
 	$(BIN)/sluiced $(ARGS)
+
+# The Python and Node.js clients of examples/ (public protos only) against
+# a single sluiced on free loopback ports: idempotent produce, fetch,
+# transactions; fails if either fails or a tool is missing (Debian's
+# python3-grpcio, python3-grpc-tools, nodejs, npm: .ci/run installs them).
+# Runs `npm ci` in examples/node when needed. See examples/README.md.
+examples:
+	GO=$(GO) BIN=$(BIN) scripts/examples.sh
 
 # Three local nodes (controller and broker each) on 127.0.0.1:9510, 9520,
 # 9530 in the background, data and logs under $(CLUSTER_DIR); stop them with
