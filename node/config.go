@@ -31,9 +31,9 @@ type Config struct {
 	NodeID  int32
 	DataDir string
 	// Roles: RoleController, RoleBroker or both (the default).
-	Roles      []string
-	Listen     string // client gRPC listen address (the public services)
-	Advertise  string // address given to clients; defaults to Listen's actual address
+	Roles     []string
+	Listen    string // client gRPC listen address (the public services)
+	Advertise string // address given to clients; defaults to Listen's actual address
 	// InternalListen / InternalAdvertise: the internal gRPC listener, the
 	// only one serving the inter-node services (Controller, Replica,
 	// TxnBroker; decision 41), and the address other nodes dial it at
@@ -43,7 +43,7 @@ type Config struct {
 	InternalListen    string
 	InternalAdvertise string
 	HTTPListen        string // /healthz, /readyz, /metrics, pprof; empty disables
-	Rack       string
+	Rack              string
 	// RaftListen / RaftAdvertise: the controller quorum transport.
 	RaftListen    string
 	RaftAdvertise string
