@@ -39,7 +39,8 @@ type Config struct {
 	// TxnBroker; decision 41), and the address other nodes dial it at
 	// (registered with the controller and gossiped). An empty
 	// InternalListen binds 127.0.0.1 on a port the kernel picks; an empty
-	// InternalAdvertise is InternalListen's actual address.
+	// InternalAdvertise is InternalListen's actual address, or, when that
+	// is a wildcard IP (0.0.0.0), Advertise's host with its port.
 	InternalListen    string
 	InternalAdvertise string
 	HTTPListen        string // /healthz, /readyz, /metrics, pprof; empty disables

@@ -162,9 +162,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	cleanups = append(cleanups, func() { ilis.Close() })
 	n.internalLis = ilis
-	if cfg.InternalAdvertise == "" {
-		cfg.InternalAdvertise = ilis.Addr().String()
-	}
+	cfg.InternalAdvertise = internalAdvertise(cfg.InternalAdvertise, cfg.Advertise, ilis.Addr().String())
 	n.cfg = cfg
 
 	if cfg.hasRole(RoleBroker) {
@@ -311,6 +309,32 @@ func Start(cfg Config) (_ *Node, err error) {
 	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(),
 		"advertise", cfg.Advertise, "internal_listen", ilis.Addr().String(), "internal_advertise", cfg.InternalAdvertise, "gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
 	return n, nil
+}
+
+// internalAdvertise is the address other nodes dial the internal listener
+// at: configured (--internal-advertise), else the bound address, as
+// --advertise defaults to the bound client address. When the internal
+// listener binds a wildcard IP (0.0.0.0:9404, which no peer can dial) it
+// takes the host of advertise instead, the client listener's advertised
+// name, with the bound port: a node that sets --advertise need not repeat
+// its name for the internal listener.
+func internalAdvertise(configured, advertise, bound string) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound
+	}
+	if ahost, _, err := net.SplitHostPort(advertise); err == nil && ahost != "" {
+		if ip := net.ParseIP(ahost); ip == nil || !ip.IsUnspecified() {
+			return net.JoinHostPort(ahost, port)
+		}
+	}
+	return bound
 }
 
 // startTransactions builds the transaction coordinator of a broker and

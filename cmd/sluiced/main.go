@@ -57,7 +57,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "client gRPC listen address (the public services)")
 	fs.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "gRPC address given to clients (default: the listen address)")
 	fs.StringVar(&cfg.InternalListen, "internal-listen", cfg.InternalListen, "internal gRPC listen address: the inter-node services (controller, replication, transaction markers), for other nodes only")
-	fs.StringVar(&cfg.InternalAdvertise, "internal-advertise", cfg.InternalAdvertise, "internal gRPC address other nodes dial (default: the internal listen address)")
+	fs.StringVar(&cfg.InternalAdvertise, "internal-advertise", cfg.InternalAdvertise, "internal gRPC address other nodes dial (default: the internal listen address; on 0.0.0.0, the --advertise host with the internal port)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP address for /healthz, /readyz, /metrics and pprof (empty disables)")
 	fs.StringVar(&cfg.Rack, "rack", cfg.Rack, "rack of this node, for rack-aware replica placement")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
