@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -123,4 +124,24 @@ func TestFaultRulesBiteOnBothListeners(t *testing.T) {
 	if _, err := internalv1.NewControllerClient(tn.Internal).QuorumState(ctx(t), &internalv1.QuorumStateRequest{}); err != nil {
 		t.Errorf("QuorumState after the rules were cleared: %v", err)
 	}
+}
+
+// A node whose internal listener cannot bind does not start, says which
+// listener failed, and leaves nothing behind: the data dir starts again.
+func TestInternalListenerBindFailureStopsStart(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	dir := t.TempDir()
+	cfg := nodetest.Config(t, dir)
+	cfg.InternalListen = held.Addr().String()
+	if n, err := node.Start(cfg); err == nil {
+		n.Abort()
+		t.Fatalf("a node started with its internal listener on %s, a port in use", cfg.InternalListen)
+	} else if !strings.Contains(err.Error(), "listen internal") {
+		t.Errorf("start error %q does not name the internal listener", err)
+	}
+	nodetest.StartSingle(t, dir, nil)
 }
