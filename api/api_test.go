@@ -26,13 +26,16 @@ import (
 // testNode is a client of one node: a single node started by startNode,
 // or a cluster node a test dials (node and dir unset).
 type testNode struct {
-	t     *testing.T
-	dir   string
-	node  *node.Node
-	conn  *grpc.ClientConn
-	log   sluicev1.LogClient
-	admin sluicev1.AdminClient
-	stop  func() // graceful shutdown (nodetest.Single.Stop)
+	t    *testing.T
+	dir  string
+	node *node.Node
+	conn *grpc.ClientConn
+	// internal is a connection to the node's internal listener (a single
+	// node's only; nil for a cluster node).
+	internal *grpc.ClientConn
+	log      sluicev1.LogClient
+	admin    sluicev1.AdminClient
+	stop     func() // graceful shutdown (nodetest.Single.Stop)
 }
 
 func startNode(t *testing.T, dir string) *testNode {
@@ -45,7 +48,7 @@ func startNode(t *testing.T, dir string) *testNode {
 func startNodeWith(t *testing.T, dir string, edit func(*node.Config)) *testNode {
 	t.Helper()
 	s := nodetest.StartSingle(t, dir, edit)
-	return &testNode{t: t, dir: dir, node: s.Node, conn: s.Conn, log: s.Log, admin: s.Admin, stop: s.Stop}
+	return &testNode{t: t, dir: dir, node: s.Node, conn: s.Conn, internal: s.Internal, log: s.Log, admin: s.Admin, stop: s.Stop}
 }
 
 func ctx(t *testing.T) context.Context {

@@ -108,7 +108,7 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 
 	// Inter-node requests with a stale broker epoch are rejected.
 	ctlID := tc.Leader()
-	ctl := internalv1.NewControllerClient(tc.Dial(ctlID))
+	ctl := internalv1.NewControllerClient(tc.DialInternal(ctlID))
 	epoch := tc.Node(2).BrokerEpoch()
 	_, err = ctl.BrokerHeartbeat(ctx(t), &internalv1.BrokerHeartbeatRequest{BrokerId: 2, BrokerEpoch: epoch - 1})
 	if e, _ := errs.FromStatus(err); errs.Code(e) != sluicev1.ErrorCode_STALE_BROKER_EPOCH {
@@ -123,9 +123,9 @@ func TestClusterMetadataRoutingAndEpochs(t *testing.T) {
 	if other == ctlID {
 		other = 2
 	}
-	_, err = internalv1.NewControllerClient(tc.Dial(other)).AllocateProducerIds(ctx(t), &internalv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: epoch})
+	_, err = internalv1.NewControllerClient(tc.DialInternal(other)).AllocateProducerIds(ctx(t), &internalv1.AllocateProducerIdsRequest{BrokerId: 2, BrokerEpoch: epoch})
 	e, md := errs.FromStatus(err)
-	if errs.Code(e) != sluicev1.ErrorCode_NOT_CONTROLLER || md["leader_id"] != strconv.Itoa(int(ctlID)) || md["leader_address"] != tc.Node(ctlID).Addr() {
+	if errs.Code(e) != sluicev1.ErrorCode_NOT_CONTROLLER || md["leader_id"] != strconv.Itoa(int(ctlID)) || md["leader_address"] != tc.Node(ctlID).InternalAddr() {
 		t.Errorf("write to follower voter: %v %v, want NOT_CONTROLLER naming %d", err, md, ctlID)
 	}
 

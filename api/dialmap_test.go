@@ -25,8 +25,8 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 	}
 	fwd := map[link]*faultnettest.Forwarder{}
 	tc.ConfigureAll(func(_ int32, cfg *node.Config) {
-		// The gRPC address must be known before the peers start.
-		cfg.Listen = nodetest.FreeAddr(t)
+		// The gRPC addresses must be known before the peers start.
+		cfg.Listen, cfg.InternalListen = nodetest.FreeAddr(t), nodetest.FreeAddr(t)
 	})
 	for _, from := range tc.IDs() {
 		dm := faultnet.DialMap{}
@@ -35,7 +35,9 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 				continue
 			}
 			peer := tc.Config(to)
-			for kind, addr := range map[string]string{"grpc": peer.Listen, "raft": peer.RaftListen, "gossip": peer.GossipListen} {
+			// Forwarders stand before the client listeners too: no node
+			// should dial them (decision 41).
+			for kind, addr := range map[string]string{"grpc": peer.InternalListen, "client": peer.Listen, "raft": peer.RaftListen, "gossip": peer.GossipListen} {
 				f := faultnettest.New(t, addr, kind == "gossip")
 				fwd[link{from, to, kind}] = f
 				dm[addr] = f.Addr()
@@ -80,11 +82,16 @@ func TestClusterDialsThroughFaultDialMap(t *testing.T) {
 		what string
 		f    *faultnettest.Forwarder
 	}{
-		{"gRPC replica fetch, follower to leader", fwd[link{follower, p.LeaderId, "grpc"}]},
+		{"gRPC replica fetch, follower to the leader's internal listener", fwd[link{follower, p.LeaderId, "grpc"}]},
 		{"Raft, controller leader to follower", fwd[link{ctl, 3 - ctl, "raft"}]},
 	} {
 		if c.f.Conns() == 0 {
 			t.Errorf("%s: no connection through the forwarder", c.what)
+		}
+	}
+	for l, f := range fwd {
+		if l.kind == "client" && f.Conns() > 0 {
+			t.Errorf("node %d dialled the client listener of node %d %d times; nodes dial the internal one", l.from, l.to, f.Conns())
 		}
 	}
 	wait.Until(t, 10*time.Second, "gossip packets both ways", func() bool {

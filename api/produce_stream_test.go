@@ -187,7 +187,7 @@ func TestShutdownEndsOpenStreams(t *testing.T) {
 	if r, err := ps.Recv(); err != nil || r.CorrelationId != 1 {
 		t.Fatalf("first answer: %v %v", r, err)
 	}
-	rs, err := internalv1.NewReplicaClient(tn.conn).ReplicaFetchStream(ctx(t))
+	rs, err := internalv1.NewReplicaClient(tn.internal).ReplicaFetchStream(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -394,7 +394,7 @@ func TestTransactionMarkersAcrossBrokers(t *testing.T) {
 		Partitions: []*internalv1.TxnPartition{{Topic: "orders", Partition: 0}, {Topic: "orders", Partition: 1}, {Topic: "orders", Partition: 2}},
 	}}}
 	wait.For(t, txnWait, "AddPartitionsToTxn", func() error {
-		resp, err := internalv1.NewTxnBrokerClient(cc).AddPartitionsToTxn(ctx(t), add)
+		resp, err := internalv1.NewTxnBrokerClient(tc.DialInternal(coord.NodeId)).AddPartitionsToTxn(ctx(t), add)
 		if err != nil {
 			return err
 		}

@@ -23,8 +23,11 @@ type ClusterConfig struct {
 // Cluster is Nodes real sluiced processes on loopback (the project's
 // multi-process harness, proccluster), each pair of nodes connected
 // through two fault-injecting Links (one per direction): every node dials
-// the others' gRPC, Raft and gossip addresses through the links, by its
-// --fault-dial-map, and serves /debug/faults (--fault-injection).
+// the others' internal gRPC, Raft and gossip addresses through the links,
+// by its --fault-dial-map, and serves /debug/faults (--fault-injection).
+// The client gRPC addresses are mapped through the links too, although
+// nodes dial each other only at the internal ones (decision 41): a call
+// that strayed to a client port would still meet the faults.
 type Cluster struct {
 	*proccluster.Cluster
 	links map[[2]int32]*Link // (from, to) → link
@@ -56,7 +59,7 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 				continue
 			}
 			l, err := newLink(from.ID, to.ID,
-				map[string]string{"grpc": to.Listen, "raft": to.RaftListen, "gossip": to.GossipListen},
+				map[string]string{"grpc": to.InternalListen, "client": to.Listen, "raft": to.RaftListen, "gossip": to.GossipListen},
 				map[string]bool{"gossip": true})
 			if err != nil {
 				c.Close()
@@ -81,7 +84,8 @@ func (c *Cluster) dialMap(id int32) string {
 		}
 		l := c.Link(id, to.ID)
 		pairs = append(pairs,
-			to.Listen+"="+l.Port("grpc"),
+			to.InternalListen+"="+l.Port("grpc"),
+			to.Listen+"="+l.Port("client"),
 			to.RaftListen+"="+l.Port("raft"),
 			to.GossipListen+"="+l.Port("gossip"))
 	}

@@ -8,9 +8,9 @@ import (
 )
 
 // Link is the fault-injecting proxy on one directed inter-node link: node
-// From dials every address of node To (gRPC, Raft, gossip) through it,
-// because From's sluiced was started with --fault-dial-map pointing To's
-// real addresses at this link's listeners. A Link can cut the link (every
+// From dials every address of node To (internal and client gRPC, Raft,
+// gossip) through it, because From's sluiced was started with
+// --fault-dial-map pointing To's real addresses at this link's listeners. A Link can cut the link (every
 // open connection closed, new ones refused, UDP packets dropped) and add
 // latency to whatever it forwards. A partition between two nodes cuts
 // both directed links.
@@ -38,7 +38,7 @@ type Link struct {
 // proxyPort forwards one listening address (TCP, and UDP on the same port
 // when udp is set) to target.
 type proxyPort struct {
-	name   string // grpc, raft, gossip
+	name   string // grpc (the internal listener), client, raft, gossip
 	target string
 	ln     net.Listener
 	pc     net.PacketConn // nil unless UDP is forwarded

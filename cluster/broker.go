@@ -27,8 +27,12 @@ const DefaultHeartbeatInterval = 250 * time.Millisecond
 // BrokerConfig configures a BrokerLifecycle.
 type BrokerConfig struct {
 	NodeID  int32
-	Address string // advertised gRPC address
-	Rack    string
+	Address string // advertised address of the client listener
+	// InternalAddress is the advertised address of the internal listener,
+	// where other nodes call this broker's inter-node services (decision
+	// 41); registered with Address.
+	InternalAddress string
+	Rack            string
 	// HeartbeatInterval; 0 means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
 	Controllers       *ControllerClient
@@ -186,7 +190,8 @@ func (b *BrokerLifecycle) heartbeatLoop() {
 
 func (b *BrokerLifecycle) register() {
 	b.mu.Lock()
-	req := &internalv1.RegisterBrokerRequest{BrokerId: b.cfg.NodeID, Address: b.cfg.Address, Rack: b.cfg.Rack, IncarnationId: b.incarnation}
+	req := &internalv1.RegisterBrokerRequest{BrokerId: b.cfg.NodeID, Address: b.cfg.Address, InternalAddress: b.cfg.InternalAddress,
+		Rack: b.cfg.Rack, IncarnationId: b.incarnation}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()

@@ -210,7 +210,7 @@ func (f *fetcher) snapshot(now time.Time) (truncate, fetch []*fetchState) {
 func (f *fetcher) client() (*grpc.ClientConn, error) {
 	addr := ""
 	if b := f.fm.rm.metadata().Image().Brokers[f.source]; b != nil {
-		addr = b.Address
+		addr = b.InterBrokerAddress() // the leader's internal listener (decision 41)
 	}
 	if addr == "" {
 		return nil, errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "no address for broker %d", f.source)

@@ -245,3 +245,21 @@ func TestFetcherFallsBackToUnary(t *testing.T) {
 		t.Fatalf("unary fetches %d, want >= 2", r.fake.unary.Load())
 	}
 }
+
+// Decision 41: a follower fetches from the leader's internal listener,
+// not from its client address (nothing listens there in this rig). The
+// other tests register the leader without an internal address, as a
+// registration logged before decision 41 did, and so fetch from its one
+// address: the fallback.
+func TestFetcherDialsTheLeadersInternalAddress(t *testing.T) {
+	r := newFetchRig(t, true, 20*time.Millisecond)
+	served := r.img.im.Brokers[1].Address
+	// The same incarnation registering again keeps its epoch and takes
+	// the new addresses.
+	r.img.apply(controller.RegisterBroker{BrokerID: 1, Address: "127.0.0.1:1", InternalAddress: served, IncarnationID: "i"})
+	if got := r.img.im.Brokers[1].InterBrokerAddress(); got != served {
+		t.Fatalf("leader dialled at %s, want its internal address %s", got, served)
+	}
+	r.create("a", 3)
+	r.caughtUp("a", 5*time.Second)
+}

@@ -25,7 +25,11 @@ const DefaultStateTopicCreateTimeout = 10 * time.Second
 // leader of its __transaction_state partition.
 type CoordinatorNode struct {
 	NodeID  int32
-	Address string // its advertised gRPC address
+	Address string // its client address, for FindCoordinator answers
+	// InternalAddress is where other brokers call it (its internal
+	// listener, or its client address if it registered none: see
+	// controller.Broker.InterBrokerAddress).
+	InternalAddress string
 	// Partition is the id's __transaction_state partition.
 	Partition int32
 }
@@ -145,7 +149,7 @@ func (l *TxnLocator) Lookup(transactionalID string) (CoordinatorNode, error) {
 	if b == nil || b.Address == "" {
 		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "the address of node %d, leader of %s partition %d, is unknown", leader, l.topic, p)
 	}
-	return CoordinatorNode{NodeID: leader, Address: b.Address, Partition: p}, nil
+	return CoordinatorNode{NodeID: leader, Address: b.Address, InternalAddress: b.InterBrokerAddress(), Partition: p}, nil
 }
 
 // Locate is Lookup, creating __transaction_state when it does not exist:

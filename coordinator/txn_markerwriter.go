@@ -150,10 +150,12 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map
 		switch b := im.Brokers[leader]; {
 		case leader == w.cfg.Self:
 			local = append(local, tp)
-		case leader == controller.NoLeader || b == nil || b.Address == "":
+		case leader == controller.NoLeader || b == nil || b.InterBrokerAddress() == "":
 			out[tp] = errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s has no known leader", ctp)
 		default:
-			remote[b.Address] = append(remote[b.Address], tp)
+			// The leader's internal listener (decision 41).
+			addr := b.InterBrokerAddress()
+			remote[addr] = append(remote[addr], tp)
 		}
 	}
 	var wg sync.WaitGroup

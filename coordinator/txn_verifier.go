@@ -69,7 +69,7 @@ func (v *BrokerTxnVerifier) AddPartition(ctx context.Context, transactionalID st
 		return v.cfg.Coordinator.AddPartitions(ctx, AddPartitionsRequest{TransactionalID: transactionalID,
 			ProducerID: producerID, ProducerEpoch: producerEpoch, Partitions: []txn.TopicPartition{txn.TopicPartition(tp)}})
 	}
-	answer, err := v.batch.do(ctx, c.Address, &internalv1.AddPartitionsToTxnTransaction{TransactionalId: transactionalID,
+	answer, err := v.batch.do(ctx, c.InternalAddress, &internalv1.AddPartitionsToTxnTransaction{TransactionalId: transactionalID,
 		ProducerId: producerID, ProducerEpoch: int32(producerEpoch),
 		Partitions: []*internalv1.TxnPartition{{Topic: tp.Topic, Partition: tp.Partition}}})
 	if err != nil {

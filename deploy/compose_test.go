@@ -82,6 +82,9 @@ func TestComposeFile(t *testing.T) {
 		if adv, _ := flagValue(s.Command, "advertise"); adv != name+":9400" {
 			t.Errorf("%s: advertises %q, want %s:9400", name, adv, name)
 		}
+		if adv, _ := flagValue(s.Command, "internal-advertise"); adv != name+":9404" {
+			t.Errorf("%s: advertises its internal listener as %q, want %s:9404", name, adv, name)
+		}
 	}
 	for name, s := range cf.Services {
 		voters, err := node.ParseVoters(s.Environment["SLUICE_CONTROLLER_VOTERS"])
@@ -102,6 +105,9 @@ func TestComposeFile(t *testing.T) {
 		}
 		if want := fmt.Sprintf("0.0.0.0:%d", 9400); s.Environment["SLUICE_LISTEN"] != want {
 			t.Errorf("%s: SLUICE_LISTEN %q, want %s", name, s.Environment["SLUICE_LISTEN"], want)
+		}
+		if want := fmt.Sprintf("0.0.0.0:%d", 9404); s.Environment["SLUICE_INTERNAL_LISTEN"] != want {
+			t.Errorf("%s: SLUICE_INTERNAL_LISTEN %q, want %s", name, s.Environment["SLUICE_INTERNAL_LISTEN"], want)
 		}
 	}
 }

@@ -113,9 +113,12 @@ func listenPort(t *testing.T, p pod, flag string) int32 {
 }
 
 // The ports: the container ports are the ones sluiced listens on, the
-// probes ask gRPC health on the gRPC port (service "liveness" for startup
-// and liveness, "" for readiness), and the Services' target ports name
-// container ports with those numbers.
+// probes ask gRPC health on the client gRPC port (service "liveness" for
+// startup and liveness, "" for readiness), and the Services' target ports
+// name container ports with those numbers. The headless Service, through
+// which the pods reach each other, has the internal gRPC port; the client
+// Service must not (decision 41: the inter-node services are not for
+// clients).
 func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
@@ -127,7 +130,7 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 				want := map[string]int32{
 					"grpc": listenPort(t, p, "listen"), "raft": listenPort(t, p, "raft-listen"),
 					"gossip-tcp": listenPort(t, p, "gossip-listen"), "gossip-udp": listenPort(t, p, "gossip-listen"),
-					"http": listenPort(t, p, "http-listen"),
+					"http": listenPort(t, p, "http-listen"), "internal": listenPort(t, p, "internal-listen"),
 				}
 				ports := map[string]corev1.ContainerPort{}
 				for _, cp := range c.Ports {
@@ -164,11 +167,22 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 					if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)) {
 						continue
 					}
+					headless := svc.Spec.ClusterIP == corev1.ClusterIPNone
+					internal := false
 					for _, sp := range svc.Spec.Ports {
 						cp, ok := ports[sp.TargetPort.String()]
 						if !ok || cp.ContainerPort != sp.Port || protocol(cp.Protocol) != protocol(sp.Protocol) {
 							t.Errorf("Service %s port %s (%d/%s, target %s) does not match a container port of %s", svc.Name, sp.Name, sp.Port, protocol(sp.Protocol), sp.TargetPort.String(), sts.Name)
 						}
+						if sp.TargetPort.String() == "internal" || sp.Port == want["internal"] || sp.TargetPort.IntValue() == int(want["internal"]) {
+							internal = true
+						}
+					}
+					switch {
+					case headless && !internal:
+						t.Errorf("headless Service %s has no internal gRPC port: the pods could not call each other", svc.Name)
+					case !headless && internal:
+						t.Errorf("client Service %s exposes the internal gRPC port %d", svc.Name, want["internal"])
 					}
 				}
 			}
@@ -310,7 +324,8 @@ func nodeIDOf(t *testing.T, p pod) int32 {
 // The quorum and the gossip seeds name the pods by their stable DNS names
 // (<statefulset>-<ordinal>.<headless service>): the voters are exactly the
 // pods with the controller role, each with its node id and Raft port; the
-// seeds are pods' gossip ports; every pod advertises its own name.
+// seeds are pods' gossip ports; every pod advertises its own name for
+// both gRPC listeners.
 func TestManifestVotersAndSeedsNameThePods(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
@@ -340,6 +355,10 @@ func TestManifestVotersAndSeedsNameThePods(t *testing.T) {
 					adv, _ := p.setting("advertise")
 					if want := fmt.Sprintf("%s.%s.sluice-ns.svc:%d", p.Name, sts.Spec.ServiceName, listenPort(t, p, "listen")); adv != want {
 						t.Errorf("%s advertises %q, want %q", p.Name, adv, want)
+					}
+					iadv, _ := p.setting("internal-advertise")
+					if want := fmt.Sprintf("%s.%s.sluice-ns.svc:%d", p.Name, sts.Spec.ServiceName, listenPort(t, p, "internal-listen")); iadv != want {
+						t.Errorf("%s advertises its internal listener as %q, want %q", p.Name, iadv, want)
 					}
 				}
 			}

@@ -35,7 +35,7 @@ import (
 //
 //   - its IP: 127.0.0.11, .12, .13 for ordinals 0, 1, 2 (Linux routes all
 //     of 127/8 to lo), every pod on the same ports — free ones picked for
-//     the run in place of the manifests' 9400-9403 (freeRehearsalPorts);
+//     the run in place of the manifests' 9400-9404 (freeRehearsalPorts);
 //   - its network namespace: the pods share the machine's, so a listen
 //     address on 0.0.0.0 binds the pod's IP instead;
 //   - the cluster's DNS: sluiced --hosts (and the same table in this test
@@ -178,7 +178,7 @@ var installHostsOnce sync.Once
 
 // freeRehearsalPorts maps each container port of the manifests to a port
 // free on all three rehearsal IPs, TCP and UDP (gossip uses both), so
-// the rehearsal never takes the ports a user's sluiced holds (9400-9403)
+// the rehearsal never takes the ports a user's sluiced holds (9400-9404)
 // nor another run's. Pods all use the same port numbers, as in the
 // manifests.
 func freeRehearsalPorts(t *testing.T, cports []corev1.ContainerPort) map[int]int {

@@ -31,11 +31,20 @@ type Config struct {
 	NodeID  int32
 	DataDir string
 	// Roles: RoleController, RoleBroker or both (the default).
-	Roles      []string
-	Listen     string // gRPC listen address
-	Advertise  string // address given to clients and peers; defaults to Listen's actual address
-	HTTPListen string // /healthz, /readyz, /metrics, pprof; empty disables
-	Rack       string
+	Roles     []string
+	Listen    string // client gRPC listen address (the public services)
+	Advertise string // address given to clients; defaults to Listen's actual address
+	// InternalListen / InternalAdvertise: the internal gRPC listener, the
+	// only one serving the inter-node services (Controller, Replica,
+	// TxnBroker; decision 41), and the address other nodes dial it at
+	// (registered with the controller and gossiped). An empty
+	// InternalListen binds 127.0.0.1 on a port the kernel picks; an empty
+	// InternalAdvertise is InternalListen's actual address, or, when that
+	// is a wildcard IP (0.0.0.0), Advertise's host with its port.
+	InternalListen    string
+	InternalAdvertise string
+	HTTPListen        string // /healthz, /readyz, /metrics, pprof; empty disables
+	Rack              string
 	// RaftListen / RaftAdvertise: the controller quorum transport.
 	RaftListen    string
 	RaftAdvertise string
@@ -131,7 +140,7 @@ type Config struct {
 }
 
 // DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
-// gossip 9402, HTTP 9403) with data in ./sluice-data.
+// gossip 9402, HTTP 9403, internal gRPC 9404) with data in ./sluice-data.
 func DefaultConfig() Config {
 	return Config{
 		NodeID:                    1,
@@ -141,6 +150,7 @@ func DefaultConfig() Config {
 		RaftListen:                "127.0.0.1:9401",
 		GossipListen:              "127.0.0.1:9402",
 		HTTPListen:                "127.0.0.1:9403",
+		InternalListen:            "127.0.0.1:9404",
 		RetentionCheckInterval:    5 * time.Minute,
 		LogCleanerBackoff:         cluster.DefaultCleanerBackoff,
 		ShutdownTimeout:           10 * time.Second,
@@ -168,6 +178,7 @@ func (c Config) Validate() error {
 		}
 	}
 	addrs := []struct{ name, v string }{{"listen", c.Listen}, {"advertise", c.Advertise}, {"http listen", c.HTTPListen},
+		{"internal listen", c.InternalListen}, {"internal advertise", c.InternalAdvertise},
 		{"gossip listen", c.GossipListen}, {"gossip advertise", c.GossipAdvertise}, {"raft advertise", c.RaftAdvertise}}
 	if c.hasRole(RoleController) {
 		addrs = append(addrs, struct{ name, v string }{"raft listen", c.RaftListen})
@@ -182,6 +193,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return fmt.Errorf("%s address %q: %w", a.name, a.v, err)
 		}
+	}
+	if _, port, _ := net.SplitHostPort(c.Listen); c.InternalListen == c.Listen && port != "0" {
+		return fmt.Errorf("internal listen address %s is the listen address: the inter-node services must have a listener of their own", c.InternalListen)
 	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {

@@ -139,16 +139,19 @@ func servedServices(served []string) string {
 	return strings.Join(svcs, ", ")
 }
 
-// servedMethods lists the full method names a gRPC server serves, sorted.
-func servedMethods(info map[string]grpc.ServiceInfo) []string {
+// servedMethods lists the full method names the gRPC servers serve,
+// sorted, without duplicates (health is served by both of a node's).
+func servedMethods(infos ...map[string]grpc.ServiceInfo) []string {
 	var out []string
-	for svc, si := range info {
-		for _, m := range si.Methods {
-			out = append(out, "/"+svc+"/"+m.Name)
+	for _, info := range infos {
+		for svc, si := range info {
+			for _, m := range si.Methods {
+				out = append(out, "/"+svc+"/"+m.Name)
+			}
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // faultDecision is what the interceptor does to one call.
@@ -161,7 +164,7 @@ type faultDecision struct {
 // faultInjector holds the rules and applies them to gRPC calls.
 type faultInjector struct {
 	log *slog.Logger
-	// served is the full method names of the node's gRPC server, set by
+	// served is the full method names of the node's gRPC servers, set by
 	// Start after registration and before the HTTP server starts;
 	// read-only after.
 	served []string

@@ -37,15 +37,21 @@ import (
 )
 
 // Node is a running Sluice node: controller voter and/or broker, gossip
-// member, gRPC server and HTTP endpoints.
+// member, gRPC servers (client and internal, decision 41) and HTTP
+// endpoints.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	grpc    *grpc.Server
-	health  *health.Server
-	lis     net.Listener
-	httpSrv *http.Server
-	httpLis net.Listener
+	cfg    Config
+	log    *slog.Logger
+	grpc   *grpc.Server // the client listener's: public services and health
+	lis    net.Listener
+	health *health.Server // served by both gRPC servers
+	// internalGRPC serves the inter-node services (Controller, Replica,
+	// TxnBroker) and health on internalLis; the client server does not
+	// serve them.
+	internalGRPC *grpc.Server
+	internalLis  net.Listener
+	httpSrv      *http.Server
+	httpLis      net.Listener
 
 	pool        *cluster.ConnPool
 	controllers *cluster.ControllerClient
@@ -146,6 +152,17 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Advertise == "" {
 		cfg.Advertise = lis.Addr().String()
 	}
+	internalBind := cfg.InternalListen
+	if internalBind == "" {
+		internalBind = "127.0.0.1:0"
+	}
+	ilis, err := net.Listen("tcp", internalBind)
+	if err != nil {
+		return nil, fmt.Errorf("listen internal %s: %w", internalBind, err)
+	}
+	cleanups = append(cleanups, func() { ilis.Close() })
+	n.internalLis = ilis
+	cfg.InternalAdvertise = internalAdvertise(cfg.InternalAdvertise, cfg.Advertise, ilis.Addr().String())
 	n.cfg = cfg
 
 	if cfg.hasRole(RoleBroker) {
@@ -174,7 +191,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		cleanups = append(cleanups, func() { n.ctl.Shutdown() })
 	}
 
-	meta := membership.Meta{NodeID: cfg.NodeID, Roles: cfg.Roles, GRPCAddress: cfg.Advertise, Rack: cfg.Rack}
+	meta := membership.Meta{NodeID: cfg.NodeID, Roles: cfg.Roles, GRPCAddress: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, Rack: cfg.Rack}
 	if n.ctl != nil {
 		meta.RaftAddress = n.ctl.QuorumState().RaftAddress
 	}
@@ -208,14 +225,20 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.faults = newFaultInjector(logger)
 		opts = append(opts, grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream))
 	}
+	// Two servers with the same options and interceptors (decision 41):
+	// the client one serves the public services, the internal one the
+	// inter-node services, so that whoever reaches the client port can
+	// not register a broker or write transaction markers (UNIMPLEMENTED
+	// there).
 	n.grpc = grpc.NewServer(opts...)
+	n.internalGRPC = grpc.NewServer(opts...)
 	if n.ctl != nil {
-		n.ctlService = api.NewControllerService(n.ctl, n.grpcAddressOf)
-		internalv1.RegisterControllerServer(n.grpc, n.ctlService)
+		n.ctlService = api.NewControllerService(n.ctl, n.interNodeAddressOf)
+		internalv1.RegisterControllerServer(n.internalGRPC, n.ctlService)
 	}
 	if n.replicas != nil {
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
-			NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
+			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
 			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
 		})
 		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
@@ -227,19 +250,21 @@ func Start(cfg Config) (_ *Node, err error) {
 		sluicev1.RegisterTransactionsServer(n.grpc, api.NewTransactionsService(api.TransactionsConfig{
 			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator, GroupLocator: n.groupLocator}))
 		sluicev1.RegisterGroupsServer(n.grpc, api.NewGroupsService(n.groupCoord, cfg.NodeID))
-		internalv1.RegisterTxnBrokerServer(n.grpc, api.NewTxnBrokerService(n.txnCoord,
+		internalv1.RegisterTxnBrokerServer(n.internalGRPC, api.NewTxnBrokerService(n.txnCoord,
 			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}))
-		internalv1.RegisterReplicaServer(n.grpc, api.NewReplicaService(n.replicas, n.cache, n.draining))
+		internalv1.RegisterReplicaServer(n.internalGRPC, api.NewReplicaService(n.replicas, n.cache, n.draining))
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(n.grpc)
 	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	n.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(n.grpc, n.health)
-	reflection.Register(n.grpc)
+	for _, s := range []*grpc.Server{n.grpc, n.internalGRPC} {
+		healthpb.RegisterHealthServer(s, n.health)
+		reflection.Register(s)
+	}
 	if n.faults != nil {
-		n.faults.served = servedMethods(n.grpc.GetServiceInfo())
+		n.faults.served = servedMethods(n.grpc.GetServiceInfo(), n.internalGRPC.GetServiceInfo())
 		logger.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", cfg.FaultInjection)
 		if f := cfg.FaultDropProduceResponses; f > 0 {
 			n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}, {Method: "/sluice.v1.Log/ProduceStream", DropResponse: f}}, "--fault-drop-produce-responses")
@@ -264,6 +289,11 @@ func Start(cfg Config) (_ *Node, err error) {
 			logger.Error("grpc server stopped", "err", err)
 		}
 	})
+	n.goroutines.Go(func() {
+		if err := n.internalGRPC.Serve(ilis); err != nil {
+			logger.Error("internal grpc server stopped", "err", err)
+		}
+	})
 	if n.replicas != nil {
 		n.replicas.Start()
 		n.replicas.StartReplication(cluster.ReplicationConfig{Metadata: n.cache, Pool: n.pool, Controllers: n.controllers,
@@ -277,8 +307,35 @@ func Start(cfg Config) (_ *Node, err error) {
 		unlock()
 	})
 	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(),
-		"advertise", cfg.Advertise, "gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
+		"advertise", cfg.Advertise, "internal_listen", ilis.Addr().String(), "internal_advertise", cfg.InternalAdvertise,
+		"gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
 	return n, nil
+}
+
+// internalAdvertise is the address other nodes dial the internal listener
+// at: configured (--internal-advertise), else the bound address, as
+// --advertise defaults to the bound client address. When the internal
+// listener binds a wildcard IP (0.0.0.0:9404, which no peer can dial) it
+// takes the host of advertise instead, the client listener's advertised
+// name, with the bound port: a node that sets --advertise need not repeat
+// its name for the internal listener.
+func internalAdvertise(configured, advertise, bound string) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return bound
+	}
+	if ahost, _, err := net.SplitHostPort(advertise); err == nil && ahost != "" {
+		if ip := net.ParseIP(ahost); ip == nil || !ip.IsUnspecified() {
+			return net.JoinHostPort(ahost, port)
+		}
+	}
+	return bound
 }
 
 // startTransactions builds the transaction coordinator of a broker and
@@ -363,8 +420,8 @@ func (n *Node) onMemberEvent(ev membership.Event) {
 	}
 }
 
-// controllerEndpoints lists the controller voters with a gRPC address:
-// configured voters and gossip members with the controller role.
+// controllerEndpoints lists the controller voters with an internal gRPC
+// address: configured voters and gossip members with the controller role.
 func (n *Node) controllerEndpoints() []cluster.ControllerEndpoint {
 	ids := map[int32]bool{}
 	for _, v := range n.cfg.ControllerVoters {
@@ -380,7 +437,7 @@ func (n *Node) controllerEndpoints() []cluster.ControllerEndpoint {
 	}
 	out := make([]cluster.ControllerEndpoint, 0, len(ids))
 	for id := range ids {
-		if addr := n.grpcAddressOf(id); addr != "" {
+		if addr := n.interNodeAddressOf(id); addr != "" {
 			out = append(out, cluster.ControllerEndpoint{ID: id, Address: addr})
 		}
 	}
@@ -388,23 +445,31 @@ func (n *Node) controllerEndpoints() []cluster.ControllerEndpoint {
 	return out
 }
 
-// grpcAddressOf resolves a node's gRPC address: itself, gossip, or the
-// metadata image (registered brokers).
-func (n *Node) grpcAddressOf(id int32) string {
+// interNodeAddressOf resolves where this node calls node id's inter-node
+// services (its internal listener, decision 41): itself, gossip, or the
+// metadata image (registered brokers). A node that gossips or registered
+// no internal address predates the internal listener and serves them on
+// its client address, which is used then.
+func (n *Node) interNodeAddressOf(id int32) string {
 	if id == n.cfg.NodeID {
-		return n.cfg.Advertise
+		return n.cfg.InternalAdvertise
 	}
-	if m, ok := n.members.Member(id); ok && m.GRPCAddress != "" {
-		return m.GRPCAddress
+	if m, ok := n.members.Member(id); ok && m.InterNodeAddress() != "" {
+		return m.InterNodeAddress()
 	}
 	if b := n.cache.Image().Brokers[id]; b != nil {
-		return b.Address
+		return b.InterBrokerAddress()
 	}
 	return ""
 }
 
-// Addr is the bound gRPC address.
+// Addr is the bound address of the client gRPC listener (the public
+// services).
 func (n *Node) Addr() string { return n.lis.Addr().String() }
+
+// InternalAddr is the bound address of the internal gRPC listener (the
+// inter-node services).
+func (n *Node) InternalAddr() string { return n.internalLis.Addr().String() }
 
 // GossipAddr is the bound gossip address.
 func (n *Node) GossipAddr() string { return n.members.LocalAddr() }

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // Abort stops the node as if its process died, for failure tests: no
@@ -27,6 +30,7 @@ func (n *Node) Abort() {
 			n.ctlService.Close()
 		}
 		n.grpc.Stop()
+		n.internalGRPC.Stop()
 		_ = n.members.Shutdown()
 		if n.ctl != nil {
 			_ = n.ctl.Abort()
@@ -105,24 +109,31 @@ func (n *Node) controlledShutdownTimeout() time.Duration {
 }
 
 // stopServing ends metadata streams and the other long-lived streams,
-// drains in-flight requests and stops the gRPC and HTTP servers.
+// drains in-flight requests and stops the gRPC servers (client and
+// internal, together, within one ShutdownTimeout) and the HTTP server.
 func (n *Node) stopServing(ctx context.Context) {
 	if n.ctlService != nil {
 		n.ctlService.Close()
 	}
 	close(n.draining)
+	servers := []*grpc.Server{n.grpc, n.internalGRPC}
 	drained := make(chan struct{})
 	n.goroutines.Go(func() {
-		n.grpc.GracefulStop()
+		var wg sync.WaitGroup
+		for _, s := range servers {
+			wg.Go(s.GracefulStop)
+		}
+		wg.Wait()
 		close(drained)
 	})
 	t := time.NewTimer(n.cfg.ShutdownTimeout)
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		n.grpc.Stop()
 	case <-t.C:
-		n.grpc.Stop()
+	}
+	for _, s := range servers {
+		s.Stop() // a no-op on a server already stopped
 	}
 	t.Stop()
 	<-drained

@@ -16,7 +16,7 @@
 #   make bench-cluster                    # or scripts/bench-cluster.sh
 #   RECORDS_100=3000000 RECORDS_1K=1000000 scripts/bench-cluster.sh
 #
-# Environment: BASE_PORT (19500; node i uses BASE_PORT+10*i .. +3), PARTITIONS
+# Environment: BASE_PORT (19500; node i uses BASE_PORT+10*i .. +4), PARTITIONS
 # (6), RECORDS_100 / RECORDS_1K / RECORDS_100_ALL / RECORDS_1K_ALL (records per
 # run; the defaults take about 10 s each on a 2-core machine), PACED_RATE (250000: records/s
 # of the paced acks=all 100-byte run), PROFILE_DIR (if set, CPU profiles of
@@ -70,7 +70,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port() { echo $((BASE_PORT + 10 * $1 + $2)); } # node, offset: 0 gRPC, 1 Raft, 2 gossip, 3 HTTP
+port() { echo $((BASE_PORT + 10 * $1 + $2)); } # node, offset: 0 client gRPC, 1 Raft, 2 gossip, 3 HTTP, 4 internal gRPC
 
 voters="" join="" brokers=""
 for i in 1 2 3; do
@@ -83,6 +83,7 @@ for i in 1 2 3; do
 	"$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
+		--internal-listen "127.0.0.1:$(port "$i" 4)" \
 		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s \
 		--log-level warn >"$work/node$i.log" 2>&1 &
 	pids+=($!)

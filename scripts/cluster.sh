@@ -6,9 +6,9 @@
 #   make cluster            # or scripts/cluster.sh start
 #   make cluster-stop       # or scripts/cluster.sh stop (SIGTERM, then waits)
 #
-# Node i (1..3) uses ports BASE_PORT+10*i .. +3: gRPC, Raft, gossip, HTTP
-# (9510-9513, 9520-9523, 9530-9533 by default, apart from `make run`'s
-# 9400). Its data is in DIR/data-i, its output in DIR/node-i.log, its
+# Node i (1..3) uses ports BASE_PORT+10*i .. +4: client gRPC, Raft, gossip,
+# HTTP, internal gRPC (9510-9514, 9520-9524, 9530-9534 by default, apart
+# from `make run`'s 9400). Its data is in DIR/data-i, its output in DIR/node-i.log, its
 # process id in DIR/node-i.pid. A second start with the same DIR reuses the
 # data (the cluster comes back as it was).
 #
@@ -76,6 +76,7 @@ start() {
     env -u SLUICE_DATA_DIR "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
       --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
       --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
+      --internal-listen "127.0.0.1:$(port "$i" 4)" \
       --controller-voters "$voters" --join "$join" ${ARGS:-} \
       >>"$DIR/node-$i.log" 2>&1 &
     echo $! >"$DIR/node-$i.pid"

@@ -53,7 +53,7 @@ func TestOnlyACaughtUpLeaderServesTheImage(t *testing.T) {
 
 	// Commit records, then crash the leader: the next leader is caught up
 	// only once its image holds all of them.
-	if _, err := leader.RegisterBroker(ctx, 1, "127.0.0.1:9401", "", "inc-1"); err != nil {
+	if _, err := leader.RegisterBroker(ctx, RegisterBroker{BrokerID: 1, Address: "127.0.0.1:9401", Rack: "", IncarnationID: "inc-1"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {

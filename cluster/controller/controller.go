@@ -632,13 +632,15 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 	return err
 }
 
-// RegisterBroker registers a broker and returns its broker epoch. The
-// broker starts fenced; it unfences itself with UnfenceBroker and that
-// epoch once it has caught up with the metadata log.
-func (c *Controller) RegisterBroker(ctx context.Context, id int32, address, rack, incarnationID string) (int64, error) {
+// RegisterBroker registers a broker (r: its id, addresses, rack and
+// incarnation) and returns its broker epoch. The broker starts fenced; it
+// unfences itself with UnfenceBroker and that epoch once it has caught up
+// with the metadata log.
+func (c *Controller) RegisterBroker(ctx context.Context, r RegisterBroker) (int64, error) {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
-	res, err := c.Propose(ctx, RegisterBroker{BrokerID: id, Address: address, Rack: rack, IncarnationID: incarnationID})
+	id := r.BrokerID
+	res, err := c.Propose(ctx, r)
 	if err != nil {
 		return 0, err
 	}

@@ -100,7 +100,7 @@ func TestThreeNodeQuorum(t *testing.T) {
 
 	// Brokers register fenced and unfence with their epoch.
 	for _, v := range voters {
-		epoch, err := leader.RegisterBroker(ctx, v.ID, fmt.Sprintf("127.0.0.1:%d", 9400+v.ID), "", fmt.Sprintf("inc-%d", v.ID))
+		epoch, err := leader.RegisterBroker(ctx, RegisterBroker{BrokerID: v.ID, Address: fmt.Sprintf("127.0.0.1:%d", 9400+v.ID), Rack: "", IncarnationID: fmt.Sprintf("inc-%d", v.ID)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +285,7 @@ func TestSingleNodeFenceMovesLeadership(t *testing.T) {
 	})
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, id, fmt.Sprintf("h%d:1", id), "", "i")
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), Rack: "", IncarnationID: "i"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func invalid(format string, args ...any) error {
 
 // applyRegisterBroker: a new incarnation gets epoch = offset and starts
 // fenced; the same incarnation again is a retried registration and keeps
-// its epoch (updating the address and rack).
+// its epoch (updating the addresses and rack).
 func applyRegisterBroker(im *Image, r RegisterBroker, offset uint64) (int64, error) {
 	if r.BrokerID < 0 {
 		return 0, invalid("broker id %d is negative", r.BrokerID)
@@ -127,11 +127,11 @@ func applyRegisterBroker(im *Image, r RegisterBroker, offset uint64) (int64, err
 		return 0, invalid("broker %d registered without an incarnation id", r.BrokerID)
 	}
 	if b := im.Brokers[r.BrokerID]; b != nil && b.IncarnationID == r.IncarnationID {
-		b.Address, b.Rack = r.Address, r.Rack
+		b.Address, b.InternalAddress, b.Rack = r.Address, r.InternalAddress, r.Rack
 		return b.Epoch, nil
 	}
 	im.Brokers[r.BrokerID] = &Broker{
-		ID: r.BrokerID, Address: r.Address, Rack: r.Rack, IncarnationID: r.IncarnationID,
+		ID: r.BrokerID, Address: r.Address, InternalAddress: r.InternalAddress, Rack: r.Rack, IncarnationID: r.IncarnationID,
 		Epoch: int64(offset), Fenced: true,
 	}
 	return int64(offset), nil

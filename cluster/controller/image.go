@@ -32,14 +32,30 @@ type Image struct {
 
 // Broker is a registered broker.
 type Broker struct {
-	ID            int32  `json:"id"`
-	Address       string `json:"address"`
-	Rack          string `json:"rack,omitempty"`
-	IncarnationID string `json:"incarnation_id"`
+	ID int32 `json:"id"`
+	// Address is the client listener's advertised address (Metadata).
+	Address string `json:"address"`
+	// InternalAddress is the internal listener's advertised address
+	// (decision 41); empty in images built from registrations that predate
+	// it. Dial InterBrokerAddress, not this field.
+	InternalAddress string `json:"internal_address,omitempty"`
+	Rack            string `json:"rack,omitempty"`
+	IncarnationID   string `json:"incarnation_id"`
 	// Epoch is the Raft index of the broker's latest registration.
 	Epoch int64 `json:"epoch"`
 	// Fenced brokers lead nothing and receive no new replicas.
 	Fenced bool `json:"fenced"`
+}
+
+// InterBrokerAddress is where other nodes call b's inter-node services
+// (replica fetches, transaction markers and verification): its internal
+// listener, or its client address when it registered without one (a
+// registration logged before decision 41, served on one listener).
+func (b *Broker) InterBrokerAddress() string {
+	if b.InternalAddress != "" {
+		return b.InternalAddress
+	}
+	return b.Address
 }
 
 // Topic is one topic and its partitions (partition i is Partitions[i]).

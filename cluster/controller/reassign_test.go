@@ -172,7 +172,7 @@ func TestSingleNodeReassignment(t *testing.T) {
 	})
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, id, fmt.Sprintf("h%d:1", id), "", "i")
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), Rack: "", IncarnationID: "i"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestReassignmentCompletesAfterControllerFailover(t *testing.T) {
 	var leader *Controller
 	wait.For(t, 15*time.Second, "a sole leader", func() (err error) { leader, err = soleLeader(nodes); return err })
 	for id := int32(1); id <= 3; id++ {
-		e, err := leader.RegisterBroker(ctx, id, fmt.Sprintf("h%d:1", id), "", "i")
+		e, err := leader.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), Rack: "", IncarnationID: "i"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,11 +62,19 @@ type Record interface {
 // catching up with the metadata log) before it leads or is placed on.
 // Registering again with the same IncarnationID is idempotent (a retried
 // registration): the epoch and fencing state are kept.
+//
+// Address is the broker's client listener, given to clients in Metadata;
+// InternalAddress its internal listener, where the other nodes call its
+// inter-node services (decision 41). InternalAddress was added without a
+// version bump: records written before it decode with it empty, and
+// Broker.InterBrokerAddress then falls back to Address, the one listener
+// such a broker had.
 type RegisterBroker struct {
-	BrokerID      int32  `json:"broker_id"`
-	Address       string `json:"address"`
-	Rack          string `json:"rack,omitempty"`
-	IncarnationID string `json:"incarnation_id"`
+	BrokerID        int32  `json:"broker_id"`
+	Address         string `json:"address"`
+	InternalAddress string `json:"internal_address,omitempty"`
+	Rack            string `json:"rack,omitempty"`
+	IncarnationID   string `json:"incarnation_id"`
 }
 
 // FenceBroker fences a broker: it may not lead partitions and is not used

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -13,6 +14,7 @@ import (
 func TestRecordRoundTrip(t *testing.T) {
 	recs := []Record{
 		RegisterBroker{BrokerID: 1, Address: "a:1", Rack: "r1", IncarnationID: "i"},
+		RegisterBroker{BrokerID: 1, Address: "a:1", InternalAddress: "a:2", IncarnationID: "i"},
 		FenceBroker{BrokerID: 1, BrokerEpoch: 7},
 		UnfenceBroker{BrokerID: 1, BrokerEpoch: 7},
 		CreateTopic{Name: "t", TopicID: "id", Partitions: []PartitionAssignment{{Replicas: []int32{1, 2}}}, Configs: map[string]string{"k": "v"}},
@@ -91,5 +93,58 @@ func TestPartitionChangeVersion1StaysReadable(t *testing.T) {
 	}
 	if string(data) != old {
 		t.Errorf("encoding = %s, want the old encoding %s", data, old)
+	}
+}
+
+// Decision 41: the internal address was added to RegisterBroker version 1
+// as an optional field. A registration logged before it (and an image
+// snapshot built from one) decodes with no internal address, the broker is
+// then dialled at its one address, and encodes exactly as it did; the next
+// registration of the same incarnation with an internal address moves the
+// inter-node traffic there.
+func TestRegisterBrokerWithoutInternalAddressFallsBack(t *testing.T) {
+	old := `{"type":"RegisterBroker","version":1,"broker_id":3,"address":"h3:9400","incarnation_id":"i"}`
+	rec, err := DecodeRecord([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (RegisterBroker{BrokerID: 3, Address: "h3:9400", IncarnationID: "i"}); !reflect.DeepEqual(rec, want) {
+		t.Fatalf("decoded %#v, want %#v", rec, want)
+	}
+	if data, err := EncodeRecord(rec); err != nil || string(data) != old {
+		t.Errorf("encoding = %s, %v; want the old encoding %s", data, err, old)
+	}
+	im := NewImage()
+	if _, err := Apply(im, rec, 1); err != nil {
+		t.Fatal(err)
+	}
+	if b := im.Brokers[3]; b.InternalAddress != "" || b.InterBrokerAddress() != "h3:9400" {
+		t.Fatalf("old registration: internal %q, dialled at %q; want none, h3:9400", b.InternalAddress, b.InterBrokerAddress())
+	}
+
+	// An image snapshot written before the field.
+	snap, err := json.Marshal(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(snap), "internal_address") {
+		t.Errorf("snapshot %s names an internal address the broker never registered", snap)
+	}
+	var back Image
+	if err := json.Unmarshal(snap, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Brokers[3].InterBrokerAddress(); got != "h3:9400" {
+		t.Errorf("broker of a decoded old snapshot dialled at %q, want h3:9400", got)
+	}
+
+	// The same incarnation registering again, now with an internal
+	// listener, keeps its epoch and is dialled there.
+	epoch := im.Brokers[3].Epoch
+	if _, err := Apply(im, RegisterBroker{BrokerID: 3, Address: "h3:9400", InternalAddress: "h3:9404", IncarnationID: "i"}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if b := im.Brokers[3]; b.Epoch != epoch || b.Address != "h3:9400" || b.InterBrokerAddress() != "h3:9404" {
+		t.Errorf("re-registration: %+v, want epoch %d, client address h3:9400, dialled at h3:9404", b, epoch)
 	}
 }

@@ -29,7 +29,7 @@ func TestNewIncarnationLeadsOnlyInANewEpoch(t *testing.T) {
 		return nil
 	})
 	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, id, fmt.Sprintf("h%d:1", id), "", "first")
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), Rack: "", IncarnationID: "first"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestNewIncarnationLeadsOnlyInANewEpoch(t *testing.T) {
 	}
 
 	// The same incarnation registering again changes nothing.
-	if _, err := c.RegisterBroker(ctx, 1, "h1:1", "", "first"); err != nil {
+	if _, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: 1, Address: "h1:1", Rack: "", IncarnationID: "first"}); err != nil {
 		t.Fatal(err)
 	}
 	for i, p := range c.Image().Topics["rf3"].Partitions {
@@ -61,7 +61,7 @@ func TestNewIncarnationLeadsOnlyInANewEpoch(t *testing.T) {
 	}
 
 	// Broker 1 restarts: a new incarnation.
-	epoch, err := c.RegisterBroker(ctx, 1, "h1:1", "", "second")
+	epoch, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: 1, Address: "h1:1", Rack: "", IncarnationID: "second"})
 	if err != nil {
 		t.Fatal(err)
 	}

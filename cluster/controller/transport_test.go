@@ -41,7 +41,7 @@ func TestQuorumDialsThroughDialMap(t *testing.T) {
 	var leader *Controller
 	wait.For(t, 15*time.Second, "a sole leader", func() (err error) { leader, err = soleLeader(nodes); return err })
 	lid := leader.cfg.NodeID
-	epoch, err := leader.RegisterBroker(ctx, 7, "127.0.0.1:9407", "", "inc-7")
+	epoch, err := leader.RegisterBroker(ctx, RegisterBroker{BrokerID: 7, Address: "127.0.0.1:9407", Rack: "", IncarnationID: "inc-7"})
 	if err != nil {
 		t.Fatal(err)
 	}

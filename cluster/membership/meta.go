@@ -26,8 +26,14 @@ type Meta struct {
 	NodeID int32 `json:"id"`
 	// Roles lists what the node does (RoleController, RoleBroker).
 	Roles []string `json:"roles"`
-	// GRPCAddress is the advertised host:port of the node's gRPC API.
+	// GRPCAddress is the advertised host:port of the node's client gRPC
+	// listener (the public API).
 	GRPCAddress string `json:"grpc"`
+	// InternalAddress is the advertised host:port of the node's internal
+	// gRPC listener, where other nodes call its inter-node services
+	// (decision 41); empty from a node that predates it, which serves
+	// everything on GRPCAddress (see InterNodeAddress).
+	InternalAddress string `json:"internal,omitempty"`
 	// RaftAddress is the advertised host:port of the node's Raft transport;
 	// set by controllers only.
 	RaftAddress string `json:"raft,omitempty"`
@@ -38,6 +44,15 @@ type Meta struct {
 // HasRole reports whether r is among m.Roles.
 func (m Meta) HasRole(r string) bool {
 	return slices.Contains(m.Roles, r)
+}
+
+// InterNodeAddress is where other nodes call m's inter-node services: its
+// internal listener, or GRPCAddress when it gossips none.
+func (m Meta) InterNodeAddress() string {
+	if m.InternalAddress != "" {
+		return m.InternalAddress
+	}
+	return m.GRPCAddress
 }
 
 // nodeName is the gossip-layer name of the node with the given id. Two nodes

@@ -44,3 +44,21 @@ func TestMetaEncoding(t *testing.T) {
 		t.Error("encodeMeta accepted a meta over memberlist.MetaMaxSize")
 	}
 }
+
+// Decision 41: a node gossips its internal listener, where the others call
+// its inter-node services; the meta of a node that predates it has none,
+// and its one gRPC address serves them.
+func TestMetaInterNodeAddressFallsBack(t *testing.T) {
+	in := Meta{NodeID: 4, Roles: []string{RoleBroker}, GRPCAddress: "10.0.0.4:9400", InternalAddress: "10.0.0.4:9404"}
+	b, err := encodeMeta(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := decodeMeta("node-4", b); err != nil || out.InterNodeAddress() != "10.0.0.4:9404" || out.GRPCAddress != "10.0.0.4:9400" {
+		t.Fatalf("decode = %+v, %v; want inter-node address 10.0.0.4:9404", out, err)
+	}
+	old, err := decodeMeta("node-4", []byte(`{"id":4,"roles":["broker"],"grpc":"10.0.0.4:9400"}`))
+	if err != nil || old.InternalAddress != "" || old.InterNodeAddress() != "10.0.0.4:9400" {
+		t.Fatalf("old meta = %+v, %v; want inter-node address 10.0.0.4:9400", old, err)
+	}
+}

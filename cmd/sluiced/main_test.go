@@ -89,6 +89,17 @@ func TestFlagsAndEnvFillConfig(t *testing.T) {
 		len(cfg.ControllerVoters) != 1 || cfg.ControllerVoters[0].Address != "127.0.0.1:7001" {
 		t.Fatalf("config %+v", cfg)
 	}
+	if cfg.InternalListen != "127.0.0.1:9404" || cfg.InternalAdvertise != "" {
+		t.Errorf("internal listener %q advertised as %q; want the default 127.0.0.1:9404, advertised as bound", cfg.InternalListen, cfg.InternalAdvertise)
+	}
+	cfg, err = configure([]string{"--internal-advertise", "n3.example:9404", "--data-dir", t.TempDir()},
+		envOf(map[string]string{"SLUICE_INTERNAL_LISTEN": "0.0.0.0:9404"}))
+	if err != nil || cfg.InternalListen != "0.0.0.0:9404" || cfg.InternalAdvertise != "n3.example:9404" {
+		t.Fatalf("internal listener from env and flag: %v %q %q", err, cfg.InternalListen, cfg.InternalAdvertise)
+	}
+	if _, err := configure([]string{"--internal-listen", "127.0.0.1:9400", "--data-dir", t.TempDir()}, noEnv); err == nil {
+		t.Error("an internal listener on the client port accepted")
+	}
 }
 
 // The transaction settings come from flags and SLUICE_* like the others;
@@ -247,7 +258,7 @@ func TestChildExitFailsWaitAtOnce(t *testing.T) {
 // SIGTERM shuts sluiced down gracefully: exit status 0, and every log gets
 // its clean-shutdown marker so the next start skips the recovery scan. The
 // configuration comes from SLUICE_* variables only; every listener is on
-// a free port (none of the defaults 9400-9403).
+// a free port (none of the defaults 9400-9404).
 func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the sluiced binary")
@@ -256,7 +267,7 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	dir := t.TempDir()
 	grpcAddr, httpAddr, raftAddr, gossipAddr := nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t)
 	c := startChild(t, bin, proccluster.Env("SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr,
-		"SLUICE_RAFT_LISTEN="+raftAddr, "SLUICE_GOSSIP_LISTEN="+gossipAddr))
+		"SLUICE_RAFT_LISTEN="+raftAddr, "SLUICE_GOSSIP_LISTEN="+gossipAddr, "SLUICE_INTERNAL_LISTEN="+nodetest.FreeAddr(t)))
 	c.waitReady(t, httpAddr, 20*time.Second)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

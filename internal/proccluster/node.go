@@ -16,11 +16,14 @@ import (
 // addresses (they are in the quorum configuration and in other nodes'
 // gossip state) and the same data.
 type Node struct {
-	ID                                     int32
-	Roles                                  []string
-	DataDir                                string
-	LogPath                                string // every incarnation's output, appended
-	Listen, HTTP, RaftListen, GossipListen string
+	ID      int32
+	Roles   []string
+	DataDir string
+	LogPath string // every incarnation's output, appended
+	// Listen is the client gRPC listener (the public services),
+	// InternalListen the internal one (the inter-node services, decision
+	// 41).
+	Listen, InternalListen, HTTP, RaftListen, GossipListen string
 
 	mu       sync.Mutex // guards the following
 	cmd      *exec.Cmd  // the current or last process; nil before the first start

@@ -3,7 +3,8 @@
 // the end-to-end suites (e2e/) and the chaos harness (chaos/).
 //
 // A Cluster gives every node a free loopback port for every listener
-// (gRPC, HTTP, Raft, gossip; never the defaults 9400-9403, which a
+// (client and internal gRPC, HTTP, Raft, gossip; never the defaults
+// 9400-9404, which a
 // developer's `make run` node may hold), its own data directory and log
 // file under the run directory, and an environment without SLUICE_*
 // variables. It starts, waits for readiness (/readyz, which mirrors the
@@ -107,7 +108,8 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Roles == nil {
 		cfg.Roles = func(int32) []string { return []string{RoleController, RoleBroker} }
 	}
-	addrs, err := loopback.FreeAddrs(4 * cfg.Nodes)
+	const perNode = 5
+	addrs, err := loopback.FreeAddrs(perNode * cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +117,11 @@ func New(cfg Config) (*Cluster, error) {
 	var voters []string
 	for i := range cfg.Nodes {
 		id := int32(i + 1)
-		a := addrs[4*i : 4*i+4]
+		a := addrs[perNode*i : perNode*i+perNode]
 		n := &Node{ID: id, Roles: cfg.Roles(id),
 			DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("data-%d", id)),
 			LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d.log", id)),
-			Listen:  a[0], HTTP: a[1], RaftListen: a[2], GossipListen: a[3]}
+			Listen:  a[0], HTTP: a[1], RaftListen: a[2], GossipListen: a[3], InternalListen: a[4]}
 		if slices.Contains(n.Roles, RoleController) {
 			voters = append(voters, fmt.Sprintf("%d@%s", id, n.RaftListen))
 		}
@@ -141,8 +143,8 @@ func (c *Cluster) IDs() []int32 {
 	return out
 }
 
-// Addrs returns the gRPC addresses of nodes ids, or of every node when
-// ids is empty.
+// Addrs returns the client gRPC addresses of nodes ids, or of every node
+// when ids is empty.
 func (c *Cluster) Addrs(ids ...int32) []string {
 	if len(ids) == 0 {
 		ids = c.IDs()
@@ -186,7 +188,7 @@ func (c *Cluster) args(n *Node) []string {
 	args := []string{
 		"--node-id", strconv.Itoa(int(n.ID)), "--data-dir", n.DataDir,
 		"--roles", strings.Join(n.Roles, ","),
-		"--listen", n.Listen, "--http-listen", n.HTTP,
+		"--listen", n.Listen, "--internal-listen", n.InternalListen, "--http-listen", n.HTTP,
 		"--raft-listen", n.RaftListen, "--gossip-listen", n.GossipListen,
 		"--controller-voters", c.voters,
 	}

@@ -33,8 +33,8 @@ type Cluster struct {
 // NewCluster prepares (does not start) a cluster: voters are the
 // controller quorum, combined controller+broker nodes if combined, else
 // controller-only; brokerOnly are broker-only nodes. Every node knows the
-// quorum and every gossip address as seeds. gRPC listens on 127.0.0.1:0
-// (addresses travel by registration and gossip); Raft and gossip
+// quorum and every gossip address as seeds. gRPC (client and internal)
+// listens on 127.0.0.1:0 (addresses travel by registration and gossip); Raft and gossip
 // addresses come from FreeAddrs, since a static quorum and the seeds must
 // be known before the nodes start; HTTP is disabled. Configure may change
 // a node's config before it starts. tb's Cleanup stops every running node.
@@ -58,7 +58,7 @@ func NewCluster(tb testing.TB, voters []int32, combined bool, brokerOnly []int32
 		cfg := node.DefaultConfig()
 		cfg.NodeID = id
 		cfg.DataDir = tb.TempDir()
-		cfg.Listen, cfg.HTTPListen = "127.0.0.1:0", ""
+		cfg.Listen, cfg.InternalListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0", ""
 		cfg.GossipListen = gossip[id]
 		cfg.Join = seeds
 		cfg.ControllerVoters = quorum
@@ -254,8 +254,8 @@ func (c *Cluster) Leader() int32 {
 	return leader
 }
 
-// Dial opens a client connection to running node id, closed by the test's
-// Cleanup.
+// Dial opens a client connection to running node id (its client
+// listener: the public services), closed by the test's Cleanup.
 func (c *Cluster) Dial(id int32) *grpc.ClientConn {
 	c.tb.Helper()
 	n := c.Node(id)
@@ -263,6 +263,18 @@ func (c *Cluster) Dial(id int32) *grpc.ClientConn {
 		c.tb.Fatalf("nodetest: node %d is not running", id)
 	}
 	return Dial(c.tb, n.Addr())
+}
+
+// DialInternal opens a connection to running node id's internal listener
+// (the inter-node services, decision 41), for a test that acts as another
+// node; closed by the test's Cleanup.
+func (c *Cluster) DialInternal(id int32) *grpc.ClientConn {
+	c.tb.Helper()
+	n := c.Node(id)
+	if n == nil {
+		c.tb.Fatalf("nodetest: node %d is not running", id)
+	}
+	return Dial(c.tb, n.InternalAddr())
 }
 
 // WaitTopic waits (up to 20 s) until every running broker has applied

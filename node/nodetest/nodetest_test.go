@@ -10,10 +10,10 @@ import (
 )
 
 // checkAddrs fails t unless every address of n is on 127.0.0.1 and none
-// is one of the defaults 9400-9403 (a `make run` node may hold those).
+// is one of the defaults 9400-9404 (a `make run` node may hold those).
 func checkAddrs(t *testing.T, name string, n *node.Node) {
 	t.Helper()
-	for what, addr := range map[string]string{"grpc": n.Addr(), "raft": n.RaftAddr(), "gossip": n.GossipAddr(), "http": n.HTTPAddr()} {
+	for what, addr := range map[string]string{"grpc": n.Addr(), "internal grpc": n.InternalAddr(), "raft": n.RaftAddr(), "gossip": n.GossipAddr(), "http": n.HTTPAddr()} {
 		if addr == "" {
 			continue // not a controller, or HTTP disabled
 		}
@@ -22,8 +22,8 @@ func checkAddrs(t *testing.T, name string, n *node.Node) {
 			t.Fatalf("%s %s address %q: %v", name, what, addr, err)
 		}
 		p, _ := strconv.Atoi(port)
-		if host != "127.0.0.1" || p == 0 || (p >= 9400 && p <= 9403) {
-			t.Errorf("%s %s address %s: want 127.0.0.1 on a free port, never 9400-9403", name, what, addr)
+		if host != "127.0.0.1" || p == 0 || (p >= 9400 && p <= 9404) {
+			t.Errorf("%s %s address %s: want 127.0.0.1 on a free port, never 9400-9404", name, what, addr)
 		}
 	}
 }

@@ -13,13 +13,15 @@ import (
 )
 
 // Single is one running combined node (controller voter and broker, a
-// cluster of its own) with a client connection to it.
+// cluster of its own) with a client connection to it and a connection to
+// its internal listener, for tests that act as another node.
 type Single struct {
-	Node  *node.Node
-	Dir   string           // its data dir
-	Conn  *grpc.ClientConn // to Node.Addr()
-	Log   sluicev1.LogClient
-	Admin sluicev1.AdminClient
+	Node     *node.Node
+	Dir      string           // its data dir
+	Conn     *grpc.ClientConn // to Node.Addr(): the public services
+	Internal *grpc.ClientConn // to Node.InternalAddr(): the inter-node services
+	Log      sluicev1.LogClient
+	Admin    sluicev1.AdminClient
 
 	tb   testing.TB
 	once sync.Once // Stop and Abort end the node once
@@ -45,7 +47,8 @@ func StartSingle(tb testing.TB, dir string, edit func(*node.Config)) *Single {
 		tb.Fatal(err)
 	}
 	conn := Dial(tb, n.Addr())
-	s := &Single{Node: n, Dir: dir, Conn: conn, Log: sluicev1.NewLogClient(conn), Admin: sluicev1.NewAdminClient(conn), tb: tb}
+	s := &Single{Node: n, Dir: dir, Conn: conn, Internal: Dial(tb, n.InternalAddr()),
+		Log: sluicev1.NewLogClient(conn), Admin: sluicev1.NewAdminClient(conn), tb: tb}
 	tb.Cleanup(s.Stop)
 	return s
 }
@@ -56,6 +59,7 @@ func StartSingle(tb testing.TB, dir string, edit func(*node.Config)) *Single {
 func (s *Single) Stop() {
 	s.once.Do(func() {
 		s.Conn.Close()
+		s.Internal.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := s.Node.Shutdown(ctx); err != nil {
@@ -69,6 +73,7 @@ func (s *Single) Stop() {
 func (s *Single) Abort() {
 	s.once.Do(func() {
 		s.Conn.Close()
+		s.Internal.Close()
 		s.Node.Abort()
 	})
 }

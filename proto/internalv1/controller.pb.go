@@ -25,14 +25,20 @@ const (
 type RegisterBrokerRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	// Advertised gRPC address.
+	// Advertised gRPC address of the client listener: what clients are
+	// given in Metadata.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Rack    string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	// Random per process start; a retried registration with the same
 	// incarnation keeps its epoch.
 	IncarnationId string `protobuf:"bytes,4,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Advertised address of the node's internal gRPC listener (decision
+	// 41), where the other nodes call its inter-node services (replica
+	// fetches, transaction markers). Empty from a broker that predates it:
+	// the other nodes then dial address.
+	InternalAddress string `protobuf:"bytes,5,opt,name=internal_address,json=internalAddress,proto3" json:"internal_address,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -89,6 +95,13 @@ func (x *RegisterBrokerRequest) GetRack() string {
 func (x *RegisterBrokerRequest) GetIncarnationId() string {
 	if x != nil {
 		return x.IncarnationId
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetInternalAddress() string {
+	if x != nil {
+		return x.InternalAddress
 	}
 	return ""
 }
@@ -1172,12 +1185,13 @@ var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/sluice.proto\"\x89\x01\n" +
+	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/sluice.proto\"\xb4\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12%\n" +
-	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\"d\n" +
+	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12)\n" +
+	"\x10internal_address\x18\x05 \x01(\tR\x0finternalAddress\"d\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\xc9\x01\n" +

@@ -2493,7 +2493,8 @@ type VoterStatus struct {
 	LastLogIndex uint64 `protobuf:"varint,5,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
 	CommitIndex  uint64 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	// Its gRPC address, when known.
+	// Its internal gRPC address (where brokers call its Controller service),
+	// when known.
 	Address       string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
