@@ -7,7 +7,7 @@ BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
-.PHONY: all build run examples cluster cluster-stop test test-short proto check-monitoring bench bench-failover bench-cluster lint vet fmt clean chaos
+.PHONY: all build run examples image cluster cluster-stop test test-short proto check-monitoring bench bench-failover bench-cluster lint vet fmt clean chaos
 
 all: build
 
@@ -26,6 +26,15 @@ run: build
 # Runs `npm ci` in examples/node when needed. See examples/README.md.
 examples:
 	GO=$(GO) BIN=$(BIN) scripts/examples.sh
+
+# The container image of deploy/Dockerfile, built with Debian's buildah
+# from binaries built here (no base image is downloaded), checked (non-root
+# user, entry point, volume, ports), run (a node from the image serves a
+# produce and a consume), and written to bin/sluice-image.tar for
+# `docker load`. Needs root or buildah's rootless set-up; .ci/run installs
+# buildah. See scripts/image.sh and docs/kubernetes.md.
+image:
+	GO=$(GO) BIN=$(BIN) scripts/image.sh
 
 # Three local nodes (controller and broker each) on 127.0.0.1:9510, 9520,
 # 9530 in the background, data and logs under $(CLUSTER_DIR); stop them with

@@ -102,7 +102,7 @@ trap 'exit 143' TERM
 # reads every flag from one), and flags fix all the addresses.
 for v in $(compgen -e | grep '^SLUICE_' || true); do unset "$v"; done
 "$BIN/sluiced" --node-id 1 --data-dir "$work/data" \
-  --listen 127.0.0.1:0 --raft-listen 127.0.0.1:0 --gossip-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+  --listen 127.0.0.1:0 --internal-listen 127.0.0.1:0 --raft-listen 127.0.0.1:0 --gossip-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
   >"$nodelog" 2>&1 &
 pid=$!
 
