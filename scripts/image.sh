@@ -36,6 +36,9 @@ die() {
   exit 1
 }
 
+# shellcheck source=scripts/lib/node.sh
+. scripts/lib/node.sh
+
 command -v "$BUILDAH" >/dev/null 2>&1 ||
   die "$BUILDAH not found: install Debian's buildah (apt-get install buildah)"
 [ -r /etc/ssl/certs/ca-certificates.crt ] ||
@@ -119,36 +122,7 @@ for v in $(compgen -e | grep '^SLUICE_' || true); do unset "$v"; done
   >"$nodelog" 2>&1 &
 pid=$!
 
-# http_status HOST:PORT PATH prints the HTTP status code of a GET, or
-# nothing when the connection fails (bash's /dev/tcp: no curl needed).
-http_status() {
-  local host=${1%:*} port=${1##*:} line=""
-  { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null || return 0
-  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$1" >&3
-  IFS= read -r -t 5 line <&3 || true
-  exec 3<&-
-  line=${line#* }
-  echo "${line%% *}"
-}
-
-addr="" http=""
-deadline=$((SECONDS + 30))
-while :; do
-  kill -0 "$pid" 2>/dev/null || die "sluiced from the image exited during start-up"
-  if [ -z "$addr" ]; then
-    started=$(grep -m1 'msg="sluice node started"' "$nodelog" || true)
-    if [ -n "$started" ]; then
-      addr=$(sed -n 's/.* listen=\([^ ]*\).*/\1/p' <<<"$started")
-      http=$(sed -n 's/.* http=\([^ ]*\).*/\1/p' <<<"$started")
-      [ -n "$addr" ] && [ -n "$http" ] || die "no listen= and http= address in sluiced's start line: $started"
-    fi
-  fi
-  if [ -n "$http" ] && [ "$(http_status "$http" /readyz)" = 200 ]; then
-    break
-  fi
-  [ $SECONDS -lt $deadline ] || die "sluiced from the image not ready after 30 s (gRPC ${addr:-?}, HTTP ${http:-?})"
-  sleep 0.1
-done
+wait_ready "$pid" "$nodelog"
 echo "image: sluiced from the image ready: gRPC $addr, HTTP $http"
 
 cli=("$stage/out/sluice" --brokers "$addr" --request-timeout 10s)
