@@ -76,6 +76,10 @@ type Node struct {
 	faults  *faultInjector // nil unless fault injection is on
 	metrics *metrics       // the /metrics registry and gRPC interceptors
 
+	// healthServices are the gRPC services whose health status follows
+	// readiness as "" does; set once in New before serving.
+	healthServices []string
+
 	// syncHealth sets the health status only while ctx is live; Shutdown
 	// and Abort cancel ctx holding healthMu, so no status flips back to
 	// SERVING once they began.
@@ -238,6 +242,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	reflection.Register(n.grpc)
+	n.healthServices = healthServices(n.grpc.GetServiceInfo())
+	for _, name := range n.healthServices {
+		n.health.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	if n.faults != nil {
 		n.faults.served = servedMethods(n.grpc.GetServiceInfo())
 		logger.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", cfg.FaultInjection)
