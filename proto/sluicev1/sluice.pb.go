@@ -195,10 +195,11 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 }
 
 // LeaderHint tells a client where a partition's leader is after
-// NOT_LEADER_OR_FOLLOWER.
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH; absent when the answering
+// broker knows no leader.
 type LeaderHint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The leader's node id; -1 when no leader is known.
+	// The leader's node id.
 	LeaderId int32 `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	// The partition's current leader epoch.
 	LeaderEpoch int32 `protobuf:"varint,2,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
@@ -772,8 +773,8 @@ func (x *PartitionProduceResponse) GetCurrentLeader() *LeaderHint {
 	return nil
 }
 
-// FetchRequest asks for batches of several partitions; each must be sent to
-// its leader.
+// FetchRequest asks for batches of several partitions, all led by the
+// broker it is sent to (NOT_LEADER_OR_FOLLOWER for the others).
 type FetchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Longest time to wait for min_bytes; 0 answers at once. Capped at 30 s.
@@ -917,7 +918,10 @@ type FetchPartition struct {
 	FetchOffset int64 `protobuf:"varint,2,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
 	// Bound for this partition; 0 means 1 MiB.
 	PartitionMaxBytes int32 `protobuf:"varint,3,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
-	// The leader epoch the client last saw, or -1 to skip the check.
+	// The leader epoch the client last saw (PartitionMetadata.leader_epoch),
+	// or -1 to skip the check. 0 is an epoch like any other: an unset field
+	// asks for epoch 0 and gets FENCED_LEADER_EPOCH once the partition's
+	// leader has changed.
 	CurrentLeaderEpoch int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
