@@ -4,7 +4,9 @@
 // A canonical batch is a protobuf encoding of RecordBatch whose fields 1..11
 // are always present, in field order, with fixed-width types, at the fixed
 // positions below, followed by the record entries (field 12). The broker
-// writes this form itself; any protobuf library can decode it.
+// writes this form itself; any protobuf library can decode it. Producers
+// may send any valid encoding, including a "simple" batch whose
+// bookkeeping the broker fills (Canonicalize, decision 43).
 package batch
 
 import (
