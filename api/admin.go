@@ -50,7 +50,7 @@ func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*
 }
 
 func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMetadata {
-	tm := &sluicev1.TopicMetadata{Name: t.Name}
+	tm := &sluicev1.TopicMetadata{Name: t.Name, Internal: isInternalTopic(t.Name)}
 	rf := int32(0)
 	if len(t.Partitions) > 0 {
 		rf = int32(len(t.Partitions[0].Replicas))

@@ -3,8 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -16,12 +19,36 @@ import (
 //     controller-only node once a leader is known. It depends on the
 //     quorum and the other nodes: a readiness probe, and what /readyz
 //     answers.
+//
 //   - LivenessService is SERVING from start until shutdown begins, whatever
 //     the quorum or the other nodes do: a liveness (and startup) probe,
 //     which must not restart a node because its peers are away.
 //
-// Both turn NOT_SERVING as soon as Shutdown or Abort begins.
+//   - every service the node serves by its full name ("sluice.v1.Log",
+//     "sluice.v1.Admin", "sluice.v1.Transactions", "sluice.v1.Groups" on a
+//     broker, the sluice.internal.v1 ones it registers) follows "": a
+//     client generated from the .proto files may check the service it is
+//     about to call, as gRPC's health protocol intends. A service the node
+//     does not serve (a broker's on a controller-only node) answers
+//     NOT_FOUND.
+//
+// All turn NOT_SERVING as soon as Shutdown or Abort begins.
 const LivenessService = "liveness"
+
+// healthServices returns the services of a gRPC server whose health
+// follows readiness, sorted: all but the health and reflection services
+// themselves.
+func healthServices(info map[string]grpc.ServiceInfo) []string {
+	var names []string
+	for name := range info {
+		if name == healthpb.Health_ServiceDesc.ServiceName || strings.HasPrefix(name, "grpc.reflection.") {
+			continue
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
 
 // Ready reports whether the node serves: a broker once registered,
 // unfenced and caught up; a controller-only node once a leader is known.
@@ -68,6 +95,9 @@ func (n *Node) syncHealth() {
 		n.log.Warn("node not ready", "node_id", n.cfg.NodeID)
 	}
 	n.health.SetServingStatus("", st)
+	for _, name := range n.healthServices {
+		n.health.SetServingStatus(name, st)
+	}
 }
 
 // readinessLoop mirrors Ready into the gRPC health status (and /readyz).

@@ -82,6 +82,10 @@ type Node struct {
 	faults  *faultInjector // nil unless fault injection is on
 	metrics *metrics       // the /metrics registry and gRPC interceptors
 
+	// healthServices are the gRPC services whose health status follows
+	// readiness as "" does; set once in New before serving.
+	healthServices []string
+
 	// syncHealth sets the health status only while ctx is live; Shutdown
 	// and Abort cancel ctx holding healthMu, so no status flips back to
 	// SERVING once they began.
@@ -262,6 +266,15 @@ func Start(cfg Config) (_ *Node, err error) {
 	for _, s := range []*grpc.Server{n.grpc, n.internalGRPC} {
 		healthpb.RegisterHealthServer(s, n.health)
 		reflection.Register(s)
+	}
+	// Health per service name, of both listeners (one health server).
+	info := n.grpc.GetServiceInfo()
+	for name, si := range n.internalGRPC.GetServiceInfo() {
+		info[name] = si
+	}
+	n.healthServices = healthServices(info)
+	for _, name := range n.healthServices {
+		n.health.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	if n.faults != nil {
 		n.faults.served = servedMethods(n.grpc.GetServiceInfo(), n.internalGRPC.GetServiceInfo())

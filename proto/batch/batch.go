@@ -4,7 +4,9 @@
 // A canonical batch is a protobuf encoding of RecordBatch whose fields 1..11
 // are always present, in field order, with fixed-width types, at the fixed
 // positions below, followed by the record entries (field 12). The broker
-// writes this form itself; any protobuf library can decode it.
+// writes this form itself; any protobuf library can decode it. Producers
+// may send any valid encoding, including a "simple" batch whose
+// bookkeeping the broker fills (Canonicalize, decision 43).
 package batch
 
 import (
@@ -238,13 +240,23 @@ func countRecords(b []byte) (int, error) {
 // producer_id <= 0 (absent on the wire) means a plain producer and is
 // stored as -1 with epoch and sequence -1.
 //
+// Simple produce (decision 43): a batch with record_count, last_offset_delta
+// and crc all 0 (absent on the wire) and every record's offset_delta 0 has
+// its bookkeeping filled by the broker: record_count and last_offset_delta
+// from the records, and offset_delta i written into record i (see
+// fillOffsetDeltas). A batch with any of the three header fields non-zero
+// gets the strict rules above; a simple batch with an offset_delta other
+// than 0 is refused (INVALID_RECORD), not guessed at.
+//
 // The result may share storage with in (and in may be modified): when in is
-// already canonical, it is patched in place. Errors are *errs.Error with
+// already canonical, it is patched in place. A simple batch of more than
+// one record is copied (its records grow). Errors are *errs.Error with
 // CORRUPT_RECORD, INVALID_RECORD or UNSUPPORTED_COMPRESSION_TYPE.
 func Canonicalize(in []byte) ([]byte, Header, error) {
 	if isCanonicalLayout(in) {
 		h, _ := ParseHeader(in)
-		maxTS, n, err := walkRecords(in[HeaderSize:], h.BaseTimestamp)
+		simple := isSimple(&h)
+		maxTS, n, err := walkRecords(in[HeaderSize:], h.BaseTimestamp, simple)
 		if err == errNotCanonical {
 			// Valid protobuf, perhaps, but not stored as sent: the slow
 			// path re-frames the entries (and reports what is wrong).
@@ -252,6 +264,9 @@ func Canonicalize(in []byte) ([]byte, Header, error) {
 		}
 		if err != nil {
 			return nil, h, err
+		}
+		if simple {
+			return finishSimple(in, h, maxTS, n)
 		}
 		if h.CRC != 0 {
 			if c := ComputeCRC(in); c != h.CRC {
@@ -320,8 +335,9 @@ var errNotCanonical = errors.New("batch: records are not canonically framed")
 
 // walkRecords checks every record entry, which must be canonically framed
 // (else errNotCanonical), and returns the max timestamp and the record
-// count.
-func walkRecords(b []byte, baseTS int64) (int64, int, error) {
+// count. Record i must have offset_delta i, or 0 when simple (a
+// simple-produce batch, whose deltas the broker fills).
+func walkRecords(b []byte, baseTS int64, simple bool) (int64, int, error) {
 	maxTS := baseTS
 	n := 0
 	for len(b) > 0 {
@@ -340,7 +356,10 @@ func walkRecords(b []byte, baseTS int64) (int64, int, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		if int(offDelta) != n {
+		if simple && offDelta != 0 {
+			return 0, 0, invalid("record %d has offset_delta %d in a batch with record_count 0 (simple produce: leave every offset_delta 0, or fill record_count, last_offset_delta and every offset_delta)", n, offDelta)
+		}
+		if !simple && int(offDelta) != n {
 			return 0, 0, invalid("record %d has offset_delta %d", n, offDelta)
 		}
 		if ts := baseTS + tsDelta; ts > maxTS {
@@ -488,13 +507,17 @@ func canonicalizeSlow(in []byte) ([]byte, Header, error) {
 		out = append(out, r...)
 	}
 	PutHeader(out, h)
-	maxTS, n, err := walkRecords(out[HeaderSize:], h.BaseTimestamp)
+	simple := isSimple(&h)
+	maxTS, n, err := walkRecords(out[HeaderSize:], h.BaseTimestamp, simple)
 	if err == errNotCanonical {
 		// Cannot happen: out was framed just above.
 		return nil, h, corrupt("internal error re-framing records")
 	}
 	if err != nil {
 		return nil, h, err
+	}
+	if simple {
+		return finishSimple(out, h, maxTS, n)
 	}
 	if crcGiven {
 		if c := ComputeCRC(out); c != h.CRC {
@@ -506,4 +529,77 @@ func canonicalizeSlow(in []byte) ([]byte, Header, error) {
 	}
 	finish(out, &h, maxTS)
 	return out, h, nil
+}
+
+// isSimple reports a simple-produce header (decision 43): record_count,
+// last_offset_delta and crc all 0. The CRC covers the bookkeeping the
+// broker would fill, so a producer that computes a CRC must fill the rest
+// too.
+func isSimple(h *Header) bool {
+	return h.RecordCount == 0 && h.LastOffsetDelta == 0 && h.CRC == 0
+}
+
+// finishSimple completes a simple-produce batch b (canonical header and
+// canonically framed records, all checked by walkRecords with simple set,
+// n of them): it fills record_count, last_offset_delta and the records'
+// offset deltas, then applies the header rules and finish. b is patched in
+// place when it holds one record (offset_delta 0 is already right) and
+// rebuilt otherwise.
+func finishSimple(b []byte, h Header, maxTS int64, n int) ([]byte, Header, error) {
+	h.RecordCount, h.LastOffsetDelta = int32(n), int32(n-1)
+	if err := checkHeader(&h, n); err != nil {
+		return nil, h, err
+	}
+	if n > 1 {
+		b = fillOffsetDeltas(b, n)
+	}
+	finish(b, &h, maxTS)
+	return b, h, nil
+}
+
+// fillOffsetDeltas returns a copy of canonical batch b (n records, each
+// already validated, every offset_delta 0) with offset_delta i written into
+// record i: any offset_delta field present (an explicit 0) is dropped and
+// one is inserted before the first field numbered above 2, so a record
+// encoded in field order (what protobuf encoders write) comes out as
+// proto.Marshal would encode it with the delta set. The header is copied
+// as it is; the caller rewrites it.
+func fillOffsetDeltas(b []byte, n int) []byte {
+	// Each delta takes a tag byte and at most 5 varint bytes, and the
+	// record's length varint may grow by one byte.
+	out := make([]byte, HeaderSize, len(b)+n*7)
+	copy(out, b[:HeaderSize])
+	recs := b[HeaderSize:]
+	var body []byte
+	for i := 0; len(recs) > 0; i++ {
+		rec, m := protowire.ConsumeBytes(recs[1:])
+		recs = recs[1+m:]
+		body = body[:0]
+		done := i == 0 // record 0 keeps offset_delta 0, i.e. absent
+		for r := rec; len(r) > 0; {
+			num, typ, k := protowire.ConsumeTag(r)
+			k += protowire.ConsumeFieldValue(num, typ, r[k:])
+			if num == 2 {
+				r = r[k:]
+				continue
+			}
+			if num > 2 && !done {
+				body = appendOffsetDelta(body, i)
+				done = true
+			}
+			body = append(body, r[:k]...)
+			r = r[k:]
+		}
+		if !done {
+			body = appendOffsetDelta(body, i)
+		}
+		out = append(out, recordTag)
+		out = protowire.AppendBytes(out, body)
+	}
+	return out
+}
+
+func appendOffsetDelta(b []byte, i int) []byte {
+	b = protowire.AppendTag(b, 2, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeZigZag(int64(i)))
 }

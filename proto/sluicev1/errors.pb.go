@@ -25,94 +25,191 @@ const (
 // ErrorCode is the per-partition (or per-topic) result code. This enum is the
 // single table of codes: names and numbers follow Apache Kafka's, and the
 // retriable option says whether a client should retry. docs/errors.md is
-// generated from it.
+// generated from it: the comment of each value is its meaning there
+// (scripts/gen-errors-doc fails on a value without one).
+//
+// The same codes name request-level failures: those come as a gRPC status
+// whose details hold a google.rpc.ErrorInfo with domain "sluice.io", reason
+// the ErrorCode name and metadata "retriable" ("true"/"false"), plus
+// "leader_id" and "leader_address" for NOT_CONTROLLER.
+//
+// Codes marked "Not sent by Sluice" keep Kafka's number so that tools can
+// name them; the broker never answers them today.
 type ErrorCode int32
 
 const (
-	ErrorCode_NONE                 ErrorCode = 0
+	// Success.
+	ErrorCode_NONE ErrorCode = 0
+	// An unexpected error on the broker; see its log.
 	ErrorCode_UNKNOWN_SERVER_ERROR ErrorCode = 1
-	ErrorCode_OFFSET_OUT_OF_RANGE  ErrorCode = 2
-	// The batch bytes are malformed or fail their CRC.
-	ErrorCode_CORRUPT_RECORD             ErrorCode = 3
+	// The requested offset is below the log start offset or above the log
+	// end: reset the position (ListOffsets) as the consumer's policy says.
+	ErrorCode_OFFSET_OUT_OF_RANGE ErrorCode = 2
+	// The batch bytes are malformed or fail their CRC. Retriable because bytes
+	// damaged on the way may arrive whole next time; a client that builds the
+	// same bad bytes again gets the same answer.
+	ErrorCode_CORRUPT_RECORD ErrorCode = 3
+	// The topic or partition does not exist (or this broker does not know it
+	// yet: refresh metadata and retry).
 	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION ErrorCode = 4
-	ErrorCode_INVALID_FETCH_SIZE         ErrorCode = 5
-	ErrorCode_LEADER_NOT_AVAILABLE       ErrorCode = 6
-	ErrorCode_NOT_LEADER_OR_FOLLOWER     ErrorCode = 7
-	ErrorCode_REQUEST_TIMED_OUT          ErrorCode = 8
+	// The requested fetch size is invalid (a negative partition_max_bytes).
+	ErrorCode_INVALID_FETCH_SIZE ErrorCode = 5
+	// The partition has no leader right now (an election is in progress), or
+	// the broker has no cluster metadata yet.
+	ErrorCode_LEADER_NOT_AVAILABLE ErrorCode = 6
+	// This broker is not the leader (or a replica) of the partition: refresh
+	// metadata, or use the response's leader hint, and resend to the leader.
+	ErrorCode_NOT_LEADER_OR_FOLLOWER ErrorCode = 7
+	// The request did not complete in time (for example acks=all waiting for
+	// replicas). For a produce the batch may or may not have been appended: an
+	// idempotent producer retries it with the same sequence.
+	ErrorCode_REQUEST_TIMED_OUT ErrorCode = 8
 	// The batch is larger than the topic's max.message.bytes.
-	ErrorCode_MESSAGE_TOO_LARGE                ErrorCode = 10
-	ErrorCode_INVALID_TOPIC_EXCEPTION          ErrorCode = 17
-	ErrorCode_RECORD_LIST_TOO_LARGE            ErrorCode = 18
-	ErrorCode_NOT_ENOUGH_REPLICAS              ErrorCode = 19
-	ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND ErrorCode = 20
-	ErrorCode_INVALID_REQUIRED_ACKS            ErrorCode = 21
-	ErrorCode_INVALID_TIMESTAMP                ErrorCode = 32
-	ErrorCode_TOPIC_ALREADY_EXISTS             ErrorCode = 36
-	ErrorCode_INVALID_PARTITIONS               ErrorCode = 37
-	ErrorCode_INVALID_REPLICATION_FACTOR       ErrorCode = 38
-	ErrorCode_INVALID_REPLICA_ASSIGNMENT       ErrorCode = 39
-	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
-	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
-	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
-	ErrorCode_POLICY_VIOLATION                 ErrorCode = 44
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
-	ErrorCode_INVALID_TXN_STATE                ErrorCode = 48
-	ErrorCode_INVALID_PRODUCER_ID_MAPPING      ErrorCode = 49
-	ErrorCode_INVALID_TRANSACTION_TIMEOUT      ErrorCode = 50
-	ErrorCode_CONCURRENT_TRANSACTIONS          ErrorCode = 51
-	ErrorCode_TRANSACTION_COORDINATOR_FENCED   ErrorCode = 52
-	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS     ErrorCode = 14
-	ErrorCode_COORDINATOR_NOT_AVAILABLE        ErrorCode = 15
-	ErrorCode_NOT_COORDINATOR                  ErrorCode = 16
-	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
-	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
-	// The partition is already being reassigned to another target; wait for
-	// that reassignment to finish first.
-	ErrorCode_REASSIGNMENT_IN_PROGRESS     ErrorCode = 60
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
-	ErrorCode_STALE_BROKER_EPOCH           ErrorCode = 77
-	ErrorCode_FENCED_LEADER_EPOCH          ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH         ErrorCode = 75
-	ErrorCode_OFFSET_NOT_AVAILABLE         ErrorCode = 78
-	ErrorCode_INVALID_RECORD               ErrorCode = 87
-	ErrorCode_PRODUCER_FENCED              ErrorCode = 90
-	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND   ErrorCode = 105
+	ErrorCode_MESSAGE_TOO_LARGE ErrorCode = 10
 	// The offset's metadata is longer than 4096 bytes.
 	ErrorCode_OFFSET_METADATA_TOO_LARGE ErrorCode = 12
+	// The coordinator is still loading its state; retry after a pause.
+	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS ErrorCode = 14
+	// The coordinator is not available; find it again and retry.
+	ErrorCode_COORDINATOR_NOT_AVAILABLE ErrorCode = 15
+	// This broker is not the coordinator for the key; find the coordinator
+	// again (FindCoordinator).
+	ErrorCode_NOT_COORDINATOR ErrorCode = 16
+	// The topic name is invalid, or the topic is internal and the operation is
+	// not allowed on it.
+	ErrorCode_INVALID_TOPIC_EXCEPTION ErrorCode = 17
+	// The request's batches together exceed the broker's request size limit.
+	ErrorCode_RECORD_LIST_TOO_LARGE ErrorCode = 18
+	// Fewer in-sync replicas than min.insync.replicas; the batch was not
+	// appended.
+	ErrorCode_NOT_ENOUGH_REPLICAS ErrorCode = 19
+	// The batch was appended but the in-sync set shrank below
+	// min.insync.replicas before it was acknowledged.
+	ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND ErrorCode = 20
+	// The acks value is not supported.
+	ErrorCode_INVALID_REQUIRED_ACKS ErrorCode = 21
 	// TxnOffsetCommit from a member whose epoch is not its current one
 	// (KIP-447 zombie fencing): abort the transaction.
 	ErrorCode_ILLEGAL_GENERATION ErrorCode = 22
-	ErrorCode_INVALID_GROUP_ID   ErrorCode = 24
+	// The group id is empty or too long.
+	ErrorCode_INVALID_GROUP_ID ErrorCode = 24
 	// The member is not (or no longer) in the group: join again with epoch 0.
-	ErrorCode_UNKNOWN_MEMBER_ID       ErrorCode = 25
+	ErrorCode_UNKNOWN_MEMBER_ID ErrorCode = 25
+	// The session timeout is outside the broker's
+	// group.consumer.min/max.session.timeout.ms.
 	ErrorCode_INVALID_SESSION_TIMEOUT ErrorCode = 26
-	// The group still has members.
-	ErrorCode_NON_EMPTY_GROUP        ErrorCode = 68
-	ErrorCode_GROUP_ID_NOT_FOUND     ErrorCode = 69
+	// Not sent by Sluice: timestamps are not range-checked (Kafka's
+	// message.timestamp.*.max.ms).
+	ErrorCode_INVALID_TIMESTAMP ErrorCode = 32
+	// A topic with this name already exists.
+	ErrorCode_TOPIC_ALREADY_EXISTS ErrorCode = 36
+	// The partition count is invalid (zero, negative, or a decrease).
+	ErrorCode_INVALID_PARTITIONS ErrorCode = 37
+	// The replication factor is invalid or larger than the number of brokers.
+	ErrorCode_INVALID_REPLICATION_FACTOR ErrorCode = 38
+	// The explicit replica assignment is invalid.
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT ErrorCode = 39
+	// A topic or broker config name or value is invalid.
+	ErrorCode_INVALID_CONFIG ErrorCode = 40
+	// This broker is not the controller; send the request to the controller
+	// (the ErrorInfo metadata "leader_id" and "leader_address" name it when
+	// known).
+	ErrorCode_NOT_CONTROLLER ErrorCode = 41
+	// The request is malformed or inconsistent.
+	ErrorCode_INVALID_REQUEST ErrorCode = 42
+	// Not sent by Sluice: there are no pluggable request policies.
+	ErrorCode_POLICY_VIOLATION ErrorCode = 44
+	// The batch's base_sequence is not the next one the partition expects
+	// from this producer and epoch (a gap: an earlier batch was lost or
+	// failed). An idempotent producer resends its unacknowledged batches in
+	// order; if the gap remains it starts the partition again at sequence 0
+	// under a higher epoch (a new epoch must start at 0). A transactional
+	// producer aborts instead: the abort's EndTxn gives the new epoch.
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
+	// Not sent by Sluice: a retried batch that matches one of the producer's
+	// last 5 batches on the partition (same epoch, first and last sequence)
+	// is answered NONE with the original batch's base_offset, and nothing is
+	// written again. A client may treat this code as success.
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER ErrorCode = 46
+	// The producer epoch is older than the current one for this producer id:
+	// a newer instance took over; this one must stop.
+	ErrorCode_INVALID_PRODUCER_EPOCH ErrorCode = 47
+	// The operation is not allowed in the transaction's current state (for
+	// example a non-transactional batch from a producer whose transaction is
+	// open).
+	ErrorCode_INVALID_TXN_STATE ErrorCode = 48
+	// The producer id does not match the one mapped to the transactional id.
+	ErrorCode_INVALID_PRODUCER_ID_MAPPING ErrorCode = 49
+	// The transaction timeout is larger than the broker's maximum.
+	ErrorCode_INVALID_TRANSACTION_TIMEOUT ErrorCode = 50
+	// Another transaction operation for this producer is still in progress
+	// (for example the markers of the previous commit); retry after a pause.
+	ErrorCode_CONCURRENT_TRANSACTIONS ErrorCode = 51
+	// The transaction coordinator has been replaced by a newer one.
+	ErrorCode_TRANSACTION_COORDINATOR_FENCED ErrorCode = 52
+	// A disk error on the broker made the partition's log unavailable.
+	ErrorCode_KAFKA_STORAGE_ERROR ErrorCode = 56
+	// Not sent by Sluice on produce: a partition with no state for a producer
+	// id accepts any first sequence (0 for a transactional batch, else
+	// OUT_OF_ORDER_SEQUENCE_NUMBER), as Kafka does after retention removed
+	// the state.
+	ErrorCode_UNKNOWN_PRODUCER_ID ErrorCode = 59
+	// The partition is already being reassigned to another target; wait for
+	// that reassignment to finish first.
+	ErrorCode_REASSIGNMENT_IN_PROGRESS ErrorCode = 60
+	// The group still has members; they must leave (or expire) first.
+	ErrorCode_NON_EMPTY_GROUP ErrorCode = 68
+	// The group does not exist.
+	ErrorCode_GROUP_ID_NOT_FOUND ErrorCode = 69
+	// The leader epoch in the request is older than the broker's: refresh
+	// metadata and retry.
+	ErrorCode_FENCED_LEADER_EPOCH ErrorCode = 74
+	// The leader epoch in the request is newer than the broker's (its metadata
+	// lags): retry after a pause.
+	ErrorCode_UNKNOWN_LEADER_EPOCH ErrorCode = 75
+	// The batch uses a compression type the broker does not accept (only none
+	// today).
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
+	// The request carries an old broker epoch (broker-to-broker requests).
+	ErrorCode_STALE_BROKER_EPOCH ErrorCode = 77
+	// Not sent by Sluice today: the requested offset is not available yet
+	// (Kafka: the high watermark is still advancing after an election).
+	ErrorCode_OFFSET_NOT_AVAILABLE ErrorCode = 78
+	// The group has group.consumer.max.size members already.
 	ErrorCode_GROUP_MAX_SIZE_REACHED ErrorCode = 81
 	// Another member holds this static instance id.
 	ErrorCode_FENCED_INSTANCE_ID ErrorCode = 82
-	// Offsets of the partition are pending in an open transaction.
+	// The batch is well formed but breaks a rule (record count, offset deltas,
+	// unknown fields, header key encoding, a control batch from a client, a
+	// record without a key on a compacted topic, ...).
+	ErrorCode_INVALID_RECORD ErrorCode = 87
+	// Offsets of the partition are pending in an open transaction; retry once
+	// it ends.
 	ErrorCode_UNSTABLE_OFFSET_COMMIT ErrorCode = 88
+	// A newer producer with the same transactional id has started; this one
+	// must stop.
+	ErrorCode_PRODUCER_FENCED ErrorCode = 90
+	// A partition change named a partition epoch that is not the current
+	// one: re-read the partition and decide again.
+	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
+	// The transactional id is not known to the coordinator.
+	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
+	// An ISR change would add a replica that is fenced or not a replica.
+	ErrorCode_INELIGIBLE_REPLICA ErrorCode = 107
+	// Not sent by Sluice today: the partition's leader changed while the
+	// request was in flight; retry with the new leader.
+	ErrorCode_NEW_LEADER_ELECTED ErrorCode = 108
 	// The member's epoch is not the coordinator's: the member lost its
 	// partitions and joins again with epoch 0.
 	ErrorCode_FENCED_MEMBER_EPOCH ErrorCode = 110
 	// A static member rejoined while its previous incarnation still holds
 	// the instance id; retry after it left.
 	ErrorCode_UNRELEASED_INSTANCE_ID ErrorCode = 111
-	ErrorCode_UNSUPPORTED_ASSIGNOR   ErrorCode = 112
+	// The server assignor named is not one of uniform or range.
+	ErrorCode_UNSUPPORTED_ASSIGNOR ErrorCode = 112
 	// An offset commit with an epoch older than the member's: refresh and
 	// retry with the current epoch.
 	ErrorCode_STALE_MEMBER_EPOCH ErrorCode = 113
-	// A partition change named a partition epoch that is not the current
-	// one: re-read the partition and decide again.
-	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
-	// An ISR change would add a replica that is fenced or not a replica.
-	ErrorCode_INELIGIBLE_REPLICA ErrorCode = 107
-	// The partition's leader changed while the request was in flight.
-	ErrorCode_NEW_LEADER_ELECTED ErrorCode = 108
 	// KIP-890: the transaction cannot go on (e.g. a partition leader could
 	// not add a partition to it); the producer aborts it and may start a
 	// new one with the same producer id and epoch.
@@ -132,11 +229,19 @@ var (
 		7:   "NOT_LEADER_OR_FOLLOWER",
 		8:   "REQUEST_TIMED_OUT",
 		10:  "MESSAGE_TOO_LARGE",
+		12:  "OFFSET_METADATA_TOO_LARGE",
+		14:  "COORDINATOR_LOAD_IN_PROGRESS",
+		15:  "COORDINATOR_NOT_AVAILABLE",
+		16:  "NOT_COORDINATOR",
 		17:  "INVALID_TOPIC_EXCEPTION",
 		18:  "RECORD_LIST_TOO_LARGE",
 		19:  "NOT_ENOUGH_REPLICAS",
 		20:  "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
 		21:  "INVALID_REQUIRED_ACKS",
+		22:  "ILLEGAL_GENERATION",
+		24:  "INVALID_GROUP_ID",
+		25:  "UNKNOWN_MEMBER_ID",
+		26:  "INVALID_SESSION_TIMEOUT",
 		32:  "INVALID_TIMESTAMP",
 		36:  "TOPIC_ALREADY_EXISTS",
 		37:  "INVALID_PARTITIONS",
@@ -154,37 +259,29 @@ var (
 		50:  "INVALID_TRANSACTION_TIMEOUT",
 		51:  "CONCURRENT_TRANSACTIONS",
 		52:  "TRANSACTION_COORDINATOR_FENCED",
-		14:  "COORDINATOR_LOAD_IN_PROGRESS",
-		15:  "COORDINATOR_NOT_AVAILABLE",
-		16:  "NOT_COORDINATOR",
 		56:  "KAFKA_STORAGE_ERROR",
 		59:  "UNKNOWN_PRODUCER_ID",
 		60:  "REASSIGNMENT_IN_PROGRESS",
-		76:  "UNSUPPORTED_COMPRESSION_TYPE",
-		77:  "STALE_BROKER_EPOCH",
-		74:  "FENCED_LEADER_EPOCH",
-		75:  "UNKNOWN_LEADER_EPOCH",
-		78:  "OFFSET_NOT_AVAILABLE",
-		87:  "INVALID_RECORD",
-		90:  "PRODUCER_FENCED",
-		105: "TRANSACTIONAL_ID_NOT_FOUND",
-		12:  "OFFSET_METADATA_TOO_LARGE",
-		22:  "ILLEGAL_GENERATION",
-		24:  "INVALID_GROUP_ID",
-		25:  "UNKNOWN_MEMBER_ID",
-		26:  "INVALID_SESSION_TIMEOUT",
 		68:  "NON_EMPTY_GROUP",
 		69:  "GROUP_ID_NOT_FOUND",
+		74:  "FENCED_LEADER_EPOCH",
+		75:  "UNKNOWN_LEADER_EPOCH",
+		76:  "UNSUPPORTED_COMPRESSION_TYPE",
+		77:  "STALE_BROKER_EPOCH",
+		78:  "OFFSET_NOT_AVAILABLE",
 		81:  "GROUP_MAX_SIZE_REACHED",
 		82:  "FENCED_INSTANCE_ID",
+		87:  "INVALID_RECORD",
 		88:  "UNSTABLE_OFFSET_COMMIT",
+		90:  "PRODUCER_FENCED",
+		95:  "INVALID_UPDATE_VERSION",
+		105: "TRANSACTIONAL_ID_NOT_FOUND",
+		107: "INELIGIBLE_REPLICA",
+		108: "NEW_LEADER_ELECTED",
 		110: "FENCED_MEMBER_EPOCH",
 		111: "UNRELEASED_INSTANCE_ID",
 		112: "UNSUPPORTED_ASSIGNOR",
 		113: "STALE_MEMBER_EPOCH",
-		95:  "INVALID_UPDATE_VERSION",
-		107: "INELIGIBLE_REPLICA",
-		108: "NEW_LEADER_ELECTED",
 		120: "TRANSACTION_ABORTABLE",
 	}
 	ErrorCode_value = map[string]int32{
@@ -198,11 +295,19 @@ var (
 		"NOT_LEADER_OR_FOLLOWER":           7,
 		"REQUEST_TIMED_OUT":                8,
 		"MESSAGE_TOO_LARGE":                10,
+		"OFFSET_METADATA_TOO_LARGE":        12,
+		"COORDINATOR_LOAD_IN_PROGRESS":     14,
+		"COORDINATOR_NOT_AVAILABLE":        15,
+		"NOT_COORDINATOR":                  16,
 		"INVALID_TOPIC_EXCEPTION":          17,
 		"RECORD_LIST_TOO_LARGE":            18,
 		"NOT_ENOUGH_REPLICAS":              19,
 		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
 		"INVALID_REQUIRED_ACKS":            21,
+		"ILLEGAL_GENERATION":               22,
+		"INVALID_GROUP_ID":                 24,
+		"UNKNOWN_MEMBER_ID":                25,
+		"INVALID_SESSION_TIMEOUT":          26,
 		"INVALID_TIMESTAMP":                32,
 		"TOPIC_ALREADY_EXISTS":             36,
 		"INVALID_PARTITIONS":               37,
@@ -220,37 +325,29 @@ var (
 		"INVALID_TRANSACTION_TIMEOUT":      50,
 		"CONCURRENT_TRANSACTIONS":          51,
 		"TRANSACTION_COORDINATOR_FENCED":   52,
-		"COORDINATOR_LOAD_IN_PROGRESS":     14,
-		"COORDINATOR_NOT_AVAILABLE":        15,
-		"NOT_COORDINATOR":                  16,
 		"KAFKA_STORAGE_ERROR":              56,
 		"UNKNOWN_PRODUCER_ID":              59,
 		"REASSIGNMENT_IN_PROGRESS":         60,
-		"UNSUPPORTED_COMPRESSION_TYPE":     76,
-		"STALE_BROKER_EPOCH":               77,
-		"FENCED_LEADER_EPOCH":              74,
-		"UNKNOWN_LEADER_EPOCH":             75,
-		"OFFSET_NOT_AVAILABLE":             78,
-		"INVALID_RECORD":                   87,
-		"PRODUCER_FENCED":                  90,
-		"TRANSACTIONAL_ID_NOT_FOUND":       105,
-		"OFFSET_METADATA_TOO_LARGE":        12,
-		"ILLEGAL_GENERATION":               22,
-		"INVALID_GROUP_ID":                 24,
-		"UNKNOWN_MEMBER_ID":                25,
-		"INVALID_SESSION_TIMEOUT":          26,
 		"NON_EMPTY_GROUP":                  68,
 		"GROUP_ID_NOT_FOUND":               69,
+		"FENCED_LEADER_EPOCH":              74,
+		"UNKNOWN_LEADER_EPOCH":             75,
+		"UNSUPPORTED_COMPRESSION_TYPE":     76,
+		"STALE_BROKER_EPOCH":               77,
+		"OFFSET_NOT_AVAILABLE":             78,
 		"GROUP_MAX_SIZE_REACHED":           81,
 		"FENCED_INSTANCE_ID":               82,
+		"INVALID_RECORD":                   87,
 		"UNSTABLE_OFFSET_COMMIT":           88,
+		"PRODUCER_FENCED":                  90,
+		"INVALID_UPDATE_VERSION":           95,
+		"TRANSACTIONAL_ID_NOT_FOUND":       105,
+		"INELIGIBLE_REPLICA":               107,
+		"NEW_LEADER_ELECTED":               108,
 		"FENCED_MEMBER_EPOCH":              110,
 		"UNRELEASED_INSTANCE_ID":           111,
 		"UNSUPPORTED_ASSIGNOR":             112,
 		"STALE_MEMBER_EPOCH":               113,
-		"INVALID_UPDATE_VERSION":           95,
-		"INELIGIBLE_REPLICA":               107,
-		"NEW_LEADER_ELECTED":               108,
 		"TRANSACTION_ABORTABLE":            120,
 	}
 )
@@ -318,12 +415,20 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x16NOT_LEADER_OR_FOLLOWER\x10\a\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
 	"\x11REQUEST_TIMED_OUT\x10\b\x1a\x04\x88\xb5\x18\x01\x12\x15\n" +
 	"\x11MESSAGE_TOO_LARGE\x10\n" +
-	"\x12\x1b\n" +
+	"\x12\x1d\n" +
+	"\x19OFFSET_METADATA_TOO_LARGE\x10\f\x12&\n" +
+	"\x1cCOORDINATOR_LOAD_IN_PROGRESS\x10\x0e\x1a\x04\x88\xb5\x18\x01\x12#\n" +
+	"\x19COORDINATOR_NOT_AVAILABLE\x10\x0f\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
+	"\x0fNOT_COORDINATOR\x10\x10\x1a\x04\x88\xb5\x18\x01\x12\x1b\n" +
 	"\x17INVALID_TOPIC_EXCEPTION\x10\x11\x12\x19\n" +
 	"\x15RECORD_LIST_TOO_LARGE\x10\x12\x12\x1d\n" +
 	"\x13NOT_ENOUGH_REPLICAS\x10\x13\x1a\x04\x88\xb5\x18\x01\x12*\n" +
 	" NOT_ENOUGH_REPLICAS_AFTER_APPEND\x10\x14\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
-	"\x15INVALID_REQUIRED_ACKS\x10\x15\x12\x15\n" +
+	"\x15INVALID_REQUIRED_ACKS\x10\x15\x12\x16\n" +
+	"\x12ILLEGAL_GENERATION\x10\x16\x12\x14\n" +
+	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
+	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
+	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x15\n" +
 	"\x11INVALID_TIMESTAMP\x10 \x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
 	"\x12INVALID_PARTITIONS\x10%\x12\x1e\n" +
@@ -340,40 +445,34 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x1bINVALID_PRODUCER_ID_MAPPING\x101\x12\x1f\n" +
 	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12!\n" +
 	"\x17CONCURRENT_TRANSACTIONS\x103\x1a\x04\x88\xb5\x18\x01\x12\"\n" +
-	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12&\n" +
-	"\x1cCOORDINATOR_LOAD_IN_PROGRESS\x10\x0e\x1a\x04\x88\xb5\x18\x01\x12#\n" +
-	"\x19COORDINATOR_NOT_AVAILABLE\x10\x0f\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
-	"\x0fNOT_COORDINATOR\x10\x10\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
+	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12\x1d\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x1c\n" +
-	"\x18REASSIGNMENT_IN_PROGRESS\x10<\x12 \n" +
-	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
-	"\x12STALE_BROKER_EPOCH\x10M\x12\x1d\n" +
-	"\x13FENCED_LEADER_EPOCH\x10J\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
-	"\x14UNKNOWN_LEADER_EPOCH\x10K\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
-	"\x14OFFSET_NOT_AVAILABLE\x10N\x1a\x04\x88\xb5\x18\x01\x12\x12\n" +
-	"\x0eINVALID_RECORD\x10W\x12\x13\n" +
-	"\x0fPRODUCER_FENCED\x10Z\x12\x1e\n" +
-	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x1d\n" +
-	"\x19OFFSET_METADATA_TOO_LARGE\x10\f\x12\x16\n" +
-	"\x12ILLEGAL_GENERATION\x10\x16\x12\x14\n" +
-	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
-	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
-	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x13\n" +
+	"\x18REASSIGNMENT_IN_PROGRESS\x10<\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
-	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x1a\n" +
+	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x1d\n" +
+	"\x13FENCED_LEADER_EPOCH\x10J\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
+	"\x14UNKNOWN_LEADER_EPOCH\x10K\x1a\x04\x88\xb5\x18\x01\x12 \n" +
+	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
+	"\x12STALE_BROKER_EPOCH\x10M\x12\x1e\n" +
+	"\x14OFFSET_NOT_AVAILABLE\x10N\x1a\x04\x88\xb5\x18\x01\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10R\x12 \n" +
-	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
+	"\x0eINVALID_RECORD\x10W\x12 \n" +
+	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x1a\x04\x88\xb5\x18\x01\x12\x13\n" +
+	"\x0fPRODUCER_FENCED\x10Z\x12\x1a\n" +
+	"\x16INVALID_UPDATE_VERSION\x10_\x12\x1e\n" +
+	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +
+	"\x12INELIGIBLE_REPLICA\x10k\x12\x1c\n" +
+	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12 \n" +
 	"\x16UNRELEASED_INSTANCE_ID\x10o\x1a\x04\x88\xb5\x18\x01\x12\x18\n" +
 	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
-	"\x12STALE_MEMBER_EPOCH\x10q\x12\x1a\n" +
-	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
-	"\x12INELIGIBLE_REPLICA\x10k\x12\x1c\n" +
-	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
+	"\x12STALE_MEMBER_EPOCH\x10q\x12\x19\n" +
 	"\x15TRANSACTION_ABORTABLE\x10x:A\n" +
-	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableB}\n" +
+	"\fio.sluice.v1B\vErrorsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
+	"Sluice::V1b\x06proto3"
 
 var (
 	file_sluice_v1_errors_proto_rawDescOnce sync.Once

@@ -21,9 +21,11 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ConsumerGroupHeartbeatRequest is one heartbeat of a member.
 type ConsumerGroupHeartbeatRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	GroupId string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group to join or stay in.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Empty on the first join: the coordinator answers one. A client may
 	// also choose its own (a UUID), as KIP-848 clients do.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
@@ -175,13 +177,17 @@ func (x *ConsumerGroupHeartbeatRequest) GetClientId() string {
 	return ""
 }
 
+// ConsumerGroupHeartbeatResponse answers a heartbeat.
 type ConsumerGroupHeartbeatResponse struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	ErrorCode           ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage        string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	MemberId            string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	MemberEpoch         int32                  `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	HeartbeatIntervalMs int32                  `protobuf:"varint,5,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The member's id (the one given on join, or the coordinator's).
+	MemberId string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The epoch to send in the next heartbeat and in offset commits.
+	MemberEpoch int32 `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// How often to heartbeat.
+	HeartbeatIntervalMs int32 `protobuf:"varint,5,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// The member's assignment, when it changed since the member's last
 	// heartbeat (absent: unchanged).
 	Assignment    *GroupAssignment `protobuf:"bytes,6,opt,name=assignment,proto3" json:"assignment,omitempty"`
@@ -261,6 +267,7 @@ func (x *ConsumerGroupHeartbeatResponse) GetAssignment() *GroupAssignment {
 	return nil
 }
 
+// GroupAssignment is the partitions a member owns.
 type GroupAssignment struct {
 	state           protoimpl.MessageState  `protogen:"open.v1"`
 	TopicPartitions []*GroupTopicPartitions `protobuf:"bytes,1,rep,name=topic_partitions,json=topicPartitions,proto3" json:"topic_partitions,omitempty"`
@@ -305,6 +312,7 @@ func (x *GroupAssignment) GetTopicPartitions() []*GroupTopicPartitions {
 	return nil
 }
 
+// GroupTopicPartitions names partitions of one topic.
 type GroupTopicPartitions struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -357,12 +365,14 @@ func (x *GroupTopicPartitions) GetPartitions() []int32 {
 	return nil
 }
 
+// OffsetCommitRequest commits offsets for a group.
 type OffsetCommitRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	GroupId string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// The committing member; empty with member_epoch -1 for a commit from
 	// outside the membership (allowed only while the group has no members).
-	MemberId      string               `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The member's epoch from its last heartbeat; -1 with an empty member_id.
 	MemberEpoch   int32                `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	Topics        []*OffsetCommitTopic `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -427,6 +437,7 @@ func (x *OffsetCommitRequest) GetTopics() []*OffsetCommitTopic {
 	return nil
 }
 
+// OffsetCommitTopic holds the offsets to commit for one topic.
 type OffsetCommitTopic struct {
 	state         protoimpl.MessageState   `protogen:"open.v1"`
 	Name          string                   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -479,6 +490,7 @@ func (x *OffsetCommitTopic) GetPartitions() []*OffsetCommitPartition {
 	return nil
 }
 
+// OffsetCommitPartition is the offset to commit for one partition.
 type OffsetCommitPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -550,6 +562,7 @@ func (x *OffsetCommitPartition) GetCommittedMetadata() string {
 	return ""
 }
 
+// OffsetCommitResponse holds one result per partition.
 type OffsetCommitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A request-level failure (NOT_COORDINATOR, a fenced member, ...) is
@@ -612,6 +625,7 @@ func (x *OffsetCommitResponse) GetTopics() []*OffsetCommitTopicResponse {
 	return nil
 }
 
+// OffsetCommitTopicResponse holds the results for one topic.
 type OffsetCommitTopicResponse struct {
 	state         protoimpl.MessageState           `protogen:"open.v1"`
 	Name          string                           `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -664,6 +678,7 @@ func (x *OffsetCommitTopicResponse) GetPartitions() []*OffsetCommitPartitionResp
 	return nil
 }
 
+// OffsetCommitPartitionResponse is the result for one partition.
 type OffsetCommitPartitionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -724,6 +739,7 @@ func (x *OffsetCommitPartitionResponse) GetErrorMessage() string {
 	return ""
 }
 
+// OffsetFetchRequest asks for a group's committed offsets.
 type OffsetFetchRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	GroupId string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
@@ -805,6 +821,7 @@ func (x *OffsetFetchRequest) GetMemberEpoch() int32 {
 	return 0
 }
 
+// OffsetFetchTopic names partitions of one topic; none: all of them.
 type OffsetFetchTopic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -857,6 +874,7 @@ func (x *OffsetFetchTopic) GetPartitions() []int32 {
 	return nil
 }
 
+// OffsetFetchResponse holds the committed offsets.
 type OffsetFetchResponse struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	ErrorCode     ErrorCode                   `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -917,6 +935,7 @@ func (x *OffsetFetchResponse) GetTopics() []*OffsetFetchTopicResponse {
 	return nil
 }
 
+// OffsetFetchTopicResponse holds the offsets for one topic.
 type OffsetFetchTopicResponse struct {
 	state         protoimpl.MessageState          `protogen:"open.v1"`
 	Name          string                          `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -969,6 +988,7 @@ func (x *OffsetFetchTopicResponse) GetPartitions() []*OffsetFetchPartitionRespon
 	return nil
 }
 
+// OffsetFetchPartitionResponse is the committed offset of one partition.
 type OffsetFetchPartitionResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -1063,6 +1083,8 @@ func (x *OffsetFetchPartitionResponse) GetCommitTimeMs() int64 {
 	return 0
 }
 
+// TxnOffsetCommitRequest commits offsets inside the producer's open
+// transaction.
 type TxnOffsetCommitRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
@@ -1074,8 +1096,9 @@ type TxnOffsetCommitRequest struct {
 	// know, or an older epoch, is fenced (UNKNOWN_MEMBER_ID,
 	// ILLEGAL_GENERATION): the transaction must abort. Empty member id with
 	// epoch -1: no member check (a producer outside any group membership).
-	MemberId        string               `protobuf:"bytes,5,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	MemberEpoch     int32                `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	MemberId    string `protobuf:"bytes,5,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch int32  `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// The consumer's static instance id, if any.
 	GroupInstanceId string               `protobuf:"bytes,7,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
 	Topics          []*OffsetCommitTopic `protobuf:"bytes,8,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -1168,6 +1191,7 @@ func (x *TxnOffsetCommitRequest) GetTopics() []*OffsetCommitTopic {
 	return nil
 }
 
+// TxnOffsetCommitResponse holds one result per partition.
 type TxnOffsetCommitResponse struct {
 	state         protoimpl.MessageState       `protogen:"open.v1"`
 	ErrorCode     ErrorCode                    `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -1228,6 +1252,7 @@ func (x *TxnOffsetCommitResponse) GetTopics() []*OffsetCommitTopicResponse {
 	return nil
 }
 
+// ListGroupsRequest filters the groups listed.
 type ListGroupsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these states (Empty, Assigning, Reconciling, Stable, Dead;
@@ -1274,6 +1299,7 @@ func (x *ListGroupsRequest) GetStatesFilter() []string {
 	return nil
 }
 
+// ListGroupsResponse lists the groups this broker coordinates.
 type ListGroupsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -1334,11 +1360,13 @@ func (x *ListGroupsResponse) GetGroups() []*ListedGroup {
 	return nil
 }
 
+// ListedGroup is one group in a listing.
 type ListedGroup struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	GroupId string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	State   string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Members int32                  `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
+	// Number of members.
+	Members int32 `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
 	// The broker answering (its coordinator).
 	CoordinatorId int32 `protobuf:"varint,4,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1403,6 +1431,7 @@ func (x *ListedGroup) GetCoordinatorId() int32 {
 	return 0
 }
 
+// DescribeGroupsRequest names groups.
 type DescribeGroupsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupIds      []string               `protobuf:"bytes,1,rep,name=group_ids,json=groupIds,proto3" json:"group_ids,omitempty"`
@@ -1447,6 +1476,7 @@ func (x *DescribeGroupsRequest) GetGroupIds() []string {
 	return nil
 }
 
+// DescribeGroupsResponse holds one description per group asked for.
 type DescribeGroupsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Groups        []*DescribedGroup      `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
@@ -1491,20 +1521,24 @@ func (x *DescribeGroupsResponse) GetGroups() []*DescribedGroup {
 	return nil
 }
 
+// DescribedGroup is a group as its coordinator holds it.
 type DescribedGroup struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// Empty, Assigning, Reconciling, Stable, or Dead (no such group).
-	State           string         `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	GroupEpoch      int32          `protobuf:"varint,5,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
-	AssignmentEpoch int32          `protobuf:"varint,6,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
-	Assignor        string         `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
-	Members         []*GroupMember `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty"`
-	CoordinatorId   int32          `protobuf:"varint,9,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// Bumped when membership or subscriptions change.
+	GroupEpoch int32 `protobuf:"varint,5,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
+	// The group epoch the target assignment was computed for.
+	AssignmentEpoch int32 `protobuf:"varint,6,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
+	// The server assignor in use.
+	Assignor      string         `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Members       []*GroupMember `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty"`
+	CoordinatorId int32          `protobuf:"varint,9,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribedGroup) Reset() {
@@ -1600,6 +1634,7 @@ func (x *DescribedGroup) GetCoordinatorId() int32 {
 	return 0
 }
 
+// GroupMember is one member of a described group.
 type GroupMember struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	MemberId             string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
@@ -1712,6 +1747,7 @@ func (x *GroupMember) GetMemberState() string {
 	return ""
 }
 
+// DeleteGroupsRequest names groups to delete.
 type DeleteGroupsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupIds      []string               `protobuf:"bytes,1,rep,name=group_ids,json=groupIds,proto3" json:"group_ids,omitempty"`
@@ -1756,6 +1792,7 @@ func (x *DeleteGroupsRequest) GetGroupIds() []string {
 	return nil
 }
 
+// DeleteGroupsResponse holds one result per group.
 type DeleteGroupsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*DeleteGroupResult   `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1800,6 +1837,7 @@ func (x *DeleteGroupsResponse) GetResults() []*DeleteGroupResult {
 	return nil
 }
 
+// DeleteGroupResult is the result of deleting one group.
 type DeleteGroupResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
@@ -2030,7 +2068,9 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\x12U\n" +
 	"\x0eDescribeGroups\x12 .sluice.v1.DescribeGroupsRequest\x1a!.sluice.v1.DescribeGroupsResponse\x12O\n" +
-	"\fDeleteGroups\x12\x1e.sluice.v1.DeleteGroupsRequest\x1a\x1f.sluice.v1.DeleteGroupsResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\fDeleteGroups\x12\x1e.sluice.v1.DeleteGroupsRequest\x1a\x1f.sluice.v1.DeleteGroupsResponseB}\n" +
+	"\fio.sluice.v1B\vGroupsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
+	"Sluice::V1b\x06proto3"
 
 var (
 	file_sluice_v1_groups_proto_rawDescOnce sync.Once

@@ -62,6 +62,8 @@ const (
 // partitions; it drops them without committing and joins again with
 // epoch 0 (same member id).
 type GroupsClient interface {
+	// ConsumerGroupHeartbeat joins, stays in, or leaves a group (KIP-848); see
+	// the steps above. Send it to the group's coordinator.
 	ConsumerGroupHeartbeat(ctx context.Context, in *ConsumerGroupHeartbeatRequest, opts ...grpc.CallOption) (*ConsumerGroupHeartbeatResponse, error)
 	// OffsetCommit stores committed offsets. A member of the group commits
 	// with its member id and epoch (STALE_MEMBER_EPOCH for an epoch older
@@ -202,6 +204,8 @@ func (c *groupsClient) DeleteGroups(ctx context.Context, in *DeleteGroupsRequest
 // partitions; it drops them without committing and joins again with
 // epoch 0 (same member id).
 type GroupsServer interface {
+	// ConsumerGroupHeartbeat joins, stays in, or leaves a group (KIP-848); see
+	// the steps above. Send it to the group's coordinator.
 	ConsumerGroupHeartbeat(context.Context, *ConsumerGroupHeartbeatRequest) (*ConsumerGroupHeartbeatResponse, error)
 	// OffsetCommit stores committed offsets. A member of the group commits
 	// with its member id and epoch (STALE_MEMBER_EPOCH for an epoch older

@@ -35,30 +35,44 @@ const (
 // crc is CRC-32C (Castagnoli) over the canonical encoding of fields 4..11
 // followed by every field-12 entry (tag, length and bytes). A producer may
 // send crc = 0 to have the broker compute it; a non-zero crc is verified.
+//
+// Simple produce: a producer that leaves record_count, last_offset_delta
+// and crc at 0 (absent) and every record's offset_delta at 0 gets them
+// filled by the broker; it sets only base_timestamp, the producer fields,
+// the attributes and the records' timestamp deltas, keys, values and
+// headers. With any of the three set, every one of them must be exact
+// (INVALID_RECORD otherwise). docs/record-format.md has the rules and
+// proto/batch/testdata/vectors.json examples.
 type RecordBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Offset of the first record; assigned by the leader on append.
 	BaseOffset int64 `protobuf:"fixed64,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
 	// Epoch of the leader that appended the batch; assigned by the leader.
-	PartitionLeaderEpoch int32  `protobuf:"fixed32,2,opt,name=partition_leader_epoch,json=partitionLeaderEpoch,proto3" json:"partition_leader_epoch,omitempty"`
-	Crc                  uint32 `protobuf:"fixed32,3,opt,name=crc,proto3" json:"crc,omitempty"`
+	PartitionLeaderEpoch int32 `protobuf:"fixed32,2,opt,name=partition_leader_epoch,json=partitionLeaderEpoch,proto3" json:"partition_leader_epoch,omitempty"`
+	// CRC-32C (above); 0 to have the broker compute it.
+	Crc uint32 `protobuf:"fixed32,3,opt,name=crc,proto3" json:"crc,omitempty"`
 	// Bit field: bits 0-2 compression (0 = none, the only one accepted
 	// today), bit 3 timestamp type (0 create time, 1 log append time), bit 4
 	// transactional, bit 5 control batch.
 	Attributes uint32 `protobuf:"fixed32,4,opt,name=attributes,proto3" json:"attributes,omitempty"`
-	// Offset of the last record relative to base_offset (record_count - 1).
+	// Offset of the last record relative to base_offset (record_count - 1);
+	// 0 in a simple-produce batch (filled by the broker).
 	LastOffsetDelta int32 `protobuf:"fixed32,5,opt,name=last_offset_delta,json=lastOffsetDelta,proto3" json:"last_offset_delta,omitempty"`
 	// Milliseconds since the Unix epoch of the first record.
 	BaseTimestamp int64 `protobuf:"fixed64,6,opt,name=base_timestamp,json=baseTimestamp,proto3" json:"base_timestamp,omitempty"`
 	// Largest record timestamp in the batch; computed by the broker.
 	MaxTimestamp int64 `protobuf:"fixed64,7,opt,name=max_timestamp,json=maxTimestamp,proto3" json:"max_timestamp,omitempty"`
 	// Idempotent/transactional producer identity; -1 for a plain producer.
-	ProducerId    int64 `protobuf:"fixed64,8,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerId int64 `protobuf:"fixed64,8,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's epoch from InitProducerId or EndTxn; -1 when
+	// producer_id is -1.
 	ProducerEpoch int32 `protobuf:"fixed32,9,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	// Sequence of the first record for this producer and partition; -1 when
 	// producer_id is -1.
-	BaseSequence  int32     `protobuf:"fixed32,10,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
-	RecordCount   uint32    `protobuf:"fixed32,11,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
+	BaseSequence int32 `protobuf:"fixed32,10,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
+	// Number of records; 0 in a simple-produce batch (filled by the broker).
+	RecordCount uint32 `protobuf:"fixed32,11,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
+	// The records, at least one.
 	Records       []*Record `protobuf:"bytes,12,rep,name=records,proto3" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -183,10 +197,14 @@ type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Timestamp minus the batch's base_timestamp, in milliseconds.
 	TimestampDelta int64 `protobuf:"zigzag64,1,opt,name=timestamp_delta,json=timestampDelta,proto3" json:"timestamp_delta,omitempty"`
-	// Offset minus the batch's base_offset; must equal the record's index.
-	OffsetDelta   int32     `protobuf:"zigzag32,2,opt,name=offset_delta,json=offsetDelta,proto3" json:"offset_delta,omitempty"`
-	Key           []byte    `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte    `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// Offset minus the batch's base_offset; must equal the record's index
+	// (or be 0 in every record of a simple-produce batch).
+	OffsetDelta int32 `protobuf:"zigzag32,2,opt,name=offset_delta,json=offsetDelta,proto3" json:"offset_delta,omitempty"`
+	// Partitioning key; empty means none (required on a compacted topic).
+	Key []byte `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// Payload; empty is a tombstone on a compacted topic.
+	Value []byte `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// Application headers, in order.
 	Headers       []*Header `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -259,9 +277,11 @@ func (x *Record) GetHeaders() []*Header {
 
 // Header is an application header of a record.
 type Header struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Header name (UTF-8; may repeat).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Header value.
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -313,8 +333,9 @@ func (x *Header) GetValue() []byte {
 // LogSegment describes a segment file (`.log`): a segment is the encoding of
 // this message, so any language's generated code can parse one.
 type LogSegment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Batches       []*RecordBatch         `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The segment's batches, in offset order.
+	Batches       []*RecordBatch `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,7 +411,9 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\">\n" +
 	"\n" +
 	"LogSegment\x120\n" +
-	"\abatches\x18\x01 \x03(\v2\x16.sluice.v1.RecordBatchR\abatchesB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\abatches\x18\x01 \x03(\v2\x16.sluice.v1.RecordBatchR\abatchesB}\n" +
+	"\fio.sluice.v1B\vRecordProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
+	"Sluice::V1b\x06proto3"
 
 var (
 	file_sluice_v1_record_proto_rawDescOnce sync.Once

@@ -79,13 +79,17 @@ func (Acks) EnumDescriptor() ([]byte, []int) {
 }
 
 // IsolationLevel selects what a fetch may return.
+// IsolationLevel selects what a fetch may return.
 type IsolationLevel int32
 
 const (
 	// Treated as ISOLATION_LEVEL_READ_COMMITTED: Sluice's default.
-	IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED      IsolationLevel = 0
+	IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED IsolationLevel = 0
+	// Up to the high watermark, including open and aborted transactions'
+	// batches (never control batches).
 	IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED IsolationLevel = 1
-	IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED   IsolationLevel = 2
+	// Up to the last stable offset, without aborted transactions' batches.
+	IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED IsolationLevel = 2
 )
 
 // Enum value maps for IsolationLevel.
@@ -129,9 +133,11 @@ func (IsolationLevel) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
 }
 
+// OffsetSpec says which offset ListOffsets answers.
 type OffsetSpec int32
 
 const (
+	// Not a spec: refused with INVALID_REQUEST.
 	OffsetSpec_OFFSET_SPEC_UNSPECIFIED OffsetSpec = 0
 	// The log end offset (read_uncommitted) or last stable offset.
 	OffsetSpec_OFFSET_SPEC_LATEST OffsetSpec = 1
@@ -189,12 +195,16 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 }
 
 // LeaderHint tells a client where a partition's leader is after
-// NOT_LEADER_OR_FOLLOWER.
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH; absent when the answering
+// broker knows no leader.
 type LeaderHint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaderId      int32                  `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,2,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leader's node id.
+	LeaderId int32 `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The partition's current leader epoch.
+	LeaderEpoch int32 `protobuf:"varint,2,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// host:port of the leader's gRPC listener; empty when unknown.
+	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -250,12 +260,17 @@ func (x *LeaderHint) GetAddress() string {
 	return ""
 }
 
+// ProduceRequest carries at most one batch per partition.
 type ProduceRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	Acks            Acks                   `protobuf:"varint,2,opt,name=acks,proto3,enum=sluice.v1.Acks" json:"acks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set (with the transactional attribute on every batch) for a
+	// transactional producer; empty otherwise.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// When the broker answers; unset means ACKS_ALL.
+	Acks Acks `protobuf:"varint,2,opt,name=acks,proto3,enum=sluice.v1.Acks" json:"acks,omitempty"`
 	// How long to wait for acks=all; 0 means the broker default (30 s).
-	TimeoutMs     int32               `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// The batches, by topic and partition.
 	Topics        []*TopicProduceData `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -319,11 +334,13 @@ func (x *ProduceRequest) GetTopics() []*TopicProduceData {
 	return nil
 }
 
+// ProduceStreamRequest is one request on a ProduceStream.
 type ProduceStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the client; echoed in the answer. Unique among the stream's
 	// requests waiting for an answer.
-	CorrelationId int64           `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	CorrelationId int64 `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// The request, with Produce's rules.
 	Request       *ProduceRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -373,13 +390,17 @@ func (x *ProduceStreamRequest) GetRequest() *ProduceRequest {
 	return nil
 }
 
+// ProduceStreamResponse answers the ProduceStreamRequest with the same
+// correlation_id.
 type ProduceStreamResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CorrelationId int64                  `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The correlation_id of the request answered.
+	CorrelationId int64 `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	// Set when the request was refused as a whole (then response is unset):
 	// what Produce would answer with an error status. Nothing was appended.
-	ErrorCode     ErrorCode        `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string           `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorCode    ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Produce's answer, when the request was not refused as a whole.
 	Response      *ProduceResponse `protobuf:"bytes,4,opt,name=response,proto3" json:"response,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -443,8 +464,10 @@ func (x *ProduceStreamResponse) GetResponse() *ProduceResponse {
 	return nil
 }
 
+// TopicProduceData holds the batches for one topic.
 type TopicProduceData struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
 	Name          string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Partitions    []*PartitionProduceData `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -495,10 +518,15 @@ func (x *TopicProduceData) GetPartitions() []*PartitionProduceData {
 	return nil
 }
 
+// PartitionProduceData holds the batch for one partition.
 type PartitionProduceData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Batch         *RecordBatch           `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The batch: canonical (docs/record-format.md) or a "simple" batch whose
+	// record_count, last_offset_delta, crc and offset deltas are left 0 for
+	// the broker to fill.
+	Batch         *RecordBatch `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -547,6 +575,7 @@ func (x *PartitionProduceData) GetBatch() *RecordBatch {
 	return nil
 }
 
+// ProduceResponse holds one result per partition sent.
 type ProduceResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Topics        []*TopicProduceResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -591,6 +620,7 @@ func (x *ProduceResponse) GetTopics() []*TopicProduceResponse {
 	return nil
 }
 
+// TopicProduceResponse holds the results for one topic.
 type TopicProduceResponse struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	Name          string                      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -643,19 +673,25 @@ func (x *TopicProduceResponse) GetPartitions() []*PartitionProduceResponse {
 	return nil
 }
 
+// PartitionProduceResponse is the result for one partition.
 type PartitionProduceResponse struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Partition    int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// NONE, or why the batch was not appended (docs/errors.md).
+	ErrorCode ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	// Human-readable detail for error_code; not for matching.
+	ErrorMessage string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// Offset of the batch's first record; -1 on error or with ACKS_NONE.
 	BaseOffset int64 `protobuf:"varint,4,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
 	// Broker time of the append when the topic uses LogAppendTime, else -1.
-	LogAppendTimeMs int64       `protobuf:"varint,5,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
-	LogStartOffset  int64       `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	CurrentLeader   *LeaderHint `protobuf:"bytes,7,opt,name=current_leader,json=currentLeader,proto3" json:"current_leader,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	LogAppendTimeMs int64 `protobuf:"varint,5,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
+	// The partition's log start offset after the append.
+	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// With NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH: the leader as this
+	// broker knows it.
+	CurrentLeader *LeaderHint `protobuf:"bytes,7,opt,name=current_leader,json=currentLeader,proto3" json:"current_leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionProduceResponse) Reset() {
@@ -737,6 +773,8 @@ func (x *PartitionProduceResponse) GetCurrentLeader() *LeaderHint {
 	return nil
 }
 
+// FetchRequest asks for batches of several partitions, all led by the
+// broker it is sent to (NOT_LEADER_OR_FOLLOWER for the others).
 type FetchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Longest time to wait for min_bytes; 0 answers at once. Capped at 30 s.
@@ -745,11 +783,13 @@ type FetchRequest struct {
 	MinBytes int32 `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	// Bound on the whole response; 0 means 50 MiB. The first batch is always
 	// returned whole even if larger, so that a consumer can progress.
-	MaxBytes       int32          `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int32 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// Unset means read_committed.
 	IsolationLevel IsolationLevel `protobuf:"varint,4,opt,name=isolation_level,json=isolationLevel,proto3,enum=sluice.v1.IsolationLevel" json:"isolation_level,omitempty"`
-	Topics         []*FetchTopic  `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The partitions to read, by topic.
+	Topics        []*FetchTopic `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -817,6 +857,7 @@ func (x *FetchRequest) GetTopics() []*FetchTopic {
 	return nil
 }
 
+// FetchTopic names the partitions to read of one topic.
 type FetchTopic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -869,13 +910,18 @@ func (x *FetchTopic) GetPartitions() []*FetchPartition {
 	return nil
 }
 
+// FetchPartition is where to read one partition.
 type FetchPartition struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Partition   int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	FetchOffset int64                  `protobuf:"varint,2,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The offset of the next record wanted.
+	FetchOffset int64 `protobuf:"varint,2,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
 	// Bound for this partition; 0 means 1 MiB.
 	PartitionMaxBytes int32 `protobuf:"varint,3,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
-	// The leader epoch the client last saw, or -1 to skip the check.
+	// The leader epoch the client last saw (PartitionMetadata.leader_epoch),
+	// or -1 to skip the check. 0 is an epoch like any other: an unset field
+	// asks for epoch 0 and gets FENCED_LEADER_EPOCH once the partition's
+	// leader has changed.
 	CurrentLeaderEpoch int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -939,6 +985,7 @@ func (x *FetchPartition) GetCurrentLeaderEpoch() int32 {
 	return 0
 }
 
+// FetchResponse holds one result per partition asked for.
 type FetchResponse struct {
 	state         protoimpl.MessageState    `protogen:"open.v1"`
 	Topics        []*FetchableTopicResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -983,6 +1030,7 @@ func (x *FetchResponse) GetTopics() []*FetchableTopicResponse {
 	return nil
 }
 
+// FetchableTopicResponse holds the results for one topic.
 type FetchableTopicResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1035,10 +1083,15 @@ func (x *FetchableTopicResponse) GetPartitions() []*PartitionData {
 	return nil
 }
 
+// AbortedTransaction is Kafka's aborted-transaction entry. Sluice leaves
+// aborted batches out itself (docs/record-format.md), so fetch responses
+// never list any.
 type AbortedTransaction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	FirstOffset   int64                  `protobuf:"varint,2,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer of the aborted transaction.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The transaction's first offset.
+	FirstOffset   int64 `protobuf:"varint,2,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1087,19 +1140,26 @@ func (x *AbortedTransaction) GetFirstOffset() int64 {
 	return 0
 }
 
+// PartitionData is the result for one partition of a fetch.
 type PartitionData struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	Partition           int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	ErrorCode           ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage        string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	HighWatermark       int64                  `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	LastStableOffset    int64                  `protobuf:"varint,5,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
-	LogStartOffset      int64                  `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	AbortedTransactions []*AbortedTransaction  `protobuf:"bytes,7,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// NONE, or why nothing was read (docs/errors.md).
+	ErrorCode    ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The offset up to which every in-sync replica has the log.
+	HighWatermark int64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// The first offset of the oldest open transaction, or the high watermark.
+	LastStableOffset int64 `protobuf:"varint,5,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	LogStartOffset   int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// Always empty (see AbortedTransaction).
+	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,7,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
 	// Where the next fetch should start: past the last returned batch, or
 	// fetch_offset if none was returned.
-	NextFetchOffset int64       `protobuf:"varint,8,opt,name=next_fetch_offset,json=nextFetchOffset,proto3" json:"next_fetch_offset,omitempty"`
-	CurrentLeader   *LeaderHint `protobuf:"bytes,9,opt,name=current_leader,json=currentLeader,proto3" json:"current_leader,omitempty"`
+	NextFetchOffset int64 `protobuf:"varint,8,opt,name=next_fetch_offset,json=nextFetchOffset,proto3" json:"next_fetch_offset,omitempty"`
+	// With NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH: the leader as this
+	// broker knows it.
+	CurrentLeader *LeaderHint `protobuf:"bytes,9,opt,name=current_leader,json=currentLeader,proto3" json:"current_leader,omitempty"`
 	// Whole batches, in offset order; the first may start before
 	// fetch_offset (skip records below it).
 	Batches       []*RecordBatch `protobuf:"bytes,15,rep,name=batches,proto3" json:"batches,omitempty"`
@@ -1207,10 +1267,14 @@ func (x *PartitionData) GetBatches() []*RecordBatch {
 	return nil
 }
 
+// ListOffsetsRequest asks for offsets of several partitions; each must be
+// sent to its leader.
 type ListOffsetsRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	IsolationLevel IsolationLevel         `protobuf:"varint,1,opt,name=isolation_level,json=isolationLevel,proto3,enum=sluice.v1.IsolationLevel" json:"isolation_level,omitempty"`
-	Topics         []*ListOffsetsTopic    `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// For OFFSET_SPEC_LATEST; unset means read_committed (the last stable
+	// offset).
+	IsolationLevel IsolationLevel      `protobuf:"varint,1,opt,name=isolation_level,json=isolationLevel,proto3,enum=sluice.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	Topics         []*ListOffsetsTopic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1259,6 +1323,7 @@ func (x *ListOffsetsRequest) GetTopics() []*ListOffsetsTopic {
 	return nil
 }
 
+// ListOffsetsTopic names the partitions of one topic.
 type ListOffsetsTopic struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Name          string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1311,6 +1376,7 @@ func (x *ListOffsetsTopic) GetPartitions() []*ListOffsetsPartition {
 	return nil
 }
 
+// ListOffsetsPartition asks one partition for one offset.
 type ListOffsetsPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -1372,6 +1438,7 @@ func (x *ListOffsetsPartition) GetTimestamp() int64 {
 	return 0
 }
 
+// ListOffsetsResponse holds one result per partition asked for.
 type ListOffsetsResponse struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	Topics        []*ListOffsetsTopicResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -1416,6 +1483,7 @@ func (x *ListOffsetsResponse) GetTopics() []*ListOffsetsTopicResponse {
 	return nil
 }
 
+// ListOffsetsTopicResponse holds the results for one topic.
 type ListOffsetsTopicResponse struct {
 	state         protoimpl.MessageState          `protogen:"open.v1"`
 	Name          string                          `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1468,14 +1536,18 @@ func (x *ListOffsetsTopicResponse) GetPartitions() []*ListOffsetsPartitionRespon
 	return nil
 }
 
+// ListOffsetsPartitionResponse is the offset found for one partition.
 type ListOffsetsPartitionResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Partition    int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
 	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// -1 with no error when no record matches the timestamp.
-	Offset        int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
-	Timestamp     int64 `protobuf:"varint,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Offset int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The timestamp of the record at offset, for the timestamp specs; -1
+	// otherwise.
+	Timestamp int64 `protobuf:"varint,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// The leader epoch of the record at offset, or the current one.
 	LeaderEpoch   int32 `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1553,6 +1625,7 @@ func (x *ListOffsetsPartitionResponse) GetLeaderEpoch() int32 {
 	return 0
 }
 
+// MetadataRequest asks for brokers and topics.
 type MetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topics to describe; empty means all.
@@ -1598,12 +1671,15 @@ func (x *MetadataRequest) GetTopics() []string {
 	return nil
 }
 
+// MetadataResponse is the answering broker's view of the cluster metadata.
 type MetadataResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	ControllerId  int32                  `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
-	Brokers       []*BrokerMetadata      `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	Topics        []*TopicMetadata       `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The active controller's node id; 0 when unknown.
+	ControllerId int32 `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	// Live (registered, unfenced) brokers.
+	Brokers       []*BrokerMetadata `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Topics        []*TopicMetadata  `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1666,11 +1742,13 @@ func (x *MetadataResponse) GetTopics() []*TopicMetadata {
 	return nil
 }
 
+// BrokerMetadata is a broker's identity and address.
 type BrokerMetadata struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// host:port of the broker's gRPC listener.
-	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The broker's rack; empty when none.
 	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1727,13 +1805,17 @@ func (x *BrokerMetadata) GetRack() string {
 	return ""
 }
 
+// TopicMetadata describes one topic and its partitions.
 type TopicMetadata struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	Internal     bool                   `protobuf:"varint,4,opt,name=internal,proto3" json:"internal,omitempty"`
-	Partitions   []*PartitionMetadata   `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// UNKNOWN_TOPIC_OR_PARTITION for a topic asked for that does not exist.
+	ErrorCode    ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// True for Sluice's own topics (__transaction_state,
+	// __consumer_offsets).
+	Internal   bool                 `protobuf:"varint,4,opt,name=internal,proto3" json:"internal,omitempty"`
+	Partitions []*PartitionMetadata `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Effective topic configs, defaults included.
 	Configs       map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -1812,15 +1894,23 @@ func (x *TopicMetadata) GetConfigs() map[string]string {
 	return nil
 }
 
+// PartitionMetadata describes one partition: where to send produce and
+// fetch requests (leader_id) and its replicas.
 type PartitionMetadata struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	ErrorCode ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	// LEADER_NOT_AVAILABLE when the partition has no leader.
+	ErrorCode ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	// -1 when the partition is offline.
-	LeaderId        int32   `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderEpoch     int32   `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	Replicas        []int32 `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	Isr             []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	LeaderId int32 `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// Bumped at every leader change; send it in FetchPartition's
+	// current_leader_epoch.
+	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// All replicas, the preferred leader first.
+	Replicas []int32 `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// The in-sync replicas.
+	Isr []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// Replicas on brokers that are not live.
 	OfflineReplicas []int32 `protobuf:"varint,7,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
 	// While the partition is being reassigned: the replicas being added
 	// (not yet caught up) and those that will be dropped when it completes.
@@ -1924,11 +2014,13 @@ func (x *PartitionMetadata) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+// CreateTopicsRequest creates topics.
 type CreateTopicsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Topics []*CreatableTopic      `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
 	// Check the request without creating anything.
-	ValidateOnly  bool  `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	ValidateOnly bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// How long to wait for the controller; 0 means the default (30 s).
 	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1985,14 +2077,20 @@ func (x *CreateTopicsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// CreatableTopic is one topic to create.
 type CreatableTopic struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	NumPartitions     int32                  `protobuf:"varint,2,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
-	ReplicationFactor int32                  `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
-	Configs           map[string]string      `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Number of partitions, at least 1 (INVALID_PARTITIONS otherwise).
+	NumPartitions int32 `protobuf:"varint,2,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
+	// Replicas per partition, at least 1 and at most the number of brokers
+	// (INVALID_REPLICATION_FACTOR otherwise).
+	ReplicationFactor int32 `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	// Topic configs (cleanup.policy, retention.ms, ...); unnamed ones take
+	// the broker defaults.
+	Configs       map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatableTopic) Reset() {
@@ -2053,6 +2151,7 @@ func (x *CreatableTopic) GetConfigs() map[string]string {
 	return nil
 }
 
+// CreateTopicsResponse holds one result per topic.
 type CreateTopicsResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Topics        []*CreatableTopicResult `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -2097,16 +2196,19 @@ func (x *CreateTopicsResponse) GetTopics() []*CreatableTopicResult {
 	return nil
 }
 
+// CreatableTopicResult is the result of creating one topic.
 type CreatableTopicResult struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	ErrorCode         ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage      string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	NumPartitions     int32                  `protobuf:"varint,4,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
-	ReplicationFactor int32                  `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
-	Configs           map[string]string      `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// As created (or as it would be, with validate_only).
+	NumPartitions     int32 `protobuf:"varint,4,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
+	ReplicationFactor int32 `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	// The topic's effective configs.
+	Configs       map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatableTopicResult) Reset() {
@@ -2181,10 +2283,12 @@ func (x *CreatableTopicResult) GetConfigs() map[string]string {
 	return nil
 }
 
+// DeleteTopicsRequest deletes topics.
 type DeleteTopicsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
-	TimeoutMs     int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// How long to wait for the controller; 0 means the default (30 s).
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2233,6 +2337,7 @@ func (x *DeleteTopicsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// DeleteTopicsResponse holds one result per topic.
 type DeleteTopicsResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Topics        []*DeletableTopicResult `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -2277,6 +2382,7 @@ func (x *DeleteTopicsResponse) GetTopics() []*DeletableTopicResult {
 	return nil
 }
 
+// DeletableTopicResult is the result of deleting one topic.
 type DeletableTopicResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2337,6 +2443,7 @@ func (x *DeletableTopicResult) GetErrorMessage() string {
 	return ""
 }
 
+// DescribeClusterRequest has no fields.
 type DescribeClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2373,6 +2480,7 @@ func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{34}
 }
 
+// DescribeClusterResponse is the cluster's health as one broker sees it.
 type DescribeClusterResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -2586,14 +2694,16 @@ func (x *VoterStatus) GetAddress() string {
 	return ""
 }
 
+// BrokerStatus is one registered broker.
 type BrokerStatus struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	NodeId  int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Rack    string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	// The broker epoch of its current registration.
-	Epoch  int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Fenced bool  `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Epoch int64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// True while the broker is fenced (missed heartbeats or shutting down).
+	Fenced bool `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// Partitions it leads.
 	LeaderPartitions int32 `protobuf:"varint,6,opt,name=leader_partitions,json=leaderPartitions,proto3" json:"leader_partitions,omitempty"`
 	unknownFields    protoimpl.UnknownFields
@@ -2672,14 +2782,17 @@ func (x *BrokerStatus) GetLeaderPartitions() int32 {
 	return 0
 }
 
+// AlterPartitionReassignmentsRequest moves one partition to a new replica
+// set.
 type AlterPartitionReassignmentsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// The target replica set, in preference order (the first is the
 	// preferred leader): non-empty, distinct, registered brokers.
-	Replicas      []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	TimeoutMs     int32   `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Replicas []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// How long to wait for the controller; 0 means the default (30 s).
+	TimeoutMs     int32 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2742,6 +2855,8 @@ func (x *AlterPartitionReassignmentsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// AlterPartitionReassignmentsResponse is the partition right after the
+// reassignment was recorded.
 type AlterPartitionReassignmentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// INVALID_REPLICA_ASSIGNMENT (empty, duplicate or unknown brokers, fewer
@@ -2823,6 +2938,7 @@ func (x *AlterPartitionReassignmentsResponse) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+// ListPartitionReassignmentsRequest asks for running reassignments.
 type ListPartitionReassignmentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topics to look at; empty means all.
@@ -2868,6 +2984,7 @@ func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
 	return nil
 }
 
+// ListPartitionReassignmentsResponse lists the running reassignments.
 type ListPartitionReassignmentsResponse struct {
 	state         protoimpl.MessageState          `protogen:"open.v1"`
 	Reassignments []*OngoingPartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
@@ -2912,13 +3029,15 @@ func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingPartit
 	return nil
 }
 
+// OngoingPartitionReassignment is one running reassignment.
 type OngoingPartitionReassignment struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Topic            string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition        int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Replicas         []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	AddingReplicas   []int32                `protobuf:"varint,4,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
-	RemovingReplicas []int32                `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// All replicas now: the target followed by those being removed.
+	Replicas         []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32 `protobuf:"varint,4,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,5,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2988,6 +3107,7 @@ func (x *OngoingPartitionReassignment) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+// ElectLeadersRequest asks for preferred-leader elections.
 type ElectLeadersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Partitions to elect; empty: all.
@@ -3042,6 +3162,7 @@ func (x *ElectLeadersRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// TopicPartitions names partitions of one topic.
 type TopicPartitions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3095,6 +3216,7 @@ func (x *TopicPartitions) GetPartitions() []int32 {
 	return nil
 }
 
+// ElectLeadersResponse lists the leaders that moved.
 type ElectLeadersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The partitions whose leader moved to the preferred replica.
@@ -3140,11 +3262,13 @@ func (x *ElectLeadersResponse) GetElected() []*ElectedLeader {
 	return nil
 }
 
+// ElectedLeader is one partition whose leader moved.
 type ElectedLeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	LeaderId      int32                  `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The new leader (the preferred replica).
+	LeaderId      int32 `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3485,7 +3609,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponse\x12O\n" +
 	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a\x1f.sluice.v1.ElectLeadersResponse\x12^\n" +
 	"\x11DescribeProducers\x12#.sluice.v1.DescribeProducersRequest\x1a$.sluice.v1.DescribeProducersResponse\x12[\n" +
-	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponseB}\n" +
+	"\fio.sluice.v1B\vSluiceProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
+	"Sluice::V1b\x06proto3"
 
 var (
 	file_sluice_v1_sluice_proto_rawDescOnce sync.Once

@@ -33,6 +33,13 @@ const (
 // through a wire-compatible server view (sluice.internal.v1) that keeps
 // record batches as bytes; clients use these messages as they are.
 type LogClient interface {
+	// Produce appends one batch per partition, on each partition's leader
+	// (NOT_LEADER_OR_FOLLOWER with current_leader elsewhere). Results are per
+	// partition; a request refused as a whole (bad acks or timeout) is a gRPC
+	// status with an ErrorInfo detail. An idempotent or transactional batch
+	// whose sequences repeat one of the producer's last 5 batches on the
+	// partition is not appended again: the answer is NONE with the original
+	// base_offset.
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
 	// ProduceStream carries many produce requests on one long-lived stream,
 	// as a Kafka client pipelines them on one connection: it saves a call's
@@ -45,7 +52,15 @@ type LogClient interface {
 	// A request Produce would refuse as a whole (bad acks or timeout) is
 	// answered with error_code and error_message, and the stream goes on.
 	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceStreamRequest, ProduceStreamResponse], error)
+	// Fetch reads whole batches from each partition's leader, from
+	// fetch_offset, waiting up to max_wait_ms for min_bytes. Control batches
+	// (transaction markers) are never returned, and under read_committed
+	// neither are aborted transactions' batches: keep fetching from
+	// next_fetch_offset.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
+	// ListOffsets answers an offset per partition from its leader: the log
+	// start, the end (the last stable offset under read_committed) or the
+	// first offset at a timestamp.
 	ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error)
 }
 
@@ -108,6 +123,13 @@ func (c *logClient) ListOffsets(ctx context.Context, in *ListOffsetsRequest, opt
 // through a wire-compatible server view (sluice.internal.v1) that keeps
 // record batches as bytes; clients use these messages as they are.
 type LogServer interface {
+	// Produce appends one batch per partition, on each partition's leader
+	// (NOT_LEADER_OR_FOLLOWER with current_leader elsewhere). Results are per
+	// partition; a request refused as a whole (bad acks or timeout) is a gRPC
+	// status with an ErrorInfo detail. An idempotent or transactional batch
+	// whose sequences repeat one of the producer's last 5 batches on the
+	// partition is not appended again: the answer is NONE with the original
+	// base_offset.
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
 	// ProduceStream carries many produce requests on one long-lived stream,
 	// as a Kafka client pipelines them on one connection: it saves a call's
@@ -120,7 +142,15 @@ type LogServer interface {
 	// A request Produce would refuse as a whole (bad acks or timeout) is
 	// answered with error_code and error_message, and the stream goes on.
 	ProduceStream(grpc.BidiStreamingServer[ProduceStreamRequest, ProduceStreamResponse]) error
+	// Fetch reads whole batches from each partition's leader, from
+	// fetch_offset, waiting up to max_wait_ms for min_bytes. Control batches
+	// (transaction markers) are never returned, and under read_committed
+	// neither are aborted transactions' batches: keep fetching from
+	// next_fetch_offset.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
+	// ListOffsets answers an offset per partition from its leader: the log
+	// start, the end (the last stable offset under read_committed) or the
+	// first offset at a timestamp.
 	ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error)
 	mustEmbedUnimplementedLogServer()
 }
@@ -275,8 +305,16 @@ const (
 //
 // Admin serves cluster metadata and topic management.
 type AdminClient interface {
+	// Metadata answers the brokers and, per topic, each partition's leader,
+	// leader epoch, replicas and ISR, from the answering broker's view of the
+	// cluster metadata. Any broker answers; a client finds every leader from
+	// one call.
 	Metadata(ctx context.Context, in *MetadataRequest, opts ...grpc.CallOption) (*MetadataResponse, error)
+	// CreateTopics creates topics through the controller (any broker forwards
+	// it); the answer comes once the controller has committed them.
 	CreateTopics(ctx context.Context, in *CreateTopicsRequest, opts ...grpc.CallOption) (*CreateTopicsResponse, error)
+	// DeleteTopics deletes topics through the controller (any broker forwards
+	// it).
 	DeleteTopics(ctx context.Context, in *DeleteTopicsRequest, opts ...grpc.CallOption) (*DeleteTopicsResponse, error)
 	// DescribeCluster reports the controller quorum, the brokers and
 	// partition health, as `sluice cluster status` shows them.
@@ -420,8 +458,16 @@ func (c *adminClient) AbortTransaction(ctx context.Context, in *AbortTransaction
 //
 // Admin serves cluster metadata and topic management.
 type AdminServer interface {
+	// Metadata answers the brokers and, per topic, each partition's leader,
+	// leader epoch, replicas and ISR, from the answering broker's view of the
+	// cluster metadata. Any broker answers; a client finds every leader from
+	// one call.
 	Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error)
+	// CreateTopics creates topics through the controller (any broker forwards
+	// it); the answer comes once the controller has committed them.
 	CreateTopics(context.Context, *CreateTopicsRequest) (*CreateTopicsResponse, error)
+	// DeleteTopics deletes topics through the controller (any broker forwards
+	// it).
 	DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error)
 	// DescribeCluster reports the controller quorum, the brokers and
 	// partition health, as `sluice cluster status` shows them.

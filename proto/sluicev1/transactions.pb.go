@@ -27,6 +27,7 @@ type CoordinatorKeyType int32
 const (
 	// Treated as COORDINATOR_KEY_TYPE_TRANSACTION.
 	CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED CoordinatorKeyType = 0
+	// A transactional id: the leader of its __transaction_state partition.
 	CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION CoordinatorKeyType = 1
 	// A consumer group id: the leader of its __consumer_offsets partition.
 	CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP CoordinatorKeyType = 2
@@ -73,6 +74,7 @@ func (CoordinatorKeyType) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_transactions_proto_rawDescGZIP(), []int{0}
 }
 
+// InitProducerIdRequest asks for a producer id and epoch.
 type InitProducerIdRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty for an idempotent (non-transactional) producer.
@@ -83,7 +85,8 @@ type InitProducerIdRequest struct {
 	// KIP-360: a transactional producer that already has an id and epoch
 	// (after an abortable error) sends them to get the next epoch; 0 or -1
 	// means none.
-	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerId int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The epoch that goes with producer_id; -1 means none.
 	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -147,12 +150,17 @@ func (x *InitProducerIdRequest) GetProducerEpoch() int32 {
 	return 0
 }
 
+// InitProducerIdResponse carries the producer identity: every batch the
+// producer sends carries producer_id and producer_epoch, and sequences
+// start at 0 on every partition.
 type InitProducerIdResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	ProducerId    int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	ProducerEpoch int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The producer id; -1 on error.
+	ProducerId int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer epoch; -1 on error.
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -215,10 +223,12 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
+// FindCoordinatorRequest asks for the coordinators of keys of one type.
 type FindCoordinatorRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	KeyType       CoordinatorKeyType     `protobuf:"varint,1,opt,name=key_type,json=keyType,proto3,enum=sluice.v1.CoordinatorKeyType" json:"key_type,omitempty"`
-	Keys          []string               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	KeyType CoordinatorKeyType     `protobuf:"varint,1,opt,name=key_type,json=keyType,proto3,enum=sluice.v1.CoordinatorKeyType" json:"key_type,omitempty"`
+	// Transactional ids or group ids.
+	Keys          []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +277,7 @@ func (x *FindCoordinatorRequest) GetKeys() []string {
 	return nil
 }
 
+// FindCoordinatorResponse holds one coordinator per key.
 type FindCoordinatorResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Coordinators  []*Coordinator         `protobuf:"bytes,1,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
@@ -311,11 +322,13 @@ func (x *FindCoordinatorResponse) GetCoordinators() []*Coordinator {
 	return nil
 }
 
+// Coordinator is the broker that coordinates one key.
 type Coordinator struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Key          string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key asked for.
+	Key          string    `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ErrorCode    ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// -1 on error.
 	NodeId int32 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// host:port of the coordinator's gRPC listener.
@@ -389,11 +402,15 @@ func (x *Coordinator) GetAddress() string {
 	return ""
 }
 
+// EndTxnRequest ends the producer's transaction.
 type EndTxnRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer's transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// The producer id from InitProducerId (or the last EndTxn).
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The epoch the transaction's batches carry.
+	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	// true commits, false aborts.
 	Committed     bool `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -458,6 +475,7 @@ func (x *EndTxnRequest) GetCommitted() bool {
 	return false
 }
 
+// EndTxnResponse says whether the transaction ended.
 type EndTxnResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -528,6 +546,7 @@ func (x *EndTxnResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
+// DescribeTransactionsRequest names transactional ids.
 type DescribeTransactionsRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	TransactionalIds []string               `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
@@ -572,9 +591,11 @@ func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
 	return nil
 }
 
+// DescribeTransactionsResponse holds one state per id asked for.
 type DescribeTransactionsResponse struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	TransactionStates []*TransactionState    `protobuf:"bytes,1,rep,name=transaction_states,json=transactionStates,proto3" json:"transaction_states,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per transactional id asked for.
+	TransactionStates []*TransactionState `protobuf:"bytes,1,rep,name=transaction_states,json=transactionStates,proto3" json:"transaction_states,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -616,6 +637,7 @@ func (x *DescribeTransactionsResponse) GetTransactionStates() []*TransactionStat
 	return nil
 }
 
+// TransactionState is a transactional id as its coordinator holds it.
 type TransactionState struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode       ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -623,23 +645,27 @@ type TransactionState struct {
 	TransactionalId string                 `protobuf:"bytes,3,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	// Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit,
 	// CompleteAbort, PrepareEpochFence or Dead.
-	State                string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	ProducerId           int64  `protobuf:"varint,5,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	ProducerEpoch        int32  `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
-	TransactionTimeoutMs int32  `protobuf:"varint,7,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	ProducerId    int64  `protobuf:"varint,5,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32  `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The timeout after which the coordinator aborts an open transaction.
+	TransactionTimeoutMs int32 `protobuf:"varint,7,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
 	// When the open (or last) transaction started; -1 if none has.
 	TransactionStartTimeMs int64 `protobuf:"varint,8,opt,name=transaction_start_time_ms,json=transactionStartTimeMs,proto3" json:"transaction_start_time_ms,omitempty"`
-	LastUpdateTimeMs       int64 `protobuf:"varint,9,opt,name=last_update_time_ms,json=lastUpdateTimeMs,proto3" json:"last_update_time_ms,omitempty"`
+	// When the state last changed (coordinator clock, ms).
+	LastUpdateTimeMs int64 `protobuf:"varint,9,opt,name=last_update_time_ms,json=lastUpdateTimeMs,proto3" json:"last_update_time_ms,omitempty"`
 	// The previous and next producer ids (epoch exhaustion, KIP-360); -1 if
 	// none.
 	PreviousProducerId int64 `protobuf:"varint,10,opt,name=previous_producer_id,json=previousProducerId,proto3" json:"previous_producer_id,omitempty"`
 	NextProducerId     int64 `protobuf:"varint,11,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
-	LastProducerEpoch  int32 `protobuf:"varint,12,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
+	// The epoch before the last bump; -1 if none.
+	LastProducerEpoch int32 `protobuf:"varint,12,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
 	// The __transaction_state leader epoch of the coordinator answering.
-	CoordinatorEpoch int32       `protobuf:"varint,13,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	Topics           []*TxnTopic `protobuf:"bytes,14,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	CoordinatorEpoch int32 `protobuf:"varint,13,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// The partitions in the open transaction.
+	Topics        []*TxnTopic `protobuf:"bytes,14,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionState) Reset() {
@@ -770,6 +796,7 @@ func (x *TransactionState) GetTopics() []*TxnTopic {
 	return nil
 }
 
+// TxnTopic names partitions of one topic in a transaction.
 type TxnTopic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -822,6 +849,7 @@ func (x *TxnTopic) GetPartitions() []int32 {
 	return nil
 }
 
+// ListTransactionsRequest filters the transactional ids listed.
 type ListTransactionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these states (names as in TransactionState.state); empty: all.
@@ -886,15 +914,17 @@ func (x *ListTransactionsRequest) GetDurationFilterMs() int64 {
 	return 0
 }
 
+// ListTransactionsResponse lists the matching transactional ids.
 type ListTransactionsResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// Filters naming no known state.
-	UnknownStateFilters []string              `protobuf:"bytes,3,rep,name=unknown_state_filters,json=unknownStateFilters,proto3" json:"unknown_state_filters,omitempty"`
-	TransactionStates   []*TransactionListing `protobuf:"bytes,4,rep,name=transaction_states,json=transactionStates,proto3" json:"transaction_states,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	UnknownStateFilters []string `protobuf:"bytes,3,rep,name=unknown_state_filters,json=unknownStateFilters,proto3" json:"unknown_state_filters,omitempty"`
+	// The matching transactional ids.
+	TransactionStates []*TransactionListing `protobuf:"bytes,4,rep,name=transaction_states,json=transactionStates,proto3" json:"transaction_states,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ListTransactionsResponse) Reset() {
@@ -955,11 +985,13 @@ func (x *ListTransactionsResponse) GetTransactionStates() []*TransactionListing 
 	return nil
 }
 
+// TransactionListing is one transactional id in a listing.
 type TransactionListing struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// As TransactionState.state.
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// Milliseconds since the open transaction started; -1 if none is open.
 	DurationMs    int64 `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1024,6 +1056,8 @@ func (x *TransactionListing) GetDurationMs() int64 {
 	return 0
 }
 
+// DescribeProducersRequest names partitions; each must be sent to its
+// leader.
 type DescribeProducersRequest struct {
 	state         protoimpl.MessageState    `protogen:"open.v1"`
 	Topics        []*DescribeProducersTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -1068,6 +1102,7 @@ func (x *DescribeProducersRequest) GetTopics() []*DescribeProducersTopic {
 	return nil
 }
 
+// DescribeProducersTopic names partitions of one topic.
 type DescribeProducersTopic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1120,6 +1155,7 @@ func (x *DescribeProducersTopic) GetPartitions() []int32 {
 	return nil
 }
 
+// DescribeProducersResponse holds one result per partition asked for.
 type DescribeProducersResponse struct {
 	state         protoimpl.MessageState            `protogen:"open.v1"`
 	Topics        []*DescribeProducersTopicResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -1164,6 +1200,7 @@ func (x *DescribeProducersResponse) GetTopics() []*DescribeProducersTopicRespons
 	return nil
 }
 
+// DescribeProducersTopicResponse holds the results for one topic.
 type DescribeProducersTopicResponse struct {
 	state         protoimpl.MessageState        `protogen:"open.v1"`
 	Name          string                        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1216,6 +1253,7 @@ func (x *DescribeProducersTopicResponse) GetPartitions() []*DescribeProducersPar
 	return nil
 }
 
+// DescribeProducersPartition is the producer state of one partition.
 type DescribeProducersPartition struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Partition    int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -1405,6 +1443,8 @@ func (x *ProducerState) GetLastOffset() int64 {
 	return 0
 }
 
+// AbortTransactionRequest names the open transaction to abort on one
+// partition (send it to the partition's leader).
 type AbortTransactionRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1494,6 +1534,7 @@ func (x *AbortTransactionRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// AbortTransactionResponse says whether the ABORT marker was written.
 type AbortTransactionResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -1697,7 +1738,9 @@ const file_sluice_v1_transactions_proto_rawDesc = "" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\x12=\n" +
 	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\x12g\n" +
 	"\x14DescribeTransactions\x12&.sluice.v1.DescribeTransactionsRequest\x1a'.sluice.v1.DescribeTransactionsResponse\x12[\n" +
-	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponseB5Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponseB\x83\x01\n" +
+	"\fio.sluice.v1B\x11TransactionsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
+	"Sluice::V1b\x06proto3"
 
 var (
 	file_sluice_v1_transactions_proto_rawDescOnce sync.Once
