@@ -470,9 +470,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
 	"\x12STALE_MEMBER_EPOCH\x10q\x12\x19\n" +
 	"\x15TRANSACTION_ABORTABLE\x10x:A\n" +
-	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableB}\n" +
-	"\fio.sluice.v1B\vErrorsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
-	"Sluice::V1b\x06proto3"
+	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableBp\n" +
+	"\fio.sluice.v1B\vErrorsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
 	file_sluice_v1_errors_proto_rawDescOnce sync.Once

@@ -2068,9 +2068,8 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\x12U\n" +
 	"\x0eDescribeGroups\x12 .sluice.v1.DescribeGroupsRequest\x1a!.sluice.v1.DescribeGroupsResponse\x12O\n" +
-	"\fDeleteGroups\x12\x1e.sluice.v1.DeleteGroupsRequest\x1a\x1f.sluice.v1.DeleteGroupsResponseB}\n" +
-	"\fio.sluice.v1B\vGroupsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
-	"Sluice::V1b\x06proto3"
+	"\fDeleteGroups\x12\x1e.sluice.v1.DeleteGroupsRequest\x1a\x1f.sluice.v1.DeleteGroupsResponseBp\n" +
+	"\fio.sluice.v1B\vGroupsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
 	file_sluice_v1_groups_proto_rawDescOnce sync.Once

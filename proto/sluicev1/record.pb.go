@@ -411,9 +411,8 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\">\n" +
 	"\n" +
 	"LogSegment\x120\n" +
-	"\abatches\x18\x01 \x03(\v2\x16.sluice.v1.RecordBatchR\abatchesB}\n" +
-	"\fio.sluice.v1B\vRecordProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
-	"Sluice::V1b\x06proto3"
+	"\abatches\x18\x01 \x03(\v2\x16.sluice.v1.RecordBatchR\abatchesBp\n" +
+	"\fio.sluice.v1B\vRecordProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
 	file_sluice_v1_record_proto_rawDescOnce sync.Once

@@ -1738,9 +1738,8 @@ const file_sluice_v1_transactions_proto_rawDesc = "" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\x12=\n" +
 	"\x06EndTxn\x12\x18.sluice.v1.EndTxnRequest\x1a\x19.sluice.v1.EndTxnResponse\x12g\n" +
 	"\x14DescribeTransactions\x12&.sluice.v1.DescribeTransactionsRequest\x1a'.sluice.v1.DescribeTransactionsResponse\x12[\n" +
-	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponseB\x83\x01\n" +
-	"\fio.sluice.v1B\x11TransactionsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xea\x02\n" +
-	"Sluice::V1b\x06proto3"
+	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponseBv\n" +
+	"\fio.sluice.v1B\x11TransactionsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
 	file_sluice_v1_transactions_proto_rawDescOnce sync.Once
