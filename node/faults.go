@@ -44,6 +44,13 @@ type FaultRule struct {
 	// FailRequest is the probability of answering UNAVAILABLE without
 	// running the handler: the request is not applied.
 	FailRequest float64 `json:"fail_request"`
+	// DelayRequestMs holds each request this many milliseconds BEFORE the
+	// handler runs, and then runs it whether or not its client is still
+	// waiting: a request delayed in the network that lands after its
+	// client gave up and moved on (KAFKA-17754). A unary handler then runs
+	// on a context without the client's cancellation and deadline, bounded
+	// by heldRequestTimeout; on a stream each message received is held.
+	DelayRequestMs int64 `json:"delay_request_ms"`
 }
 
 // FaultRules is the JSON body of /debug/faults, both ways.
@@ -57,6 +64,11 @@ const (
 	faultRequestDropped  = "fault injection: request dropped"
 	faultResponseDropped = "fault injection: response dropped after processing"
 )
+
+// heldRequestTimeout bounds a held unary request's handler once released:
+// its client's deadline has usually passed, and the handler must still
+// run, as a late request would, but not forever.
+const heldRequestTimeout = 30 * time.Second
 
 // maxFaultBody bounds a /debug/faults request body.
 const maxFaultBody = 1 << 20
@@ -123,6 +135,9 @@ func validateFaultRules(rules []FaultRule, served []string) error {
 		if r.DelayResponseMs < 0 {
 			return bad("delay_response_ms %d is negative", r.DelayResponseMs)
 		}
+		if r.DelayRequestMs < 0 {
+			return bad("delay_request_ms %d is negative", r.DelayRequestMs)
+		}
 	}
 	return nil
 }
@@ -156,6 +171,7 @@ type faultDecision struct {
 	failRequest  bool
 	dropResponse bool
 	delay        time.Duration
+	hold         time.Duration // before the handler
 }
 
 // faultInjector holds the rules and applies them to gRPC calls.
@@ -211,15 +227,26 @@ func (f *faultInjector) decide(fullMethod string) faultDecision {
 		failRequest:  f.rng.Float64() < r.FailRequest,
 		dropResponse: f.rng.Float64() < r.DropResponse,
 		delay:        time.Duration(r.DelayResponseMs) * time.Millisecond,
+		hold:         time.Duration(r.DelayRequestMs) * time.Millisecond,
 	}
 }
 
-// unary is the unary server interceptor: fail the request, or run it and
-// then delay and/or drop its answer (error answers included).
+// unary is the unary server interceptor: fail the request, or hold it
+// and/or run it and then delay and/or drop its answer (error answers
+// included).
 func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	d := f.decide(info.FullMethod)
 	if d.failRequest {
 		return nil, status.Error(codes.Unavailable, faultRequestDropped)
+	}
+	if d.hold > 0 {
+		// The hold is not cut short by the client: the request lands
+		// late whatever the client did meanwhile, on a context of its
+		// own (the client's would make the handler give up at once).
+		f.holdRequest(ctx, info.FullMethod, d.hold)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heldRequestTimeout)
+		defer cancel()
+		ctx = hctx
 	}
 	resp, err := handler(ctx, req)
 	if d.delay > 0 {
@@ -237,12 +264,23 @@ func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	return resp, err
 }
 
+// holdRequest sleeps d (a delay_request_ms hold) and logs the release,
+// saying whether the client had given up meanwhile.
+func (f *faultInjector) holdRequest(ctx context.Context, method string, d time.Duration) {
+	time.Sleep(d) // a fault: the request is held whatever happens
+	f.log.Info("fault injection: held request released", "method", method, "held", d, "client_gone", ctx.Err() != nil)
+}
+
 // stream is the stream server interceptor. fail_request applies when the
 // stream opens and to each message received (the message is not handed
-// to the handler, and the stream ends with UNAVAILABLE); delay_response
+// to the handler, and the stream ends with UNAVAILABLE); delay_request_ms
+// holds each message received before the handler sees it; delay_response
 // and drop_response apply to each message sent (a dropped message ends
 // the stream with UNAVAILABLE instead: the requests it answered were
-// applied). Every decision is drawn afresh.
+// applied). Every decision is drawn afresh. A held message reaches the
+// handler even after the client left, but the handler's stream context
+// is the client's: it lands only as far as the handler goes on a
+// cancelled stream.
 func (f *faultInjector) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if f.decide(info.FullMethod).failRequest {
 		return status.Error(codes.Unavailable, faultRequestDropped)
@@ -262,8 +300,12 @@ func (s *faultStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if s.f.decide(s.method).failRequest {
+	d := s.f.decide(s.method)
+	if d.failRequest {
 		return status.Error(codes.Unavailable, faultRequestDropped)
+	}
+	if d.hold > 0 {
+		s.f.holdRequest(s.Context(), s.method, d.hold)
 	}
 	return nil
 }
