@@ -40,10 +40,17 @@ const (
 	// Fault.Latency (applied, answer late: the client times out and
 	// retries).
 	DelayResponses Kind = "delay-responses"
+	// DelayRequests: the target holds each Fault.Method request for
+	// Fault.Latency BEFORE running it, longer than the fault and the
+	// client's request timeout together, and then runs it: a request that
+	// lands after its client gave up, retried it elsewhere or later, and
+	// went on to its next transaction (KAFKA-17754). Whatever such a late
+	// request changes is judged by the checker.
+	DelayRequests Kind = "delay-requests"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses}
+var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses, DelayRequests}
 
 // Target says which node a fault hits, resolved when the fault starts.
 type Target string
@@ -73,9 +80,9 @@ type Fault struct {
 	Kind        Kind
 	Target      Target
 	Duration    time.Duration
-	Latency     time.Duration // Latency, DelayResponses
+	Latency     time.Duration // Latency, DelayResponses, DelayRequests (the hold)
 	Probability float64       // DropResponses
-	Method      string        // DropResponses, DelayResponses: gRPC full method
+	Method      string        // DropResponses, DelayResponses, DelayRequests: gRPC full method
 	Partition   int32         // Leader, Follower: which partition's
 	Pick        uint64        // deterministic choice among candidates
 }
@@ -92,6 +99,8 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" %s p=%.2f", f.Method, f.Probability)
 	case DelayResponses:
 		s += fmt.Sprintf(" %s delay %v", f.Method, f.Latency)
+	case DelayRequests:
+		s += fmt.Sprintf(" %s hold %v", f.Method, f.Latency)
 	}
 	return s
 }
@@ -144,11 +153,24 @@ var txnMethods = []string{
 	"/sluice.internal.v1.TxnBroker/AddPartitionsToTxn",
 }
 
+// requestMethods are the RPCs DelayRequests holds: the client's produce
+// (the Go producer's ProduceStream, each message held; its unary Produce
+// only by script), a transactional producer's EndTxn (served by the
+// coordinator) and a partition leader's AddPartitionsToTxn (served by the
+// coordinator). The last two only with transactions.
+var requestMethods = []string{
+	"/sluice.v1.Log/ProduceStream",
+	"/sluice.v1.Transactions/EndTxn",
+	"/sluice.internal.v1.TxnBroker/AddPartitionsToTxn",
+}
+
 // methodByName resolves a script's method: a full gRPC method name, or
-// the last element of one of responseMethods or txnMethods
-// ("WriteTxnMarkers").
+// the last element of one of responseMethods, txnMethods or
+// requestMethods ("WriteTxnMarkers"), or "Produce".
 func methodByName(name string) (string, bool) {
-	for _, m := range append(slices.Clone(responseMethods), txnMethods...) {
+	all := append(slices.Clone(responseMethods), txnMethods...)
+	all = append(all, requestMethods...)
+	for _, m := range append(all, "/sluice.v1.Log/Produce") {
 		if m == name || strings.HasSuffix(m, "/"+name) {
 			return m, true
 		}
@@ -175,11 +197,11 @@ func ParseScript(s string) ([]string, error) {
 			return nil, fmt.Errorf("chaos: unknown target %q in %q (targets: %v)", target, e, Targets)
 		}
 		if method != "" {
-			if Kind(kind) != DropResponses && Kind(kind) != DelayResponses {
-				return nil, fmt.Errorf("chaos: %q: only %s and %s take an RPC", e, DropResponses, DelayResponses)
+			if Kind(kind) != DropResponses && Kind(kind) != DelayResponses && Kind(kind) != DelayRequests {
+				return nil, fmt.Errorf("chaos: %q: only %s, %s and %s take an RPC", e, DropResponses, DelayResponses, DelayRequests)
 			}
 			if _, ok := methodByName(method); !ok {
-				return nil, fmt.Errorf("chaos: unknown RPC %q in %q (RPCs: %v %v)", method, e, responseMethods, txnMethods)
+				return nil, fmt.Errorf("chaos: unknown RPC %q in %q (RPCs: %v %v %v)", method, e, responseMethods, txnMethods, requestMethods)
 			}
 		}
 		out = append(out, e)
@@ -236,9 +258,28 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		case DelayResponses:
 			f.Method = methods[rng.IntN(len(methods))]
 			f.Latency = cfg.RequestTimeout + between(0, time.Second).Round(time.Millisecond)
+		case DelayRequests:
+			held := requestMethods[:1]
+			if cfg.Transactions {
+				held = requestMethods
+			}
+			f.Method = held[rng.IntN(len(held))]
+			// Released after the rule is cleared and after the client's
+			// request timeout on top: by then the client has retried
+			// (against the healed node or a new one) and moved on.
+			f.Latency = f.Duration + cfg.RequestTimeout + between(0, time.Second).Round(time.Millisecond)
 		}
 		if m, ok := methodByName(method); ok && method != "" {
 			f.Method = m // the script's choice; the draw above kept the sequence
+		}
+		if f.Kind == DelayRequests && len(cfg.Script) == 0 {
+			// A held request must reach the node that serves it: the
+			// partition leader for a produce, the coordinator for the
+			// transaction RPCs.
+			f.Target = Leader
+			if cfg.Transactions && !strings.HasPrefix(f.Method, "/sluice.v1.Log/") {
+				f.Target = Coordinator
+			}
 		}
 		out = append(out, f)
 		at += f.Duration + between(cfg.GapMin, cfg.GapMax)
@@ -388,12 +429,15 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 			}
 			return nil
 		}, nil
-	case DropResponses, DelayResponses:
+	case DropResponses, DelayResponses, DelayRequests:
 		rule := faultRule{Method: f.Method}
-		if f.Kind == DropResponses {
+		switch f.Kind {
+		case DropResponses:
 			rule.DropResponse = f.Probability
-		} else {
+		case DelayResponses:
 			rule.DelayResponseMs = f.Latency.Milliseconds()
+		case DelayRequests:
+			rule.DelayRequestMs = f.Latency.Milliseconds()
 		}
 		c.Note(id, "fault: %s %+v", f.Kind, rule)
 		if err := putRules(c.Node(id).HTTP, []faultRule{rule}); err != nil {
