@@ -58,11 +58,16 @@ func (w *workload) groupCopy() {
 					w.runGroupCopier(s, instance, rng, stop, caught, true)
 					continue
 				}
-				var killAfter time.Duration
-				if rng.IntN(3) == 0 {
-					killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+				// One instance in three is SIGKILLed, one in six
+				// SIGSTOPped into a zombie, 1-8 s after it started.
+				var fate memberFate
+				switch rng.IntN(6) {
+				case 0, 1:
+					fate.killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+				case 2:
+					fate.pauseAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
 				}
-				w.runGroupMemberProcess(s, instance, rng.Uint64(), killAfter, stop, caught)
+				w.runGroupMemberProcess(s, instance, rng.Uint64(), fate, stop, caught)
 			}
 		}()
 	}
@@ -284,6 +289,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 	err := p.SendOffsetsToTransaction(ctx, next, co.GroupMetadata())
 	cancel()
 	if err != nil {
+		w.log.Warn("send offsets to transaction", "copier", name, "txn", txnID, "err", err)
 		if errors.As(err, new(*client.TransactionAbortableError)) {
 			return abort(err)
 		}

@@ -302,6 +302,9 @@ func Run(cfg Config) (Result, error) {
 			}
 		}
 	}
+	if k, z := w.memberKills.Load(), w.memberPauses.Load(); k+z > 0 {
+		fmt.Fprintf(cfg.Out, "chaos: copier member processes: %d SIGKILLed, %d SIGSTOPped past their transaction and session timeouts (zombies)\n", k, z)
+	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)
 	}

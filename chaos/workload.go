@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -208,6 +209,9 @@ type workload struct {
 	// inputDone is closed by inputComplete: every write has an outcome,
 	// so the copier's input has reached its end.
 	inputDone chan struct{}
+	// memberKills and memberPauses count the copier member processes
+	// SIGKILLed and SIGSTOPped (zombies) by the harness.
+	memberKills, memberPauses atomic.Int64
 }
 
 // inputComplete tells the copier that no more input will come (every
