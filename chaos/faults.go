@@ -47,10 +47,55 @@ const (
 	// went on to its next transaction (KAFKA-17754). Whatever such a late
 	// request changes is judged by the checker.
 	DelayRequests Kind = "delay-requests"
+	// KillCoordinatorOngoing: once a workload transaction's first record
+	// is acknowledged, SIGKILL the coordinator of its transactional id
+	// (phases.go); restart it when the fault ends.
+	KillCoordinatorOngoing Kind = "kill:coordinator@ongoing"
+	// KillCoordinatorPrepare: when a workload producer sends EndTxn
+	// (commit or abort), before its answer, SIGKILL the coordinator of its
+	// transactional id.
+	KillCoordinatorPrepare Kind = "kill:coordinator@prepare"
+	// KillLeaderMarkers: right after a workload transaction's EndTxn
+	// returned OK, while its markers are being written, SIGKILL the leader
+	// of one of its partitions.
+	KillLeaderMarkers Kind = "kill:leader@markers"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses, DelayRequests}
+var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses, DelayRequests,
+	KillCoordinatorOngoing, KillCoordinatorPrepare, KillLeaderMarkers}
+
+// phase returns the transaction phase a phase kind waits for, "" for the
+// others.
+func (k Kind) phase() TxnPhase {
+	switch k {
+	case KillCoordinatorOngoing:
+		return PhaseOngoing
+	case KillCoordinatorPrepare:
+		return PhasePrepare
+	case KillLeaderMarkers:
+		return PhaseMarkers
+	}
+	return ""
+}
+
+// kills reports whether k SIGKILLs its node (and restarts it at the heal).
+func (k Kind) kills() bool { return k == Kill || k.phase() != "" }
+
+// phaseTargets are the phase kinds' fixed targets (for their fallback).
+var phaseTargets = map[Kind]Target{KillCoordinatorOngoing: Coordinator, KillCoordinatorPrepare: Coordinator, KillLeaderMarkers: Leader}
+
+// splitEntry splits a script entry: "kind[:target[:method]]", where a
+// phase kind ("kill:coordinator@ongoing") is a kind of its own with its
+// target built in.
+func splitEntry(e string) (kind, target, method string) {
+	kind, rest, _ := strings.Cut(e, ":")
+	target, method, _ = strings.Cut(rest, ":")
+	if strings.Contains(target, "@") {
+		return kind + ":" + target, "", method
+	}
+	return kind, target, method
+}
 
 // Target says which node a fault hits, resolved when the fault starts.
 type Target string
@@ -188,8 +233,7 @@ func ParseScript(s string) ([]string, error) {
 		if e == "" {
 			continue
 		}
-		kind, rest, _ := strings.Cut(e, ":")
-		target, method, _ := strings.Cut(rest, ":")
+		kind, target, method := splitEntry(e)
 		if !slices.Contains(Kinds, Kind(kind)) {
 			return nil, fmt.Errorf("chaos: unknown fault kind %q in %q (kinds: %v)", kind, e, Kinds)
 		}
@@ -238,9 +282,8 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		f.Kind, f.Target = Kinds[rng.IntN(len(Kinds))], targets[rng.IntN(len(targets))]
 		var method string
 		if len(cfg.Script) > 0 {
-			kind, rest, _ := strings.Cut(cfg.Script[i%len(cfg.Script)], ":")
-			var target string
-			target, method, _ = strings.Cut(rest, ":")
+			var kind, target string
+			kind, target, method = splitEntry(cfg.Script[i%len(cfg.Script)])
 			f.Kind = Kind(kind)
 			if target != "" {
 				f.Target = Target(target)
@@ -271,6 +314,9 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		}
 		if m, ok := methodByName(method); ok && method != "" {
 			f.Method = m // the script's choice; the draw above kept the sequence
+		}
+		if t, ok := phaseTargets[f.Kind]; ok {
+			f.Target = t
 		}
 		if f.Kind == DelayRequests && len(cfg.Script) == 0 {
 			// A held request must reach the node that serves it: the
@@ -345,8 +391,8 @@ func (r *runner) resolve(ctx context.Context, f Fault) (int32, error) {
 func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 	c := r.cluster
 	switch f.Kind {
-	case Kill:
-		c.Note(id, "fault: SIGKILL")
+	case Kill, KillCoordinatorOngoing, KillCoordinatorPrepare, KillLeaderMarkers:
+		c.Note(id, "fault: SIGKILL (%s)", f.Kind)
 		c.Kill(id)
 		return func() error {
 			c.Note(id, "heal: restart")
