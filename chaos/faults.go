@@ -275,11 +275,16 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		// Without transactions, the draw of seeds from before them.
 		targets = slices.DeleteFunc(slices.Clone(Targets), func(t Target) bool { return t == Coordinator })
 	}
+	kinds := Kinds
+	if !cfg.Transactions {
+		// No transaction ever reaches a phase.
+		kinds = slices.DeleteFunc(slices.Clone(Kinds), func(k Kind) bool { return k.phase() != "" })
+	}
 	var out []Fault
 	at := between(cfg.GapMin, cfg.GapMax)
 	for i := 0; at < cfg.Duration; i++ {
 		f := Fault{At: at, Duration: between(cfg.FaultMin, cfg.FaultMax), Pick: rng.Uint64()}
-		f.Kind, f.Target = Kinds[rng.IntN(len(Kinds))], targets[rng.IntN(len(targets))]
+		f.Kind, f.Target = kinds[rng.IntN(len(kinds))], targets[rng.IntN(len(targets))]
 		var method string
 		if len(cfg.Script) > 0 {
 			var kind, target string

@@ -249,6 +249,11 @@ func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServ
 		ctx = hctx
 	}
 	resp, err := handler(ctx, req)
+	if d.hold > 0 {
+		// What the late request did: refused (fenced, stale epoch) or
+		// applied. Errors inside a response body are not seen here.
+		f.log.Info("fault injection: held request answered", "method", info.FullMethod, "code", status.Code(err).String(), "err", err)
+	}
 	if d.delay > 0 {
 		t := time.NewTimer(d.delay)
 		select {
