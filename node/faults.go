@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // Runtime per-RPC fault injection (testing only, sluiced --fault-injection):
@@ -251,8 +253,12 @@ func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	resp, err := handler(ctx, req)
 	if d.hold > 0 {
 		// What the late request did: refused (fenced, stale epoch) or
-		// applied. Errors inside a response body are not seen here.
-		f.log.Info("fault injection: held request answered", "method", info.FullMethod, "code", status.Code(err).String(), "err", err)
+		// applied (per-partition errors of a body are not looked at).
+		code := status.Code(err).String()
+		if ec, ok := resp.(interface{ GetErrorCode() sluicev1.ErrorCode }); ok && err == nil {
+			code = ec.GetErrorCode().String() // EndTxn's answer is in its body
+		}
+		f.log.Info("fault injection: held request answered", "method", info.FullMethod, "code", code, "err", err)
 	}
 	if d.delay > 0 {
 		t := time.NewTimer(d.delay)
