@@ -93,6 +93,9 @@ type Applied struct {
 	// in any sample taken while the fault lasted.
 	State              string
 	Observed, OutOfISR bool
+	// PhaseTxn is, for a phase kind, the transaction whose phase the kill
+	// followed ("" when none reached it in time: a plain kill).
+	PhaseTxn string
 }
 
 // Result is what a run found.
@@ -368,6 +371,7 @@ func (r *runner) runFault(f Fault) Applied {
 		var ev PhaseEvent
 		var ok bool
 		if id, ev, ok = r.phaseTarget(f); ok {
+			a.PhaseTxn = ev.Txn
 			r.log.Info("phase reached", "what", f.Kind, "txn", ev.Txn, "transactional_id", ev.TransactionalID,
 				"committed", ev.Committed, "partitions", ev.Partitions, "node", id)
 		} else {
