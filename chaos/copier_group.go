@@ -241,6 +241,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 	committed map[client.TopicPartition]int64, rng *rand.Rand, wseq *int64, crash bool) copyResult {
 	wc := w.cfg
 	if err := p.BeginTransaction(); err != nil {
+		w.log.Warn("begin transaction", "copier", name, "err", err)
 		return copyFailed
 	}
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})

@@ -170,6 +170,7 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 	pause, stopPause := timer(fate.pauseAfter)
 	defer stopPause()
 	var resume <-chan time.Time
+	var resumedAt time.Time
 	paused, killed, zombie := false, fate.killAfter > 0, false
 	cont := func() {
 		if paused {
@@ -205,6 +206,7 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 		case <-resume:
 			resume = nil
 			cont()
+			resumedAt = time.Now()
 			w.log.Info("group copier member resumed (SIGCONT) as a zombie: its transaction timed out, its membership expired", "copier", name)
 			// It runs on as it will (fenced, it fails or rejoins), but not
 			// for ever: the slot's next instance waits for it.
@@ -229,7 +231,8 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 	}
 	if zombie {
 		// What the zombie was told once it resumed (its warnings).
-		w.log.Info("group copier zombie exited", "copier", name, "status", cmd.ProcessState.String(), "stderr", stderr.String())
+		w.log.Info("group copier zombie exited", "copier", name, "status", cmd.ProcessState.String(), "stderr", stderr.String(),
+			"transactions_ended_after_resume", w.rec.txnsEndedAfter(name, resumedAt))
 	}
 	if st := cmd.ProcessState; st != nil && !st.Success() && !killed {
 		w.log.Warn("copier member exited", "copier", name, "status", st.String(), "stderr", stderr.String())
@@ -322,4 +325,26 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// txnsEndedAfter describes producer's transactions that ended after t
+// (or are still open): what a resumed zombie was told.
+func (r *recorder) txnsEndedAfter(producer string, t time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, x := range r.txns {
+		if x.Producer != producer || !x.Complete.IsZero() && x.Complete.Before(t) {
+			continue
+		}
+		d := fmt.Sprintf("%s %s", x.ID, x.Outcome)
+		if x.Complete.IsZero() {
+			d = x.ID + " open"
+		}
+		if x.Err != "" {
+			d += ": " + x.Err
+		}
+		out = append(out, d)
+	}
+	return out
 }
