@@ -150,6 +150,13 @@ func (r *runner) phaseTarget(f Fault) (id int32, ev PhaseEvent, ok bool) {
 		}
 		switch phase {
 		case PhaseOngoing, PhasePrepare:
+			// Two prepare kills in three wait for a commit (PrepareCommit
+			// then markers), the others for an abort; planned aborts send
+			// EndTxn without a flush, so they would come first.
+			wantCommit := f.Pick%3 != 0
+			if phase == PhasePrepare && ev.Committed != wantCommit {
+				break
+			}
 			if id, ok := coords[ev.TransactionalID]; ok {
 				return id, ev, true
 			}

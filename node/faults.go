@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -253,10 +254,17 @@ func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	resp, err := handler(ctx, req)
 	if d.hold > 0 {
 		// What the late request did: refused (fenced, stale epoch) or
-		// applied (per-partition errors of a body are not looked at).
+		// applied.
 		code := status.Code(err).String()
-		if ec, ok := resp.(interface{ GetErrorCode() sluicev1.ErrorCode }); ok && err == nil {
-			code = ec.GetErrorCode().String() // EndTxn's answer is in its body
+		switch r := resp.(type) {
+		case interface{ GetErrorCode() sluicev1.ErrorCode }:
+			code = r.GetErrorCode().String() // EndTxn's answer is in its body
+		case *internalv1.AddPartitionsToTxnResponse:
+			var codes []string // one per transaction
+			for _, t := range r.GetResults() {
+				codes = append(codes, t.GetTransactionalId()+":"+t.GetErrorCode().String())
+			}
+			code = strings.Join(codes, ",")
 		}
 		f.log.Info("fault injection: held request answered", "method", info.FullMethod, "code", code, "err", err)
 	}
