@@ -178,17 +178,7 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 	co, err := cl.NewConsumer(client.WithGroup(copierGroupID), client.WithAutoCommit(false, 0),
 		client.WithAutoOffsetReset(client.OffsetEarliest), client.WithSessionTimeout(copierSessionTimeout),
 		client.WithMaxWait(200*time.Millisecond), client.WithLeaveGroupOnClose(!crash),
-		client.WithRebalanceListener(client.RebalanceCallbacks{
-			// Released partitions must have nothing in flight: wait for
-			// the transaction in progress.
-			Revoked: func(_ context.Context, parts []client.TopicPartition) {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, tp := range parts {
-					delete(committed, tp)
-				}
-			},
-		}))
+		client.WithRebalanceListener(copierListener(&mu, committed)))
 	if err != nil {
 		return
 	}
@@ -230,6 +220,31 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		if res != copyCommitted && res != copyAborted {
 			return // failed, or crashed on purpose
 		}
+	}
+}
+
+// copierListener is a group copier instance's rebalance listener; mu is
+// held across a poll and its transaction and guards committed, the
+// positions the instance's own transactions committed (what an abort
+// rewinds to). A partition revoked or lost must have nothing in flight
+// when the consumer lets it go, and its position must be forgotten: the
+// next owner commits past it, and an abort of the transaction in flight
+// must not seek the partition back to it should it come back (a fenced
+// member rejoins at once and may get the same partitions, positioned at
+// the group's committed offsets). Lost runs before the member rejoins, so
+// waiting for mu there keeps the rejoin behind the transaction in flight,
+// whose offsets the coordinator then refuses under the old membership.
+func copierListener(mu *sync.Mutex, committed map[client.TopicPartition]int64) client.RebalanceCallbacks {
+	forget := func(parts []client.TopicPartition) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range parts {
+			delete(committed, tp)
+		}
+	}
+	return client.RebalanceCallbacks{
+		Revoked: func(_ context.Context, parts []client.TopicPartition) { forget(parts) },
+		Lost:    forget,
 	}
 }
 
