@@ -58,11 +58,16 @@ func (w *workload) groupCopy() {
 					w.runGroupCopier(s, instance, rng, stop, caught, true)
 					continue
 				}
-				var killAfter time.Duration
-				if rng.IntN(3) == 0 {
-					killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+				// One instance in three is SIGKILLed, one in six
+				// SIGSTOPped into a zombie, 1-8 s after it started.
+				var fate memberFate
+				switch rng.IntN(6) {
+				case 0, 1:
+					fate.killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+				case 2:
+					fate.pauseAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
 				}
-				w.runGroupMemberProcess(s, instance, rng.Uint64(), killAfter, stop, caught)
+				w.runGroupMemberProcess(s, instance, rng.Uint64(), fate, stop, caught)
 			}
 		}()
 	}
@@ -173,17 +178,7 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 	co, err := cl.NewConsumer(client.WithGroup(copierGroupID), client.WithAutoCommit(false, 0),
 		client.WithAutoOffsetReset(client.OffsetEarliest), client.WithSessionTimeout(copierSessionTimeout),
 		client.WithMaxWait(200*time.Millisecond), client.WithLeaveGroupOnClose(!crash),
-		client.WithRebalanceListener(client.RebalanceCallbacks{
-			// Released partitions must have nothing in flight: wait for
-			// the transaction in progress.
-			Revoked: func(_ context.Context, parts []client.TopicPartition) {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, tp := range parts {
-					delete(committed, tp)
-				}
-			},
-		}))
+		client.WithRebalanceListener(copierListener(&mu, committed)))
 	if err != nil {
 		return
 	}
@@ -228,6 +223,31 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 	}
 }
 
+// copierListener is a group copier instance's rebalance listener; mu is
+// held across a poll and its transaction and guards committed, the
+// positions the instance's own transactions committed (what an abort
+// rewinds to). A partition revoked or lost must have nothing in flight
+// when the consumer lets it go, and its position must be forgotten: the
+// next owner commits past it, and an abort of the transaction in flight
+// must not seek the partition back to it should it come back (a fenced
+// member rejoins at once and may get the same partitions, positioned at
+// the group's committed offsets). Lost runs before the member rejoins, so
+// waiting for mu there keeps the rejoin behind the transaction in flight,
+// whose offsets the coordinator then refuses under the old membership.
+func copierListener(mu *sync.Mutex, committed map[client.TopicPartition]int64) client.RebalanceCallbacks {
+	forget := func(parts []client.TopicPartition) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range parts {
+			delete(committed, tp)
+		}
+	}
+	return client.RebalanceCallbacks{
+		Revoked: func(_ context.Context, parts []client.TopicPartition) { forget(parts) },
+		Lost:    forget,
+	}
+}
+
 // copyGroupTxn copies recs in one transaction that also commits the
 // consumer's offsets after them (about one in six aborted on purpose),
 // updating committed on commit and rewinding co on abort. With crash it
@@ -236,6 +256,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 	committed map[client.TopicPartition]int64, rng *rand.Rand, wseq *int64, crash bool) copyResult {
 	wc := w.cfg
 	if err := p.BeginTransaction(); err != nil {
+		w.log.Warn("begin transaction", "copier", name, "err", err)
 		return copyFailed
 	}
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
@@ -284,6 +305,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 	err := p.SendOffsetsToTransaction(ctx, next, co.GroupMetadata())
 	cancel()
 	if err != nil {
+		w.log.Warn("send offsets to transaction", "copier", name, "txn", txnID, "err", err)
 		if errors.As(err, new(*client.TransactionAbortableError)) {
 			return abort(err)
 		}

@@ -98,11 +98,31 @@ func RunCopierMemberIfAsked() {
 	os.Exit(0)
 }
 
+// memberFate is what the harness does to one member process: SIGKILL it
+// killAfter after its start, or SIGSTOP it pauseAfter after its start for
+// zombieHold and then SIGCONT it (zero: neither).
+type memberFate struct {
+	killAfter, pauseAfter time.Duration
+}
+
+// zombieHold is how long a member process stays stopped: longer than its
+// transaction timeout (plus the coordinator's abort scan) and its group
+// session timeout, so that when it resumes its open transaction has been
+// aborted by the coordinator and its group membership has expired: a
+// zombie, whose late TxnOffsetCommit, produce and EndTxn must all be
+// refused.
+func zombieHold(wc WorkloadConfig) time.Duration {
+	return max(wc.TxnTimeout, copierSessionTimeout) + txnAbortScan + 2*time.Second
+}
+
+// zombieGrace is how long a resumed zombie may run on before it is
+// SIGKILLed (the slot's next instance waits for it).
+const zombieGrace = 10 * time.Second
+
 // runGroupMemberProcess runs one member instance as a process and replays
-// its history; it kills the process with SIGKILL after killAfter (> 0),
-// and stops it with SIGTERM when stop closes. It returns when the process
-// has exited.
-func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, killAfter time.Duration, stop <-chan struct{}, caught *caughtUp) {
+// its history; it does to the process what fate says, and stops it with
+// SIGTERM when stop closes. It returns when the process has exited.
+func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate memberFate, stop <-chan struct{}, caught *caughtUp) {
 	exe, err := os.Executable()
 	if err != nil {
 		w.log.Warn("copier member: no executable", "err", err)
@@ -138,31 +158,83 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, killAf
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	var kill <-chan time.Time
-	if killAfter > 0 {
-		t := time.NewTimer(killAfter)
-		defer t.Stop()
-		kill = t.C
+	timer := func(d time.Duration) (<-chan time.Time, func() bool) {
+		if d <= 0 {
+			return nil, func() bool { return false }
+		}
+		t := time.NewTimer(d)
+		return t.C, t.Stop
 	}
-	select {
-	case <-exited:
-	case <-kill:
-		w.log.Info("group copier member killed (SIGKILL)", "copier", name, "after", killAfter)
-		_ = cmd.Process.Kill()
-		<-exited
-	case <-stop:
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	kill, stopKill := timer(fate.killAfter)
+	defer stopKill()
+	pause, stopPause := timer(fate.pauseAfter)
+	defer stopPause()
+	var resume <-chan time.Time
+	var resumedAt time.Time
+	paused, killed, zombie := false, fate.killAfter > 0, false
+	cont := func() {
+		if paused {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			paused = false
+		}
+	}
+	for done := false; !done; {
 		select {
 		case <-exited:
-		case <-time.After(30 * time.Second):
+			done = true
+		case <-kill:
+			if zombie {
+				w.log.Info("group copier zombie still running: killed (SIGKILL)", "copier", name, "after", zombieGrace)
+			} else {
+				w.log.Info("group copier member killed (SIGKILL)", "copier", name, "after", fate.killAfter)
+				w.memberKills.Add(1)
+			}
+			_ = cmd.Process.Kill() // a stopped process dies too
+			<-exited
+			done = true
+		case <-pause:
+			hold := zombieHold(w.cfg)
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				continue // exited meanwhile
+			}
+			paused = true
+			w.memberPauses.Add(1)
+			w.log.Info("group copier member paused (SIGSTOP): a zombie when resumed", "copier", name, "after", fate.pauseAfter, "for", hold)
+			var stopResume func() bool
+			resume, stopResume = timer(hold)
+			defer stopResume()
+		case <-resume:
+			resume = nil
+			cont()
+			resumedAt = time.Now()
+			w.log.Info("group copier member resumed (SIGCONT) as a zombie: its transaction timed out, its membership expired", "copier", name)
+			// It runs on as it will (fenced, it fails or rejoins), but not
+			// for ever: the slot's next instance waits for it.
+			kill, stopKill = timer(zombieGrace)
+			defer stopKill()
+			killed, zombie = true, true
+		case <-stop:
+			cont()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			done = true
+		case <-w.ctx.Done():
 			_ = cmd.Process.Kill()
 			<-exited
+			done = true
 		}
-	case <-w.ctx.Done():
-		_ = cmd.Process.Kill()
-		<-exited
 	}
-	if st := cmd.ProcessState; st != nil && !st.Success() && killAfter == 0 {
+	if zombie {
+		// What the zombie was told once it resumed (its warnings).
+		w.log.Info("group copier zombie exited", "copier", name, "status", cmd.ProcessState.String(), "stderr", stderr.String(),
+			"transactions_ended_after_resume", w.rec.txnsEndedAfter(name, resumedAt))
+	}
+	if st := cmd.ProcessState; st != nil && !st.Success() && !killed {
 		w.log.Warn("copier member exited", "copier", name, "status", st.String(), "stderr", stderr.String())
 	}
 }
@@ -253,4 +325,26 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// txnsEndedAfter describes producer's transactions that ended after t
+// (or are still open): what a resumed zombie was told.
+func (r *recorder) txnsEndedAfter(producer string, t time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, x := range r.txns {
+		if x.Producer != producer || !x.Complete.IsZero() && x.Complete.Before(t) {
+			continue
+		}
+		d := fmt.Sprintf("%s %s", x.ID, x.Outcome)
+		if x.Complete.IsZero() {
+			d = x.ID + " open"
+		}
+		if x.Err != "" {
+			d += ": " + x.Err
+		}
+		out = append(out, d)
+	}
+	return out
 }

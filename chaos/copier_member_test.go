@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
 	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // A copier member's history, reported as JSON lines by its recorder's
@@ -53,5 +55,51 @@ func TestCopierMemberHistoryReplays(t *testing.T) {
 	}
 	if len(w.rec.fences) != 1 || got.at[2] != 99 {
 		t.Errorf("fences %v, caught %v", w.rec.fences, got.at)
+	}
+}
+
+// A group copier instance fenced from its group (OnLost) must forget the
+// positions it committed for the lost partitions, and only once its
+// transaction in flight has ended: seed 1703 (docs/chaos.md) showed what
+// happens otherwise. Without a Lost callback, the member rejoined at once,
+// got partition 1 back at the group's committed offset (1054, committed
+// meanwhile by another member), and the abort of its transaction in flight
+// (refused under the old membership) rewound the partition to its own old
+// position (1042): 11 input records copied twice.
+func TestCopierListenerForgetsLostPartitionsAfterTheTransactionInFlight(t *testing.T) {
+	var mu sync.Mutex
+	p1, p2 := client.TopicPartition{Topic: "chaos", Partition: 1}, client.TopicPartition{Topic: "chaos", Partition: 2}
+	committed := map[client.TopicPartition]int64{p1: 1042, p2: 7}
+	l := copierListener(&mu, committed)
+	mu.Lock() // a transaction in flight
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.OnLost([]client.TopicPartition{p1})
+	}()
+	select {
+	case <-done:
+		t.Fatal("OnLost returned while a transaction was in flight: the member would rejoin under it")
+	case <-time.After(100 * time.Millisecond): // still waiting for the transaction, as it must
+	}
+	if _, ok := committed[p1]; !ok {
+		t.Fatal("lost partition forgotten while the transaction in flight may still rewind to it")
+	}
+	mu.Unlock() // the transaction ends
+	wait.Until(t, 5*time.Second, "OnLost to return", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := committed[p1]; ok {
+		t.Errorf("lost partition 1 still has its old position: an abort would seek it back below the group's offset")
+	}
+	if committed[p2] != 7 {
+		t.Errorf("partition 2 (not lost) forgotten: %v", committed)
 	}
 }

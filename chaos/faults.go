@@ -40,10 +40,62 @@ const (
 	// Fault.Latency (applied, answer late: the client times out and
 	// retries).
 	DelayResponses Kind = "delay-responses"
+	// DelayRequests: the target holds each Fault.Method request for
+	// Fault.Latency BEFORE running it, longer than the fault and the
+	// client's request timeout together, and then runs it: a request that
+	// lands after its client gave up, retried it elsewhere or later, and
+	// went on to its next transaction (KAFKA-17754). Whatever such a late
+	// request changes is judged by the checker.
+	DelayRequests Kind = "delay-requests"
+	// KillCoordinatorOngoing: once a workload transaction's first record
+	// is acknowledged, SIGKILL the coordinator of its transactional id
+	// (phases.go); restart it when the fault ends.
+	KillCoordinatorOngoing Kind = "kill:coordinator@ongoing"
+	// KillCoordinatorPrepare: when a workload producer sends EndTxn
+	// (commit or abort), before its answer, SIGKILL the coordinator of its
+	// transactional id.
+	KillCoordinatorPrepare Kind = "kill:coordinator@prepare"
+	// KillLeaderMarkers: right after a workload transaction's EndTxn
+	// returned OK, while its markers are being written, SIGKILL the leader
+	// of one of its partitions.
+	KillLeaderMarkers Kind = "kill:leader@markers"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses}
+var Kinds = []Kind{Kill, KillTwo, Pause, Partition, PartitionPair, Latency, DropResponses, DelayResponses, DelayRequests,
+	KillCoordinatorOngoing, KillCoordinatorPrepare, KillLeaderMarkers}
+
+// phase returns the transaction phase a phase kind waits for, "" for the
+// others.
+func (k Kind) phase() TxnPhase {
+	switch k {
+	case KillCoordinatorOngoing:
+		return PhaseOngoing
+	case KillCoordinatorPrepare:
+		return PhasePrepare
+	case KillLeaderMarkers:
+		return PhaseMarkers
+	}
+	return ""
+}
+
+// kills reports whether k SIGKILLs its node (and restarts it at the heal).
+func (k Kind) kills() bool { return k == Kill || k.phase() != "" }
+
+// phaseTargets are the phase kinds' fixed targets (for their fallback).
+var phaseTargets = map[Kind]Target{KillCoordinatorOngoing: Coordinator, KillCoordinatorPrepare: Coordinator, KillLeaderMarkers: Leader}
+
+// splitEntry splits a script entry: "kind[:target[:method]]", where a
+// phase kind ("kill:coordinator@ongoing") is a kind of its own with its
+// target built in.
+func splitEntry(e string) (kind, target, method string) {
+	kind, rest, _ := strings.Cut(e, ":")
+	target, method, _ = strings.Cut(rest, ":")
+	if strings.Contains(target, "@") {
+		return kind + ":" + target, "", method
+	}
+	return kind, target, method
+}
 
 // Target says which node a fault hits, resolved when the fault starts.
 type Target string
@@ -73,9 +125,9 @@ type Fault struct {
 	Kind        Kind
 	Target      Target
 	Duration    time.Duration
-	Latency     time.Duration // Latency, DelayResponses
+	Latency     time.Duration // Latency, DelayResponses, DelayRequests (the hold)
 	Probability float64       // DropResponses
-	Method      string        // DropResponses, DelayResponses: gRPC full method
+	Method      string        // DropResponses, DelayResponses, DelayRequests: gRPC full method
 	Partition   int32         // Leader, Follower: which partition's
 	Pick        uint64        // deterministic choice among candidates
 }
@@ -92,6 +144,8 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" %s p=%.2f", f.Method, f.Probability)
 	case DelayResponses:
 		s += fmt.Sprintf(" %s delay %v", f.Method, f.Latency)
+	case DelayRequests:
+		s += fmt.Sprintf(" %s hold %v", f.Method, f.Latency)
 	}
 	return s
 }
@@ -144,11 +198,24 @@ var txnMethods = []string{
 	"/sluice.internal.v1.TxnBroker/AddPartitionsToTxn",
 }
 
+// requestMethods are the RPCs DelayRequests holds: the client's produce
+// (the Go producer's ProduceStream, each message held; its unary Produce
+// only by script), a transactional producer's EndTxn (served by the
+// coordinator) and a partition leader's AddPartitionsToTxn (served by the
+// coordinator). The last two only with transactions.
+var requestMethods = []string{
+	"/sluice.v1.Log/ProduceStream",
+	"/sluice.v1.Transactions/EndTxn",
+	"/sluice.internal.v1.TxnBroker/AddPartitionsToTxn",
+}
+
 // methodByName resolves a script's method: a full gRPC method name, or
-// the last element of one of responseMethods or txnMethods
-// ("WriteTxnMarkers").
+// the last element of one of responseMethods, txnMethods or
+// requestMethods ("WriteTxnMarkers"), or "Produce".
 func methodByName(name string) (string, bool) {
-	for _, m := range append(slices.Clone(responseMethods), txnMethods...) {
+	all := append(slices.Clone(responseMethods), txnMethods...)
+	all = append(all, requestMethods...)
+	for _, m := range append(all, "/sluice.v1.Log/Produce") {
 		if m == name || strings.HasSuffix(m, "/"+name) {
 			return m, true
 		}
@@ -166,8 +233,7 @@ func ParseScript(s string) ([]string, error) {
 		if e == "" {
 			continue
 		}
-		kind, rest, _ := strings.Cut(e, ":")
-		target, method, _ := strings.Cut(rest, ":")
+		kind, target, method := splitEntry(e)
 		if !slices.Contains(Kinds, Kind(kind)) {
 			return nil, fmt.Errorf("chaos: unknown fault kind %q in %q (kinds: %v)", kind, e, Kinds)
 		}
@@ -175,11 +241,11 @@ func ParseScript(s string) ([]string, error) {
 			return nil, fmt.Errorf("chaos: unknown target %q in %q (targets: %v)", target, e, Targets)
 		}
 		if method != "" {
-			if Kind(kind) != DropResponses && Kind(kind) != DelayResponses {
-				return nil, fmt.Errorf("chaos: %q: only %s and %s take an RPC", e, DropResponses, DelayResponses)
+			if Kind(kind) != DropResponses && Kind(kind) != DelayResponses && Kind(kind) != DelayRequests {
+				return nil, fmt.Errorf("chaos: %q: only %s, %s and %s take an RPC", e, DropResponses, DelayResponses, DelayRequests)
 			}
 			if _, ok := methodByName(method); !ok {
-				return nil, fmt.Errorf("chaos: unknown RPC %q in %q (RPCs: %v %v)", method, e, responseMethods, txnMethods)
+				return nil, fmt.Errorf("chaos: unknown RPC %q in %q (RPCs: %v %v %v)", method, e, responseMethods, txnMethods, requestMethods)
 			}
 		}
 		out = append(out, e)
@@ -209,16 +275,20 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		// Without transactions, the draw of seeds from before them.
 		targets = slices.DeleteFunc(slices.Clone(Targets), func(t Target) bool { return t == Coordinator })
 	}
+	kinds := Kinds
+	if !cfg.Transactions {
+		// No transaction ever reaches a phase.
+		kinds = slices.DeleteFunc(slices.Clone(Kinds), func(k Kind) bool { return k.phase() != "" })
+	}
 	var out []Fault
 	at := between(cfg.GapMin, cfg.GapMax)
 	for i := 0; at < cfg.Duration; i++ {
 		f := Fault{At: at, Duration: between(cfg.FaultMin, cfg.FaultMax), Pick: rng.Uint64()}
-		f.Kind, f.Target = Kinds[rng.IntN(len(Kinds))], targets[rng.IntN(len(targets))]
+		f.Kind, f.Target = kinds[rng.IntN(len(kinds))], targets[rng.IntN(len(targets))]
 		var method string
 		if len(cfg.Script) > 0 {
-			kind, rest, _ := strings.Cut(cfg.Script[i%len(cfg.Script)], ":")
-			var target string
-			target, method, _ = strings.Cut(rest, ":")
+			var kind, target string
+			kind, target, method = splitEntry(cfg.Script[i%len(cfg.Script)])
 			f.Kind = Kind(kind)
 			if target != "" {
 				f.Target = Target(target)
@@ -236,9 +306,31 @@ func NewSchedule(cfg ScheduleConfig) []Fault {
 		case DelayResponses:
 			f.Method = methods[rng.IntN(len(methods))]
 			f.Latency = cfg.RequestTimeout + between(0, time.Second).Round(time.Millisecond)
+		case DelayRequests:
+			held := requestMethods[:1]
+			if cfg.Transactions {
+				held = requestMethods
+			}
+			f.Method = held[rng.IntN(len(held))]
+			// Released after the rule is cleared and after the client's
+			// request timeout on top: by then the client has retried
+			// (against the healed node or a new one) and moved on.
+			f.Latency = f.Duration + cfg.RequestTimeout + between(0, time.Second).Round(time.Millisecond)
 		}
 		if m, ok := methodByName(method); ok && method != "" {
 			f.Method = m // the script's choice; the draw above kept the sequence
+		}
+		if t, ok := phaseTargets[f.Kind]; ok {
+			f.Target = t
+		}
+		if f.Kind == DelayRequests && len(cfg.Script) == 0 {
+			// A held request must reach the node that serves it: the
+			// partition leader for a produce, the coordinator for the
+			// transaction RPCs.
+			f.Target = Leader
+			if cfg.Transactions && !strings.HasPrefix(f.Method, "/sluice.v1.Log/") {
+				f.Target = Coordinator
+			}
 		}
 		out = append(out, f)
 		at += f.Duration + between(cfg.GapMin, cfg.GapMax)
@@ -304,8 +396,8 @@ func (r *runner) resolve(ctx context.Context, f Fault) (int32, error) {
 func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 	c := r.cluster
 	switch f.Kind {
-	case Kill:
-		c.Note(id, "fault: SIGKILL")
+	case Kill, KillCoordinatorOngoing, KillCoordinatorPrepare, KillLeaderMarkers:
+		c.Note(id, "fault: SIGKILL (%s)", f.Kind)
 		c.Kill(id)
 		return func() error {
 			c.Note(id, "heal: restart")
@@ -388,12 +480,15 @@ func (r *runner) inject(f Fault, id int32) (heal func() error, err error) {
 			}
 			return nil
 		}, nil
-	case DropResponses, DelayResponses:
+	case DropResponses, DelayResponses, DelayRequests:
 		rule := faultRule{Method: f.Method}
-		if f.Kind == DropResponses {
+		switch f.Kind {
+		case DropResponses:
 			rule.DropResponse = f.Probability
-		} else {
+		case DelayResponses:
 			rule.DelayResponseMs = f.Latency.Milliseconds()
+		case DelayRequests:
+			rule.DelayRequestMs = f.Latency.Milliseconds()
 		}
 		c.Note(id, "fault: %s %+v", f.Kind, rule)
 		if err := putRules(c.Node(id).HTTP, []faultRule{rule}); err != nil {

@@ -175,8 +175,16 @@ func TestScheduleIsReproducibleFromItsSeed(t *testing.T) {
 			t.Fatalf("delay %v below the request timeout %v", f.Latency, cfg.RequestTimeout)
 		}
 	}
+	if want := len(Kinds) - len(phaseTargets); len(kinds) != want {
+		t.Fatalf("a 10-minute random schedule without transactions used only %v (want every kind but the phase kinds)", kinds)
+	}
+	cfg.Transactions = true
+	kinds = map[Kind]bool{}
+	for _, f := range NewSchedule(cfg) {
+		kinds[f.Kind] = true
+	}
 	if len(kinds) != len(Kinds) {
-		t.Fatalf("a 10-minute random schedule used only %v", kinds)
+		t.Fatalf("a 10-minute random transactional schedule used only %v", kinds)
 	}
 }
 
@@ -246,4 +254,73 @@ func TestRandomScheduleWithoutTransactionsNeverTargetsACoordinator(t *testing.T)
 	if !coord || !txnRPC {
 		t.Errorf("a 10-minute transactional schedule: coordinator target %v, transaction RPC %v", coord, txnRPC)
 	}
+}
+
+// The issue-16 kinds: a phase kind is a kind of its own with its target
+// built in, and delay-requests names its RPC and holds it past the fault
+// and the client's request timeout.
+func TestScriptPhaseKindsAndHeldRequests(t *testing.T) {
+	script, err := ParseScript("kill:coordinator@ongoing,kill:coordinator@prepare,kill:leader@markers,delay-requests:coordinator:EndTxn,delay-requests:leader:Produce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSchedule(ScheduleConfig{Seed: 1, Duration: time.Minute, Partitions: 3, Script: script, Transactions: true,
+		FaultMin: time.Second, FaultMax: 2 * time.Second, GapMin: time.Second, GapMax: 2 * time.Second, RequestTimeout: time.Second})
+	if len(s) < 5 {
+		t.Fatalf("schedule of %d faults", len(s))
+	}
+	want := []struct {
+		kind   Kind
+		target Target
+	}{{KillCoordinatorOngoing, Coordinator}, {KillCoordinatorPrepare, Coordinator}, {KillLeaderMarkers, Leader}, {DelayRequests, Coordinator}, {DelayRequests, Leader}}
+	for i, w := range want {
+		if s[i].Kind != w.kind || s[i].Target != w.target {
+			t.Errorf("fault %d = %v, want %s on %s", i, s[i], w.kind, w.target)
+		}
+		if !s[i].Kind.kills() && s[i].Kind.phase() != "" {
+			t.Errorf("phase kind %s does not kill", s[i].Kind)
+		}
+	}
+	for _, i := range []int{3, 4} {
+		if s[i].Latency <= s[i].Duration+time.Second {
+			t.Errorf("fault %d holds its requests %v: not past the fault (%v) and the request timeout", i, s[i].Latency, s[i].Duration)
+		}
+	}
+	if s[3].Method != "/sluice.v1.Transactions/EndTxn" || s[4].Method != "/sluice.v1.Log/Produce" {
+		t.Errorf("held RPCs %s, %s", s[3].Method, s[4].Method)
+	}
+	for _, bad := range []string{"kill:coordinator@nowhere", "kill:leader@markers:EndTxn", "pause:leader:EndTxn"} {
+		if _, err := ParseScript(bad); err == nil {
+			t.Errorf("ParseScript(%q) accepted", bad)
+		}
+	}
+}
+
+// The phase hook delivers the first event of the armed phase only, once,
+// and never blocks the workload.
+func TestPhaseHookDeliversTheArmedPhaseOnce(t *testing.T) {
+	var h phaseHook
+	h.fire(PhaseEvent{Phase: PhaseOngoing}) // nobody waits: dropped
+	events := h.arm(PhasePrepare)
+	if !h.waiting(PhasePrepare) || h.waiting(PhaseOngoing) {
+		t.Fatal("waiting() does not report the armed phase")
+	}
+	h.fire(PhaseEvent{Phase: PhaseOngoing, Txn: "other"})
+	h.fire(PhaseEvent{Phase: PhasePrepare, Txn: "t1.1/3", TransactionalID: "chaos-txn-1"})
+	h.fire(PhaseEvent{Phase: PhasePrepare, Txn: "t1.1/4"}) // disarmed: dropped, not blocking
+	select {
+	case ev := <-events:
+		if ev.Txn != "t1.1/3" || ev.TransactionalID != "chaos-txn-1" || ev.At.IsZero() {
+			t.Fatalf("event %+v", ev)
+		}
+	default:
+		t.Fatal("no event delivered")
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("second event delivered: %+v", ev)
+	default:
+	}
+	var nilHook *phaseHook
+	nilHook.fire(PhaseEvent{Phase: PhaseMarkers}) // a workload without faults
 }

@@ -93,6 +93,9 @@ type Applied struct {
 	// in any sample taken while the fault lasted.
 	State              string
 	Observed, OutOfISR bool
+	// PhaseTxn is, for a phase kind, the transaction whose phase the kill
+	// followed ("" when none reached it in time: a plain kill).
+	PhaseTxn string
 }
 
 // Result is what a run found.
@@ -133,6 +136,8 @@ type runner struct {
 	// every sample time out.
 	nodeAdmins map[int32]sluicev1.AdminClient
 	rec        *recorder
+	// phases is the workload's phase hook (phase kinds wait on it).
+	phases *phaseHook
 }
 
 // Run runs cfg. The error is for a run that could not be carried out
@@ -213,6 +218,7 @@ func Run(cfg Config) (Result, error) {
 		return res, err
 	}
 	defer w.stop()
+	r.phases = w.phases
 	start := time.Now()
 	r.log.Info("workload started", "producers", cfg.Workload.Producers, "consumers", cfg.Workload.Consumers, "rate", cfg.Workload.Rate)
 
@@ -302,6 +308,9 @@ func Run(cfg Config) (Result, error) {
 			}
 		}
 	}
+	if k, z := w.memberKills.Load(), w.memberPauses.Load(); k+z > 0 {
+		fmt.Fprintf(cfg.Out, "chaos: copier member processes: %d SIGKILLed, %d SIGSTOPped past their transaction and session timeouts (zombies)\n", k, z)
+	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)
 	}
@@ -354,9 +363,28 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // runFault resolves, injects, holds and heals one fault.
 func (r *runner) runFault(f Fault) Applied {
 	a := Applied{Fault: f}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	id, err := r.resolve(ctx, f)
-	cancel()
+	var id int32
+	var err error
+	if f.Kind.phase() != "" {
+		// Wait for a transaction to reach the phase; without one in
+		// phaseWait, a plain kill of the kind's target.
+		var ev PhaseEvent
+		var ok bool
+		if id, ev, ok = r.phaseTarget(f); ok {
+			a.PhaseTxn = ev.Txn
+			r.log.Info("phase reached", "what", f.Kind, "txn", ev.Txn, "transactional_id", ev.TransactionalID,
+				"committed", ev.Committed, "partitions", ev.Partitions, "node", id)
+		} else {
+			r.log.Warn("no transaction reached the phase in time: plain kill", "what", f.Kind, "waited", phaseWait)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			id, err = r.resolve(ctx, f)
+			cancel()
+		}
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		id, err = r.resolve(ctx, f)
+		cancel()
+	}
 	if err != nil {
 		// The cluster cannot say (e.g. no leader right now): hit a node
 		// chosen by the seed instead, so the fault still happens.
@@ -365,8 +393,8 @@ func (r *runner) runFault(f Fault) Applied {
 		id = ids[f.Pick%uint64(len(ids))]
 	}
 	a.Node = id
+	heal, err := r.inject(f, id) // first: a phase kill follows its event at once
 	r.log.Info("fault", "what", f.String(), "node", id)
-	heal, err := r.inject(f, id)
 	if err != nil {
 		a.Err = err.Error()
 		r.log.Error("fault not injected", "what", f.String(), "err", err)
@@ -377,6 +405,8 @@ func (r *runner) runFault(f Fault) Applied {
 	// out, even if a sample at the very end would miss it.
 	grace := time.Duration(0)
 	if f.Kind == Kill || f.Kind == Pause || f.Kind == Partition {
+		// Only these are asserted to bite; a phase kill is about its
+		// moment, and holding it would lengthen the short profile.
 		grace = biteGrace
 	}
 	a.OutOfISR = r.sampleOutOfISR(id, time.Now().Add(f.Duration), grace)
@@ -387,7 +417,7 @@ func (r *runner) runFault(f Fault) Applied {
 	if err := heal(); err != nil {
 		r.log.Error("heal", "what", f.String(), "err", err)
 	}
-	if f.Kind == Kill || f.Kind == KillTwo {
+	if f.Kind.kills() || f.Kind == KillTwo {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		for _, n := range r.cluster.Nodes {
 			if err := r.cluster.WaitReady(ctx, n.ID); err != nil {

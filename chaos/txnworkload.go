@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -175,24 +177,33 @@ func (w *workload) runTxnInstance(cl *client.Client, id, name string, rng *rand.
 			return
 		case <-tick.C:
 		}
-		if !w.oneTxn(p, name, fmt.Sprintf("%s/%d", name, k), rng, seq, &wseq) {
+		if !w.oneTxn(p, id, name, fmt.Sprintf("%s/%d", name, k), rng, seq, &wseq) {
 			return
 		}
 	}
 }
 
-// oneTxn runs one transaction: 2 to 5 records over random partitions of
-// every topic, then an abort (one in three) or a commit. It returns false
-// when the producer instance cannot go on.
-func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand, seq, wseq *int64) bool {
+// oneTxn runs one transaction of transactional id tid: 2 to 5 records
+// over random partitions of every topic, then an abort (one in three) or
+// a commit. It returns false when the producer instance cannot go on. It
+// tells w.phases when the transaction reaches each TxnPhase.
+func (w *workload) oneTxn(p *client.Producer, tid, name, txnID string, rng *rand.Rand, seq, wseq *int64) bool {
 	if err := p.BeginTransaction(); err != nil {
 		w.log.Warn("begin transaction", "producer", name, "err", err)
 		return false
 	}
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
+	var parts []int32
+	phase := func(ph TxnPhase, committed bool) {
+		w.phases.fire(PhaseEvent{Phase: ph, TransactionalID: tid, Txn: txnID, Committed: committed, Partitions: parts})
+	}
+	var acked atomic.Bool
 	records := 2 + rng.IntN(4)
 	for range records {
 		log := rng.Int32N(w.cfg.txnLogs())
+		if !slices.Contains(parts, log) {
+			parts = append(parts, log)
+		}
 		topic, part := w.cfg.topicPartition(log)
 		key := fmt.Sprintf("k%03d", *seq%int64(w.cfg.Keys))
 		value := fmt.Sprintf("%s/%s/%d", name, key, *seq)
@@ -200,8 +211,14 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 		*seq++
 		*wseq++
 		p.Send(w.ctx, client.Record{Topic: topic, Partition: part, Key: []byte(key), Value: []byte(value)},
-			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
+			func(md client.RecordMetadata, err error) {
+				w.rec.complete(i, time.Now(), md, err)
+				if err == nil && acked.CompareAndSwap(false, true) {
+					phase(PhaseOngoing, false)
+				}
+			})
 	}
+	parts = slices.Clip(parts) // shared with the callbacks' events: no more appends
 	if rng.IntN(3) == 0 {
 		if rng.IntN(2) == 0 {
 			// Half the planned aborts wait for their records' acks first, so
@@ -211,10 +228,24 @@ func (w *workload) oneTxn(p *client.Producer, name, txnID string, rng *rand.Rand
 			_ = p.Flush(ctx) // a record that fails only makes the abort more needed
 			cancel()
 		}
-		return w.abortTxn(p, name, ti, nil)
+		phase(PhasePrepare, false)
+		ok := w.abortTxn(p, name, ti, nil)
+		if ok {
+			phase(PhaseMarkers, false)
+		}
+		return ok
 	}
+	if w.phases.waiting(PhasePrepare) {
+		// A fault waits to kill the coordinator as EndTxn is sent: flush
+		// first, so that what it hits is EndTxn and not the records.
+		ctx, cancel := context.WithTimeout(w.ctx, 4*w.cfg.RequestTimeout)
+		_ = p.Flush(ctx) // a failed record shows in the commit
+		cancel()
+	}
+	phase(PhasePrepare, true)
 	switch err := w.commitTxn(p, name, ti); {
 	case err == nil:
+		phase(PhaseMarkers, true)
 		return true
 	case errors.As(err, new(*client.TransactionAbortableError)):
 		// Not committed, and never will be: abort and go on.

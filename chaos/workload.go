@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -208,6 +209,11 @@ type workload struct {
 	// inputDone is closed by inputComplete: every write has an outcome,
 	// so the copier's input has reached its end.
 	inputDone chan struct{}
+	// memberKills and memberPauses count the copier member processes
+	// SIGKILLed and SIGSTOPped (zombies) by the harness.
+	memberKills, memberPauses atomic.Int64
+	// phases tells phase-timed faults where the transactions are.
+	phases *phaseHook
 }
 
 // inputComplete tells the copier that no more input will come (every
@@ -222,7 +228,7 @@ func (w *workload) inputComplete() {
 
 func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &workload{cfg: cfg, addrs: addrs, rec: rec, log: log, ctx: ctx, cancel: cancel, stopProd: make(chan struct{})}
+	w := &workload{cfg: cfg, addrs: addrs, rec: rec, log: log, ctx: ctx, cancel: cancel, stopProd: make(chan struct{}), phases: &phaseHook{}}
 	for i := 0; i < cfg.Producers; i++ {
 		cl, err := client.New(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
 		if err != nil {

@@ -18,6 +18,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // Runtime per-RPC fault injection (testing only, sluiced --fault-injection):
@@ -44,6 +47,13 @@ type FaultRule struct {
 	// FailRequest is the probability of answering UNAVAILABLE without
 	// running the handler: the request is not applied.
 	FailRequest float64 `json:"fail_request"`
+	// DelayRequestMs holds each request this many milliseconds BEFORE the
+	// handler runs, and then runs it whether or not its client is still
+	// waiting: a request delayed in the network that lands after its
+	// client gave up and moved on (KAFKA-17754). A unary handler then runs
+	// on a context without the client's cancellation and deadline, bounded
+	// by heldRequestTimeout; on a stream each message received is held.
+	DelayRequestMs int64 `json:"delay_request_ms"`
 }
 
 // FaultRules is the JSON body of /debug/faults, both ways.
@@ -57,6 +67,11 @@ const (
 	faultRequestDropped  = "fault injection: request dropped"
 	faultResponseDropped = "fault injection: response dropped after processing"
 )
+
+// heldRequestTimeout bounds a held unary request's handler once released:
+// its client's deadline has usually passed, and the handler must still
+// run, as a late request would, but not forever.
+const heldRequestTimeout = 30 * time.Second
 
 // maxFaultBody bounds a /debug/faults request body.
 const maxFaultBody = 1 << 20
@@ -123,6 +138,9 @@ func validateFaultRules(rules []FaultRule, served []string) error {
 		if r.DelayResponseMs < 0 {
 			return bad("delay_response_ms %d is negative", r.DelayResponseMs)
 		}
+		if r.DelayRequestMs < 0 {
+			return bad("delay_request_ms %d is negative", r.DelayRequestMs)
+		}
 	}
 	return nil
 }
@@ -159,6 +177,7 @@ type faultDecision struct {
 	failRequest  bool
 	dropResponse bool
 	delay        time.Duration
+	hold         time.Duration // before the handler
 }
 
 // faultInjector holds the rules and applies them to gRPC calls.
@@ -214,17 +233,44 @@ func (f *faultInjector) decide(fullMethod string) faultDecision {
 		failRequest:  f.rng.Float64() < r.FailRequest,
 		dropResponse: f.rng.Float64() < r.DropResponse,
 		delay:        time.Duration(r.DelayResponseMs) * time.Millisecond,
+		hold:         time.Duration(r.DelayRequestMs) * time.Millisecond,
 	}
 }
 
-// unary is the unary server interceptor: fail the request, or run it and
-// then delay and/or drop its answer (error answers included).
+// unary is the unary server interceptor: fail the request, or hold it
+// and/or run it and then delay and/or drop its answer (error answers
+// included).
 func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	d := f.decide(info.FullMethod)
 	if d.failRequest {
 		return nil, status.Error(codes.Unavailable, faultRequestDropped)
 	}
+	if d.hold > 0 {
+		// The hold is not cut short by the client: the request lands
+		// late whatever the client did meanwhile, on a context of its
+		// own (the client's would make the handler give up at once).
+		f.holdRequest(ctx, info.FullMethod, d.hold)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heldRequestTimeout)
+		defer cancel()
+		ctx = hctx
+	}
 	resp, err := handler(ctx, req)
+	if d.hold > 0 {
+		// What the late request did: refused (fenced, stale epoch) or
+		// applied.
+		code := status.Code(err).String()
+		switch r := resp.(type) {
+		case interface{ GetErrorCode() sluicev1.ErrorCode }:
+			code = r.GetErrorCode().String() // EndTxn's answer is in its body
+		case *internalv1.AddPartitionsToTxnResponse:
+			var codes []string // one per transaction
+			for _, t := range r.GetResults() {
+				codes = append(codes, t.GetTransactionalId()+":"+t.GetErrorCode().String())
+			}
+			code = strings.Join(codes, ",")
+		}
+		f.log.Info("fault injection: held request answered", "method", info.FullMethod, "code", code, "err", err)
+	}
 	if d.delay > 0 {
 		t := time.NewTimer(d.delay)
 		select {
@@ -240,12 +286,23 @@ func (f *faultInjector) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	return resp, err
 }
 
+// holdRequest sleeps d (a delay_request_ms hold) and logs the release,
+// saying whether the client had given up meanwhile.
+func (f *faultInjector) holdRequest(ctx context.Context, method string, d time.Duration) {
+	time.Sleep(d) // a fault: the request is held whatever happens
+	f.log.Info("fault injection: held request released", "method", method, "held", d, "client_gone", ctx.Err() != nil)
+}
+
 // stream is the stream server interceptor. fail_request applies when the
 // stream opens and to each message received (the message is not handed
-// to the handler, and the stream ends with UNAVAILABLE); delay_response
+// to the handler, and the stream ends with UNAVAILABLE); delay_request_ms
+// holds each message received before the handler sees it; delay_response
 // and drop_response apply to each message sent (a dropped message ends
 // the stream with UNAVAILABLE instead: the requests it answered were
-// applied). Every decision is drawn afresh.
+// applied). Every decision is drawn afresh. A held message reaches the
+// handler even after the client left, but the handler's stream context
+// is the client's: it lands only as far as the handler goes on a
+// cancelled stream.
 func (f *faultInjector) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if f.decide(info.FullMethod).failRequest {
 		return status.Error(codes.Unavailable, faultRequestDropped)
@@ -265,8 +322,12 @@ func (s *faultStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if s.f.decide(s.method).failRequest {
+	d := s.f.decide(s.method)
+	if d.failRequest {
 		return status.Error(codes.Unavailable, faultRequestDropped)
+	}
+	if d.hold > 0 {
+		s.f.holdRequest(s.Context(), s.method, d.hold)
 	}
 	return nil
 }

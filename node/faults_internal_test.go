@@ -260,3 +260,40 @@ func TestFaultInjectorStream(t *testing.T) {
 		t.Fatalf("delay past the deadline: %v", err)
 	}
 }
+
+// delay_request_ms holds a request before the handler and then runs it
+// even though its client gave up meanwhile (KAFKA-17754's late request):
+// the handler sees a live context, not the client's cancelled one.
+func TestFaultInjectorHeldRequestRunsAfterTheClientGaveUp(t *testing.T) {
+	f := newFaultInjector(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.served = testServed
+	info := &grpc.UnaryServerInfo{FullMethod: "/sluice.v1.Log/Produce"}
+	rules := []FaultRule{{Method: "/sluice.v1.Log/Produce", DelayRequestMs: 80}}
+	if err := validateFaultRules(rules, f.served); err != nil {
+		t.Fatal(err)
+	}
+	f.setRules(rules, "test")
+	var ranAt time.Time
+	var handlerCtxErr error
+	handler := func(ctx context.Context, _ any) (any, error) {
+		ranAt, handlerCtxErr = time.Now(), ctx.Err()
+		return "ok", nil
+	}
+	begin := time.Now()
+	client, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	resp, err := f.unary(client, nil, info, handler)
+	if ranAt.IsZero() {
+		t.Fatalf("held request never reached the handler: %v %v", resp, err)
+	}
+	if d := ranAt.Sub(begin); d < 80*time.Millisecond {
+		t.Fatalf("handler ran %v after the request arrived, want >= the 80ms hold", d)
+	}
+	if handlerCtxErr != nil {
+		t.Fatalf("handler ran on a dead context (%v): a late request must still be applied", handlerCtxErr)
+	}
+	if err := validateFaultRules([]FaultRule{{Method: "*", DelayRequestMs: -1}}, f.served); err == nil ||
+		!strings.Contains(err.Error(), "delay_request_ms -1 is negative") {
+		t.Fatalf("negative hold accepted: %v", err)
+	}
+}

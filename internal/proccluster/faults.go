@@ -16,6 +16,7 @@ type FaultRule struct {
 	DropResponse    float64 `json:"drop_response,omitempty"`
 	DelayResponseMs int64   `json:"delay_response_ms,omitempty"`
 	FailRequest     float64 `json:"fail_request,omitempty"`
+	DelayRequestMs  int64   `json:"delay_request_ms,omitempty"`
 }
 
 // PutFaultRules replaces the fault rules of the node whose HTTP listener
