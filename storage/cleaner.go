@@ -244,6 +244,9 @@ func (l *Log) planClean(now time.Time) (*cleanPlan, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return nil, err
+	}
 	cfg := l.cfg
 	if !cfg.Compacted() {
 		return nil, nil

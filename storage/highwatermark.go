@@ -51,6 +51,9 @@ func (l *Log) CheckpointHighWatermark() error {
 	if closed {
 		return ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw); err != nil {
 		return storageErr("checkpoint high watermark: %v", err)
 	}

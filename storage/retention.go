@@ -26,6 +26,9 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return 0, err
+	}
 	var total int64
 	for _, s := range l.segments {
 		total += s.size

@@ -52,6 +52,9 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	if l.closed {
 		return ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	start, end := l.startOffset, l.active().next
 	if offset < start || offset > end {
 		return errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "truncation offset %d is outside the log [%d, %d]", offset, start, end)
@@ -226,6 +229,9 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	}()
 	if l.closed {
 		return ErrClosed
+	}
+	if err := l.offlineErr(); err != nil {
+		return err
 	}
 	if err := l.lowerHighWatermarkLocked(offset); err != nil {
 		return storageErr("checkpoint high watermark: %v", err)
