@@ -44,7 +44,7 @@ type cleanerTotals struct {
 // discarded).
 func (m *ReplicaManager) CleanLogs(now time.Time) {
 	maxRatio := 0.0
-	for _, p := range m.allReplicas() {
+	for _, p := range m.healthyReplicas() {
 		if m.ctx.Err() != nil {
 			return // Close: a pass stops at its next batch
 		}

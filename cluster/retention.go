@@ -52,7 +52,7 @@ const ProducerIDExpiration = 24 * time.Hour
 // EnforceRetention applies retention to every partition once, and expires
 // idle producer ids.
 func (m *ReplicaManager) EnforceRetention(now time.Time) {
-	for _, p := range m.allReplicas() {
+	for _, p := range m.healthyReplicas() {
 		if n := p.log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
 			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
 		}
