@@ -50,7 +50,7 @@ var meanings = map[string]string{
 	"COORDINATOR_LOAD_IN_PROGRESS":     "The coordinator is still loading its state.",
 	"COORDINATOR_NOT_AVAILABLE":        "The coordinator is not available.",
 	"NOT_COORDINATOR":                  "This broker is not the coordinator for the key; find the coordinator again.",
-	"KAFKA_STORAGE_ERROR":              "A disk error on the broker made the partition's log unavailable.",
+	"KAFKA_STORAGE_ERROR":              "A disk error on the broker took its replica of the partition offline (until the broker restarts); the controller moves the leadership to another in-sync replica: refresh the metadata and retry.",
 	"UNKNOWN_PRODUCER_ID":              "The broker has no state for this producer id (for example after retention removed it).",
 	"REASSIGNMENT_IN_PROGRESS":         "The partition is already being reassigned to another target; wait until that reassignment completes.",
 	"UNSUPPORTED_COMPRESSION_TYPE":     "The batch uses a compression type the broker does not accept (only none today).",
