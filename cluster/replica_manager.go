@@ -318,31 +318,35 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		m.forgetFailure(tp, f.TopicID)
 	}
 	dir := filepath.Join(m.logsDir(), tp.String())
+	// Decision 42: a log that cannot be created or opened is an offline
+	// replica too, reported to the controller so that another replica
+	// leads.
+	failed := func(what string, err error) error {
+		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: opOpen, Path: dir, Err: err})
+		return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%s %s: %w", what, tp, err)
+	}
 	if id, found := m.onDisk[tp.String()]; found {
 		delete(m.onDisk, tp.String())
 		if id != "" && id != topicID {
 			m.log.Info("deleting log of an earlier topic with the same name", "partition", tp.String(), "old_topic_id", id)
 			if err := os.RemoveAll(dir); err != nil {
-				return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "remove old log %s: %w", tp, err)
+				return nil, failed("remove old log", err)
 			}
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "create log %s: %w", tp, err)
+		return nil, failed("create log", err)
 	}
 	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
 	if err := storage.WriteFileAtomic(filepath.Join(dir, partitionMetaFile), meta); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write %s metadata: %w", tp, err)
+		return nil, failed("write metadata of", err)
 	}
 	l, err := storage.OpenWith(dir, tc.Storage, now, storage.Options{
 		Faults:    m.cfg.StorageFaults,
 		OnFailure: func(f *storage.Failure) { m.replicaFailed(tp, topicID, dir, f) },
 	})
 	if err != nil {
-		// Decision 42: a log that cannot be opened is an offline replica
-		// too, reported to the controller so that another replica leads.
-		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: opOpen, Path: dir, Err: err})
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %w", tp, err)
+		return nil, failed("open log", err)
 	}
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
