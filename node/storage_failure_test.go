@@ -205,6 +205,32 @@ func TestDiskFailureMovesLeadershipAndIsVisible(t *testing.T) {
 		t.Errorf("restarted broker not ready: %v", c.Node(failed).NotReadyReasons())
 	}
 	checkAcked(t, ctx, cl, topic, acked)
+
+	// A follower's disk fails: it leaves the ISR, the leader stays, and
+	// acks=all producers go on (two in-sync replicas remain).
+	ps := c.Node(other).Metadata().Image().Partition(topic, 0)
+	leader := ps.Leader
+	follower := failed
+	if follower == leader {
+		follower = other
+	}
+	fdir := filepath.Join(c.Config(follower).DataDir, "logs", topic+"-0")
+	faults[follower].Fail(fdir+string(os.PathSeparator), syscall.ENOSPC)
+	for i := 0; i < 10; i++ {
+		send(fmt.Sprintf("follower-failed-%d", i))
+	}
+	wait.For(t, 20*time.Second, "the failed follower out of the ISR, the leader kept", func() error {
+		ps := c.Node(leader).Metadata().Image().Partition(topic, 0)
+		if ps.Leader != leader || slices.Contains(ps.ISR, follower) {
+			return fmt.Errorf("leader %d, ISR %v", ps.Leader, ps.ISR)
+		}
+		return nil
+	})
+	if fs := c.Node(follower).Replicas().OfflineReplicas(); len(fs) != 1 || !strings.Contains(fs[0].Reason(), "no space left on device") {
+		t.Errorf("offline replicas of the failed follower: %+v", fs)
+	}
+	send("after-follower-failed")
+	checkAcked(t, ctx, cl, topic, acked)
 }
 
 // checkAcked reads the whole partition from its leader and checks that
