@@ -186,3 +186,27 @@ func TestClosedFileIsNotADiskFailure(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint that cannot be written takes the log offline too (often
+// the first sign of a full disk). A directory in the way of the
+// checkpoint's temporary file fails the write even as root.
+func TestCheckpointFailureTakesLogOffline(t *testing.T) {
+	dir := t.TempDir()
+	var heard failures
+	l, err := OpenWith(dir, testConfig(), t0, Options{OnFailure: heard.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fill(t, l, 2, 2, 10)
+	l.SetHighWatermark(l.EndOffset())
+	if err := os.Mkdir(filepath.Join(dir, highWatermarkFile+".tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	checkOffline(t, l.CheckpointHighWatermark(), dir, syscall.EISDIR)
+	if got := heard.all(); len(got) != 1 || got[0].Op != OpWrite || !strings.HasSuffix(got[0].Path, highWatermarkFile) {
+		t.Fatalf("OnFailure heard %v", got)
+	}
+	_, err = l.Append(makeBatch(1, 100, "x"), fillEpoch, t0)
+	checkOffline(t, err, dir, syscall.EISDIR)
+}
