@@ -97,10 +97,15 @@ func (l *Log) inject(op Op, path string) error {
 	return l.opts.Faults.Fault(op, path)
 }
 
-// fail takes the log offline with err (an error of op on path) unless it
-// already is, tells OnFailure the first time, and returns the offline
-// error (offlineErr). The caller must not hold mu.
+// fail takes the log offline with err (an error of op on path; the path
+// the OS error names, when it names one, wins) unless it already is, tells
+// OnFailure the first time, and returns the offline error (offlineErr).
+// The caller must not hold mu.
 func (l *Log) fail(op Op, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path != "" {
+		path = pe.Path
+	}
 	f := &Failure{Op: op, Path: path, Err: osCause(err)}
 	if l.failure.CompareAndSwap(nil, f) && l.opts.OnFailure != nil {
 		l.opts.OnFailure(f)

@@ -467,7 +467,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 		_ = s.log.Truncate(pos)
 		s.idxSize, s.timeSize, s.txnSize = idxSize, timeSize, txnSize
 		_ = s.truncateIndexFiles()
-		return AppendResult{}, l.fail(OpWrite, segmentName(l.dir, s.base, ".index"), err)
+		return AppendResult{}, l.fail(OpWrite, segmentName(l.dir, s.base, ".index"), err) // the OS error names the file
 	}
 	l.updateProducer(h, mk, now)
 	l.mu.Lock()
