@@ -62,6 +62,11 @@ func (c *Controller) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heart
 	c.liveness.Heartbeat(req.BrokerID, req.BrokerEpoch, time.Now())
 	c.livenessMu.Unlock()
 
+	// Offline replicas first: a broker that restarts on a disk that still
+	// fails must not be elected for them when it is unfenced below.
+	if err := c.syncOfflineReplicas(ctx, b, req); err != nil {
+		return HeartbeatResponse{}, err
+	}
 	switch {
 	case req.WantShutdown && !b.Fenced:
 		if err := c.FenceBroker(ctx, req.BrokerID, req.BrokerEpoch); err != nil {
@@ -79,9 +84,6 @@ func (c *Controller) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heart
 		if err := c.UnfenceBroker(ctx, req.BrokerID, req.BrokerEpoch); err != nil {
 			return HeartbeatResponse{}, err
 		}
-	}
-	if err := c.syncOfflineReplicas(ctx, b, req); err != nil {
-		return HeartbeatResponse{}, err
 	}
 	var resp HeartbeatResponse
 	c.fsm.view(func(im *Image) {
