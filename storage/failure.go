@@ -42,6 +42,8 @@ const (
 	OpRead Op = "read"
 	// OpRoll is the creation of a new segment's files.
 	OpRoll Op = "roll"
+	// OpTruncate is a truncation's cut or removal of segment files.
+	OpTruncate Op = "truncate"
 )
 
 // Failure is why a log went offline: the first I/O error it hit.
@@ -111,6 +113,17 @@ func (l *Log) fail(op Op, path string, err error) error {
 		l.opts.OnFailure(f)
 	}
 	return l.offlineErr()
+}
+
+// fileErr is the error of op on path failing with err: the log goes
+// offline when err came from the file system (isFileError), else err is
+// a KAFKA_STORAGE_ERROR of its own. what names the step for the latter.
+// The caller must not hold mu.
+func (l *Log) fileErr(what string, op Op, path string, err error) error {
+	if isFileError(err) {
+		return l.fail(op, path, err)
+	}
+	return storageErr("%s: %v", what, err)
 }
 
 // offlineErr is the KAFKA_STORAGE_ERROR every operation of an offline log

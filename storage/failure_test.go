@@ -210,3 +210,30 @@ func TestCheckpointFailureTakesLogOffline(t *testing.T) {
 	_, err = l.Append(makeBatch(1, 100, "x"), fillEpoch, t0)
 	checkOffline(t, err, dir, syscall.EISDIR)
 }
+
+// A truncation whose file work fails (here the checkpoint of the lowered
+// high watermark) takes the log offline as well, and leaves the batches
+// where they were.
+func TestTruncationFailureTakesLogOffline(t *testing.T) {
+	dir := t.TempDir()
+	var heard failures
+	l, err := OpenWith(dir, testConfig(), t0, Options{OnFailure: heard.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	written := fill(t, l, 3, 2, 10)
+	end := l.EndOffset()
+	l.SetHighWatermark(end)
+	if err := os.Mkdir(filepath.Join(dir, highWatermarkFile+".tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	checkOffline(t, l.TruncateTo(written[1].base), dir, syscall.EISDIR)
+	if got := heard.all(); len(got) != 1 || got[0].Op != OpWrite {
+		t.Fatalf("OnFailure heard %v", got)
+	}
+	if l.EndOffset() != end {
+		t.Fatalf("log end %d after a failed truncation, want %d", l.EndOffset(), end)
+	}
+	checkOffline(t, l.TruncateFullyAndStartAt(100), dir, syscall.EISDIR)
+}
