@@ -16,8 +16,9 @@ import (
 
 // A log whose files fail (decision 42; Kafka's offline log directory).
 //
-// The first I/O error a log hits on a write, fsync, read or roll (EIO,
-// ENOSPC, EROFS, EACCES, a directory gone, ...) takes the log offline for
+// The first I/O error a log hits on a write, fsync, read or roll, or in a
+// truncation, retention or checkpoint (EIO, ENOSPC, EROFS, EACCES, a
+// directory gone, ...; not yet in the log cleaner) takes the log offline for
 // good: the error is recorded as its Failure, Options.OnFailure is told
 // once, and from then on every operation that would touch the files
 // answers KAFKA_STORAGE_ERROR naming the path and the OS error, without
