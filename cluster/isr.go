@@ -83,7 +83,7 @@ func (m *ReplicaManager) isrLoop() {
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
 				for _, p := range m.healthyReplicas() {
-					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed {
+					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed && !p.Offline() {
 						m.log.Warn("high watermark checkpoint failed", "partition", p.String(), "err", err)
 					}
 				}

@@ -57,7 +57,9 @@ func (m *ReplicaManager) EnforceRetention(now time.Time) {
 			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
 		}
 		if n, err := p.log.EnforceRetention(now); err != nil {
-			m.log.Error("retention failed", "partition", p.String(), "err", err)
+			if !p.Offline() { // a disk error is logged once (offline.go)
+				m.log.Error("retention failed", "partition", p.String(), "err", err)
+			}
 		} else if n > 0 {
 			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.log.StartOffset())
 		}

@@ -17,8 +17,8 @@ import (
 // A log whose files fail (decision 42; Kafka's offline log directory).
 //
 // The first I/O error a log hits on a write, fsync, read or roll, or in a
-// truncation, retention or checkpoint (EIO, ENOSPC, EROFS, EACCES, a
-// directory gone, ...; not yet in the log cleaner) takes the log offline for
+// truncation, retention, checkpoint or cleaning pass (EIO, ENOSPC, EROFS,
+// EACCES, a directory gone, ...) takes the log offline for
 // good: the error is recorded as its Failure, Options.OnFailure is told
 // once, and from then on every operation that would touch the files
 // answers KAFKA_STORAGE_ERROR naming the path and the OS error, without
@@ -103,7 +103,7 @@ func (l *Log) inject(op Op, path string) error {
 // fail takes the log offline with err (an error of op on path; the path
 // the OS error names, when it names one, wins) unless it already is, tells
 // OnFailure the first time, and returns the offline error (offlineErr).
-// The caller must not hold mu.
+// It takes no lock of the log: callers may hold any.
 func (l *Log) fail(op Op, path string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) && pe.Path != "" {
@@ -119,7 +119,6 @@ func (l *Log) fail(op Op, path string, err error) error {
 // fileErr is the error of op on path failing with err: the log goes
 // offline when err came from the file system (isFileError), else err is
 // a KAFKA_STORAGE_ERROR of its own. what names the step for the latter.
-// The caller must not hold mu.
 func (l *Log) fileErr(what string, op Op, path string, err error) error {
 	if isFileError(err) {
 		return l.fail(op, path, err)
@@ -153,6 +152,22 @@ func osCause(err error) error {
 		return le.Err
 	}
 	return err
+}
+
+// opOf is the operation an OS error names (read, write, fsync), else def.
+func opOf(err error, def Op) Op {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.Contains(pe.Op, "read"):
+			return OpRead
+		case strings.Contains(pe.Op, "write"):
+			return OpWrite
+		case strings.Contains(pe.Op, "sync"):
+			return OpSync
+		}
+	}
+	return def
 }
 
 // isFileError reports whether err came from the file system (rather than
