@@ -239,6 +239,9 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 			}
 			p, err := m.ensureReplica(tp, t.ID, tc, now)
 			if err != nil {
+				if _, offline := m.failure(tp); offline {
+					continue // offline after a disk error: logged once (offline.go)
+				}
 				if firstErr == nil {
 					firstErr = err
 				}
