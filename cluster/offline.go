@@ -53,9 +53,6 @@ func (f ReplicaFailure) storageError(node int32) error {
 	return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "partition %s at %s is offline on node %d after a disk error: %w", f.TopicPartition, f.Dir, node, f.Failure)
 }
 
-// opOpen is the Failure operation of a log that could not be opened.
-const opOpen storage.Op = "open"
-
 // Offline reports whether the replica's log failed (decision 42).
 func (p *Replica) Offline() bool { return p.log.Failure() != nil }
 

@@ -325,7 +325,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	// replica too, reported to the controller so that another replica
 	// leads.
 	failed := func(what string, err error) error {
-		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: opOpen, Path: dir, Err: err})
+		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: storage.OpOpen, Path: dir, Err: err})
 		return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%s %s: %w", what, tp, err)
 	}
 	if id, found := m.onDisk[tp.String()]; found {

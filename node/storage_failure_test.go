@@ -186,6 +186,33 @@ func TestDiskFailureMovesLeadershipAndIsVisible(t *testing.T) {
 	// Nothing acknowledged was lost: the new leader has every record.
 	checkAcked(t, ctx, cl, topic, acked)
 
+	// A restart on a disk that still fails: the log cannot be opened, the
+	// broker reports the replica offline again, stays not ready and
+	// leads nothing; producers go on.
+	if err := c.Stop(failed); err != nil {
+		t.Errorf("stopping the broker with a failed disk: %v", err)
+	}
+	faults[failed].Fail(dir, syscall.EIO, storage.OpOpen)
+	restarted := c.Start(failed)
+	topicID := c.Node(other).Metadata().Image().Topics[topic].ID
+	wait.For(t, 20*time.Second, "the restarted broker reports the replica offline again", func() error {
+		reasons := restarted.NotReadyReasons()
+		if !slices.ContainsFunc(reasons, func(r string) bool {
+			return strings.HasPrefix(r, "storage: partition "+topic+"-0 at "+dir+": open "+dir) && strings.Contains(r, "input/output error")
+		}) {
+			return fmt.Errorf("not-ready reasons %q", reasons)
+		}
+		b := c.Node(other).Metadata().Image().Brokers[failed]
+		if b == nil || b.Fenced || !b.ReplicaOffline(topicID, 0) {
+			return fmt.Errorf("broker %+v in the metadata", b)
+		}
+		return nil
+	})
+	send("during-bad-restart")
+	if ps := c.Node(other).Metadata().Image().Partition(topic, 0); ps.Leader == failed || slices.Contains(ps.ISR, failed) {
+		t.Errorf("a replica that cannot be opened leads or is in sync: leader %d, ISR %v", ps.Leader, ps.ISR)
+	}
+
 	// The disk is replaced: a restart recovers the log, the replica
 	// catches up and rejoins the ISR, and the broker is ready again.
 	if err := c.Stop(failed); err != nil {

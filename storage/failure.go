@@ -45,6 +45,10 @@ const (
 	OpRoll Op = "roll"
 	// OpTruncate is a truncation's cut or removal of segment files.
 	OpTruncate Op = "truncate"
+	// OpOpen is opening (and recovering) a log; OpenWith asks the
+	// FaultInjector about it with the log's directory, and its callers
+	// name failures to create or open a log with it.
+	OpOpen Op = "open"
 )
 
 // Failure is why a log went offline: the first I/O error it hit.
@@ -67,7 +71,8 @@ func (f *Failure) Unwrap() error { return f.Err }
 // FaultInjector makes chosen file operations of a log fail as if the disk
 // did (tests and fault drills; nil in production). The log asks it before
 // each write of a batch, fsync, read of a segment and creation of a
-// segment.
+// segment, and OpenWith before opening the log (OpOpen, with the
+// directory as the path).
 //
 // Contract: Fault returns the error the operation op on path must fail
 // with (an OS-like error, e.g. syscall.EIO; the operation is then not

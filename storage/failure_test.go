@@ -237,3 +237,20 @@ func TestTruncationFailureTakesLogOffline(t *testing.T) {
 	}
 	checkOffline(t, l.TruncateFullyAndStartAt(100), dir, syscall.EISDIR)
 }
+
+// OpenWith asks the injector about opening the log (OpOpen, the
+// directory), so a test can restart on a disk that still fails.
+func TestOpenFaultInjected(t *testing.T) {
+	dir := t.TempDir()
+	var faults FaultSet
+	faults.Fail(dir, syscall.EIO, OpOpen)
+	if _, err := OpenWith(dir, testConfig(), t0, Options{Faults: &faults}); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("OpenWith with an open fault: %v, want EIO", err)
+	}
+	faults.Clear()
+	l, err := OpenWith(dir, testConfig(), t0, Options{Faults: &faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+}

@@ -155,6 +155,11 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	if opts.Faults != nil {
+		if err := opts.Faults.Fault(OpOpen, dir); err != nil {
+			return nil, err
+		}
+	}
 	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
 	err := l.recover(now)
 	if err == nil {
