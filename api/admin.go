@@ -63,7 +63,9 @@ func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMet
 			Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
 			AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas)}
 		for _, r := range p.Replicas {
-			if b := im.Brokers[r]; b == nil || b.Fenced {
+			// Fenced brokers, and replicas their broker reported failed
+			// on its disk (decision 42).
+			if !im.ReplicaLive(t.Name, int32(i), r) {
 				pm.OfflineReplicas = append(pm.OfflineReplicas, r)
 			}
 		}
@@ -300,7 +302,11 @@ func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClus
 	slices.Sort(ids)
 	for _, id := range ids {
 		b := im.Brokers[id]
-		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerStatus{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced, LeaderPartitions: leads[id]})
+		bs := &sluicev1.BrokerStatus{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced, LeaderPartitions: leads[id]}
+		for _, r := range b.OfflineReplicas {
+			bs.OfflineReplicas = append(bs.OfflineReplicas, &sluicev1.OfflineReplica{Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition, Path: r.Path, Error: r.Error})
+		}
+		resp.Brokers = append(resp.Brokers, bs)
 	}
 	resp.Voters = s.quorumStatus(ctx)
 	var term uint64

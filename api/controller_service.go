@@ -72,7 +72,7 @@ func (s *ControllerService) RegisterBroker(ctx context.Context, req *internalv1.
 func (s *ControllerService) BrokerHeartbeat(ctx context.Context, req *internalv1.BrokerHeartbeatRequest) (*internalv1.BrokerHeartbeatResponse, error) {
 	resp, err := s.ctl.Heartbeat(ctx, controller.HeartbeatRequest{
 		BrokerID: req.BrokerId, BrokerEpoch: req.BrokerEpoch, MetadataOffset: req.MetadataOffset,
-		WantUnfence: req.WantUnfence, WantShutdown: req.WantShutdown,
+		WantUnfence: req.WantUnfence, WantShutdown: req.WantShutdown, OfflineReplicas: offlineReplicas(req.OfflineReplicas),
 	})
 	if err != nil {
 		return nil, s.status(err)
@@ -311,4 +311,15 @@ func (s *ControllerService) QuorumState(ctx context.Context, req *internalv1.Quo
 		resp.Voters = append(resp.Voters, &internalv1.VoterRef{NodeId: v.ID, RaftAddress: v.Address})
 	}
 	return resp, nil
+}
+
+// offlineReplicas translates a heartbeat's offline replicas.
+func offlineReplicas(rs []*sluicev1.OfflineReplica) []controller.OfflineReplica {
+	var out []controller.OfflineReplica
+	for _, r := range rs {
+		if r != nil {
+			out = append(out, controller.OfflineReplica{Topic: r.Topic, TopicID: r.TopicId, Partition: r.Partition, Path: r.Path, Error: r.Error})
+		}
+	}
+	return out
 }

@@ -106,6 +106,9 @@ func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Replic
 			return p, nil
 		}
 	}
+	if errs.Code(err) == sluicev1.ErrorCode_KAFKA_STORAGE_ERROR {
+		return nil, err // offline here after a disk error (decision 42)
+	}
 	return nil, s.notLeaderError(topic, partition)
 }
 

@@ -217,7 +217,10 @@ func needsMetadata(code sluicev1.ErrorCode) bool {
 	switch code {
 	case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
 		sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, sluicev1.ErrorCode_FENCED_LEADER_EPOCH,
-		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH:
+		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH,
+		// The replica is offline on that broker after a disk error
+		// (decision 42): the controller moves its leadership away.
+		sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
 		return true
 	}
 	return false

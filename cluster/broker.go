@@ -43,7 +43,12 @@ type BrokerConfig struct {
 	// OnImage is called from the metadata goroutine after every applied
 	// update (the replica manager follows the image there). May be nil.
 	OnImage func(im *controller.Image)
-	Logger  *slog.Logger
+	// OfflineReplicas, when set, lists the replicas offline on this broker
+	// after a disk error (ReplicaManager.OfflineReplicaReports); every
+	// heartbeat reports them (decision 42). Called from the heartbeat
+	// goroutine.
+	OfflineReplicas func() []controller.OfflineReplica
+	Logger          *slog.Logger
 }
 
 // BrokerLifecycle runs a broker's side of the cluster protocol (DESIGN §6):
@@ -229,6 +234,12 @@ func (b *BrokerLifecycle) heartbeat() {
 		WantShutdown: b.wantShutdown,
 	}
 	b.mu.Unlock()
+	if b.cfg.OfflineReplicas != nil {
+		for _, r := range b.cfg.OfflineReplicas() {
+			req.OfflineReplicas = append(req.OfflineReplicas, &sluicev1.OfflineReplica{
+				Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition, Path: r.Path, Error: r.Error})
+		}
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
 	var resp *internalv1.BrokerHeartbeatResponse

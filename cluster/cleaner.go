@@ -44,7 +44,7 @@ type cleanerTotals struct {
 // discarded).
 func (m *ReplicaManager) CleanLogs(now time.Time) {
 	maxRatio := 0.0
-	for _, p := range m.allReplicas() {
+	for _, p := range m.healthyReplicas() {
 		if m.ctx.Err() != nil {
 			return // Close: a pass stops at its next batch
 		}
@@ -54,7 +54,8 @@ func (m *ReplicaManager) CleanLogs(now time.Time) {
 		st, err := p.log.Clean(m.ctx, now)
 		maxRatio = max(maxRatio, st.DirtyRatio)
 		if err != nil {
-			if !errors.Is(err, storage.ErrClosed) && m.ctx.Err() == nil {
+			// A disk error took the log offline: logged once already (offline.go).
+			if !errors.Is(err, storage.ErrClosed) && m.ctx.Err() == nil && !p.Offline() {
 				m.log.Error("log cleaner failed", "partition", p.String(), "err", err)
 				m.cleaner.mu.Lock()
 				m.cleaner.s.Failures++

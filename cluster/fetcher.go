@@ -303,7 +303,9 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 		again, err = f.fm.rm.truncateFollower(s.p, r.LeaderEpoch, r.EndOffset, r.LogStartOffset)
 		s.p.roleMu.Unlock()
 		if err != nil {
-			f.fm.log.Error("follower truncation failed", "partition", s.p.String(), "err", err)
+			if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
+				f.fm.log.Error("follower truncation failed", "partition", s.p.String(), "err", err)
+			}
 			s.retryAt = time.Now().Add(time.Second)
 			continue
 		}
@@ -366,7 +368,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 				// Under the role lock, as every follower log change: a
 				// partition that became leader meanwhile is left alone.
 				if s.p.lockAsFollower(f.source, s.leaderEpoch) {
-					if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil {
+					if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil && !s.p.Offline() {
 						f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
 					}
 					s.p.roleMu.Unlock()
@@ -390,7 +392,9 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		}
 		for _, b := range r.Batches {
 			if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
-				f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
+				if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
+					f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
+				}
 				f.mu.Lock()
 				s.truncate = true
 				f.mu.Unlock()

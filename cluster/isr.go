@@ -77,13 +77,13 @@ func (m *ReplicaManager) isrLoop() {
 		case <-m.ctx.Done():
 			return
 		case now := <-t.C:
-			for _, p := range m.allReplicas() {
+			for _, p := range m.healthyReplicas() {
 				m.maybeAlterISR(p, now)
 			}
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
-				for _, p := range m.allReplicas() {
-					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed {
+				for _, p := range m.healthyReplicas() {
+					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed && !p.Offline() {
 						m.log.Warn("high watermark checkpoint failed", "partition", p.String(), "err", err)
 					}
 				}

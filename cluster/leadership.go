@@ -48,8 +48,9 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 		}
 		for _, r := range ps.Replicas {
 			if r != self {
-				b := im.Brokers[r]
-				_ = p.tracker.SetISREligible(r, b != nil && !b.Fenced)
+				// Fenced brokers and replicas offline after a disk error
+				// (decision 42) may not join the ISR.
+				_ = p.tracker.SetISREligible(r, im.ReplicaLive(p.Topic, p.Partition, r))
 			}
 		}
 		return

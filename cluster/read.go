@@ -209,6 +209,9 @@ var ErrNotLeader = errors.New("this node is not the partition's leader")
 // leads (as the image says) at the reader's leader epoch.
 func (m *ReplicaManager) consumerReplica(fp FetchPartition) (*Replica, error) {
 	r, err := m.Replica(fp.Topic, fp.Partition)
+	if errs.Code(err) == sluicev1.ErrorCode_KAFKA_STORAGE_ERROR {
+		return nil, err // offline here (decision 42)
+	}
 	if err != nil {
 		return nil, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d does not host %s: %w", m.cfg.NodeID, fp.TopicPartition, ErrNotLeader)
 	}

@@ -39,7 +39,10 @@ type ReplicaManagerConfig struct {
 	// partitions (log.cleaner.backoff.ms, cleaner.go); 0 means
 	// DefaultCleanerBackoff.
 	CleanerBackoff time.Duration
-	Logger         *slog.Logger
+	// StorageFaults (testing only) injects file errors into every
+	// partition log (storage.FaultInjector); nil in production.
+	StorageFaults storage.FaultInjector
+	Logger        *slog.Logger
 }
 
 // ReplicaManager owns the partition logs of this node. Which partitions it
@@ -88,6 +91,13 @@ type ReplicaManager struct {
 	markerListeners txnMarkerListeners
 	// cleaner holds the log cleaner's totals (cleaner.go).
 	cleaner cleanerTotals
+
+	// failMu guards failed, the offline replicas (offline.go). It is a
+	// leaf: taken from a log's failure hook, under the log's locks.
+	failMu sync.Mutex
+	failed map[TopicPartition]ReplicaFailure
+	// failedCh wakes offlineLoop (capacity 1).
+	failedCh chan struct{}
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -134,6 +144,8 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		onDisk:     map[string]string{},
 		partitions: map[TopicPartition]*Replica{},
 		events:     newLeadershipEvents(),
+		failed:     map[TopicPartition]ReplicaFailure{},
+		failedCh:   make(chan struct{}, 1),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
@@ -167,6 +179,7 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		}
 		m.onDisk[e.Name()] = pm.TopicID
 	}
+	m.goroutines.Go(m.offlineLoop)
 	return m, nil
 }
 
@@ -226,6 +239,9 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 			}
 			p, err := m.ensureReplica(tp, t.ID, tc, now)
 			if err != nil {
+				if _, offline := m.failure(tp); offline {
+					continue // offline after a disk error: logged once (offline.go)
+				}
 				if firstErr == nil {
 					firstErr = err
 				}
@@ -236,12 +252,23 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 				p.log.SetConfig(tc.Storage)
 			}
 			p.config.Store(&tc)
+			if p.Offline() {
+				// Decision 42: an offline replica neither leads nor
+				// follows, whatever the image says.
+				m.stopServingLocked(p)
+				continue
+			}
 			m.updateRole(p, ps, im, tc, now)
 		}
 	}
 	for _, p := range m.allReplicas() {
 		if !want[p.TopicPartition] {
 			m.removeReplica(p)
+		}
+	}
+	for _, f := range m.OfflineReplicas() {
+		if !want[f.TopicPartition] {
+			m.forgetFailure(f.TopicPartition, f.TopicID)
 		}
 	}
 	for dir, id := range m.onDisk {
@@ -286,26 +313,43 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		}
 		m.removeReplica(p)
 	}
+	if f, ok := m.failure(tp); ok {
+		if f.TopicID == topicID {
+			// Its log could not be opened: not again in this process.
+			return nil, f.storageError(m.cfg.NodeID)
+		}
+		m.forgetFailure(tp, f.TopicID)
+	}
 	dir := filepath.Join(m.logsDir(), tp.String())
+	// Decision 42: a log that cannot be created or opened is an offline
+	// replica too, reported to the controller so that another replica
+	// leads.
+	failed := func(what string, err error) error {
+		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: storage.OpOpen, Path: dir, Err: err})
+		return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%s %s: %w", what, tp, err)
+	}
 	if id, found := m.onDisk[tp.String()]; found {
 		delete(m.onDisk, tp.String())
 		if id != "" && id != topicID {
 			m.log.Info("deleting log of an earlier topic with the same name", "partition", tp.String(), "old_topic_id", id)
 			if err := os.RemoveAll(dir); err != nil {
-				return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "remove old log %s: %w", tp, err)
+				return nil, failed("remove old log", err)
 			}
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "create log %s: %w", tp, err)
+		return nil, failed("create log", err)
 	}
 	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
 	if err := storage.WriteFileAtomic(filepath.Join(dir, partitionMetaFile), meta); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "write %s metadata: %w", tp, err)
+		return nil, failed("write metadata of", err)
 	}
-	l, err := storage.Open(dir, tc.Storage, now)
+	l, err := storage.OpenWith(dir, tc.Storage, now, storage.Options{
+		Faults:    m.cfg.StorageFaults,
+		OnFailure: func(f *storage.Failure) { m.replicaFailed(tp, topicID, dir, f) },
+	})
 	if err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "open log %s: %w", tp, err)
+		return nil, failed("open log", err)
 	}
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
@@ -333,6 +377,7 @@ func (m *ReplicaManager) removeReplica(p *Replica) {
 		delete(m.partitions, p.TopicPartition)
 	}
 	m.mu.Unlock()
+	m.forgetFailure(p.TopicPartition, p.TopicID)
 	if err := p.log.Delete(); err != nil {
 		m.log.Error("delete log", "partition", p.String(), "err", err)
 		return
@@ -354,13 +399,25 @@ func (m *ReplicaManager) allReplicas() []*Replica {
 }
 
 // Replica returns the replica of topic/partition hosted here, or
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION, or KAFKA_STORAGE_ERROR when it is offline
+// here after a disk error (decision 42: the message names the directory,
+// the file and the OS error).
 func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error) {
+	tp := TopicPartition{topic, partition}
 	m.mu.RLock()
-	p, ok := m.partitions[TopicPartition{topic, partition}]
+	p, ok := m.partitions[tp]
 	m.mu.RUnlock()
+	if !ok || p.Offline() {
+		if f, failed := m.failure(tp); failed {
+			return nil, f.storageError(m.cfg.NodeID)
+		}
+	}
 	if !ok {
 		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d is not hosted by node %d", topic, partition, m.cfg.NodeID)
+	}
+	if f := p.log.Failure(); f != nil {
+		// Its hook has not recorded it yet (a moment): the log's own account.
+		return nil, errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "partition %s at %s is offline on node %d after a disk error: %w", tp, p.log.Dir(), m.cfg.NodeID, f)
 	}
 	return p, nil
 }
@@ -387,7 +444,7 @@ func (m *ReplicaManager) Close() error {
 	m.mu.Lock()
 	var first error
 	for tp, p := range m.partitions {
-		if err := p.log.Close(); err != nil && first == nil {
+		if err := p.log.Close(); err != nil && first == nil && !p.Offline() {
 			first = fmt.Errorf("close %s: %w", tp, err)
 		}
 		delete(m.partitions, tp)

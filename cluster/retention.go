@@ -52,12 +52,14 @@ const ProducerIDExpiration = 24 * time.Hour
 // EnforceRetention applies retention to every partition once, and expires
 // idle producer ids.
 func (m *ReplicaManager) EnforceRetention(now time.Time) {
-	for _, p := range m.allReplicas() {
+	for _, p := range m.healthyReplicas() {
 		if n := p.log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
 			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
 		}
 		if n, err := p.log.EnforceRetention(now); err != nil {
-			m.log.Error("retention failed", "partition", p.String(), "err", err)
+			if !p.Offline() { // a disk error is logged once (offline.go)
+				m.log.Error("retention failed", "partition", p.String(), "err", err)
+			}
 		} else if n > 0 {
 			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.log.StartOffset())
 		}

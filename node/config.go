@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/membership"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // Roles a node can take (DESIGN §2).
@@ -131,6 +132,11 @@ type Config struct {
 	// addresses, metadata and logs keep the real addresses. Nil in
 	// production.
 	FaultDialMap faultnet.DialMap
+	// FaultStorage (testing only) injects file errors into the partition
+	// logs (storage.FaultInjector; storage.FaultSet is one): a disk that
+	// fails on chosen paths and operations (decision 42). Nil in
+	// production.
+	FaultStorage storage.FaultInjector
 	// Hosts (testing only) resolves the host names it lists for the whole
 	// process (see Hosts.Install); Start installs it and joins the seeds
 	// it names at their IPs. Nil in production.

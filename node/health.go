@@ -51,13 +51,31 @@ func healthServices(info map[string]grpc.ServiceInfo) []string {
 }
 
 // Ready reports whether the node serves: a broker once registered,
-// unfenced and caught up; a controller-only node once a leader is known.
-func (n *Node) Ready() bool {
-	if n.broker != nil {
-		return n.broker.Ready()
+// unfenced and caught up, and while none of its replicas is offline after
+// a disk error (decision 42); a controller-only node once a leader is
+// known. NotReadyReasons says why not.
+func (n *Node) Ready() bool { return len(n.NotReadyReasons()) == 0 }
+
+// NotReadyReasons says why the node is not Ready, one line per reason
+// (none when it is): "broker: ..." while registering or catching up,
+// "storage: partition t-0 at <dir>: <op> <file>: <os error>" per replica
+// offline after a disk error, "controller: ..." while a controller-only
+// node knows no leader. /readyz answers them.
+func (n *Node) NotReadyReasons() []string {
+	if n.broker == nil {
+		if id, _ := n.ctl.Leader(); id < 0 {
+			return []string{"controller: no controller leader is known"}
+		}
+		return nil
 	}
-	id, _ := n.ctl.Leader()
-	return id >= 0
+	var out []string
+	if !n.broker.Ready() {
+		out = append(out, "broker: not registered, fenced, or not caught up with the metadata yet")
+	}
+	for _, f := range n.replicas.OfflineReplicas() {
+		out = append(out, "storage: "+f.Reason())
+	}
+	return out
 }
 
 // WaitReady blocks until Ready or ctx is done.
@@ -92,7 +110,7 @@ func (n *Node) syncHealth() {
 		st = healthpb.HealthCheckResponse_SERVING
 		n.log.Info("node ready", "node_id", n.cfg.NodeID)
 	} else {
-		n.log.Warn("node not ready", "node_id", n.cfg.NodeID)
+		n.log.Warn("node not ready", "node_id", n.cfg.NodeID, "reasons", n.NotReadyReasons())
 	}
 	n.health.SetServingStatus("", st)
 	for _, name := range n.healthServices {

@@ -15,7 +15,17 @@ func (n *Node) httpMux() *http.ServeMux {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		resp, err := n.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
 		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			// Say why, one reason a line (NotReadyReasons), so that an
+			// operator reading the probe's answer knows what to fix.
+			msg := "not ready"
+			if n.ctx.Err() != nil {
+				msg += "\nshutting down"
+			} else {
+				for _, reason := range n.NotReadyReasons() {
+					msg += "\n" + reason
+				}
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

@@ -52,6 +52,8 @@ type stateCollector struct {
 	// The log cleaner (compacted topics; Kafka's LogCleaner metrics).
 	cleanerRuns, cleanerBytesRead, cleanerBytesWritten, cleanerRecordsRemoved, cleanerFailures *prometheus.Desc
 	cleanerLastDuration, cleanerMaxDirtyRatio                                                  *prometheus.Desc
+	// Replicas offline on this broker after a disk error (decision 42).
+	storageFailed *prometheus.Desc
 }
 
 var partitionLabels = []string{"topic", "partition"}
@@ -68,9 +70,11 @@ func newStateCollector(n *Node) *stateCollector {
 		cleanerFailures:       d("sluice_log_cleaner_failures_total", "Cleaning passes that failed (logged)."),
 		cleanerLastDuration:   d("sluice_log_cleaner_last_duration_seconds", "Duration of the last cleaning pass."),
 		cleanerMaxDirtyRatio:  d("sluice_log_cleaner_max_dirty_ratio", "Largest dirty ratio of a compacted partition at the last check."),
-		n:                     n,
-		topics:                d("sluice_topics", "Number of topics."),
-		metadataOffset:        d("sluice_metadata_offset", "Metadata offset applied by this broker."),
+		storageFailed: d("sluice_storage_failed_partitions",
+			"Partition replicas offline on this broker after a disk error (a write, fsync, read or segment roll failed, or the log could not be opened); they stay offline until the broker restarts with a healthy directory. /readyz names them."),
+		n:              n,
+		topics:         d("sluice_topics", "Number of topics."),
+		metadataOffset: d("sluice_metadata_offset", "Metadata offset applied by this broker."),
 
 		logStartOffset:   d("sluice_log_start_offset", "Log start offset per hosted partition (the first offset retention kept).", partitionLabels...),
 		logEndOffset:     d("sluice_log_end_offset", "Log end offset per hosted partition.", partitionLabels...),
@@ -140,7 +144,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.txnOpen, c.txnPendingMarkers, c.txnLoading, c.txnLoadSeconds,
 		c.groups, c.groupLoading, c.groupLoadSeconds, c.rebalances, c.groupLag,
 		c.cleanerRuns, c.cleanerBytesRead, c.cleanerBytesWritten, c.cleanerRecordsRemoved, c.cleanerFailures,
-		c.cleanerLastDuration, c.cleanerMaxDirtyRatio,
+		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed,
 	} {
 		ch <- d
 	}
@@ -156,6 +160,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if n.replicas == nil {
 		return
 	}
+	gauge(ch, c.storageFailed, float64(len(n.replicas.OfflineReplicas())))
 	now := time.Now()
 	c.collectPartitions(ch, now)
 	c.collectPartitionHealth(ch, im)

@@ -172,7 +172,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.hasRole(RoleBroker) {
 		n.replicas, err = cluster.NewReplicaManager(cluster.ReplicaManagerConfig{
 			DataDir: cfg.DataDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval, Logger: logger,
-			TransactionMaxTimeout: cfg.TransactionMaxTimeout, CleanerBackoff: cfg.LogCleanerBackoff,
+			TransactionMaxTimeout: cfg.TransactionMaxTimeout, CleanerBackoff: cfg.LogCleanerBackoff, StorageFaults: cfg.FaultStorage,
 		})
 		if err != nil {
 			return nil, err
@@ -244,6 +244,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
 			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
 			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
+			OfflineReplicas: n.replicas.OfflineReplicaReports,
 		})
 		n.producerIDs = coordinator.NewProducerIDManager(n.broker, coordinator.ProducerIDManagerConfig{Logger: logger})
 		cleanups = append(cleanups, func() { n.producerIDs.Close(); n.broker.Stop() })

@@ -190,7 +190,7 @@ func (l *Log) Clean(ctx context.Context, now time.Time) (st CleanStats, err erro
 		st.SegmentsWritten++
 	}
 	if err := writeCheckpoint(filepath.Join(l.dir, cleanerCheckpointFile), p.upper); err != nil {
-		return st, storageErr("checkpoint cleaner offset: %v", err)
+		return st, l.fileErr("checkpoint cleaner offset", OpWrite, filepath.Join(l.dir, cleanerCheckpointFile), err)
 	}
 	return st, nil
 }
@@ -233,7 +233,7 @@ func (l *Log) cleanFailed(c *cleaner, st CleanStats, sources []cleanSource, err 
 			return st, nil
 		}
 	}
-	return st, storageErr("clean %s: %v", l.dir, err)
+	return st, l.fileErr("clean "+l.dir, opOf(err, OpWrite), l.dir, err)
 }
 
 // planClean computes the cleanable part and the dirty ratio; nil when there
@@ -243,6 +243,9 @@ func (l *Log) planClean(now time.Time) (*cleanPlan, error) {
 	defer l.appendMu.Unlock()
 	if l.closed {
 		return nil, ErrClosed
+	}
+	if err := l.offlineErr(); err != nil {
+		return nil, err
 	}
 	cfg := l.cfg
 	if !cfg.Compacted() {

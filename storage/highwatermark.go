@@ -51,8 +51,13 @@ func (l *Log) CheckpointHighWatermark() error {
 	if closed {
 		return ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw); err != nil {
-		return storageErr("checkpoint high watermark: %v", err)
+		// A checkpoint that cannot be written is a disk failure like any
+		// other (failure.go): often the first sign of a full disk.
+		return l.fail(OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/proto/batch"
@@ -71,7 +72,10 @@ type SegmentInfo struct {
 // rewritten segments in under appendMu and mu, counting the swap as a
 // truncation.
 type Log struct {
-	dir string
+	dir  string
+	opts Options // set at Open, never changed
+	// failure is set once, at the first file error (failure.go).
+	failure atomic.Pointer[Failure]
 
 	appendMu  sync.Mutex // guards the following and serialises writers
 	unflushed int64      // records appended since the last flush
@@ -139,13 +143,24 @@ var ErrClosed = errors.New("storage: log is closed")
 // cache is rebuilt from the batch headers when its checkpoint is missing
 // or disagrees with the log; see epochs.go). cfg must pass Validate.
 func Open(dir string, cfg Config, now time.Time) (*Log, error) {
+	return OpenWith(dir, cfg, now, Options{})
+}
+
+// OpenWith is Open with hooks: fault injection and the failure callback
+// (failure.go).
+func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, cfg: cfg, changed: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
+	if opts.Faults != nil {
+		if err := opts.Faults.Fault(OpOpen, dir); err != nil {
+			return nil, err
+		}
+	}
+	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
 	err := l.recover(now)
 	if err == nil {
 		l.loadHighWatermark()
@@ -235,6 +250,9 @@ func (l *Log) stampLocked(b []byte, leaderEpoch int32) (batch.Header, error) {
 	if l.closed {
 		return batch.Header{}, ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return batch.Header{}, err
+	}
 	if len(b) > int(l.cfg.MaxMessageBytes) {
 		return batch.Header{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
 	}
@@ -301,6 +319,9 @@ func (l *Log) StartTxnVerification(producerID int64, epoch int16, now time.Time)
 	defer l.appendMu.Unlock()
 	if l.closed {
 		return VerificationGuard{}, ErrClosed
+	}
+	if err := l.offlineErr(); err != nil {
+		return VerificationGuard{}, err
 	}
 	return l.producers.StartVerification(producerID, epoch, now.UnixMilli())
 }
@@ -377,6 +398,9 @@ func (l *Log) AppendVerbatim(b []byte, now time.Time) (AppendResult, error) {
 	if l.closed {
 		return AppendResult{}, ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return AppendResult{}, err
+	}
 	if len(b) > int(l.cfg.MaxMessageBytes) {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
 	}
@@ -406,7 +430,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	if newEpoch {
 		epochs = epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 		if err := l.writeEpochs(epochs); err != nil {
-			return AppendResult{}, storageErr("checkpoint leader epochs: %v", err)
+			return AppendResult{}, l.fail(OpWrite, filepath.Join(l.dir, epochCheckpointFile), err)
 		}
 	}
 	frameSize := int64(batch.FrameSize(len(b)))
@@ -415,7 +439,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 		now.Sub(s.created) >= time.Duration(l.cfg.SegmentMs)*time.Millisecond ||
 		h.LastOffset()-s.base > maxRelOffset) {
 		if s, err = l.rollLocked(now); err != nil {
-			return AppendResult{}, storageErr("roll segment: %v", err)
+			return AppendResult{}, err
 		}
 	}
 	if s.size == 0 {
@@ -431,9 +455,13 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	var fh [batch.MaxFrameHeader]byte
 	pos := s.size
 	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
-	if err := writeFrame(s.log, batch.AppendFrameHeader(fh[:0], len(b)), b, pos); err != nil {
+	err = l.inject(OpWrite, s.path)
+	if err == nil {
+		err = writeFrame(s.log, batch.AppendFrameHeader(fh[:0], len(b)), b, pos)
+	}
+	if err != nil {
 		_ = s.log.Truncate(pos)
-		return AppendResult{}, storageErr("write %s: %v", s.path, err)
+		return AppendResult{}, l.fail(OpWrite, s.path, err)
 	}
 	idxSize, timeSize, txnSize := s.idxSize, s.timeSize, s.txnSize
 	err = s.writeEntries(e)
@@ -444,7 +472,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 		_ = s.log.Truncate(pos)
 		s.idxSize, s.timeSize, s.txnSize = idxSize, timeSize, txnSize
 		_ = s.truncateIndexFiles()
-		return AppendResult{}, storageErr("write index of %s: %v", s.path, err)
+		return AppendResult{}, l.fail(OpWrite, segmentName(l.dir, s.base, ".index"), err) // the OS error names the file
 	}
 	l.updateProducer(h, mk, now)
 	l.mu.Lock()
@@ -468,34 +496,44 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 		// The batch is in the log already; a failed fsync is reported but
 		// does not undo it.
 		if err := l.flushLocked(now); err != nil {
-			return AppendResult{}, storageErr("flush: %v", err)
+			return AppendResult{}, err
 		}
 	}
 	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp}, nil
 }
 
 // rollLocked syncs the active segment and starts a new one at the log end
-// offset. The caller holds appendMu.
+// offset. A file error takes the log offline (the error returned is
+// offlineErr). The caller holds appendMu.
 func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	old := l.active()
-	if err := old.sync(); err != nil {
-		return nil, err
+	err := l.inject(OpSync, old.path)
+	if err == nil {
+		err = old.sync()
 	}
-	s, err := openSegment(l.dir, old.next, now)
 	if err != nil {
-		return nil, err
+		return nil, l.fail(OpSync, old.path, err)
+	}
+	path := segmentName(l.dir, old.next, ".log")
+	err = l.inject(OpRoll, path)
+	var s *segment
+	if err == nil {
+		s, err = openSegment(l.dir, old.next, now)
+	}
+	if err != nil {
+		return nil, l.fail(OpRoll, path, err)
 	}
 	if s.size != 0 {
 		// A stale file at this base (should not exist): start it afresh.
 		if err := s.log.Truncate(0); err != nil {
 			s.close()
-			return nil, err
+			return nil, l.fail(OpRoll, path, err)
 		}
 		s.size = 0
 	}
 	if err := s.truncateIndexFiles(); err != nil { // drop any stale entries
 		s.close()
-		return nil, err
+		return nil, l.fail(OpRoll, path, err)
 	}
 	s.created = now
 	l.mu.Lock()
@@ -544,6 +582,10 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 		l.mu.RUnlock()
 		return ReadResult{}, gen, ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		l.mu.RUnlock()
+		return ReadResult{}, gen, err
+	}
 	start, end := l.startOffset, l.active().next
 	if offset < start || offset > end {
 		l.mu.RUnlock()
@@ -570,11 +612,19 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 	l.mu.RUnlock()
 
 	for {
-		batches, next, err := s.readFrames(pos, size, offset, maxBytes, maxOffset)
+		var batches [][]byte
+		var next int64
+		err := l.inject(OpRead, s.path)
+		if err == nil {
+			batches, next, err = s.readFrames(pos, size, offset, maxBytes, maxOffset)
+		}
 		if err != nil {
 			if l.StartOffset() > offset {
 				// Retention removed the segment while we read it.
 				return ReadResult{}, gen, errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d was deleted by retention", offset)
+			}
+			if isFileError(err) {
+				return ReadResult{}, gen, l.fail(OpRead, s.path, err)
 			}
 			return ReadResult{}, gen, storageErr("read offset %d: %v", offset, err)
 		}
@@ -711,22 +761,35 @@ func (l *Log) Flush() error {
 	if l.closed {
 		return ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	return l.flushLocked(time.Now())
 }
 
-// flushLocked is Flush with appendMu held.
+// flushLocked is Flush with appendMu held. A file error takes the log
+// offline (the error returned is offlineErr).
 func (l *Log) flushLocked(now time.Time) error {
 	s := l.active()
-	if err := s.sync(); err != nil {
-		return err
+	err := l.inject(OpSync, s.path)
+	if err == nil {
+		err = s.sync()
+	}
+	if err != nil {
+		return l.fail(OpSync, s.path, err)
 	}
 	l.unflushed, l.lastFlush = 0, now
-	return writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), s.next)
+	if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), s.next); err != nil {
+		return l.fail(OpWrite, filepath.Join(l.dir, recoveryPointFile), err)
+	}
+	return nil
 }
 
 // Close flushes, checkpoints the log start offset and the high
 // watermark, writes the clean-shutdown marker and closes the files. Later
-// calls return nil; other methods return ErrClosed.
+// calls return nil; other methods return ErrClosed. An offline log
+// (failure.go) only closes its files, writes nothing and returns its
+// offline error: the next Open recovers it as after a crash.
 func (l *Log) Close() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -735,7 +798,10 @@ func (l *Log) Close() error {
 	if l.closed {
 		return nil
 	}
-	err := l.flushLocked(time.Now())
+	err := l.offlineErr()
+	if err == nil {
+		err = l.flushLocked(time.Now())
+	}
 	if err == nil {
 		err = writeCheckpoint(filepath.Join(l.dir, startOffsetFile), l.startOffset)
 	}

@@ -26,6 +26,9 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return 0, err
+	}
 	var total int64
 	for _, s := range l.segments {
 		total += s.size
@@ -55,7 +58,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		next := l.segments[1].base
 		if next > l.startOffset {
 			if err := writeCheckpoint(filepath.Join(l.dir, startOffsetFile), next); err != nil {
-				return deleted, storageErr("checkpoint log start offset: %v", err)
+				return deleted, l.fileErr("checkpoint log start offset", OpWrite, filepath.Join(l.dir, startOffsetFile), err)
 			}
 		}
 		l.mu.Lock()
@@ -71,7 +74,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		total -= s.size
 		deleted++
 		if err := s.remove(); err != nil {
-			return deleted, storageErr("delete segment %s: %v", s.path, err)
+			return deleted, l.fileErr("delete segment "+s.path, OpTruncate, s.path, err)
 		}
 	}
 	if deleted > 0 {
@@ -80,7 +83,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 	if epochsTrimmed {
 		// The checkpoint may lag: Open trims it to the start offset again.
 		if err := l.writeEpochs(l.epochs); err != nil {
-			return deleted, storageErr("checkpoint leader epochs: %v", err)
+			return deleted, l.fileErr("checkpoint leader epochs", OpWrite, filepath.Join(l.dir, epochCheckpointFile), err)
 		}
 	}
 	return deleted, nil

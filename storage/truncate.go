@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -52,6 +53,9 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	if l.closed {
 		return ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	start, end := l.startOffset, l.active().next
 	if offset < start || offset > end {
 		return errs.New(sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE, "truncation offset %d is outside the log [%d, %d]", offset, start, end)
@@ -64,7 +68,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		}
 		h, _, err := l.segments[i].peek(p, l.segments[i].size)
 		if err != nil {
-			return storageErr("truncate to %d: read %s: %v", offset, l.segments[i].path, err)
+			return l.fileErr(fmt.Sprintf("truncate to %d: read %s", offset, l.segments[i].path), OpRead, l.segments[i].path, err)
 		}
 		if h.BaseOffset != offset {
 			return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "truncation offset %d is inside the batch [%d, %d]", offset, h.BaseOffset, h.LastOffset())
@@ -73,13 +77,13 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	}
 
 	if err := l.lowerHighWatermarkLocked(offset); err != nil {
-		return storageErr("checkpoint high watermark: %v", err)
+		return l.fileErr("checkpoint high watermark", OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
 	}
 	l.crashPoint("high watermark lowered")
 	epochs, epochsChanged := l.epochs.truncateFromEnd(offset)
 	if epochsChanged {
 		if err := l.writeEpochs(epochs); err != nil {
-			return storageErr("checkpoint leader epochs: %v", err)
+			return l.fileErr("checkpoint leader epochs", OpWrite, filepath.Join(l.dir, epochCheckpointFile), err)
 		}
 		l.crashPoint("epochs truncated")
 	}
@@ -95,13 +99,13 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	rpPath := filepath.Join(l.dir, recoveryPointFile)
 	if rp, err := readCheckpoint(rpPath); err == nil && rp > offset {
 		if err := writeCheckpoint(rpPath, offset); err != nil {
-			return storageErr("checkpoint recovery point: %v", err)
+			return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
 		}
 		l.crashPoint("recovery point lowered")
 	}
 
 	if err := l.lowerCleanerCheckpoint(offset); err != nil {
-		return storageErr("checkpoint cleaner offset: %v", err)
+		return l.fileErr("checkpoint cleaner offset", OpWrite, filepath.Join(l.dir, cleanerCheckpointFile), err)
 	}
 
 	// Readers snapshot segment state under mu and read files without it:
@@ -116,11 +120,11 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		return storageErr("truncate to %d: %v", offset, err)
+		return l.fileErr(fmt.Sprintf("truncate to %d", offset), OpTruncate, l.dir, err)
 	}
 	l.crashPoint("cut done")
 	if err := writeCheckpoint(rpPath, offset); err != nil {
-		return storageErr("checkpoint recovery point: %v", err)
+		return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
 	}
 	return nil
 }
@@ -227,24 +231,27 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	if l.closed {
 		return ErrClosed
 	}
+	if err := l.offlineErr(); err != nil {
+		return err
+	}
 	if err := l.lowerHighWatermarkLocked(offset); err != nil {
-		return storageErr("checkpoint high watermark: %v", err)
+		return l.fileErr("checkpoint high watermark", OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
 	}
 	l.crashPoint("high watermark lowered")
 	if err := l.writeEpochs(epochCache{}); err != nil {
-		return storageErr("checkpoint leader epochs: %v", err)
+		return l.fileErr("checkpoint leader epochs", OpWrite, filepath.Join(l.dir, epochCheckpointFile), err)
 	}
 	l.crashPoint("epochs emptied")
 	if err := l.lowerCleanerCheckpoint(offset); err != nil {
-		return storageErr("checkpoint cleaner offset: %v", err)
+		return l.fileErr("checkpoint cleaner offset", OpWrite, filepath.Join(l.dir, cleanerCheckpointFile), err)
 	}
 	if err := writeCheckpoint(filepath.Join(l.dir, startOffsetFile), offset); err != nil {
-		return storageErr("checkpoint log start offset: %v", err)
+		return l.fileErr("checkpoint log start offset", OpWrite, filepath.Join(l.dir, startOffsetFile), err)
 	}
 	l.crashPoint("start offset moved")
 	rpPath := filepath.Join(l.dir, recoveryPointFile)
 	if err := writeCheckpoint(rpPath, 0); err != nil {
-		return storageErr("checkpoint recovery point: %v", err)
+		return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
 	}
 	l.crashPoint("recovery point reset")
 
@@ -273,7 +280,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 			if s != nil {
 				s.close()
 			}
-			return storageErr("create segment at %d: %v", offset, err)
+			return l.fileErr(fmt.Sprintf("create segment at %d", offset), OpRoll, segmentName(l.dir, offset, ".log"), err)
 		}
 		fresh = s
 		l.crashPoint("new segment created")
@@ -308,16 +315,16 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	l.mu.Unlock()
 
 	if err != nil {
-		return storageErr("start log at %d: %v", offset, err)
+		return l.fileErr(fmt.Sprintf("start log at %d", offset), OpTruncate, l.dir, err)
 	}
 	l.crashPoint("segments replaced")
 	if err := writeCheckpoint(rpPath, offset); err != nil {
-		return storageErr("checkpoint recovery point: %v", err)
+		return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
 	}
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), offset); err != nil {
-		return storageErr("checkpoint high watermark: %v", err)
+		return l.fileErr("checkpoint high watermark", OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
 	}
 	return nil
 }

@@ -66,6 +66,9 @@ func CheckAlterPartition(im *Image, req AlterPartitionRequest) (PartitionChange,
 			if rb := im.Brokers[id]; rb == nil || rb.Fenced {
 				return PartitionChange{}, errs.New(sluicev1.ErrorCode_INELIGIBLE_REPLICA, "replica %d of %s-%d is fenced and cannot join the ISR", id, req.Topic, req.Partition)
 			}
+			if !im.ReplicaLive(req.Topic, req.Partition, id) {
+				return PartitionChange{}, errs.New(sluicev1.ErrorCode_INELIGIBLE_REPLICA, "replica %d of %s-%d is offline (a disk failure) and cannot join the ISR", id, req.Topic, req.Partition)
+			}
 		}
 	}
 	return PartitionChange{Topic: req.Topic, Partition: req.Partition, PartitionEpoch: p.PartitionEpoch,

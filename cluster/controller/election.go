@@ -41,11 +41,14 @@ func UncleanElectionEnabled(im *Image, topic string) bool {
 }
 
 // ReelectChanges returns the PartitionChanges that bring every partition in
-// line with the current broker liveness, in topic-name then partition order
-// (deterministic). It is what the controller proposes after fencing or
-// unfencing a broker:
+// line with the current replica liveness (Image.ReplicaLive: the broker
+// unfenced and the replica not reported offline, decision 42), in
+// topic-name then partition order (deterministic). It is what the
+// controller proposes after fencing or unfencing a broker, and after a
+// broker reports offline replicas:
 //
-//   - fenced brokers leave the ISR, except that the ISR never becomes empty:
+//   - replicas that are not live (fenced brokers, offline replicas) leave
+//     the ISR, except that the ISR never becomes empty:
 //     its last member stays, so a clean election is possible when it returns;
 //   - a partition whose leader is fenced or offline gets ElectLeader's choice
 //     (an unclean choice also sets ISR = [leader]).
@@ -53,14 +56,11 @@ func UncleanElectionEnabled(im *Image, topic string) bool {
 // Each change carries the partition's current epochs, so it is rejected if
 // the partition changed in between. Partitions already in line yield none.
 func ReelectChanges(im *Image) []PartitionChange {
-	live := func(id int32) bool {
-		b := im.Brokers[id]
-		return b != nil && !b.Fenced
-	}
 	var out []PartitionChange
 	for _, name := range im.TopicNames() {
 		unclean := UncleanElectionEnabled(im, name)
 		for i, p := range im.Topics[name].Partitions {
+			live := func(id int32) bool { return im.ReplicaLive(name, int32(i), id) }
 			isr := make([]int32, 0, len(p.ISR))
 			for _, id := range p.ISR {
 				if live(id) {

@@ -82,6 +82,8 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyConfigChange(im, r)
 	case BootstrapCluster:
 		err = applyBootstrapCluster(im, r)
+	case OfflineReplicas:
+		err = applyOfflineReplicas(im, r)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}
@@ -151,6 +153,44 @@ func applyFencing(im *Image, id int32, epoch int64, fenced bool) error {
 	}
 	b.Fenced = fenced
 	return nil
+}
+
+// applyOfflineReplicas replaces a broker's offline replicas (decision 42),
+// epoch-checked as fencing is. The list is kept sorted by topic and
+// partition, one entry per partition, so equal sets compare equal.
+func applyOfflineReplicas(im *Image, r OfflineReplicas) error {
+	b := im.Brokers[r.BrokerID]
+	if b == nil {
+		return errs.New(sluicev1.ErrorCode_STALE_BROKER_EPOCH, "broker %d is not registered", r.BrokerID)
+	}
+	if b.Epoch != r.BrokerEpoch {
+		return errs.New(sluicev1.ErrorCode_STALE_BROKER_EPOCH,
+			"broker %d epoch %d is not the current epoch %d", r.BrokerID, r.BrokerEpoch, b.Epoch)
+	}
+	set := SortOfflineReplicas(r.Replicas)
+	for i, o := range set {
+		if o.Topic == "" || o.TopicID == "" || o.Partition < 0 {
+			return invalid("broker %d: offline replica %+v lacks a topic, topic id or partition", r.BrokerID, o)
+		}
+		if i > 0 && set[i-1].Topic == o.Topic && set[i-1].Partition == o.Partition {
+			return invalid("broker %d: partition %s-%d is listed offline twice", r.BrokerID, o.Topic, o.Partition)
+		}
+	}
+	b.OfflineReplicas = cloneNonEmpty(set)
+	return nil
+}
+
+// SortOfflineReplicas returns a copy of rs sorted by topic, then
+// partition: the order the image keeps them in.
+func SortOfflineReplicas(rs []OfflineReplica) []OfflineReplica {
+	out := slices.Clone(rs)
+	slices.SortFunc(out, func(a, b OfflineReplica) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return out
 }
 
 // ValidateTopicName reports whether name is a legal topic name: 1 to
@@ -288,6 +328,9 @@ func applyPartitionChange(im *Image, r PartitionChange) (*PartitionState, error)
 			if b := im.Brokers[r.Leader]; b == nil || b.Fenced {
 				return nil, invalid("%s-%d: new leader %d is not a live broker", r.Topic, r.Partition, r.Leader)
 			}
+			if !im.ReplicaLive(r.Topic, r.Partition, r.Leader) {
+				return nil, invalid("%s-%d: new leader %d reported its replica offline", r.Topic, r.Partition, r.Leader)
+			}
 		}
 		leader = r.Leader
 	}
@@ -372,7 +415,7 @@ func reassignmentAfter(p *PartitionState, r PartitionChange, replicas []int32) (
 
 // cloneNonEmpty copies ids, returning nil for an empty list so that images
 // built by Apply and images decoded from JSON (omitempty) compare equal.
-func cloneNonEmpty(ids []int32) []int32 {
+func cloneNonEmpty[T any](ids []T) []T {
 	if len(ids) == 0 {
 		return nil
 	}

@@ -45,6 +45,51 @@ type Broker struct {
 	Epoch int64 `json:"epoch"`
 	// Fenced brokers lead nothing and receive no new replicas.
 	Fenced bool `json:"fenced"`
+	// OfflineReplicas are the replicas this incarnation reported failed on
+	// its disk (decision 42), sorted by topic and partition; nil when
+	// none. They lead nothing and are kept out of the ISR, as a fenced
+	// broker's replicas are, until the broker registers again.
+	OfflineReplicas []OfflineReplica `json:"offline_replicas,omitempty"`
+}
+
+// OfflineReplica is a partition replica whose log failed on its broker's
+// disk (decision 42).
+type OfflineReplica struct {
+	Topic string `json:"topic"`
+	// TopicID tells a re-created topic of the same name apart: a report
+	// about the old one does not take the new one's replica offline.
+	TopicID   string `json:"topic_id"`
+	Partition int32  `json:"partition"`
+	// Path and Error are what failed, for operators: the partition's
+	// directory and the failure ("write <file>: input/output error").
+	Path  string `json:"path,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// ReplicaOffline reports whether broker b reported its replica of
+// partition of the topic with id topicID failed.
+func (b *Broker) ReplicaOffline(topicID string, partition int32) bool {
+	for _, r := range b.OfflineReplicas {
+		if r.TopicID == topicID && r.Partition == partition {
+			return true
+		}
+	}
+	return false
+}
+
+// ReplicaLive reports whether replica id of partition of topic can lead
+// it or be in its ISR: its broker is registered and unfenced and has not
+// reported that replica offline.
+func (im *Image) ReplicaLive(topic string, partition, id int32) bool {
+	b := im.Brokers[id]
+	if b == nil || b.Fenced {
+		return false
+	}
+	if len(b.OfflineReplicas) == 0 {
+		return true
+	}
+	t := im.Topics[topic]
+	return t == nil || !b.ReplicaOffline(t.ID, partition)
 }
 
 // InterBrokerAddress is where other nodes call b's inter-node services
@@ -119,6 +164,7 @@ func (im *Image) Clone() *Image {
 	}
 	for id, b := range im.Brokers {
 		c := *b
+		c.OfflineReplicas = slices.Clone(b.OfflineReplicas)
 		out.Brokers[id] = &c
 	}
 	for name, t := range im.Topics {

@@ -25,8 +25,9 @@ const (
 )
 
 // preferredEligible reports whether p's preferred replica can lead it
-// now: it is not the leader, it is in the ISR and its broker is live.
-func preferredEligible(im *Image, p *PartitionState) (int32, bool) {
+// now: it is not the leader, it is in the ISR and live (Image.ReplicaLive:
+// its broker unfenced, the replica not reported offline).
+func preferredEligible(im *Image, topic string, partition int32, p *PartitionState) (int32, bool) {
 	if len(p.Replicas) == 0 {
 		return NoLeader, false
 	}
@@ -34,8 +35,7 @@ func preferredEligible(im *Image, p *PartitionState) (int32, bool) {
 	if pref == p.Leader {
 		return pref, false
 	}
-	b := im.Brokers[pref]
-	if b == nil || b.Fenced {
+	if !im.ReplicaLive(topic, partition, pref) {
 		return pref, false
 	}
 	for _, id := range p.ISR {
@@ -57,7 +57,7 @@ func PreferredLeaderChanges(im *Image, want func(topic string, partition int32) 
 			if want != nil && !want(name, int32(i)) {
 				continue
 			}
-			if pref, ok := preferredEligible(im, p); ok {
+			if pref, ok := preferredEligible(im, name, int32(i), p); ok {
 				out = append(out, PartitionChange{Topic: name, Partition: int32(i),
 					PartitionEpoch: p.PartitionEpoch, LeaderEpoch: p.LeaderEpoch, Leader: pref})
 			}

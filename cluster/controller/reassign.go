@@ -112,16 +112,13 @@ func PlanReassignment(im *Image, topic string, partition int32, target []int32) 
 // Each change carries the partition's current epochs, so it is rejected if
 // the partition changed in between.
 func ReassignmentCompletions(im *Image) []PartitionChange {
-	live := func(id int32) bool {
-		b := im.Brokers[id]
-		return b != nil && !b.Fenced
-	}
 	var out []PartitionChange
 	for _, name := range im.TopicNames() {
 		for i, p := range im.Topics[name].Partitions {
 			if !p.Reassigning() {
 				continue
 			}
+			live := func(id int32) bool { return im.ReplicaLive(name, int32(i), id) }
 			caughtUp := true
 			for _, id := range p.AddingReplicas {
 				if !slices.Contains(p.ISR, id) {

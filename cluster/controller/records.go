@@ -41,6 +41,7 @@ const (
 	TypeFeatureLevel     RecordType = "FeatureLevel"
 	TypeConfigChange     RecordType = "ConfigChange"
 	TypeBootstrapCluster RecordType = "BootstrapCluster"
+	TypeOfflineReplicas  RecordType = "OfflineReplicas"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -90,6 +91,21 @@ type FenceBroker struct {
 type UnfenceBroker struct {
 	BrokerID    int32 `json:"broker_id"`
 	BrokerEpoch int64 `json:"broker_epoch"`
+}
+
+// OfflineReplicas sets the replicas a broker reports failed on its disk
+// (decision 42), replacing the set it reported before; an empty list
+// clears it. BrokerEpoch must be the broker's current epoch, otherwise the
+// record is rejected with STALE_BROKER_EPOCH: a new incarnation (a
+// restart) starts with none. The record changes no partition itself: the
+// controller follows it with ReelectChanges, which moves leaderships and
+// ISR memberships off the offline replicas as it does off a fenced
+// broker. (Added to version 1 as a new type: a voter that does not know
+// it must not apply a log that holds it.)
+type OfflineReplicas struct {
+	BrokerID    int32            `json:"broker_id"`
+	BrokerEpoch int64            `json:"broker_epoch"`
+	Replicas    []OfflineReplica `json:"replicas,omitempty"`
 }
 
 // PartitionAssignment is the replica list of one partition, in preference
@@ -189,6 +205,9 @@ type ConfigChange struct {
 type BootstrapCluster struct {
 	ClusterID string `json:"cluster_id"`
 }
+
+// Type implements Record.
+func (OfflineReplicas) Type() RecordType { return TypeOfflineReplicas }
 
 // Type implements Record.
 func (BootstrapCluster) Type() RecordType { return TypeBootstrapCluster }
@@ -304,6 +323,8 @@ func newRecord(t RecordType) (any, bool) {
 		return &ConfigChange{}, true
 	case TypeBootstrapCluster:
 		return &BootstrapCluster{}, true
+	case TypeOfflineReplicas:
+		return &OfflineReplicas{}, true
 	}
 	return nil, false
 }
@@ -329,6 +350,8 @@ func derefRecord(p any) Record {
 	case *ConfigChange:
 		return *r
 	case *BootstrapCluster:
+		return *r
+	case *OfflineReplicas:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

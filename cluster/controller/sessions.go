@@ -22,6 +22,9 @@ type HeartbeatRequest struct {
 	WantUnfence bool
 	// WantShutdown: controlled shutdown; move its leaderships away.
 	WantShutdown bool
+	// OfflineReplicas are every replica whose log failed on the broker's
+	// disk since it registered (decision 42): the whole set each time.
+	OfflineReplicas []OfflineReplica
 }
 
 // HeartbeatResponse is the controller's answer.
@@ -59,6 +62,11 @@ func (c *Controller) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heart
 	c.liveness.Heartbeat(req.BrokerID, req.BrokerEpoch, time.Now())
 	c.livenessMu.Unlock()
 
+	// Offline replicas first: a broker that restarts on a disk that still
+	// fails must not be elected for them when it is unfenced below.
+	if err := c.syncOfflineReplicas(ctx, b, req); err != nil {
+		return HeartbeatResponse{}, err
+	}
 	switch {
 	case req.WantShutdown && !b.Fenced:
 		if err := c.FenceBroker(ctx, req.BrokerID, req.BrokerEpoch); err != nil {
@@ -87,6 +95,45 @@ func (c *Controller) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heart
 		}
 	})
 	return resp, nil
+}
+
+// syncOfflineReplicas brings the image's offline replicas of broker b
+// (as it was before this heartbeat) in line with the heartbeat's report
+// (decision 42): a different set is proposed (OfflineReplicas) and the
+// leaderships and ISR memberships of the offline replicas moved away
+// (ReelectChanges). While the set is unchanged and not empty, re-elections
+// that a failed attempt left are finished, as a fenced broker's shutdown
+// heartbeats do.
+func (c *Controller) syncOfflineReplicas(ctx context.Context, b Broker, req HeartbeatRequest) error {
+	want := SortOfflineReplicas(req.OfflineReplicas)
+	if slices.Equal(want, b.OfflineReplicas) {
+		if len(want) == 0 {
+			return nil
+		}
+		var pending bool
+		c.fsm.view(func(im *Image) { pending = len(ReelectChanges(im)) > 0 })
+		if !pending {
+			return nil
+		}
+		c.proposeMu.Lock()
+		defer c.proposeMu.Unlock()
+		return c.reelectLocked(ctx)
+	}
+	c.proposeMu.Lock()
+	defer c.proposeMu.Unlock()
+	if _, err := c.Propose(ctx, OfflineReplicas{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, Replicas: want}); err != nil {
+		return err
+	}
+	for _, r := range want {
+		if !slices.Contains(b.OfflineReplicas, r) {
+			c.log.Warn("controller: broker reports a replica offline after a disk error; moving its leadership and ISR membership away",
+				"broker", req.BrokerID, "topic", r.Topic, "partition", r.Partition, "path", r.Path, "err", r.Error)
+		}
+	}
+	if err := c.reelectLocked(ctx); err != nil {
+		return err
+	}
+	return c.completeReassignmentsLocked(ctx)
 }
 
 // leadsAny reports whether broker id leads any partition in im.

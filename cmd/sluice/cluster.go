@@ -142,9 +142,16 @@ func newClusterJSON(resp *sluicev1.DescribeClusterResponse) clusterJSON {
 		if b == nil {
 			continue
 		}
-		out.Brokers = append(out.Brokers, brokerJSON{
+		bj := brokerJSON{
 			ID: b.NodeId, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced, LeaderPartitions: b.LeaderPartitions,
-		})
+			OfflineReplicas: []output.OfflineReplica{},
+		}
+		for _, r := range b.OfflineReplicas {
+			if r != nil {
+				bj.OfflineReplicas = append(bj.OfflineReplicas, output.OfflineReplica{Topic: r.Topic, Partition: r.Partition, Path: r.Path, Error: r.Error})
+			}
+		}
+		out.Brokers = append(out.Brokers, bj)
 	}
 	slices.SortStableFunc(out.Brokers, func(a, b brokerJSON) int { return cmp.Compare(a.ID, b.ID) })
 	return out
@@ -188,10 +195,27 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 		if b.Fenced {
 			status = "fenced"
 		}
+		if n := len(b.OfflineReplicas); n > 0 {
+			status += fmt.Sprintf(", %d offline replicas", n)
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\n", b.ID, dash(b.Address), dash(b.Rack), b.Epoch, status, b.LeaderPartitions)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	var offline []string
+	for _, b := range s.Brokers {
+		for _, r := range b.OfflineReplicas {
+			offline = append(offline, fmt.Sprintf("  node %d: %s-%d at %s: %s\n", b.ID, r.Topic, r.Partition, dash(r.Path), dash(r.Error)))
+		}
+	}
+	if len(offline) > 0 {
+		// Decision 42: replicas whose logs failed on a disk; the operator
+		// replaces the disk and restarts the node (docs/operations.md).
+		fmt.Fprintln(w, "\nOffline replicas (disk failures):")
+		for _, l := range offline {
+			fmt.Fprint(w, l)
+		}
 	}
 
 	fmt.Fprintf(w, "\noffline partitions: %d\n", s.OfflinePartitions)

@@ -54,9 +54,9 @@ func TestClusterStatusJSONGolden(t *testing.T) {
 		`{"id":2,"raft_address":"127.0.0.1:9411","address":"127.0.0.1:9410","state":"follower","term":3,"last_log_index":40,"commit_index":40,"applied_index":40},` +
 		`{"id":3,"raft_address":"127.0.0.1:9421","address":"127.0.0.1:9420","state":"follower","term":3,"last_log_index":40,"commit_index":40,"applied_index":39}],` +
 		`"brokers":[` +
-		`{"id":1,"address":"127.0.0.1:9400","rack":"a","epoch":17,"fenced":false,"leader_partitions":2},` +
-		`{"id":2,"address":"127.0.0.1:9410","rack":"b","epoch":18,"fenced":false,"leader_partitions":1},` +
-		`{"id":3,"address":"127.0.0.1:9420","rack":"c","epoch":19,"fenced":true,"leader_partitions":0}],` +
+		`{"id":1,"address":"127.0.0.1:9400","rack":"a","epoch":17,"fenced":false,"leader_partitions":2,"offline_replicas":[]},` +
+		`{"id":2,"address":"127.0.0.1:9410","rack":"b","epoch":18,"fenced":false,"leader_partitions":1,"offline_replicas":[]},` +
+		`{"id":3,"address":"127.0.0.1:9420","rack":"c","epoch":19,"fenced":true,"leader_partitions":0,"offline_replicas":[]}],` +
 		`"offline_partitions":1,"under_replicated_partitions":2}` + "\n"
 	if got := renderCluster(t, threeNodeCluster(), true); got != want {
 		t.Errorf("JSON mismatch\n got: %s\nwant: %s", got, want)
@@ -101,7 +101,7 @@ func TestClusterStatusEmptyListsAreArrays(t *testing.T) {
 	}
 	// A broker with zero values still carries every required key.
 	out := renderCluster(t, &sluicev1.DescribeClusterResponse{Brokers: []*sluicev1.BrokerStatus{{}}}, true)
-	if !strings.Contains(out, `"brokers":[{"id":0,"address":"","rack":"","epoch":0,"fenced":false,"leader_partitions":0}]`) {
+	if !strings.Contains(out, `"brokers":[{"id":0,"address":"","rack":"","epoch":0,"fenced":false,"leader_partitions":0,"offline_replicas":[]}]`) {
 		t.Errorf("zero broker not fully encoded: %s", out)
 	}
 }
@@ -202,5 +202,26 @@ func TestClusterElectLeadersArguments(t *testing.T) {
 		if out != "" {
 			t.Errorf("%q: wrote to stdout: %q", tc.args, out)
 		}
+	}
+}
+
+// Decision 42: a broker's replicas that failed on its disk show in the
+// brokers table and, with their path and error, in their own section; the
+// JSON carries them per broker.
+func TestClusterStatusShowsOfflineReplicas(t *testing.T) {
+	resp := &sluicev1.DescribeClusterResponse{Brokers: []*sluicev1.BrokerStatus{
+		{NodeId: 2, Address: "127.0.0.1:9410", Epoch: 18, OfflineReplicas: []*sluicev1.OfflineReplica{
+			{Topic: "orders", Partition: 3, Path: "/data/logs/orders-3", Error: "write /data/logs/orders-3/00000000000000000000.log: input/output error"}}},
+	}}
+	text := renderCluster(t, resp, false)
+	for _, want := range []string{"active, 1 offline replicas", "Offline replicas (disk failures):",
+		"node 2: orders-3 at /data/logs/orders-3: write /data/logs/orders-3/00000000000000000000.log: input/output error"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text output lacks %q:\n%s", want, text)
+		}
+	}
+	js := renderCluster(t, resp, true)
+	if !strings.Contains(js, `"offline_replicas":[{"topic":"orders","partition":3,"path":"/data/logs/orders-3","error":"write /data/logs/orders-3/00000000000000000000.log: input/output error"}]`) {
+		t.Errorf("JSON output lacks the offline replica:\n%s", js)
 	}
 }

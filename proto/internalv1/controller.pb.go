@@ -169,9 +169,13 @@ type BrokerHeartbeatRequest struct {
 	// The broker has caught up and wants to be unfenced.
 	WantUnfence bool `protobuf:"varint,4,opt,name=want_unfence,json=wantUnfence,proto3" json:"want_unfence,omitempty"`
 	// The broker is stopping: move its leaderships away and fence it.
-	WantShutdown  bool `protobuf:"varint,5,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WantShutdown bool `protobuf:"varint,5,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
+	// Every replica whose log failed on this broker's disk since it
+	// registered (decision 42); the whole set each time, empty when none.
+	// The controller moves their leaderships and ISR memberships away.
+	OfflineReplicas []*sluicev1.OfflineReplica `protobuf:"bytes,6,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
@@ -237,6 +241,13 @@ func (x *BrokerHeartbeatRequest) GetWantShutdown() bool {
 		return x.WantShutdown
 	}
 	return false
+}
+
+func (x *BrokerHeartbeatRequest) GetOfflineReplicas() []*sluicev1.OfflineReplica {
+	if x != nil {
+		return x.OfflineReplicas
+	}
+	return nil
 }
 
 type BrokerHeartbeatResponse struct {
@@ -1194,13 +1205,14 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x10internal_address\x18\x05 \x01(\tR\x0finternalAddress\"d\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12'\n" +
-	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\xc9\x01\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x8f\x02\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fmetadata_offset\x18\x03 \x01(\x04R\x0emetadataOffset\x12!\n" +
 	"\fwant_unfence\x18\x04 \x01(\bR\vwantUnfence\x12#\n" +
-	"\rwant_shutdown\x18\x05 \x01(\bR\fwantShutdown\"\x81\x01\n" +
+	"\rwant_shutdown\x18\x05 \x01(\bR\fwantShutdown\x12D\n" +
+	"\x10offline_replicas\x18\x06 \x03(\v2\x19.sluice.v1.OfflineReplicaR\x0fofflineReplicas\"\x81\x01\n" +
 	"\x17BrokerHeartbeatResponse\x12\x16\n" +
 	"\x06fenced\x18\x01 \x01(\bR\x06fenced\x12%\n" +
 	"\x0eshutdown_ready\x18\x02 \x01(\bR\rshutdownReady\x12'\n" +
@@ -1312,49 +1324,51 @@ var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*AlterPartitionRequest)(nil),                         // 15: sluice.internal.v1.AlterPartitionRequest
 	(*AlterPartitionResponse)(nil),                        // 16: sluice.internal.v1.AlterPartitionResponse
 	(*ControllerElectLeadersResponse)(nil),                // 17: sluice.internal.v1.ControllerElectLeadersResponse
-	(*sluicev1.CreateTopicsResponse)(nil),                 // 18: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),                 // 19: sluice.v1.DeleteTopicsResponse
-	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 20: sluice.v1.AlterPartitionReassignmentsResponse
-	(sluicev1.ErrorCode)(0),                               // 21: sluice.v1.ErrorCode
-	(*sluicev1.ElectLeadersResponse)(nil),                 // 22: sluice.v1.ElectLeadersResponse
-	(*sluicev1.CreateTopicsRequest)(nil),                  // 23: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),                  // 24: sluice.v1.DeleteTopicsRequest
-	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 25: sluice.v1.AlterPartitionReassignmentsRequest
-	(*sluicev1.ElectLeadersRequest)(nil),                  // 26: sluice.v1.ElectLeadersRequest
+	(*sluicev1.OfflineReplica)(nil),                       // 18: sluice.v1.OfflineReplica
+	(*sluicev1.CreateTopicsResponse)(nil),                 // 19: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil),                 // 20: sluice.v1.DeleteTopicsResponse
+	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 21: sluice.v1.AlterPartitionReassignmentsResponse
+	(sluicev1.ErrorCode)(0),                               // 22: sluice.v1.ErrorCode
+	(*sluicev1.ElectLeadersResponse)(nil),                 // 23: sluice.v1.ElectLeadersResponse
+	(*sluicev1.CreateTopicsRequest)(nil),                  // 24: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),                  // 25: sluice.v1.DeleteTopicsRequest
+	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 26: sluice.v1.AlterPartitionReassignmentsRequest
+	(*sluicev1.ElectLeadersRequest)(nil),                  // 27: sluice.v1.ElectLeadersRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	18, // 0: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	19, // 1: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
-	20, // 2: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
-	11, // 3: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
-	14, // 4: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	21, // 5: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
-	22, // 6: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
-	0,  // 7: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
-	2,  // 8: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
-	4,  // 9: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	23, // 10: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	24, // 11: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	25, // 12: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	26, // 13: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	9,  // 14: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	15, // 15: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
-	12, // 16: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 17: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 18: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 19: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 20: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 21: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	8,  // 22: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
-	17, // 23: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
-	10, // 24: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	16, // 25: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
-	13, // 26: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	18, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
+	19, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	20, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	21, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
+	11, // 4: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
+	14, // 5: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
+	22, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	23, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
+	0,  // 8: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
+	2,  // 9: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
+	4,  // 10: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
+	24, // 11: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	25, // 12: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	26, // 13: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	27, // 14: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	9,  // 15: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
+	15, // 16: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	12, // 17: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 18: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 19: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 20: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 21: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 22: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	8,  // 23: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	17, // 24: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
+	10, // 25: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	16, // 26: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	13, // 27: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	18, // [18:28] is the sub-list for method output_type
+	8,  // [8:18] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_controller_proto_init() }

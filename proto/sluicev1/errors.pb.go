@@ -147,7 +147,9 @@ const (
 	ErrorCode_CONCURRENT_TRANSACTIONS ErrorCode = 51
 	// The transaction coordinator has been replaced by a newer one.
 	ErrorCode_TRANSACTION_COORDINATOR_FENCED ErrorCode = 52
-	// A disk error on the broker made the partition's log unavailable.
+	// A disk error on the broker took its replica of the partition offline
+	// (until the broker restarts); the controller moves the leadership to
+	// another in-sync replica: refresh the metadata and retry.
 	ErrorCode_KAFKA_STORAGE_ERROR ErrorCode = 56
 	// Not sent by Sluice on produce: a partition with no state for a producer
 	// id accepts any first sequence (0 for a transactional batch, else

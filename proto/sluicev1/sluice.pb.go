@@ -2706,8 +2706,12 @@ type BrokerStatus struct {
 	Fenced bool `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// Partitions it leads.
 	LeaderPartitions int32 `protobuf:"varint,6,opt,name=leader_partitions,json=leaderPartitions,proto3" json:"leader_partitions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Its replicas whose logs failed on its disk (docs/operations.md, "A
+	// failed disk"): they lead nothing and are out of the ISR until the
+	// broker restarts with a healthy directory.
+	OfflineReplicas []*OfflineReplica `protobuf:"bytes,7,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BrokerStatus) Reset() {
@@ -2782,6 +2786,94 @@ func (x *BrokerStatus) GetLeaderPartitions() int32 {
 	return 0
 }
 
+func (x *BrokerStatus) GetOfflineReplicas() []*OfflineReplica {
+	if x != nil {
+		return x.OfflineReplicas
+	}
+	return nil
+}
+
+// OfflineReplica is a broker's replica of a partition whose log failed on
+// the broker's disk (an I/O error on write, fsync, read or segment roll).
+type OfflineReplica struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The partition's log directory on the broker.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// The failure: operation, file and OS error, e.g. "write
+	// /data/logs/t-0/00000000000000000000.log: input/output error".
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	TopicId       string `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfflineReplica) Reset() {
+	*x = OfflineReplica{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfflineReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfflineReplica) ProtoMessage() {}
+
+func (x *OfflineReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfflineReplica.ProtoReflect.Descriptor instead.
+func (*OfflineReplica) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *OfflineReplica) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OfflineReplica) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OfflineReplica) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OfflineReplica) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *OfflineReplica) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
 // AlterPartitionReassignmentsRequest moves one partition to a new replica
 // set.
 type AlterPartitionReassignmentsRequest struct {
@@ -2799,7 +2891,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2903,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[38]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2916,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetTopic() string {
@@ -2875,7 +2967,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2887,7 +2979,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[39]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2900,7 +2992,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetErrorCode() ErrorCode {
@@ -2949,7 +3041,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3053,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[40]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3066,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{40}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -2994,7 +3086,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[41]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3098,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[41]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3111,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{41}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*OngoingPartitionReassignment {
@@ -3044,7 +3136,7 @@ type OngoingPartitionReassignment struct {
 
 func (x *OngoingPartitionReassignment) Reset() {
 	*x = OngoingPartitionReassignment{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[42]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3148,7 @@ func (x *OngoingPartitionReassignment) String() string {
 func (*OngoingPartitionReassignment) ProtoMessage() {}
 
 func (x *OngoingPartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[42]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3161,7 @@ func (x *OngoingPartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OngoingPartitionReassignment.ProtoReflect.Descriptor instead.
 func (*OngoingPartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{42}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OngoingPartitionReassignment) GetTopic() string {
@@ -3120,7 +3212,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[43]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3224,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[43]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3237,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{43}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ElectLeadersRequest) GetTopics() []*TopicPartitions {
@@ -3174,7 +3266,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[44]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3186,7 +3278,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[44]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3199,7 +3291,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{44}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TopicPartitions) GetName() string {
@@ -3227,7 +3319,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[45]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3331,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[45]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3344,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{45}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ElectLeadersResponse) GetElected() []*ElectedLeader {
@@ -3275,7 +3367,7 @@ type ElectedLeader struct {
 
 func (x *ElectedLeader) Reset() {
 	*x = ElectedLeader{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[46]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3379,7 @@ func (x *ElectedLeader) String() string {
 func (*ElectedLeader) ProtoMessage() {}
 
 func (x *ElectedLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[46]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3392,7 @@ func (x *ElectedLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectedLeader.ProtoReflect.Descriptor instead.
 func (*ElectedLeader) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{46}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ElectedLeader) GetTopic() string {
@@ -3533,14 +3625,21 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0elast_log_index\x18\x05 \x01(\x04R\flastLogIndex\x12!\n" +
 	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x18\n" +
-	"\aaddress\x18\b \x01(\tR\aaddress\"\xb0\x01\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\"\xf6\x01\n" +
 	"\fBrokerStatus\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12+\n" +
-	"\x11leader_partitions\x18\x06 \x01(\x05R\x10leaderPartitions\"\x93\x01\n" +
+	"\x11leader_partitions\x18\x06 \x01(\x05R\x10leaderPartitions\x12D\n" +
+	"\x10offline_replicas\x18\a \x03(\v2\x19.sluice.v1.OfflineReplicaR\x0fofflineReplicas\"\x89\x01\n" +
+	"\x0eOfflineReplica\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x19\n" +
+	"\btopic_id\x18\x05 \x01(\tR\atopicId\"\x93\x01\n" +
 	"\"AlterPartitionReassignmentsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -3625,7 +3724,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Acks)(0),                                   // 0: sluice.v1.Acks
 	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
@@ -3668,103 +3767,105 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*DescribeClusterResponse)(nil),             // 38: sluice.v1.DescribeClusterResponse
 	(*VoterStatus)(nil),                         // 39: sluice.v1.VoterStatus
 	(*BrokerStatus)(nil),                        // 40: sluice.v1.BrokerStatus
-	(*AlterPartitionReassignmentsRequest)(nil),  // 41: sluice.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 42: sluice.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 43: sluice.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 44: sluice.v1.ListPartitionReassignmentsResponse
-	(*OngoingPartitionReassignment)(nil),        // 45: sluice.v1.OngoingPartitionReassignment
-	(*ElectLeadersRequest)(nil),                 // 46: sluice.v1.ElectLeadersRequest
-	(*TopicPartitions)(nil),                     // 47: sluice.v1.TopicPartitions
-	(*ElectLeadersResponse)(nil),                // 48: sluice.v1.ElectLeadersResponse
-	(*ElectedLeader)(nil),                       // 49: sluice.v1.ElectedLeader
-	nil,                                         // 50: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                         // 51: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 52: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(ErrorCode)(0),                              // 53: sluice.v1.ErrorCode
-	(*RecordBatch)(nil),                         // 54: sluice.v1.RecordBatch
-	(*DescribeProducersRequest)(nil),            // 55: sluice.v1.DescribeProducersRequest
-	(*AbortTransactionRequest)(nil),             // 56: sluice.v1.AbortTransactionRequest
-	(*DescribeProducersResponse)(nil),           // 57: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),            // 58: sluice.v1.AbortTransactionResponse
+	(*OfflineReplica)(nil),                      // 41: sluice.v1.OfflineReplica
+	(*AlterPartitionReassignmentsRequest)(nil),  // 42: sluice.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 43: sluice.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 44: sluice.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 45: sluice.v1.ListPartitionReassignmentsResponse
+	(*OngoingPartitionReassignment)(nil),        // 46: sluice.v1.OngoingPartitionReassignment
+	(*ElectLeadersRequest)(nil),                 // 47: sluice.v1.ElectLeadersRequest
+	(*TopicPartitions)(nil),                     // 48: sluice.v1.TopicPartitions
+	(*ElectLeadersResponse)(nil),                // 49: sluice.v1.ElectLeadersResponse
+	(*ElectedLeader)(nil),                       // 50: sluice.v1.ElectedLeader
+	nil,                                         // 51: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                         // 52: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 53: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(ErrorCode)(0),                              // 54: sluice.v1.ErrorCode
+	(*RecordBatch)(nil),                         // 55: sluice.v1.RecordBatch
+	(*DescribeProducersRequest)(nil),            // 56: sluice.v1.DescribeProducersRequest
+	(*AbortTransactionRequest)(nil),             // 57: sluice.v1.AbortTransactionRequest
+	(*DescribeProducersResponse)(nil),           // 58: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),            // 59: sluice.v1.AbortTransactionResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
 	7,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
 	4,  // 2: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	53, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
+	54, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
 	9,  // 4: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
 	8,  // 5: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	54, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	55, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
 	10, // 7: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
 	11, // 8: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	53, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	54, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
 	3,  // 10: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
 	1,  // 11: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	13, // 12: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
 	14, // 13: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
 	16, // 14: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
 	18, // 15: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	53, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	54, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
 	17, // 17: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
 	3,  // 18: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	54, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	55, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
 	1,  // 20: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	20, // 21: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
 	21, // 22: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
 	2,  // 23: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
 	23, // 24: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
 	24, // 25: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	53, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	54, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
 	27, // 27: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
 	28, // 28: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	53, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	54, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	29, // 30: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	50, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	53, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	51, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	54, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	31, // 33: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	51, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	52, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
 	33, // 35: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	53, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	52, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	54, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
 	36, // 38: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	53, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	54, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
 	39, // 40: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
 	40, // 41: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
-	53, // 42: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
-	45, // 43: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
-	47, // 44: sluice.v1.ElectLeadersRequest.topics:type_name -> sluice.v1.TopicPartitions
-	49, // 45: sluice.v1.ElectLeadersResponse.elected:type_name -> sluice.v1.ElectedLeader
-	4,  // 46: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	5,  // 47: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	12, // 48: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	19, // 49: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	25, // 50: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	30, // 51: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	34, // 52: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	37, // 53: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
-	41, // 54: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	43, // 55: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
-	46, // 56: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	55, // 57: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
-	56, // 58: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
-	9,  // 59: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	6,  // 60: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	15, // 61: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	22, // 62: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	26, // 63: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	32, // 64: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	35, // 65: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	38, // 66: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	42, // 67: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	44, // 68: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	48, // 69: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
-	57, // 70: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	58, // 71: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	59, // [59:72] is the sub-list for method output_type
-	46, // [46:59] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	41, // 42: sluice.v1.BrokerStatus.offline_replicas:type_name -> sluice.v1.OfflineReplica
+	54, // 43: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	46, // 44: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
+	48, // 45: sluice.v1.ElectLeadersRequest.topics:type_name -> sluice.v1.TopicPartitions
+	50, // 46: sluice.v1.ElectLeadersResponse.elected:type_name -> sluice.v1.ElectedLeader
+	4,  // 47: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	5,  // 48: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	12, // 49: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	19, // 50: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	25, // 51: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	30, // 52: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	34, // 53: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	37, // 54: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	42, // 55: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	44, // 56: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
+	47, // 57: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	56, // 58: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
+	57, // 59: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
+	9,  // 60: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	6,  // 61: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	15, // 62: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	22, // 63: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	26, // 64: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	32, // 65: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	35, // 66: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	38, // 67: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	43, // 68: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	45, // 69: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	49, // 70: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	58, // 71: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	59, // 72: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	60, // [60:73] is the sub-list for method output_type
+	47, // [47:60] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -3781,7 +3882,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

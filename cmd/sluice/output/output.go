@@ -44,6 +44,19 @@ type Broker struct {
 	Epoch            int64  `json:"epoch"`
 	Fenced           bool   `json:"fenced"`
 	LeaderPartitions int32  `json:"leader_partitions"`
+	// OfflineReplicas are its replicas whose logs failed on its disk
+	// (docs/operations.md, "A failed disk"); [] when none.
+	OfflineReplicas []OfflineReplica `json:"offline_replicas"`
+}
+
+// OfflineReplica is one replica in Broker.OfflineReplicas.
+type OfflineReplica struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Path is the partition's log directory on the broker.
+	Path string `json:"path"`
+	// Error is the failure: operation, file and OS error.
+	Error string `json:"error"`
 }
 
 // Partition is one partition in "topic describe --output json".
