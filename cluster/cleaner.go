@@ -56,7 +56,7 @@ func (m *ReplicaManager) CleanLogs(now time.Time) {
 		if err != nil {
 			// A disk error took the log offline: logged once already (offline.go).
 			if !errors.Is(err, storage.ErrClosed) && m.ctx.Err() == nil && !p.Offline() {
-				m.log.Error("log cleaner failed", "partition", p.String(), "err", err)
+				m.log.Error("log cleaner failed", p.LogAttr(), "err", err)
 				m.cleaner.mu.Lock()
 				m.cleaner.s.Failures++
 				m.cleaner.mu.Unlock()
@@ -73,7 +73,7 @@ func (m *ReplicaManager) CleanLogs(now time.Time) {
 		m.cleaner.s.RecordsRemoved += st.RecordsRemoved
 		m.cleaner.s.LastDuration = st.Duration
 		m.cleaner.mu.Unlock()
-		m.log.Info("log cleaner cleaned", "partition", p.String(), "segments_read", st.SegmentsRead, "segments_written", st.SegmentsWritten,
+		m.log.Info("log cleaner cleaned", p.LogAttr(), "segments_read", st.SegmentsRead, "segments_written", st.SegmentsWritten,
 			"bytes_read", st.BytesRead, "bytes_written", st.BytesWritten, "records_removed", st.RecordsRemoved,
 			"dirty_ratio", st.DirtyRatio, "first_uncleanable_offset", st.FirstUncleanableOffset, "duration", st.Duration, "raced", st.Raced)
 	}

@@ -291,7 +291,7 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 			continue
 		}
 		if r.ErrorCode != sluicev1.ErrorCode_NONE {
-			f.fm.log.Debug("offset for leader epoch refused", "partition", s.p.String(), "code", r.ErrorCode, "msg", r.ErrorMessage)
+			f.fm.log.Debug("offset for leader epoch refused", s.p.LogAttr(), "code", r.ErrorCode, "msg", r.ErrorMessage)
 			s.retryAt = time.Now().Add(fetchBackoff)
 			continue
 		}
@@ -304,7 +304,7 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 		s.p.roleMu.Unlock()
 		if err != nil {
 			if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
-				f.fm.log.Error("follower truncation failed", "partition", s.p.String(), "err", err)
+				f.fm.log.Error("follower truncation failed", s.p.LogAttr(), "err", err)
 			}
 			s.retryAt = time.Now().Add(time.Second)
 			continue
@@ -369,7 +369,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 				// partition that became leader meanwhile is left alone.
 				if s.p.lockAsFollower(f.source, s.leaderEpoch) {
 					if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil && !s.p.Offline() {
-						f.fm.log.Error("follower reset failed", "partition", s.p.String(), "err", err)
+						f.fm.log.Error("follower reset failed", s.p.LogAttr(), "err", err)
 					}
 					s.p.roleMu.Unlock()
 				}
@@ -393,7 +393,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		for _, b := range r.Batches {
 			if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
 				if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
-					f.fm.log.Warn("follower append failed", "partition", s.p.String(), "err", err)
+					f.fm.log.Warn("follower append failed", s.p.LogAttr(), "err", err)
 				}
 				f.mu.Lock()
 				s.truncate = true

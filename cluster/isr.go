@@ -84,7 +84,7 @@ func (m *ReplicaManager) isrLoop() {
 				lastCkpt = now
 				for _, p := range m.healthyReplicas() {
 					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed && !p.Offline() {
-						m.log.Warn("high watermark checkpoint failed", "partition", p.String(), "err", err)
+						m.log.Warn("high watermark checkpoint failed", p.LogAttr(), "err", err)
 					}
 				}
 			}
@@ -128,12 +128,12 @@ func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time) {
 	req, err := t.BeginISRChange(next)
 	if err != nil {
 		p.roleMu.Unlock()
-		m.log.Debug("ISR change not proposed", "partition", p.String(), "isr", next, "err", err)
+		m.log.Debug("ISR change not proposed", p.LogAttr(), "isr", next, "err", err)
 		return
 	}
 	p.altering = true
 	p.roleMu.Unlock()
-	m.log.Info("proposing ISR change", "partition", p.String(), "from", isr, "to", req.NewISR)
+	m.log.Info("proposing ISR change", p.LogAttr(), "from", isr, "to", req.NewISR)
 	m.goroutines.Go(func() { m.sendAlterPartition(p, t, req) })
 }
 
@@ -157,7 +157,7 @@ func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, 
 		return // leadership changed meanwhile; the new tracker has the truth
 	}
 	if err != nil {
-		m.log.Warn("ISR change refused", "partition", p.String(), "to", req.NewISR, "err", err)
+		m.log.Warn("ISR change refused", p.LogAttr(), "to", req.NewISR, "err", err)
 		if t.ISRChangeFailed(now) {
 			p.publishHWLocked()
 		}
@@ -166,9 +166,9 @@ func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, 
 	if t.PartitionEpoch() >= resp.PartitionEpoch {
 		// The metadata stream delivered the change first (ApplyMetadata).
 	} else if changed, err := t.ISRChangeCommitted(resp.Isr, resp.PartitionEpoch, now); err != nil {
-		m.log.Warn("ISR change result not applied", "partition", p.String(), "err", err)
+		m.log.Warn("ISR change result not applied", p.LogAttr(), "err", err)
 	} else if changed {
 		p.publishHWLocked()
 	}
-	m.log.Info("ISR changed", "partition", p.String(), "isr", resp.Isr, "partition_epoch", resp.PartitionEpoch)
+	m.log.Info("ISR changed", p.LogAttr(), "isr", resp.Isr, "partition_epoch", resp.PartitionEpoch)
 }

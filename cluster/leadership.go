@@ -27,7 +27,7 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 				LeaderEpochStartOffset: leo, LagTimeMax: m.lagTimeMax(), MinInsyncReplicas: tc.MinInsyncReplicas, Now: now,
 			})
 			if err != nil {
-				m.log.Error("cannot lead partition", "partition", p.String(), "err", err)
+				m.log.Error("cannot lead partition", p.LogAttr(), "err", err)
 				p.dropTrackerLocked()
 				return
 			}
@@ -38,10 +38,10 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 			t.LeaderAppended(leo, now)
 			p.publishHWLocked()
 			p.events.changed(p.TopicPartition, ps.LeaderEpoch, true)
-			m.log.Info("became leader", "partition", p.String(), "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end_offset", leo, "high_watermark", p.log.HighWatermark())
+			m.log.Info("became leader", p.LogAttr(), "leader_epoch", ps.LeaderEpoch, "isr", ps.ISR, "log_end_offset", leo, "high_watermark", p.log.HighWatermark())
 		} else if ps.PartitionEpoch != p.tracker.PartitionEpoch() {
 			if changed, err := p.tracker.ApplyMetadata(ps.LeaderEpoch, ps.PartitionEpoch, ps.Replicas, ps.ISR, now); err != nil {
-				m.log.Error("partition metadata not applied", "partition", p.String(), "err", err)
+				m.log.Error("partition metadata not applied", p.LogAttr(), "err", err)
 			} else if changed {
 				p.publishHWLocked()
 			}
@@ -67,7 +67,7 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 		p.following, p.followEpoch = ps.Leader, ps.LeaderEpoch
 		if m.fetchers != nil {
 			m.fetchers.follow(p, ps.Leader, ps.LeaderEpoch)
-			m.log.Info("became follower", "partition", p.String(), "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch, "log_end_offset", p.log.EndOffset())
+			m.log.Info("became follower", p.LogAttr(), "leader", ps.Leader, "leader_epoch", ps.LeaderEpoch, "log_end_offset", p.log.EndOffset())
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,12 @@ type TopicPartition struct {
 }
 
 func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
+
+// LogAttr is the partition as log keys: topic and partition, inlined (a
+// group with an empty key), so that logs can be filtered on either.
+func (tp TopicPartition) LogAttr() slog.Attr {
+	return slog.Group("", slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition)))
+}
 
 // Replica is this node's replica of one partition: its log, and its
 // role (leader or follower) as the metadata image says. Safe for

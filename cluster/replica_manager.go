@@ -331,7 +331,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	if id, found := m.onDisk[tp.String()]; found {
 		delete(m.onDisk, tp.String())
 		if id != "" && id != topicID {
-			m.log.Info("deleting log of an earlier topic with the same name", "partition", tp.String(), "old_topic_id", id)
+			m.log.Info("deleting log of an earlier topic with the same name", tp.LogAttr(), "old_topic_id", id)
 			if err := os.RemoveAll(dir); err != nil {
 				return nil, failed("remove old log", err)
 			}
@@ -352,7 +352,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		return nil, failed("open log", err)
 	}
 	if err := l.ProducerStateError(); err != nil {
-		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", "partition", tp.String(), "err", err)
+		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", tp.LogAttr(), "err", err)
 	}
 	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, events: m.events, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
@@ -379,10 +379,10 @@ func (m *ReplicaManager) removeReplica(p *Replica) {
 	m.mu.Unlock()
 	m.forgetFailure(p.TopicPartition, p.TopicID)
 	if err := p.log.Delete(); err != nil {
-		m.log.Error("delete log", "partition", p.String(), "err", err)
+		m.log.Error("delete log", p.LogAttr(), "err", err)
 		return
 	}
-	m.log.Info("deleted log", "partition", p.String(), "topic_id", p.TopicID)
+	m.log.Info("deleted log", p.LogAttr(), "topic_id", p.TopicID)
 }
 
 // Replicas returns the hosted replicas, in no particular order.

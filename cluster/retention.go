@@ -54,14 +54,14 @@ const ProducerIDExpiration = 24 * time.Hour
 func (m *ReplicaManager) EnforceRetention(now time.Time) {
 	for _, p := range m.healthyReplicas() {
 		if n := p.log.ExpireProducers(now, ProducerIDExpiration); n > 0 {
-			m.log.Info("expired idle producer ids", "partition", p.String(), "count", n)
+			m.log.Info("expired idle producer ids", p.LogAttr(), "count", n)
 		}
 		if n, err := p.log.EnforceRetention(now); err != nil {
 			if !p.Offline() { // a disk error is logged once (offline.go)
-				m.log.Error("retention failed", "partition", p.String(), "err", err)
+				m.log.Error("retention failed", p.LogAttr(), "err", err)
 			}
 		} else if n > 0 {
-			m.log.Info("retention deleted segments", "partition", p.String(), "segments", n, "log_start_offset", p.log.StartOffset())
+			m.log.Info("retention deleted segments", p.LogAttr(), "segments", n, "log_start_offset", p.log.StartOffset())
 		}
 	}
 }

@@ -15,14 +15,14 @@ func (m *ReplicaManager) truncateFollower(p *Replica, leaderEpoch int32, endOffs
 	})
 	if d.BelowHW {
 		m.log.Error("truncating below the high watermark: committed data is lost (unclean leader election?)",
-			"partition", p.String(), "truncate_to", d.TruncateTo, "high_watermark", p.log.HighWatermark(), "rule", d.Rule.String())
+			p.LogAttr(), "truncate_to", d.TruncateTo, "high_watermark", p.log.HighWatermark(), "rule", d.Rule.String())
 	}
 	switch {
 	case d.Fully:
-		m.log.Warn("follower log restarts empty", "partition", p.String(), "at", d.FetchFrom, "rule", d.Rule.String())
+		m.log.Warn("follower log restarts empty", p.LogAttr(), "at", d.FetchFrom, "rule", d.Rule.String())
 		err = p.log.TruncateFullyAndStartAt(d.FetchFrom)
 	case d.Truncate:
-		m.log.Info("follower truncating to the divergence point", "partition", p.String(), "from", p.log.EndOffset(), "to", d.TruncateTo, "rule", d.Rule.String())
+		m.log.Info("follower truncating to the divergence point", p.LogAttr(), "from", p.log.EndOffset(), "to", d.TruncateTo, "rule", d.Rule.String())
 		err = p.log.TruncateTo(d.TruncateTo)
 	case p.log.LatestEpoch() > leaderEpoch && leaderEpoch >= 0 && d.TruncateTo == p.log.EndOffset():
 		// Nothing to cut, but an epoch entry with no records sits at the
@@ -37,6 +37,6 @@ func (m *ReplicaManager) truncateFollower(p *Replica, leaderEpoch int32, endOffs
 // restartFollowerAt empties a follower whose log ends below the leader's
 // log start offset. Caller holds p.roleMu, taken with lockAsFollower.
 func (m *ReplicaManager) restartFollowerAt(p *Replica, offset int64) error {
-	m.log.Warn("follower is behind the leader's log start; restarting its log", "partition", p.String(), "at", offset)
+	m.log.Warn("follower is behind the leader's log start; restarting its log", p.LogAttr(), "at", offset)
 	return p.log.TruncateFullyAndStartAt(offset)
 }

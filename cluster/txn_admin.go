@@ -148,7 +148,7 @@ func (m *ReplicaManager) LogLateTransactions(now time.Time) []LateTransaction {
 		}
 		led = append(led, lt)
 		m.log.Warn("transaction open longer than the maximum transaction timeout: likely hanging (sluice txn find-hanging, sluice txn abort)",
-			"partition", lt.TopicPartition.String(), "producer_id", lt.ProducerID, "producer_epoch", lt.ProducerEpoch,
+			lt.TopicPartition.LogAttr(), "producer_id", lt.ProducerID, "producer_epoch", lt.ProducerEpoch,
 			"start_offset", lt.StartOffset, "open_for", lt.OpenFor.Round(time.Second), "max_timeout", m.cfg.TransactionMaxTimeout)
 	}
 	return led
