@@ -45,7 +45,8 @@ func TestChaosShortProfile(t *testing.T) {
 	cfg.Duration = 110 * time.Second // 18 faults with this seed: the script once
 	cfg.FaultMin, cfg.FaultMax = 3*time.Second, 4*time.Second
 	cfg.GapMin, cfg.GapMax = 2*time.Second, 3*time.Second
-	// The copier members run in this process with simulated crashes:
+	// The copier members run in this process with simulated crashes and
+	// zombies (connections held, ioGate):
 	// beside the rest of make test, three more processes restarting every
 	// few seconds starve the nodes on two cores. `make chaos` runs them as
 	// processes killed with SIGKILL (copier_member.go; docs/chaos.md).
@@ -118,6 +119,9 @@ func TestChaosShortProfile(t *testing.T) {
 	if res.TxnsCommitted == 0 || res.TxnsAborted == 0 {
 		t.Errorf("transactions: %d committed, %d aborted, %d unknown; want some committed and some aborted",
 			res.TxnsCommitted, res.TxnsAborted, res.TxnsUnknown)
+	}
+	if res.Zombies == 0 {
+		t.Error("no copier member was frozen into a zombie")
 	}
 	for _, c := range []checker.Class{checker.StuckLSO, checker.CopyNotExactlyOnce} {
 		if f := res.Report.For(c); f.Skipped != "" {

@@ -148,7 +148,14 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 	name := fmt.Sprintf("g%d.%d", slot, instance)
 	crash := simulateCrash && rng.IntN(3) == 0
 	crashAt := 1 + rng.IntN(copierRestartEvery)
-	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout))
+	// In process, one instance in six (and slot 1's second, so that every
+	// run has one) is frozen in a transaction into a zombie: its
+	// connections held past its transaction and session timeouts (ioGate).
+	zombie := simulateCrash && !crash && (rng.IntN(6) == 0 || slot == 1 && instance == 2)
+	zombieAt := 1 + rng.IntN(5) // early: an instance may end before long
+	gate := &ioGate{}
+	defer gate.release()
+	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout), client.WithDialer(gate.dial))
 	if err != nil {
 		w.pace(time.Second)
 		return
@@ -215,7 +222,11 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		}
 		recs = append([]client.Record(nil), recs...)
 		k++
-		res := w.copyGroupTxn(p, co, name, fmt.Sprintf("%s/%d", name, k), recs, committed, rng, &wseq, crash && k == crashAt)
+		var freeze func()
+		if zombie && k == zombieAt {
+			freeze = func() { w.freezeMember(gate, name) }
+		}
+		res := w.copyGroupTxn(p, co, name, fmt.Sprintf("%s/%d", name, k), recs, committed, rng, &wseq, crash && k == crashAt, freeze)
 		mu.Unlock()
 		if res != copyCommitted && res != copyAborted {
 			return // failed, or crashed on purpose
@@ -248,12 +259,31 @@ func copierListener(mu *sync.Mutex, committed map[client.TopicPartition]int64) c
 	}
 }
 
+// freezeMember makes the in-process member name a zombie: its
+// connections are held (gate) and its copy loop waits, for zombieHold —
+// past its transaction timeout and its session timeout — then both go on
+// with what they had: the late TxnOffsetCommit, produce and EndTxn of a
+// transaction the coordinator aborted, under a membership that expired.
+func (w *workload) freezeMember(gate *ioGate, name string) {
+	hold := zombieHold(w.cfg)
+	w.memberPauses.Add(1)
+	w.log.Info("group copier member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
+	gate.hold()
+	select {
+	case <-time.After(hold):
+	case <-w.ctx.Done():
+	}
+	gate.release()
+	w.log.Info("group copier member released as a zombie: its transaction timed out, its membership expired", "copier", name)
+}
+
 // copyGroupTxn copies recs in one transaction that also commits the
 // consumer's offsets after them (about one in six aborted on purpose),
 // updating committed on commit and rewinding co on abort. With crash it
-// stops after sending, leaving the transaction open (copyFailed).
+// stops after sending, leaving the transaction open (copyFailed); freeze,
+// when not nil, runs after sending (an in-process zombie).
 func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, txnID string, recs []client.Record,
-	committed map[client.TopicPartition]int64, rng *rand.Rand, wseq *int64, crash bool) copyResult {
+	committed map[client.TopicPartition]int64, rng *rand.Rand, wseq *int64, crash bool, freeze func()) copyResult {
 	wc := w.cfg
 	if err := p.BeginTransaction(); err != nil {
 		w.log.Warn("begin transaction", "copier", name, "err", err)
@@ -281,6 +311,9 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 		w.rec.endTxn(ti, time.Now(), checker.TxnAborted, errors.New("copier crashed in the transaction"))
 		w.log.Info("group copier crashes in a transaction", "copier", name, "txn", txnID)
 		return copyFailed
+	}
+	if freeze != nil {
+		freeze()
 	}
 	rewind := func() {
 		for tp, off := range first {

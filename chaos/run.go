@@ -111,6 +111,9 @@ type Result struct {
 	// Fences lists transactional producers told they were fenced although
 	// no newer producer of their id ran (producer, time, error).
 	Fences []string
+	// Zombies counts copier members stopped (SIGSTOP) or frozen (in
+	// process) past their transaction and session timeouts, then resumed.
+	Zombies int
 }
 
 // txnAbortScan is the nodes' --transaction-abort-timed-out-interval;
@@ -308,8 +311,13 @@ func Run(cfg Config) (Result, error) {
 			}
 		}
 	}
+	res.Zombies = int(w.memberPauses.Load())
 	if k, z := w.memberKills.Load(), w.memberPauses.Load(); k+z > 0 {
-		fmt.Fprintf(cfg.Out, "chaos: copier member processes: %d SIGKILLed, %d SIGSTOPped past their transaction and session timeouts (zombies)\n", k, z)
+		if cfg.Workload.CopierInProcess {
+			fmt.Fprintf(cfg.Out, "chaos: copier members (in process): %d frozen past their transaction and session timeouts (zombies)\n", z)
+		} else {
+			fmt.Fprintf(cfg.Out, "chaos: copier member processes: %d SIGKILLed, %d SIGSTOPped past their transaction and session timeouts (zombies)\n", k, z)
+		}
 	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)

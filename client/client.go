@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -37,6 +38,20 @@ type Option func(*clientConfig) error
 type clientConfig struct {
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
+	dialer         func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// WithDialer makes every connection to a broker with dial instead of a
+// plain TCP dial (addr is the broker's "host:port"): a proxy, a SOCKS
+// dialer, a connection wrapper for tests. It must not be nil.
+func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) Option {
+	return func(c *clientConfig) error {
+		if dial == nil {
+			return errors.New("sluice: dialer must not be nil")
+		}
+		c.dialer = dial
+		return nil
+	}
 }
 
 // WithDialTimeout bounds how long one connection attempt to a broker may
@@ -159,6 +174,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithInitialConnWindowSize(16 << 20),
 		grpc.WithReadBufferSize(256 << 10),
 		grpc.WithWriteBufferSize(256 << 10),
+	}
+	if c.cfg.dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(c.cfg.dialer))
 	}
 	cc, err := grpc.NewClient(addr, append(opts, codec.DialOptions()...)...)
 	if err != nil {

@@ -1,6 +1,9 @@
 package client
 
 import (
+	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -62,4 +65,33 @@ func TestOptionValidation(t *testing.T) {
 		t.Error("offset -3: want error")
 	}
 	co.Close()
+}
+
+// WithDialer: every connection to a broker is made by the given dialer.
+func TestWithDialerMakesTheConnections(t *testing.T) {
+	if _, err := New([]string{"x:1"}, WithDialer(nil)); err == nil {
+		t.Error("nil dialer: want error")
+	}
+	f := startFake(t, map[string]int{"t": 1})
+	var mu sync.Mutex
+	var dialed []string
+	c, err := New([]string{f.addr}, WithDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialed = append(dialed, addr)
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Metadata(ctxT(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) == 0 || dialed[0] != f.addr {
+		t.Errorf("dialer called for %v, want %s", dialed, f.addr)
+	}
 }
