@@ -10,8 +10,10 @@
 # below saturation), and synchronous runs (--sync: one record at a time,
 # the next sent when the previous is acknowledged) with acks=all and acks=1
 # for the single-record latency. Each topic is deleted after its run. It
-# prints one summary line per run, stops the nodes (SIGTERM) and removes the
-# data. See docs/benchmarks.md.
+# prints one summary line per run, with the CPU the three nodes and the load
+# generator used (user + system from /proc) in CPU-s per GB of payload (or
+# CPU-µs per record for the small runs), stops the nodes (SIGTERM) and
+# removes the data. See docs/benchmarks.md.
 #
 #   make bench-cluster                    # or scripts/bench-cluster.sh
 #   RECORDS_100=3000000 RECORDS_1K=1000000 scripts/bench-cluster.sh
@@ -134,9 +136,44 @@ topic() {
 	exit 1
 }
 
-# run LABEL TOPIC ARGS...: one bench produce run, its summary kept. With
-# ONLY set, runs whose label does not match that regular expression are
-# skipped.
+# node_ticks prints the CPU time (user + system, clock ticks) the nodes
+# have used so far; children_ticks the same for this script's waited-for
+# children (the load generator), from /proc.
+node_ticks() {
+	local t=0 pid
+	for pid in "${pids[@]}"; do
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+	done
+	echo "$t"
+}
+children_ticks() { awk '{print $16 + $17}' "/proc/$$/stat"; }
+TICKS=$(getconf CLK_TCK)
+
+# cpu_summary NODE_TICKS GEN_TICKS ARGS... prints the run's CPU: seconds
+# of the three nodes and of the load generator, and per GB of record
+# payload (--records times --record-size) — it varies far less than wall
+# time on a shared machine — or per record when that is under 10 MB.
+cpu_summary() {
+	local nt=$1 gt=$2 records=0 size=0
+	shift 2
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--records) records=$2; shift ;;
+		--record-size) size=$2; shift ;;
+		esac
+		shift
+	done
+	awk -v nt="$nt" -v gt="$gt" -v hz="$TICKS" -v n="$records" -v b="$size" 'BEGIN {
+		cpu = (nt + gt) / hz; bytes = n * b
+		printf "CPU nodes %.1f s + load generator %.1f s", nt / hz, gt / hz
+		if (bytes >= 1e7) printf " = %.1f CPU-s/GB", cpu / (bytes / 1e9)
+		else if (n > 0) printf " = %.0f CPU-µs/record", cpu * 1e6 / n
+	}'
+}
+
+# run LABEL TOPIC ARGS...: one bench produce run, its summary (with its
+# CPU, cpu_summary) kept. With ONLY set, runs whose label does not match
+# that regular expression are skipped.
 run() {
 	local label=$1 name=$2
 	shift 2
@@ -145,8 +182,10 @@ run() {
 	fi
 	topic "$name"
 	echo "== $label" >&2
-	local out
+	local out n0 g0
+	n0=$(node_ticks) g0=$(children_ticks)
 	out=$("$BIN/sluice" bench produce --topic "$name" "$@" 2> >(grep -v '^produce:' >&2))
+	out="$out; $(cpu_summary $(($(node_ticks) - n0)) $(($(children_ticks) - g0)) "$@")"
 	echo "$out" >&2
 	results+=("$label: $out")
 	drop "$name"
