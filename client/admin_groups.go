@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -27,47 +26,23 @@ func (c *Client) ListGroups(ctx context.Context, states ...string) ([]*sluicev1.
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	req := &sluicev1.ListGroupsRequest{StatesFilter: states}
-	brokers := md.Brokers
-	type answer struct {
-		node int32
-		resp *sluicev1.ListGroupsResponse
-		err  error
-	}
-	answers := make(chan answer, len(brokers))
-	for _, b := range brokers {
-		go func() { // ends with its request (rctx)
-			cc, err := c.conn(b.Address)
-			if err != nil {
-				answers <- answer{node: b.NodeId, err: err}
-				return
-			}
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
-			defer cancel()
-			resp, err := sluicev1.NewGroupsClient(cc).ListGroups(rctx, req)
-			answers <- answer{node: b.NodeId, resp: resp, err: rpcError(err)}
-		}()
-	}
 	var out []*sluicev1.ListedGroup
-	var failures []error
-	for range brokers {
-		a := <-answers
-		if a.err == nil {
-			a.err = codeError(a.resp.ErrorCode, a.resp.ErrorMessage)
-		}
-		if a.err != nil {
-			failures = append(failures, fmt.Errorf("broker %d: %w", a.node, a.err))
-			continue
-		}
-		for _, g := range a.resp.Groups {
-			if g.CoordinatorId == 0 {
-				g.CoordinatorId = a.node
+	err = askEveryBroker(ctx, c, md.Brokers,
+		func(ctx context.Context, cc *grpc.ClientConn) (*sluicev1.ListGroupsResponse, sluicev1.ErrorCode, string, error) {
+			resp, err := sluicev1.NewGroupsClient(cc).ListGroups(ctx, req)
+			return resp, resp.GetErrorCode(), resp.GetErrorMessage(), err
+		},
+		func(node int32, resp *sluicev1.ListGroupsResponse) error {
+			for _, g := range resp.Groups {
+				if g.CoordinatorId == 0 {
+					g.CoordinatorId = node
+				}
 			}
-		}
-		out = append(out, a.resp.Groups...)
-	}
-	if len(failures) > 0 {
-		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
-		return nil, fmt.Errorf("list groups: %w", errors.Join(failures...))
+			out = append(out, resp.Groups...)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GroupId < out[j].GroupId })
 	return out, nil

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -162,46 +161,21 @@ func (c *Client) ListTransactions(ctx context.Context, filter ListTransactionsFi
 		return nil, fmt.Errorf("list transactions: %w", err)
 	}
 	req := &sluicev1.ListTransactionsRequest{StateFilters: filter.States, ProducerIdFilters: filter.ProducerIDs, DurationFilterMs: filter.MinDuration.Milliseconds()}
-	brokers := md.Brokers
-	sort.Slice(brokers, func(i, j int) bool { return brokers[i].NodeId < brokers[j].NodeId })
-	type answer struct {
-		node int32
-		resp *sluicev1.ListTransactionsResponse
-		err  error
-	}
-	answers := make(chan answer, len(brokers))
-	for _, b := range brokers {
-		go func() { // ends with its request (rctx)
-			cc, err := c.conn(b.Address)
-			if err != nil {
-				answers <- answer{node: b.NodeId, err: err}
-				return
-			}
-			rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
-			defer cancel()
-			resp, err := sluicev1.NewTransactionsClient(cc).ListTransactions(rctx, req)
-			answers <- answer{node: b.NodeId, resp: resp, err: rpcError(err)}
-		}()
-	}
 	var out []*sluicev1.TransactionListing
-	var failures []error
-	for range brokers {
-		a := <-answers
-		if a.err == nil {
-			a.err = codeError(a.resp.ErrorCode, a.resp.ErrorMessage)
-		}
-		if a.err == nil && len(a.resp.UnknownStateFilters) > 0 {
-			a.err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown transaction states %q", a.resp.UnknownStateFilters)
-		}
-		if a.err != nil {
-			failures = append(failures, fmt.Errorf("broker %d: %w", a.node, a.err))
-			continue
-		}
-		out = append(out, a.resp.TransactionStates...)
-	}
-	if len(failures) > 0 {
-		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
-		return nil, fmt.Errorf("list transactions: %w", errors.Join(failures...))
+	err = askEveryBroker(ctx, c, md.Brokers,
+		func(ctx context.Context, cc *grpc.ClientConn) (*sluicev1.ListTransactionsResponse, sluicev1.ErrorCode, string, error) {
+			resp, err := sluicev1.NewTransactionsClient(cc).ListTransactions(ctx, req)
+			return resp, resp.GetErrorCode(), resp.GetErrorMessage(), err
+		},
+		func(_ int32, resp *sluicev1.ListTransactionsResponse) error {
+			if len(resp.UnknownStateFilters) > 0 {
+				return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown transaction states %q", resp.UnknownStateFilters)
+			}
+			out = append(out, resp.TransactionStates...)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list transactions: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].TransactionalId != out[j].TransactionalId {
