@@ -19,21 +19,10 @@ const clusterUsage = `usage: sluice cluster status
 `
 
 func (e *env) cluster(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, clusterUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
-	}
-	switch args[0] {
-	case "status":
-		return e.clusterStatus(ctx, args[1:])
-	case "elect-leaders":
-		return e.clusterElectLeaders(ctx, args[1:])
-	}
-	fmt.Fprintf(e.stderr, "sluice: unknown cluster command %q\n\n%s", args[0], clusterUsage)
-	return errUsage
+	return e.subcommand(ctx, "cluster", clusterUsage, args, map[string]func(context.Context, []string) error{
+		"status":        e.clusterStatus,
+		"elect-leaders": e.clusterElectLeaders,
+	})
 }
 
 func (e *env) clusterStatus(ctx context.Context, args []string) error {

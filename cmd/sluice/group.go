@@ -40,25 +40,12 @@ Run "sluice group COMMAND --help" for a command's flags.
 var groupStates = []string{"Empty", "Assigning", "Reconciling", "Stable", "Dead"}
 
 func (e *env) group(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, groupUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
-	}
-	switch args[0] {
-	case "list":
-		return e.groupList(ctx, args[1:])
-	case "describe":
-		return e.groupDescribe(ctx, args[1:])
-	case "reset-offsets":
-		return e.groupResetOffsets(ctx, args[1:])
-	case "delete":
-		return e.groupDelete(ctx, args[1:])
-	}
-	fmt.Fprintf(e.stderr, "sluice: unknown group command %q\n\n%s", args[0], groupUsage)
-	return errUsage
+	return e.subcommand(ctx, "group", groupUsage, args, map[string]func(context.Context, []string) error{
+		"list":          e.groupList,
+		"describe":      e.groupDescribe,
+		"reset-offsets": e.groupResetOffsets,
+		"delete":        e.groupDelete,
+	})
 }
 
 // groupStateFilter checks --state values (repeatable, comma separated,

@@ -205,3 +205,21 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// subcommand runs the command of args[0] among cmds (a command group such
+// as `sluice topic`), or prints usage: for no argument or an unknown
+// command as a usage error, for -h, --help and help as asked.
+func (e *env) subcommand(ctx context.Context, group, usage string, args []string, cmds map[string]func(context.Context, []string) error) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(e.stderr, usage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	if run, ok := cmds[args[0]]; ok {
+		return run(ctx, args[1:])
+	}
+	fmt.Fprintf(e.stderr, "sluice: unknown %s command %q\n\n%s", group, args[0], usage)
+	return errUsage
+}

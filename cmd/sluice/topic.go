@@ -25,27 +25,13 @@ const topicUsage = `usage: sluice topic create NAME --partitions N --replication
 `
 
 func (e *env) topic(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, topicUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
-	}
-	switch args[0] {
-	case "create":
-		return e.topicCreate(ctx, args[1:])
-	case "list":
-		return e.topicList(ctx, args[1:])
-	case "describe":
-		return e.topicDescribe(ctx, args[1:])
-	case "delete":
-		return e.topicDelete(ctx, args[1:])
-	case "reassign":
-		return e.topicReassign(ctx, args[1:])
-	}
-	fmt.Fprintf(e.stderr, "sluice: unknown topic command %q\n\n%s", args[0], topicUsage)
-	return errUsage
+	return e.subcommand(ctx, "topic", topicUsage, args, map[string]func(context.Context, []string) error{
+		"create":   e.topicCreate,
+		"list":     e.topicList,
+		"describe": e.topicDescribe,
+		"delete":   e.topicDelete,
+		"reassign": e.topicReassign,
+	})
 }
 
 func (e *env) topicCreate(ctx context.Context, args []string) error {

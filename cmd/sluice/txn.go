@@ -41,27 +41,13 @@ Run "sluice txn COMMAND --help" for a command's flags.
 var txnStates = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead"}
 
 func (e *env) txn(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(e.stderr, txnUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
-	}
-	switch args[0] {
-	case "list":
-		return e.txnList(ctx, args[1:])
-	case "describe":
-		return e.txnDescribe(ctx, args[1:])
-	case "describe-producers":
-		return e.txnDescribeProducers(ctx, args[1:])
-	case "find-hanging":
-		return e.txnFindHanging(ctx, args[1:])
-	case "abort":
-		return e.txnAbort(ctx, args[1:])
-	}
-	fmt.Fprintf(e.stderr, "sluice: unknown txn command %q\n\n%s", args[0], txnUsage)
-	return errUsage
+	return e.subcommand(ctx, "txn", txnUsage, args, map[string]func(context.Context, []string) error{
+		"list":               e.txnList,
+		"describe":           e.txnDescribe,
+		"describe-producers": e.txnDescribeProducers,
+		"find-hanging":       e.txnFindHanging,
+		"abort":              e.txnAbort,
+	})
 }
 
 // int64sFlag collects a repeated (or comma-separated) int64 flag.
