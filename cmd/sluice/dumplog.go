@@ -149,6 +149,9 @@ type batchDump struct {
 	// TornTail is set on the last line instead of a batch: the trailing
 	// bytes at Position that do not form a whole frame.
 	TornTail int `json:"tornTailBytes,omitempty"`
+	// noHeader: the batch header itself does not parse (only Position,
+	// Size and Error are set).
+	noHeader bool
 }
 
 // recordDump is one record of --records. Decoded is the
@@ -161,8 +164,8 @@ type recordDump struct {
 	Decoded   string  `json:"decoded,omitempty"`
 	Key       *string `json:"key,omitempty"`
 	Value     *string `json:"value,omitempty"`
-	// KeyBase64 and ValueBase64 replace Key and Value in JSON when the
-	// bytes are not UTF-8 (JSON strings cannot carry them).
+	// KeyBase64 and ValueBase64 replace Key and Value when the bytes are
+	// not UTF-8 (JSON strings cannot carry them).
 	KeyBase64   []byte       `json:"keyBase64,omitempty"`
 	ValueBase64 []byte       `json:"valueBase64,omitempty"`
 	Headers     []headerDump `json:"headers,omitempty"`
@@ -207,15 +210,6 @@ func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error
 			invalid++
 		}
 		if e.g.json() {
-			for i := range d.Records {
-				r := &d.Records[i]
-				if r.KeyBase64 != nil {
-					r.Key = nil
-				}
-				if r.ValueBase64 != nil {
-					r.Value = nil
-				}
-			}
 			if err := enc.Encode(d); err != nil {
 				return fmt.Errorf("dump-log: %w", err)
 			}
@@ -238,7 +232,7 @@ func dumpBatch(b []byte, position int, records bool, decode recordDecoder) (d ba
 	if verr != nil {
 		var err error
 		if h, err = batch.ParseHeader(b); err != nil {
-			return batchDump{Position: position, Size: len(b), Error: verr.Error(), TimestampType: "-"}, false
+			return batchDump{Position: position, Size: len(b), Error: verr.Error(), noHeader: true}, false
 		}
 	}
 	tsType := "CreateTime"
@@ -267,16 +261,16 @@ func dumpBatch(b []byte, position int, records bool, decode recordDecoder) (d ba
 		case decode != nil:
 			rd.Decoded = decode(r)
 		default:
-			if r.Key != nil {
-				k := string(r.Key)
+			switch k := string(r.Key); {
+			case r.Key == nil:
+			case utf8.ValidString(k):
 				rd.Key = &k
-				if !utf8.Valid(r.Key) {
-					rd.KeyBase64 = r.Key
-				}
+			default:
+				rd.KeyBase64 = r.Key
 			}
-			v := string(r.Value)
-			rd.Value = &v
-			if !utf8.Valid(r.Value) {
+			if v := string(r.Value); utf8.ValidString(v) {
+				rd.Value = &v
+			} else {
 				rd.ValueBase64 = r.Value
 			}
 			for _, hd := range r.Headers {
@@ -295,7 +289,7 @@ func dumpBatch(b []byte, position int, records bool, decode recordDecoder) (d ba
 // printBatch prints d as kafka-dump-log does: one line for the batch, one
 // per record.
 func printBatch(w *bufio.Writer, d batchDump) {
-	if d.TimestampType == "-" { // the header itself does not parse
+	if d.noHeader {
 		fmt.Fprintf(w, "position: %d size: %d isvalid: false error: %s\n", d.Position, d.Size, d.Error)
 		return
 	}
@@ -315,15 +309,22 @@ func printBatch(w *bufio.Writer, d batchDump) {
 			continue
 		}
 		key, size := "null", -1
-		if r.Key != nil {
+		switch {
+		case r.Key != nil:
 			key, size = quote([]byte(*r.Key)), len(*r.Key)
+		case r.KeyBase64 != nil:
+			key, size = quote(r.KeyBase64), len(r.KeyBase64)
+		}
+		value := r.ValueBase64
+		if r.Value != nil {
+			value = []byte(*r.Value)
 		}
 		hs := make([]string, len(r.Headers))
 		for i, h := range r.Headers {
 			hs[i] = quote([]byte(h.Key)) + "=" + quote([]byte(h.Value))
 		}
 		fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d key: %s payload: %s headers: [%s]\n",
-			r.Offset, d.TimestampType, r.Timestamp, size, len(*r.Value), key, quote([]byte(*r.Value)), strings.Join(hs, ", "))
+			r.Offset, d.TimestampType, r.Timestamp, size, len(value), key, quote(value), strings.Join(hs, ", "))
 	}
 	if d.RecordsError != "" {
 		fmt.Fprintf(w, "| records: %s\n", d.RecordsError)
