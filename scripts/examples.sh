@@ -73,28 +73,8 @@ nodelog="$work/sluiced.log"
 pid=""
 cleanup() {
   local rc=$?
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    # Graceful shutdown is bounded by sluiced itself; SIGKILL after 30 s.
-    for _ in $(seq 1 300); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      echo "examples: sluiced (pid $pid) still running after 30 s: SIGKILL" >&2
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-  fi
-  if [ $rc -ne 0 ] && [ -f "$nodelog" ]; then
-    echo "examples: last lines of $nodelog:" >&2
-    tail -n 30 "$nodelog" >&2 || true
-  fi
-  if [ "${KEEP:-}" = 1 ]; then
-    echo "examples: kept $work"
-  else
-    rm -rf "$work"
-  fi
+  [ -z "$pid" ] || stop_process "$pid" sluiced
+  finish_work $rc examples "$work" "$nodelog"
   exit $rc
 }
 trap cleanup EXIT

@@ -54,26 +54,8 @@ nodelog="$work/sluiced.log"
 pid=""
 cleanup() {
   local rc=$?
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 300); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  # sluiced runs as a child of buildah run: make sure none is left.
-  pkill -KILL -f "$work/" 2>/dev/null || true
-  if [ $rc -ne 0 ] && [ -f "$nodelog" ]; then
-    echo "image: last lines of $nodelog:" >&2
-    tail -n 30 "$nodelog" >&2 || true
-  fi
-  if [ "${KEEP:-}" = 1 ]; then
-    echo "image: kept $work"
-  else
-    rm -rf "$work"
-  fi
+  [ -z "$pid" ] || stop_process "$pid" sluiced
+  finish_work $rc image "$work" "$nodelog"
   exit $rc
 }
 trap cleanup EXIT
@@ -134,13 +116,6 @@ echo "image: produced and consumed through the image's node"
 
 # SIGTERM to sluiced itself, as a container runtime stops a container
 # (buildah run does not forward it: it kills its child).
-descendants() {
-  local c
-  for c in $(pgrep -P "$1" || true); do
-    echo "$c"
-    descendants "$c"
-  done
-}
 node=""
 for c in $(descendants "$pid"); do
   [ "$(cat "/proc/$c/comm" 2>/dev/null)" = sluiced ] && node=$c

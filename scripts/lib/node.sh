@@ -38,3 +38,48 @@ wait_ready() {
     sleep 0.1
   done
 }
+
+# descendants PID prints the pids of PID's descendants, depth first.
+descendants() {
+  local c
+  for c in $(pgrep -P "$1" || true); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+# stop_process PID NAME stops PID and its descendants (a sluiced started
+# under `buildah run` is one): SIGTERM, then SIGKILL to whatever still runs
+# after 30 s (a node's graceful shutdown is bounded well below that).
+stop_process() {
+  local pid=$1 name=$2 all p
+  kill -0 "$pid" 2>/dev/null || return 0
+  all="$pid $(descendants "$pid")"
+  kill -TERM $all 2>/dev/null || true
+  for _ in $(seq 1 300); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  for p in $all; do
+    if kill -0 "$p" 2>/dev/null; then
+      echo "$name (pid $p) still running after 30 s: SIGKILL" >&2
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
+  wait "$pid" 2>/dev/null || true
+}
+
+# finish_work RC LABEL WORK LOG ends a script's run: on failure the last
+# lines of LOG, then WORK removed (kept with KEEP=1).
+finish_work() {
+  local rc=$1 label=$2 work=$3 log=$4
+  if [ "$rc" -ne 0 ] && [ -f "$log" ]; then
+    echo "$label: last lines of $log:" >&2
+    tail -n 30 "$log" >&2 || true
+  fi
+  if [ "${KEEP:-}" = 1 ]; then
+    echo "$label: kept $work"
+  else
+    rm -rf "$work"
+  fi
+}
