@@ -174,7 +174,10 @@ type assignment struct {
 	epoch    int32
 	hw       int64 // high watermark from the last fetch, -1 unknown
 	err      error // non-retriable error, returned once by Poll
-	retryAt  time.Time
+	// stalled is the last retriable failure (a dead or moving leader)
+	// since the partition's last good fetch; Stalled reports it.
+	stalled error
+	retryAt time.Time
 	// paused: a group partition being revoked: not fetched, and records
 	// fetched before are dropped (gen was bumped); its position stays
 	// readable for the commit.
@@ -351,6 +354,25 @@ func (co *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	}
 }
 
+// Stalled returns why an assigned partition is not being fetched while
+// the consumer retries — the last failure to reach its leader or find its
+// offsets since its last good fetch (a partition error with a code wraps
+// an *errs.Error) — or nil when none is. Poll hides these retriable
+// failures, as Kafka's consumer does; Stalled is for saying why nothing
+// arrives (a CLI's last words, a health check).
+func (co *Consumer) Stalled() error {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	var first error
+	var firstTP topicPartition
+	for tp, a := range co.assigned {
+		if a.stalled != nil && (first == nil || tp.topic < firstTP.topic || tp.topic == firstTP.topic && tp.partition < firstTP.partition) {
+			first, firstTP = a.stalled, tp
+		}
+	}
+	return first
+}
+
 // prepare resolves leaders and special offsets, starts fetch loops, and
 // returns a pending partition error.
 func (co *Consumer) prepare(ctx context.Context) error {
@@ -424,7 +446,11 @@ func (co *Consumer) prepare(ctx context.Context) error {
 			}
 			if transport || needsMetadata(code) && code != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
 				// A dead or moving leader: retried after the backoff with
-				// fresh metadata, as Kafka's consumer does, not reported.
+				// fresh metadata, as Kafka's consumer does; not returned,
+				// but kept for Stalled.
+				co.mu.Lock()
+				a.stalled = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
+				co.mu.Unlock()
 				continue
 			}
 			return fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
@@ -517,6 +543,7 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 						// asks the cluster instead of the cache.
 						co.c.forget(a.tp.topic)
 					}
+					a.stalled = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
 					if !isRetriable(err) {
 						a.err = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
 					}
@@ -550,6 +577,7 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 						}
 						continue
 					}
+					a.stalled = nil
 					a.hw = pd.HighWatermark
 					if co.cfg.isolation == ReadCommitted && pd.LastStableOffset >= 0 {
 						a.hw = pd.LastStableOffset

@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -199,5 +201,58 @@ func TestAnyCallTriesAHungBrokerLast(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d after the hung broker timed out once: %v", i+2, err)
 		}
+	}
+}
+
+// A partition whose leader cannot be reached is retried, not reported by
+// Poll, and Stalled says why; once its leader answers, the records come
+// and Stalled is nil again.
+func TestConsumerStalledOnDeadLeaderThenRecovers(t *testing.T) {
+	f := startFakeCluster(t, map[string]int{"t": 1}, 2)
+	produceN(t, f, "t", []int32{0}, 3)
+	f.mu.Lock()
+	f.leaders["t/0"] = 2
+	f.nodes[2].addr = closedAddr(t) // the metadata names a dead leader
+	f.mu.Unlock()
+	c, err := New([]string{f.addr}, WithRequestTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	co, err := c.NewConsumer(WithMaxWait(20 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	if err := co.Assign("t", 0, OffsetEarliest); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	recs, err := co.Poll(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || len(recs) != 0 {
+		t.Fatalf("Poll with the leader dead: %d records, %v; want none and the deadline (retried, not reported)", len(recs), err)
+	}
+	if st := co.Stalled(); st == nil || !strings.Contains(st.Error(), `topic "t" partition 0`) {
+		t.Fatalf("Stalled() = %v, want the partition's failure", st)
+	}
+	f.mu.Lock()
+	f.leaders["t/0"] = 1 // a new leader, reachable
+	f.mu.Unlock()
+	// Polls of 1 s: the leader and offset lookups run inside Poll, under
+	// its deadline (with 100 ms polls this test did not recover: see the
+	// session note on issue 15).
+	var got int
+	wait.For(t, 10*time.Second, "the records from the new leader", func() error {
+		pctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+		defer cancel()
+		recs, _ := co.Poll(pctx)
+		if got += len(recs); got < 3 {
+			return fmt.Errorf("%d records; stalled: %v", got, co.Stalled())
+		}
+		return nil
+	})
+	if st := co.Stalled(); st != nil {
+		t.Errorf("Stalled() = %v after good fetches", st)
 	}
 }

@@ -292,6 +292,9 @@ func (e *env) consume(ctx context.Context, args []string) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("consume: interrupted before any record")
 	}
+	if err := co.Stalled(); err != nil {
+		return fmt.Errorf("consume: no record within %v; still retrying: %w", *timeout, err)
+	}
 	return fmt.Errorf("consume: no record within %v and the end of the partitions was not reached", *timeout)
 }
 
