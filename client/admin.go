@@ -214,8 +214,8 @@ func (c *Client) listOffsets(ctx context.Context, topic string, partition int32,
 		if err == nil || attempt >= 3 || !isRetriable(err) || errs.Code(err) == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION && attempt >= 1 {
 			return off, err
 		}
-		if needsMetadata(errs.Code(err)) {
-			c.forget(topic)
+		if needsMetadata(errs.Code(err)) || isTransportError(err) {
+			c.forget(topic) // the leader moved, or may be gone: ask again
 		}
 		if werr := sleepCtx(ctx, backoffFor(attempt)); werr != nil {
 			return -1, err

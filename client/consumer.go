@@ -376,6 +376,9 @@ func (co *Consumer) Stalled() error {
 // prepare resolves leaders and special offsets, starts fetch loops, and
 // returns a pending partition error.
 func (co *Consumer) prepare(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // no lookup can finish
+	}
 	if co.group != nil {
 		if err := co.group.takeErr(); err != nil {
 			return err
@@ -433,6 +436,13 @@ func (co *Consumer) prepare(ctx context.Context) error {
 			co.mu.Unlock()
 			continue
 		}
+		if err != nil && ctx.Err() != nil {
+			// Poll's own deadline, not the broker's failure: no backoff
+			// (one here pushed the next Poll's lookup past its start, and
+			// a consumer polling every 100 ms never looked up again).
+			co.mu.Unlock()
+			return ctx.Err()
+		}
 		if err != nil {
 			a.retryAt = time.Now().Add(backoffFor(0))
 			co.mu.Unlock()
@@ -440,9 +450,6 @@ func (co *Consumer) prepare(ctx context.Context) error {
 			transport := isTransportError(err)
 			if needsMetadata(code) || transport {
 				co.c.forget(a.tp.topic) // the leader may be gone: ask again
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
 			}
 			if transport || needsMetadata(code) && code != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
 				// A dead or moving leader: retried after the backoff with

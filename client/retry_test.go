@@ -239,12 +239,11 @@ func TestConsumerStalledOnDeadLeaderThenRecovers(t *testing.T) {
 	f.mu.Lock()
 	f.leaders["t/0"] = 1 // a new leader, reachable
 	f.mu.Unlock()
-	// Polls of 1 s: the leader and offset lookups run inside Poll, under
-	// its deadline (with 100 ms polls this test did not recover: see the
-	// session note on issue 15).
+	// Polls of 100 ms, as applications poll: the leader and offset
+	// lookups run inside Poll, under its deadline.
 	var got int
 	wait.For(t, 10*time.Second, "the records from the new leader", func() error {
-		pctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+		pctx, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 		defer cancel()
 		recs, _ := co.Poll(pctx)
 		if got += len(recs); got < 3 {
