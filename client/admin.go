@@ -52,15 +52,20 @@ func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeCluster
 	return resp, nil
 }
 
-// adminTimeoutMs is the timeout_ms sent with admin requests: the request
-// timeout less a margin of a fifth of it, and at least a second (at most
-// half of it), so the broker's answer (e.g. NOT_CONTROLLER when no
-// controller quorum is up) arrives before the client gives up on the
-// call, even on a loaded machine and after an attempt at a dead address.
-func (c *Client) adminTimeoutMs() int32 {
+// adminTimeoutMs is the timeout_ms sent with an admin request attempt
+// whose context is ctx: the time the attempt has left (the request timeout
+// on a first attempt; less after a retry at another broker) less a margin
+// of a fifth of it, and at least a second (at most half of it), so the
+// broker's answer (e.g. NOT_CONTROLLER when no controller quorum is up)
+// arrives before the client gives up on the call, even on a loaded
+// machine. It is at least 1 ms: 0 would mean the broker's default.
+func (c *Client) adminTimeoutMs(ctx context.Context) int32 {
 	rt := c.cfg.requestTimeout
+	if d, ok := ctx.Deadline(); ok {
+		rt = min(rt, time.Until(d))
+	}
 	margin := max(rt/5, min(rt/2, time.Second))
-	return int32((rt - margin).Milliseconds())
+	return int32(max((rt - margin).Milliseconds(), 1))
 }
 
 // CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
@@ -98,7 +103,7 @@ func (c *Client) createTopic(ctx context.Context, name string, partitions, repli
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).CreateTopics(ctx, &sluicev1.CreateTopicsRequest{
 			Topics:    []*sluicev1.CreatableTopic{{Name: name, NumPartitions: partitions, ReplicationFactor: replicationFactor, Configs: configs}},
-			TimeoutMs: c.adminTimeoutMs(),
+			TimeoutMs: c.adminTimeoutMs(ctx),
 		})
 		resp = r
 		return err
@@ -121,7 +126,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	var resp *sluicev1.DeleteTopicsResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).DeleteTopics(ctx, &sluicev1.DeleteTopicsRequest{
-			Names: []string{name}, TimeoutMs: c.adminTimeoutMs(),
+			Names: []string{name}, TimeoutMs: c.adminTimeoutMs(ctx),
 		})
 		resp = r
 		return err
@@ -151,7 +156,7 @@ func (c *Client) AlterPartitionReassignments(ctx context.Context, topic string, 
 	var resp *sluicev1.AlterPartitionReassignmentsResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).AlterPartitionReassignments(ctx, &sluicev1.AlterPartitionReassignmentsRequest{
-			Topic: topic, Partition: partition, Replicas: replicas, TimeoutMs: c.adminTimeoutMs(),
+			Topic: topic, Partition: partition, Replicas: replicas, TimeoutMs: c.adminTimeoutMs(ctx),
 		})
 		resp = r
 		return err
@@ -261,12 +266,13 @@ func (c *Client) listOffsetsOnce(ctx context.Context, topic string, partition in
 // partition of the cluster) wherever it is live, in the ISR and not
 // leading already, and returns the partitions whose leader moved.
 func (c *Client) ElectLeaders(ctx context.Context, topic string, partitions ...int32) ([]*sluicev1.ElectedLeader, error) {
-	req := &sluicev1.ElectLeadersRequest{TimeoutMs: c.adminTimeoutMs()}
+	var topics []*sluicev1.TopicPartitions
 	if topic != "" {
-		req.Topics = []*sluicev1.TopicPartitions{{Name: topic, Partitions: partitions}}
+		topics = []*sluicev1.TopicPartitions{{Name: topic, Partitions: partitions}}
 	}
 	var resp *sluicev1.ElectLeadersResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		req := &sluicev1.ElectLeadersRequest{Topics: topics, TimeoutMs: c.adminTimeoutMs(ctx)}
 		r, err := sluicev1.NewAdminClient(cc).ElectLeaders(ctx, req)
 		resp = r
 		return err

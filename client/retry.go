@@ -70,6 +70,20 @@ func anyRetriable(err error) bool {
 	return status.Code(unwrapStatus(err)) == codes.Unavailable
 }
 
+// budgetSpent reports whether ctx is done or its deadline has passed. The
+// second can come first: a broker resets a call at the deadline the
+// client sent it, and gRPC reports that reset as DeadlineExceeded once the
+// deadline has passed, possibly before the context's own timer has fired
+// (a race lost about one run in ten on a loaded machine, where the call
+// then failed with gRPC's text instead of the answer the brokers gave).
+func budgetSpent(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
 // anyAddrs returns the addresses to try for a cluster-wide call: the
 // brokers of the last metadata (by node id), then the seeds not among them.
 func (c *Client) anyAddrs() []string {
@@ -163,7 +177,7 @@ func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc 
 			}
 			err = rpcError(fn(rctx, cc))
 			c.markAddr(addr, err)
-			if rctx.Err() != nil && err != nil {
+			if err != nil && budgetSpent(rctx) {
 				if status.Code(unwrapStatus(err)) == codes.DeadlineExceeded && answered == nil {
 					// A broker was reached but did not answer in time (or a
 					// connection attempt hung): not "no broker reachable".
