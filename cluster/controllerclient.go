@@ -212,9 +212,13 @@ func (c *ControllerClient) Call(ctx context.Context, attempt time.Duration, fn f
 			if errs.Code(derr) == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
 				switch status.Code(err) {
 				case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unimplemented:
-					if ctx.Err() == nil {
-						continue // that voter is down or not a controller; try the next
-					}
+					// That voter is down or not a controller: try the next.
+					// If the attempt ended with ctx, the loop ends below
+					// with NOT_CONTROLLER: the nested call's own
+					// DeadlineExceeded is not the caller's answer (it would
+					// reach a client as a transport-like failure it does
+					// not retry).
+					continue
 				}
 			}
 			return derr

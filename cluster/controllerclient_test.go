@@ -12,6 +12,9 @@ import (
 
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/faultnet/faultnettest"
+	"github.com/sluice-io/sluice/proto/errs"
+	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // startHealthServer serves grpc.health.v1 on a loopback port until the
@@ -92,5 +95,55 @@ func TestConnPoolWithoutDialMap(t *testing.T) {
 	defer cancel()
 	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// stallingController answers no CreateTopics: each call waits for its
+// context to end.
+type stallingController struct {
+	internalv1.UnimplementedControllerServer
+}
+
+func (stallingController) CreateTopics(ctx context.Context, _ *sluicev1.CreateTopicsRequest) (*internalv1.ControllerCreateTopicsResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A voter that does not answer before the caller's deadline yields
+// NOT_CONTROLLER ("no active controller reachable"), which clients retry
+// and report as such, not the nested call's own DeadlineExceeded (a broker
+// passing that on made `topic create` without a quorum fail with raw gRPC
+// text instead of naming the controller).
+func TestControllerCallDeadlineIsNotController(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	internalv1.RegisterControllerServer(s, stallingController{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(lis)
+	}()
+	defer func() {
+		s.Stop()
+		<-done
+	}()
+	pool := NewConnPool()
+	defer pool.Close()
+	cl := NewControllerClient(pool, func() []ControllerEndpoint {
+		return []ControllerEndpoint{{ID: 1, Address: lis.Addr().String()}}
+	})
+	for _, attempt := range []time.Duration{100 * time.Millisecond, 10 * time.Second} {
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		err := cl.Call(ctx, attempt, func(ctx context.Context, c internalv1.ControllerClient) error {
+			_, err := c.CreateTopics(ctx, &sluicev1.CreateTopicsRequest{})
+			return err
+		})
+		cancel()
+		if errs.Code(err) != sluicev1.ErrorCode_NOT_CONTROLLER {
+			t.Errorf("attempt bound %v: Call = %v (code %v), want NOT_CONTROLLER", attempt, err, errs.Code(err))
+		}
 	}
 }
