@@ -334,6 +334,7 @@ func Run(cfg Config) (Result, error) {
 			fmt.Fprintf(cfg.Out, "  %s on node %d %s\n", a.Fault, a.Node, a.Err)
 		}
 		fmt.Fprintf(cfg.Out, "chaos: node logs in %s\n", cfg.Dir)
+		writeDuplicateTrail(cfg.Out, c, cfg.Workload, h)
 	}
 	fmt.Fprintln(cfg.Out, res.SummaryLine())
 	if replicaErr != nil {
