@@ -68,6 +68,30 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
+// BenchmarkReadNewest reads the batch just appended, as a follower's fetch
+// does after every append: single-record batches of 100 bytes, the default
+// index interval, so the read starts up to ~25 frames after the last index
+// entry unless the segment remembers where the batch starts.
+func BenchmarkReadNewest(b *testing.B) {
+	l := openLog(b, b.TempDir(), DefaultConfig())
+	defer func() { b.StopTimer(); l.Close() }()
+	var bl batch.Builder
+	bl.Reset(t0.UnixMilli())
+	bl.Add(t0.UnixMilli(), []byte("key"), make([]byte, 100), nil)
+	src := bl.Finish(batch.PlainProducer, 0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := l.Append(append([]byte(nil), src...), 1, t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := l.Read(res.BaseOffset, 1<<20, 1<<62)
+		if err != nil || len(got.Batches) != 1 {
+			b.Fatalf("read %d: %d batches, %v", res.BaseOffset, len(got.Batches), err)
+		}
+	}
+}
+
 // BenchmarkReadConsumer is BenchmarkRead through the consumer read
 // (read_committed, no transactions): the cost of judging every batch by
 // its header and looking up aborted transactions.

@@ -606,7 +606,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 	s := l.segments[i]
 	pos := int64(0)
 	if offset > s.base {
-		pos = lookupIndex(s.index, uint32(offset-s.base))
+		pos = s.readStart(offset, lookupIndex(s.index, uint32(offset-s.base)))
 	}
 	size := s.size
 	l.mu.RUnlock()

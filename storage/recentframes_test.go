@@ -1,0 +1,68 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-io/sluice/proto/batch"
+)
+
+// Reads that start at a remembered frame (the newest batches) return what
+// an index walk returns, at every offset, and stay right after truncations
+// that reuse the same positions for different batches.
+func TestReadNewestBatchesFromRememberedFrames(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20 // one segment: positions are reused after the cut
+	cfg.IndexIntervalBytes = 1 << 16
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+
+	check := func(when string, want []stored) {
+		t.Helper()
+		for _, w := range want {
+			for off := w.base; off <= w.last; off++ {
+				res, err := l.Read(off, 1, 1<<62)
+				if err != nil {
+					t.Fatalf("%s: Read(%d): %v", when, off, err)
+				}
+				if len(res.Batches) != 1 {
+					t.Fatalf("%s: Read(%d) returned %d batches", when, off, len(res.Batches))
+				}
+				h, err := batch.ParseHeader(res.Batches[0])
+				if err != nil || h.BaseOffset != w.base || !bytes.Equal(res.Batches[0][batch.HeaderSize:], w.bytes[batch.HeaderSize:]) {
+					t.Fatalf("%s: Read(%d) = batch at %d (%v), want the one at %d", when, off, h.BaseOffset, err, w.base)
+				}
+			}
+		}
+	}
+	all := fill(t, l, 40, 3, t0.UnixMilli())
+	check("after appends", all)
+
+	// Cut to the middle, then append batches of other sizes: the old
+	// positions now hold other frames.
+	cut := all[25].base
+	if err := l.TruncateTo(cut); err != nil {
+		t.Fatal(err)
+	}
+	// Fewer appends than the remembered frames: stale positions of the
+	// cut batches would still be there to mislead a read.
+	var again []stored
+	for i := 0; i < 6; i++ {
+		b := makeBatch(1+(i*7)%5, t0.UnixMilli()+int64(i), fmt.Sprintf("again-%d-%s", i, bytes.Repeat([]byte("x"), i*3)))
+		res, err := l.Append(b, fillEpoch, t0)
+		if err != nil {
+			t.Fatalf("append after the cut: %v", err)
+		}
+		again = append(again, stored{res.BaseOffset, res.LastOffset, append([]byte(nil), b...)})
+	}
+	check("after a cut and new appends", append(all[:25:25], again...))
+
+	// Emptied and restarted: nothing remembered survives either.
+	next := l.EndOffset() + 100
+	if err := l.TruncateFullyAndStartAt(next); err != nil {
+		t.Fatal(err)
+	}
+	fresh := fill(t, l, 10, 4, t0.UnixMilli())
+	check("after a full truncation", fresh)
+}
