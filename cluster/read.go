@@ -251,7 +251,13 @@ func (m *ReplicaManager) followerFetched(replica int32, fp FetchPartition, out *
 // change channel, taken before the read, and the bytes read.
 func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower bool, total int) (<-chan struct{}, int) {
 	rep, out, fp := r.replica, r.out, r.req
-	ch := rep.log.Changed() // before reading: no change is missed
+	// Taken before reading: no change is missed. A follower reads to the
+	// log end, so only new data (or a truncation) changes its answer; a
+	// consumer's also changes with the high watermark.
+	ch := rep.log.Changed()
+	if follower {
+		ch = rep.log.DataChanged()
+	}
 	out.LogStartOffset, out.LogEndOffset = rep.log.StartOffset(), rep.log.EndOffset()
 	if follower && !rep.IsLeader(fp.CurrentLeaderEpoch) {
 		out.Err = errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "leadership of %s moved while the fetch waited", fp.TopicPartition)

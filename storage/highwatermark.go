@@ -22,8 +22,9 @@ func (l *Log) HighWatermark() int64 {
 // [StartOffset, EndOffset]. A value at or below the current one changes
 // nothing: the high watermark moves backwards only through TruncateTo or
 // TruncateFullyAndStartAt below it. An advance wakes Changed waiters
-// (consumer fetches wait for it, not for appends). It does not write the
-// checkpoint; see CheckpointHighWatermark. No-op on a closed log.
+// (consumer fetches wait for it, not for appends), not DataChanged ones.
+// It does not write the checkpoint; see CheckpointHighWatermark. No-op on
+// a closed log.
 func (l *Log) SetHighWatermark(hw int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -34,7 +35,7 @@ func (l *Log) SetHighWatermark(hw int64) {
 	if hw > l.hw {
 		l.hw = hw
 		l.replicatedLocked() // the last stable offset may move too
-		l.notifyLocked()
+		l.notifyWatermarkLocked()
 	}
 }
 

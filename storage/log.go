@@ -95,6 +95,9 @@ type Log struct {
 	hw          int64  // high watermark, in [startOffset, log end offset]
 	truncations uint64 // count of truncations, for readers racing with them
 	changed     chan struct{}
+	// dataChanged is changed without the high-watermark advances (see
+	// DataChanged).
+	dataChanged chan struct{}
 	closed      bool
 	// firstUnstable is the producer state's FirstUnstableOffset (-1: no
 	// open transaction), published here so that readers of the last
@@ -160,7 +163,7 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 			return nil, err
 		}
 	}
-	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
+	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), dataChanged: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
 	err := l.recover(now)
 	if err == nil {
 		l.loadHighWatermark()
@@ -203,8 +206,30 @@ func (l *Log) Changed() <-chan struct{} {
 	return l.changed
 }
 
-// notifyLocked wakes waiters on Changed; the caller holds mu exclusively.
+// DataChanged is Changed without the high-watermark advances: it is
+// closed at the next append, truncation, retention change, cleaning swap
+// or close. A follower's fetch reads to the log end and waits on it: a
+// high-watermark move gives it nothing new to read, and each one used to
+// wake every follower fetch of the partition for a read of nothing.
+func (l *Log) DataChanged() <-chan struct{} {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.dataChanged
+}
+
+// notifyLocked wakes waiters on Changed and DataChanged; the caller holds
+// mu exclusively.
 func (l *Log) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+	close(l.dataChanged)
+	l.dataChanged = make(chan struct{})
+}
+
+// notifyWatermarkLocked wakes waiters on Changed only: the high watermark
+// (and with it the last stable offset) moved, the data did not. The
+// caller holds mu exclusively.
+func (l *Log) notifyWatermarkLocked() {
 	close(l.changed)
 	l.changed = make(chan struct{})
 }

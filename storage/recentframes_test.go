@@ -66,3 +66,36 @@ func TestReadNewestBatchesFromRememberedFrames(t *testing.T) {
 	fresh := fill(t, l, 10, 4, t0.UnixMilli())
 	check("after a full truncation", fresh)
 }
+
+// DataChanged wakes at appends and truncations, not at high-watermark
+// advances (which Changed wakes at).
+func TestDataChangedIgnoresHighWatermark(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	defer l.Close()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	fill(t, l, 3, 2, t0.UnixMilli())
+	data, any := l.DataChanged(), l.Changed()
+	l.SetHighWatermark(l.EndOffset())
+	if closed(data) || !closed(any) {
+		t.Fatalf("high watermark advance: DataChanged closed %v (want false), Changed closed %v (want true)", closed(data), closed(any))
+	}
+	data = l.DataChanged()
+	fill(t, l, 1, 1, t0.UnixMilli())
+	if !closed(data) {
+		t.Fatal("append: DataChanged not closed")
+	}
+	data = l.DataChanged()
+	if err := l.TruncateTo(l.EndOffset() - 1); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(data) {
+		t.Fatal("truncation: DataChanged not closed")
+	}
+}
