@@ -45,8 +45,12 @@ type Replica struct {
 	roleMu sync.Mutex
 	// tracker is the ISR/HW state while this broker leads; nil otherwise.
 	tracker *replication.Tracker
-	// hwCh is closed (and replaced) when the HW moves or leadership ends.
+	// hwCh is closed (and replaced) when the HW moves or leadership ends
+	// (WaitCommitted waits on it).
 	hwCh chan struct{}
+	// commitWaits are the acks=all waits of AwaitCommit, in offset order
+	// (commitwait.go); empty while this broker does not lead.
+	commitWaits []*commitWait
 	// following and followEpoch name the leader being fetched from
 	// (controller.NoLeader when not a follower).
 	following   int32
