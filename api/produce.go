@@ -64,10 +64,12 @@ type pendingProduce struct {
 	waits   []pendingAck
 	timeout time.Duration
 
-	// remaining counts the waits not ended yet (startWaits); the one
-	// that brings it to zero calls committed.
+	// id is the request's correlation id on a ProduceStream.
+	id int64
+	// remaining counts the waits not ended yet (startWaits); the one that
+	// brings it to zero sends pp to committed.
 	remaining atomic.Int32
-	committed func()
+	committed chan<- *pendingProduce
 }
 
 // await waits until every batch acks=all waits for is committed, or the
@@ -77,31 +79,37 @@ func (pp *pendingProduce) await(ctx context.Context) {
 	if len(pp.waits) == 0 {
 		return
 	}
-	done := make(chan struct{})
-	pp.startWaits(ctx, func() { close(done) })
-	<-done // the waits end at the timeout at the latest
+	committed := make(chan *pendingProduce, 1)
+	pp.startWaits(ctx, committed)
+	<-committed // the waits end at the timeout at the latest
 	pp.answerWaits()
 }
 
 // startWaits registers every acks=all wait of pp with its partition
-// (cluster.Replica.AwaitCommit) and arranges for committed to be called
-// once they have all ended, each within pp.timeout or when ctx ends.
-// committed runs on whichever goroutine ends the last wait, possibly under
-// that partition's lock: it must not block (AwaitCommit's contract). The
-// caller then calls answerWaits, on its own goroutine. pp.waits must not
-// be empty.
-func (pp *pendingProduce) startWaits(ctx context.Context, committed func()) {
+// (cluster.Replica.AwaitCommit), each ending within pp.timeout or when ctx
+// ends, and arranges for pp to be sent to committed once they have all
+// ended. The send happens on whichever goroutine ends the last wait,
+// possibly under that partition's lock, so committed must have room for
+// it (CommitWaiter's contract). The receiver then calls answerWaits.
+// pp.waits must not be empty.
+func (pp *pendingProduce) startWaits(ctx context.Context, committed chan<- *pendingProduce) {
 	pp.committed = committed
 	pp.remaining.Store(int32(len(pp.waits)))
+	deadline := time.Now().Add(pp.timeout)
 	for i := range pp.waits {
 		w := &pp.waits[i]
-		w.part.AwaitCommit(ctx, w.last, w.epoch, pp.timeout, func(err error) {
-			w.err = err
-			// The atomic orders w.err before answerWaits reads it.
-			if pp.remaining.Add(-1) == 0 {
-				pp.committed()
-			}
-		})
+		w.pp = pp
+		w.part.AwaitCommit(ctx, w.last, w.epoch, deadline, w)
+	}
+}
+
+// Committed implements cluster.CommitWaiter: it records the outcome of
+// w's wait, and hands pp over once every wait of pp has ended.
+func (w *pendingAck) Committed(err error) {
+	w.err = err
+	// The atomic orders w.err before answerWaits reads it.
+	if w.pp.remaining.Add(-1) == 0 {
+		w.pp.committed <- w.pp
 	}
 }
 
@@ -245,5 +253,6 @@ type pendingAck struct {
 	last  int64
 	epoch int32 // the leader epoch it was appended in
 	hint  func(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint
-	err   error // set by the wait's end (startWaits)
+	pp    *pendingProduce // the request, set by startWaits
+	err   error           // the outcome of the wait (Committed)
 }

@@ -49,15 +49,15 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 	// committed never blocks its writers (AwaitCommit's completions,
 	// possibly under a partition's lock): each holds a slot, so at most
 	// MaxProduceStreamInFlight requests are ever in it or on their way.
-	committed := make(chan committedProduce, MaxProduceStreamInFlight)
+	committed := make(chan *pendingProduce, MaxProduceStreamInFlight)
 	stop := make(chan struct{})
 	var sender goroutine.Group
 	sender.Go(func() {
 		for {
 			select {
-			case c := <-committed:
-				c.pp.answerWaits()
-				_ = out.send(produceStreamAnswer(c.id, c.pp, nil))
+			case pp := <-committed:
+				pp.answerWaits()
+				_ = out.send(produceStreamAnswer(pp.id, pp, nil))
 				<-slots
 				waiting.Done()
 			case <-stop:
@@ -103,15 +103,9 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			continue
 		}
 		waiting.Add(1)
-		pp.startWaits(ctx, func() { committed <- committedProduce{id: id, pp: pp} })
+		pp.id = id
+		pp.startWaits(ctx, committed)
 	}
-}
-
-// committedProduce is a stream's acks=all request whose waits have all
-// ended, on its way to the sender.
-type committedProduce struct {
-	id int64
-	pp *pendingProduce
 }
 
 // produceStreamAnswer is the answer to request id: pp's response, or

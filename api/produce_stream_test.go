@@ -352,3 +352,63 @@ func TestProduceStreamAnswersAfterEveryPartition(t *testing.T) {
 		t.Fatalf("after the client's end: %v %v, want io.EOF", r, err)
 	}
 }
+
+// An acks=all batch not replicated within the request's timeout answers
+// REQUEST_TIMED_OUT with its offset (it is in the leader's log and may
+// still commit), on the unary Produce and on a stream alike; the wait is
+// gone from the partition.
+func TestProduceAcksAllTimesOut(t *testing.T) {
+	tc, pm := replCluster(t, time.Minute)
+	leader := tc.Node(pm.LeaderId)
+	log := hostedLog(t, leader)
+	for _, r := range pm.Replicas {
+		if r != pm.LeaderId {
+			tc.Node(r).Replicas().SetFetchPaused(true)
+		}
+	}
+	lc := sluicev1.NewLogClient(nodetest.Dial(t, leader.Addr()))
+	for i, tt := range []struct {
+		name    string
+		produce func(req *sluicev1.ProduceRequest) *sluicev1.ProduceResponse
+	}{
+		{"unary", func(req *sluicev1.ProduceRequest) *sluicev1.ProduceResponse {
+			resp, err := lc.Produce(ctx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}},
+		{"stream", func(req *sluicev1.ProduceRequest) *sluicev1.ProduceResponse {
+			st, err := lc.ProduceStream(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: 7, Request: req}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := st.Recv()
+			if err != nil || a.CorrelationId != 7 {
+				t.Fatalf("answer %v %v", a, err)
+			}
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("after the client's end: %v, want io.EOF", err)
+			}
+			return a.Response
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := publicRequest(t, sluicev1.Acks_ACKS_ALL, "r", 0, tt.name, 10)
+			req.TimeoutMs = 50
+			p := tt.produce(req).GetTopics()[0].Partitions[0]
+			if p.ErrorCode != sluicev1.ErrorCode_REQUEST_TIMED_OUT || p.BaseOffset != int64(i*10) {
+				t.Fatalf("%v, want REQUEST_TIMED_OUT at offset %d", p, i*10)
+			}
+			if n := log.CommitWaits(); n != 0 {
+				t.Errorf("%d waits left", n)
+			}
+		})
+	}
+}

@@ -9,26 +9,38 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// commitWait is one acks=all produce's wait for a batch of p (AwaitCommit):
-// it sits in p.commitWaits until the code that moves the high watermark
-// completes it, leadership ends, its timeout passes or its context ends,
-// whichever comes first. done runs once: queued, guarded by roleMu, says
-// whether it is still to run.
+// CommitWaiter receives the outcome of an acks=all wait (AwaitCommit).
+type CommitWaiter interface {
+	// Committed is called once per AwaitCommit, with the outcome. It may
+	// be called before AwaitCommit returns, on any goroutine, and possibly
+	// with the partition's roleMu held (by a follower's fetch, an append or
+	// a leadership change, which end many waits at once): it must not
+	// block, and must not call back into the Replica or its
+	// ReplicaManager. Hand the outcome to a goroutine of your own (a
+	// buffered channel that cannot be full) and do the rest there.
+	Committed(err error)
+}
+
+// commitWait is one acks=all wait for a batch of p (AwaitCommit): it sits
+// in p.commitWaits until the code that moves the high watermark completes
+// it, leadership ends, its deadline passes or its context ends, whichever
+// comes first. queued, guarded by roleMu, says whether it is still to
+// end; whoever clears it calls waiter.Committed.
 type commitWait struct {
-	last  int64
-	epoch int32 // the leader epoch the batch was appended in (NoLeaderEpoch: any)
-	done  func(error)
+	last     int64
+	epoch    int32 // the leader epoch the batch was appended in (NoLeaderEpoch: any)
+	deadline time.Time
+	waiter   CommitWaiter
 
 	// guarded by p.roleMu
 	queued  bool
-	timer   *time.Timer
 	stopCtx func() bool // stops the context.AfterFunc; nil without one
 }
 
-// AwaitCommit arranges for done to be called, once, with the outcome of
-// an acks=all produce's wait for the batch ending at lastOffset, appended
-// in leaderEpoch (AppendResult.LeaderEpoch; NoLeaderEpoch: any epoch).
-// The outcomes are WaitCommitted's:
+// AwaitCommit arranges for w.Committed to be called, once, with the
+// outcome of an acks=all produce's wait for the batch ending at
+// lastOffset, appended in leaderEpoch (AppendResult.LeaderEpoch;
+// NoLeaderEpoch: any epoch). The outcomes are WaitCommitted's:
 //   - nil: the batch is below the high watermark (replicated to the ISR);
 //   - NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed, but the ISR is smaller
 //     than min.insync.replicas (replication.Tracker.AcksAllResult);
@@ -36,59 +48,103 @@ type commitWait struct {
 //     not lead p at leaderEpoch, or stops leading it (or leads it at a new
 //     epoch: the batch's offsets may have been truncated and reused)
 //     before the batch is committed;
-//   - REQUEST_TIMED_OUT wrapping ErrCommitUnknown: timeout passed, or ctx
+//   - REQUEST_TIMED_OUT wrapping ErrCommitUnknown: deadline passed, or ctx
 //     ended, first.
 //
 // Unlike WaitCommitted nothing blocks and no goroutine waits: the waits
 // are kept in offset order and completed by whoever moves the high
 // watermark (a follower's fetch, the leader's own append when it is the
 // whole ISR, an ISR change), all the waits it passes at once, in offset
-// order; a timer (and context.AfterFunc) per wait ends it early.
-//
-// done may be called before AwaitCommit returns, on any goroutine, and
-// possibly with p's roleMu held (by a follower's fetch, an append or a
-// leadership change): it must not block, and must not call back into p or
-// its ReplicaManager. Hand the outcome to a goroutine of your own (a
-// buffered channel that cannot be full, a closed channel) and do the rest
-// there.
-func (p *Replica) AwaitCommit(ctx context.Context, lastOffset int64, leaderEpoch int32, timeout time.Duration, done func(error)) {
+// order. One timer per partition ends the waits whose deadline passed,
+// and a context.AfterFunc the wait whose ctx ends.
+func (p *Replica) AwaitCommit(ctx context.Context, lastOffset int64, leaderEpoch int32, deadline time.Time, w CommitWaiter) {
 	p.roleMu.Lock()
 	t := p.tracker
 	if t == nil || (leaderEpoch >= 0 && t.LeaderEpoch() != leaderEpoch) {
 		p.roleMu.Unlock()
-		done(p.leadershipLostError(lastOffset))
+		w.Committed(p.leadershipLostError(lastOffset))
 		return
 	}
 	if ok, err := t.AcksAllResult(lastOffset); ok {
 		p.roleMu.Unlock()
-		done(err)
+		w.Committed(err)
 		return
 	}
 	if ctx.Err() != nil {
 		p.roleMu.Unlock()
-		done(p.commitTimeoutError(lastOffset))
+		w.Committed(p.commitTimeoutError(lastOffset))
 		return
 	}
-	w := &commitWait{last: lastOffset, epoch: leaderEpoch, done: done, queued: true}
+	cw := &commitWait{last: lastOffset, epoch: leaderEpoch, deadline: deadline, waiter: w, queued: true}
 	// Usually the newest batch: search from the end.
 	i := len(p.commitWaits)
 	for i > 0 && p.commitWaits[i-1].last > lastOffset {
 		i--
 	}
-	p.commitWaits = slices.Insert(p.commitWaits, i, w)
-	// Both may fire at once (an expired ctx, a zero timeout); expire then
-	// waits for roleMu, which we release only once w is complete.
-	w.timer = time.AfterFunc(timeout, func() { p.expireWait(w) })
+	p.commitWaits = slices.Insert(p.commitWaits, i, cw)
+	if p.waitTimerAt.IsZero() || deadline.Before(p.waitTimerAt) {
+		p.armWaitTimerLocked(deadline)
+	}
 	if ctx.Done() != nil {
-		w.stopCtx = context.AfterFunc(ctx, func() { p.expireWait(w) })
+		// May run at once (ctx ending meanwhile); it then waits for
+		// roleMu, which is released only once cw is complete.
+		cw.stopCtx = context.AfterFunc(ctx, func() { p.cancelWait(cw) })
 	}
 	p.roleMu.Unlock()
 }
 
-// expireWait ends w with REQUEST_TIMED_OUT if it still waits: its timer
-// fired or its context ended. It runs on a goroutine of its own (the
-// timer's or the context's), so done is called without roleMu.
-func (p *Replica) expireWait(w *commitWait) {
+// armWaitTimerLocked sets the partition's wait timer to fire at deadline.
+// The caller holds roleMu. The timer is not stopped when the waits end
+// otherwise: a firing with nothing due rearms it for the earliest
+// deadline left, if any (with one timeout for all requests, about once
+// per timeout).
+func (p *Replica) armWaitTimerLocked(deadline time.Time) {
+	p.waitTimerAt = deadline
+	if p.waitTimer == nil {
+		p.waitTimer = time.AfterFunc(time.Until(deadline), p.expireWaits)
+		return
+	}
+	p.waitTimer.Reset(time.Until(deadline))
+}
+
+// expireWaits ends with REQUEST_TIMED_OUT the waits whose deadline has
+// passed, and rearms the timer for the earliest one left. It runs on the
+// timer's goroutine and calls Committed without roleMu.
+func (p *Replica) expireWaits() {
+	now := time.Now()
+	var expired []*commitWait
+	p.roleMu.Lock()
+	p.waitTimerAt = time.Time{}
+	var next time.Time
+	ws := p.commitWaits
+	n := 0
+	for _, w := range ws {
+		if !w.deadline.After(now) {
+			p.stopWaitLocked(w)
+			expired = append(expired, w)
+			continue
+		}
+		if next.IsZero() || w.deadline.Before(next) {
+			next = w.deadline
+		}
+		ws[n] = w
+		n++
+	}
+	clear(ws[n:])
+	p.commitWaits = ws[:n]
+	if !next.IsZero() {
+		p.armWaitTimerLocked(next)
+	}
+	p.roleMu.Unlock()
+	for _, w := range expired {
+		w.waiter.Committed(p.commitTimeoutError(w.last))
+	}
+}
+
+// cancelWait ends w with REQUEST_TIMED_OUT if it still waits: its context
+// ended. It runs on the context's AfterFunc goroutine and calls Committed
+// without roleMu.
+func (p *Replica) cancelWait(w *commitWait) {
 	p.roleMu.Lock()
 	if !w.queued {
 		p.roleMu.Unlock()
@@ -99,7 +155,7 @@ func (p *Replica) expireWait(w *commitWait) {
 	}
 	p.stopWaitLocked(w)
 	p.roleMu.Unlock()
-	w.done(p.commitTimeoutError(w.last))
+	w.waiter.Committed(p.commitTimeoutError(w.last))
 }
 
 // completeWaitsLocked ends the waits the current state decides: all of
@@ -116,7 +172,7 @@ func (p *Replica) completeWaitsLocked() {
 	if t == nil {
 		for _, w := range ws {
 			p.stopWaitLocked(w)
-			w.done(p.leadershipLostError(w.last))
+			w.waiter.Committed(p.leadershipLostError(w.last))
 		}
 		clear(ws)
 		p.commitWaits = ws[:0]
@@ -130,7 +186,7 @@ func (p *Replica) completeWaitsLocked() {
 			// which fails every wait), but a batch of another epoch must
 			// never be answered by this epoch's HW.
 			p.stopWaitLocked(w)
-			w.done(p.leadershipLostError(w.last))
+			w.waiter.Committed(p.leadershipLostError(w.last))
 			continue
 		}
 		ok, err := t.AcksAllResult(w.last)
@@ -139,17 +195,17 @@ func (p *Replica) completeWaitsLocked() {
 			break
 		}
 		p.stopWaitLocked(w)
-		w.done(err)
+		w.waiter.Committed(err)
 	}
 	clear(ws[n:])
 	p.commitWaits = ws[:n]
 }
 
-// stopWaitLocked marks w done and stops its timer and context hook. The
-// caller holds roleMu and then calls w.done.
+// stopWaitLocked marks w ended and stops its context hook. The caller
+// holds roleMu, has taken w out of the list or is about to, and then calls
+// w.waiter.Committed.
 func (p *Replica) stopWaitLocked(w *commitWait) {
 	w.queued = false
-	w.timer.Stop()
 	if w.stopCtx != nil {
 		w.stopCtx()
 	}

@@ -24,8 +24,16 @@ type commitRecorder struct {
 
 func newCommitRecorder() *commitRecorder { return &commitRecorder{errs: map[string]error{}} }
 
-func (r *commitRecorder) done(name string) func(error) {
-	return func(err error) {
+// waiterFunc is a func as a CommitWaiter.
+type waiterFunc func(error)
+
+func (f waiterFunc) Committed(err error) { f(err) }
+
+// in is the deadline d from now.
+func in(d time.Duration) time.Time { return time.Now().Add(d) }
+
+func (r *commitRecorder) done(name string) CommitWaiter {
+	return waiterFunc(func(err error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if _, dup := r.errs[name]; dup {
@@ -33,7 +41,7 @@ func (r *commitRecorder) done(name string) func(error) {
 		}
 		r.got = append(r.got, name)
 		r.errs[name] = err
-	}
+	})
 }
 
 func (r *commitRecorder) order() []string {
@@ -102,7 +110,7 @@ func TestAwaitCommitEndsWaitsTheHighWatermarkPassesInOffsetOrder(t *testing.T) {
 	r := newCommitRecorder()
 	for _, i := range []int{2, 0, 3, 1} { // registered out of order
 		b := batches[i]
-		p.AwaitCommit(context.Background(), b.LastOffset, b.LeaderEpoch, time.Minute, r.done(fmt.Sprint("b", i)))
+		p.AwaitCommit(context.Background(), b.LastOffset, b.LeaderEpoch, in(time.Minute), r.done(fmt.Sprint("b", i)))
 	}
 	epoch := p.LeaderEpoch()
 	for _, step := range []struct {
@@ -131,7 +139,7 @@ func TestAwaitCommitEndsWaitsTheHighWatermarkPassesInOffsetOrder(t *testing.T) {
 		}
 	}
 	// Already committed when registered: ends at once.
-	p.AwaitCommit(context.Background(), batches[0].LastOffset, batches[0].LeaderEpoch, time.Minute, r.done("late"))
+	p.AwaitCommit(context.Background(), batches[0].LastOffset, batches[0].LeaderEpoch, in(time.Minute), r.done("late"))
 	if err, ok := r.err("late"); !ok || err != nil {
 		t.Errorf("wait for a committed batch: ended %v, %v; want at once, committed", ok, err)
 	}
@@ -164,7 +172,7 @@ func TestAwaitCommitFailsEveryWaitWhenLeadershipChanges(t *testing.T) {
 			for i := range 3 {
 				last = appendAcksAll(t, m, 1)
 				names = append(names, fmt.Sprint("b", i))
-				p.AwaitCommit(context.Background(), last.LastOffset, last.LeaderEpoch, time.Minute, r.done(names[i]))
+				p.AwaitCommit(context.Background(), last.LastOffset, last.LeaderEpoch, in(time.Minute), r.done(names[i]))
 			}
 			applyImage(t, m, tc.image(im), time.Unix(5000, 0))
 			if got := r.order(); len(got) != len(names) {
@@ -181,7 +189,7 @@ func TestAwaitCommitFailsEveryWaitWhenLeadershipChanges(t *testing.T) {
 				t.Errorf("%d waits left", n)
 			}
 			// Registered after the change, for the old epoch.
-			p.AwaitCommit(context.Background(), last.LastOffset, last.LeaderEpoch, time.Minute, r.done("stale"))
+			p.AwaitCommit(context.Background(), last.LastOffset, last.LeaderEpoch, in(time.Minute), r.done("stale"))
 			err, ok := r.err("stale")
 			if !ok {
 				t.Fatal("a wait for an old epoch did not end at once")
@@ -191,36 +199,42 @@ func TestAwaitCommitFailsEveryWaitWhenLeadershipChanges(t *testing.T) {
 	}
 }
 
-// A wait whose timeout passes, or whose context ends, answers
-// REQUEST_TIMED_OUT (outcome unknown) and leaves the list; the others go
-// on and commit.
+// A wait whose deadline passes, or whose context ends, answers
+// REQUEST_TIMED_OUT (outcome unknown) and leaves the list, from wherever
+// it is in it; the others go on and commit. The partition's one timer
+// follows the earliest deadline: moved earlier by a new wait, rearmed for
+// the next one when it fires.
 func TestAwaitCommitTimesOut(t *testing.T) {
 	m, p, _ := acksAllPartition(t)
 	r := newCommitRecorder()
-	b0, b1, b2 := appendAcksAll(t, m, 1), appendAcksAll(t, m, 1), appendAcksAll(t, m, 1)
+	var b [4]AppendResult
+	for i := range b {
+		b[i] = appendAcksAll(t, m, 1)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p.AwaitCommit(context.Background(), b0.LastOffset, b0.LeaderEpoch, time.Minute, r.done("kept"))
-	p.AwaitCommit(context.Background(), b1.LastOffset, b1.LeaderEpoch, time.Millisecond, r.done("timeout"))
-	p.AwaitCommit(ctx, b2.LastOffset, b2.LeaderEpoch, time.Minute, r.done("cancelled"))
+	p.AwaitCommit(context.Background(), b[1].LastOffset, b[1].LeaderEpoch, in(time.Minute), r.done("kept"))
+	p.AwaitCommit(context.Background(), b[0].LastOffset, b[0].LeaderEpoch, in(time.Millisecond), r.done("timeout"))
+	p.AwaitCommit(context.Background(), b[3].LastOffset, b[3].LeaderEpoch, in(30*time.Millisecond), r.done("later"))
+	p.AwaitCommit(ctx, b[2].LastOffset, b[2].LeaderEpoch, in(time.Minute), r.done("cancelled"))
 	cancel()
-	r.waitFor(t, "timeout", "cancelled")
-	for _, name := range []string{"timeout", "cancelled"} {
+	r.waitFor(t, "timeout", "cancelled", "later")
+	for _, name := range []string{"timeout", "cancelled", "later"} {
 		err, _ := r.err(name)
 		wantCode(t, name, err, sluicev1.ErrorCode_REQUEST_TIMED_OUT)
 		if !errors.Is(err, ErrCommitUnknown) {
 			t.Errorf("%s: %v does not say the outcome is unknown", name, err)
 		}
 	}
-	if n := p.CommitWaits(); n != 1 {
-		t.Fatalf("%d waits left, want the one without a timeout", n)
+	if _, ended := r.err("kept"); ended || p.CommitWaits() != 1 {
+		t.Fatalf("kept ended %v, %d waits left; want it alone, waiting", ended, p.CommitWaits())
 	}
-	if _, err := p.recordFollowerFetch(3, p.LeaderEpoch(), 3, time.Unix(5000, 0)); err != nil {
+	if _, err := p.recordFollowerFetch(3, p.LeaderEpoch(), b[1].LastOffset+1, time.Unix(5000, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err, ok := r.err("kept"); !ok || err != nil {
 		t.Errorf("the wait left: ended %v, %v; want committed", ok, err)
 	}
-	if got := r.order(); len(got) != 3 {
+	if got := r.order(); len(got) != 4 {
 		t.Errorf("outcomes %v: each wait ends exactly once", got)
 	}
 }
@@ -243,14 +257,14 @@ func TestAwaitCommitAfterISRShrinkBelowMinInsync(t *testing.T) {
 	r := newCommitRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p.AwaitCommit(ctx, pending.LastOffset, pending.LeaderEpoch, time.Minute, r.done("pending"))
+	p.AwaitCommit(ctx, pending.LastOffset, pending.LeaderEpoch, in(time.Minute), r.done("pending"))
 
 	im = im.Clone()
 	ps := im.Topics["w"].Partitions[0]
 	ps.ISR, ps.PartitionEpoch = []int32{2}, ps.PartitionEpoch+1
 	applyImage(t, m, im, time.Unix(5000, 0))
 
-	p.AwaitCommit(ctx, committed.LastOffset, committed.LeaderEpoch, time.Minute, r.done("committed"))
+	p.AwaitCommit(ctx, committed.LastOffset, committed.LeaderEpoch, in(time.Minute), r.done("committed"))
 	err, ok := r.err("committed")
 	if !ok {
 		t.Fatal("the wait for a committed batch did not end at once")
@@ -279,11 +293,11 @@ func TestAwaitCommitStartsNoGoroutinePerWait(t *testing.T) {
 	ended := 0
 	const n = 1000
 	for range n {
-		p.AwaitCommit(ctx, b.LastOffset, b.LeaderEpoch, time.Minute, func(error) {
+		p.AwaitCommit(ctx, b.LastOffset, b.LeaderEpoch, in(time.Minute), waiterFunc(func(error) {
 			mu.Lock()
 			ended++
 			mu.Unlock()
-		})
+		}))
 	}
 	// Other goroutines of the manager come and go; a goroutine per wait
 	// would add a thousand.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-io/sluice/cluster/replication"
 	"github.com/sluice-io/sluice/storage"
@@ -49,8 +50,12 @@ type Replica struct {
 	// (WaitCommitted waits on it).
 	hwCh chan struct{}
 	// commitWaits are the acks=all waits of AwaitCommit, in offset order
-	// (commitwait.go); empty while this broker does not lead.
+	// (commitwait.go); empty while this broker does not lead. waitTimer
+	// ends those whose deadline passed; waitTimerAt is when it fires
+	// (zero: not armed).
 	commitWaits []*commitWait
+	waitTimer   *time.Timer
+	waitTimerAt time.Time
 	// following and followEpoch name the leader being fetched from
 	// (controller.NoLeader when not a follower).
 	following   int32
