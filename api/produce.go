@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
@@ -62,20 +63,63 @@ type pendingProduce struct {
 	resp    *sluicev1.ProduceResponse
 	waits   []pendingAck
 	timeout time.Duration
+
+	// id is the request's correlation id on a ProduceStream.
+	id int64
+	// remaining counts the waits not ended yet (startWaits); the one that
+	// brings it to zero sends pp to committed.
+	remaining atomic.Int32
+	committed chan<- *pendingProduce
 }
 
 // await waits until every batch acks=all waits for is committed, or the
 // request's timeout passes (those batches then answer REQUEST_TIMED_OUT),
-// or ctx ends.
+// or ctx ends (the same).
 func (pp *pendingProduce) await(ctx context.Context) {
 	if len(pp.waits) == 0 {
 		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, pp.timeout)
-	defer cancel()
+	committed := make(chan *pendingProduce, 1)
+	pp.startWaits(ctx, committed)
+	<-committed // the waits end at the timeout at the latest
+	pp.answerWaits()
+}
+
+// startWaits registers every acks=all wait of pp with its partition
+// (cluster.Replica.AwaitCommit), each ending within pp.timeout or when ctx
+// ends, and arranges for pp to be sent to committed once they have all
+// ended. The send happens on whichever goroutine ends the last wait,
+// possibly under that partition's lock, so committed must have room for
+// it (CommitWaiter's contract). The receiver then calls answerWaits.
+// pp.waits must not be empty.
+func (pp *pendingProduce) startWaits(ctx context.Context, committed chan<- *pendingProduce) {
+	pp.committed = committed
+	pp.remaining.Store(int32(len(pp.waits)))
+	deadline := time.Now().Add(pp.timeout)
+	for i := range pp.waits {
+		w := &pp.waits[i]
+		w.pp = pp
+		w.part.AwaitCommit(ctx, w.last, w.epoch, deadline, w)
+	}
+}
+
+// Committed implements cluster.CommitWaiter: it records the outcome of
+// w's wait, and hands pp over once every wait of pp has ended.
+func (w *pendingAck) Committed(err error) {
+	w.err = err
+	// The atomic orders w.err before answerWaits reads it.
+	if w.pp.remaining.Add(-1) == 0 {
+		w.pp.committed <- w.pp
+	}
+}
+
+// answerWaits fills the answers of the batches whose wait failed, once
+// every wait has ended. It runs on the goroutine that sends the answer,
+// not under a partition's lock (leaderHint reads the metadata cache).
+func (pp *pendingProduce) answerWaits() {
 	for _, w := range pp.waits {
-		if err := w.part.WaitCommitted(wctx, w.last); err != nil {
-			w.resp.ErrorCode, w.resp.ErrorMessage = partitionError(err)
+		if w.err != nil {
+			w.resp.ErrorCode, w.resp.ErrorMessage = partitionError(w.err)
 			w.resp.CurrentLeader = w.hint(w.part.Topic, w.part.Partition, w.resp.ErrorCode)
 		}
 	}
@@ -159,7 +203,7 @@ func (s *Server) answerAppend(pr *sluicev1.PartitionProduceResponse, topic strin
 		return waits
 	}
 	if acks == sluicev1.Acks_ACKS_ALL || acks == sluicev1.Acks_ACKS_UNSPECIFIED {
-		waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset, hint: s.leaderHint})
+		waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset, epoch: res.LeaderEpoch, hint: s.leaderHint})
 	}
 	if acks != sluicev1.Acks_ACKS_NONE {
 		pr.BaseOffset = res.BaseOffset
@@ -201,10 +245,14 @@ func (s *Server) appendTxn(ctx context.Context, transactionalID string, txn []tx
 	g.Wait()
 }
 
-// pendingAck is an appended batch an acks=all produce waits for.
+// pendingAck is an appended batch an acks=all produce waits for, and
+// the outcome of its wait.
 type pendingAck struct {
-	resp *sluicev1.PartitionProduceResponse
-	part *cluster.Replica
-	last int64
-	hint func(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint
+	resp  *sluicev1.PartitionProduceResponse
+	part  *cluster.Replica
+	last  int64
+	epoch int32 // the leader epoch it was appended in
+	hint  func(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint
+	pp    *pendingProduce // the request, set by startWaits
+	err   error           // the outcome of the wait (Committed)
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -23,8 +24,11 @@ const MaxProduceStreamInFlight = 64
 // batches of one partition arrive in sequence), answered as each is done.
 // A transactional request's verifications (AppendTxnTo) also run before
 // the next request is read, which keeps that order.
-// A goroutine reads and appends; acks=all requests wait in their own
-// goroutines. The stream ends when the client closes its side and every
+// A goroutine reads and appends, and answers what needs no wait; the
+// acks=all waits end where the high watermark moves
+// (cluster.Replica.AwaitCommit), which hands each request, once all its
+// partitions are done, to the stream's one sender goroutine: no goroutine
+// per request. The stream ends when the client closes its side and every
 // request is answered, or at the first failure to receive or send (the
 // requests still waiting are then not answered: the client fails them
 // and retries, as after a lost connection), or when the node starts
@@ -40,8 +44,38 @@ func (s *Server) produceStream(ss grpc.ServerStream) error {
 // until it ends. It returns nil after the client's end of the stream,
 // once every request is answered.
 func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream, out *streamSender) error {
-	var wg sync.WaitGroup
 	slots := make(chan struct{}, MaxProduceStreamInFlight)
+	var waiting sync.WaitGroup // the acks=all requests not answered yet
+	// committed never blocks its writers (AwaitCommit's completions,
+	// possibly under a partition's lock): each holds a slot, so at most
+	// MaxProduceStreamInFlight requests are ever in it or on their way.
+	committed := make(chan *pendingProduce, MaxProduceStreamInFlight)
+	stop := make(chan struct{})
+	var sender goroutine.Group
+	sender.Go(func() {
+		for {
+			select {
+			case pp := <-committed:
+				pp.answerWaits()
+				_ = out.send(produceStreamAnswer(pp.id, pp, nil))
+				<-slots
+				waiting.Done()
+			case <-stop:
+				return
+			}
+		}
+	})
+	// After EOF the sender stops once every request has been answered.
+	// On the other paths it is told to stop but not waited for: it may be
+	// in a send that ends only with the stream, after this handler has
+	// returned (the waits still registered end with ctx, into committed,
+	// which has room for them).
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+		}
+	}()
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -52,7 +86,10 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 		if err := ss.RecvMsg(req); err != nil {
 			req.Release()
 			if errors.Is(err, io.EOF) {
-				wg.Wait()
+				waiting.Wait()
+				close(stop)
+				stopped = true
+				sender.Wait()
 				return nil
 			}
 			return err
@@ -65,13 +102,9 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			<-slots
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pp.await(ctx)
-			_ = out.send(produceStreamAnswer(id, pp, nil))
-			<-slots
-		}()
+		waiting.Add(1)
+		pp.id = id
+		pp.startWaits(ctx, committed)
 	}
 }
 

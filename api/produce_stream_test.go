@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -213,5 +214,201 @@ func TestShutdownEndsOpenStreams(t *testing.T) {
 		if err := recv(); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "node is shutting down" {
 			t.Errorf("%s after shutdown: %v, want UNAVAILABLE node is shutting down", name, err)
 		}
+	}
+}
+
+// An acks=all request of a stream costs no goroutine while it waits: the
+// waits end where the high watermark moves, and the stream's one sender
+// answers them. Pipelined requests are each answered exactly once, in
+// full, and the stream ends cleanly after the client's end.
+func TestProduceStreamAcksAllWaitsWithoutGoroutinePerRequest(t *testing.T) {
+	tc, pm := replCluster(t, time.Minute)
+	leader := tc.Node(pm.LeaderId)
+	log := hostedLog(t, leader)
+	st, err := sluicev1.NewLogClient(nodetest.Dial(t, leader.Addr())).ProduceStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One request answered first: the stream's own goroutines exist.
+	if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: -1, Request: publicRequest(t, sluicev1.Acks_ACKS_ALL, "r", 0, "warm", 10)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Recv(); err != nil || r.CorrelationId != -1 || r.GetResponse().GetTopics()[0].Partitions[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("first answer: %v %v", r, err)
+	}
+	for _, r := range pm.Replicas {
+		if r != pm.LeaderId {
+			tc.Node(r).Replicas().SetFetchPaused(true)
+		}
+	}
+	before := runtime.NumGoroutine()
+	const total = api.MaxProduceStreamInFlight
+	for i := range total {
+		if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: int64(i), Request: publicRequest(t, sluicev1.Acks_ACKS_ALL, "r", 0, fmt.Sprint(i), 10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.Until(t, 10*time.Second, "every request appended and waiting", func() bool { return log.CommitWaits() == total })
+	// A goroutine per waiting request would add total; the cluster's own
+	// (fetchers, timers, gRPC) come and go by a few.
+	if after := runtime.NumGoroutine(); after-before >= total/2 {
+		t.Fatalf("%d goroutines with %d requests waiting, %d before", after, total, before)
+	}
+	for _, r := range pm.Replicas {
+		tc.Node(r).Replicas().SetFetchPaused(false)
+	}
+	seen := map[int64]bool{}
+	for len(seen) < total {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(seen), err)
+		}
+		if seen[r.CorrelationId] || r.CorrelationId < 0 || r.CorrelationId >= total {
+			t.Fatalf("answer for correlation id %d: duplicate or unknown", r.CorrelationId)
+		}
+		seen[r.CorrelationId] = true
+		p := r.GetResponse().GetTopics()[0].Partitions[0]
+		if p.ErrorCode != sluicev1.ErrorCode_NONE || p.BaseOffset != 10+r.CorrelationId*10 {
+			t.Fatalf("request %d: %v", r.CorrelationId, p)
+		}
+		if hw := log.HighWatermark(); hw < p.BaseOffset+10 {
+			t.Fatalf("request %d answered with HW %d, before its batch %d-%d committed", r.CorrelationId, hw, p.BaseOffset, p.BaseOffset+9)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the client's end: %v %v, want io.EOF (no answer twice)", r, err)
+	}
+	if n := log.CommitWaits(); n != 0 {
+		t.Errorf("%d waits left on the leader", n)
+	}
+}
+
+// A stream request with several partitions is answered once, when the
+// wait of every one of its partitions has ended: here r-0 waits for its
+// paused followers while the other partition (replication factor 1)
+// commits at once; a later request needing no wait is answered first.
+func TestProduceStreamAnswersAfterEveryPartition(t *testing.T) {
+	tc, pm := replCluster(t, time.Minute)
+	leader := tc.Node(pm.LeaderId)
+	admin := sluicev1.NewAdminClient(tc.Dial(pm.LeaderId))
+	// One partition per broker (leaders go round-robin): one is led by
+	// r-0's leader.
+	if r, err := admin.CreateTopics(ctx(t), &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "one", NumPartitions: 3, ReplicationFactor: 1}}}); err != nil || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %v", err, r)
+	}
+	tc.WaitTopic("one", 3)
+	var local int32 = -1
+	for i := range int32(3) {
+		if pm1 := tc.partition(t, "one", i); pm1.LeaderId == pm.LeaderId {
+			local = i
+		}
+	}
+	if local < 0 {
+		t.Fatalf("no partition of topic one led by node %d", pm.LeaderId)
+	}
+	wait.Until(t, 10*time.Second, "node leads its partition of one", func() bool {
+		p, err := leader.Replicas().Replica("one", local)
+		return err == nil && p.IsLeader(-1)
+	})
+	for _, r := range pm.Replicas {
+		if r != pm.LeaderId {
+			tc.Node(r).Replicas().SetFetchPaused(true)
+		}
+	}
+	st, err := sluicev1.NewLogClient(nodetest.Dial(t, leader.Addr())).ProduceStream(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := publicRequest(t, sluicev1.Acks_ACKS_ALL, "r", 0, "r", 10)
+	both.Topics = append(both.Topics, publicRequest(t, sluicev1.Acks_ACKS_ALL, "one", local, "one", 5).Topics...)
+	if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: 1, Request: both}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: 2, Request: publicRequest(t, sluicev1.Acks_ACKS_LEADER, "one", local, "later", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Recv(); err != nil || r.CorrelationId != 2 {
+		t.Fatalf("first answer: %v %v; want request 2's (request 1 still waits for r-0)", r, err)
+	}
+	for _, r := range pm.Replicas {
+		tc.Node(r).Replicas().SetFetchPaused(false)
+	}
+	r, err := st.Recv()
+	if err != nil || r.CorrelationId != 1 || len(r.GetResponse().GetTopics()) != 2 {
+		t.Fatalf("second answer: %v %v; want request 1's, both topics", r, err)
+	}
+	for _, tr := range r.Response.Topics {
+		if p := tr.Partitions[0]; p.ErrorCode != sluicev1.ErrorCode_NONE || p.BaseOffset != 0 {
+			t.Errorf("%s: %v, want committed at offset 0", tr.Name, p)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the client's end: %v %v, want io.EOF", r, err)
+	}
+}
+
+// An acks=all batch not replicated within the request's timeout answers
+// REQUEST_TIMED_OUT with its offset (it is in the leader's log and may
+// still commit), on the unary Produce and on a stream alike; the wait is
+// gone from the partition.
+func TestProduceAcksAllTimesOut(t *testing.T) {
+	tc, pm := replCluster(t, time.Minute)
+	leader := tc.Node(pm.LeaderId)
+	log := hostedLog(t, leader)
+	for _, r := range pm.Replicas {
+		if r != pm.LeaderId {
+			tc.Node(r).Replicas().SetFetchPaused(true)
+		}
+	}
+	lc := sluicev1.NewLogClient(nodetest.Dial(t, leader.Addr()))
+	for i, tt := range []struct {
+		name    string
+		produce func(req *sluicev1.ProduceRequest) *sluicev1.ProduceResponse
+	}{
+		{"unary", func(req *sluicev1.ProduceRequest) *sluicev1.ProduceResponse {
+			resp, err := lc.Produce(ctx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}},
+		{"stream", func(req *sluicev1.ProduceRequest) *sluicev1.ProduceResponse {
+			st, err := lc.ProduceStream(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: 7, Request: req}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := st.Recv()
+			if err != nil || a.CorrelationId != 7 {
+				t.Fatalf("answer %v %v", a, err)
+			}
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("after the client's end: %v, want io.EOF", err)
+			}
+			return a.Response
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := publicRequest(t, sluicev1.Acks_ACKS_ALL, "r", 0, tt.name, 10)
+			req.TimeoutMs = 50
+			p := tt.produce(req).GetTopics()[0].Partitions[0]
+			if p.ErrorCode != sluicev1.ErrorCode_REQUEST_TIMED_OUT || p.BaseOffset != int64(i*10) {
+				t.Fatalf("%v, want REQUEST_TIMED_OUT at offset %d", p, i*10)
+			}
+			if n := log.CommitWaits(); n != 0 {
+				t.Errorf("%d waits left", n)
+			}
+		})
 	}
 }

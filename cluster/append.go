@@ -20,6 +20,14 @@ type AppendResult struct {
 	// the log (same producer id, epoch and sequences); nothing was written
 	// and the offsets are the original's.
 	Duplicate bool
+	// LeaderEpoch is the leader epoch the batch was appended in: an
+	// acks=all wait (AwaitCommit) ends if the epoch changes first.
+	LeaderEpoch int32
+}
+
+// appendResult is sr, appended in leaderEpoch.
+func appendResult(sr storage.AppendResult, leaderEpoch int32) AppendResult {
+	return AppendResult{BaseOffset: sr.BaseOffset, LastOffset: sr.LastOffset, MaxTimestamp: sr.MaxTimestamp, Duplicate: sr.Duplicate, LeaderEpoch: leaderEpoch}
 }
 
 // Append validates a batch as a producer sent it and appends it to the
@@ -31,7 +39,7 @@ func (m *ReplicaManager) Append(topic string, partition int32, raw []byte, now t
 
 // AppendWithAcks is Append; with acksAll it first refuses
 // (NOT_ENOUGH_REPLICAS) when the ISR is smaller than min.insync.replicas.
-// The caller then waits with Replica.WaitCommitted.
+// The caller then waits with Replica.WaitCommitted or AwaitCommit.
 func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	p, err := m.Replica(topic, partition)
 	if err != nil {
@@ -64,7 +72,7 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 		}
 	}
 	sr, err := p.log.Append(b, epoch, now)
-	res := AppendResult(sr)
+	res := appendResult(sr, epoch)
 	if err == nil {
 		p.leaderAppended(res.LastOffset+1, now)
 	}
@@ -160,7 +168,7 @@ func (p *Replica) waitCommitted(ctx context.Context, lastOffset int64, leaderEpo
 		p.roleMu.Lock()
 		if p.tracker == nil || (leaderEpoch >= 0 && p.tracker.LeaderEpoch() != leaderEpoch) {
 			p.roleMu.Unlock()
-			return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "leadership of %s was lost before offset %d was replicated; %w", p, lastOffset, ErrCommitUnknown)
+			return p.leadershipLostError(lastOffset)
 		}
 		done, err := p.tracker.AcksAllResult(lastOffset)
 		ch := p.hwCh
@@ -171,7 +179,7 @@ func (p *Replica) waitCommitted(ctx context.Context, lastOffset int64, leaderEpo
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "offset %d of %s was appended but not replicated to the in-sync replicas in time; %w", lastOffset, p, ErrCommitUnknown)
+			return p.commitTimeoutError(lastOffset)
 		}
 	}
 }
@@ -258,5 +266,5 @@ func (p *Replica) appendAsLeader(b []byte, control bool, leaderEpoch int32, now 
 	if t.LeaderAppended(sr.LastOffset+1, now) {
 		p.publishHWLocked()
 	}
-	return AppendResult(sr), epoch, nil
+	return appendResult(sr, epoch), epoch, nil
 }

@@ -23,12 +23,15 @@ const (
 	hwCheckpointEvery = 5 * time.Second
 )
 
-// publishHWLocked copies the tracker's HW to the log (waking consumers)
-// and wakes acks=all waiters.
+// publishHWLocked copies the tracker's HW to the log (waking consumers),
+// completes the acks=all waits it decides (AwaitCommit) and wakes
+// WaitCommitted's waiters. Every move of the HW, and every end of
+// leadership, comes through here.
 func (p *Replica) publishHWLocked() {
 	if p.tracker != nil {
 		p.log.SetHighWatermark(p.tracker.HW())
 	}
+	p.completeWaitsLocked()
 	close(p.hwCh)
 	p.hwCh = make(chan struct{})
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-io/sluice/cluster/replication"
 	"github.com/sluice-io/sluice/storage"
@@ -45,8 +46,16 @@ type Replica struct {
 	roleMu sync.Mutex
 	// tracker is the ISR/HW state while this broker leads; nil otherwise.
 	tracker *replication.Tracker
-	// hwCh is closed (and replaced) when the HW moves or leadership ends.
+	// hwCh is closed (and replaced) when the HW moves or leadership ends
+	// (WaitCommitted waits on it).
 	hwCh chan struct{}
+	// commitWaits are the acks=all waits of AwaitCommit, in offset order
+	// (commitwait.go); empty while this broker does not lead. waitTimer
+	// ends those whose deadline passed; waitTimerAt is when it fires
+	// (zero: not armed).
+	commitWaits []*commitWait
+	waitTimer   *time.Timer
+	waitTimerAt time.Time
 	// following and followEpoch name the leader being fetched from
 	// (controller.NoLeader when not a follower).
 	following   int32

@@ -120,8 +120,9 @@ func retriableVerification(code sluicev1.ErrorCode) bool {
 // The rest is AppendTo's: NOT_LEADER_OR_FOLLOWER (checked before the
 // verification and again before the append), MESSAGE_TOO_LARGE,
 // CORRUPT_RECORD, and with acksAll NOT_ENOUGH_REPLICAS; the caller then
-// waits with Replica.WaitCommitted. Safe for concurrent use; calls for
-// different partitions may run in parallel (api does so for one request).
+// waits with Replica.WaitCommitted or AwaitCommit. Safe for concurrent
+// use; calls for different partitions may run in parallel (api does so
+// for one request).
 func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	if transactionalID == "" {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional produce needs a transactional id")
@@ -172,9 +173,10 @@ func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactio
 				return AppendResult{}, err
 			}
 		}
-		sr, err := p.log.AppendTxn(b, p.LeaderEpoch(), guard, now)
+		epoch := p.LeaderEpoch()
+		sr, err := p.log.AppendTxn(b, epoch, guard, now)
 		if err == nil {
-			res := AppendResult(sr)
+			res := appendResult(sr, epoch)
 			p.leaderAppended(res.LastOffset+1, now)
 			return res, nil
 		}
