@@ -27,7 +27,9 @@
 # 5000), RECORDS_TXN (records of each transactions run: 3000000), KEEP=1 keeps the data directories and logs, BIN (bin: where the
 # binaries are built; another directory leaves bin/ alone, e.g. while a
 # chaos run restarts nodes from it), ONLY (a regular expression: only the
-# runs whose label matches, e.g. ONLY=synchronous), GO (go).
+# runs whose label matches, e.g. ONLY=synchronous), NODE_GOMAXPROCS (if set,
+# the nodes run with GOMAXPROCS set to it; the load generator keeps Go's
+# default), GO (go).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -82,7 +84,7 @@ for i in 1 2 3; do
 done
 for i in 1 2 3; do
 	mkdir -p "$work/node$i"
-	"$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
+	${NODE_GOMAXPROCS:+env GOMAXPROCS=$NODE_GOMAXPROCS} "$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
 		--internal-listen "127.0.0.1:$(port "$i" 4)" \

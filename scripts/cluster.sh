@@ -13,7 +13,11 @@
 # data (the cluster comes back as it was).
 #
 # Environment: DIR (sluice-cluster), BASE_PORT (9500), BIN (bin: where the
-# binaries are built), GO (go), ARGS (extra sluiced flags for every node).
+# binaries are built), GO (go), ARGS (extra sluiced flags for every node),
+# NODE_GOMAXPROCS (each node's GOMAXPROCS; default: the machine's CPUs
+# shared out, max(1, nproc / 3) — three Go runtimes each sized for the
+# whole machine spin and hand work between more threads than there are
+# cores; docs/operations.md, "Several nodes on one machine").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +26,7 @@ BASE_PORT=${BASE_PORT:-9500}
 BIN=${BIN:-bin}
 GO=${GO:-go}
 NODES=3
+NODE_GOMAXPROCS=${NODE_GOMAXPROCS:-$(( $(nproc) / NODES > 1 ? $(nproc) / NODES : 1 ))}
 
 port() { echo $((BASE_PORT + 10 * $1 + $2)); }
 
@@ -73,7 +78,7 @@ start() {
   done
   for i in $(seq 1 $NODES); do
     # shellcheck disable=SC2086 # ARGS is a list of flags
-    env -u SLUICE_DATA_DIR "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
+    env -u SLUICE_DATA_DIR GOMAXPROCS="$NODE_GOMAXPROCS" "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
       --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
       --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
       --internal-listen "127.0.0.1:$(port "$i" 4)" \
