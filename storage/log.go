@@ -515,6 +515,12 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	l.notifyLocked()
 	l.mu.Unlock()
 
+	// s.size is read without mu: only this append path (under appendMu)
+	// changes it.
+	if s.size-s.wbFrom >= writebackChunk {
+		startWriteback(s.log, s.wbFrom, s.size-s.wbFrom)
+		s.wbFrom = s.size
+	}
 	l.unflushed += int64(h.RecordCount)
 	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||
 		(l.cfg.FlushMs > 0 && now.Sub(l.lastFlush) >= time.Duration(l.cfg.FlushMs)*time.Millisecond) {

@@ -99,3 +99,38 @@ func TestDataChangedIgnoresHighWatermark(t *testing.T) {
 		t.Fatal("truncation: DataChanged not closed")
 	}
 }
+
+// Appends hand each written MiB of a segment to the kernel's writeback
+// (startWriteback) behind them; a truncation pulls the mark back within
+// the segment.
+func TestWritebackFollowsAppends(t *testing.T) {
+	cfg := DefaultConfig()
+	l := openLog(t, t.TempDir(), cfg)
+	defer l.Close()
+	var bl batch.Builder
+	bl.Reset(t0.UnixMilli())
+	for i := 0; i < 64; i++ {
+		bl.Add(t0.UnixMilli(), []byte(fmt.Sprintf("k%d", i)), bytes.Repeat([]byte("v"), 1000), nil)
+	}
+	src := bl.Finish(batch.PlainProducer, 0)
+	var mid int64
+	for i := 0; l.Size() < 3*writebackChunk+1; i++ {
+		res, err := l.Append(append([]byte(nil), src...), 1, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 {
+			mid = res.BaseOffset
+		}
+	}
+	s := l.active()
+	if s.wbFrom <= 0 || s.wbFrom > s.size || s.size-s.wbFrom >= writebackChunk {
+		t.Fatalf("writeback started up to %d of %d bytes, want within %d bytes of the end", s.wbFrom, s.size, writebackChunk)
+	}
+	if err := l.TruncateTo(mid); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.active(); s.wbFrom > s.size {
+		t.Fatalf("after the cut the writeback mark %d is past the segment's %d bytes", s.wbFrom, s.size)
+	}
+}

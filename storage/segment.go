@@ -57,7 +57,15 @@ type segment struct {
 	recent     [recentFrames]framePos
 	recentN    int
 	recentNext int
+
+	// wbFrom is where the writeback not yet started begins
+	// (startWriteback, writebackChunk). (appendMu)
+	wbFrom int64
 }
+
+// writebackChunk is how many appended bytes of a segment go to the
+// kernel's writeback at once (startWriteback), behind the appends.
+const writebackChunk = 1 << 20
 
 // recentFrames is how many appended frames a segment remembers: more than
 // a follower trails the leader by in steady state (one fetch's batches).

@@ -193,6 +193,7 @@ func (s *segment) cut(pos, offset int64) {
 		s.sinceIdx = int(pos - int64(s.index[k-1].pos))
 	}
 	s.size, s.next = pos, offset
+	s.wbFrom = min(s.wbFrom, pos)
 	s.forgetFrames()
 }
 

@@ -1,0 +1,26 @@
+//go:build linux
+
+package storage
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// startWriteback asks the kernel to start writing the range [off, off+n)
+// of f to disk now, without waiting for it (sync_file_range with
+// SYNC_FILE_RANGE_WRITE only). It promises nothing about durability —
+// only fsync (flush.messages, flush.ms, segment rolls) does — and errors
+// are ignored: it only spreads the kernel's writeback out behind the
+// appends, instead of letting gigabytes of dirty pages build up until the
+// kernel throttles every writer at once.
+func startWriteback(f *os.File, off, n int64) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	})
+}
