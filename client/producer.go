@@ -965,9 +965,8 @@ func (p *Producer) applyResults(rs []batchResult) {
 	}
 	p.mu.Unlock()
 	for _, tp := range tps {
-		p.complete(tp)
+		p.complete(tp) // signals the sender loop if anything is left
 	}
-	p.signal()
 }
 
 // complete runs the callbacks of tp's batches that are done and whose
@@ -987,8 +986,14 @@ func (p *Producer) complete(tp topicPartition) {
 		}
 		bs = p.acc.takeCompleted(tp, true)
 	}
+	// A completion may let the sender loop send a partition's next batch
+	// or a retry; with no record left there is nothing for it to do, and
+	// waking it would cost every synchronous send a goroutine hand-off.
+	pending := p.records > 0
 	p.mu.Unlock()
-	p.signal()
+	if pending {
+		p.signal()
+	}
 }
 
 // callbacks runs b's callbacks in record order with its result.

@@ -478,11 +478,12 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	}
 	ended, ending := l.endingTxn(h, mk)
 	var fh [batch.MaxFrameHeader]byte
+	hdr := batch.AppendFrameHeader(fh[:0], len(b))
 	pos := s.size
 	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
 	err = l.inject(OpWrite, s.path)
 	if err == nil {
-		err = writeFrame(s.log, batch.AppendFrameHeader(fh[:0], len(b)), b, pos)
+		err = writeFrame(s.log, hdr, b, pos)
 	}
 	if err != nil {
 		_ = s.log.Truncate(pos)
@@ -501,6 +502,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	}
 	l.updateProducer(h, mk, now)
 	l.mu.Lock()
+	s.keepTail(pos, hdr, b)
 	s.apply(h, int(frameSize), e)
 	l.epochs = epochs
 	if ending {
@@ -569,6 +571,7 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	s.created = now
 	l.mu.Lock()
 	l.segments = append(l.segments, s)
+	old.dropTail() // reads of a sealed segment are rare; its copy goes
 	l.mu.Unlock()
 	// The producer state as of the roll bounds recovery's replay. A failed
 	// snapshot only makes the next recovery scan further back.
@@ -640,6 +643,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 		pos = s.readStart(offset, lookupIndex(s.index, uint32(offset-s.base)))
 	}
 	size := s.size
+	tail := s.tailView(pos, size)
 	l.mu.RUnlock()
 
 	for {
@@ -647,7 +651,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 		var next int64
 		err := l.inject(OpRead, s.path)
 		if err == nil {
-			batches, next, err = s.readFrames(pos, size, offset, maxBytes, maxOffset)
+			batches, next, err = s.readFrames(pos, size, offset, maxBytes, maxOffset, tail)
 		}
 		if err != nil {
 			if l.StartOffset() > offset {
@@ -673,6 +677,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 			return ReadResult{NextOffset: offset}, gen, nil
 		}
 		s, pos, size = l.segments[j], 0, l.segments[j].size
+		tail = s.tailView(pos, size)
 		l.mu.RUnlock()
 	}
 }

@@ -58,6 +58,18 @@ type segment struct {
 	recentN    int
 	recentNext int
 
+	// tail is a copy of the segment's newest frames, the file's bytes
+	// [tailPos, size), so that a read of them — a follower's fetch right
+	// after an append, a consumer at the log end — is served from memory
+	// rather than by preads (two per fetch: a header peek and the frame).
+	// Its bytes are never rewritten: an append that does not fit starts a
+	// new buffer (appends within its capacity write past what any reader
+	// saw), so readers keep slices of it without a lock. It is empty when
+	// the newest frame was larger than tailMax; cut and a roll drop it.
+	// (mu)
+	tail    []byte
+	tailPos int64
+
 	// wbFrom is where the writeback not yet started begins
 	// (startWriteback, writebackChunk). (appendMu)
 	wbFrom int64
@@ -70,6 +82,41 @@ const writebackChunk = 1 << 20
 // recentFrames is how many appended frames a segment remembers: more than
 // a follower trails the leader by in steady state (one fetch's batches).
 const recentFrames = 16
+
+// tailMax bounds a segment's in-memory copy of its newest frames (tail):
+// more than a follower trails the leader by when records are produced one
+// by one or in small batches, where the reads' system calls are a large
+// part of each record's cost; large batches are read from the file.
+const tailMax = 16 << 10
+
+// keepTail adds the frame hdr+b, written at pos, to the in-memory tail;
+// the caller holds mu exclusively.
+func (s *segment) keepTail(pos int64, hdr, b []byte) {
+	n := len(hdr) + len(b)
+	if n > tailMax {
+		s.dropTail()
+		return
+	}
+	if len(s.tail) == 0 || s.tailPos+int64(len(s.tail)) != pos || len(s.tail)+n > tailMax {
+		// A new buffer: readers may hold slices of the old one.
+		s.tail, s.tailPos = make([]byte, 0, max(n, 4<<10)), pos
+	}
+	s.tail = append(append(s.tail, hdr...), b...)
+}
+
+// dropTail forgets the in-memory tail; the caller holds mu exclusively.
+func (s *segment) dropTail() { s.tail, s.tailPos = nil, 0 }
+
+// tailView returns the in-memory copy of the file's bytes [pos, size) when
+// the tail holds all of them, else nil; the caller holds mu (size is the
+// segment's size as of the same hold).
+func (s *segment) tailView(pos, size int64) []byte {
+	end := s.tailPos + int64(len(s.tail))
+	if len(s.tail) == 0 || pos < s.tailPos || pos >= size || size != end {
+		return nil
+	}
+	return s.tail[pos-s.tailPos : size-s.tailPos : size-s.tailPos]
+}
 
 // framePos is the start of a batch's frame in a segment.
 type framePos struct{ base, pos int64 }
@@ -84,7 +131,10 @@ func (s *segment) rememberFrame(base, pos int64) {
 
 // forgetFrames drops the remembered positions; the caller holds mu
 // exclusively.
-func (s *segment) forgetFrames() { s.recentN, s.recentNext = 0, 0 }
+func (s *segment) forgetFrames() {
+	s.recentN, s.recentNext = 0, 0
+	s.dropTail()
+}
 
 // readStart returns where a read of offset may start its search: from,
 // an index position at or before offset's frame, or a later remembered
@@ -293,16 +343,25 @@ func (s *segment) apply(h batch.Header, frameLen int, e entries) {
 // index position at or before the wanted batch) and reading no further
 // than size (the committed size snapshot). The first wanted batch is
 // returned whole; further ones only while the frame total stays within
-// maxBytes. The returned slices share one freshly read buffer.
-func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset int64) ([][]byte, int64, error) {
+// maxBytes. The returned slices share one freshly read buffer, or, when
+// mem is the in-memory copy of [pos, size) (tailView), are slices of it.
+func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset int64, mem []byte) ([][]byte, int64, error) {
 	// Skip the batches between the index entry and offset by reading only
 	// their headers.
 	first := 0
+	memPos := pos // the file position of mem[0]
 	for {
 		if pos >= size {
 			return nil, offset, nil
 		}
-		h, n, err := s.peek(pos, size)
+		var h batch.Header
+		var n int
+		var err error
+		if mem != nil {
+			h, n, err = peekFrame(mem[pos-memPos:], size-pos)
+		} else {
+			h, n, err = s.peek(pos, size)
+		}
 		if err != nil {
 			return nil, offset, fmt.Errorf("storage: bad frame at %s:%d: %w", s.path, pos, err)
 		}
@@ -319,9 +378,14 @@ func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset in
 	if want > size-pos {
 		want = size - pos
 	}
-	buf := make([]byte, want)
-	if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-		return nil, offset, err
+	var buf []byte
+	if mem != nil {
+		buf = mem[pos-memPos : pos-memPos+want]
+	} else {
+		buf = make([]byte, want)
+		if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
+			return nil, offset, err
+		}
 	}
 	var out [][]byte
 	total := 0
