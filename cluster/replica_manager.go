@@ -39,6 +39,10 @@ type ReplicaManagerConfig struct {
 	// partitions (log.cleaner.backoff.ms, cleaner.go); 0 means
 	// DefaultCleanerBackoff.
 	CleanerBackoff time.Duration
+	// PageCacheWindow is storage.Options.PageCacheWindow for every
+	// partition log: how many of each segment's newest bytes are left in
+	// the page cache (0: all, the kernel decides).
+	PageCacheWindow int64
 	// StorageFaults (testing only) injects file errors into every
 	// partition log (storage.FaultInjector); nil in production.
 	StorageFaults storage.FaultInjector
@@ -345,8 +349,9 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		return nil, failed("write metadata of", err)
 	}
 	l, err := storage.OpenWith(dir, tc.Storage, now, storage.Options{
-		Faults:    m.cfg.StorageFaults,
-		OnFailure: func(f *storage.Failure) { m.replicaFailed(tp, topicID, dir, f) },
+		Faults:          m.cfg.StorageFaults,
+		OnFailure:       func(f *storage.Failure) { m.replicaFailed(tp, topicID, dir, f) },
+		PageCacheWindow: m.cfg.PageCacheWindow,
 	})
 	if err != nil {
 		return nil, failed("open log", err)

@@ -63,6 +63,10 @@ type Config struct {
 	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the log
 	// cleaner checks the compacted partitions.
 	LogCleanerBackoff time.Duration
+	// PageCacheWindow is how many of each segment's newest bytes stay in
+	// the OS page cache once written back; older pages are dropped
+	// (decision 44). 0 leaves the page cache to the kernel.
+	PageCacheWindow int64
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
 	ShutdownTimeout time.Duration
 	// ControlledShutdownTimeout bounds moving leaderships away on shutdown.
@@ -145,6 +149,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultPageCacheWindow is the default PageCacheWindow: more than a
+// follower or a consumer at the log end trails the appends by, so they are
+// served from memory, while a partition's written-back history does not
+// fill memory (decision 44).
+const DefaultPageCacheWindow = 32 << 20
+
 // DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
 // gossip 9402, HTTP 9403, internal gRPC 9404) with data in ./sluice-data.
 func DefaultConfig() Config {
@@ -159,6 +169,7 @@ func DefaultConfig() Config {
 		InternalListen:            "127.0.0.1:9404",
 		RetentionCheckInterval:    5 * time.Minute,
 		LogCleanerBackoff:         cluster.DefaultCleanerBackoff,
+		PageCacheWindow:           DefaultPageCacheWindow,
 		ShutdownTimeout:           10 * time.Second,
 		ControlledShutdownTimeout: 10 * time.Second,
 	}
@@ -244,6 +255,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogCleanerBackoff <= 0 {
 		return errors.New("log cleaner backoff must be > 0")
+	}
+	if c.PageCacheWindow < 0 {
+		return fmt.Errorf("page cache window must be >= 0 bytes (0 leaves the page cache to the kernel), got %d", c.PageCacheWindow)
 	}
 	if c.TransactionStatePartitions < 0 || c.TransactionStatePartitions > cluster.MaxPartitions {
 		return fmt.Errorf("transaction state partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.TransactionStatePartitions)

@@ -173,6 +173,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.replicas, err = cluster.NewReplicaManager(cluster.ReplicaManagerConfig{
 			DataDir: cfg.DataDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval, Logger: logger,
 			TransactionMaxTimeout: cfg.TransactionMaxTimeout, CleanerBackoff: cfg.LogCleanerBackoff, StorageFaults: cfg.FaultStorage,
+			PageCacheWindow: cfg.PageCacheWindow,
 		})
 		if err != nil {
 			return nil, err

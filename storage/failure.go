@@ -92,6 +92,13 @@ type Options struct {
 	// possibly with the log's locks held: it must not block and must not
 	// call the log (hand the news to another goroutine).
 	OnFailure func(*Failure)
+	// PageCacheWindow, when > 0, is how many of each segment's newest
+	// bytes are left to the OS page cache: once the writeback of older
+	// bytes has been started (writebackChunk), the log asks the kernel to
+	// drop their pages (posix_fadvise DONTNEED; Linux only, advisory —
+	// pages still dirty stay). 0 leaves the page cache to the kernel.
+	// See decision 44.
+	PageCacheWindow int64
 }
 
 // Failure returns why the log went offline, or nil while it is healthy.

@@ -522,6 +522,10 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	if s.size-s.wbFrom >= writebackChunk {
 		startWriteback(s.log, s.wbFrom, s.size-s.wbFrom)
 		s.wbFrom = s.size
+		if w := l.opts.PageCacheWindow; w > 0 && s.wbFrom-w > s.dropFrom {
+			dropCache(s.log, s.dropFrom, s.wbFrom-w-s.dropFrom)
+			s.dropFrom = s.wbFrom - w
+		}
 	}
 	l.unflushed += int64(h.RecordCount)
 	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||

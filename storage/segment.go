@@ -73,6 +73,9 @@ type segment struct {
 	// wbFrom is where the writeback not yet started begins
 	// (startWriteback, writebackChunk). (appendMu)
 	wbFrom int64
+	// dropFrom is where the bytes whose page-cache pages were not yet
+	// dropped begin (Options.PageCacheWindow, dropCache). (appendMu)
+	dropFrom int64
 }
 
 // writebackChunk is how many appended bytes of a segment go to the

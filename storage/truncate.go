@@ -194,6 +194,7 @@ func (s *segment) cut(pos, offset int64) {
 	}
 	s.size, s.next = pos, offset
 	s.wbFrom = min(s.wbFrom, pos)
+	s.dropFrom = min(s.dropFrom, pos)
 	s.forgetFrames()
 }
 

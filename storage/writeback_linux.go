@@ -24,3 +24,17 @@ func startWriteback(f *os.File, off, n int64) {
 		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
 	})
 }
+
+// dropCache asks the kernel to drop the page-cache pages of [off, off+n)
+// of f (posix_fadvise POSIX_FADV_DONTNEED): clean pages go at once, dirty
+// ones are left (their writeback is only started). Advisory; errors are
+// ignored. Bytes read later come from the disk.
+func dropCache(f *os.File, off, n int64) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
+	})
+}

@@ -73,6 +73,16 @@ func TestBadFlagsAndEnvAreRejected(t *testing.T) {
 	if _, err := configure(nil, envOf(map[string]string{"SLUICE_NODE_ID": "not-a-number"})); err == nil {
 		t.Error("bad SLUICE_NODE_ID accepted")
 	}
+	if _, err := configure([]string{"--page-cache-window", "-1", "--data-dir", t.TempDir()}, noEnv); err == nil || !strings.Contains(err.Error(), "page cache window") {
+		t.Errorf("negative --page-cache-window: got %v", err)
+	}
+	cfg, err := configure([]string{"--data-dir", t.TempDir()}, envOf(map[string]string{"SLUICE_PAGE_CACHE_WINDOW": "0"}))
+	if err != nil || cfg.PageCacheWindow != 0 {
+		t.Errorf("SLUICE_PAGE_CACHE_WINDOW=0: %v, window %d", err, cfg.PageCacheWindow)
+	}
+	if cfg, _ := configure([]string{"--data-dir", t.TempDir()}, noEnv); cfg.PageCacheWindow != node.DefaultPageCacheWindow {
+		t.Errorf("default page cache window %d, want %d", cfg.PageCacheWindow, node.DefaultPageCacheWindow)
+	}
 }
 
 // Flags and SLUICE_* variables fill the same Config; a flag wins over its
