@@ -7,7 +7,7 @@ BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
-.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-cluster lint vet fmt clean chaos
+.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-cluster bench-jetstream lint vet fmt clean chaos
 
 all: build
 
@@ -112,6 +112,12 @@ bench-failover:
 # Not part of `make test`. See docs/benchmarks.md and scripts/bench-cluster.sh.
 bench-cluster:
 	GO=$(GO) scripts/bench-cluster.sh
+
+# NATS JetStream on the same terms (three servers, R3, one publisher): the
+# side-by-side figures of docs/benchmarks.md. Installs nats-server and the
+# nats CLI (pinned) with go install into .cache/nats. Not part of `make test`.
+bench-jetstream:
+	GO=$(GO) scripts/bench-jetstream.sh
 
 # Chaos run: a 3-node cluster of real processes under random faults for
 # CHAOS_DURATION (default 10m) with seed CHAOS_SEED (default: random,
