@@ -153,7 +153,7 @@ type Config struct {
 // follower or a consumer at the log end trails the appends by, so they are
 // served from memory, while a partition's written-back history does not
 // fill memory (decision 44).
-const DefaultPageCacheWindow = 32 << 20
+const DefaultPageCacheWindow = 256 << 20
 
 // DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
 // gossip 9402, HTTP 9403, internal gRPC 9404) with data in ./sluice-data.
