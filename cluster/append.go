@@ -149,9 +149,13 @@ func (p *Replica) checkAcksAll() error {
 // high watermark (replicated to the ISR), ctx ends (REQUEST_TIMED_OUT:
 // the batch is in the leader's log and may or may not become committed),
 // or leadership is lost (NOT_LEADER_OR_FOLLOWER, same uncertainty). Both
-// uncertain outcomes wrap ErrCommitUnknown.
-func (p *Replica) WaitCommitted(ctx context.Context, lastOffset int64) error {
-	return p.waitCommitted(ctx, lastOffset, NoLeaderEpoch)
+// uncertain outcomes wrap ErrCommitUnknown. leaderEpoch is the epoch the
+// batch was appended in (AppendResult.LeaderEpoch): a new epoch, even of
+// this same node, ends the wait as a lost leadership, since the batch's
+// offsets may have been truncated and reused meanwhile (NoLeaderEpoch:
+// any epoch).
+func (p *Replica) WaitCommitted(ctx context.Context, lastOffset int64, leaderEpoch int32) error {
+	return p.waitCommitted(ctx, lastOffset, leaderEpoch)
 }
 
 // ErrCommitUnknown is the cause of an append's error when the batch was

@@ -199,6 +199,45 @@ func TestAwaitCommitFailsEveryWaitWhenLeadershipChanges(t *testing.T) {
 	}
 }
 
+// WaitCommitted (the coordinators' wait: offsets of TxnOffsetCommit,
+// transaction and group records) ends when this same node starts a new
+// leader epoch, as AwaitCommit does: the batch may have been truncated and
+// its offsets reused, so a high watermark passing them later says nothing
+// about it. Found in review: the wait took no epoch, and a re-election of
+// the same node between the append and the commit would have answered a
+// truncated TxnOffsetCommit as committed.
+func TestWaitCommittedEndsAtANewEpochOfThisNode(t *testing.T) {
+	m, p, im := acksAllPartition(t)
+	b := appendAcksAll(t, m, 1)
+	done := make(chan error, 1)
+	go func() { done <- p.WaitCommitted(context.Background(), b.LastOffset, b.LeaderEpoch) }()
+	// The wait is under way (nothing can end it yet), then the epoch moves.
+	select {
+	case err := <-done:
+		t.Fatalf("the wait ended before anything happened: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	applyImage(t, m, withLeaderEpoch(im, "w", 0, im.Topics["w"].Partitions[0].LeaderEpoch+1), time.Unix(5000, 0))
+	// The follower catches up in the new epoch: the HW passes the offsets.
+	if _, err := p.recordFollowerFetch(3, p.LeaderEpoch(), b.LastOffset+1, time.Unix(5001, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait did not end")
+	}
+	wantCode(t, "WaitCommitted across a new epoch", err, sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER)
+	if !errors.Is(err, ErrCommitUnknown) {
+		t.Errorf("%v does not say the outcome is unknown", err)
+	}
+	// A wait that names no epoch follows the new one.
+	if err := p.WaitCommitted(context.Background(), b.LastOffset, NoLeaderEpoch); err != nil {
+		t.Errorf("WaitCommitted with no epoch after the HW passed: %v", err)
+	}
+}
+
 // A wait whose deadline passes, or whose context ends, answers
 // REQUEST_TIMED_OUT (outcome unknown) and leaves the list, from wherever
 // it is in it; the others go on and commit. The partition's one timer
@@ -270,7 +309,7 @@ func TestAwaitCommitAfterISRShrinkBelowMinInsync(t *testing.T) {
 		t.Fatal("the wait for a committed batch did not end at once")
 	}
 	wantCode(t, "AwaitCommit", err, sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-	wantCode(t, "WaitCommitted, for comparison", p.WaitCommitted(ctx, committed.LastOffset), sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+	wantCode(t, "WaitCommitted, for comparison", p.WaitCommitted(ctx, committed.LastOffset, committed.LeaderEpoch), sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 	if _, ended := r.err("pending"); ended || p.CommitWaits() != 1 || p.HighWatermark() != committed.LastOffset+1 {
 		t.Fatalf("under min.insync.replicas: pending ended %v, %d waits, HW %d; want it waiting, HW %d",

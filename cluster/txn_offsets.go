@@ -103,5 +103,5 @@ func (m *ReplicaManager) AppendCoordinatorTxn(ctx context.Context, tp TopicParti
 	if err != nil {
 		return res, err
 	}
-	return res, p.WaitCommitted(ctx, res.LastOffset)
+	return res, p.WaitCommitted(ctx, res.LastOffset, res.LeaderEpoch)
 }

@@ -118,10 +118,8 @@ func (l ReplicaStateLog) AppendCommitted(ctx context.Context, tp cluster.TopicPa
 }
 
 // WaitCommitted implements StateLog.WaitCommitted with
-// cluster.Replica.WaitCommitted after checking the leader epoch.
-// (Replica.WaitCommitted does not end on a new epoch of this same node;
-// the coordinator drops the partition's state on that epoch change anyway
-// and ignores the outcome.)
+// cluster.Replica.WaitCommitted in leaderEpoch: a new epoch, even of this
+// node, ends the wait (the offsets may have been truncated and reused).
 func (l ReplicaStateLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, lastOffset int64) error {
 	p, err := l.leading(tp, leaderEpoch)
 	if err != nil {
@@ -131,7 +129,7 @@ func (l ReplicaStateLog) WaitCommitted(ctx context.Context, tp cluster.TopicPart
 		e.Cause = errors.Join(err, cluster.ErrCommitUnknown)
 		return e
 	}
-	return p.WaitCommitted(ctx, lastOffset)
+	return p.WaitCommitted(ctx, lastOffset, leaderEpoch)
 }
 
 // ReadForLoad implements StateLog.ReadForLoad with cluster.Replica.Read.
@@ -142,7 +140,7 @@ func (l ReplicaStateLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartit
 	}
 	end := p.LogEndOffset()
 	if p.HighWatermark() < end {
-		if err := p.WaitCommitted(ctx, end-1); err != nil && errs.Code(err) != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+		if err := p.WaitCommitted(ctx, end-1, leaderEpoch); err != nil && errs.Code(err) != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
 			return StateLogRead{}, err
 		}
 	}
