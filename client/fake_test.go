@@ -78,6 +78,9 @@ type fakeState struct {
 	// held counts the parked requests.
 	hold chan struct{}
 	held int
+	// holdNode, when not 0, limits hold to the produce requests of that
+	// node.
+	holdNode int32
 
 	producers    map[string]*storage.ProducerState // "topic/partition" -> producer state
 	nextPID      int64
@@ -290,7 +293,7 @@ func (f *fakeBroker) produce(_ context.Context, req *sluicev1.ProduceRequest) (*
 			f.maxInflight[key] = max(f.maxInflight[key], f.inflight[key])
 		}
 	}
-	if hold := f.hold; hold != nil {
+	if hold := f.hold; hold != nil && (f.holdNode == 0 || f.holdNode == f.node) {
 		f.held++
 		f.mu.Unlock()
 		<-hold
@@ -615,6 +618,52 @@ func TestLoneSendIsSentAfterLinger(t *testing.T) {
 				t.Fatal("a lone record was not sent within 5s of its 5ms linger")
 			}
 		})
+	}
+}
+
+// SendSync waits for its own record, not for others in flight: with a
+// record of another partition held at its broker, a SendSync to a
+// partition led elsewhere returns as soon as its record is written (it
+// used to flush and wait for every record of the producer). Its record
+// goes without lingering, though the producer lingers an hour.
+func TestSendSyncWaitsForItsOwnRecordOnly(t *testing.T) {
+	f := startFakeCluster(t, map[string]int{"slow": 1, "fast": 1}, 2)
+	f.mu.Lock()
+	f.leaders["fast/0"] = 2
+	f.hold, f.holdNode = make(chan struct{}), 1
+	f.mu.Unlock()
+	c, err := New([]string{f.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.NewProducer(WithIdempotence(false), WithLinger(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	slow := make(chan error, 1)
+	p.Send(context.Background(), Record{Topic: "slow", Partition: 0, Value: []byte("held")}, func(_ RecordMetadata, err error) { slow <- err })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	md, err := p.SendSync(ctx, Record{Topic: "fast", Partition: 0, Value: []byte("sync")})
+	if err != nil {
+		t.Fatalf("SendSync with another partition's record held: %v", err)
+	}
+	if md.Offset != 0 {
+		t.Errorf("SendSync offset %d, want 0", md.Offset)
+	}
+	select {
+	case err := <-slow:
+		t.Fatalf("the held record completed (%v) before its broker answered", err)
+	default:
+	}
+	f.release()
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("the held record: %v", err)
 	}
 }
 

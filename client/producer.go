@@ -500,6 +500,11 @@ func (p *Producer) signal() {
 // bad partition, closed producer, ctx done) are passed to cb before Send
 // returns. An unknown topic fails at once: topics are not auto-created.
 func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, error)) {
+	p.send(ctx, r, cb)
+}
+
+// send is Send; it reports whether it woke the sender loop.
+func (p *Producer) send(ctx context.Context, r Record, cb func(RecordMetadata, error)) (signaled bool) {
 	md := RecordMetadata{Topic: r.Topic, Partition: r.Partition, Offset: -1, Timestamp: r.Timestamp}
 	fail := func(err error) {
 		p.txnRecordFailed(err)
@@ -515,7 +520,7 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 			if cb != nil {
 				cb(md, err) // misuse, or the transaction's own error: no new failure
 			}
-			return
+			return false
 		}
 	}
 	now := time.Now()
@@ -528,18 +533,18 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 		var err error
 		if tm, err = p.topicFor(ctx, r.Topic, blockUntil); err != nil {
 			fail(fmt.Errorf("topic %q: %w", r.Topic, err))
-			return
+			return false
 		}
 		now = time.Now()
 	}
 	n := int32(len(tm.partitions))
 	if r.Partition >= n || r.Partition < -1 || n == 0 {
 		fail(fmt.Errorf("topic %q: %w", r.Topic, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "no partition %d (the topic has %d)", r.Partition, n)))
-		return
+		return false
 	}
 	if size := recordWireSize(r); size > p.cfg.maxRequestBytes {
 		fail(errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "record of about %d bytes exceeds max request bytes %d", size, p.cfg.maxRequestBytes))
-		return
+		return false
 	}
 	if r.Timestamp == 0 {
 		r.Timestamp = now.UnixMilli()
@@ -555,11 +560,11 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 			wait.Stop()
 		case <-wait.C:
 			fail(errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "no buffer space within max block %v (%d bytes buffered)", p.cfg.maxBlock, p.cfg.bufferBytes))
-			return
+			return false
 		case <-ctx.Done():
 			wait.Stop()
 			fail(ctx.Err())
-			return
+			return false
 		}
 		p.mu.Lock()
 		now = time.Now()
@@ -567,13 +572,13 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 	if p.closed {
 		p.mu.Unlock()
 		fail(ErrClosed)
-		return
+		return false
 	}
 	if p.fatal != nil {
 		err := p.fatal
 		p.mu.Unlock()
 		fail(err)
-		return
+		return false
 	}
 	if p.txn != nil {
 		// Checked again under the lock of the append, so that a record is
@@ -583,7 +588,7 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 			if cb != nil {
 				cb(md, err)
 			}
-			return
+			return false
 		}
 		p.txn.appended()
 	}
@@ -601,7 +606,9 @@ func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, e
 	p.mu.Unlock()
 	if closed || opened || stickyClosed {
 		p.signal()
+		return true
 	}
+	return false
 }
 
 // topicFor returns topic's metadata for Send, waiting (with backoff, until
@@ -633,19 +640,33 @@ func (p *Producer) topicFor(ctx context.Context, topic string, deadline time.Tim
 	}
 }
 
-// SendSync sends r and waits for its acknowledgement or for ctx to end.
+// SendSync sends r without lingering and waits for its acknowledgement
+// (not for other records sent concurrently), or for ctx to end.
 func (p *Producer) SendSync(ctx context.Context, r Record) (RecordMetadata, error) {
 	type result struct {
 		md  RecordMetadata
 		err error
 	}
 	ch := make(chan result, 1)
-	p.Send(ctx, r, func(md RecordMetadata, err error) { ch <- result{md, err} })
-	if err := p.Flush(ctx); err != nil {
-		return RecordMetadata{}, err
+	// Flushing while it waits: its batch is sent at once, as Flush would,
+	// with one wake-up of the sender loop instead of two.
+	p.mu.Lock()
+	p.flushing++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
+	}()
+	if !p.send(ctx, r, func(md RecordMetadata, err error) { ch <- result{md, err} }) {
+		p.signal() // the record joined an open batch: close it now
 	}
-	res := <-ch
-	return res.md, res.err
+	select {
+	case res := <-ch:
+		return res.md, res.err
+	case <-ctx.Done():
+		return RecordMetadata{}, ctx.Err()
+	}
 }
 
 // Flush sends every buffered record without lingering and waits until no
