@@ -99,7 +99,8 @@ func (m *grpcMetrics) unary(ctx context.Context, req any, info *grpc.UnaryServer
 // request messages, the record bytes its messages carry, times each
 // ProduceStream request, and counts streams that end with an error.
 func (m *grpcMetrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ms := &meteredStream{ServerStream: ss, m: m, method: info.FullMethod}
+	ms := &meteredStream{ServerStream: ss, m: m, method: info.FullMethod,
+		requests: m.requests.WithLabelValues(info.FullMethod), duration: m.duration.WithLabelValues(info.FullMethod)}
 	if info.FullMethod == methodProduceStream {
 		ms.pending = map[int64]time.Time{}
 	}
@@ -185,6 +186,10 @@ type meteredStream struct {
 	grpc.ServerStream
 	m      *grpcMetrics
 	method string
+	// The method's series, looked up once per stream rather than per
+	// message.
+	requests prometheus.Counter
+	duration prometheus.Observer
 
 	mu      sync.Mutex          // guards the following
 	pending map[int64]time.Time // ProduceStream: receipt time per correlation id; nil on other methods
@@ -196,7 +201,7 @@ func (s *meteredStream) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return err
 	}
-	s.m.requests.WithLabelValues(s.method).Inc()
+	s.requests.Inc()
 	s.m.countRequestBytes(msg)
 	if r, ok := msg.(*codec.ProduceStreamRequest); ok && s.pending != nil {
 		s.mu.Lock()
@@ -218,7 +223,7 @@ func (s *meteredStream) SendMsg(msg any) error {
 		delete(s.pending, r.GetCorrelationId())
 		s.mu.Unlock()
 		if found {
-			s.m.duration.WithLabelValues(s.method).Observe(time.Since(start).Seconds())
+			s.duration.Observe(time.Since(start).Seconds())
 		}
 		if c := r.GetErrorCode(); c != sluicev1.ErrorCode_NONE {
 			s.m.errors.WithLabelValues(s.method, errs.GRPCCode(c).String()).Inc()
