@@ -32,6 +32,8 @@ func main() {
 		return
 	}
 	if err == nil {
+		gc := tuneGC(os.LookupEnv, cgroupMemoryMax)
+		cfg.Logger.Info("garbage collector", "gogc", gc.gcPercent, "memory_limit_bytes", gc.memoryLimit)
 		err = run(cfg)
 	}
 	if err != nil {
