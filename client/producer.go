@@ -650,14 +650,7 @@ func (p *Producer) SendSync(ctx context.Context, r Record) (RecordMetadata, erro
 	ch := make(chan result, 1)
 	// Flushing while it waits: its batch is sent at once, as Flush would,
 	// with one wake-up of the sender loop instead of two.
-	p.mu.Lock()
-	p.flushing++
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.flushing--
-		p.mu.Unlock()
-	}()
+	defer p.holdFlushing()()
 	if !p.send(ctx, r, func(md RecordMetadata, err error) { ch <- result{md, err} }) {
 		p.signal() // the record joined an open batch: close it now
 	}
@@ -666,6 +659,19 @@ func (p *Producer) SendSync(ctx context.Context, r Record) (RecordMetadata, erro
 		return res.md, res.err
 	case <-ctx.Done():
 		return RecordMetadata{}, ctx.Err()
+	}
+}
+
+// holdFlushing makes the sender loop send batches without lingering
+// until the returned release is called.
+func (p *Producer) holdFlushing() (release func()) {
+	p.mu.Lock()
+	p.flushing++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
 	}
 }
 
@@ -678,14 +684,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 		p.mu.Unlock()
 		return nil
 	}
-	p.flushing++
 	idle := p.idle
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.flushing--
-		p.mu.Unlock()
-	}()
+	defer p.holdFlushing()()
 	p.signal()
 	select {
 	case <-idle:

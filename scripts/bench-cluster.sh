@@ -138,16 +138,13 @@ topic() {
 	exit 1
 }
 
+# shellcheck source=scripts/lib/cpu.sh
+. scripts/lib/cpu.sh
+
 # node_ticks prints the CPU time (user + system, clock ticks) the nodes
 # have used so far; children_ticks the same for this script's waited-for
 # children (the load generator), from /proc.
-node_ticks() {
-	local t=0 pid
-	for pid in "${pids[@]}"; do
-		t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-	done
-	echo "$t"
-}
+node_ticks() { cpu_ticks "${pids[@]}"; }
 children_ticks() { awk '{print $16 + $17}' "/proc/$$/stat"; }
 TICKS=$(getconf CLK_TCK)
 

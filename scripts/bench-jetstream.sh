@@ -98,14 +98,8 @@ if [ $ok != 1 ]; then
 	exit 1
 fi
 
-# cpu_ticks PID... prints the processes' utime+stime in clock ticks.
-cpu_ticks() {
-	local t=0 p
-	for p in "$@"; do
-		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
+# shellcheck source=scripts/lib/cpu.sh
+. scripts/lib/cpu.sh
 hz=$(getconf CLK_TCK)
 
 # run LABEL UNIT COUNT BYTES ARGS...: one nats bench run, with CPU per unit.

@@ -16,13 +16,7 @@ import (
 // appends, instead of letting gigabytes of dirty pages build up until the
 // kernel throttles every writer at once.
 func startWriteback(f *os.File, off, n int64) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
-	})
+	withFD(f, func(fd int) { _ = unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE) })
 }
 
 // dropCache asks the kernel to drop the page-cache pages of [off, off+n)
@@ -30,11 +24,15 @@ func startWriteback(f *os.File, off, n int64) {
 // ones are left (their writeback is only started). Advisory; errors are
 // ignored. Bytes read later come from the disk.
 func dropCache(f *os.File, off, n int64) {
+	withFD(f, func(fd int) { _ = unix.Fadvise(fd, off, n, unix.FADV_DONTNEED) })
+}
+
+// withFD runs advise with f's descriptor (nothing when f has none: both
+// callers are advisory).
+func withFD(f *os.File, advise func(fd int)) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
 	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.Fadvise(int(fd), off, n, unix.FADV_DONTNEED)
-	})
+	_ = rc.Control(func(fd uintptr) { advise(int(fd)) })
 }

@@ -40,8 +40,8 @@ func tuneGC(lookupEnv func(string) (string, bool), cgroupMemoryMax func() (int64
 		s.gcPercent = defaultGCPercent
 	}
 	if _, ok := lookupEnv("GOMEMLIMIT"); !ok {
-		if max, ok := cgroupMemoryMax(); ok {
-			s.memoryLimit = int64(float64(max) * memoryLimitShare)
+		if limit, ok := cgroupMemoryMax(); ok {
+			s.memoryLimit = int64(float64(limit) * memoryLimitShare)
 			debug.SetMemoryLimit(s.memoryLimit)
 		}
 	}
