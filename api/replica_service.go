@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -41,7 +42,7 @@ func NewReplicaService(replicas *cluster.ReplicaManager, cache *cluster.Metadata
 // there up to its log end are returned. With nothing to return it waits up
 // to max_wait_ms for an append or a high-watermark move.
 func (s *ReplicaService) ReplicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
-	return s.replicaFetch(ctx, req)
+	return s.replicaFetch(ctx, req, nil)
 }
 
 // ReplicaFetchStream implements the Replica service: ReplicaFetch's rules
@@ -60,25 +61,34 @@ func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[inte
 			if err != nil {
 				return err
 			}
-			resp, err := s.replicaFetch(ctx, req)
+			// The batches are read into pooled buffers, referenced (not
+			// copied) by the encoded answer and given back once gRPC
+			// has written it.
+			bufs := &codec.ReadBuffers{}
+			resp, err := s.replicaFetch(ctx, req, bufs.Alloc)
 			if err != nil {
+				bufs.Free()
 				return err
 			}
-			if err := out.send(resp); err != nil {
+			err = out.send(&codec.OutgoingReplicaFetchResponse{ReplicaFetchResponse: resp, Buffers: bufs})
+			bufs.Free()
+			if err != nil {
 				return err
 			}
 		}
 	})
 }
 
-func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
+// alloc (nil: none) supplies the buffers the batches are read into
+// (cluster.FetchParams.Alloc).
+func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest, alloc func(int) []byte) (*internalv1.ReplicaFetchResponse, error) {
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 || maxBytes > MaxMessageSize-(1<<20) {
 		maxBytes = MaxMessageSize - (1 << 20)
 	}
 	params := cluster.FetchParams{ReplicaID: req.ReplicaId, BrokerEpoch: req.BrokerEpoch, Isolation: cluster.FetchLogEnd,
 		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes,
-		Partitions: make([]cluster.FetchPartition, len(req.Partitions))}
+		Partitions: make([]cluster.FetchPartition, len(req.Partitions)), Alloc: alloc}
 	for i, fp := range req.Partitions {
 		limit := int(fp.PartitionMaxBytes)
 		if limit <= 0 {

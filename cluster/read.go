@@ -58,6 +58,10 @@ type FetchParams struct {
 	// is larger.
 	MaxBytes   int
 	Partitions []FetchPartition
+	// Alloc, if set, supplies the buffers a follower's (FetchLogEnd)
+	// reads go into (storage.Log.ReadInto); the caller owns them and
+	// frees them once the answer is written.
+	Alloc func(n int) []byte
 }
 
 // FetchPartition is one partition of a fetch.
@@ -278,7 +282,7 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	case FetchTxnCommitted:
 		res, err = rep.log.ReadConsumer(fp.FetchOffset, max(limit, 1), storage.ReadCommitted)
 	default:
-		res, err = rep.log.Read(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation))
+		res, err = rep.log.ReadInto(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation), p.Alloc)
 	}
 	if err != nil {
 		out.Err = err

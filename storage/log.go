@@ -593,8 +593,21 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 // lock, concurrently with appends; a read that raced with a truncation is
 // retried on the truncated log.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	return l.ReadInto(offset, maxBytes, maxOffset, nil)
+}
+
+// ReadInto is Read with the buffers file data is read into coming from
+// alloc (nil: freshly allocated ones). alloc(n) returns a slice of length
+// n whose contents do not matter: the read overwrites what it uses. The
+// batches returned are slices of what alloc handed out (or of memory the
+// log keeps, which needs no buffer); the caller owns every buffer alloc
+// handed out, used or not, and may reuse one once the batches read into
+// it are no longer used. The replica fetch path takes them from a pool
+// and gives them back once gRPC has written them, sparing the leader the
+// zeroing of a fresh buffer per follower fetch.
+func (l *Log) ReadInto(offset int64, maxBytes int, maxOffset int64, alloc func(n int) []byte) (ReadResult, error) {
 	for attempt := 0; ; attempt++ {
-		res, gen, err := l.readOnce(offset, maxBytes, maxOffset)
+		res, gen, err := l.readOnce(offset, maxBytes, maxOffset, alloc)
 		l.mu.RLock()
 		raced := l.truncations != gen
 		l.mu.RUnlock()
@@ -613,7 +626,7 @@ const maxReadAttempts = 8
 
 // readOnce is one attempt of Read; gen is the truncation count its
 // snapshot was taken at.
-func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResult, gen uint64, _ error) {
+func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64, alloc func(int) []byte) (_ ReadResult, gen uint64, _ error) {
 	l.mu.RLock()
 	gen = l.truncations
 	if l.closed {
@@ -655,7 +668,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, maxOffset int64) (_ ReadResul
 		var next int64
 		err := l.inject(OpRead, s.path)
 		if err == nil {
-			batches, next, err = s.readFrames(pos, size, offset, maxBytes, maxOffset, tail)
+			batches, next, err = s.readFrames(pos, size, offset, maxBytes, maxOffset, tail, alloc)
 		}
 		if err != nil {
 			if l.StartOffset() > offset {

@@ -346,9 +346,10 @@ func (s *segment) apply(h batch.Header, frameLen int, e entries) {
 // index position at or before the wanted batch) and reading no further
 // than size (the committed size snapshot). The first wanted batch is
 // returned whole; further ones only while the frame total stays within
-// maxBytes. The returned slices share one freshly read buffer, or, when
-// mem is the in-memory copy of [pos, size) (tailView), are slices of it.
-func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset int64, mem []byte) ([][]byte, int64, error) {
+// maxBytes. The returned slices share one buffer the frames are read into
+// (from alloc, or allocated when alloc is nil), or, when mem is the
+// in-memory copy of [pos, size) (tailView), are slices of it.
+func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset int64, mem []byte, alloc func(int) []byte) ([][]byte, int64, error) {
 	// Skip the batches between the index entry and offset by reading only
 	// their headers.
 	first := 0
@@ -385,10 +386,19 @@ func (s *segment) readFrames(pos, size, offset int64, maxBytes int, maxOffset in
 	if mem != nil {
 		buf = mem[pos-memPos : pos-memPos+want]
 	} else {
-		buf = make([]byte, want)
-		if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
+		if alloc != nil {
+			buf = alloc(int(want))[:want]
+		} else {
+			buf = make([]byte, want)
+		}
+		n, err := s.log.ReadAt(buf, pos)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, offset, err
 		}
+		// A short read (the file truncated under the read, which Read
+		// then retries) leaves the rest of an alloc buffer as it was:
+		// only what was read is parsed.
+		buf = buf[:n]
 	}
 	var out [][]byte
 	total := 0

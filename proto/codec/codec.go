@@ -60,9 +60,11 @@ func (c Codec) pool() mem.BufferPool {
 func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *internalv1.ReplicaFetchResponse:
-		return marshalReplicaFetchResponse(m), nil
+		return marshalReplicaFetchResponse(m, nil), nil
 	case *ReplicaFetchResponse:
-		return marshalReplicaFetchResponse(&m.ReplicaFetchResponse), nil
+		return marshalReplicaFetchResponse(&m.ReplicaFetchResponse, nil), nil
+	case *OutgoingReplicaFetchResponse:
+		return marshalReplicaFetchResponse(m.ReplicaFetchResponse, m.Buffers), nil
 	}
 	vv := messageOf(v)
 	if vv == nil {

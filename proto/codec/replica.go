@@ -28,8 +28,10 @@ const (
 // out), but without copying the batches: the result alternates pieces of
 // one small buffer holding everything else with the batch slices
 // themselves. The batches must not change until gRPC has written the
-// message (Log.Read's batches never do).
-func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse) mem.BufferSlice {
+// message (Log.Read's batches never do). A batch inside one of bufs'
+// buffers is a reference to it (freed by gRPC once written) rather than a
+// plain slice; bufs may be nil.
+func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse, bufs *ReadBuffers) mem.BufferSlice {
 	// The non-batch bytes: at most 64 bytes of tags, lengths and scalars
 	// per partition besides its strings, and 11 bytes of tag and length
 	// per batch.
@@ -62,7 +64,7 @@ func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse) mem.BufferS
 			if len(b) == 0 {
 				continue
 			}
-			out = append(out, mem.SliceBuffer(buf[start:len(buf):len(buf)]), mem.SliceBuffer(b))
+			out = append(out, mem.SliceBuffer(buf[start:len(buf):len(buf)]), bufs.piece(b))
 			start = len(buf)
 		}
 	}
