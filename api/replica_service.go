@@ -64,7 +64,7 @@ func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[inte
 			// The batches are read into pooled buffers, referenced (not
 			// copied) by the encoded answer and given back once gRPC
 			// has written it.
-			bufs := &codec.ReadBuffers{}
+			bufs := &codec.BatchBuffers{}
 			resp, err := s.replicaFetch(ctx, req, bufs.Alloc)
 			if err != nil {
 				bufs.Free()

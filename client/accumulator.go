@@ -3,6 +3,8 @@ package client
 import (
 	"time"
 
+	"google.golang.org/grpc/mem"
+
 	"github.com/sluice-io/sluice/proto/batch"
 )
 
@@ -27,6 +29,11 @@ type recordBatch struct {
 	records []pendingRecord
 	data    []byte // the finished canonical batch; nil until first sent
 	size    int    // bytes accounted against the buffer limit
+	// wire is data as a reference-counted buffer, made at the first send
+	// on a ProduceStream: the encoded request references data instead of
+	// copying it, and data goes back to the buffer pool only when both
+	// the batch is recycled and gRPC has written every request holding it.
+	wire mem.Buffer
 
 	created  time.Time // first append
 	deadline time.Time // created + delivery timeout
@@ -238,7 +245,11 @@ func (a *accumulator) recycle(b *recordBatch) {
 	if b.data == nil {
 		b.data = b.builder.Finish(batch.PlainProducer, 0) // never sent: take its buffer back
 	}
-	a.bufs.put(b.data)
+	if b.wire != nil {
+		b.wire.Free() // the pool gets data back once gRPC lets go too
+	} else {
+		a.bufs.put(b.data)
+	}
 	clear(b.records)
 	*b = recordBatch{records: b.records[:0], builder: b.builder}
 	a.free = append(a.free, b)

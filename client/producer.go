@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -886,7 +887,17 @@ func (p *Producer) startProduce(addr string, pc *produceConn, bs []*recordBatch)
 	}
 	call.req = req
 	if pc.useStream() {
-		call.onStream, call.answer, call.err = pc.send(req)
+		// The encoded request references the batches' buffers instead
+		// of copying them (codec.BatchBuffers).
+		bufs := &codec.BatchBuffers{}
+		for _, b := range bs {
+			if b.wire == nil {
+				b.wire = wireBuffer(b.data, &p.acc.bufs)
+			}
+			bufs.Add(b.wire)
+		}
+		call.onStream, call.answer, call.err = pc.send(req, bufs)
+		bufs.Free()
 		return call
 	}
 	p.startUnary(call)

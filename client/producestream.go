@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-io/sluice/proto/codec"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -64,7 +65,7 @@ func (c *produceConn) useStream() bool {
 // send puts req on the stream, opening it if needed, and returns the
 // stream and the channel its answer (or the stream's failure) arrives on.
 // Callers serialise send.
-func (c *produceConn) send(req *internalv1.ProduceRequestView) (grpc.ClientStream, <-chan produceAnswer, error) {
+func (c *produceConn) send(req *internalv1.ProduceRequestView, bufs *codec.BatchBuffers) (grpc.ClientStream, <-chan produceAnswer, error) {
 	cc, err := c.p.c.conn(c.addr)
 	if err != nil {
 		return nil, nil, err
@@ -89,7 +90,8 @@ func (c *produceConn) send(req *internalv1.ProduceRequestView) (grpc.ClientStrea
 	c.mu.Unlock()
 	// Not under mu: SendMsg may wait for flow control, which needs the
 	// reader to take answers.
-	if err := st.SendMsg(&internalv1.ProduceStreamRequestView{CorrelationId: id, Request: req}); err != nil {
+	msg := &codec.OutgoingProduceStreamRequest{ProduceStreamRequestView: &internalv1.ProduceStreamRequestView{CorrelationId: id, Request: req}, Buffers: bufs}
+	if err := st.SendMsg(msg); err != nil {
 		// The stream is broken: the reader gets its status and fails
 		// every request on it, this one included. Make sure it wakes.
 		c.mu.Lock()

@@ -202,6 +202,14 @@ func (a *accumulator) startSending(q *partitionQueue, b *recordBatch) {
 func (a *accumulator) renumber(q *partitionQueue, b *recordBatch) {
 	b.producer = batch.Producer{ID: q.identity.id, Epoch: int32(q.identity.epoch), BaseSequence: q.nextSeq}
 	q.nextSeq = nextSequence(q.nextSeq, len(b.records))
+	if b.wire != nil {
+		// An earlier request may still hold data in gRPC's queue (one
+		// that timed out, say): rewrite a copy, never bytes on their
+		// way out.
+		data := append(a.bufs.get(), b.data...)
+		b.wire.Free()
+		b.wire, b.data = nil, data
+	}
 	h, err := batch.ParseHeader(b.data)
 	if err != nil {
 		panic(fmt.Sprintf("sluice: producer batch lost its header: %v", err)) // built by this package

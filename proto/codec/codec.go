@@ -63,6 +63,8 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 		return marshalReplicaFetchResponse(m, nil), nil
 	case *ReplicaFetchResponse:
 		return marshalReplicaFetchResponse(&m.ReplicaFetchResponse, nil), nil
+	case *OutgoingProduceStreamRequest:
+		return marshalProduceStreamRequest(m.ProduceStreamRequestView, m.Buffers), nil
 	case *OutgoingReplicaFetchResponse:
 		return marshalReplicaFetchResponse(m.ReplicaFetchResponse, m.Buffers), nil
 	}

@@ -144,3 +144,83 @@ func (r *ProduceStreamRequest) Release() {
 		r.buf = nil
 	}
 }
+
+// marshalProduceStreamRequest encodes m exactly as deterministic
+// proto.Marshal would, but without copying the batches: the result
+// alternates pieces of one small buffer holding everything else with the
+// batches (references to bufs' buffers where they lie in one, see
+// BatchBuffers). The batches must not change until gRPC has written the
+// message.
+func marshalProduceStreamRequest(m *internalv1.ProduceStreamRequestView, bufs *BatchBuffers) mem.BufferSlice {
+	meta := 32
+	if r := m.Request; r != nil {
+		meta += 32 + len(r.TransactionalId)
+		for _, t := range r.Topics {
+			meta += 16 + len(t.Name) + 32*len(t.Partitions)
+		}
+	}
+	buf := make([]byte, 0, meta)
+	buf = appendVarintField(buf, psCorrelationID, uint64(m.CorrelationId))
+	r := m.Request
+	if r == nil {
+		return mem.BufferSlice{mem.SliceBuffer(buf)}
+	}
+	buf = protowire.AppendTag(buf, psRequest, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(produceRequestSize(r)))
+	if r.TransactionalId != "" {
+		buf = protowire.AppendTag(buf, prTransactionalID, protowire.BytesType)
+		buf = protowire.AppendString(buf, r.TransactionalId)
+	}
+	buf = appendVarintField(buf, prAcks, uint64(int64(r.Acks)))
+	buf = appendVarintField(buf, prTimeoutMs, uint64(int64(r.TimeoutMs)))
+	var out mem.BufferSlice
+	start := 0 // of the bytes of buf not yet in out
+	for _, t := range r.Topics {
+		buf = protowire.AppendTag(buf, prTopics, protowire.BytesType)
+		buf = protowire.AppendVarint(buf, uint64(topicProduceDataSize(t)))
+		if t.Name != "" {
+			buf = protowire.AppendTag(buf, tpName, protowire.BytesType)
+			buf = protowire.AppendString(buf, t.Name)
+		}
+		for _, p := range t.Partitions {
+			buf = protowire.AppendTag(buf, tpPartitions, protowire.BytesType)
+			buf = protowire.AppendVarint(buf, uint64(partitionProduceDataSize(p)))
+			buf = appendVarintField(buf, ppPartition, uint64(int64(p.Partition)))
+			if len(p.Batch) == 0 {
+				continue
+			}
+			buf = protowire.AppendTag(buf, ppBatch, protowire.BytesType)
+			buf = protowire.AppendVarint(buf, uint64(len(p.Batch)))
+			out = append(out, mem.SliceBuffer(buf[start:len(buf):len(buf)]), bufs.piece(p.Batch))
+			start = len(buf)
+		}
+	}
+	if start < len(buf) {
+		out = append(out, mem.SliceBuffer(buf[start:]))
+	}
+	return out
+}
+
+func produceRequestSize(r *internalv1.ProduceRequestView) int {
+	n := stringFieldSize(r.TransactionalId) + varintFieldSize(uint64(int64(r.Acks))) + varintFieldSize(uint64(int64(r.TimeoutMs)))
+	for _, t := range r.Topics {
+		n += 1 + protowire.SizeBytes(topicProduceDataSize(t))
+	}
+	return n
+}
+
+func topicProduceDataSize(t *internalv1.TopicProduceDataView) int {
+	n := stringFieldSize(t.Name)
+	for _, p := range t.Partitions {
+		n += 1 + protowire.SizeBytes(partitionProduceDataSize(p))
+	}
+	return n
+}
+
+func partitionProduceDataSize(p *internalv1.PartitionProduceDataView) int {
+	n := varintFieldSize(uint64(int64(p.Partition)))
+	if len(p.Batch) > 0 {
+		n += 1 + protowire.SizeBytes(len(p.Batch))
+	}
+	return n
+}

@@ -31,7 +31,7 @@ const (
 // message (Log.Read's batches never do). A batch inside one of bufs'
 // buffers is a reference to it (freed by gRPC once written) rather than a
 // plain slice; bufs may be nil.
-func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse, bufs *ReadBuffers) mem.BufferSlice {
+func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse, bufs *BatchBuffers) mem.BufferSlice {
 	// The non-batch bytes: at most 64 bytes of tags, lengths and scalars
 	// per partition besides its strings, and 11 bytes of tag and length
 	// per batch.

@@ -9,17 +9,21 @@ import (
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 )
 
-// ReadBuffers hands out pooled buffers for the batches of one message to
-// send (a leader's replica fetch answer: storage.Log.ReadInto reads the
-// follower's batches into them) and keeps them alive until gRPC has
-// written the message: Marshal takes a reference to the buffer for each
-// batch inside one, which gRPC frees once the bytes are on the wire, and
-// the sender frees its own references with Free after SendMsg. The last
-// reference gives the buffer back to the pool. A fresh buffer per fetch
-// cost the leader its zeroing (make) and the collector's work:
-// docs/benchmarks.md, issue 19 third pass. Alloc is safe for concurrent
-// use; Free is called once, after the message is sent (or dropped).
-type ReadBuffers struct {
+// BatchBuffers holds the buffers the batches of one message to send live
+// in, and keeps them alive until gRPC has written the message: pooled
+// buffers it hands out (Alloc: a leader's replica fetch answer, which
+// storage.Log.ReadInto reads the follower's batches into), or references
+// the sender adds (Add: a producer's batch buffers, recycled once the
+// batch is answered and gRPC is done with it). Marshal takes a reference
+// to the buffer for each batch inside one, which gRPC frees once the bytes
+// are on the wire, and the sender frees its own references with Free after
+// SendMsg; the last reference gives a buffer back to its pool. A fresh
+// buffer per fetch cost the leader its zeroing (make) and the collector's
+// work, a copy per produce request cost the producer a memmove of every
+// byte: docs/benchmarks.md, issue 19 third pass. Add and Alloc are safe
+// for concurrent use; Free is called once the message is sent (or
+// dropped).
+type BatchBuffers struct {
 	// Pool supplies the buffers; nil is DefaultPool.
 	Pool mem.BufferPool
 
@@ -27,9 +31,18 @@ type ReadBuffers struct {
 	bufs []mem.Buffer
 }
 
+// Add makes buf one of r's buffers, taking a reference to it (the
+// caller keeps its own).
+func (r *BatchBuffers) Add(buf mem.Buffer) {
+	buf.Ref()
+	r.mu.Lock()
+	r.bufs = append(r.bufs, buf)
+	r.mu.Unlock()
+}
+
 // Alloc returns a buffer of length n with undefined contents, owned by r
 // until Free.
-func (r *ReadBuffers) Alloc(n int) []byte {
+func (r *BatchBuffers) Alloc(n int) []byte {
 	pool := r.Pool
 	if pool == nil {
 		pool = DefaultPool
@@ -44,7 +57,7 @@ func (r *ReadBuffers) Alloc(n int) []byte {
 
 // Free drops r's references; buffers no marshalled message still
 // references go back to the pool. r is empty afterwards.
-func (r *ReadBuffers) Free() {
+func (r *BatchBuffers) Free() {
 	if r == nil {
 		return
 	}
@@ -60,7 +73,7 @@ func (r *ReadBuffers) Free() {
 // piece returns b as a piece of a marshalled message: a new reference to
 // the part of r's buffer holding it, or b itself when it is not inside one
 // of r's buffers (or r is nil).
-func (r *ReadBuffers) piece(b []byte) mem.Buffer {
+func (r *BatchBuffers) piece(b []byte) mem.Buffer {
 	if r == nil || len(b) == 0 {
 		return mem.SliceBuffer(b)
 	}
@@ -87,11 +100,20 @@ func within(outer, inner []byte) (int, bool) {
 	return int(i - o), true
 }
 
+// OutgoingProduceStreamRequest is a ProduceStreamRequest to send whose
+// batches may be slices of Buffers' buffers (nil: none are): Marshal
+// references those instead of copying them. The sender calls
+// Buffers.Free after SendMsg returns.
+type OutgoingProduceStreamRequest struct {
+	*internalv1.ProduceStreamRequestView
+	Buffers *BatchBuffers
+}
+
 // OutgoingReplicaFetchResponse is a ReplicaFetchResponse to send whose
 // batches may be slices of Buffers' buffers (nil: none are): Marshal
 // references those instead of copying them. The sender calls
 // Buffers.Free after SendMsg returns.
 type OutgoingReplicaFetchResponse struct {
 	*internalv1.ReplicaFetchResponse
-	Buffers *ReadBuffers
+	Buffers *BatchBuffers
 }
