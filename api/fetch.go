@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/proto/codec"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -17,6 +18,24 @@ import (
 // The rules are cluster.ReplicaManager.Fetch's; this validates and
 // translates.
 func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error) {
+	return s.fetch(ctx, req, nil)
+}
+
+// fetchPooled is Fetch as served: the batches are read into pooled
+// buffers that the encoded answer references and gRPC gives back once it
+// has written it (codec.OutgoingFetchResponse).
+func (s *Server) fetchPooled(ctx context.Context, req *sluicev1.FetchRequest) (any, error) {
+	bufs := &codec.BatchBuffers{}
+	resp, err := s.fetch(ctx, req, bufs.Alloc)
+	if err != nil {
+		bufs.Free()
+		return nil, err
+	}
+	return &codec.OutgoingFetchResponse{FetchResponseView: resp, Buffers: bufs}, nil
+}
+
+// fetch is Fetch with the read buffers from alloc (nil: allocated).
+func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc func(int) []byte) (*internalv1.FetchResponseView, error) {
 	if req.MaxWaitMs < 0 || req.MinBytes < 0 || req.MaxBytes < 0 {
 		return nil, invalidRequest("max_wait_ms, min_bytes and max_bytes must be >= 0 (got %d, %d, %d)", req.MaxWaitMs, req.MinBytes, req.MaxBytes)
 	}
@@ -33,7 +52,7 @@ func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*intern
 		maxBytes = min(DefaultFetchMaxBytes, MaxMessageSize-(1<<20))
 	}
 	params := cluster.FetchParams{ReplicaID: cluster.NoReplica, Isolation: isolation,
-		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes}
+		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes, Alloc: alloc}
 	for _, t := range req.Topics {
 		for _, fp := range t.Partitions {
 			limit := int(fp.PartitionMaxBytes)

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
-	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -160,14 +159,15 @@ func (s *Server) Register(g *grpc.Server) {
 type logService interface {
 	produceAliased(context.Context, *codec.ProduceRequest) (*sluicev1.ProduceResponse, error)
 	produceStream(grpc.ServerStream) error
-	Fetch(context.Context, *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error)
+	fetchPooled(context.Context, *sluicev1.FetchRequest) (any, error)
 	ListOffsets(context.Context, *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error)
 }
 
 // logServiceDesc registers sluice.v1.Log by hand so that Produce requests
 // are decoded as ProduceRequestView (batches stay bytes; with codec.Codec,
 // slices of the received buffer) and Fetch responses
-// are encoded from FetchResponseView (segment bytes copied, not decoded).
+// are encoded from FetchResponseView (segment bytes referenced, not
+// decoded or copied: codec.OutgoingFetchResponse).
 // Both views are wire-compatible with the public messages (DESIGN §4).
 var logServiceDesc = grpc.ServiceDesc{
 	ServiceName: "sluice.v1.Log",
@@ -177,7 +177,7 @@ var logServiceDesc = grpc.ServiceDesc{
 			return s.produceAliased(ctx, in)
 		})},
 		{MethodName: "Fetch", Handler: unary("/sluice.v1.Log/Fetch", func(s logService, ctx context.Context, in *sluicev1.FetchRequest) (any, error) {
-			return s.Fetch(ctx, in)
+			return s.fetchPooled(ctx, in)
 		})},
 		{MethodName: "ListOffsets", Handler: unary("/sluice.v1.Log/ListOffsets", func(s logService, ctx context.Context, in *sluicev1.ListOffsetsRequest) (any, error) {
 			return s.ListOffsets(ctx, in)

@@ -58,9 +58,9 @@ type FetchParams struct {
 	// is larger.
 	MaxBytes   int
 	Partitions []FetchPartition
-	// Alloc, if set, supplies the buffers a follower's (FetchLogEnd)
-	// reads go into (storage.Log.ReadInto); the caller owns them and
-	// frees them once the answer is written.
+	// Alloc, if set, supplies the buffers the reads go into
+	// (storage.Log.ReadInto); the caller owns them and frees them once
+	// the answer is written.
 	Alloc func(n int) []byte
 }
 
@@ -278,9 +278,9 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	var err error
 	switch p.Isolation {
 	case FetchHighWatermark:
-		res, err = rep.log.ReadConsumer(fp.FetchOffset, max(limit, 1), storage.ReadUncommitted)
+		res, err = rep.log.ReadConsumerInto(fp.FetchOffset, max(limit, 1), storage.ReadUncommitted, p.Alloc)
 	case FetchTxnCommitted:
-		res, err = rep.log.ReadConsumer(fp.FetchOffset, max(limit, 1), storage.ReadCommitted)
+		res, err = rep.log.ReadConsumerInto(fp.FetchOffset, max(limit, 1), storage.ReadCommitted, p.Alloc)
 	default:
 		res, err = rep.log.ReadInto(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation), p.Alloc)
 	}

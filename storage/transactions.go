@@ -202,6 +202,12 @@ const maxConsumerScanBytes = 8 << 20
 // (at least one whole batch when one is kept). Errors and concurrency are
 // Read's; a read that raced with a truncation is retried.
 func (l *Log) ReadConsumer(offset int64, maxBytes int, iso Isolation) (ReadResult, error) {
+	return l.ReadConsumerInto(offset, maxBytes, iso, nil)
+}
+
+// ReadConsumerInto is ReadConsumer with the buffers file data is read
+// into coming from alloc, as ReadInto.
+func (l *Log) ReadConsumerInto(offset int64, maxBytes int, iso Isolation, alloc func(n int) []byte) (ReadResult, error) {
 	for attempt := 0; ; attempt++ {
 		l.mu.RLock()
 		gen := l.truncations
@@ -210,7 +216,7 @@ func (l *Log) ReadConsumer(offset int64, maxBytes int, iso Isolation) (ReadResul
 			bound = l.lsoLocked()
 		}
 		l.mu.RUnlock()
-		res, err := l.readConsumerOnce(offset, maxBytes, bound, iso)
+		res, err := l.readConsumerOnce(offset, maxBytes, bound, iso, alloc)
 		l.mu.RLock()
 		raced := l.truncations != gen
 		l.mu.RUnlock()
@@ -223,11 +229,11 @@ func (l *Log) ReadConsumer(offset int64, maxBytes int, iso Isolation) (ReadResul
 	}
 }
 
-func (l *Log) readConsumerOnce(offset int64, maxBytes int, bound int64, iso Isolation) (ReadResult, error) {
+func (l *Log) readConsumerOnce(offset int64, maxBytes int, bound int64, iso Isolation, alloc func(int) []byte) (ReadResult, error) {
 	out := ReadResult{NextOffset: offset}
 	scanned := 0
 	for from := offset; ; from = out.NextOffset {
-		res, err := l.Read(from, maxBytes, bound)
+		res, err := l.ReadInto(from, maxBytes, bound, alloc)
 		if err != nil {
 			if from != offset {
 				return out, nil // answer what was looked at; the next read reports it

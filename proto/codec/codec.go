@@ -65,6 +65,10 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 		return marshalReplicaFetchResponse(&m.ReplicaFetchResponse, nil), nil
 	case *OutgoingProduceStreamRequest:
 		return marshalProduceStreamRequest(m.ProduceStreamRequestView, m.Buffers), nil
+	case *OutgoingFetchResponse:
+		out, err := marshalFetchResponse(m.FetchResponseView, m.Buffers)
+		m.Buffers.Free()
+		return out, err
 	case *OutgoingReplicaFetchResponse:
 		return marshalReplicaFetchResponse(m.ReplicaFetchResponse, m.Buffers), nil
 	}
