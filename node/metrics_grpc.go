@@ -131,9 +131,17 @@ func (m *grpcMetrics) countResponseBytes(method string, resp any) {
 		if method == methodFetch {
 			m.fetchBytes.Add(float64(fetchBatchBytes(r)))
 		}
+	case *codec.OutgoingFetchResponse:
+		if method == methodFetch {
+			m.fetchBytes.Add(float64(fetchBatchBytes(r.FetchResponseView)))
+		}
 	case *internalv1.ReplicaFetchResponse:
 		if method == methodReplicaFetch || method == methodReplicaFetchStream {
 			m.replicaBytes.Add(float64(replicaFetchBatchBytes(r)))
+		}
+	case *codec.OutgoingReplicaFetchResponse:
+		if method == methodReplicaFetch || method == methodReplicaFetchStream {
+			m.replicaBytes.Add(float64(replicaFetchBatchBytes(r.ReplicaFetchResponse)))
 		}
 	}
 }
