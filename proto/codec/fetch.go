@@ -3,7 +3,6 @@ package codec
 import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 )
@@ -53,66 +52,35 @@ func marshalFetchResponse(m *internalv1.FetchResponseView, bufs *BatchBuffers) (
 			}
 		}
 	}
-	buf := make([]byte, 0, meta)
-	var out mem.BufferSlice
-	start := 0 // of the bytes of buf not yet in out
-	var err error
+	w := newPieces(meta, bufs)
 	for _, t := range m.Topics {
-		buf = protowire.AppendTag(buf, frTopics, protowire.BytesType)
-		buf = protowire.AppendVarint(buf, uint64(fetchTopicSize(t)))
-		if t.Name != "" {
-			buf = protowire.AppendTag(buf, ftName, protowire.BytesType)
-			buf = protowire.AppendString(buf, t.Name)
-		}
+		w.message(frTopics, fetchTopicSize(t))
+		w.str(ftName, t.Name)
 		for _, p := range t.Partitions {
-			buf = protowire.AppendTag(buf, ftPartitions, protowire.BytesType)
-			buf = protowire.AppendVarint(buf, uint64(partitionDataViewSize(p)))
-			buf = appendVarintField(buf, pdPartition, uint64(int64(p.Partition)))
-			buf = appendVarintField(buf, pdErrorCode, uint64(int64(p.ErrorCode)))
-			if p.ErrorMessage != "" {
-				buf = protowire.AppendTag(buf, pdErrorMessage, protowire.BytesType)
-				buf = protowire.AppendString(buf, p.ErrorMessage)
-			}
-			buf = appendVarintField(buf, pdHighWatermark, uint64(p.HighWatermark))
-			buf = appendVarintField(buf, pdLastStableOffset, uint64(p.LastStableOffset))
-			buf = appendVarintField(buf, pdLogStartOffset, uint64(p.LogStartOffset))
+			w.message(ftPartitions, partitionDataViewSize(p))
+			w.varint(pdPartition, uint64(int64(p.Partition)))
+			w.varint(pdErrorCode, uint64(int64(p.ErrorCode)))
+			w.str(pdErrorMessage, p.ErrorMessage)
+			w.varint(pdHighWatermark, uint64(p.HighWatermark))
+			w.varint(pdLastStableOffset, uint64(p.LastStableOffset))
+			w.varint(pdLogStartOffset, uint64(p.LogStartOffset))
 			for _, a := range p.AbortedTransactions {
-				if buf, err = appendMessageField(buf, pdAbortedTransactions, a); err != nil {
+				if err := w.proto(pdAbortedTransactions, a); err != nil {
 					return nil, err
 				}
 			}
-			buf = appendVarintField(buf, pdNextFetchOffset, uint64(p.NextFetchOffset))
+			w.varint(pdNextFetchOffset, uint64(p.NextFetchOffset))
 			if p.CurrentLeader != nil {
-				if buf, err = appendMessageField(buf, pdCurrentLeader, p.CurrentLeader); err != nil {
+				if err := w.proto(pdCurrentLeader, p.CurrentLeader); err != nil {
 					return nil, err
 				}
 			}
 			for _, b := range p.Batches {
-				buf = protowire.AppendTag(buf, pdBatches, protowire.BytesType)
-				buf = protowire.AppendVarint(buf, uint64(len(b)))
-				if len(b) == 0 {
-					continue
-				}
-				out = append(out, mem.SliceBuffer(buf[start:len(buf):len(buf)]), bufs.piece(b))
-				start = len(buf)
+				w.batch(pdBatches, b)
 			}
 		}
 	}
-	if start < len(buf) || len(out) == 0 {
-		out = append(out, mem.SliceBuffer(buf[start:]))
-	}
-	return out, nil
-}
-
-// appendMessageField appends m as field num, deterministically encoded.
-func appendMessageField(b []byte, num protowire.Number, m proto.Message) ([]byte, error) {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(proto.Size(m)))
-	return proto.MarshalOptions{Deterministic: true}.MarshalAppend(b, m)
-}
-
-func messageFieldSize(m proto.Message) int {
-	return 1 + protowire.SizeBytes(proto.Size(m))
+	return w.finish(), nil
 }
 
 func fetchTopicSize(t *internalv1.FetchableTopicResponseView) int {

@@ -159,46 +159,28 @@ func marshalProduceStreamRequest(m *internalv1.ProduceStreamRequestView, bufs *B
 			meta += 16 + len(t.Name) + 32*len(t.Partitions)
 		}
 	}
-	buf := make([]byte, 0, meta)
-	buf = appendVarintField(buf, psCorrelationID, uint64(m.CorrelationId))
+	w := newPieces(meta, bufs)
+	w.varint(psCorrelationID, uint64(m.CorrelationId))
 	r := m.Request
 	if r == nil {
-		return mem.BufferSlice{mem.SliceBuffer(buf)}
+		return w.finish()
 	}
-	buf = protowire.AppendTag(buf, psRequest, protowire.BytesType)
-	buf = protowire.AppendVarint(buf, uint64(produceRequestSize(r)))
-	if r.TransactionalId != "" {
-		buf = protowire.AppendTag(buf, prTransactionalID, protowire.BytesType)
-		buf = protowire.AppendString(buf, r.TransactionalId)
-	}
-	buf = appendVarintField(buf, prAcks, uint64(int64(r.Acks)))
-	buf = appendVarintField(buf, prTimeoutMs, uint64(int64(r.TimeoutMs)))
-	var out mem.BufferSlice
-	start := 0 // of the bytes of buf not yet in out
+	w.message(psRequest, produceRequestSize(r))
+	w.str(prTransactionalID, r.TransactionalId)
+	w.varint(prAcks, uint64(int64(r.Acks)))
+	w.varint(prTimeoutMs, uint64(int64(r.TimeoutMs)))
 	for _, t := range r.Topics {
-		buf = protowire.AppendTag(buf, prTopics, protowire.BytesType)
-		buf = protowire.AppendVarint(buf, uint64(topicProduceDataSize(t)))
-		if t.Name != "" {
-			buf = protowire.AppendTag(buf, tpName, protowire.BytesType)
-			buf = protowire.AppendString(buf, t.Name)
-		}
+		w.message(prTopics, topicProduceDataSize(t))
+		w.str(tpName, t.Name)
 		for _, p := range t.Partitions {
-			buf = protowire.AppendTag(buf, tpPartitions, protowire.BytesType)
-			buf = protowire.AppendVarint(buf, uint64(partitionProduceDataSize(p)))
-			buf = appendVarintField(buf, ppPartition, uint64(int64(p.Partition)))
-			if len(p.Batch) == 0 {
-				continue
+			w.message(tpPartitions, partitionProduceDataSize(p))
+			w.varint(ppPartition, uint64(int64(p.Partition)))
+			if len(p.Batch) > 0 { // a singular bytes field: proto3 leaves it out when empty
+				w.batch(ppBatch, p.Batch)
 			}
-			buf = protowire.AppendTag(buf, ppBatch, protowire.BytesType)
-			buf = protowire.AppendVarint(buf, uint64(len(p.Batch)))
-			out = append(out, mem.SliceBuffer(buf[start:len(buf):len(buf)]), bufs.piece(p.Batch))
-			start = len(buf)
 		}
 	}
-	if start < len(buf) {
-		out = append(out, mem.SliceBuffer(buf[start:]))
-	}
-	return out
+	return w.finish()
 }
 
 func produceRequestSize(r *internalv1.ProduceRequestView) int {

@@ -39,61 +39,21 @@ func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse, bufs *Batch
 	for _, p := range m.Partitions {
 		meta += 64 + len(p.Topic) + len(p.ErrorMessage) + 11*len(p.Batches)
 	}
-	buf := make([]byte, 0, meta)
-	var out mem.BufferSlice
-	start := 0 // of the bytes of buf not yet in out
+	w := newPieces(meta, bufs)
 	for _, p := range m.Partitions {
-		buf = protowire.AppendTag(buf, rfrPartitions, protowire.BytesType)
-		buf = protowire.AppendVarint(buf, uint64(partitionDataSize(p)))
-		if p.Topic != "" {
-			buf = protowire.AppendTag(buf, rfpTopic, protowire.BytesType)
-			buf = protowire.AppendString(buf, p.Topic)
-		}
-		buf = appendVarintField(buf, rfpPartition, uint64(int64(p.Partition)))
-		buf = appendVarintField(buf, rfpErrorCode, uint64(int64(p.ErrorCode)))
-		if p.ErrorMessage != "" {
-			buf = protowire.AppendTag(buf, rfpErrorMessage, protowire.BytesType)
-			buf = protowire.AppendString(buf, p.ErrorMessage)
-		}
-		buf = appendVarintField(buf, rfpHighWatermark, uint64(p.HighWatermark))
-		buf = appendVarintField(buf, rfpLogStartOffset, uint64(p.LogStartOffset))
-		buf = appendVarintField(buf, rfpLogEndOffset, uint64(p.LogEndOffset))
+		w.message(rfrPartitions, partitionDataSize(p))
+		w.str(rfpTopic, p.Topic)
+		w.varint(rfpPartition, uint64(int64(p.Partition)))
+		w.varint(rfpErrorCode, uint64(int64(p.ErrorCode)))
+		w.str(rfpErrorMessage, p.ErrorMessage)
+		w.varint(rfpHighWatermark, uint64(p.HighWatermark))
+		w.varint(rfpLogStartOffset, uint64(p.LogStartOffset))
+		w.varint(rfpLogEndOffset, uint64(p.LogEndOffset))
 		for _, b := range p.Batches {
-			buf = protowire.AppendTag(buf, rfpBatches, protowire.BytesType)
-			buf = protowire.AppendVarint(buf, uint64(len(b)))
-			if len(b) == 0 {
-				continue
-			}
-			out = append(out, mem.SliceBuffer(buf[start:len(buf):len(buf)]), bufs.piece(b))
-			start = len(buf)
+			w.batch(rfpBatches, b)
 		}
 	}
-	if start < len(buf) {
-		out = append(out, mem.SliceBuffer(buf[start:]))
-	}
-	return out
-}
-
-func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-func varintFieldSize(v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return 1 + protowire.SizeVarint(v)
-}
-
-func stringFieldSize(s string) int {
-	if s == "" {
-		return 0
-	}
-	return 1 + protowire.SizeBytes(len(s))
+	return w.finish()
 }
 
 // partitionDataSize is the encoded size of p (all field numbers < 16, so
