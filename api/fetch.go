@@ -14,17 +14,12 @@ import (
 // Fetch returns whole batches from each requested partition, bounded by
 // partition_max_bytes and max_bytes, below the high watermark. When fewer
 // than min_bytes are available it waits up to max_wait_ms for appends.
-// Batch bytes are copied from segments into the response without decoding.
+// The batches are read from the segments into pooled buffers and the
+// answer references them without decoding or copying; gRPC gives the
+// buffers back once it has written the answer (codec.OutgoingFetchResponse).
 // The rules are cluster.ReplicaManager.Fetch's; this validates and
 // translates.
-func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error) {
-	return s.fetch(ctx, req, nil)
-}
-
-// fetchPooled is Fetch as served: the batches are read into pooled
-// buffers that the encoded answer references and gRPC gives back once it
-// has written it (codec.OutgoingFetchResponse).
-func (s *Server) fetchPooled(ctx context.Context, req *sluicev1.FetchRequest) (any, error) {
+func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (any, error) {
 	bufs := &codec.BatchBuffers{}
 	resp, err := s.fetch(ctx, req, bufs.Alloc)
 	if err != nil {
@@ -34,7 +29,7 @@ func (s *Server) fetchPooled(ctx context.Context, req *sluicev1.FetchRequest) (a
 	return &codec.OutgoingFetchResponse{FetchResponseView: resp, Buffers: bufs}, nil
 }
 
-// fetch is Fetch with the read buffers from alloc (nil: allocated).
+// fetch is Fetch with the read buffers from alloc.
 func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc func(int) []byte) (*internalv1.FetchResponseView, error) {
 	if req.MaxWaitMs < 0 || req.MinBytes < 0 || req.MaxBytes < 0 {
 		return nil, invalidRequest("max_wait_ms, min_bytes and max_bytes must be >= 0 (got %d, %d, %d)", req.MaxWaitMs, req.MinBytes, req.MaxBytes)

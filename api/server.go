@@ -159,7 +159,7 @@ func (s *Server) Register(g *grpc.Server) {
 type logService interface {
 	produceAliased(context.Context, *codec.ProduceRequest) (*sluicev1.ProduceResponse, error)
 	produceStream(grpc.ServerStream) error
-	fetchPooled(context.Context, *sluicev1.FetchRequest) (any, error)
+	Fetch(context.Context, *sluicev1.FetchRequest) (any, error)
 	ListOffsets(context.Context, *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error)
 }
 
@@ -177,7 +177,7 @@ var logServiceDesc = grpc.ServiceDesc{
 			return s.produceAliased(ctx, in)
 		})},
 		{MethodName: "Fetch", Handler: unary("/sluice.v1.Log/Fetch", func(s logService, ctx context.Context, in *sluicev1.FetchRequest) (any, error) {
-			return s.fetchPooled(ctx, in)
+			return s.Fetch(ctx, in)
 		})},
 		{MethodName: "ListOffsets", Handler: unary("/sluice.v1.Log/ListOffsets", func(s logService, ctx context.Context, in *sluicev1.ListOffsetsRequest) (any, error) {
 			return s.ListOffsets(ctx, in)

@@ -127,10 +127,6 @@ func (m *grpcMetrics) countRequestBytes(req any) {
 // to sluice_fetch_bytes_total or sluice_replica_fetch_bytes_total.
 func (m *grpcMetrics) countResponseBytes(method string, resp any) {
 	switch r := resp.(type) {
-	case *internalv1.FetchResponseView:
-		if method == methodFetch {
-			m.fetchBytes.Add(float64(fetchBatchBytes(r)))
-		}
 	case *codec.OutgoingFetchResponse:
 		if method == methodFetch {
 			m.fetchBytes.Add(float64(fetchBatchBytes(r.FetchResponseView)))
