@@ -27,6 +27,7 @@ import (
 )
 
 func main() {
+	applySysmonSetting()
 	cfg, err := configure(os.Args[1:], os.LookupEnv)
 	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errPrintedConfig) {
 		return
@@ -34,6 +35,7 @@ func main() {
 	if err == nil {
 		gc := tuneGC(os.LookupEnv, cgroupMemoryMax)
 		cfg.Logger.Info("garbage collector", "gogc", gc.gcPercent, "memory_limit_bytes", gc.memoryLimit)
+		cfg.Logger.Info("go runtime", "godebug", os.Getenv("GODEBUG"))
 		err = run(cfg)
 	}
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -279,6 +281,18 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	c := startChild(t, bin, proccluster.Env("SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr,
 		"SLUICE_RAFT_LISTEN="+raftAddr, "SLUICE_GOSSIP_LISTEN="+gossipAddr, "SLUICE_INTERNAL_LISTEN="+nodetest.FreeAddr(t)))
 	c.waitReady(t, httpAddr, 20*time.Second)
+	if runtime.GOOS == "linux" {
+		// sluiced re-executed itself, in place, with the sysmon setting.
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", c.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(strings.Split(string(environ), "\x00"), func(kv string) bool {
+			return strings.HasPrefix(kv, "GODEBUG=") && strings.HasSuffix(kv, sysmonGODEBUG)
+		}) || !strings.Contains(c.output.String(), sysmonGODEBUG) {
+			t.Fatalf("sluiced runs without GODEBUG %s; its output:\n%s", sysmonGODEBUG, c.tail())
+		}
+	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
