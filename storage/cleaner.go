@@ -496,6 +496,9 @@ func (c *cleaner) writeGroup(dir string, g []cleanSource, now time.Time) (*segme
 	if err := w.Flush(); err != nil {
 		return fail(err)
 	}
+	if err := ns.sealTimeIndex(nil); err != nil {
+		return fail(err)
+	}
 	if err := ns.sync(); err != nil {
 		return fail(err)
 	}

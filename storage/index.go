@@ -87,12 +87,15 @@ func lookupIndex(idx []indexEntry, rel uint32) int64 {
 }
 
 // lookupTime returns the relative offset from which to scan for the first
-// record with timestamp >= ts: the entry before the first one reaching ts
-// (earlier batches all have smaller max timestamps).
-func lookupTime(tidx []timeEntry, ts int64) (uint32, bool) {
+// record with timestamp >= ts. Entries are sparse (segment.plan): each
+// says the running maximum reached ts at batch rel, and every batch up to
+// where an entry was written is no newer than it. So every batch up to the
+// last entry below ts is older than ts, and the scan starts at that
+// entry's batch (the segment's first batch when there is none).
+func lookupTime(tidx []timeEntry, ts int64) uint32 {
 	i := sort.Search(len(tidx), func(i int) bool { return tidx[i].ts >= ts })
-	if i == len(tidx) {
-		return 0, false
+	if i == 0 {
+		return 0
 	}
-	return tidx[i].rel, true
+	return tidx[i-1].rel
 }

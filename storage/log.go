@@ -546,6 +546,9 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	old := l.active()
 	err := l.inject(OpSync, old.path)
 	if err == nil {
+		err = old.sealTimeIndex(&l.mu)
+	}
+	if err == nil {
 		err = old.sync()
 	}
 	if err != nil {
@@ -713,7 +716,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 		// batch with a record >= ts.
 		if s.maxTS >= ts && s.next > l.startOffset {
 			seg = s
-			rel, _ = lookupTime(s.times, ts)
+			rel = lookupTime(s.times, ts)
 			break
 		}
 	}
@@ -748,8 +751,8 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 				return -1, -1, false, storageErr("decode records at %d: %v", from, err)
 			}
 		}
-		// Only reached when from was clamped into a later batch than the
-		// indexed one: keep scanning forward.
+		// The time index is sparse: the scan starts at or before the
+		// first batch reaching ts.
 		from = res.NextOffset
 	}
 }

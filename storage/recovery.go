@@ -105,6 +105,11 @@ func (l *Log) recover(now time.Time) error {
 		if err != nil {
 			return err
 		}
+		// Loaded without a scan next time, it needs its maximum as
+		// its last time entry.
+		if err := s.sealTimeIndex(nil); err != nil {
+			return err
+		}
 		if err := s.truncateIndexFiles(); err != nil {
 			return err
 		}

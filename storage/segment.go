@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -294,16 +295,63 @@ type entries struct {
 
 // plan computes the index entries for batch h written at pos. Only the
 // appender calls it.
+//
+// The time index is as sparse as the offset index (Kafka's rule): where
+// an offset-index entry goes, a time entry for the running maximum goes
+// too if the maximum grew since the last time entry. (One entry per
+// batch whose timestamp was new cost a write per append — nearly every
+// append — and 12 bytes per batch on disk and in memory.) The segment's
+// exact maximum is kept in memory (maxTS) and written as a last entry
+// when the segment is sealed (sealTimeIndex), so a sealed segment's last
+// entry is its maximum.
 func (s *segment) plan(h batch.Header, pos int64, intervalBytes int) entries {
 	var e entries
 	rel := uint32(h.BaseOffset - s.base)
 	if len(s.index) == 0 || s.sinceIdx >= intervalBytes {
 		e.idx, e.addIdx = indexEntry{rel: rel, pos: uint32(pos)}, true
-	}
-	if h.MaxTimestamp > s.maxTS {
-		e.time, e.addTime = timeEntry{ts: h.MaxTimestamp, rel: rel}, true
+		maxTS, maxBase := s.maxTS, s.maxTSBase
+		if h.MaxTimestamp > maxTS {
+			maxTS, maxBase = h.MaxTimestamp, h.BaseOffset
+		}
+		e.time, e.addTime = s.timeEntryFor(maxTS, maxBase)
 	}
 	return e
+}
+
+// timeEntryFor is the time entry recording that the running maximum
+// reached ts at the batch at base, if that is more than the last entry
+// says.
+func (s *segment) timeEntryFor(ts, base int64) (timeEntry, bool) {
+	last := int64(-1)
+	if n := len(s.times); n > 0 {
+		last = s.times[n-1].ts
+	}
+	if ts <= last {
+		return timeEntry{}, false
+	}
+	return timeEntry{ts: ts, rel: uint32(base - s.base)}, true
+}
+
+// sealTimeIndex writes the time entry of the segment's maximum timestamp
+// if the last entry does not already say it: before a segment is synced
+// for good (a roll, a cleaned copy) or after a recovery scan, since a
+// segment loaded without a scan takes its maximum from its last entry.
+// The appender calls it; mu (nil for a segment no reader sees yet) is
+// held for the in-memory update.
+func (s *segment) sealTimeIndex(mu sync.Locker) error {
+	te, ok := s.timeEntryFor(s.maxTS, s.maxTSBase)
+	if !ok {
+		return nil
+	}
+	if err := s.writeEntries(entries{time: te, addTime: true}); err != nil {
+		return err
+	}
+	if mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	s.times = append(s.times, te)
+	return nil
 }
 
 // writeEntries appends planned entries to the index files (appender only,
@@ -335,6 +383,8 @@ func (s *segment) apply(h batch.Header, frameLen int, e entries) {
 	s.rememberFrame(h.BaseOffset, s.size)
 	if e.addTime {
 		s.times = append(s.times, e.time)
+	}
+	if h.MaxTimestamp > s.maxTS {
 		s.maxTS, s.maxTSBase = h.MaxTimestamp, h.BaseOffset
 	}
 	s.size += int64(frameLen)

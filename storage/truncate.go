@@ -180,11 +180,27 @@ func (s *segment) cut(pos, offset int64) {
 	s.cutAborted(offset)
 	t := sort.Search(len(s.times), func(i int) bool { return s.times[i].rel >= rel })
 	s.times = s.times[:t]
-	// The time index tracks the running maximum, so its last kept entry
-	// is the maximum of the kept batches.
+	// The time index tracks the running maximum up to each offset-index
+	// entry it was written at (segment.plan): the kept batches' maximum
+	// is its last kept entry's or that of a batch after the last kept
+	// offset-index entry, whose headers are read here.
 	s.maxTS, s.maxTSBase = -1, -1
 	if t > 0 {
 		s.maxTS, s.maxTSBase = s.times[t-1].ts, s.base+int64(s.times[t-1].rel)
+	}
+	from := int64(0)
+	if k > 0 {
+		from = int64(s.index[k-1].pos)
+	}
+	for from < pos {
+		h, n, err := s.peek(from, pos)
+		if err != nil {
+			break // the frames below pos were verified when written; a read failure fails the next read too
+		}
+		if h.MaxTimestamp > s.maxTS {
+			s.maxTS, s.maxTSBase = h.MaxTimestamp, h.BaseOffset
+		}
+		from += int64(n)
 	}
 	s.idxSize = int64(k) * indexEntrySize
 	s.timeSize = int64(t) * timeIndexEntrySize
