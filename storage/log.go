@@ -80,6 +80,9 @@ type Log struct {
 	appendMu  sync.Mutex // guards the following and serialises writers
 	unflushed int64      // records appended since the last flush
 	lastFlush time.Time
+	// sealedSyncs counts the background fsyncs of rolled segments
+	// (syncSealed); Add and Wait are called under appendMu.
+	sealedSyncs sync.WaitGroup
 
 	ckptMu sync.Mutex // serialises writes of high-watermark-checkpoint
 
@@ -544,18 +547,11 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 // offlineErr). The caller holds appendMu.
 func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	old := l.active()
-	err := l.inject(OpSync, old.path)
-	if err == nil {
-		err = old.sealTimeIndex(&l.mu)
-	}
-	if err == nil {
-		err = old.sync()
-	}
-	if err != nil {
-		return nil, l.fail(OpSync, old.path, err)
+	if err := old.sealTimeIndex(&l.mu); err != nil {
+		return nil, l.fail(OpWrite, segmentName(l.dir, old.base, ".timeindex"), err)
 	}
 	path := segmentName(l.dir, old.next, ".log")
-	err = l.inject(OpRoll, path)
+	err := l.inject(OpRoll, path)
 	var s *segment
 	if err == nil {
 		s, err = openSegment(l.dir, old.next, now)
@@ -580,10 +576,35 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	l.segments = append(l.segments, s)
 	old.dropTail() // reads of a sealed segment are rare; its copy goes
 	l.mu.Unlock()
+	l.syncSealed(old)
 	// The producer state as of the roll bounds recovery's replay. A failed
 	// snapshot only makes the next recovery scan further back.
 	_ = l.writeProducerSnapshot()
 	return s, nil
+}
+
+// syncSealed fsyncs a segment just sealed by a roll in the background, as
+// Kafka flushes a rolled segment on its scheduler: appends go on in the
+// new segment meanwhile. (Done in the roll, the fsync of a 1 GiB segment
+// held a partition's appends — and so its followers and acks=all
+// producers — for about half a second.) A failure takes the log offline
+// as a foreground one does; a segment closed meanwhile (retention, a
+// cleaner swap, a truncation) has nothing left to sync. flushLocked,
+// Close and Delete wait for these first: the recovery point and the
+// clean-shutdown marker claim every sealed segment is on disk. The caller
+// holds appendMu.
+func (l *Log) syncSealed(s *segment) {
+	l.sealedSyncs.Add(1)
+	go func() {
+		defer l.sealedSyncs.Done()
+		err := l.inject(OpSync, s.path)
+		if err == nil {
+			err = s.sync()
+		}
+		if err != nil && !errors.Is(err, os.ErrClosed) {
+			l.fail(OpSync, s.path, err)
+		}
+	}()
 }
 
 // Read returns whole batches holding offsets >= offset whose base offset
@@ -826,6 +847,10 @@ func (l *Log) Flush() error {
 // flushLocked is Flush with appendMu held. A file error takes the log
 // offline (the error returned is offlineErr).
 func (l *Log) flushLocked(now time.Time) error {
+	l.sealedSyncs.Wait()
+	if err := l.offlineErr(); err != nil {
+		return err // a sealed segment's fsync failed
+	}
 	s := l.active()
 	err := l.inject(OpSync, s.path)
 	if err == nil {
@@ -854,6 +879,7 @@ func (l *Log) Close() error {
 	if l.closed {
 		return nil
 	}
+	l.sealedSyncs.Wait()
 	err := l.offlineErr()
 	if err == nil {
 		err = l.flushLocked(time.Now())
@@ -892,6 +918,7 @@ func (l *Log) Close() error {
 func (l *Log) Delete() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.sealedSyncs.Wait() // a failure found after the delete would take a deleted log offline
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	l.mu.Lock()
