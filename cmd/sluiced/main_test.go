@@ -292,6 +292,11 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 		}) || !strings.Contains(c.output.String(), sysmonGODEBUG) {
 			t.Fatalf("sluiced runs without GODEBUG %s; its output:\n%s", sysmonGODEBUG, c.tail())
 		}
+		// Re-executed under its own name (ps, pgrep and container
+		// tooling find it by that).
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.cmd.Process.Pid)); err != nil || strings.TrimSpace(string(comm)) != "sluiced" {
+			t.Fatalf("process name %q (%v), want sluiced", comm, err)
+		}
 	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
