@@ -155,7 +155,7 @@ func (l *Log) cutLocked(seg int, pos, offset int64) (cut bool, err error) {
 	}
 	keep(s.log.Sync())
 	l.crashPoint("log cut")
-	s.cut(pos, offset)
+	keep(s.cut(pos, offset))
 	keep(s.truncateIndexFiles())
 	keep(s.idxFile.Sync())
 	keep(s.timeIdx.Sync())
@@ -172,8 +172,10 @@ func (l *Log) cutLocked(seg int, pos, offset int64) (cut bool, err error) {
 // cut drops the in-memory index and time-index entries of batches at or
 // after offset, whose frame starts at pos, and makes the segment end
 // there. The .log file must already be truncated; truncateIndexFiles
-// cuts the index files after it. The caller holds appendMu and mu.
-func (s *segment) cut(pos, offset int64) {
+// cuts the index files after it. The caller holds appendMu and mu. The
+// error is a failed read of the kept tail's headers (for its maximum
+// timestamp); the cut is done all the same.
+func (s *segment) cut(pos, offset int64) error {
 	rel := uint32(offset - s.base)
 	k := sort.Search(len(s.index), func(i int) bool { return s.index[i].rel >= rel })
 	s.index = s.index[:k]
@@ -192,10 +194,12 @@ func (s *segment) cut(pos, offset int64) {
 	if k > 0 {
 		from = int64(s.index[k-1].pos)
 	}
+	var readErr error
 	for from < pos {
 		h, n, err := s.peek(from, pos)
 		if err != nil {
-			break // the frames below pos were verified when written; a read failure fails the next read too
+			readErr = err
+			break
 		}
 		if h.MaxTimestamp > s.maxTS {
 			s.maxTS, s.maxTSBase = h.MaxTimestamp, h.BaseOffset
@@ -212,6 +216,7 @@ func (s *segment) cut(pos, offset int64) {
 	s.wbFrom = min(s.wbFrom, pos)
 	s.dropFrom = min(s.dropFrom, pos)
 	s.forgetFrames()
+	return readErr
 }
 
 // TruncateFullyAndStartAt deletes every segment and leaves an empty log
@@ -316,7 +321,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 		fresh = l.segments[reuse]
 		keep(fresh.log.Truncate(0))
 		keep(fresh.log.Sync())
-		fresh.cut(0, offset)
+		keep(fresh.cut(0, offset))
 		keep(fresh.truncateIndexFiles())
 		l.crashPoint("segment at offset emptied")
 	}
