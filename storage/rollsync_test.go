@@ -71,6 +71,17 @@ func within(t *testing.T, d time.Duration, what string, f func() error) error {
 	}
 }
 
+// stillWaiting fails t if what (running on a goroutine, its outcome to
+// come on done) returns within 50 ms: it must wait for the held fsync.
+func stillWaiting(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned (%v) while a rolled segment's fsync was held", what, err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
 // Rule: a roll does not wait for the rolled segment's fsync, which runs
 // in the background (Kafka's scheduled flush): appends to the new segment
 // go on while it is held. Flush and Close wait for it (the recovery point
@@ -125,11 +136,7 @@ func TestRollSyncsTheSealedSegmentInTheBackground(t *testing.T) {
 	heldAppends()
 	flushed := make(chan error, 1)
 	go func() { flushed <- l.Flush() }()
-	select {
-	case err := <-flushed:
-		t.Fatalf("Flush returned (%v) while a rolled segment's fsync was held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	stillWaiting(t, flushed, "Flush")
 	release <- nil
 	if err := within(t, 10*time.Second, "Flush", func() error { return <-flushed }); err != nil {
 		t.Fatal(err)
@@ -175,11 +182,7 @@ func TestCloseWaitsForTheSealedSegmentsSync(t *testing.T) {
 	<-stuck.entered
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close() }()
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned (%v) while a rolled segment's fsync was held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	stillWaiting(t, closed, "Close")
 	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("clean-shutdown marker written before the rolled segment was synced (stat: %v)", err)
 	}
