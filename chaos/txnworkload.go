@@ -193,17 +193,23 @@ func (w *workload) oneTxn(p *client.Producer, tid, name, txnID string, rng *rand
 		return false
 	}
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
+	// The records' logs are drawn before the first is sent: a record's
+	// callback fires the Ongoing event with parts, so parts is complete
+	// and never written again once any record is on its way.
+	logs := make([]int32, 2+rng.IntN(4))
 	var parts []int32
+	for k := range logs {
+		logs[k] = rng.Int32N(w.cfg.txnLogs())
+		if !slices.Contains(parts, logs[k]) {
+			parts = append(parts, logs[k])
+		}
+	}
+	parts = slices.Clip(parts)
 	phase := func(ph TxnPhase, committed bool) {
 		w.phases.fire(PhaseEvent{Phase: ph, TransactionalID: tid, Txn: txnID, Committed: committed, Partitions: parts})
 	}
 	var acked atomic.Bool
-	records := 2 + rng.IntN(4)
-	for range records {
-		log := rng.Int32N(w.cfg.txnLogs())
-		if !slices.Contains(parts, log) {
-			parts = append(parts, log)
-		}
+	for _, log := range logs {
 		topic, part := w.cfg.topicPartition(log)
 		key := fmt.Sprintf("k%03d", *seq%int64(w.cfg.Keys))
 		value := fmt.Sprintf("%s/%s/%d", name, key, *seq)
@@ -218,7 +224,6 @@ func (w *workload) oneTxn(p *client.Producer, tid, name, txnID string, rng *rand
 				}
 			})
 	}
-	parts = slices.Clip(parts) // shared with the callbacks' events: no more appends
 	if rng.IntN(3) == 0 {
 		if rng.IntN(2) == 0 {
 			// Half the planned aborts wait for their records' acks first, so
