@@ -224,6 +224,11 @@ func (s *TransactionsService) DescribeTransactions(ctx context.Context, req *slu
 		ts.TransactionTimeoutMs = d.TimeoutMs
 		ts.TransactionStartTimeMs, ts.LastUpdateTimeMs = d.StartTimeMs, d.UpdateTimeMs
 		ts.PreviousProducerId, ts.NextProducerId = d.PrevProducerID, d.NextProducerID
+		if d.PrevProducerID == d.ProducerID {
+			// The state record keeps Kafka's form, the current id as the
+			// previous one when the id never changed; the API says "none".
+			ts.PreviousProducerId = -1
+		}
 		ts.LastProducerEpoch = int32(d.LastProducerEpoch)
 		ts.CoordinatorEpoch = d.CoordinatorEpoch
 		for _, tp := range d.Partitions { // sorted by topic, then partition

@@ -235,6 +235,10 @@ func TestTransactionalProducerLifecycle(t *testing.T) {
 	if ts.ProducerId != pid || ts.ProducerEpoch != 1 || ts.TransactionTimeoutMs != 30000 || ts.CoordinatorEpoch < 0 {
 		t.Fatalf("describe after InitProducerId: %v", ts)
 	}
+	// The id never changed: no previous and no next producer id.
+	if ts.PreviousProducerId != -1 || ts.NextProducerId != -1 {
+		t.Fatalf("describe after InitProducerId: previous %d, next %d producer id, want -1 and -1", ts.PreviousProducerId, ts.NextProducerId)
+	}
 	// A timeout above transaction.max.timeout.ms is refused.
 	if r := initTxnProducer(t, tn.conn, &sluicev1.InitProducerIdRequest{TransactionalId: id, TransactionTimeoutMs: int32((16 * time.Minute).Milliseconds())}); r.ErrorCode != sluicev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT {
 		t.Fatalf("timeout above the maximum: %v", r)

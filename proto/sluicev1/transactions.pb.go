@@ -654,8 +654,11 @@ type TransactionState struct {
 	TransactionStartTimeMs int64 `protobuf:"varint,8,opt,name=transaction_start_time_ms,json=transactionStartTimeMs,proto3" json:"transaction_start_time_ms,omitempty"`
 	// When the state last changed (coordinator clock, ms).
 	LastUpdateTimeMs int64 `protobuf:"varint,9,opt,name=last_update_time_ms,json=lastUpdateTimeMs,proto3" json:"last_update_time_ms,omitempty"`
-	// The previous and next producer ids (epoch exhaustion, KIP-360); -1 if
-	// none.
+	// The previous and next producer ids around an epoch exhaustion
+	// (KIP-360): previous_producer_id is the id held before the last change
+	// of producer id, -1 if the id has not changed since the last
+	// InitProducerId; next_producer_id the id an exhaustion moves to while
+	// its abort completes, -1 if none.
 	PreviousProducerId int64 `protobuf:"varint,10,opt,name=previous_producer_id,json=previousProducerId,proto3" json:"previous_producer_id,omitempty"`
 	NextProducerId     int64 `protobuf:"varint,11,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
 	// The epoch before the last bump; -1 if none.
