@@ -14,6 +14,10 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/membership"
+	"github.com/sluice-io/sluice/coordinator"
+	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -26,8 +30,12 @@ const (
 // Config is a node's whole configuration. Start the fields from
 // DefaultConfig; flags and SLUICE_* environment variables fill it
 // (cmd/sluiced), tests edit it (node/nodetest); Validate checks it and
-// Start calls Validate. Where a field's comment names a default for its
-// zero value, Start applies that default.
+// Start calls Validate. DefaultConfig holds every default, taken from the
+// layers that use the setting (cluster.DefaultHeartbeatInterval, ...), so
+// what sluiced prints and Start uses agree. Where a field's comment names
+// a default for its zero value, zero also stands for that default (for a
+// Config not started from DefaultConfig): Start applies it, and
+// WithDefaults shows it.
 type Config struct {
 	NodeID  int32
 	DataDir string
@@ -69,10 +77,13 @@ type Config struct {
 	PageCacheWindow int64
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
 	ShutdownTimeout time.Duration
-	// ControlledShutdownTimeout bounds moving leaderships away on shutdown.
+	// ControlledShutdownTimeout bounds moving leaderships away on shutdown
+	// (0 = 10 s).
 	ControlledShutdownTimeout time.Duration
 	// HeartbeatInterval (broker) and SessionTimeout (controller): a broker
-	// silent for SessionTimeout is fenced. Zero takes the defaults.
+	// silent for SessionTimeout is fenced. Zero takes the defaults
+	// (cluster.DefaultHeartbeatInterval, 250 ms;
+	// controller.DefaultSessionTimeout, 2 s).
 	HeartbeatInterval time.Duration
 	SessionTimeout    time.Duration
 	// LeaderRebalanceInterval and LeaderImbalanceThreshold (controller):
@@ -81,9 +92,20 @@ type Config struct {
 	// the threshold (Kafka's auto.leader.rebalance.enable,
 	// leader.imbalance.check.interval.seconds,
 	// leader.imbalance.per.broker.percentage). Zero takes the defaults
-	// (5 min, 0.10); a negative interval disables it.
+	// (controller.DefaultLeaderRebalanceInterval, 5 min, and
+	// DefaultLeaderImbalanceThreshold, 0.10); a negative interval disables
+	// it.
 	LeaderRebalanceInterval  time.Duration
 	LeaderImbalanceThreshold float64
+	// DefaultReplicationFactor and DefaultMinInsyncReplicas (controller)
+	// are the cluster defaults for a new topic that names no replication
+	// factor or min.insync.replicas (Kafka's default.replication.factor and
+	// min.insync.replicas; controller.TopicDefaults): the default
+	// min.insync.replicas is capped at the topic's replication factor.
+	// Internal topics do not use them. Give every controller voter the
+	// same values. Zero takes the default, 1.
+	DefaultReplicationFactor int32
+	DefaultMinInsyncReplicas int32
 	// ReplicaLagTimeMax is replica.lag.time.max.ms (0 = 30 s).
 	ReplicaLagTimeMax time.Duration
 	// TransactionStatePartitions is the partition count this broker gives
@@ -172,7 +194,66 @@ func DefaultConfig() Config {
 		PageCacheWindow:           DefaultPageCacheWindow,
 		ShutdownTimeout:           10 * time.Second,
 		ControlledShutdownTimeout: 10 * time.Second,
+
+		// The defaults of the layers below, which they also apply to a
+		// zero value: here so that flags, --help and --print-config show
+		// what the node uses (issue 28).
+		HeartbeatInterval:                cluster.DefaultHeartbeatInterval,
+		SessionTimeout:                   controller.DefaultSessionTimeout,
+		LeaderRebalanceInterval:          controller.DefaultLeaderRebalanceInterval,
+		LeaderImbalanceThreshold:         controller.DefaultLeaderImbalanceThreshold,
+		ReplicaLagTimeMax:                cluster.DefaultReplicaLagTimeMax,
+		TransactionStatePartitions:       txn.DefaultStatePartitions,
+		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
+		TransactionAbortTimedOutInterval: coordinator.DefaultAbortTimedOutInterval,
+		TransactionalIDExpiration:        txn.DefaultIDExpiration,
+		OffsetsTopicPartitions:           offsets.DefaultPartitions,
+		GroupSessionTimeout:              group.DefaultSessionTimeout,
+		GroupMinSessionTimeout:           group.DefaultMinSessionTimeout,
+		GroupMaxSessionTimeout:           group.DefaultMaxSessionTimeout,
+		GroupHeartbeatInterval:           group.DefaultHeartbeatInterval,
+		OffsetsRetention:                 coordinator.DefaultOffsetsRetention,
+		DefaultReplicationFactor:         1,
+		DefaultMinInsyncReplicas:         1,
 	}
+}
+
+// WithDefaults returns c with every setting whose zero value stands for a
+// default (see the fields' comments) set to DefaultConfig's value, so
+// that c says what Start will use; other fields are left as they are. A
+// negative LeaderRebalanceInterval (never) stays. Start does not need it:
+// the layers below give zero values the same defaults.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.HeartbeatInterval, &d.HeartbeatInterval}, {&c.SessionTimeout, &d.SessionTimeout},
+		{&c.LeaderRebalanceInterval, &d.LeaderRebalanceInterval}, {&c.ReplicaLagTimeMax, &d.ReplicaLagTimeMax},
+		{&c.TransactionMaxTimeout, &d.TransactionMaxTimeout}, {&c.TransactionAbortTimedOutInterval, &d.TransactionAbortTimedOutInterval},
+		{&c.TransactionalIDExpiration, &d.TransactionalIDExpiration}, {&c.GroupSessionTimeout, &d.GroupSessionTimeout},
+		{&c.GroupMinSessionTimeout, &d.GroupMinSessionTimeout}, {&c.GroupMaxSessionTimeout, &d.GroupMaxSessionTimeout},
+		{&c.GroupHeartbeatInterval, &d.GroupHeartbeatInterval}, {&c.OffsetsRetention, &d.OffsetsRetention},
+		{&c.ControlledShutdownTimeout, &d.ControlledShutdownTimeout},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	if c.LeaderImbalanceThreshold == 0 {
+		c.LeaderImbalanceThreshold = d.LeaderImbalanceThreshold
+	}
+	if c.TransactionStatePartitions == 0 {
+		c.TransactionStatePartitions = d.TransactionStatePartitions
+	}
+	if c.OffsetsTopicPartitions == 0 {
+		c.OffsetsTopicPartitions = d.OffsetsTopicPartitions
+	}
+	if c.DefaultReplicationFactor == 0 {
+		c.DefaultReplicationFactor = d.DefaultReplicationFactor
+	}
+	if c.DefaultMinInsyncReplicas == 0 {
+		c.DefaultMinInsyncReplicas = d.DefaultMinInsyncReplicas
+	}
+	return c
 }
 
 func (c Config) hasRole(r string) bool { return slices.Contains(c.Roles, r) }
@@ -250,6 +331,10 @@ func (c Config) Validate() error {
 	if c.OffsetsTopicPartitions < 0 || c.OffsetsTopicPartitions > cluster.MaxPartitions {
 		return fmt.Errorf("offsets topic partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.OffsetsTopicPartitions)
 	}
+	if c.DefaultReplicationFactor < 0 || c.DefaultMinInsyncReplicas < 0 {
+		return fmt.Errorf("default replication factor %d and default min.insync.replicas %d must be >= 1 (0 for the default, 1)",
+			c.DefaultReplicationFactor, c.DefaultMinInsyncReplicas)
+	}
 	if c.GroupMinSessionTimeout > 0 && c.GroupMaxSessionTimeout > 0 && c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
 		return fmt.Errorf("group min session timeout %v is above the max %v", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout)
 	}
@@ -265,13 +350,18 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"transaction max timeout", c.TransactionMaxTimeout}, {"transaction abort timed out interval", c.TransactionAbortTimedOutInterval},
+	}{{"broker heartbeat interval", c.HeartbeatInterval}, {"broker session timeout", c.SessionTimeout},
+		{"replica lag time max", c.ReplicaLagTimeMax}, {"controlled shutdown timeout", c.ControlledShutdownTimeout},
+		{"transaction max timeout", c.TransactionMaxTimeout}, {"transaction abort timed out interval", c.TransactionAbortTimedOutInterval},
 		{"transactional id expiration", c.TransactionalIDExpiration}, {"group session timeout", c.GroupSessionTimeout},
 		{"group min session timeout", c.GroupMinSessionTimeout}, {"group max session timeout", c.GroupMaxSessionTimeout},
 		{"group heartbeat interval", c.GroupHeartbeatInterval}, {"offsets retention", c.OffsetsRetention}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must be >= 0 (0 for the default), got %v", d.name, d.v)
 		}
+	}
+	if c.LeaderImbalanceThreshold < 0 || c.LeaderImbalanceThreshold >= 1 {
+		return fmt.Errorf("leader imbalance threshold must be within [0, 1) (0 for the default), got %v", c.LeaderImbalanceThreshold)
 	}
 	if c.TransactionMaxTimeout > 0 && c.TransactionMaxTimeout < time.Millisecond {
 		return fmt.Errorf("transaction max timeout must be at least 1ms, got %v", c.TransactionMaxTimeout)

@@ -25,18 +25,19 @@ func addDeployFlags(fs *flag.FlagSet) *deployFlags {
 	return d
 }
 
-// apply sets the node id and the hosts table of cfg from the flags.
-func (d *deployFlags) apply(cfg *node.Config) error {
+// apply sets the node id and the hosts table of cfg from the flags;
+// where(flag name) says where a bad value came from.
+func (d *deployFlags) apply(cfg *node.Config, where func(string) string) error {
 	if d.nodeIDFromName != "" {
 		id, err := node.NodeIDFromName(d.nodeIDFromName, d.nodeIDOffset)
 		if err != nil {
-			return fmt.Errorf("--node-id-from-name: %w", err)
+			return fmt.Errorf("%s: %w", where("node-id-from-name"), err)
 		}
 		cfg.NodeID = id
 	}
 	hosts, err := node.ParseHosts(d.hosts)
 	if err != nil {
-		return fmt.Errorf("--hosts: %w", err)
+		return fmt.Errorf("%s: %w", where("hosts"), err)
 	}
 	cfg.Hosts = hosts
 	return nil

@@ -13,11 +13,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,7 +27,6 @@ import (
 )
 
 func main() {
-	applySysmonSetting()
 	cfg, err := configure(os.Args[1:], os.LookupEnv)
 	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errPrintedConfig) {
 		return
@@ -35,6 +34,8 @@ func main() {
 	if err == nil {
 		gc := tuneGC(os.LookupEnv, cgroupMemoryMax)
 		cfg.Logger.Info("garbage collector", "gogc", gc.gcPercent, "memory_limit_bytes", gc.memoryLimit)
+		// GODEBUG comes from the deployment (decision 47: the image, the
+		// manifests, make run); the line shows what is in force.
 		cfg.Logger.Info("go runtime", "godebug", os.Getenv("GODEBUG"))
 		err = run(cfg)
 	}
@@ -56,7 +57,7 @@ func envName(flagName string) string {
 func configure(args []string, lookupEnv func(string) (string, bool)) (node.Config, error) {
 	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
-	nodeID := fs.Int("node-id", int(cfg.NodeID), "node id: unique, stable across restarts")
+	fs.Var((*int32Value)(&cfg.NodeID), "node-id", "node id: unique, stable across restarts")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for all on-disk state")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "client gRPC listen address (the public services)")
 	fs.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "gRPC address given to clients (default: the listen address)")
@@ -74,106 +75,127 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.StringVar(&cfg.GossipListen, "gossip-listen", cfg.GossipListen, "gossip (memberlist) listen IP:port, TCP and UDP")
 	fs.StringVar(&cfg.GossipAdvertise, "gossip-advertise", cfg.GossipAdvertise, "gossip IP:port other nodes use (default: the gossip listen address)")
 	join := fs.String("join", "", "gossip seeds host:port,... to join a cluster")
-	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller; default 2s)")
-	fs.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", cfg.LeaderRebalanceInterval, "how often the active controller moves leaderships back to preferred replicas of imbalanced brokers (controller; default 5m; negative: never)")
-	fs.Float64Var(&cfg.LeaderImbalanceThreshold, "leader-imbalance-threshold", cfg.LeaderImbalanceThreshold, "share of a broker's preferred partitions led elsewhere above which they are moved back (controller; default 0.10)")
-	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval (default 250ms)")
+	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller)")
+	fs.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", cfg.LeaderRebalanceInterval, "how often the active controller moves leaderships back to preferred replicas of imbalanced brokers (controller; negative: never)")
+	fs.Float64Var(&cfg.LeaderImbalanceThreshold, "leader-imbalance-threshold", cfg.LeaderImbalanceThreshold, "share of a broker's preferred partitions led elsewhere above which they are moved back (controller)")
+	defaultRF := fs.Int("default-replication-factor", int(cfg.DefaultReplicationFactor), "replication factor of a new topic that names none (controller; Kafka's default.replication.factor; same on every controller)")
+	defaultMinISR := fs.Int("default-min-insync-replicas", int(cfg.DefaultMinInsyncReplicas), "min.insync.replicas of a new topic that sets none, capped at its replication factor (controller; same on every controller)")
+	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval")
 	fs.Float64Var(&cfg.FaultDropProduceResponses, "fault-drop-produce-responses", 0, "testing only: drop this fraction (0..1) of produce responses after processing them")
 	fs.BoolVar(&cfg.FaultInjection, "fault-injection", false, "testing only: serve /debug/faults on --http-listen, per-RPC fault rules applied to this node's gRPC calls")
 	dialMap := fs.String("fault-dial-map", "", "testing only: from=to,... host:port pairs; outgoing inter-node connections (gRPC, Raft, gossip) to from dial to instead")
-	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR (default 30s)")
-	txnStatePartitions := fs.Int("transaction-state-partitions", int(cfg.TransactionStatePartitions), "partitions of __transaction_state when this broker creates it; same on every broker (default 50)")
-	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "largest transaction timeout a producer may ask for (transaction.max.timeout.ms; default 15m)")
-	fs.DurationVar(&cfg.TransactionAbortTimedOutInterval, "transaction-abort-timed-out-interval", cfg.TransactionAbortTimedOutInterval, "how often the transaction coordinator aborts timed-out transactions and expires idle ids (default 10s)")
-	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id idle this long without an open transaction is removed (transactional.id.expiration.ms; default 168h)")
-	offsetsPartitions := fs.Int("offsets-topic-partitions", int(cfg.OffsetsTopicPartitions), "partitions of __consumer_offsets when this broker creates it; same on every broker (default 50)")
-	fs.DurationVar(&cfg.GroupSessionTimeout, "group-session-timeout", cfg.GroupSessionTimeout, "session timeout of group members that ask for none (group.consumer.session.timeout.ms; default 45s)")
-	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "smallest session timeout a group member may ask for (default 1s)")
-	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "largest session timeout a group member may ask for (default 30m)")
-	fs.DurationVar(&cfg.GroupHeartbeatInterval, "group-heartbeat-interval", cfg.GroupHeartbeatInterval, "heartbeat interval told to group members (group.consumer.heartbeat.interval.ms; default 5s)")
-	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "the committed offsets of a group empty this long are deleted (offsets.retention.ms; default 168h)")
+	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR")
+	fs.Var((*int32Value)(&cfg.TransactionStatePartitions), "transaction-state-partitions", "partitions of __transaction_state when this broker creates it; same on every broker")
+	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "largest transaction timeout a producer may ask for (transaction.max.timeout.ms)")
+	fs.DurationVar(&cfg.TransactionAbortTimedOutInterval, "transaction-abort-timed-out-interval", cfg.TransactionAbortTimedOutInterval, "how often the transaction coordinator aborts timed-out transactions and expires idle ids")
+	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id idle this long without an open transaction is removed (transactional.id.expiration.ms)")
+	fs.Var((*int32Value)(&cfg.OffsetsTopicPartitions), "offsets-topic-partitions", "partitions of __consumer_offsets when this broker creates it; same on every broker")
+	fs.DurationVar(&cfg.GroupSessionTimeout, "group-session-timeout", cfg.GroupSessionTimeout, "session timeout of group members that ask for none (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "smallest session timeout a group member may ask for")
+	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "largest session timeout a group member may ask for")
+	fs.DurationVar(&cfg.GroupHeartbeatInterval, "group-heartbeat-interval", cfg.GroupHeartbeatInterval, "heartbeat interval told to group members (group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "the committed offsets of a group empty this long are deleted (offsets.retention.ms)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "text or json (one JSON object per line, for log collectors)")
+	logLevel := &choiceValue{value: "info", want: "one of debug, info, warn, error", check: func(s string) error {
+		var l slog.Level
+		return l.UnmarshalText([]byte(s))
+	}}
+	fs.Var(logLevel, "log-level", "debug, info, warn or error")
+	logFormat := &choiceValue{value: "text", want: "text or json", check: func(s string) error {
+		if s != "text" && s != "json" {
+			return errors.New("not a log format")
+		}
+		return nil
+	}}
+	fs.Var(logFormat, "log-format", "text or json (one JSON object per line, for log collectors)")
 	deploy := addDeployFlags(fs)
 	fs.String("config", "", "YAML file of settings: flag names as keys (flags and SLUICE_* variables win over it)")
 	printCfg := fs.Bool("print-config", false, "print the effective settings and where each came from (default, file, env, flag), then exit")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: sluiced [flags]\n\nRuns a Sluice node. Every flag may also be given as SLUICE_<FLAG> in the environment\n(e.g. SLUICE_DATA_DIR).\n\n")
-		fs.PrintDefaults()
-	}
+	wrapSettings(fs)
+	// configure reports errors itself, and -h prints the usage (below),
+	// not the flag package.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	// The file fills flags first, then the environment; the command line
 	// overrides both.
-	sources := map[string]string{}
+	origins := map[string]origin{}
+	where := func(name string) string { return origins[name].where(name) }
 	if path := configFileArg(args, lookupEnv); path != "" {
-		if err := applyConfigFile(fs, path, sources); err != nil {
+		if err := applyConfigFile(fs, path, origins); err != nil {
 			return node.Config{}, err
 		}
 	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := lookupEnv(envName(f.Name)); ok && envErr == nil {
+			origins[f.Name] = origin{source: sourceEnv}
 			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+				envErr = fmt.Errorf("%s: %w", where(f.Name), err)
 			}
-			sources[f.Name] = sourceEnv
 		}
 	})
 	if envErr != nil {
 		return node.Config{}, envErr
 	}
 	if err := fs.Parse(args); err != nil {
-		return node.Config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(usageOut, fs)
+			return node.Config{}, err
+		}
+		if refused := refusedFlag(fs); refused != nil {
+			return node.Config{}, refused
+		}
+		return node.Config{}, fmt.Errorf("%w (sluiced -h lists the flags)", err)
 	}
-	fs.Visit(func(f *flag.Flag) { sources[f.Name] = sourceFlag })
+	fs.Visit(func(f *flag.Flag) { origins[f.Name] = origin{source: sourceFlag} })
 	if fs.NArg() > 0 {
 		return node.Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *nodeID < math.MinInt32 || *nodeID > math.MaxInt32 {
-		return node.Config{}, fmt.Errorf("--node-id %s is out of range", strconv.Itoa(*nodeID))
+	for _, f := range []struct {
+		name string
+		v    int
+		to   *int32
+	}{{"default-replication-factor", *defaultRF, &cfg.DefaultReplicationFactor}, {"default-min-insync-replicas", *defaultMinISR, &cfg.DefaultMinInsyncReplicas}} {
+		if f.v < 1 || f.v > math.MaxInt32 {
+			return node.Config{}, fmt.Errorf("--%s must be >= 1, got %d", f.name, f.v)
+		}
+		*f.to = int32(f.v)
 	}
-	cfg.NodeID = int32(*nodeID)
-	if *txnStatePartitions < 0 || *txnStatePartitions > math.MaxInt32 {
-		return node.Config{}, fmt.Errorf("--transaction-state-partitions %s is out of range", strconv.Itoa(*txnStatePartitions))
-	}
-	cfg.TransactionStatePartitions = int32(*txnStatePartitions)
-	if *offsetsPartitions < 0 || *offsetsPartitions > math.MaxInt32 {
-		return node.Config{}, fmt.Errorf("--offsets-topic-partitions %s is out of range", strconv.Itoa(*offsetsPartitions))
-	}
-	cfg.OffsetsTopicPartitions = int32(*offsetsPartitions)
-	if err := deploy.apply(&cfg); err != nil {
+	if err := deploy.apply(&cfg, where); err != nil {
 		return node.Config{}, err
+	}
+	if deploy.nodeIDFromName != "" {
+		// --print-config shows the node id in use, and where it came from.
+		origins["node-id"] = origins["node-id-from-name"]
 	}
 	cfg.Roles = node.ParseList(*roles)
 	cfg.Join = node.ParseList(*join)
 	var err error
 	if cfg.ControllerVoters, err = node.ParseVoters(*voters); err != nil {
-		return node.Config{}, fmt.Errorf("--controller-voters: %w", err)
+		return node.Config{}, fmt.Errorf("%s: %w", where("controller-voters"), err)
 	}
 	if cfg.FaultDialMap, err = faultnet.ParseDialMap(*dialMap); err != nil {
-		return node.Config{}, fmt.Errorf("--fault-dial-map: %w", err)
+		return node.Config{}, fmt.Errorf("%s: %w", where("fault-dial-map"), err)
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return node.Config{}, fmt.Errorf("--log-level: %w", err)
-	}
+	_ = level.UnmarshalText([]byte(logLevel.value)) // checked by its Set
 	opts := &slog.HandlerOptions{Level: level}
-	switch *logFormat {
-	case "text":
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
-	case "json":
+	if logFormat.value == "json" {
 		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	default:
-		return node.Config{}, fmt.Errorf("--log-format: %q is not text or json", *logFormat)
+	} else {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
 	// Every record names the node (with several nodes' logs in one place,
 	// as in a log collector, it says whose it is).
 	cfg.Logger = cfg.Logger.With("node", cfg.NodeID)
+	// Zero stands for a default in some settings: cfg (and so the flags,
+	// which point into it, and --print-config) shows the value in use.
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return node.Config{}, err
 	}
 	if *printCfg {
-		printConfig(configOut, fs, sources)
+		printConfig(configOut, fs, origins)
 		return cfg, errPrintedConfig
 	}
 	return cfg, nil
