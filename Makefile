@@ -15,9 +15,11 @@ build:
 	$(GO) build -o $(BIN)/sluiced ./cmd/sluiced
 	$(GO) build -o $(BIN)/sluice ./cmd/sluice
 
-# Single-node Sluice on 127.0.0.1:9400 with data in ./sluice-data.
+# Single-node Sluice on 127.0.0.1:9400 with data in ./sluice-data. GODEBUG
+# keeps the Go runtime's monitor thread off the deep sleep that cost a futex
+# wake-up per request (docs/design.md decision 47); a GODEBUG of your own wins.
 run: build
-	$(BIN)/sluiced $(ARGS)
+	GODEBUG=$${GODEBUG:-schedtrace=2147483647} $(BIN)/sluiced $(ARGS)
 
 # The Python and Node.js clients of examples/ (public protos only) against
 # a single sluiced on free loopback ports: idempotent produce, fetch,

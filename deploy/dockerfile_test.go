@@ -79,8 +79,8 @@ func envOfInstruction(args string) (map[string]string, error) {
 // The image: static binaries (CGO off) built in a builder stage, a final
 // stage FROM scratch (no base image to download) that runs sluiced as a
 // non-root user listed in /etc/passwd, the data dir as a volume, every
-// ENV a sluiced flag, and every port sluiced listens on in the manifests
-// exposed with its protocol.
+// ENV a sluiced flag or the GODEBUG of decision 47, and every port
+// sluiced listens on in the manifests exposed with its protocol.
 func TestDockerfile(t *testing.T) {
 	b, err := os.ReadFile("Dockerfile")
 	if err != nil {
@@ -132,6 +132,9 @@ func TestDockerfile(t *testing.T) {
 			}
 			for k, v := range kv {
 				env[k] = v
+				if k == "GODEBUG" {
+					continue // the Go runtime's setting (decision 47), checked below
+				}
 				if f := flagOfEnv(k); f == "" || !flags[f] {
 					t.Errorf("ENV %s sets no sluiced flag", k)
 				}
@@ -141,6 +144,9 @@ func TestDockerfile(t *testing.T) {
 				exposed[p] = true
 			}
 		}
+	}
+	if env["GODEBUG"] != "schedtrace=2147483647" {
+		t.Errorf("ENV GODEBUG=%q, want schedtrace=2147483647 (decision 47: the image carries it, sluiced does not set it itself)", env["GODEBUG"])
 	}
 	uid, _, _ := strings.Cut(user, ":")
 	if uid == "" || uid == "0" || uid == "root" {

@@ -29,7 +29,9 @@
 # chaos run restarts nodes from it), ONLY (a regular expression: only the
 # runs whose label matches, e.g. ONLY=synchronous), NODE_GOMAXPROCS (if set,
 # the nodes run with GOMAXPROCS set to it; the load generator keeps Go's
-# default), GO (go).
+# default), GODEBUG (the nodes' Go runtime settings; default
+# schedtrace=2147483647, as the image, the manifests and `make run` set it:
+# docs/design.md decision 47), GO (go).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -84,7 +86,7 @@ for i in 1 2 3; do
 done
 for i in 1 2 3; do
 	mkdir -p "$work/node$i"
-	${NODE_GOMAXPROCS:+env GOMAXPROCS=$NODE_GOMAXPROCS} "$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
+	GODEBUG=${GODEBUG:-schedtrace=2147483647} ${NODE_GOMAXPROCS:+env GOMAXPROCS=$NODE_GOMAXPROCS} "$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
 		--internal-listen "127.0.0.1:$(port "$i" 4)" \
