@@ -88,7 +88,7 @@ func (e *env) progress(what string, count *atomic.Int64, bytes *atomic.Int64, st
 		case now := <-t.C:
 			n, b := count.Load(), bytes.Load()
 			dt := now.Sub(last).Seconds()
-			fmt.Fprintf(e.stderr, "%s: %d records, %.0f records/s, %.1f MB/s (%.0fs)\n", what, n, float64(n-lastN)/dt, float64(b-lastB)/dt/1e6, now.Sub(start).Seconds())
+			fmt.Fprintf(e.stderr, "%s: %s, %.0f records/s, %.1f MB/s (%.0fs)\n", what, plural(n, "record"), float64(n-lastN)/dt, float64(b-lastB)/dt/1e6, now.Sub(start).Seconds())
 			lastN, lastB, last = n, b, now
 		}
 	}
@@ -98,8 +98,8 @@ func (e *env) printBench(r benchResult) error {
 	if e.g.json() {
 		return json.NewEncoder(e.stdout).Encode(r)
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %d records in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, mean %.3f ms; errors %d\n",
-		r.Mode, r.Topic, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.LatencyWhat, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyP999Ms, r.LatencyMeanMs, r.Errors)
+	fmt.Fprintf(e.stdout, "%s %s: %s in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, mean %.3f ms; errors %d\n",
+		r.Mode, r.Topic, plural(r.Records, "record"), r.Seconds, r.RecordsPerSec, r.MBPerSec, r.LatencyWhat, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyP999Ms, r.LatencyMeanMs, r.Errors)
 	return nil
 }
 
@@ -247,7 +247,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 	<-done
 	p.Close()
 	if ep := firstErr.Load(); ep != nil {
-		return fmt.Errorf("bench produce: %d records failed, first: %w", failures.Load(), *ep)
+		return fmt.Errorf("bench produce: %s failed, first: %w", plural(failures.Load(), "record"), *ep)
 	}
 	if ferr != nil {
 		return fmt.Errorf("bench produce: %w", ferr)
@@ -345,7 +345,7 @@ func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record,
 	close(stop)
 	<-done
 	if ep := firstErr.Load(); ep != nil {
-		return benchResult{}, fmt.Errorf("bench produce: %d records failed, first: %w", failures.Load(), *ep)
+		return benchResult{}, fmt.Errorf("bench produce: %s failed, first: %w", plural(failures.Load(), "record"), *ep)
 	}
 	if err != nil {
 		return benchResult{}, fmt.Errorf("bench produce: transaction %d: %w", txns+1, err)
@@ -353,7 +353,7 @@ func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record,
 	n := acked.Load()
 	res := benchResult{Mode: "produce", Topic: r.Topic, Records: n, RecordSize: size, Bytes: ackedBytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
-		LatencyWhat: fmt.Sprintf("commit after flush (%d transactions of %v)", txns, commitEvery)}
+		LatencyWhat: fmt.Sprintf("commit after flush (%s of %v)", plural(txns, "transaction"), commitEvery)}
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
 	return res, nil
 }
@@ -467,7 +467,7 @@ func (e *env) benchConsume(ctx context.Context, args []string) error {
 	}
 	if n < target {
 		// The figures above are of a partial run: the exit status says so.
-		return fmt.Errorf("bench consume: stopped early after %d of %d records: %w", n, target, perr)
+		return fmt.Errorf("bench consume: stopped early after %d of %s: %w", n, plural(target, "record"), perr)
 	}
 	return nil
 }

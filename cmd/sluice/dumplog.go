@@ -197,7 +197,11 @@ func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error
 			if e.g.json() {
 				_ = enc.Encode(batchDump{Position: position, TornTail: len(data) - position})
 			} else {
-				fmt.Fprintf(w, "torn tail at position: %d: %d trailing bytes do not form a whole frame\n", position, len(data)-position)
+				verb := "do"
+				if len(data)-position == 1 {
+					verb = "does"
+				}
+				fmt.Fprintf(w, "torn tail at position: %d: %s %s not form a whole frame\n", position, plural(len(data)-position, "trailing byte"), verb)
 			}
 			break
 		}
@@ -220,7 +224,7 @@ func (e *env) dumpSegment(path string, records bool, decode recordDecoder) error
 	}
 	if invalid > 0 {
 		w.Flush()
-		return fmt.Errorf("dump-log: %d invalid batches", invalid)
+		return fmt.Errorf("dump-log: %s", plural(invalid, "invalid batch"))
 	}
 	return nil
 }

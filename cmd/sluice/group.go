@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -401,7 +402,7 @@ func (e *env) groupResetOffsets(ctx context.Context, args []string) error {
 			return fmt.Errorf("group reset-offsets: %w", err)
 		}
 		if n := len(ds[0].Members); n > 0 {
-			return fmt.Errorf("group reset-offsets: %w", errActiveMembers(group, fmt.Errorf("%d members", n)))
+			return fmt.Errorf("group reset-offsets: %w", errActiveMembers(group, errors.New(plural(n, "member"))))
 		}
 		if err := c.CommitOffsets(ctx, group, offsets); err != nil {
 			switch errs.Code(err) {
@@ -495,7 +496,11 @@ func (e *env) groupDelete(ctx context.Context, args []string) error {
 		return fmt.Errorf("group delete: %w", err)
 	}
 	if err := res[pos[0]]; err != nil {
-		if errs.Code(err) == sluicev1.ErrorCode_NON_EMPTY_GROUP {
+		// The coordinator's NON_EMPTY_GROUP message says why (members, or
+		// offsets pending in an open transaction) and what to do: adding
+		// the CLI's own explanation printed the reason twice. A message
+		// left empty gets it.
+		if errs.Code(err) == sluicev1.ErrorCode_NON_EMPTY_GROUP && errs.Message(err) == "" {
 			return fmt.Errorf("group delete: %w", errActiveMembers(pos[0], err))
 		}
 		return fmt.Errorf("group delete: %w", err)

@@ -35,6 +35,7 @@ type fakeGroupBroker struct {
 	listStates [][]string
 	heartbeats []*sluicev1.ConsumerGroupHeartbeatRequest
 	commitCode sluicev1.ErrorCode // answered to every OffsetCommit when set
+	deleteMsg  string             // error_message of a NON_EMPTY_GROUP DeleteGroups answer
 }
 
 func startFakeGroupBroker(t *testing.T) *fakeGroupBroker {
@@ -146,7 +147,7 @@ func (f *fakeGroupBroker) DeleteGroups(_ context.Context, req *sluicev1.DeleteGr
 	for _, id := range req.GroupIds {
 		r := &sluicev1.DeleteGroupResult{GroupId: id}
 		if d := f.described[id]; d != nil && len(d.Members) > 0 {
-			r.ErrorCode = sluicev1.ErrorCode_NON_EMPTY_GROUP
+			r.ErrorCode, r.ErrorMessage = sluicev1.ErrorCode_NON_EMPTY_GROUP, f.deleteMsg
 		}
 		resp.Results = append(resp.Results, r)
 	}
@@ -366,7 +367,26 @@ func TestGroupResetOffsetsPlanAndExecute(t *testing.T) {
 	f.mu.Unlock()
 	_, _, err = runArgs(t, "--brokers", f.addr, "group", "delete", "g")
 	if err == nil || !strings.Contains(err.Error(), "stop the group's consumers first") || !strings.Contains(err.Error(), "NON_EMPTY_GROUP") {
-		t.Errorf("delete with members: %v", err)
+		t.Errorf("delete with members, no message: %v", err)
+	}
+	// The coordinator's message gives the reason and the remedy: it is
+	// printed once, not wrapped in the CLI's own.
+	f.mu.Lock()
+	f.deleteMsg = `group "g" has 1 member; stop its consumers first`
+	f.mu.Unlock()
+	_, _, err = runArgs(t, "--brokers", f.addr, "group", "delete", "g")
+	if err == nil || !strings.Contains(err.Error(), "NON_EMPTY_GROUP: "+f.deleteMsg) ||
+		strings.Count(err.Error(), "consumers first") != 1 || strings.Contains(err.Error(), "active members") {
+		t.Errorf("delete with members: %v, want the coordinator's reason once", err)
+	}
+	// reset-offsets counts the members it found, in the singular for one.
+	f.mu.Lock()
+	f.commitCode = sluicev1.ErrorCode_NONE
+	f.described["g"].Members = f.described["g"].Members[:1]
+	f.mu.Unlock()
+	_, _, err = runArgs(t, "--brokers", f.addr, "group", "reset-offsets", "g", "--topic", "m", "--to-earliest", "--execute")
+	if err == nil || !strings.Contains(err.Error(), "(1 member)") {
+		t.Errorf("reset-offsets with one member: %v, want (1 member)", err)
 	}
 }
 

@@ -229,7 +229,7 @@ func (e *env) txnDescribe(ctx context.Context, args []string) error {
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("txn describe: %d of %d ids could not be described", failed, len(out))
+		return fmt.Errorf("txn describe: %d of %s could not be described", failed, plural(len(out), "id"))
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func (e *env) txnFindHanging(ctx context.Context, args []string) error {
 		}
 	}
 	if len(rows) > 0 {
-		return fmt.Errorf("txn find-hanging: %d hanging transaction(s)", len(rows))
+		return fmt.Errorf("txn find-hanging: %s", plural(len(rows), "hanging transaction"))
 	}
 	return nil
 }
