@@ -1,0 +1,135 @@
+package docscheck
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-io/sluice/internal/proccluster"
+)
+
+// The binaries, built once per test binary by the first test that needs
+// them; TestMain removes them.
+var bins = proccluster.NewBuildCache("sluice-docscheck-bin-")
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	bins.Remove()
+	os.Exit(code)
+}
+
+// help runs a built binary with args (ending in --help) and returns what
+// it printed; the exit status does not matter.
+func help(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = proccluster.Env()
+	out, _ := cmd.CombinedOutput()
+	if len(out) == 0 {
+		t.Fatalf("%s %s printed nothing", filepath.Base(bin), strings.Join(args, " "))
+	}
+	return string(out)
+}
+
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// README's table of sluiced's settings lists every flag of sluiced
+// --help, and no flag sluiced does not have.
+func TestREADMEListsEverySluicedFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries")
+	}
+	flags := HelpFlags(help(t, bins.Get(t).Sluiced, "--help"))
+	if len(flags) < 10 {
+		t.Fatalf("sluiced --help lists %d flags: %v", len(flags), flags)
+	}
+	rows := SectionTable(readme(t), "## Running `sluiced`")
+	if len(rows) == 0 {
+		t.Fatal("README.md: no table under \"## Running `sluiced`\"")
+	}
+	var documented []string
+	for _, r := range rows {
+		documented = append(documented, CellFlags(r[0])...)
+	}
+	for _, f := range flags {
+		if !slices.Contains(documented, f) {
+			t.Errorf("README.md, Running `sluiced`: sluiced --%s has no row", f)
+		}
+	}
+	for _, f := range documented {
+		if !slices.Contains(flags, f) {
+			t.Errorf("README.md, Running `sluiced`: --%s is not a sluiced flag", f)
+		}
+	}
+}
+
+// globalFlags are the CLI's flags of every command, documented once
+// above README's table of commands.
+var globalFlags = []string{"brokers", "output", "request-timeout"}
+
+// README's table of CLI commands has a row for every command of sluice
+// --help, and the rows of a command name every flag of sluice COMMAND
+// --help but the global ones, and no flag the command does not have.
+func TestREADMEListsEveryCLICommandAndFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries")
+	}
+	sluice := bins.Get(t).Sluice
+	page := readme(t)
+	for _, f := range globalFlags {
+		if !strings.Contains(page, "`--"+f) {
+			t.Errorf("README.md: the global flag --%s is not named", f)
+		}
+	}
+	rows := SectionTable(page, "## CLI")
+	documented := map[string][]string{} // command -> flags its rows name
+	var order []string
+	for _, r := range rows {
+		synopsis := strings.Trim(r[0], "`")
+		fields := strings.Fields(synopsis)
+		if len(fields) < 2 || fields[0] != "sluice" {
+			t.Errorf("README.md, CLI: row %q does not start with `sluice COMMAND`", r[0])
+			continue
+		}
+		cmd := CommandWords(fields[1:])
+		if _, ok := documented[cmd]; !ok {
+			order = append(order, cmd)
+		}
+		documented[cmd] = append(documented[cmd], CellFlags(synopsis)...)
+	}
+	if len(order) < 10 {
+		t.Fatalf("README.md, CLI: %d commands in the table: %v", len(order), order)
+	}
+	for _, cmd := range HelpCommands(help(t, sluice, "--help")) {
+		if _, ok := documented[cmd]; !ok {
+			t.Errorf("README.md, CLI: sluice %s has no row", cmd)
+		}
+	}
+	for _, cmd := range order {
+		flags := HelpFlags(help(t, sluice, append(strings.Fields(cmd), "--help")...))
+		if len(flags) == 0 {
+			t.Errorf("sluice %s --help lists no flags: not a command?", cmd)
+			continue
+		}
+		for _, f := range flags {
+			if !slices.Contains(globalFlags, f) && !slices.Contains(documented[cmd], f) {
+				t.Errorf("README.md, CLI: sluice %s --%s is in no row of the command", cmd, f)
+			}
+		}
+		for _, f := range documented[cmd] {
+			if !slices.Contains(flags, f) {
+				t.Errorf("README.md, CLI: sluice %s has no flag --%s", cmd, f)
+			}
+		}
+	}
+}
