@@ -70,7 +70,7 @@ func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMet
 			}
 		}
 		if p.Leader == controller.NoLeader {
-			pm.ErrorCode = sluicev1.ErrorCode_LEADER_NOT_AVAILABLE
+			pm.ErrorCode, pm.ErrorMessage = partitionError(noLeaderError(im, t.Name, int32(i)))
 		}
 		tm.Partitions = append(tm.Partitions, pm)
 	}
@@ -135,7 +135,8 @@ func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsReq
 	for j, r := range out.Response.Topics {
 		results[fwdAt[j]] = r
 		if r.ErrorCode == sluicev1.ErrorCode_NONE && !req.ValidateOnly {
-			s.log.Info("topic created", "topic", r.Name, "partitions", r.NumPartitions, "replication_factor", r.ReplicationFactor)
+			s.log.Info("topic created", "topic", r.Name, "partitions", r.NumPartitions, "replication_factor", r.ReplicationFactor,
+				"min_insync_replicas", r.Configs[controller.ConfigMinInsyncReplicas])
 		}
 	}
 	out.Response.Topics = results
@@ -226,7 +227,8 @@ func (s *Server) AlterPartitionReassignments(ctx context.Context, req *sluicev1.
 
 // ElectLeaders forwards a preferred-leader election to the active
 // controller, then waits until this broker's image shows its outcome.
-// NOT_CONTROLLER and timeouts are request errors.
+// NOT_CONTROLLER, timeouts and a named topic or partition that does not
+// exist (UNKNOWN_TOPIC_OR_PARTITION, nothing elected) are request errors.
 func (s *Server) ElectLeaders(ctx context.Context, req *sluicev1.ElectLeadersRequest) (*sluicev1.ElectLeadersResponse, error) {
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)

@@ -96,8 +96,9 @@ func (s *Server) metadataLoaded() error {
 
 // leaderPartition returns the hosted partition if this broker leads it.
 // Otherwise the error is UNKNOWN_TOPIC_OR_PARTITION (not in the image),
-// LEADER_NOT_AVAILABLE (offline) or NOT_LEADER_OR_FOLLOWER (another broker
-// leads it; leaderHint names it).
+// LEADER_NOT_AVAILABLE (offline), KAFKA_STORAGE_ERROR (offline here after
+// a disk error, or everywhere: noLeaderError) or NOT_LEADER_OR_FOLLOWER
+// (another broker leads it; leaderHint names it).
 func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Replica, error) {
 	p, err := s.replicas.Replica(topic, partition)
 	if err == nil {
@@ -113,9 +114,10 @@ func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Replic
 
 // notLeaderError says, from the metadata, why this broker does not serve
 // topic/partition as its leader: UNKNOWN_TOPIC_OR_PARTITION (not in the
-// image), LEADER_NOT_AVAILABLE (offline, or no metadata yet) or
-// NOT_LEADER_OR_FOLLOWER (another broker leads it, or this one is
-// becoming its leader).
+// image), LEADER_NOT_AVAILABLE (offline, or no metadata yet),
+// KAFKA_STORAGE_ERROR (offline because every in-sync replica failed on its
+// disk: noLeaderError) or NOT_LEADER_OR_FOLLOWER (another broker leads it,
+// or this one is becoming its leader).
 func (s *Server) notLeaderError(topic string, partition int32) error {
 	if err := s.metadataLoaded(); err != nil {
 		return err
@@ -127,12 +129,25 @@ func (s *Server) notLeaderError(topic string, partition int32) error {
 	case !ok:
 		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", topic, partition)
 	case h.LeaderID == controller.NoLeader:
-		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "%s-%d has no leader", topic, partition)
+		return noLeaderError(s.cache.Image(), topic, partition)
 	case h.LeaderID == s.self.NodeID:
 		// The image says we lead but the replica manager has not caught up.
 		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is becoming the leader of %s-%d", s.self.NodeID, topic, partition)
 	}
 	return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s-%d; the leader is node %d at %s (epoch %d)", s.self.NodeID, topic, partition, h.LeaderID, h.Address, h.LeaderEpoch)
+}
+
+// noLeaderError is why partition of topic has no leader in im:
+// KAFKA_STORAGE_ERROR naming the failed brokers, directories and OS errors
+// when the log of every in-sync replica failed on its disk, so no broker
+// can serve it until an operator acts (Image.StorageOfflineError), else
+// LEADER_NOT_AVAILABLE (an election is due or its in-sync replicas are on
+// brokers that are down).
+func noLeaderError(im *controller.Image, topic string, partition int32) error {
+	if err := im.StorageOfflineError(topic, partition); err != nil {
+		return err
+	}
+	return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s-%d has no leader", topic, partition)
 }
 
 // leaderHint is the LeaderHint to attach to a NOT_LEADER_OR_FOLLOWER

@@ -40,6 +40,10 @@ type recordBatch struct {
 	attempts int       // answers received (or local failures to send)
 	retryAt  time.Time
 	lastErr  error
+	// offline: how long its attempts have found the partition offline
+	// after a disk failure (ErrPartitionOffline); it fails after
+	// OfflineRetry, not at its deadline.
+	offline offlineFor
 
 	// ord is the batch's place in its partition's send order (1, 2, ...),
 	// given when it first leaves the queue; 0 before.
@@ -116,6 +120,10 @@ type accumulator struct {
 	retries        int64
 	sequenceErrors int64
 
+	// topicBatchBytes holds the topics whose batches close below
+	// batchBytes: their max.message.bytes is lower (limitTopic).
+	topicBatchBytes map[string]int
+
 	parts  map[topicPartition]*partitionQueue
 	order  []*partitionQueue // stable iteration order for draining
 	sticky map[string]int32  // topic -> sticky partition for keyless records
@@ -139,6 +147,30 @@ func newAccumulator(batchBytes int, linger, deliveryTimeout time.Duration, maxIn
 	}
 }
 
+// limitTopic records topic's max.message.bytes (0: unknown): a batch of
+// the topic is closed before it would exceed it, when that is below
+// batchBytes. A record larger than it alone is the producer's to refuse.
+func (a *accumulator) limitTopic(topic string, maxMessageBytes int) {
+	if maxMessageBytes > 0 && maxMessageBytes < a.batchBytes {
+		if a.topicBatchBytes == nil {
+			a.topicBatchBytes = map[string]int{}
+		}
+		a.topicBatchBytes[topic] = maxMessageBytes
+	} else if len(a.topicBatchBytes) > 0 {
+		delete(a.topicBatchBytes, topic)
+	}
+}
+
+// batchBytesOf returns the size at which topic's batches close.
+func (a *accumulator) batchBytesOf(topic string) int {
+	if len(a.topicBatchBytes) > 0 {
+		if n, ok := a.topicBatchBytes[topic]; ok {
+			return n
+		}
+	}
+	return a.batchBytes
+}
+
 func (a *accumulator) queue(tp topicPartition) *partitionQueue {
 	q := a.parts[tp]
 	if q == nil {
@@ -160,7 +192,7 @@ func (a *accumulator) stickyPartition(topic string, numPartitions int32, key, va
 		a.sticky[topic] = p
 	}
 	if q := a.parts[topicPartition{topic, p}]; q != nil && q.open != nil && q.open.builder.Count() > 0 &&
-		q.open.builder.Size()+recordSize(key, value, headers) > a.batchBytes {
+		q.open.builder.Size()+recordSize(key, value, headers) > a.batchBytesOf(topic) {
 		q.numPartitions = numPartitions
 		a.close(q, true)
 		p, closed = a.sticky[topic], true
@@ -183,7 +215,8 @@ func (a *accumulator) append(tp topicPartition, numPartitions int32, ts int64, k
 	q := a.queue(tp)
 	q.numPartitions = numPartitions
 	b := q.open
-	if b != nil && b.builder.Count() > 0 && b.builder.Size()+recordSize(key, value, headers) > a.batchBytes {
+	limit := a.batchBytesOf(tp.topic)
+	if b != nil && b.builder.Count() > 0 && b.builder.Size()+recordSize(key, value, headers) > limit {
 		// The record starts the partition's next batch, so the sticky
 		// partition stays: moving it would leave this record alone.
 		a.close(q, false)
@@ -200,7 +233,7 @@ func (a *accumulator) append(tp topicPartition, numPartitions int32, ts int64, k
 	b.records = append(b.records, pendingRecord{cb: cb, timestamp: ts})
 	size = b.builder.Size() - before
 	b.size += size
-	if b.builder.Size() >= a.batchBytes {
+	if b.builder.Size() >= limit {
 		a.close(q, true)
 		closed = true
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,16 +101,24 @@ type Client struct {
 type topicMeta struct {
 	err        error // non-nil when the broker reported a topic error
 	partitions []partitionMeta
+	// maxMessageBytes is the topic's max.message.bytes, from its configs
+	// in the metadata; 0 when they do not say.
+	maxMessageBytes int
 }
 
 type partitionMeta struct {
 	leaderID    int32
 	leaderEpoch int32
 	leaderAddr  string // "" when the leader is unknown
+	// err is the metadata's error for the partition (no leader), nil when
+	// none: an offlineError for KAFKA_STORAGE_ERROR.
+	err error
 }
 
-// New returns a Client that bootstraps from brokers (host:port). It does
-// not contact the cluster; connections are made on first use.
+// New returns a Client that bootstraps from brokers (host:port; empty
+// strings are ignored). It does not contact the cluster; connections are
+// made on first use. An address that is not host:port with a port from 1
+// to 65535 fails New with a *BrokerAddrError, before anything is dialed.
 func New(brokers []string, opts ...Option) (*Client, error) {
 	cfg := clientConfig{dialTimeout: 5 * time.Second, requestTimeout: 30 * time.Second}
 	for _, o := range opts {
@@ -119,9 +128,13 @@ func New(brokers []string, opts ...Option) (*Client, error) {
 	}
 	var seeds []string
 	for _, b := range brokers {
-		if b != "" {
-			seeds = append(seeds, b)
+		if b == "" {
+			continue
 		}
+		if err := checkBrokerAddr(b); err != nil {
+			return nil, err
+		}
+		seeds = append(seeds, b)
 	}
 	if len(seeds) == 0 {
 		return nil, errors.New("sluice: at least one broker address is required")
@@ -153,7 +166,9 @@ func (c *Client) Close() error {
 	return first
 }
 
-// conn returns the connection to addr, creating it if needed.
+// conn returns the connection to addr, creating it if needed. An addr
+// that is not host:port (a broker advertising a bad address) fails with a
+// *BrokerAddrError and no connection is made.
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,6 +177,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	if cc := c.conns[addr]; cc != nil {
 		return cc, nil
+	}
+	if err := checkBrokerAddr(addr); err != nil {
+		return nil, err
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -283,12 +301,15 @@ func (c *Client) storeMetadata(resp *sluicev1.MetadataResponse) {
 	for _, t := range resp.Topics {
 		tm := &topicMeta{err: codeError(t.ErrorCode, t.ErrorMessage)}
 		if tm.err == nil {
+			if n, err := strconv.Atoi(t.Configs["max.message.bytes"]); err == nil && n > 0 {
+				tm.maxMessageBytes = n
+			}
 			tm.partitions = make([]partitionMeta, len(t.Partitions))
 			for _, p := range t.Partitions {
 				if p.Partition < 0 || int(p.Partition) >= len(tm.partitions) {
 					continue
 				}
-				pm := partitionMeta{leaderID: p.LeaderId, leaderEpoch: p.LeaderEpoch}
+				pm := partitionMeta{leaderID: p.LeaderId, leaderEpoch: p.LeaderEpoch, err: partitionMetadataError(p.ErrorCode, p.ErrorMessage)}
 				if p.LeaderId >= 0 && p.ErrorCode == sluicev1.ErrorCode_NONE {
 					pm.leaderAddr = c.brokers[p.LeaderId]
 				}
@@ -332,7 +353,9 @@ func (c *Client) forget(topic string) {
 	c.mu.Unlock()
 }
 
-// leader returns the leader address and epoch of a partition.
+// leader returns the leader address and epoch of a partition. With no
+// leader the error is the metadata's for the partition when it gave one
+// (ErrPartitionOffline for KAFKA_STORAGE_ERROR), else LEADER_NOT_AVAILABLE.
 func (c *Client) leader(ctx context.Context, topic string, partition int32) (string, int32, error) {
 	tm, err := c.topic(ctx, topic)
 	if err != nil {
@@ -343,6 +366,9 @@ func (c *Client) leader(ctx context.Context, topic string, partition int32) (str
 	}
 	pm := tm.partitions[partition]
 	if pm.leaderAddr == "" {
+		if pm.err != nil {
+			return "", 0, pm.err
+		}
 		return "", 0, errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "topic %q partition %d has no leader", topic, partition)
 	}
 	return pm.leaderAddr, pm.leaderEpoch, nil

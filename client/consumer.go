@@ -178,6 +178,10 @@ type assignment struct {
 	// since the partition's last good fetch; Stalled reports it.
 	stalled error
 	retryAt time.Time
+	// offline: how long its leader lookups have found it offline after a
+	// disk failure (ErrPartitionOffline); Poll reports that once it has
+	// lasted OfflineRetry.
+	offline offlineFor
 	// paused: a group partition being revoked: not fetched, and records
 	// fetched before are dropped (gen was bumped); its position stays
 	// readable for the commit.
@@ -329,7 +333,10 @@ func notify(ch chan struct{}) {
 // the fetched response and are never overwritten, so they stay valid. A partition error is
 // returned as an error naming the partition (an *errs.Error inside);
 // transient errors are retried in the background, so Poll may be called
-// again after any error.
+// again after any error. A partition offline after a disk failure
+// (ErrPartitionOffline) is one such error that Poll still returns, once,
+// after it has lasted OfflineRetry: no broker can serve it until an
+// operator acts.
 func (co *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	for {
 		if err := co.prepare(ctx); err != nil {
@@ -445,6 +452,8 @@ func (co *Consumer) prepare(ctx context.Context) error {
 		}
 		if err != nil {
 			a.retryAt = time.Now().Add(backoffFor(0))
+			report := a.offline.observe(err, time.Now()) && !a.offline.reported
+			a.offline.reported = a.offline.reported || report
 			co.mu.Unlock()
 			code := errs.Code(err)
 			transport := isTransportError(err)
@@ -458,10 +467,16 @@ func (co *Consumer) prepare(ctx context.Context) error {
 				co.mu.Lock()
 				a.stalled = fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
 				co.mu.Unlock()
-				continue
+				if !report {
+					continue
+				}
+				// Offline after a disk failure for OfflineRetry: nothing
+				// changes until an operator acts, so Poll says it (once;
+				// the lookups go on).
 			}
 			return fmt.Errorf("topic %q partition %d: %w", a.tp.topic, a.tp.partition, err)
 		}
+		a.offline = offlineFor{}
 		a.leader, a.epoch = addr, epoch
 		if a.position < 0 {
 			a.position, a.fetchPos = pos, pos

@@ -71,6 +71,9 @@ type fakeState struct {
 	filteredUpTo map[string]int64
 	// initError, when set, answers every InitProducerId.
 	initError sluicev1.ErrorCode
+	// partitionErrors: "topic/partition" -> the error Metadata reports
+	// for the partition, with no leader (an offline partition).
+	partitionErrors map[string]*errs.Error
 	// dropRequests: requests left that are served completely, then
 	// answered UNAVAILABLE (the whole answer lost).
 	dropRequests int
@@ -229,7 +232,11 @@ func (f *fakeBroker) Metadata(_ context.Context, req *sluicev1.MetadataRequest) 
 		tm := &sluicev1.TopicMetadata{Name: name}
 		for p := range parts {
 			leader := f.leader(fmt.Sprintf("%s/%d", name, p))
-			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{Partition: int32(p), LeaderId: leader, Replicas: []int32{leader}, Isr: []int32{leader}})
+			pm := &sluicev1.PartitionMetadata{Partition: int32(p), LeaderId: leader, Replicas: []int32{leader}, Isr: []int32{leader}}
+			if e := f.partitionErrors[fmt.Sprintf("%s/%d", name, p)]; e != nil {
+				pm.LeaderId, pm.ErrorCode, pm.ErrorMessage = -1, e.Code, e.Message
+			}
+			tm.Partitions = append(tm.Partitions, pm)
 		}
 		resp.Topics = append(resp.Topics, tm)
 	}

@@ -168,7 +168,8 @@ func WithBatchBytes(n int) ProducerOption {
 
 // WithMaxRequestBytes bounds one produce request (max.request.size): the
 // batches sent to one broker together, and so also one record (a record
-// larger than this fails at once with MESSAGE_TOO_LARGE). Default 4 MiB;
+// larger than this fails at once with a *RecordTooLargeError,
+// MESSAGE_TOO_LARGE). Default 4 MiB;
 // between 1 KiB and 64 MiB, and at least the batch size.
 func WithMaxRequestBytes(n int) ProducerOption {
 	return func(c *producerConfig) error {
@@ -211,7 +212,9 @@ func WithMaxInFlight(n int) ProducerOption {
 
 // WithDeliveryTimeout bounds the time from Send to the callback, retries
 // included (default 2m). It also bounds how long the producer waits for a
-// producer id before the records fail.
+// producer id before the records fail. Records of a partition offline
+// after a disk failure (ErrPartitionOffline) fail sooner, after
+// OfflineRetry.
 func WithDeliveryTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) error {
 		if d <= 0 {
@@ -498,8 +501,11 @@ func (p *Producer) signal() {
 // Send queues r and returns; cb (which may be nil) is called exactly once
 // with the record's metadata or error. Send blocks only while the buffer
 // limit is exceeded, until ctx ends. Errors known at once (unknown topic,
-// bad partition, closed producer, ctx done) are passed to cb before Send
-// returns. An unknown topic fails at once: topics are not auto-created.
+// bad partition, a record larger than its topic's max.message.bytes or the
+// max request bytes (*RecordTooLargeError), closed producer, ctx done) are
+// passed to cb before Send returns. An unknown topic fails at once: topics
+// are not auto-created. A topic's batches are kept within its
+// max.message.bytes.
 func (p *Producer) Send(ctx context.Context, r Record, cb func(RecordMetadata, error)) {
 	p.send(ctx, r, cb)
 }
@@ -543,8 +549,8 @@ func (p *Producer) send(ctx context.Context, r Record, cb func(RecordMetadata, e
 		fail(fmt.Errorf("topic %q: %w", r.Topic, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "no partition %d (the topic has %d)", r.Partition, n)))
 		return false
 	}
-	if size := recordWireSize(r); size > p.cfg.maxRequestBytes {
-		fail(errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "record of about %d bytes exceeds max request bytes %d", size, p.cfg.maxRequestBytes))
+	if err := checkRecordSize(r, tm, p.cfg.maxRequestBytes); err != nil {
+		fail(err)
 		return false
 	}
 	if r.Timestamp == 0 {
@@ -593,6 +599,9 @@ func (p *Producer) send(ctx context.Context, r Record, cb func(RecordMetadata, e
 		}
 		p.txn.appended()
 	}
+	// Batches of the topic stay within its max.message.bytes, so that
+	// records that each fit are not refused together.
+	p.acc.limitTopic(r.Topic, tm.maxMessageBytes)
 	part := r.Partition
 	var stickyClosed bool
 	if part < 0 {
@@ -1078,16 +1087,6 @@ func (p *Producer) release(b *recordBatch) {
 		p.space = make(chan struct{})
 	}
 	p.acc.recycle(b)
-}
-
-// recordWireSize is an upper bound of a record's size in a batch: its
-// bytes plus per-field framing.
-func recordWireSize(r Record) int {
-	n := len(r.Key) + len(r.Value) + 32
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value) + 8
-	}
-	return n + batch.HeaderSize
 }
 
 // splitRequests cuts the batches for one broker into requests of at most

@@ -94,7 +94,10 @@ import (
 //     it than the batch carries; nothing the producer can fix.
 //   - Other retriable errors: retry with backoff until the delivery
 //     timeout; other errors fail the batch. A batch that expires after
-//     being sent fails with unknown fate (it may have been written).
+//     being sent fails with unknown fate (it may have been written). A
+//     partition that the metadata reports offline after a disk failure
+//     (ErrPartitionOffline) is retried for OfflineRetry only: its batch
+//     then fails as an expired one would.
 //
 // Epoch bump (KIP-360). For an idempotent producer without transactions,
 // Kafka bumps the epoch locally (same producer id, epoch + 1: the broker
@@ -323,6 +326,11 @@ func (a *accumulator) onResult(b *recordBatch, err error, baseOffset, appendTime
 		case sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH, sluicev1.ErrorCode_PRODUCER_FENCED:
 			retry = false
 		}
+	}
+	if b.offline.observe(err, now) {
+		// No broker can serve the partition until an operator fixes a
+		// disk: say so now rather than at the delivery timeout.
+		retry = false
 	}
 	if retry && !stopping && retryAt.Before(b.deadline) {
 		a.retries++

@@ -224,6 +224,12 @@ func (e *env) consume(ctx context.Context, args []string) error {
 			if ctx.Err() != nil {
 				break // interrupted
 			}
+			if errors.Is(err, client.ErrPartitionOffline) {
+				// No broker can serve the partition until an operator
+				// fixes a disk: say so now instead of retrying.
+				w.Flush()
+				return fmt.Errorf("consume: %w", err)
+			}
 			if code := errs.Code(err); errs.Retriable(code) && code != sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || isTransport(err) {
 				lastErr = err
 				if *timeout > 0 && !time.Now().Before(deadline) {

@@ -149,7 +149,12 @@ const (
 	ErrorCode_TRANSACTION_COORDINATOR_FENCED ErrorCode = 52
 	// A disk error on the broker took its replica of the partition offline
 	// (until the broker restarts); the controller moves the leadership to
-	// another in-sync replica: refresh the metadata and retry.
+	// another in-sync replica: refresh the metadata and retry. When the
+	// failed replicas were the partition's only in-sync ones, Metadata (and
+	// every broker's produce, fetch and list offsets) answers it for the
+	// partition, naming the broker, directory and OS error: it stays offline
+	// until an operator fixes the disk and restarts that broker, and Sluice's
+	// clients stop retrying after a few seconds.
 	ErrorCode_KAFKA_STORAGE_ERROR ErrorCode = 56
 	// Not sent by Sluice on produce: a partition with no state for a producer
 	// id accepts any first sequence (0 for a transactional batch, else
@@ -194,6 +199,9 @@ const (
 	// A partition change named a partition epoch that is not the current
 	// one: re-read the partition and decide again.
 	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
+	// The broker id is not registered with the controller (an
+	// UnregisterBroker for an unknown or already removed id).
+	ErrorCode_BROKER_ID_NOT_REGISTERED ErrorCode = 102
 	// The transactional id is not known to the coordinator.
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
 	// An ISR change would add a replica that is fenced or not a replica.
@@ -277,6 +285,7 @@ var (
 		88:  "UNSTABLE_OFFSET_COMMIT",
 		90:  "PRODUCER_FENCED",
 		95:  "INVALID_UPDATE_VERSION",
+		102: "BROKER_ID_NOT_REGISTERED",
 		105: "TRANSACTIONAL_ID_NOT_FOUND",
 		107: "INELIGIBLE_REPLICA",
 		108: "NEW_LEADER_ELECTED",
@@ -343,6 +352,7 @@ var (
 		"UNSTABLE_OFFSET_COMMIT":           88,
 		"PRODUCER_FENCED":                  90,
 		"INVALID_UPDATE_VERSION":           95,
+		"BROKER_ID_NOT_REGISTERED":         102,
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
 		"INELIGIBLE_REPLICA":               107,
 		"NEW_LEADER_ELECTED":               108,
@@ -405,7 +415,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\x91\x0e\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xaf\x0e\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -463,7 +473,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x0eINVALID_RECORD\x10W\x12 \n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x1a\x04\x88\xb5\x18\x01\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x1a\n" +
-	"\x16INVALID_UPDATE_VERSION\x10_\x12\x1e\n" +
+	"\x16INVALID_UPDATE_VERSION\x10_\x12\x1c\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x1c\n" +
 	"\x12NEW_LEADER_ELECTED\x10l\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +

@@ -1899,7 +1899,11 @@ func (x *TopicMetadata) GetConfigs() map[string]string {
 type PartitionMetadata struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	// LEADER_NOT_AVAILABLE when the partition has no leader.
+	// LEADER_NOT_AVAILABLE when the partition has no leader; instead
+	// KAFKA_STORAGE_ERROR when it has none because the log of every in-sync
+	// replica failed on its broker's disk, so no broker can serve it until
+	// an operator fixes a disk and restarts that broker (error_message names
+	// the brokers, the directories and the OS errors).
 	ErrorCode ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	// -1 when the partition is offline.
 	LeaderId int32 `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
@@ -1910,15 +1914,19 @@ type PartitionMetadata struct {
 	Replicas []int32 `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// The in-sync replicas.
 	Isr []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
-	// Replicas on brokers that are not live.
+	// Replicas on brokers that are not live, or whose log failed on their
+	// broker's disk.
 	OfflineReplicas []int32 `protobuf:"varint,7,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
 	// While the partition is being reassigned: the replicas being added
 	// (not yet caught up) and those that will be dropped when it completes.
 	// Both are part of replicas; empty otherwise.
 	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Why error_code is set, for people (not for matching); empty when it
+	// is NONE.
+	ErrorMessage  string `protobuf:"bytes,10,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionMetadata) Reset() {
@@ -2014,6 +2022,13 @@ func (x *PartitionMetadata) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+func (x *PartitionMetadata) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 // CreateTopicsRequest creates topics.
 type CreateTopicsRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2083,11 +2098,14 @@ type CreatableTopic struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Number of partitions, at least 1 (INVALID_PARTITIONS otherwise).
 	NumPartitions int32 `protobuf:"varint,2,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
-	// Replicas per partition, at least 1 and at most the number of brokers
-	// (INVALID_REPLICATION_FACTOR otherwise).
+	// Replicas per partition, at most the number of live brokers
+	// (INVALID_REPLICATION_FACTOR otherwise). 0 (or Kafka's -1) takes the
+	// cluster default, sluiced --default-replication-factor.
 	ReplicationFactor int32 `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	// Topic configs (cleanup.policy, retention.ms, ...); unnamed ones take
-	// the broker defaults.
+	// the broker defaults. Without min.insync.replicas the topic gets the
+	// cluster default, sluiced --default-min-insync-replicas, capped at its
+	// replication factor.
 	Configs       map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2202,11 +2220,16 @@ type CreatableTopicResult struct {
 	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// As created (or as it would be, with validate_only).
+	// As created (or as it would be, with validate_only): the replication
+	// factor is the cluster default's when the request left it 0.
 	NumPartitions     int32 `protobuf:"varint,4,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
 	ReplicationFactor int32 `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
-	// The topic's effective configs.
-	Configs       map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The topic's effective configs (min.insync.replicas among them).
+	Configs map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set when a cluster default was adjusted for this topic, saying how:
+	// the default min.insync.replicas above the topic's replication factor
+	// is capped at the replication factor. Empty otherwise.
+	Note          string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2281,6 +2304,13 @@ func (x *CreatableTopicResult) GetConfigs() map[string]string {
 		return x.Configs
 	}
 	return nil
+}
+
+func (x *CreatableTopicResult) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // DeleteTopicsRequest deletes topics.
@@ -3416,6 +3446,116 @@ func (x *ElectedLeader) GetLeaderId() int32 {
 	return 0
 }
 
+// UnregisterBrokerRequest removes one broker's registration.
+type UnregisterBrokerRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// How long to wait for the controller; 0 means the default (30 s).
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerRequest) Reset() {
+	*x = UnregisterBrokerRequest{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerRequest) ProtoMessage() {}
+
+func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UnregisterBrokerRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// UnregisterBrokerResponse says whether the registration was removed.
+type UnregisterBrokerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NONE: removed. BROKER_ID_NOT_REGISTERED: no such broker.
+	// INVALID_REQUEST: the broker is live, or still a replica of some
+	// partition; error_message says which and what to do.
+	ErrorCode     ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string    `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerResponse) Reset() {
+	*x = UnregisterBrokerResponse{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerResponse) ProtoMessage() {}
+
+func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *UnregisterBrokerResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *UnregisterBrokerResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
@@ -3557,7 +3697,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aconfigs\x18\x06 \x03(\v2%.sluice.v1.TopicMetadata.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\x02\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x123\n" +
 	"\n" +
@@ -3568,7 +3708,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12)\n" +
 	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\x12'\n" +
 	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
-	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\x8c\x01\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\x12#\n" +
+	"\rerror_message\x18\n" +
+	" \x01(\tR\ferrorMessage\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.sluice.v1.CreatableTopicR\x06topics\x12#\n" +
 	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\x12\x1d\n" +
@@ -3583,7 +3725,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x14CreateTopicsResponse\x127\n" +
-	"\x06topics\x18\x01 \x03(\v2\x1f.sluice.v1.CreatableTopicResultR\x06topics\"\xde\x02\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1f.sluice.v1.CreatableTopicResultR\x06topics\"\xf2\x02\n" +
 	"\x14CreatableTopicResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
@@ -3591,7 +3733,8 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12%\n" +
 	"\x0enum_partitions\x18\x04 \x01(\x05R\rnumPartitions\x12-\n" +
 	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x12F\n" +
-	"\aconfigs\x18\x06 \x03(\v2,.sluice.v1.CreatableTopicResult.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x06 \x03(\v2,.sluice.v1.CreatableTopicResult.ConfigsEntryR\aconfigs\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"J\n" +
@@ -3677,7 +3820,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\rElectedLeader\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
-	"\tleader_id\x18\x03 \x01(\x05R\bleaderId*J\n" +
+	"\tleader_id\x18\x03 \x01(\x05R\bleaderId\"U\n" +
+	"\x17UnregisterBrokerRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"t\n" +
+	"\x18UnregisterBrokerResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage*J\n" +
 	"\x04Acks\x12\x14\n" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bACKS_ALL\x10\x01\x12\x0f\n" +
@@ -3698,7 +3849,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xcf\x06\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xac\a\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
@@ -3706,7 +3857,8 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0fDescribeCluster\x12!.sluice.v1.DescribeClusterRequest\x1a\".sluice.v1.DescribeClusterResponse\x12|\n" +
 	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1a..sluice.v1.AlterPartitionReassignmentsResponse\x12y\n" +
 	"\x1aListPartitionReassignments\x12,.sluice.v1.ListPartitionReassignmentsRequest\x1a-.sluice.v1.ListPartitionReassignmentsResponse\x12O\n" +
-	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a\x1f.sluice.v1.ElectLeadersResponse\x12^\n" +
+	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a\x1f.sluice.v1.ElectLeadersResponse\x12[\n" +
+	"\x10UnregisterBroker\x12\".sluice.v1.UnregisterBrokerRequest\x1a#.sluice.v1.UnregisterBrokerResponse\x12^\n" +
 	"\x11DescribeProducers\x12#.sluice.v1.DescribeProducersRequest\x1a$.sluice.v1.DescribeProducersResponse\x12[\n" +
 	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponseBp\n" +
 	"\fio.sluice.v1B\vSluiceProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
@@ -3724,7 +3876,7 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Acks)(0),                                   // 0: sluice.v1.Acks
 	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
@@ -3777,95 +3929,100 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*TopicPartitions)(nil),                     // 48: sluice.v1.TopicPartitions
 	(*ElectLeadersResponse)(nil),                // 49: sluice.v1.ElectLeadersResponse
 	(*ElectedLeader)(nil),                       // 50: sluice.v1.ElectedLeader
-	nil,                                         // 51: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                         // 52: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 53: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(ErrorCode)(0),                              // 54: sluice.v1.ErrorCode
-	(*RecordBatch)(nil),                         // 55: sluice.v1.RecordBatch
-	(*DescribeProducersRequest)(nil),            // 56: sluice.v1.DescribeProducersRequest
-	(*AbortTransactionRequest)(nil),             // 57: sluice.v1.AbortTransactionRequest
-	(*DescribeProducersResponse)(nil),           // 58: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),            // 59: sluice.v1.AbortTransactionResponse
+	(*UnregisterBrokerRequest)(nil),             // 51: sluice.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 52: sluice.v1.UnregisterBrokerResponse
+	nil,                                         // 53: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                         // 54: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 55: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(ErrorCode)(0),                              // 56: sluice.v1.ErrorCode
+	(*RecordBatch)(nil),                         // 57: sluice.v1.RecordBatch
+	(*DescribeProducersRequest)(nil),            // 58: sluice.v1.DescribeProducersRequest
+	(*AbortTransactionRequest)(nil),             // 59: sluice.v1.AbortTransactionRequest
+	(*DescribeProducersResponse)(nil),           // 60: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),            // 61: sluice.v1.AbortTransactionResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
 	7,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
 	4,  // 2: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	54, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
 	9,  // 4: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
 	8,  // 5: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	55, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	57, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
 	10, // 7: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
 	11, // 8: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	54, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
 	3,  // 10: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
 	1,  // 11: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	13, // 12: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
 	14, // 13: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
 	16, // 14: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
 	18, // 15: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	54, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
 	17, // 17: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
 	3,  // 18: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	55, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	57, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
 	1,  // 20: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
 	20, // 21: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
 	21, // 22: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
 	2,  // 23: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
 	23, // 24: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
 	24, // 25: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	54, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
 	27, // 27: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
 	28, // 28: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	54, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	29, // 30: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	51, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	54, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	53, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	56, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
 	31, // 33: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	52, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	54, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
 	33, // 35: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	54, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	53, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	56, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	55, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
 	36, // 38: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	54, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
 	39, // 40: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
 	40, // 41: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
 	41, // 42: sluice.v1.BrokerStatus.offline_replicas:type_name -> sluice.v1.OfflineReplica
-	54, // 43: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 43: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
 	46, // 44: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
 	48, // 45: sluice.v1.ElectLeadersRequest.topics:type_name -> sluice.v1.TopicPartitions
 	50, // 46: sluice.v1.ElectLeadersResponse.elected:type_name -> sluice.v1.ElectedLeader
-	4,  // 47: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	5,  // 48: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	12, // 49: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	19, // 50: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	25, // 51: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	30, // 52: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	34, // 53: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	37, // 54: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
-	42, // 55: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	44, // 56: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
-	47, // 57: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	56, // 58: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
-	57, // 59: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
-	9,  // 60: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	6,  // 61: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	15, // 62: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	22, // 63: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	26, // 64: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	32, // 65: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	35, // 66: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	38, // 67: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	43, // 68: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	45, // 69: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	49, // 70: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
-	58, // 71: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	59, // 72: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	60, // [60:73] is the sub-list for method output_type
-	47, // [47:60] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	56, // 47: sluice.v1.UnregisterBrokerResponse.error_code:type_name -> sluice.v1.ErrorCode
+	4,  // 48: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	5,  // 49: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	12, // 50: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	19, // 51: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	25, // 52: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	30, // 53: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	34, // 54: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	37, // 55: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	42, // 56: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	44, // 57: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
+	47, // 58: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	51, // 59: sluice.v1.Admin.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
+	58, // 60: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
+	59, // 61: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
+	9,  // 62: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	6,  // 63: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	15, // 64: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	22, // 65: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	26, // 66: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	32, // 67: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	35, // 68: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	38, // 69: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	43, // 70: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	45, // 71: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	49, // 72: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	52, // 73: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
+	60, // 74: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	61, // 75: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	62, // [62:76] is the sub-list for method output_type
+	48, // [48:62] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -3882,7 +4039,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

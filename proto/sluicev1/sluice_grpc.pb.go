@@ -295,6 +295,7 @@ const (
 	Admin_AlterPartitionReassignments_FullMethodName = "/sluice.v1.Admin/AlterPartitionReassignments"
 	Admin_ListPartitionReassignments_FullMethodName  = "/sluice.v1.Admin/ListPartitionReassignments"
 	Admin_ElectLeaders_FullMethodName                = "/sluice.v1.Admin/ElectLeaders"
+	Admin_UnregisterBroker_FullMethodName            = "/sluice.v1.Admin/UnregisterBroker"
 	Admin_DescribeProducers_FullMethodName           = "/sluice.v1.Admin/DescribeProducers"
 	Admin_AbortTransaction_FullMethodName            = "/sluice.v1.Admin/AbortTransaction"
 )
@@ -335,7 +336,21 @@ type AdminClient interface {
 	// for brokers whose share of preferred partitions led elsewhere is
 	// above a threshold (sluiced --leader-imbalance-threshold, every
 	// --leader-rebalance-interval).
+	// A named topic or partition that does not exist refuses the whole
+	// request (a NOT_FOUND status, UNKNOWN_TOPIC_OR_PARTITION): nothing is
+	// elected.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// UnregisterBroker removes a broker's registration from the cluster
+	// metadata (Kafka's UnregisterBroker, KIP-631): for a broker id that is
+	// gone for good, e.g. a node decommissioned or a registration under a
+	// wrong id, which would otherwise stay in DescribeCluster forever. The
+	// controller refuses (in the response) an unknown id
+	// (BROKER_ID_NOT_REGISTERED), a broker that is live — unfenced, or
+	// fenced but still heartbeating within the broker session timeout —
+	// and a broker that is still a replica of some partition (reassign
+	// those partitions first); both INVALID_REQUEST. A broker that starts
+	// again later simply registers anew.
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
 	// DescribeProducers answers, per partition, the producer state its
 	// leader holds (Kafka's DescribeProducers, KIP-664): every producer id
 	// with its epoch, last sequence, last timestamp, the coordinator epoch of
@@ -432,6 +447,16 @@ func (c *adminClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest,
 	return out, nil
 }
 
+func (c *adminClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Admin_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeProducersResponse)
@@ -488,7 +513,21 @@ type AdminServer interface {
 	// for brokers whose share of preferred partitions led elsewhere is
 	// above a threshold (sluiced --leader-imbalance-threshold, every
 	// --leader-rebalance-interval).
+	// A named topic or partition that does not exist refuses the whole
+	// request (a NOT_FOUND status, UNKNOWN_TOPIC_OR_PARTITION): nothing is
+	// elected.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// UnregisterBroker removes a broker's registration from the cluster
+	// metadata (Kafka's UnregisterBroker, KIP-631): for a broker id that is
+	// gone for good, e.g. a node decommissioned or a registration under a
+	// wrong id, which would otherwise stay in DescribeCluster forever. The
+	// controller refuses (in the response) an unknown id
+	// (BROKER_ID_NOT_REGISTERED), a broker that is live — unfenced, or
+	// fenced but still heartbeating within the broker session timeout —
+	// and a broker that is still a replica of some partition (reassign
+	// those partitions first); both INVALID_REQUEST. A broker that starts
+	// again later simply registers anew.
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
 	// DescribeProducers answers, per partition, the producer state its
 	// leader holds (Kafka's DescribeProducers, KIP-664): every producer id
 	// with its epoch, last sequence, last timestamp, the coordinator epoch of
@@ -535,6 +574,9 @@ func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *Lis
 }
 func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedAdminServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeProducers not implemented")
@@ -689,6 +731,24 @@ func _Admin_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeProducersRequest)
 	if err := dec(in); err != nil {
@@ -759,6 +819,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _Admin_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Admin_UnregisterBroker_Handler,
 		},
 		{
 			MethodName: "DescribeProducers",
