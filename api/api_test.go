@@ -292,7 +292,7 @@ func TestCreateTopicValidation(t *testing.T) {
 		{&sluicev1.CreatableTopic{Name: string(make([]byte, 250)), NumPartitions: 1, ReplicationFactor: 1}, sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION},
 		{&sluicev1.CreatableTopic{Name: "p0", NumPartitions: 0, ReplicationFactor: 1}, sluicev1.ErrorCode_INVALID_PARTITIONS},
 		{&sluicev1.CreatableTopic{Name: "pbig", NumPartitions: 1000000, ReplicationFactor: 1}, sluicev1.ErrorCode_INVALID_PARTITIONS},
-		{&sluicev1.CreatableTopic{Name: "rf0", NumPartitions: 1, ReplicationFactor: 0}, sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR},
+		{&sluicev1.CreatableTopic{Name: "rf-2", NumPartitions: 1, ReplicationFactor: -2}, sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR}, // 0 and -1: the default
 		{&sluicev1.CreatableTopic{Name: "rf3", NumPartitions: 1, ReplicationFactor: 3}, sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR},
 		{&sluicev1.CreatableTopic{Name: "cfg", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"no.such.config": "1"}}, sluicev1.ErrorCode_INVALID_CONFIG},
 		{&sluicev1.CreatableTopic{Name: "cfg2", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "soon"}}, sluicev1.ErrorCode_INVALID_CONFIG},

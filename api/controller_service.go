@@ -2,7 +2,7 @@ package api
 
 import (
 	"context"
-	"slices"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -97,9 +97,10 @@ func (s *ControllerService) AllocateProducerIds(ctx context.Context, req *intern
 	return &internalv1.AllocateProducerIdsResponse{ProducerIdStart: start, ProducerIdLen: int32(end - start)}, nil
 }
 
-// CreateTopics implements the Controller service: each topic is validated
-// (name, partition count, replication factor against the live brokers,
-// configs) and created on its own.
+// CreateTopics implements the Controller service: each topic gets the
+// cluster defaults for what it leaves unset (controller.TopicDefaults), is
+// validated (name, partition count, replication factor against the live
+// brokers, configs) and created on its own.
 func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsRequest) (*internalv1.ControllerCreateTopicsResponse, error) {
 	if !s.ctl.IsLeader() {
 		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
@@ -116,20 +117,31 @@ func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.Crea
 			r.ErrorCode, r.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "topic listed more than once in the request"
 			continue
 		}
-		tc, err := validateNewTopic(ct)
+		// The cluster defaults (controller.TopicDefaults) fill in an unset
+		// replication factor and min.insync.replicas before the checks.
+		d := s.ctl.TopicDefaults().Apply(ct.ReplicationFactor, ct.Configs)
+		nt := &sluicev1.CreatableTopic{Name: ct.Name, NumPartitions: ct.NumPartitions, ReplicationFactor: d.ReplicationFactor, Configs: d.Configs}
+		tc, err := validateNewTopic(nt)
 		if err == nil && req.ValidateOnly {
-			_, err = s.ctl.PlanTopic(ct.Name, ct.NumPartitions, ct.ReplicationFactor)
+			_, err = s.ctl.PlanTopic(nt.Name, nt.NumPartitions, nt.ReplicationFactor)
 		} else if err == nil {
-			_, err = s.ctl.CreateTopic(ctx, ct.Name, ct.NumPartitions, ct.ReplicationFactor, ct.Configs)
+			_, err = s.ctl.CreateTopic(ctx, nt.Name, nt.NumPartitions, nt.ReplicationFactor, nt.Configs)
 		}
 		if err != nil {
 			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER {
 				return nil, s.status(err)
 			}
 			r.ErrorCode, r.ErrorMessage = partitionError(err)
+			if d.RFDefaulted && r.ErrorCode == sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR {
+				r.ErrorMessage += fmt.Sprintf(" (replication factor %d is the cluster default, sluiced --default-replication-factor; name one to override it)", nt.ReplicationFactor)
+			}
 			continue
 		}
-		r.NumPartitions, r.ReplicationFactor, r.Configs = ct.NumPartitions, ct.ReplicationFactor, tc.Map()
+		r.NumPartitions, r.ReplicationFactor, r.Configs = nt.NumPartitions, nt.ReplicationFactor, tc.Map()
+		if d.MinISRCapped {
+			r.Note = fmt.Sprintf("the cluster default min.insync.replicas %d is above the replication factor %d: the topic has min.insync.replicas %d",
+				s.ctl.TopicDefaults().MinInsyncReplicas, nt.ReplicationFactor, nt.ReplicationFactor)
+		}
 	}
 	return &internalv1.ControllerCreateTopicsResponse{Response: resp, MetadataOffset: s.ctl.Offset()}, nil
 }
@@ -151,7 +163,7 @@ func validateNewTopic(ct *sluicev1.CreatableTopic) (cluster.TopicConfig, error) 
 		return cluster.TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_PARTITIONS, "number of partitions must be between 1 and %d, got %d", cluster.MaxPartitions, ct.NumPartitions)
 	}
 	if ct.ReplicationFactor < 1 {
-		return cluster.TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR, "replication factor must be >= 1, got %d", ct.ReplicationFactor)
+		return cluster.TopicConfig{}, errs.New(sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR, "replication factor must be >= 1 (0 or -1 for the cluster default), got %d", ct.ReplicationFactor)
 	}
 	return cluster.ParseTopicConfig(ct.Configs, ct.ReplicationFactor)
 }
@@ -201,26 +213,25 @@ func (s *ControllerService) AlterPartitionReassignments(ctx context.Context, req
 
 // ElectLeaders implements the Controller service: preferred leaders
 // elected (controller.ElectPreferredLeaders) for the named partitions, or
-// all. NOT_CONTROLLER and an expired request are gRPC errors.
+// all. NOT_CONTROLLER, an expired request and a named topic or partition
+// that does not exist (UNKNOWN_TOPIC_OR_PARTITION) are gRPC errors.
 func (s *ControllerService) ElectLeaders(ctx context.Context, req *sluicev1.ElectLeadersRequest) (*internalv1.ControllerElectLeadersResponse, error) {
 	if !s.ctl.IsLeader() {
 		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
 	}
-	var want func(topic string, partition int32) bool
+	var sel controller.PartitionSelection
 	if len(req.Topics) > 0 {
-		sel := map[string][]int32{}
+		sel = controller.PartitionSelection{}
 		for _, t := range req.Topics {
 			sel[t.Name] = append(sel[t.Name], t.Partitions...)
 		}
-		want = func(topic string, partition int32) bool {
-			parts, ok := sel[topic]
-			return ok && (len(parts) == 0 || slices.Contains(parts, partition))
-		}
 	}
-	// A partial answer (the controller lost leadership or the deadline
-	// passed part way) lists what moved; the controller logs why the rest
-	// did not, and calling again elects the rest.
-	done, err := s.ctl.ElectPreferredLeaders(ctx, want)
+	// An unknown topic or partition refuses the request
+	// (UNKNOWN_TOPIC_OR_PARTITION, nothing elected). A partial answer (the
+	// controller lost leadership or the deadline passed part way) lists
+	// what moved; the controller logs why the rest did not, and calling
+	// again elects the rest.
+	done, err := s.ctl.ElectPreferredLeaders(ctx, sel)
 	if err != nil && len(done) == 0 {
 		return nil, s.status(err)
 	}

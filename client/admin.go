@@ -68,37 +68,49 @@ func (c *Client) adminTimeoutMs(ctx context.Context) int32 {
 	return int32(max((rt - margin).Milliseconds(), 1))
 }
 
-// CreateTopic creates a topic. A topic-level failure (TOPIC_ALREADY_EXISTS,
-// INVALID_PARTITIONS, ...) is returned as an *errs.Error.
+// CreateTopic creates a topic. A replicationFactor of 0 takes the
+// cluster's default (sluiced --default-replication-factor), and configs
+// without min.insync.replicas the cluster's default for it. A topic-level
+// failure (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, ...) is returned as
+// an *errs.Error.
 //
 // A cluster that is starting, with no broker registered and unfenced yet,
 // answers INVALID_REPLICATION_FACTOR ("larger than the 0 live brokers"):
 // that answer is retried with backoff until the request timeout, as long
 // as the cluster's metadata lists no live broker.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
+	_, err := c.CreateTopicResult(ctx, name, partitions, replicationFactor, configs)
+	return err
+}
+
+// CreateTopicResult is CreateTopic returning the controller's answer for
+// the topic: the partition count and replication factor it was created
+// with, its effective configs (min.insync.replicas among them) and a note
+// when a cluster default was adjusted for it.
+func (c *Client) CreateTopicResult(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) (*sluicev1.CreatableTopicResult, error) {
 	deadline := time.Now().Add(c.cfg.requestTimeout)
 	for n := 0; ; n++ {
-		err := c.createTopic(ctx, name, partitions, replicationFactor, configs)
+		r, err := c.createTopic(ctx, name, partitions, replicationFactor, configs)
 		if errs.Code(err) != sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR {
-			return err
+			return r, err
 		}
 		md, merr := c.Metadata(ctx)
 		if merr != nil || len(md.Brokers) > 0 {
-			return err // a real refusal: there are brokers, just too few
+			return nil, err // a real refusal: there are brokers, just too few
 		}
 		pause := retryBackoff(n)
 		if time.Until(deadline) < pause {
-			return err
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-time.After(pause):
 		}
 	}
 }
 
-func (c *Client) createTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
+func (c *Client) createTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) (*sluicev1.CreatableTopicResult, error) {
 	var resp *sluicev1.CreateTopicsResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		r, err := sluicev1.NewAdminClient(cc).CreateTopics(ctx, &sluicev1.CreateTopicsRequest{
@@ -109,15 +121,18 @@ func (c *Client) createTopic(ctx context.Context, name string, partitions, repli
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("create topic %q: %w", name, err)
+		return nil, fmt.Errorf("create topic %q: %w", name, err)
 	}
 	c.forget(name)
 	for _, t := range resp.Topics {
 		if t.Name == name {
-			return codeError(t.ErrorCode, t.ErrorMessage)
+			if err := codeError(t.ErrorCode, t.ErrorMessage); err != nil {
+				return nil, err
+			}
+			return t, nil
 		}
 	}
-	return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "create topic %q: no result in the response", name)
+	return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "create topic %q: no result in the response", name)
 }
 
 // DeleteTopic deletes a topic. A topic-level failure is returned as an

@@ -186,6 +186,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 			Voters: cfg.ControllerVoters, Logger: logger, SessionTimeout: cfg.SessionTimeout, DialMap: cfg.FaultDialMap,
 			LeaderRebalanceInterval: cfg.LeaderRebalanceInterval, LeaderImbalanceThreshold: cfg.LeaderImbalanceThreshold,
+			DefaultReplicationFactor: cfg.DefaultReplicationFactor, DefaultMinInsyncReplicas: cfg.DefaultMinInsyncReplicas,
 		})
 		if err != nil {
 			return nil, err

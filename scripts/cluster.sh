@@ -12,8 +12,17 @@
 # process id in DIR/node-i.pid. A second start with the same DIR reuses the
 # data (the cluster comes back as it was).
 #
+# New topics that name no replication factor or min.insync.replicas get 3
+# and 2 (--default-replication-factor, --default-min-insync-replicas), as in
+# the Kubernetes manifests: a write acknowledged with acks=all survives
+# losing a node.
+#
 # Environment: DIR (sluice-cluster), BASE_PORT (9500), BIN (bin: where the
-# binaries are built), GO (go), ARGS (extra sluiced flags for every node),
+# binaries are built), GO (go), ARGS (extra sluiced flags for every node;
+# they win over the ones above),
+# GODEBUG (the nodes' Go runtime settings; default schedtrace=2147483647,
+# which keeps the runtime's monitor thread off the deep sleep that cost a
+# futex wake-up per request: docs/design.md decision 47),
 # NODE_GOMAXPROCS (each node's GOMAXPROCS; default: the machine's CPUs
 # shared out, max(1, nproc / 3) — three Go runtimes each sized for the
 # whole machine spin and hand work between more threads than there are
@@ -27,6 +36,8 @@ BIN=${BIN:-bin}
 GO=${GO:-go}
 NODES=3
 NODE_GOMAXPROCS=${NODE_GOMAXPROCS:-$(( $(nproc) / NODES > 1 ? $(nproc) / NODES : 1 ))}
+# Decision 47 (docs/design.md): set where the nodes are started, not by sluiced.
+NODE_GODEBUG=${GODEBUG:-schedtrace=2147483647}
 
 port() { echo $((BASE_PORT + 10 * $1 + $2)); }
 
@@ -78,11 +89,12 @@ start() {
   done
   for i in $(seq 1 $NODES); do
     # shellcheck disable=SC2086 # ARGS is a list of flags
-    env -u SLUICE_DATA_DIR GOMAXPROCS="$NODE_GOMAXPROCS" "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
+    env -u SLUICE_DATA_DIR GOMAXPROCS="$NODE_GOMAXPROCS" GODEBUG="$NODE_GODEBUG" "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
       --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
       --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
       --internal-listen "127.0.0.1:$(port "$i" 4)" \
-      --controller-voters "$voters" --join "$join" ${ARGS:-} \
+      --controller-voters "$voters" --join "$join" \
+      --default-replication-factor 3 --default-min-insync-replicas 2 ${ARGS:-} \
       >>"$DIR/node-$i.log" 2>&1 &
     echo $! >"$DIR/node-$i.pid"
   done

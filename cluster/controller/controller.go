@@ -108,6 +108,13 @@ type Config struct {
 	// partitions led elsewhere above which they are moved back
 	// (leader.imbalance.per.broker.percentage / 100; 0: 0.10).
 	LeaderImbalanceThreshold float64
+
+	// DefaultReplicationFactor and DefaultMinInsyncReplicas are the
+	// cluster defaults for new topics (Kafka's default.replication.factor
+	// and min.insync.replicas; see TopicDefaults). Zero means 1. They
+	// matter on the active controller; give every voter the same values.
+	DefaultReplicationFactor int32
+	DefaultMinInsyncReplicas int32
 }
 
 // Validate checks c and fills in defaults. It must be called (Start does)
@@ -165,6 +172,16 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaderImbalanceThreshold == 0 {
 		c.LeaderImbalanceThreshold = DefaultLeaderImbalanceThreshold
+	}
+	if c.DefaultReplicationFactor < 0 || c.DefaultMinInsyncReplicas < 0 {
+		return fmt.Errorf("controller: default replication factor %d and min.insync.replicas %d must be >= 1 (0 for 1)",
+			c.DefaultReplicationFactor, c.DefaultMinInsyncReplicas)
+	}
+	if c.DefaultReplicationFactor == 0 {
+		c.DefaultReplicationFactor = 1
+	}
+	if c.DefaultMinInsyncReplicas == 0 {
+		c.DefaultMinInsyncReplicas = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

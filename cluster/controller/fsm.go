@@ -84,6 +84,8 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyBootstrapCluster(im, r)
 	case OfflineReplicas:
 		err = applyOfflineReplicas(im, r)
+	case UnregisterBroker:
+		err = applyUnregisterBroker(im, r)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}

@@ -61,6 +61,20 @@ func (l *Liveness) Heartbeat(id int32, epoch int64, now time.Time) {
 	l.sessions[id] = session{epoch: epoch, last: now, heard: now}
 }
 
+// Heard reports whether broker id, at epoch, may still be alive at now:
+// its last heartbeat of that epoch — or the start of its session, when
+// this controller became leader or first saw the registration — is less
+// than SessionTimeout old. A broker the tracker has no session of that
+// epoch for counts as heard: it registered a moment ago. Used to refuse
+// unregistering a broker that is starting or shutting down.
+func (l *Liveness) Heard(id int32, epoch int64, now time.Time) bool {
+	s, ok := l.sessions[id]
+	if !ok || s.epoch < epoch {
+		return true
+	}
+	return now.Sub(s.last) < l.SessionTimeout
+}
+
 // Gone records that membership lost node id at now.
 func (l *Liveness) Gone(id int32, now time.Time) {
 	if _, ok := l.gone[id]; !ok {

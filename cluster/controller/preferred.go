@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/proto/errs"
@@ -109,17 +110,65 @@ func RebalanceChanges(im *Image, threshold float64) []PartitionChange {
 	})
 }
 
+// PartitionSelection names partitions by topic for an admin request: a
+// topic with no partitions listed stands for all of its partitions; a nil
+// (or empty) selection stands for every partition of the cluster.
+type PartitionSelection map[string][]int32
+
+// Check reports UNKNOWN_TOPIC_OR_PARTITION, naming the first (in topic
+// name order) topic that does not exist in im or partition it does not
+// have, so a request about nothing is refused rather than answered "none
+// moved" (issue 28). Pure.
+func (s PartitionSelection) Check(im *Image) error {
+	names := make([]string, 0, len(s))
+	for name := range s {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		t := im.Topics[name]
+		if t == nil {
+			return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", name)
+		}
+		for _, p := range s[name] {
+			if p < 0 || int(p) >= len(t.Partitions) {
+				return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d (its partitions are 0..%d)",
+					name, p, len(t.Partitions)-1)
+			}
+		}
+	}
+	return nil
+}
+
+// Selects reports whether s selects partition of topic.
+func (s PartitionSelection) Selects(topic string, partition int32) bool {
+	if len(s) == 0 {
+		return true
+	}
+	parts, ok := s[topic]
+	return ok && (len(parts) == 0 || slices.Contains(parts, partition))
+}
+
 // ElectPreferredLeaders makes the preferred replica the leader of every
-// partition selected by want (nil: all) where it can lead now, and
-// returns the partitions it moved. Partitions that changed meanwhile are
-// skipped (the caller may run it again). Errors: NOT_CONTROLLER and
-// timeouts.
-func (c *Controller) ElectPreferredLeaders(ctx context.Context, want func(topic string, partition int32) bool) ([]PartitionChange, error) {
+// partition selected by sel where it can lead now, and returns the
+// partitions it moved. A selection naming a topic or partition that does
+// not exist is refused as a whole (UNKNOWN_TOPIC_OR_PARTITION, nothing
+// elected). Partitions that changed meanwhile are skipped (the caller may
+// run it again). Other errors: NOT_CONTROLLER and timeouts.
+func (c *Controller) ElectPreferredLeaders(ctx context.Context, sel PartitionSelection) ([]PartitionChange, error) {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
 	var changes []PartitionChange
-	if err := c.readForProposal(ctx, func(im *Image) { changes = PreferredLeaderChanges(im, want) }); err != nil {
+	var selErr error
+	if err := c.readForProposal(ctx, func(im *Image) {
+		if selErr = sel.Check(im); selErr == nil {
+			changes = PreferredLeaderChanges(im, sel.Selects)
+		}
+	}); err != nil {
 		return nil, err
+	}
+	if selErr != nil {
+		return nil, selErr
 	}
 	done, err := c.proposeChangesLocked(ctx, changes)
 	if err != nil && len(done) > 0 {

@@ -13,6 +13,9 @@
 //   - election.go: pure partition leader election.
 //   - reassign.go: partition reassignment (KIP-455): the pure start and
 //     completion rules and the controller's driver.
+//   - preferred.go: preferred-leader election, on demand and automatic.
+//   - unregister.go: removing a broker's registration (KIP-631).
+//   - topicdefaults.go: the cluster defaults for new topics.
 //   - controller.go: the Raft node, proposals and the convenience wrappers.
 package controller
 
@@ -42,6 +45,7 @@ const (
 	TypeConfigChange     RecordType = "ConfigChange"
 	TypeBootstrapCluster RecordType = "BootstrapCluster"
 	TypeOfflineReplicas  RecordType = "OfflineReplicas"
+	TypeUnregisterBroker RecordType = "UnregisterBroker"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -106,6 +110,23 @@ type OfflineReplicas struct {
 	BrokerID    int32            `json:"broker_id"`
 	BrokerEpoch int64            `json:"broker_epoch"`
 	Replicas    []OfflineReplica `json:"replicas,omitempty"`
+}
+
+// UnregisterBroker removes a broker's registration from the image
+// (Kafka's UnregisterBrokerRecord, KIP-631): for a broker gone for good,
+// whose registration would otherwise stay forever. BrokerEpoch must be
+// the broker's current epoch (STALE_BROKER_EPOCH otherwise), so a removal
+// decided about one incarnation never removes a newer one. The FSM refuses
+// an unknown id (BROKER_ID_NOT_REGISTERED), an unfenced broker, and a
+// broker that is still a replica of some partition (INVALID_REQUEST both):
+// after the record no partition names a broker the image does not know.
+// That a fenced broker has also stopped heartbeating is the proposer's
+// check (it needs the clock; Controller.UnregisterBroker). (Added to
+// version 1 as a new type: a voter or broker that does not know it must
+// not apply a log that holds it.)
+type UnregisterBroker struct {
+	BrokerID    int32 `json:"broker_id"`
+	BrokerEpoch int64 `json:"broker_epoch"`
 }
 
 // PartitionAssignment is the replica list of one partition, in preference
@@ -211,6 +232,9 @@ func (OfflineReplicas) Type() RecordType { return TypeOfflineReplicas }
 
 // Type implements Record.
 func (BootstrapCluster) Type() RecordType { return TypeBootstrapCluster }
+
+// Type implements Record.
+func (UnregisterBroker) Type() RecordType { return TypeUnregisterBroker }
 
 // Type implements Record.
 func (RegisterBroker) Type() RecordType { return TypeRegisterBroker }
@@ -325,6 +349,8 @@ func newRecord(t RecordType) (any, bool) {
 		return &BootstrapCluster{}, true
 	case TypeOfflineReplicas:
 		return &OfflineReplicas{}, true
+	case TypeUnregisterBroker:
+		return &UnregisterBroker{}, true
 	}
 	return nil, false
 }
@@ -352,6 +378,8 @@ func derefRecord(p any) Record {
 	case *BootstrapCluster:
 		return *r
 	case *OfflineReplicas:
+		return *r
+	case *UnregisterBroker:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

@@ -16,12 +16,14 @@ import (
 
 const clusterUsage = `usage: sluice cluster status
        sluice cluster elect-leaders [--topic T [--partition P]...]
+       sluice cluster unregister-broker --broker N
 `
 
 func (e *env) cluster(ctx context.Context, args []string) error {
 	return e.subcommand(ctx, "cluster", clusterUsage, args, map[string]func(context.Context, []string) error{
-		"status":        e.clusterStatus,
-		"elect-leaders": e.clusterElectLeaders,
+		"status":            e.clusterStatus,
+		"elect-leaders":     e.clusterElectLeaders,
+		"unregister-broker": e.clusterUnregisterBroker,
 	})
 }
 
@@ -74,8 +76,19 @@ func (e *env) clusterElectLeaders(ctx context.Context, args []string) error {
 	for _, el := range out {
 		fmt.Fprintf(e.stdout, "%s-%d: leader %d\n", el.Topic, el.Partition, el.Leader)
 	}
-	fmt.Fprintf(e.stderr, "%d partitions moved to their preferred leader\n", len(out))
+	fmt.Fprintln(e.stderr, movedSummary(len(out)))
 	return nil
+}
+
+// movedSummary is elect-leaders' closing line for n partitions moved.
+func movedSummary(n int) string {
+	switch n {
+	case 0:
+		return "0 partitions moved (each selected partition is led by its preferred replica already, or that replica is not live and in sync)"
+	case 1:
+		return "1 partition moved to its preferred leader"
+	}
+	return fmt.Sprintf("%d partitions moved to their preferred leaders", n)
 }
 
 // partitionList is a repeatable partition flag.

@@ -35,9 +35,12 @@ func (e *env) topic(ctx context.Context, args []string) error {
 }
 
 func (e *env) topicCreate(ctx context.Context, args []string) error {
-	fs := e.newFlags("topic create", "topic create NAME --partitions N --replication-factor R [--config k=v]...")
+	fs := e.newFlags("topic create", "topic create NAME --partitions N [--replication-factor R] [--config k=v]...\n\n"+
+		"Without --replication-factor the topic gets the cluster's default (sluiced --default-replication-factor),\n"+
+		"and without --config min.insync.replicas=N the cluster's default for that (--default-min-insync-replicas),\n"+
+		"capped at the replication factor. Prints what the topic got.")
 	partitions := fs.Int("partitions", 1, "number of partitions")
-	rf := fs.Int("replication-factor", 1, "replicas per partition")
+	rf := fs.Int("replication-factor", 0, "replicas per partition (default: the cluster's default replication factor)")
 	var configs multiFlag
 	fs.Var(&configs, "config", "topic config k=v (repeatable)")
 	pos, err := e.parse(fs, args, 1)
@@ -52,15 +55,23 @@ func (e *env) topicCreate(ctx context.Context, args []string) error {
 		}
 		cfg[k] = v
 	}
+	if *rf < 0 {
+		return fmt.Errorf("topic create: --replication-factor must be >= 1, got %d", *rf)
+	}
 	c, err := e.g.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := c.CreateTopic(ctx, pos[0], int32(*partitions), int32(*rf), cfg); err != nil {
+	r, err := c.CreateTopicResult(ctx, pos[0], int32(*partitions), int32(*rf), cfg)
+	if err != nil {
 		return fmt.Errorf("topic create: topic %q: %w", pos[0], err)
 	}
-	fmt.Fprintf(e.stdout, "created topic %q with %d partitions\n", pos[0], *partitions)
+	fmt.Fprintf(e.stdout, "created topic %s: %s, replication factor %d, min.insync.replicas %s\n",
+		r.Name, plural(r.NumPartitions, "partition"), r.ReplicationFactor, orDash(r.Configs["min.insync.replicas"]))
+	if r.Note != "" {
+		fmt.Fprintf(e.stderr, "note: %s\n", r.Note)
+	}
 	return nil
 }
 

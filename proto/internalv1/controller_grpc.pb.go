@@ -27,6 +27,7 @@ const (
 	Controller_DeleteTopics_FullMethodName                = "/sluice.internal.v1.Controller/DeleteTopics"
 	Controller_AlterPartitionReassignments_FullMethodName = "/sluice.internal.v1.Controller/AlterPartitionReassignments"
 	Controller_ElectLeaders_FullMethodName                = "/sluice.internal.v1.Controller/ElectLeaders"
+	Controller_UnregisterBroker_FullMethodName            = "/sluice.internal.v1.Controller/UnregisterBroker"
 	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
 	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
@@ -62,6 +63,9 @@ type ControllerClient interface {
 	// ElectLeaders is the public request, forwarded by the broker: preferred
 	// leaders elected where they can lead.
 	ElectLeaders(ctx context.Context, in *sluicev1.ElectLeadersRequest, opts ...grpc.CallOption) (*ControllerElectLeadersResponse, error)
+	// UnregisterBroker is the public request, forwarded by the broker: a
+	// broker's registration removed, unless it is live or hosts replicas.
+	UnregisterBroker(ctx context.Context, in *sluicev1.UnregisterBrokerRequest, opts ...grpc.CallOption) (*ControllerUnregisterBrokerResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -150,6 +154,16 @@ func (c *controllerClient) ElectLeaders(ctx context.Context, in *sluicev1.ElectL
 	return out, nil
 }
 
+func (c *controllerClient) UnregisterBroker(ctx context.Context, in *sluicev1.UnregisterBrokerRequest, opts ...grpc.CallOption) (*ControllerUnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerUnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Controller_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Controller_ServiceDesc.Streams[0], Controller_MetadataStream_FullMethodName, cOpts...)
@@ -219,6 +233,9 @@ type ControllerServer interface {
 	// ElectLeaders is the public request, forwarded by the broker: preferred
 	// leaders elected where they can lead.
 	ElectLeaders(context.Context, *sluicev1.ElectLeadersRequest) (*ControllerElectLeadersResponse, error)
+	// UnregisterBroker is the public request, forwarded by the broker: a
+	// broker's registration removed, unless it is live or hosts replicas.
+	UnregisterBroker(context.Context, *sluicev1.UnregisterBrokerRequest) (*ControllerUnregisterBrokerResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -257,6 +274,9 @@ func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context
 }
 func (UnimplementedControllerServer) ElectLeaders(context.Context, *sluicev1.ElectLeadersRequest) (*ControllerElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedControllerServer) UnregisterBroker(context.Context, *sluicev1.UnregisterBrokerRequest) (*ControllerUnregisterBrokerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -414,6 +434,24 @@ func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UnregisterBroker(ctx, req.(*sluicev1.UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -495,6 +533,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _Controller_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Controller_UnregisterBroker_Handler,
 		},
 		{
 			MethodName: "AlterPartition",
