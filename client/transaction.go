@@ -46,8 +46,10 @@ var ErrTransactionAborted = errors.New("sluice: the transaction was aborted")
 // TransactionAbortableError means the current transaction cannot be
 // committed (a record of it failed, the broker answered
 // TRANSACTION_ABORTABLE, or the coordinator already aborted it because it
-// stayed open past its timeout: INVALID_TXN_STATE on commit). Call AbortTransaction; the producer can then
-// begin a new transaction. Err is the first cause.
+// stayed open past its timeout: the commit answered PRODUCER_FENCED and an
+// abort at the same epoch NONE, or INVALID_TXN_STATE on commit). Nothing
+// of it is committed. Call AbortTransaction; the producer can then begin
+// a new transaction. Err is the first cause.
 type TransactionAbortableError struct{ Err error }
 
 func (e *TransactionAbortableError) Error() string {

@@ -15,10 +15,12 @@ import (
 )
 
 // This file is the transactional producer's API and its requests to the
-// transaction coordinator (transaction version 2, DESIGN §10,
-// docs/transactions.md): FindCoordinator, then InitProducerId once, then
-// per transaction the records (the partition leaders add their partitions
-// to the transaction) and EndTxn. transaction.go is the state machine.
+// transaction coordinator (transaction version 2, as docs/transactions.md
+// "Driving the protocol from any language" describes it for clients; the
+// coordinator's side is docs/design.md, decisions 30 to 37):
+// FindCoordinator, then InitProducerId once, then per transaction the
+// records (the partition leaders add their partitions to the transaction)
+// and EndTxn. transaction.go is the state machine.
 //
 // Every request is retried inside the call until it has a definite
 // answer or ctx ends (Kafka's TransactionManager does the same with its
@@ -29,9 +31,13 @@ import (
 //     coordinator again, retry;
 //   - COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS and other
 //     retriable codes: retry after a pause (100ms doubling to 1s);
-//   - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH: fatal, ErrProducerFenced;
+//   - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH: fatal, ErrProducerFenced —
+//     except PRODUCER_FENCED on a commit, which the coordinator also
+//     answers when it aborted the transaction on its timeout: an EndTxn
+//     abort at the same epoch tells the two apart (commitFenced);
 //   - TRANSACTION_ABORTABLE on a commit, or INVALID_TXN_STATE (the
-//     coordinator already aborted the transaction, e.g. on its timeout):
+//     coordinator already aborted the transaction; Sluice's coordinator
+//     answers such a commit PRODUCER_FENCED, above, since KAFKA-20785):
 //     the transaction must be aborted;
 //   - anything else (INVALID_TXN_STATE on an abort, INVALID_TRANSACTION_TIMEOUT,
 //     TRANSACTIONAL_ID_NOT_FOUND, authorization, an unimplemented RPC):
@@ -111,8 +117,13 @@ func (p *Producer) BeginTransaction() error {
 // new transaction may begin.
 //
 // If a record of the transaction failed, nothing is committed and the
-// error is a *TransactionAbortableError: call AbortTransaction. Fencing
-// and other fatal errors are a *TransactionFatalError. If ctx ends first
+// error is a *TransactionAbortableError: call AbortTransaction. The same
+// holds when the coordinator had already aborted the transaction, because
+// it stayed open past its transaction timeout (WithTransactionTimeout):
+// the producer is healthy and already holds the epoch the coordinator
+// handed out with that abort, and AbortTransaction ends the transaction
+// on the producer's side without a request. Fencing and other fatal
+// errors are a *TransactionFatalError. If ctx ends first
 // the outcome may be unknown (the commit may have been decided): the error
 // wraps ctx's, the transaction stays committing, and CommitTransaction
 // must be called again (AbortTransaction is refused meanwhile); it returns
@@ -188,6 +199,9 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 			next, err = identityFrom(resp.ErrorCode, resp.ErrorMessage, resp.ProducerId, resp.ProducerEpoch)
 			return err
 		})
+		if commit && errs.Code(err) == sluicev1.ErrorCode_PRODUCER_FENCED {
+			return p.commitFenced(ctx, id, err)
+		}
 		if err != nil {
 			return p.txnFailed(ctx, err, commit)
 		}
@@ -199,6 +213,56 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 	p.txn.ended()
 	p.mu.Unlock()
 	return nil
+}
+
+// commitFenced handles PRODUCER_FENCED (fenced) on the EndTxn commit that
+// id sent. The coordinator answers it in two cases (docs/transactions.md,
+// protocol step 4, and coordinator/txn.EndTxn): a newer producer took the
+// transactional id, or the coordinator aborted the transaction before the
+// commit arrived — on its timeout, which bumped the epoch under a healthy
+// producer (TV2); such a commit never succeeds (KAFKA-20785). To tell
+// them apart it sends EndTxn abort with the same producer id and epoch:
+//
+//   - NONE: the coordinator took it as a retry of its own abort
+//     (CompleteAbort at the epoch after id's) and answered the identity to
+//     go on with. The producer adopts it (sequences restart at 0, as after
+//     any end) and the transaction becomes abortable; it has ended at the
+//     coordinator already, so AbortTransaction sends no EndTxn;
+//   - ctx ended first: the commit stays pending, as for any interrupted
+//     commit; calling CommitTransaction again repeats both requests (the
+//     coordinator's answers to them do not change);
+//   - PRODUCER_FENCED again (a newer producer holds the id), or anything
+//     else: fatal, ErrProducerFenced, as the commit's answer said.
+func (p *Producer) commitFenced(ctx context.Context, id producerIdentity, fenced error) error {
+	req := &sluicev1.EndTxnRequest{TransactionalId: p.cfg.transactionalID, ProducerId: id.id, ProducerEpoch: int32(id.epoch), Committed: false}
+	var next txnIdentity
+	err := p.coordinatorCall(ctx, "end transaction (abort at the same epoch, after the commit was refused)", func(ctx context.Context, cc *grpc.ClientConn) error {
+		resp, err := sluicev1.NewTransactionsClient(cc).EndTxn(ctx, req)
+		if err != nil {
+			return err
+		}
+		next, err = identityFrom(resp.ErrorCode, resp.ErrorMessage, resp.ProducerId, resp.ProducerEpoch)
+		return err
+	})
+	switch {
+	case err != nil && ctx.Err() != nil && !isFenced(err):
+		return p.txnFailed(ctx, err, true)
+	case err != nil:
+		// The commit's own error first, so that the result is fenced
+		// (isFenced) whatever the abort was answered.
+		return p.txnFailed(ctx, fmt.Errorf("%w; then %v", fenced, err), true)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acc.setIdentity(next.id, next.epoch)
+	// Nothing is left to end at the coordinator: AbortTransaction must not
+	// send EndTxn at the new epoch (that would end an empty transaction
+	// and bump the epoch once more).
+	p.txn.started = false
+	// The commit's answer is kept as text only: the cause is not a fence,
+	// and errs.Code must not say PRODUCER_FENCED.
+	return p.txn.abortableNow(fmt.Errorf("the coordinator had aborted the transaction before the commit arrived (it stayed open past its transaction timeout, %v); nothing was committed, and the producer goes on at epoch %d (the commit was answered: %v)",
+		p.cfg.txnTimeout, next.epoch, fenced))
 }
 
 // pendingNote tells what to call after a ctx ended mid-call.
