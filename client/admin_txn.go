@@ -94,7 +94,8 @@ func (c *Client) DescribeTransactions(ctx context.Context, transactionalIDs ...s
 
 // describeTransaction describes one id, retrying retriable failures (a
 // bounded number of times) and finding its coordinator again when it
-// moved.
+// moved; not a lookup that reached no broker (*NoBrokerError), which
+// retried every address already.
 func (c *Client) describeTransaction(ctx context.Context, id string) (*sluicev1.TransactionState, error) {
 	var last error
 	for attempt := 0; attempt < 8; attempt++ {
@@ -105,7 +106,7 @@ func (c *Client) describeTransaction(ctx context.Context, id string) (*sluicev1.
 		}
 		co, err := c.FindCoordinator(ctx, id)
 		if err != nil {
-			if last = err; !isRetriable(err) {
+			if last = err; !isRetriable(err) || isNoBroker(err) {
 				return nil, err
 			}
 			continue

@@ -322,8 +322,9 @@ func (g *groupCoordinator) attempt(ctx context.Context, call func(ctx context.Co
 // NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and transport failures find
 // the coordinator again; COORDINATOR_LOAD_IN_PROGRESS,
 // UNSTABLE_OFFSET_COMMIT and other retriable codes retry after a pause
-// (100 ms doubling to 1 s). The error of the last attempt is returned,
-// prefixed with what.
+// (100 ms doubling to 1 s). A *NoBrokerError from the lookup ends it: the
+// lookup retried every address already. The error of the last attempt is
+// returned, prefixed with what.
 func (g *groupCoordinator) call(ctx context.Context, what string, call func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.requestTimeout)
 	defer cancel()
@@ -336,7 +337,7 @@ func (g *groupCoordinator) call(ctx context.Context, what string, call func(ctx 
 		if status.Code(unwrapStatus(err)) == codes.Unimplemented {
 			return fmt.Errorf("the broker does not support consumer groups: %w", err)
 		}
-		if retry, _ := coordinatorRetriable(err); !retry || ctx.Err() != nil {
+		if retry, _ := coordinatorRetriable(err); !retry || ctx.Err() != nil || isNoBroker(err) {
 			return err
 		}
 		if sleepCtx(ctx, initBackoff(attempt)) != nil {

@@ -21,13 +21,25 @@ import (
 // metadata, then the seeds — and a pass in which every address failed
 // retriably is followed by a pause that starts at retryBackoffMin and
 // doubles up to retryBackoffMax, until the request timeout (or ctx) ends.
+// Except when nobody is there: after unreachablePasses passes in a row in
+// which every address was unreachable (unreachable: refused, no route, a
+// name that does not resolve), the call gives up with *NoBrokerError at
+// once. With the pauses above that is about 2.5 s: time for a broker
+// whose process is starting to open its listener (it does so first, then
+// answers LEADER_NOT_AVAILABLE until ready, which keeps the long retry),
+// not the 30 s of a request timeout spent on a typo or a stopped cluster.
+// Timeouts and retriable answers (a starting broker, an election) keep
+// the retry until the request timeout.
 const (
-	retryBackoffMin = 50 * time.Millisecond
-	retryBackoffMax = time.Second
+	retryBackoffMin   = 50 * time.Millisecond
+	retryBackoffMax   = time.Second
+	unreachablePasses = 7 // pauses of 50+100+200+400+800+1000 ms between them
 )
 
-// NoBrokerError is returned when no address answered at all within the
-// request timeout: every attempt failed to connect or to hear back.
+// NoBrokerError is returned when no address answered at all: every
+// attempt failed to connect or to hear back within the request timeout,
+// or every address was unreachable (connection refused, no route, name
+// not found) unreachablePasses passes in a row.
 type NoBrokerError struct {
 	Addrs []string // the addresses tried, in order
 	Err   error    // the last transport error
@@ -38,6 +50,17 @@ func (e *NoBrokerError) Error() string {
 }
 
 func (e *NoBrokerError) Unwrap() error { return e.Err }
+
+// isNoBroker reports whether err is a *NoBrokerError: a cluster-wide
+// call that already retried every address under its own budget (until
+// every address proved unreachable, or the request timeout). A loop that
+// retries such a call (a coordinator lookup) ends on it instead of
+// spending that budget again: `sluice group describe` with no broker
+// running took 30 s, `txn describe` 25.
+func isNoBroker(err error) bool {
+	var nb *NoBrokerError
+	return errors.As(err, &nb)
+}
 
 // retryBackoff returns the pause after the n-th (0-based) pass in which
 // every address failed: retryBackoffMin doubled n times, at most
@@ -68,6 +91,47 @@ func anyRetriable(err error) bool {
 		return false
 	}
 	return status.Code(unwrapStatus(err)) == codes.Unavailable
+}
+
+// unreachableText are the ends of the dial errors that say nobody serves
+// an address, as gRPC reports them: a failed dial becomes UNAVAILABLE with
+// the dialer's error flattened into the message, so the typed net error
+// (syscall.ECONNREFUSED, *net.DNSError) is gone and only its text, which
+// Go and gRPC keep stable, remains. (A dialer of our own would see the
+// typed errors but would bypass gRPC's HTTPS_PROXY support.)
+// TestUnreachableMatchesGRPCsRefusal checks the text against a real
+// refused connection.
+var unreachableText = []string{
+	"connection refused",      // ECONNREFUSED: the host is up, nothing listens
+	"no route to host",        // EHOSTUNREACH
+	"network is unreachable",  // ENETUNREACH
+	"no such host",            // *net.DNSError not found, from a WithDialer dialer
+	"produced zero addresses", // gRPC's DNS resolver: the name does not exist
+}
+
+// unreachable reports whether err, from one attempt of a cluster-wide
+// call, says that nobody serves the address (unreachableText), or that
+// the address is not one (*BrokerAddrError): waiting will not help unless
+// a broker starts there. A timeout, a reset or a Sluice error is not.
+func unreachable(err error) bool {
+	var bad *BrokerAddrError
+	if errors.As(err, &bad) {
+		return true
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return false
+	}
+	st, ok := status.FromError(unwrapStatus(err))
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, t := range unreachableText {
+		if strings.Contains(st.Message(), t) {
+			return true
+		}
+	}
+	return false
 }
 
 // budgetSpent reports whether ctx is done or its deadline has passed. The
@@ -155,9 +219,11 @@ func (c *Client) markAddr(addr string, err error) {
 
 // invokeAny runs fn against the brokers in turn (anyAddrs) under the retry
 // policy above, until one answers with anything but a retriable error
-// (anyRetriable) or the request timeout ends. It returns fn's last error;
-// when no broker answered at all, a *NoBrokerError. Each attempt gets the
-// time left of the whole budget.
+// (anyRetriable), the request timeout ends, or every address was
+// unreachable unreachablePasses passes in a row. It returns fn's last
+// error; when no broker answered at all, a *NoBrokerError. Each attempt
+// gets the time left of the whole budget. An address that is not
+// host:port (advertised by a broker) counts as an unreachable one.
 func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
 	defer cancel()
@@ -165,18 +231,28 @@ func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc 
 		err      error // the last error
 		answered error // the last retriable Sluice error a broker answered
 		tried    []string
+		// unreachableRun counts the passes in a row in which every
+		// address was unreachable.
+		unreachableRun int
 	)
 	for pass := 0; ; pass++ {
+		allUnreachable := true
 		for _, addr := range c.anyAddrs() {
-			cc, cerr := c.conn(addr)
-			if cerr != nil {
-				return cerr
-			}
 			if !slices.Contains(tried, addr) {
 				tried = append(tried, addr)
 			}
+			cc, cerr := c.conn(addr)
+			var bad *BrokerAddrError
+			if errors.As(cerr, &bad) {
+				err = cerr
+				continue
+			}
+			if cerr != nil {
+				return cerr
+			}
 			err = rpcError(fn(rctx, cc))
 			c.markAddr(addr, err)
+			allUnreachable = allUnreachable && unreachable(err)
 			if err != nil && budgetSpent(rctx) {
 				if status.Code(unwrapStatus(err)) == codes.DeadlineExceeded && answered == nil {
 					// A broker was reached but did not answer in time (or a
@@ -192,6 +268,13 @@ func (c *Client) invokeAny(ctx context.Context, fn func(ctx context.Context, cc 
 			if errors.As(err, &e) {
 				answered = err
 			}
+		}
+		unreachableRun++
+		if !allUnreachable {
+			unreachableRun = 0
+		}
+		if unreachableRun >= unreachablePasses {
+			break // nobody there: *NoBrokerError now, not at the timeout
 		}
 		if rctx.Err() != nil || sleepCtx(rctx, retryBackoff(pass)) != nil {
 			break

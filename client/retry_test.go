@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -325,5 +326,122 @@ func TestAnyCallBudgetEndsInAResetAttempt(t *testing.T) {
 		if !containsCode(err, sluicev1.ErrorCode_NOT_CONTROLLER) {
 			t.Fatalf("create %d: %v, want NOT_CONTROLLER", i, err)
 		}
+	}
+}
+
+// metadataAttempt is an invokeAny attempt that asks cc for metadata and
+// counts itself in n.
+func metadataAttempt(n *atomic.Int64) func(context.Context, *grpc.ClientConn) error {
+	return func(ctx context.Context, cc *grpc.ClientConn) error {
+		n.Add(1)
+		_, err := sluicev1.NewAdminClient(cc).Metadata(ctx, &sluicev1.MetadataRequest{})
+		return err
+	}
+}
+
+// Issue 28: when every address refuses the connection, a call gives up
+// after unreachablePasses passes (about 2.5 s), not at the request timeout
+// (30 s here), with the one-line *NoBrokerError.
+func TestAnyCallGivesUpSoonWhenEveryAddressRefuses(t *testing.T) {
+	a, b := closedAddr(t), closedAddr(t)
+	c, err := New([]string{a, b}, WithRequestTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var attempts atomic.Int64
+	err = c.invokeAny(context.Background(), metadataAttempt(&attempts))
+	var nb *NoBrokerError
+	if !errors.As(err, &nb) {
+		t.Fatalf("every address refused: %v (%T), want *NoBrokerError", err, err)
+	}
+	if want := "no broker reachable at " + a + "," + b + " (is sluiced running?)"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if got, want := attempts.Load(), int64(2*unreachablePasses); got != want {
+		t.Errorf("%d attempts, want %d: %d passes over the 2 addresses", got, want, unreachablePasses)
+	}
+}
+
+// The bound is for addresses where nobody listens only: with one address
+// refusing and another answering LEADER_NOT_AVAILABLE (a broker starting
+// up), the call keeps retrying past unreachablePasses passes and succeeds
+// once the broker is ready.
+func TestAnyCallKeepsRetryingAStartingBrokerBesideARefusingOne(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	f.mu.Lock()
+	f.starting[1] = true
+	f.mu.Unlock()
+	c, err := New([]string{closedAddr(t), f.addr}, WithRequestTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	readyAt := int64(2 * (unreachablePasses + 2)) // two passes past the bound
+	var attempts atomic.Int64
+	count := metadataAttempt(&attempts)
+	err = c.invokeAny(context.Background(), func(ctx context.Context, cc *grpc.ClientConn) error {
+		if attempts.Load() == readyAt {
+			f.mu.Lock()
+			f.starting[1] = false
+			f.mu.Unlock()
+		}
+		return count(ctx, cc)
+	})
+	if err != nil {
+		t.Fatalf("a broker that finishes starting, beside a refusing address: %v", err)
+	}
+	if got := attempts.Load(); got <= readyAt {
+		t.Fatalf("%d attempts, want more than %d", got, readyAt)
+	}
+}
+
+// What unreachable counts as nobody there: refused, no route, a name that
+// does not resolve, a malformed address; not a timeout, a reset or a
+// broker's answer.
+func TestUnreachable(t *testing.T) {
+	refused := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`)
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{refused, true},
+		{fmt.Errorf("metadata: %w", refused), true},
+		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:9400: connect: no route to host"`), true},
+		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:9400: connect: network is unreachable"`), true},
+		{status.Error(codes.Unavailable, "name resolver error: produced zero addresses"), true},
+		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp: lookup nonsense: no such host"`), true},
+		{&BrokerAddrError{Addr: "nonsense:xx", Reason: "bad port"}, true},
+		{status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:9400: i/o timeout"`), false},
+		{status.Error(codes.Unavailable, "dns: A record lookup error: lookup sluice on 10.0.0.2:53: server misbehaving"), false},
+		{status.Error(codes.Unavailable, "error reading from server: EOF"), false},
+		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), false},
+		{errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "connection refused, says the message"), false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		if got := unreachable(tc.err); got != tc.want {
+			t.Errorf("unreachable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// The text unreachable looks for is what gRPC says of a real refused
+// connection (a gRPC or Go upgrade that changed it would make every
+// refused call wait the whole request timeout again).
+func TestUnreachableMatchesGRPCsRefusal(t *testing.T) {
+	addr := closedAddr(t)
+	c, err := New([]string{addr}, WithRequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, err := c.conn(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sluicev1.NewAdminClient(cc).Metadata(context.Background(), &sluicev1.MetadataRequest{})
+	if !unreachable(err) {
+		t.Fatalf("gRPC's error for a refused connection: %v; unreachable says it is not", err)
 	}
 }

@@ -32,6 +32,8 @@ Commands:
   topic delete NAME
   topic reassign NAME --partition P --replicas 1,2,3 [--wait] [--timeout D]
   cluster status
+  cluster elect-leaders [--topic T [--partition P]...]
+  cluster unregister-broker --broker N
   produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]
           [--transactional-id ID [--commit-every N] [--abort] [--transaction-timeout D]]
   consume TOPIC [--partition P | --group G] [--from-beginning | --offset O] [--max-messages N]
@@ -80,9 +82,19 @@ func (g *globals) validate() error {
 
 func (g *globals) json() bool { return g.output == "json" }
 
-// client connects to the brokers.
+// client connects to the brokers. A malformed address fails here, naming
+// the flag, before anything is dialed.
 func (g *globals) client() (*client.Client, error) {
-	return client.New(strings.Split(g.brokers, ","), client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))
+	addrs := strings.Split(g.brokers, ",")
+	for i, a := range addrs {
+		addrs[i] = strings.TrimSpace(a)
+	}
+	c, err := client.New(addrs, client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))
+	var bad *client.BrokerAddrError
+	if errors.As(err, &bad) {
+		return nil, fmt.Errorf("--brokers: %w", err)
+	}
+	return c, err
 }
 
 // errUsage marks an error already explained by usage text (exit 2).
