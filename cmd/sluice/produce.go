@@ -7,13 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // parseAcks maps the --acks spellings to client.Acks.
@@ -70,7 +70,11 @@ func checkProduceFlags(acksFlag, transactionalID string, commitEvery int, abort 
 }
 
 // produce sends one record per stdin line and exits once every record is
-// acknowledged, failing on the first record error. With --transactional-id
+// acknowledged. At the first record that fails (refused at once, as one
+// larger than the topic's max.message.bytes or --max-request-bytes, or by
+// the broker) it reads no further, flushes what was sent and fails saying
+// how many records were acknowledged, which record failed and, for one too
+// large, what would let it through. With --transactional-id
 // the records are sent in transactions, committed (or, with --abort,
 // aborted) every --commit-every records and at the end.
 func (e *env) produce(ctx context.Context, args []string) error {
@@ -104,6 +108,27 @@ func (e *env) produce(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
+	// The topic's metadata first, under the same bound as a record's
+	// wait for it: when no broker is reachable the command ends as soon
+	// as the client gives up, and the topic's max.message.bytes and
+	// replicas are known for the report of a record too large.
+	mctx, cancel := context.WithTimeout(ctx, min(*delivery, e.g.timeout))
+	md, err := c.Metadata(mctx, topic)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("produce: %w", err)
+	}
+	lim := sizeLimits{maxRequest: *maxRequest}
+	for _, t := range md.Topics {
+		switch {
+		case t.Name != topic:
+		case t.ErrorCode == sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+			// Before any input is read (topics are not auto-created).
+			return fmt.Errorf("produce: topic %q: %w", topic, &errs.Error{Code: t.ErrorCode, Message: t.ErrorMessage})
+		case t.ErrorCode == sluicev1.ErrorCode_NONE && len(t.Partitions) > 0:
+			lim.partitions, lim.replicas = len(t.Partitions), len(t.Partitions[0].Replicas)
+		}
+	}
 	// A record waits for its topic's metadata (retrying unreachable or
 	// starting brokers) at most one request timeout, and never past its
 	// delivery timeout: not the library's 60 s max block.
@@ -123,23 +148,15 @@ func (e *env) produce(ctx context.Context, args []string) error {
 		return fmt.Errorf("produce: %w", err)
 	}
 
-	var mu sync.Mutex
-	var firstErr error
-	acked := 0
-	cb := func(_ client.RecordMetadata, err error) {
-		mu.Lock()
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		if err == nil {
-			acked++
-		}
-		mu.Unlock()
-	}
-	failed := func() error {
+	var (
+		mu    sync.Mutex // guards the following: callbacks run on the producer's goroutines
+		first *failedRecord
+		acked int
+	)
+	failed := func() *failedRecord {
 		mu.Lock()
 		defer mu.Unlock()
-		return firstErr
+		return first
 	}
 
 	sc := bufio.NewScanner(e.stdin)
@@ -148,9 +165,6 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	sep := []byte(*keySep)
 	sent := 0
 	for sc.Scan() {
-		if err := failed(); err != nil {
-			break
-		}
 		line := sc.Bytes()
 		r := client.Record{Topic: topic, Partition: int32(*partition), Value: line}
 		if len(sep) > 0 {
@@ -158,8 +172,23 @@ func (e *env) produce(ctx context.Context, args []string) error {
 				r.Key, r.Value = k, v
 			}
 		}
-		p.Send(ctx, r, cb) // Send copies key and value
+		n, size := sent+1, len(line)
+		p.Send(ctx, r, func(_ client.RecordMetadata, err error) { // Send copies key and value
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				acked++
+			case first == nil || n < first.n:
+				first = &failedRecord{n: n, size: size, err: err}
+			}
+		})
 		sent++
+		// A record refused at once (too large: its callback ran in Send)
+		// or an earlier one failed: no more input is read or sent.
+		if failed() != nil {
+			break
+		}
 		txn.records++
 		if pf.commitEvery > 0 && txn.records == pf.commitEvery {
 			if err := txn.next(ctx); err != nil {
@@ -182,30 +211,104 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	}
 	flushErr := p.Flush(ctx)
 	closeErr := p.Close()
+	mu.Lock()
+	fr, nacked := first, acked
+	mu.Unlock()
 	// The unreadable input is the cause: records of the transaction it
 	// aborted fail because of it.
 	if scanErr != nil {
 		if txn.on {
 			return fmt.Errorf("produce: reading stdin: %w (the open transaction, with the %d records read before it, was aborted; %d transactions ended before)", scanErr, txn.records, txn.ended)
 		}
-		return fmt.Errorf("produce: reading stdin: %w (%d of the %d records before it were acknowledged)", scanErr, acked, sent)
+		return fmt.Errorf("produce: reading stdin: %w (%d of the %d records before it were acknowledged)", scanErr, nacked, sent)
 	}
-	if err := failed(); err != nil {
-		if errs.Code(err) == sluicev1.ErrorCode_MESSAGE_TOO_LARGE && strings.Contains(err.Error(), "max request bytes") {
-			return fmt.Errorf("produce: %w (raise --max-request-bytes, up to the topic's max.message.bytes)", err)
+	if fr != nil {
+		done := plural(nacked, "record") + " acknowledged"
+		if txn.on {
+			done = fmt.Sprintf("the open transaction was aborted (%s %s before it)", plural(txn.ended, "transaction"), map[bool]string{true: "aborted", false: "committed"}[txn.abort])
 		}
-		return fmt.Errorf("produce: %w", err)
+		return fmt.Errorf("produce: %s; record %d (line %d, %s) %s", done, fr.n, fr.n, humanBytes(fr.size), lim.explain(fr.err))
 	}
 	if endErr != nil {
 		return fmt.Errorf("produce: %w", endErr)
 	}
 	if flushErr != nil {
-		return fmt.Errorf("produce: %d of %d records acknowledged: %w", acked, sent, flushErr)
+		return fmt.Errorf("produce: %d of %d records acknowledged: %w", nacked, sent, flushErr)
 	}
 	if txn.on {
 		fmt.Fprintf(e.stderr, "%s %d transactions (%d records)\n", map[bool]string{true: "aborted", false: "committed"}[txn.abort], txn.ended, sent)
 	}
 	return closeErr
+}
+
+// failedRecord is the first record of the input that failed.
+type failedRecord struct {
+	n    int // its place in the input, from 1: its line
+	size int // the line's bytes
+	err  error
+}
+
+// sizeLimits is what produce knows of the limits on a record's size, for
+// advice that works when one is too large.
+type sizeLimits struct {
+	maxRequest int // --max-request-bytes
+	// The topic's partitions and replicas, 0 when its metadata did not
+	// say: for the command that creates a topic like it.
+	partitions, replicas int
+}
+
+// explain says why a record failed and, when it is too large, what would
+// let it through: the limit that binds is named, and only the flag or
+// config that can raise it (a topic's max.message.bytes is fixed when the
+// topic is created; raising --max-request-bytes past it would not help).
+func (l sizeLimits) explain(err error) string {
+	var tl *client.RecordTooLargeError
+	switch {
+	case errors.As(err, &tl) && tl.OverTopicLimit():
+		what := fmt.Sprintf("exceeds the topic's max.message.bytes (%s)", humanBytes(tl.MaxMessageBytes))
+		if tl.Size > storage.MaxMessageBytesLimit {
+			return fmt.Sprintf("%s, and no topic takes records over %s: split the record", what, humanBytes(storage.MaxMessageBytesLimit))
+		}
+		want := suggestBytes(tl.Size, storage.MaxMessageBytesLimit)
+		create := fmt.Sprintf("sluice topic create NAME --partitions %d --config max.message.bytes=%d", max(l.partitions, 1), want)
+		if l.replicas > 0 {
+			create = fmt.Sprintf("sluice topic create NAME --partitions %d --replication-factor %d --config max.message.bytes=%d", max(l.partitions, 1), l.replicas, want)
+		}
+		flag := ""
+		if tl.Size > l.maxRequest {
+			flag = fmt.Sprintf(" and --max-request-bytes %d", suggestBytes(tl.Size, 64<<20))
+		}
+		return fmt.Sprintf("%s: split the record, or produce it to a topic created with a larger limit (%q%s; a topic's max.message.bytes cannot be changed once it is created)", what, create, flag)
+	case errors.As(err, &tl):
+		what := fmt.Sprintf("exceeds --max-request-bytes (%s): raise --max-request-bytes, e.g. --max-request-bytes %d", humanBytes(tl.MaxRequestBytes), suggestBytes(tl.Size, 64<<20))
+		if tl.MaxMessageBytes > 0 {
+			return fmt.Sprintf("%s (the topic's max.message.bytes takes up to %s)", what, humanBytes(tl.MaxMessageBytes))
+		}
+		return what + " (up to the topic's max.message.bytes)"
+	case errs.Code(err) == sluicev1.ErrorCode_MESSAGE_TOO_LARGE:
+		// The broker refused it although the client let it through (its
+		// metadata did not give the topic's limit, or its batch did not
+		// fit): its message names the limit.
+		return fmt.Sprintf("was refused: %v: split the record, or produce it to a topic created with a larger max.message.bytes (sluice topic create NAME --config max.message.bytes=N)", err)
+	}
+	return fmt.Sprintf("failed: %v", err)
+}
+
+// suggestBytes returns a limit that takes size bytes: size rounded up to
+// a whole MiB, at most ceiling.
+func suggestBytes(size, ceiling int) int {
+	return min((size+1<<20-1)/(1<<20)*(1<<20), ceiling)
+}
+
+// humanBytes writes n bytes for people: "512 bytes", "2.9 KiB", "5.0 MiB".
+func humanBytes(n int) string {
+	switch {
+	case n < 1<<10:
+		return plural(n, "byte")
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // txnRun drives produce's transactions; with on false every method is a
