@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // Replica fetch tuning.
@@ -303,7 +304,9 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 		again, err = f.fm.rm.truncateFollower(s.p, r.LeaderEpoch, r.EndOffset, r.LogStartOffset)
 		s.p.roleMu.Unlock()
 		if err != nil {
-			if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
+			// An offline replica's failure is logged once (offline.go), a
+			// resource error by resourceError, rate-limited.
+			if !s.p.Offline() && !storage.IsResourceError(err) {
 				f.fm.log.Error("follower truncation failed", s.p.LogAttr(), "err", err)
 			}
 			s.retryAt = time.Now().Add(time.Second)
@@ -392,7 +395,11 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		}
 		for _, b := range r.Batches {
 			if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
-				if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
+				if storage.IsResourceError(err) {
+					// Out of file descriptors (a roll): logged by
+					// resourceError; fetch again after a pause.
+					s.retryAt = now.Add(resourceRetryBackoff)
+				} else if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
 					f.fm.log.Warn("follower append failed", s.p.LogAttr(), "err", err)
 				}
 				f.mu.Lock()

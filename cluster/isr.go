@@ -86,7 +86,9 @@ func (m *ReplicaManager) isrLoop() {
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
 				for _, p := range m.healthyReplicas() {
-					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed && !p.Offline() {
+					// Out of descriptors, the old checkpoint stays and the
+					// next tick tries again; resourceError logged it.
+					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed && !p.Offline() && !storage.IsResourceError(err) {
 						m.log.Warn("high watermark checkpoint failed", p.LogAttr(), "err", err)
 					}
 				}

@@ -102,6 +102,11 @@ type ReplicaManager struct {
 	failed map[TopicPartition]ReplicaFailure
 	// failedCh wakes offlineLoop (capacity 1).
 	failedCh chan struct{}
+
+	// resources counts resource errors (EMFILE, ENFILE) and rate-limits
+	// their log line; reopen is what reopenLoop retries (resource.go).
+	resources resourceErrors
+	reopen    reopenState
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -150,6 +155,7 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		events:     newLeadershipEvents(),
 		failed:     map[TopicPartition]ReplicaFailure{},
 		failedCh:   make(chan struct{}, 1),
+		reopen:     reopenState{wake: make(chan struct{}, 1)},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
@@ -184,6 +190,7 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		m.onDisk[e.Name()] = pm.TopicID
 	}
 	m.goroutines.Go(m.offlineLoop)
+	m.goroutines.Go(m.reopenLoop)
 	return m, nil
 }
 
@@ -209,14 +216,26 @@ var ErrClusterMismatch = errors.New("data dir belongs to another cluster")
 // own registration, so im holds every topic that existed when it started.
 // An earlier image may be a prefix of the log (a controller still
 // replaying it) that lacks topics which do exist.
+//
+// A log that cannot be opened because the process is out of file
+// descriptors is not offline: Apply returns the error and opens it again
+// later, in the background (resource.go).
 func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp bool) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	return m.applyLocked(im, now, caughtUp)
+}
+
+// applyLocked is Apply with applyMu held.
+func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caughtUp bool) error {
 	if im.ClusterID == "" {
 		return nil // a fresh quorum not yet bootstrapped: nothing to host
 	}
+	var reopen bool // a file could not be opened for want of descriptors
+	defer func() { m.noteReopen(im, reopen) }()
 	if m.clusterID == "" {
 		if err := m.writeClusterMeta(im.ClusterID); err != nil {
+			reopen = storage.IsResourceError(err)
 			return err
 		}
 		m.clusterID = im.ClusterID
@@ -246,6 +265,7 @@ func (m *ReplicaManager) Apply(im *controller.Image, now time.Time, caughtUp boo
 				if _, offline := m.failure(tp); offline {
 					continue // offline after a disk error: logged once (offline.go)
 				}
+				reopen = reopen || storage.IsResourceError(err)
 				if firstErr == nil {
 					firstErr = err
 				}
@@ -329,6 +349,12 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	// replica too, reported to the controller so that another replica
 	// leads.
 	failed := func(what string, err error) error {
+		if storage.IsResourceError(err) {
+			// Out of file descriptors: not a disk failure; reopenLoop
+			// opens it again (resource.go).
+			m.resourceError(tp, &storage.Failure{Op: storage.OpOpen, Path: dir, Err: err})
+			return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%s %s (out of file descriptors; retried): %w", what, tp, err)
+		}
 		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: storage.OpOpen, Path: dir, Err: err})
 		return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%s %s: %w", what, tp, err)
 	}
@@ -351,6 +377,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	l, err := storage.OpenWith(dir, tc.Storage, now, storage.Options{
 		Faults:          m.cfg.StorageFaults,
 		OnFailure:       func(f *storage.Failure) { m.replicaFailed(tp, topicID, dir, f) },
+		OnResourceError: func(f *storage.Failure) { m.resourceError(tp, f) },
 		PageCacheWindow: m.cfg.PageCacheWindow,
 	})
 	if err != nil {

@@ -75,6 +75,36 @@ type Config struct {
 	// the OS page cache once written back; older pages are dropped
 	// (decision 44). 0 leaves the page cache to the kernel.
 	PageCacheWindow int64
+	// Connection limits per listener (issue 29; Kafka's max.connections
+	// and max.connections.per.ip; connlimit.go): past Max...Connections
+	// open connections on the client gRPC, internal gRPC or HTTP listener,
+	// or ...PerIP of them from one IP address, a new connection is reset
+	// at once and counted (sluice_listener_connections_refused_total), so
+	// that no flood of connections takes the file descriptors the
+	// partitions need. Zero takes the default derived from the
+	// open-files limit (defaultMaxConnections, and the limit per IP from
+	// the total: defaultMaxConnectionsPerIP); DefaultConfig holds
+	// this process's values.
+	MaxConnections, MaxConnectionsPerIP                 int
+	InternalMaxConnections, InternalMaxConnectionsPerIP int
+	HTTPMaxConnections, HTTPMaxConnectionsPerIP         int
+	// ConnectionSetupTimeout closes a gRPC connection that has not
+	// finished its HTTP/2 handshake (client preface and settings) in this
+	// time, one that sends nothing included (0 = 10 s).
+	ConnectionSetupTimeout time.Duration
+	// ConnectionsMaxIdle closes a gRPC connection with no call in
+	// progress, and an HTTP connection between requests, idle this long
+	// (Kafka's connections.max.idle.ms; 0 = 10 min, negative: never).
+	ConnectionsMaxIdle time.Duration
+	// QueuedMaxRequestBytes is each gRPC listener's budget of request
+	// bytes in flight (issue 29; Kafka's queued.max.request.bytes;
+	// decision 50; requestbudget.go): a request is read only once the
+	// largest message the listener accepts (api.MaxMessageSize) fits in
+	// its listener's budget, waits until it does (bounded by its
+	// deadline), and then holds its message's size until its handler is
+	// done with it. At least MinQueuedMaxRequestBytes; 0 =
+	// DefaultQueuedMaxRequestBytes.
+	QueuedMaxRequestBytes int64
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
 	ShutdownTimeout time.Duration
 	// ControlledShutdownTimeout bounds moving leaderships away on shutdown
@@ -192,8 +222,11 @@ func DefaultConfig() Config {
 		RetentionCheckInterval:    5 * time.Minute,
 		LogCleanerBackoff:         cluster.DefaultCleanerBackoff,
 		PageCacheWindow:           DefaultPageCacheWindow,
+		QueuedMaxRequestBytes:     DefaultQueuedMaxRequestBytes,
 		ShutdownTimeout:           10 * time.Second,
 		ControlledShutdownTimeout: 10 * time.Second,
+		ConnectionSetupTimeout:    DefaultConnectionSetupTimeout,
+		ConnectionsMaxIdle:        DefaultConnectionsMaxIdle,
 
 		// The defaults of the layers below, which they also apply to a
 		// zero value: here so that flags, --help and --print-config show
@@ -215,7 +248,7 @@ func DefaultConfig() Config {
 		OffsetsRetention:                 coordinator.DefaultOffsetsRetention,
 		DefaultReplicationFactor:         1,
 		DefaultMinInsyncReplicas:         1,
-	}
+	}.withConnectionDefaults() // the connection limits derived from this process's open-files limit
 }
 
 // WithDefaults returns c with every setting whose zero value stands for a
@@ -253,7 +286,10 @@ func (c Config) WithDefaults() Config {
 	if c.DefaultMinInsyncReplicas == 0 {
 		c.DefaultMinInsyncReplicas = d.DefaultMinInsyncReplicas
 	}
-	return c
+	if c.QueuedMaxRequestBytes == 0 {
+		c.QueuedMaxRequestBytes = d.QueuedMaxRequestBytes
+	}
+	return c.withConnectionDefaults()
 }
 
 func (c Config) hasRole(r string) bool { return slices.Contains(c.Roles, r) }
@@ -343,6 +379,12 @@ func (c Config) Validate() error {
 	}
 	if c.PageCacheWindow < 0 {
 		return fmt.Errorf("page cache window must be >= 0 bytes (0 leaves the page cache to the kernel), got %d", c.PageCacheWindow)
+	}
+	if c.QueuedMaxRequestBytes != 0 && c.QueuedMaxRequestBytes < MinQueuedMaxRequestBytes {
+		return fmt.Errorf("queued max request bytes must be at least %d (twice the largest request; 0 for the default), got %d", MinQueuedMaxRequestBytes, c.QueuedMaxRequestBytes)
+	}
+	if err := c.validateConnections(); err != nil {
+		return err
 	}
 	if c.TransactionStatePartitions < 0 || c.TransactionStatePartitions > cluster.MaxPartitions {
 		return fmt.Errorf("transaction state partitions must be within [1, %d] (0 for the default), got %d", cluster.MaxPartitions, c.TransactionStatePartitions)

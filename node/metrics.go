@@ -49,7 +49,7 @@ func newMetrics(n *Node) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.isrShrinks, m.isrExpands,
-		newStateCollector(n),
+		newStateCollector(n), newLimitsCollector(n),
 	)
 	m.reg.MustRegister(m.grpc.collectors()...)
 	return m

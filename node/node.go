@@ -52,6 +52,9 @@ type Node struct {
 	internalLis  net.Listener
 	httpSrv      *http.Server
 	httpLis      net.Listener
+	// limited are the three listeners' connection limiters (connlimit.go),
+	// for the metrics; set by Start.
+	limited [listenerKinds]*limitListener
 
 	pool        *cluster.ConnPool
 	controllers *cluster.ControllerClient
@@ -152,6 +155,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	cleanups = append(cleanups, func() { lis.Close() })
+	lis = n.limitListener(listenerClient, lis, cfg)
 	n.lis = lis
 	if cfg.Advertise == "" {
 		cfg.Advertise = lis.Addr().String()
@@ -165,6 +169,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("listen internal %s: %w", internalBind, err)
 	}
 	cleanups = append(cleanups, func() { ilis.Close() })
+	ilis = n.limitListener(listenerInternal, ilis, cfg)
 	n.internalLis = ilis
 	cfg.InternalAdvertise = internalAdvertise(cfg.InternalAdvertise, cfg.Advertise, ilis.Addr().String())
 	n.cfg = cfg
@@ -223,6 +228,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		grpc.InitialWindowSize(cluster.StreamWindow), grpc.InitialConnWindowSize(cluster.ConnWindow),
 		grpc.ReadBufferSize(cluster.SocketBuffer), grpc.WriteBufferSize(cluster.SocketBuffer)}
 	opts = append(opts, codec.ServerOptions()...)
+	opts = append(opts, grpcConnectionOptions(cfg)...) // handshake deadline, idle close (connlimit.go)
 	// Metrics first: they see what the client sees, injected faults
 	// included.
 	n.metrics = newMetrics(n)
@@ -236,11 +242,25 @@ func Start(cfg Config) (_ *Node, err error) {
 	// inter-node services, so that whoever reaches the client port can
 	// not register a broker or write transaction markers (UNIMPLEMENTED
 	// there).
-	n.grpc = grpc.NewServer(opts...)
-	n.internalGRPC = grpc.NewServer(opts...)
+	// Each also has a budget of request bytes in flight of its own
+	// (decision 50, requestbudget_grpc.go): its stats handler and
+	// budgetedServer below.
+	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
+	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
+	n.grpc = grpc.NewServer(append(slices.Clip(opts), grpc.StatsHandler(budgetStats{clientBudget}))...)
+	n.internalGRPC = grpc.NewServer(append(slices.Clip(opts), grpc.StatsHandler(budgetStats{internalBudget}))...)
+	// Services register through codec.Server: a request whose bytes do
+	// not decode is answered InvalidArgument, not grpc-go's Internal; and
+	// through budgetedServer: a request is read once its listener's
+	// budget has room.
+	pub := budgetedServer{GRPCServer: codec.Server{Server: n.grpc}, b: clientBudget}
+	internal := budgetedServer{GRPCServer: codec.Server{Server: n.internalGRPC}, b: internalBudget}
+	// And through api.LimitRequests: a request over the request limits
+	// (api/limits.go) is refused before it is decoded (issue 29).
+	limitedPub, limitedInternal := api.LimitRequests(pub), api.LimitRequests(internal)
 	if n.ctl != nil {
 		n.ctlService = api.NewControllerService(n.ctl, n.interNodeAddressOf)
-		internalv1.RegisterControllerServer(n.internalGRPC, n.ctlService)
+		internalv1.RegisterControllerServer(limitedInternal, n.ctlService)
 	}
 	if n.replicas != nil {
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
@@ -254,19 +274,19 @@ func Start(cfg Config) (_ *Node, err error) {
 		cleanups = append(cleanups, n.closeTransactions)
 		n.startGroups()
 		cleanups = append(cleanups, n.closeGroups)
-		sluicev1.RegisterTransactionsServer(n.grpc, api.NewTransactionsService(api.TransactionsConfig{
+		sluicev1.RegisterTransactionsServer(limitedPub, api.NewTransactionsService(api.TransactionsConfig{
 			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator, GroupLocator: n.groupLocator}))
-		sluicev1.RegisterGroupsServer(n.grpc, api.NewGroupsService(n.groupCoord, cfg.NodeID))
-		internalv1.RegisterTxnBrokerServer(n.internalGRPC, api.NewTxnBrokerService(n.txnCoord,
+		sluicev1.RegisterGroupsServer(limitedPub, api.NewGroupsService(n.groupCoord, cfg.NodeID))
+		internalv1.RegisterTxnBrokerServer(limitedInternal, api.NewTxnBrokerService(n.txnCoord,
 			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}))
-		internalv1.RegisterReplicaServer(n.internalGRPC, api.NewReplicaService(n.replicas, n.cache, n.draining))
+		internalv1.RegisterReplicaServer(limitedInternal, api.NewReplicaService(n.replicas, n.cache, n.draining))
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
-			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(n.grpc)
+			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(limitedPub)
 	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	n.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
-	for _, s := range []*grpc.Server{n.grpc, n.internalGRPC} {
+	for _, s := range []budgetedServer{pub, internal} {
 		healthpb.RegisterHealthServer(s, n.health)
 		reflection.Register(s)
 	}
@@ -292,8 +312,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("listen http %s: %w", cfg.HTTPListen, err)
 		}
+		hl = n.limitListener(listenerHTTP, hl, cfg)
 		n.httpLis = hl
-		n.httpSrv = &http.Server{Handler: n.httpMux(), ReadHeaderTimeout: 5 * time.Second}
+		n.httpSrv = &http.Server{Handler: n.httpMux(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout(cfg)}
 		n.goroutines.Go(func() {
 			if err := n.httpSrv.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("http server stopped", "err", err)
@@ -368,7 +389,7 @@ func (n *Node) startTransactions() {
 		Local: coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}, Pool: n.pool})
 	n.txnCoord = coordinator.NewTransactionCoordinator(coordinator.TransactionCoordinatorDeps{
 		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, ProducerIDs: n.producerIDs, Markers: n.txnMarkers,
-		StatePartitionCount: n.txnLocator.StatePartitionCount,
+		StatePartitionCount: n.txnLocator.StatePartitionCount, Logger: n.log,
 	}, coordinator.TransactionCoordinatorConfig{
 		StatePartitions: cfg.TransactionStatePartitions, MaxTimeout: cfg.TransactionMaxTimeout,
 		IDExpiration: cfg.TransactionalIDExpiration, AbortTimedOutInterval: cfg.TransactionAbortTimedOutInterval,

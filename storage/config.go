@@ -78,7 +78,7 @@ var ignoredKeys = map[string]bool{
 }
 
 func badConfig(key, val, rule string) error {
-	return errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "%s=%q: %s", key, val, rule)
+	return errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "%s=%q: %s", key, errs.Echo(val), rule)
 }
 
 // ParseConfig returns the defaults overridden by m. Unknown keys and bad
@@ -148,7 +148,7 @@ func ParseConfig(m map[string]string) (Config, error) {
 			c.FlushMs, err = i64(0)
 		default:
 			if !ignoredKeys[k] {
-				err = errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "unknown topic config %q", k)
+				err = errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "unknown topic config %q", errs.Echo(k))
 			}
 		}
 		if err != nil {

@@ -18,11 +18,11 @@ import (
 //
 // The first I/O error a log hits on a write, fsync, read or roll, or in a
 // truncation, retention, checkpoint or cleaning pass (EIO, ENOSPC, EROFS,
-// EACCES, a directory gone, ...) takes the log offline for
-// good: the error is recorded as its Failure, Options.OnFailure is told
-// once, and from then on every operation that would touch the files
-// answers KAFKA_STORAGE_ERROR naming the path and the OS error, without
-// touching them. Nothing that was written before is undone, and Close
+// EACCES, a directory gone, ...; not EMFILE or ENFILE, see resource.go)
+// takes the log offline for good: the error is recorded as its Failure,
+// Options.OnFailure is told once, and from then on every operation that
+// would touch the files answers KAFKA_STORAGE_ERROR naming the path and
+// the OS error, without touching them. Nothing that was written before is undone, and Close
 // writes no clean-shutdown marker: the next Open of the directory (after
 // the disk is replaced or repaired, with a new process) recovers the log
 // as after a crash. A failed log never comes back in the same process:
@@ -70,9 +70,9 @@ func (f *Failure) Unwrap() error { return f.Err }
 
 // FaultInjector makes chosen file operations of a log fail as if the disk
 // did (tests and fault drills; nil in production). The log asks it before
-// each write of a batch, fsync, read of a segment and creation of a
-// segment, and OpenWith before opening the log (OpOpen, with the
-// directory as the path).
+// each write of a batch or of the high-watermark checkpoint (OpWrite),
+// fsync, read of a segment and creation of a segment, and OpenWith before
+// opening the log (OpOpen, with the directory as the path).
 //
 // Contract: Fault returns the error the operation op on path must fail
 // with (an OS-like error, e.g. syscall.EIO; the operation is then not
@@ -92,6 +92,13 @@ type Options struct {
 	// possibly with the log's locks held: it must not block and must not
 	// call the log (hand the news to another goroutine).
 	OnFailure func(*Failure)
+	// OnResourceError, when set, is called each time an operation fails
+	// because the process or the system is out of file descriptors
+	// (IsResourceError; the log stays online, resource.go), with the
+	// operation, file and OS error. Same contract as OnFailure: any
+	// goroutine, possibly under the log's locks; it must not block and
+	// must not call the log.
+	OnResourceError func(*Failure)
 	// PageCacheWindow, when > 0, is how many of each segment's newest
 	// bytes are left to the OS page cache: once the writeback of older
 	// bytes has been started (writebackChunk), the log asks the kernel to
@@ -115,11 +122,16 @@ func (l *Log) inject(op Op, path string) error {
 // fail takes the log offline with err (an error of op on path; the path
 // the OS error names, when it names one, wins) unless it already is, tells
 // OnFailure the first time, and returns the offline error (offlineErr).
+// A resource error (EMFILE, ENFILE) of an operation other than an fsync
+// does not: it returns resourceErr and the log stays online (resource.go).
 // It takes no lock of the log: callers may hold any.
 func (l *Log) fail(op Op, path string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) && pe.Path != "" {
 		path = pe.Path
+	}
+	if op != OpSync && IsResourceError(err) {
+		return l.resourceErr(op, path, err) // not a disk failure (resource.go)
 	}
 	f := &Failure{Op: op, Path: path, Err: osCause(err)}
 	if l.failure.CompareAndSwap(nil, f) && l.opts.OnFailure != nil {

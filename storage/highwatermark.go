@@ -55,10 +55,17 @@ func (l *Log) CheckpointHighWatermark() error {
 	if err := l.offlineErr(); err != nil {
 		return err
 	}
-	if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw); err != nil {
+	path := filepath.Join(l.dir, highWatermarkFile)
+	err := l.inject(OpWrite, path)
+	if err == nil {
+		err = writeCheckpoint(path, hw)
+	}
+	if err != nil {
 		// A checkpoint that cannot be written is a disk failure like any
-		// other (failure.go): often the first sign of a full disk.
-		return l.fail(OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
+		// other (failure.go): often the first sign of a full disk. Out of
+		// file descriptors it is not (resource.go): the old checkpoint
+		// stays and the next one tries again.
+		return l.fail(OpWrite, path, err)
 	}
 	return nil
 }

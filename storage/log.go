@@ -534,8 +534,12 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||
 		(l.cfg.FlushMs > 0 && now.Sub(l.lastFlush) >= time.Duration(l.cfg.FlushMs)*time.Millisecond) {
 		// The batch is in the log already; a failed fsync is reported but
-		// does not undo it.
-		if err := l.flushLocked(now); err != nil {
+		// does not undo it. A recovery-point checkpoint that found no file
+		// descriptor is not reported: the batch is written and synced,
+		// the checkpoint only lags (recovery scans from the older one),
+		// and an error would make the producer resend a batch the log
+		// holds (resource.go).
+		if err := l.flushLocked(now); err != nil && !IsResourceError(err) {
 			return AppendResult{}, err
 		}
 	}
@@ -557,6 +561,13 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 		s, err = openSegment(l.dir, old.next, now)
 	}
 	if err != nil {
+		if IsResourceError(err) {
+			// Out of file descriptors: the active segment stays active and
+			// the next append tries again; files the open created go, so
+			// that none is left inside the active segment's range if
+			// appends continue there (resource.go).
+			_ = removeSegmentFiles(l.dir, old.next)
+		}
 		return nil, l.fail(OpRoll, path, err)
 	}
 	if s.size != 0 {

@@ -45,8 +45,12 @@ import (
 func (l *Log) TruncateTo(offset int64) (err error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	var changed bool // the segments were cut
 	defer func() {
-		if err == nil && !l.closed {
+		// A checkpoint after the cut that found no file descriptor
+		// (resource.go) leaves the log online and cut: its producer
+		// state must follow.
+		if (err == nil || changed && IsResourceError(err)) && !l.closed {
 			l.producersTruncated(l.active().next, false)
 		}
 	}()
@@ -114,6 +118,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	l.mu.Lock()
 	l.truncations++
 	cut, err := l.cutLocked(seg, pos, offset)
+	changed = cut
 	if cut {
 		l.epochs = epochs
 		l.notifyLocked()
@@ -247,8 +252,11 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	var changed bool // the segments were replaced
 	defer func() {
-		if err == nil && !l.closed {
+		// As in TruncateTo: a resource error after the replacement
+		// leaves the log online and replaced.
+		if (err == nil || changed && IsResourceError(err)) && !l.closed {
 			l.producersTruncated(l.active().next, true)
 		}
 	}()
@@ -332,6 +340,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 		}
 	}
 	l.segments = []*segment{fresh}
+	changed = true
 	l.startOffset = offset
 	l.epochs = epochCache{}
 	l.hw = offset

@@ -37,6 +37,7 @@ func main() {
 		// GODEBUG comes from the deployment (decision 47: the image, the
 		// manifests, make run); the line shows what is in force.
 		cfg.Logger.Info("go runtime", "godebug", os.Getenv("GODEBUG"))
+		logOpenFilesLimit(cfg.Logger, cfg)
 		err = run(cfg)
 	}
 	if err != nil {
@@ -68,6 +69,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
 	fs.DurationVar(&cfg.LogCleanerBackoff, "log-cleaner-backoff", cfg.LogCleanerBackoff, "how often the log cleaner checks compacted partitions")
 	fs.Int64Var(&cfg.PageCacheWindow, "page-cache-window", cfg.PageCacheWindow, "bytes of each partition segment's newest data left in the OS page cache once written back; older pages are dropped (Linux). 0 leaves the page cache to the kernel")
+	addConnectionFlags(fs, &cfg)
 	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "controller, broker, or controller,broker")
 	voters := fs.String("controller-voters", "", "static controller quorum id@host:raftport,... (same on every node; default: this node alone)")
 	fs.StringVar(&cfg.RaftListen, "raft-listen", cfg.RaftListen, "controller Raft listen address")

@@ -1,0 +1,330 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/sluice-io/sluice/internal/fdlimit"
+)
+
+// Connection limits per listener (issue 29; Kafka's max.connections and
+// max.connections.per.ip). Every connection holds a file descriptor, and
+// the descriptors are shared with the partition logs: tens of thousands
+// of idle connections used to exhaust RLIMIT_NOFILE, and storage then
+// failed. So each listener (client gRPC, internal gRPC, HTTP) admits at
+// most a number of open connections in total and from one IP address;
+// past either limit a new connection is accepted and closed at once
+// (reset), counted and logged (rate-limited), and Accept goes on with the
+// next one: it never blocks waiting for a slot (netutil.LimitListener
+// does, which leaves new connections, a prober's and a legitimate
+// client's alike, in the kernel's backlog until it fills). The defaults
+// are shares of the open-files limit (defaultMaxConnections).
+//
+// A connection that holds a slot without using it is closed too: a gRPC
+// connection that has not finished its HTTP/2 handshake (client preface
+// and settings) within ConnectionSetupTimeout — one that sends nothing
+// included — and one with no call in progress for ConnectionsMaxIdle
+// (GOAWAY: gRPC clients reconnect when they next need to); an HTTP
+// connection whose request header has not arrived within 5 s, or idle
+// between requests for ConnectionsMaxIdle.
+
+// listenerKind names a listener in settings, metrics and logs.
+type listenerKind int
+
+const (
+	listenerClient listenerKind = iota
+	listenerInternal
+	listenerHTTP
+	listenerKinds // the number of kinds
+)
+
+// String is the listener's label value in metrics and logs.
+func (k listenerKind) String() string {
+	return [...]string{"client", "internal", "http"}[k]
+}
+
+// ConnectionLimit is one listener's limits: at most Max connections open
+// at once, at most PerIP of them from one IP address.
+type ConnectionLimit struct {
+	Max, PerIP int
+}
+
+// The defaults of ConnectionSetupTimeout and ConnectionsMaxIdle.
+const (
+	DefaultConnectionSetupTimeout = 10 * time.Second
+	// DefaultConnectionsMaxIdle is Kafka's connections.max.idle.ms.
+	DefaultConnectionsMaxIdle = 10 * time.Minute
+)
+
+// openFilesLimit is the soft RLIMIT_NOFILE the defaults derive from: the
+// process's limit, or 16384 where it cannot be read, at most 1<<20 (an
+// unlimited or huge limit does not make a connection free).
+func openFilesLimit() int {
+	soft, _, err := fdlimit.Get()
+	if err != nil {
+		return 1 << 14
+	}
+	return int(min(soft, 1<<20))
+}
+
+// defaultMaxConnections derives a listener's default limit from the
+// open-files limit nofile, leaving about 40% of the descriptors to the
+// partition logs, Raft, gossip and outgoing connections: half of nofile
+// for the client gRPC listener, a tenth (at least 64) for the internal
+// one, a hundredth within [16, 1024] for HTTP (probes, scrapes, pprof).
+func defaultMaxConnections(kind listenerKind, nofile int) int {
+	switch kind {
+	case listenerClient:
+		return max(nofile/2, 1)
+	case listenerInternal:
+		return max(nofile/10, 64)
+	}
+	return min(max(nofile/100, 16), 1024)
+}
+
+// defaultMaxConnectionsPerIP derives a listener's default limit per IP
+// address from its limit in total: a tenth on the client listener (no one
+// client host can take every slot), a quarter (at least 8) on HTTP, and
+// no lower limit than the total on the internal listener (its peers are
+// the cluster's few nodes, which may share an address behind NAT).
+func defaultMaxConnectionsPerIP(kind listenerKind, total int) int {
+	switch kind {
+	case listenerClient:
+		return max(total/10, 1)
+	case listenerInternal:
+		return total
+	}
+	return min(max(total/4, 8), total)
+}
+
+// connectionLimits returns kind's limits as set in c, a zero taking its
+// default: the total derived from the open-files limit, the limit per IP
+// from the total.
+func (c Config) connectionLimits(kind listenerKind) ConnectionLimit {
+	l := [listenerKinds]ConnectionLimit{
+		listenerClient:   {c.MaxConnections, c.MaxConnectionsPerIP},
+		listenerInternal: {c.InternalMaxConnections, c.InternalMaxConnectionsPerIP},
+		listenerHTTP:     {c.HTTPMaxConnections, c.HTTPMaxConnectionsPerIP},
+	}[kind]
+	if l.Max == 0 {
+		l.Max = defaultMaxConnections(kind, openFilesLimit())
+	}
+	if l.PerIP == 0 {
+		l.PerIP = defaultMaxConnectionsPerIP(kind, l.Max)
+	}
+	return l
+}
+
+// withConnectionDefaults is WithDefaults for the connection settings.
+func (c Config) withConnectionDefaults() Config {
+	for i, p := range [listenerKinds][2]*int{
+		listenerClient:   {&c.MaxConnections, &c.MaxConnectionsPerIP},
+		listenerInternal: {&c.InternalMaxConnections, &c.InternalMaxConnectionsPerIP},
+		listenerHTTP:     {&c.HTTPMaxConnections, &c.HTTPMaxConnectionsPerIP},
+	} {
+		l := c.connectionLimits(listenerKind(i))
+		*p[0], *p[1] = l.Max, l.PerIP
+	}
+	if c.ConnectionSetupTimeout == 0 {
+		c.ConnectionSetupTimeout = DefaultConnectionSetupTimeout
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
+	return c
+}
+
+// validateConnections checks the connection settings: no negative limit
+// or setup timeout.
+func (c Config) validateConnections() error {
+	for _, s := range []struct {
+		name string
+		v    int
+	}{
+		{"max connections", c.MaxConnections}, {"max connections per ip", c.MaxConnectionsPerIP},
+		{"internal max connections", c.InternalMaxConnections}, {"internal max connections per ip", c.InternalMaxConnectionsPerIP},
+		{"http max connections", c.HTTPMaxConnections}, {"http max connections per ip", c.HTTPMaxConnectionsPerIP},
+	} {
+		if s.v < 0 {
+			return fmt.Errorf("%s must be >= 0 (0: derived from the open-files limit), got %d", s.name, s.v)
+		}
+	}
+	if c.ConnectionSetupTimeout < 0 {
+		return fmt.Errorf("connection setup timeout must be >= 0, got %v", c.ConnectionSetupTimeout)
+	}
+	return nil
+}
+
+// grpcConnectionOptions are the gRPC server options that close
+// connections holding a slot without using it: the handshake deadline
+// (grpc-go's own default is 120 s) and the idle timeout (none by default
+// in grpc-go; a negative ConnectionsMaxIdle keeps that).
+func grpcConnectionOptions(c Config) []grpc.ServerOption {
+	c = c.withConnectionDefaults()
+	opts := []grpc.ServerOption{grpc.ConnectionTimeout(c.ConnectionSetupTimeout)}
+	if c.ConnectionsMaxIdle > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.ConnectionsMaxIdle}))
+	}
+	return opts
+}
+
+// httpIdleTimeout is the HTTP server's IdleTimeout: ConnectionsMaxIdle,
+// or none when negative.
+func httpIdleTimeout(c Config) time.Duration {
+	return max(c.withConnectionDefaults().ConnectionsMaxIdle, 0)
+}
+
+// limitListener wraps lis with kind's connection limits from cfg and
+// keeps it for the metrics (n.limited). Call it once per kind, before
+// the listener is served.
+func (n *Node) limitListener(kind listenerKind, lis net.Listener, cfg Config) net.Listener {
+	l := newLimitListener(lis, kind, cfg.connectionLimits(kind), n.log)
+	n.limited[kind] = l
+	return l
+}
+
+// limitListener is a net.Listener that admits at most limit.Max
+// connections, and limit.PerIP from one address, at once; it resets the
+// others as it accepts them. Safe for concurrent use.
+type limitListener struct {
+	net.Listener
+	kind  listenerKind
+	limit ConnectionLimit
+	log   *slog.Logger
+
+	refusedMax, refusedPerIP atomic.Uint64
+
+	mu   sync.Mutex // guards the following
+	open int
+	byIP map[netip.Addr]int
+	// lastLog is when a refusal was last logged; notLogged counts the
+	// refusals since then that were not.
+	lastLog   time.Time
+	notLogged uint64
+}
+
+// refusalLogEvery bounds the rate of a listener's refusal log line.
+const refusalLogEvery = 10 * time.Second
+
+func newLimitListener(lis net.Listener, kind listenerKind, limit ConnectionLimit, logger *slog.Logger) *limitListener {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &limitListener{Listener: lis, kind: kind, limit: limit, log: logger, byIP: map[netip.Addr]int{}}
+}
+
+// Accept returns the next connection within the limits, resetting the
+// ones over them meanwhile. Its errors are the wrapped listener's.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := remoteIP(c)
+		reason := l.admit(ip)
+		if reason == "" {
+			return &limitedConn{Conn: c, l: l, ip: ip}, nil
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // a reset: no TIME_WAIT kept for it
+		}
+		c.Close()
+		l.refused(reason, c.RemoteAddr())
+	}
+}
+
+// The reasons of a refusal (label reason of
+// sluice_listener_connections_refused_total).
+const (
+	refusedMax   = "max_connections"
+	refusedPerIP = "max_connections_per_ip"
+)
+
+// admit takes a slot for a connection from ip, or returns why not.
+func (l *limitListener) admit(ip netip.Addr) (reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.open >= l.limit.Max:
+		l.refusedMax.Add(1)
+		return refusedMax
+	case l.byIP[ip] >= l.limit.PerIP:
+		l.refusedPerIP.Add(1)
+		return refusedPerIP
+	}
+	l.open++
+	l.byIP[ip]++
+	return ""
+}
+
+// release gives back the slot of a connection from ip.
+func (l *limitListener) release(ip netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if l.byIP[ip]--; l.byIP[ip] <= 0 {
+		delete(l.byIP, ip)
+	}
+}
+
+// refused logs a refusal unless one was logged less than refusalLogEvery
+// ago.
+func (l *limitListener) refused(reason string, remote net.Addr) {
+	now := time.Now()
+	l.mu.Lock()
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < refusalLogEvery {
+		l.notLogged++
+		l.mu.Unlock()
+		return
+	}
+	notLogged := l.notLogged
+	l.lastLog, l.notLogged = now, 0
+	open := l.open
+	l.mu.Unlock()
+	limit := l.limit.Max
+	if reason == refusedPerIP {
+		limit = l.limit.PerIP
+	}
+	l.log.Warn("connection refused: the listener is at its connection limit", "listener", l.kind.String(), "reason", reason,
+		"limit", limit, "open", open, "remote", remote.String(), "not_logged_since_last", notLogged)
+}
+
+// connections returns how many connections are open.
+func (l *limitListener) connections() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// remoteIP is c's peer address without port (unmapped from IPv6), or the
+// zero Addr for a connection without one (all such share one slot count).
+func remoteIP(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// limitedConn gives its slot back when closed (once).
+type limitedConn struct {
+	net.Conn
+	l    *limitListener
+	ip   netip.Addr
+	once sync.Once
+}
+
+// Close closes the connection and releases its slot.
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.ip) })
+	return err
+}
