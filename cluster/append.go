@@ -52,8 +52,12 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 // It is the producers' path: control batches are refused
 // (INVALID_RECORD); the coordinators write theirs with AppendCommitted.
 // Transactional batches are refused (INVALID_TXN_STATE, nothing stored):
-// they come with a transactional_id and go through AppendTxnTo.
+// they come with a transactional_id and go through AppendTxnTo. Internal
+// topics are refused (INVALID_TOPIC_EXCEPTION, checkProducerTopic).
 func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
+	if err := checkProducerTopic(p.Topic); err != nil {
+		return AppendResult{}, err
+	}
 	leader, epoch := p.Leadership()
 	if leader != m.cfg.NodeID {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
@@ -80,12 +84,20 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 }
 
 // canonicalBatch checks raw against p's max.message.bytes and returns it
-// canonicalized, with its header.
+// canonicalized, with its header. Both the batch as sent and its canonical
+// form must fit: a simple batch grows when its offset deltas are filled,
+// and batch.CanonicalizeMax refuses it from its scan, before copying it
+// (issue 29).
 func canonicalBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
-	if max := p.Config().Storage.MaxMessageBytes; len(raw) > int(max) {
+	max := p.Config().Storage.MaxMessageBytes
+	if len(raw) > int(max) {
 		return nil, batch.Header{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes exceeds max.message.bytes %d of topic %q", len(raw), max, p.Topic)
 	}
-	return batch.Canonicalize(raw)
+	b, h, err := batch.CanonicalizeMax(raw, int(max))
+	if errs.Code(err) == sluicev1.ErrorCode_MESSAGE_TOO_LARGE {
+		err = errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "%s of topic %q", errs.Message(err), p.Topic)
+	}
+	return b, h, err
 }
 
 // producerBatch is canonicalBatch for a batch a producer sent: control

@@ -20,7 +20,7 @@ const (
 // for internal topics.
 func ValidateTopicName(name string) error {
 	bad := func(why string) error {
-		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name %q is invalid: %s", name, why)
+		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name %q is invalid: %s", errs.Echo(name), why)
 	}
 	switch {
 	case name == "":
@@ -61,7 +61,7 @@ func ParseTopicConfig(m map[string]string, replicationFactor int32) (TopicConfig
 	if v, ok := m["min.insync.replicas"]; ok {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1 {
-			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas must be an integer >= 1, got %q", v)
+			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas must be an integer >= 1, got %q", errs.Echo(v))
 		}
 		if int32(n) > replicationFactor {
 			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas %d exceeds the replication factor %d", n, replicationFactor)
@@ -71,12 +71,12 @@ func ParseTopicConfig(m map[string]string, replicationFactor int32) (TopicConfig
 	if v, ok := m["unclean.leader.election.enable"]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "unclean.leader.election.enable must be true or false, got %q", v)
+			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "unclean.leader.election.enable must be true or false, got %q", errs.Echo(v))
 		}
 		tc.UncleanElection = b
 	}
 	if v, ok := m["message.timestamp.type"]; ok && v != "CreateTime" {
-		return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "message.timestamp.type %q is not supported (only CreateTime)", v)
+		return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "message.timestamp.type %q is not supported (only CreateTime)", errs.Echo(v))
 	}
 	return tc, nil
 }

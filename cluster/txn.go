@@ -117,13 +117,24 @@ func retriableVerification(code sluicev1.ErrorCode) bool {
 // fenced at EndTxn); anything else is returned as is. With no verifier
 // set (SetTxnVerifier) the answer is INVALID_TXN_STATE, not retriable.
 //
-// The rest is AppendTo's: NOT_LEADER_OR_FOLLOWER (checked before the
+// The rest is AppendTo's: INVALID_TOPIC_EXCEPTION (an internal topic,
+// refused first), NOT_LEADER_OR_FOLLOWER (checked before the
 // verification and again before the append), MESSAGE_TOO_LARGE,
 // CORRUPT_RECORD, and with acksAll NOT_ENOUGH_REPLICAS; the caller then
 // waits with Replica.WaitCommitted or AwaitCommit. Safe for concurrent
 // use; calls for different partitions may run in parallel (api does so
 // for one request).
 func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
+	if err := checkProducerTopic(p.Topic); err != nil {
+		return AppendResult{}, err
+	}
+	return m.appendTxnTo(ctx, p, transactionalID, raw, now, acksAll)
+}
+
+// appendTxnTo is AppendTxnTo for any topic: AppendCoordinatorTxn writes
+// the group coordinator's transactional offsets to __consumer_offsets
+// through it.
+func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
 	if transactionalID == "" {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional produce needs a transactional id")
 	}
@@ -136,7 +147,7 @@ func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactio
 	}
 	switch {
 	case !h.IsTransactional():
-		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "a produce request with transactional_id %q carries only transactional batches; this one is not", transactionalID)
+		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "a produce request with transactional_id %q carries only transactional batches; this one is not", errs.Echo(transactionalID))
 	case h.ProducerID <= 0:
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "a transactional batch needs a producer id, got %d", h.ProducerID)
 	}
@@ -214,7 +225,7 @@ func verifyWithRetries(ctx context.Context, v TxnVerifier, transactionalID strin
 		case err == nil:
 			return nil
 		case code == sluicev1.ErrorCode_PRODUCER_FENCED:
-			return errs.New(sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH, "producer %d epoch %d of transactional id %q is fenced: %s", producerID, epoch, transactionalID, errs.Message(err))
+			return errs.New(sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH, "producer %d epoch %d of transactional id %q is fenced: %s", producerID, epoch, errs.Echo(transactionalID), errs.Message(err))
 		case !retriableVerification(code):
 			return err
 		}

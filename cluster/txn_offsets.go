@@ -99,7 +99,7 @@ func (m *ReplicaManager) AppendCoordinatorTxn(ctx context.Context, tp TopicParti
 			seq = 0
 		}
 	}
-	res, err := m.AppendTxnTo(ctx, p, transactionalID, build(seq), now, true)
+	res, err := m.appendTxnTo(ctx, p, transactionalID, build(seq), now, true)
 	if err != nil {
 		return res, err
 	}

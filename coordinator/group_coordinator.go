@@ -123,6 +123,8 @@ type GroupCoordinator struct {
 	cancel     context.CancelFunc
 	goroutines goroutine.Group
 
+	skipped skippedRecords // records the loads could not decode
+
 	mu sync.Mutex // guards the following
 	// partitions are the __consumer_offsets partitions this node leads,
 	// loading or loaded.
@@ -354,8 +356,12 @@ func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, produce
 
 // load reads ps's partition into a fresh offsets.State and, if ps is
 // still led when done, publishes it. Read errors are retried while ps is
-// led; a record that cannot be decoded stops the load for good (the
-// partition answers COORDINATOR_NOT_AVAILABLE rather than forget offsets).
+// led. A record that cannot be decoded is skipped and reported (log and
+// SkippedRecords; issue 29): it costs at most the offset or group epoch
+// it held, where stopping the load would leave every group of the
+// partition without a coordinator. Only a batch that is not canonical
+// (which the log never returns) stops the load for good: the partition
+// then answers COORDINATOR_NOT_AVAILABLE.
 func (c *GroupCoordinator) load(ps *offsetsPartition) {
 	st := offsets.NewState()
 	offset := int64(0)
@@ -375,7 +381,11 @@ func (c *GroupCoordinator) load(ps *offsetsPartition) {
 		}
 		backoff = DefaultMarkerRetryBackoff
 		for _, b := range rd.Batches {
-			if err := st.ApplyBatch(b); err != nil {
+			skipped, err := st.ApplyBatch(b)
+			for _, u := range skipped {
+				c.skipped.report(c.logger, ps.tp, ps.epoch, u.Offset, u.Err)
+			}
+			if err != nil {
 				c.mu.Lock()
 				if c.ownsLocked(ps) {
 					ps.loadErr = err
@@ -603,6 +613,11 @@ type GroupPartitionStats struct {
 	// Groups counts the partition's groups by state name.
 	Groups map[string]int
 }
+
+// SkippedRecords is the number of __consumer_offsets records the loads
+// of this node have skipped because they could not be decoded (a record
+// skipped by several loads counts each time), for metrics.
+func (c *GroupCoordinator) SkippedRecords() int64 { return c.skipped.count() }
 
 // GroupOffsets is one group's committed offsets, for lag metrics.
 type GroupOffsets struct {

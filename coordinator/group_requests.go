@@ -65,7 +65,7 @@ func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[offsets
 	for _, en := range entries {
 		switch {
 		case en.TP.Topic == "" || !utf8.ValidString(en.TP.Topic) || len(en.TP.Topic) > 249:
-			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "topic name %q is not valid", en.TP.Topic)
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "topic name %q is not valid", errs.Echo(en.TP.Topic))
 		case en.TP.Partition < 0:
 			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "partition %d is negative", en.TP.Partition)
 		case en.Offset.Offset < 0:
@@ -103,7 +103,7 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 		var e *groupEntry
 		if err == nil {
 			if e = c.entryLocked(ps, g, req.MemberEpoch == 0); e == nil {
-				err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, req.MemberID)
+				err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(req.MemberID))
 			}
 		}
 		topics, _ := c.topicsLocked()
@@ -157,7 +157,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 		defer e.mu.Unlock()
 		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
 	} else if memberID != "" || memberEpoch >= 0 {
-		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, memberID)
+		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(memberID))
 	}
 	if err != nil {
 		return nil, err
@@ -254,7 +254,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 	}
 	if memberEpoch >= 0 {
 		if e == nil {
-			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, memberID)
+			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(memberID))
 		}
 		e.mu.Lock()
 		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
@@ -328,7 +328,7 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		defer e.mu.Unlock()
 		err = e.g.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
 	} else if r.MemberID != "" || r.MemberEpoch >= 0 {
-		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, r.MemberID)
+		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(r.MemberID))
 	}
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -104,6 +105,8 @@ type TransactionCoordinatorDeps struct {
 	// metadata, and the coordinator always agree on an id's partition.
 	// It is called with the coordinator's lock held and must not block.
 	StatePartitionCount func() int32
+	// Logger may be nil (slog.Default()).
+	Logger *slog.Logger
 }
 
 // TransactionCoordinator is the I/O side of the transaction coordinator
@@ -125,10 +128,13 @@ type TransactionCoordinator struct {
 	markers MarkerWriter
 	now     func() time.Time
 	count   func() int32 // StatePartitionCount; nil: none
+	logger  *slog.Logger
 
 	ctx        context.Context // ends at Close
 	cancel     context.CancelFunc
 	goroutines goroutine.Group
+
+	skipped skippedRecords // records the loads could not decode
 
 	mu sync.Mutex // guards the following
 	// partitions are the __transaction_state partitions this node leads
@@ -183,6 +189,9 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &TransactionCoordinator{
 		cfg:        cfg,
@@ -191,6 +200,7 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 		markers:    deps.Markers,
 		now:        deps.Now,
 		count:      deps.StatePartitionCount,
+		logger:     deps.Logger,
 		ctx:        ctx,
 		cancel:     cancel,
 		partitions: make(map[int32]*statePartition),
@@ -264,7 +274,7 @@ func (c *TransactionCoordinator) routeLocked(id string) (*statePartition, error)
 	switch {
 	case c.closed || ps == nil:
 		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
-			"this node is not the coordinator of transactional id %q (%s partition %d)", id, txn.StateTopic, p)
+			"this node is not the coordinator of transactional id %q (%s partition %d)", errs.Echo(id), txn.StateTopic, p)
 	case ps.loadErr != nil:
 		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE,
 			"%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.loadErr)
@@ -345,7 +355,7 @@ func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartit
 	raw, err := encodeStateBatch(*r.Write, c.now())
 	if err != nil {
 		c.release(ps, id)
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: %w", id, err)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: %w", errs.Echo(id), err)
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
 	res, err := c.log.AppendCommitted(actx, ps.tp, raw, ps.epoch, c.now())
@@ -357,7 +367,7 @@ func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartit
 		// would then disagree with the log.
 		if !c.apply(ps, id, *r.Write) {
 			return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
-				"this node stopped coordinating transactional id %q while its record was written", id)
+				"this node stopped coordinating transactional id %q while its record was written", errs.Echo(id))
 		}
 		return nil
 	case errors.Is(err, cluster.ErrCommitUnknown):
@@ -435,11 +445,11 @@ func appendError(id string, err error) error {
 	switch errs.Code(err) {
 	case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH,
 		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
-		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "transactional id %q: writing its record failed: %w", id, err)
+		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "transactional id %q: writing its record failed: %w", errs.Echo(id), err)
 	case sluicev1.ErrorCode_MESSAGE_TOO_LARGE:
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: writing its record failed: %w", id, err)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: writing its record failed: %w", errs.Echo(id), err)
 	}
-	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "transactional id %q: writing its record failed: %w", id, err)
+	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "transactional id %q: writing its record failed: %w", errs.Echo(id), err)
 }
 
 // encodeStateBatch returns the batch holding m's record.

@@ -629,10 +629,11 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 }
 
-// A load retries a failing read; a record it cannot decode stops it for
-// good (COORDINATOR_NOT_AVAILABLE), since skipping it would forget a
-// transaction.
-func TestLoadRetriesReadsAndRefusesACorruptPartition(t *testing.T) {
+// A load retries a failing read. A corrupt record is skipped and
+// reported, the rest loaded (issue 29); a record of a newer version stops
+// the load for good (COORDINATOR_NOT_AVAILABLE), since skipping it would
+// resume an older state of its id.
+func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 	e := newTxnEnv(t)
 	e.log.seed(t, 0, txn.Metadata{
 		TransactionalID: "seeded", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: txn.NoProducerID,
@@ -656,9 +657,21 @@ func TestLoadRetriesReadsAndRefusesACorruptPartition(t *testing.T) {
 	b.Add(0, []byte("bad"), []byte(`{"version":1,"state":"NoSuchState"}`), nil)
 	e.log.seedRaw(0, b.Finish(batch.PlainProducer, 0))
 	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
-	e.log.setLeaderEpoch(0, 2)
-	c.BecameLeader(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 2)
-	waitFor(t, "the corrupt load is refused", func() error {
+	e.lead(c, 0, 2)
+	if d := must[TransactionDescription](t, "describe after the corrupt record")(c.Describe("seeded")); d.ProducerEpoch != 4 {
+		t.Fatalf("loaded %+v", d.Metadata)
+	}
+	if _, err := c.Describe("bad"); errs.Code(err) == sluicev1.ErrorCode_NONE || c.SkippedRecords() != 1 {
+		t.Fatalf("the corrupt record: describe %v, skipped %d; want it skipped and counted", err, c.SkippedRecords())
+	}
+
+	b.Reset(0)
+	b.Add(0, []byte("newer"), []byte(`{"version":99}`), nil)
+	e.log.seedRaw(0, b.Finish(batch.PlainProducer, 0))
+	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 2)
+	e.log.setLeaderEpoch(0, 3)
+	c.BecameLeader(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 3)
+	waitFor(t, "the load stopped by a newer record is refused", func() error {
 		_, err := c.Describe("seeded")
 		if errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE {
 			return fmt.Errorf("describe: %v", err)

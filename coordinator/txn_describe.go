@@ -37,7 +37,7 @@ func (c *TransactionCoordinator) Describe(transactionalID string) (TransactionDe
 	m := ps.txns[transactionalID]
 	if m == nil {
 		return TransactionDescription{}, errs.New(sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND,
-			"transactional id %q is not known", transactionalID)
+			"transactional id %q is not known", errs.Echo(transactionalID))
 	}
 	return TransactionDescription{Metadata: m.Clone(), CoordinatorEpoch: ps.epoch}, nil
 }

@@ -67,10 +67,18 @@ func (c *TransactionCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch
 
 // load reads ps's partition from its start into a fresh map and, if ps
 // is still led when done, publishes it and resumes the Prepare* ids.
-// Read errors are retried with a backoff while ps is led; a record that
-// cannot be decoded stops the load for good (loadErr: the partition
-// answers COORDINATOR_NOT_AVAILABLE, as skipping a record would forget a
-// transaction).
+// Read errors are retried with a backoff while ps is led.
+//
+// A corrupt record (txn.ErrCorruptRecord: not one a coordinator wrote) is
+// skipped and reported (log and SkippedRecords; issue 29) and the load
+// goes on: stopping would leave every transactional id of the partition
+// without a coordinator for good. A record of a newer version
+// (txn.ErrNewerRecordVersion: a newer Sluice led the partition) still
+// stops the load for good (loadErr: the partition answers
+// COORDINATOR_NOT_AVAILABLE): it is the id's latest state, and skipping
+// it would resume an older one — a PrepareCommit forgotten, its
+// transaction aborted after some of its partitions committed. The fix
+// there is to run the newer version, not to guess.
 func (c *TransactionCoordinator) load(ps *statePartition) {
 	txns := make(map[string]*txn.Metadata)
 	offset := int64(0)
@@ -89,7 +97,10 @@ func (c *TransactionCoordinator) load(ps *statePartition) {
 		}
 		backoff = c.cfg.MarkerRetryBackoff
 		for _, b := range rd.Batches {
-			if err := replayBatch(txns, b); err != nil {
+			err := replayBatch(txns, b, func(offset int64, err error) {
+				c.skipped.report(c.logger, ps.tp, ps.epoch, offset, err)
+			})
+			if err != nil {
 				c.mu.Lock()
 				if c.ownsLocked(ps) {
 					ps.loadErr = fmt.Errorf("offset %d: %w", offset, err)
@@ -127,8 +138,10 @@ func (c *TransactionCoordinator) load(ps *statePartition) {
 }
 
 // replayBatch folds one __transaction_state batch into txns. Control
-// batches (none are written to this topic) are skipped.
-func replayBatch(txns map[string]*txn.Metadata, b []byte) error {
+// batches (none are written to this topic) are skipped. A corrupt record
+// is left out and passed to skip with its offset; any other error (a
+// record of a newer version, a batch that is not canonical) is returned.
+func replayBatch(txns map[string]*txn.Metadata, b []byte, skip func(offset int64, err error)) error {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
 		return err
@@ -137,9 +150,19 @@ func replayBatch(txns map[string]*txn.Metadata, b []byte) error {
 		return nil
 	}
 	return batch.ForEachRecord(b, func(r batch.Record) error {
-		if err := txn.Replay(txns, r.Key, r.Value); err != nil {
+		err := txn.Replay(txns, r.Key, r.Value)
+		switch {
+		case err == nil:
+		case errors.Is(err, txn.ErrCorruptRecord):
+			skip(r.Offset, err)
+		default:
 			return errors.Join(fmt.Errorf("record at offset %d", r.Offset), err)
 		}
 		return nil
 	})
 }
+
+// SkippedRecords is the number of __transaction_state records the loads
+// of this node have skipped as corrupt (a record skipped by several
+// loads counts each time), for metrics.
+func (c *TransactionCoordinator) SkippedRecords() int64 { return c.skipped.count() }

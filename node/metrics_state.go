@@ -46,9 +46,9 @@ type stateCollector struct {
 	activeController, raftState, raftTerm, raftLastLogIndex, raftCommitIndex, raftAppliedIndex *prometheus.Desc
 
 	// Transaction coordinator (label partition of __transaction_state).
-	txnOpen, txnPendingMarkers, txnLoading, txnLoadSeconds *prometheus.Desc
+	txnOpen, txnPendingMarkers, txnLoading, txnLoadSeconds, txnSkippedRecords *prometheus.Desc
 	// Group coordinator.
-	groups, groupLoading, groupLoadSeconds, rebalances, groupLag *prometheus.Desc
+	groups, groupLoading, groupLoadSeconds, rebalances, groupLag, groupSkippedRecords *prometheus.Desc
 	// The log cleaner (compacted topics; Kafka's LogCleaner metrics).
 	cleanerRuns, cleanerBytesRead, cleanerBytesWritten, cleanerRecordsRemoved, cleanerFailures *prometheus.Desc
 	cleanerLastDuration, cleanerMaxDirtyRatio                                                  *prometheus.Desc
@@ -117,6 +117,8 @@ func newStateCollector(n *Node) *stateCollector {
 			"1 while this node loads the __transaction_state partition it now leads, else 0.", "partition"),
 		txnLoadSeconds: d("sluice_txn_coordinator_load_seconds",
 			"How long the last load of each __transaction_state partition this node leads took (0 while loading).", "partition"),
+		txnSkippedRecords: d("sluice_txn_coordinator_skipped_records_total",
+			"Corrupt __transaction_state records this node's loads skipped (logged with partition, offset and reason); a record skipped by several loads counts each time."),
 
 		groups: d("sluice_group_coordinator_groups",
 			"Consumer groups per state per __consumer_offsets partition this node coordinates.", "partition", "state"),
@@ -124,6 +126,8 @@ func newStateCollector(n *Node) *stateCollector {
 			"1 while this node loads the __consumer_offsets partition it now leads, else 0.", "partition"),
 		groupLoadSeconds: d("sluice_group_coordinator_load_seconds",
 			"How long the last load of each __consumer_offsets partition this node leads took (0 while loading).", "partition"),
+		groupSkippedRecords: d("sluice_group_coordinator_skipped_records_total",
+			"__consumer_offsets records this node's loads could not decode and skipped (logged with partition, offset and reason); a record skipped by several loads counts each time."),
 		rebalances: d("sluice_group_rebalances_total",
 			"Group epoch bumps (membership, subscription or metadata changes) this node has written as coordinator."),
 		groupLag: d("sluice_consumer_group_lag",
@@ -141,8 +145,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.openTxns, c.oldestOpenTxnAge, c.lateTxns, c.producerIDs, c.partitionsWithLateTxns, c.maxActiveTxnDuration,
 		c.underReplicated, c.partitionUnderReplicated, c.underMinISR, c.partitionUnderMinISR, c.offline,
 		c.activeController, c.raftState, c.raftTerm, c.raftLastLogIndex, c.raftCommitIndex, c.raftAppliedIndex,
-		c.txnOpen, c.txnPendingMarkers, c.txnLoading, c.txnLoadSeconds,
-		c.groups, c.groupLoading, c.groupLoadSeconds, c.rebalances, c.groupLag,
+		c.txnOpen, c.txnPendingMarkers, c.txnLoading, c.txnLoadSeconds, c.txnSkippedRecords,
+		c.groups, c.groupLoading, c.groupLoadSeconds, c.rebalances, c.groupLag, c.groupSkippedRecords,
 		c.cleanerRuns, c.cleanerBytesRead, c.cleanerBytesWritten, c.cleanerRecordsRemoved, c.cleanerFailures,
 		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed,
 	} {
@@ -323,6 +327,7 @@ func (c *stateCollector) collectTxnCoordinator(ch chan<- prometheus.Metric) {
 	if c.n.txnCoord == nil {
 		return
 	}
+	constMetric(ch, c.txnSkippedRecords, prometheus.CounterValue, float64(c.n.txnCoord.SkippedRecords()))
 	for _, s := range c.n.txnCoord.Stats() {
 		p := partitionLabel(s.Partition)
 		gauge(ch, c.txnOpen, float64(s.OpenTransactions), p)
@@ -354,6 +359,7 @@ func (c *stateCollector) collectGroupCoordinator(ch chan<- prometheus.Metric) {
 		gauge(ch, c.groupLoadSeconds, s.LoadTime.Seconds(), p)
 	}
 	constMetric(ch, c.rebalances, prometheus.CounterValue, float64(rebalances))
+	constMetric(ch, c.groupSkippedRecords, prometheus.CounterValue, float64(n.groupCoord.SkippedRecords()))
 	series := 0
 	for _, g := range offs {
 		// Sorted, so that the series kept under the bound are the same

@@ -137,9 +137,11 @@ func TestMetricsFamiliesAndTypes(t *testing.T) {
 		"sluice_grpc_server_requests_total":           dto.MetricType_COUNTER,
 		"sluice_grpc_server_request_duration_seconds": dto.MetricType_HISTOGRAM,
 		"sluice_produce_bytes_total":                  dto.MetricType_COUNTER, "sluice_fetch_bytes_total": dto.MetricType_COUNTER,
-		"sluice_replica_fetch_bytes_total": dto.MetricType_COUNTER,
-		"sluice_group_rebalances_total":    dto.MetricType_COUNTER,
-		"go_goroutines":                    dto.MetricType_GAUGE, "go_memstats_heap_alloc_bytes": dto.MetricType_GAUGE,
+		"sluice_replica_fetch_bytes_total":               dto.MetricType_COUNTER,
+		"sluice_group_rebalances_total":                  dto.MetricType_COUNTER,
+		"sluice_group_coordinator_skipped_records_total": dto.MetricType_COUNTER,
+		"sluice_txn_coordinator_skipped_records_total":   dto.MetricType_COUNTER,
+		"go_goroutines": dto.MetricType_GAUGE, "go_memstats_heap_alloc_bytes": dto.MetricType_GAUGE,
 	}
 	if runtime.GOOS == "linux" {
 		want["process_cpu_seconds_total"] = dto.MetricType_COUNTER

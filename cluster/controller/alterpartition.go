@@ -43,7 +43,7 @@ func CheckAlterPartition(im *Image, req AlterPartitionRequest) (PartitionChange,
 	}
 	p := im.Partition(req.Topic, req.Partition)
 	if p == nil {
-		return PartitionChange{}, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", req.Topic, req.Partition)
+		return PartitionChange{}, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", errs.Echo(req.Topic), req.Partition)
 	}
 	switch {
 	case req.LeaderEpoch < p.LeaderEpoch:

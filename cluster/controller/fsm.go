@@ -199,11 +199,11 @@ func SortOfflineReplicas(rs []OfflineReplica) []OfflineReplica {
 // MaxTopicNameLength characters of [a-zA-Z0-9._-], not "." or "..".
 func ValidateTopicName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > MaxTopicNameLength {
-		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "invalid topic name %q", name)
+		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "invalid topic name %q", errs.Echo(name))
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-", c)) {
-			return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "invalid character %q in topic name %q", c, name)
+			return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "invalid character %q in topic name %q", c, errs.Echo(name))
 		}
 	}
 	return nil
@@ -278,7 +278,7 @@ func applyCreateTopic(im *Image, r CreateTopic) error {
 
 func applyDeleteTopic(im *Image, r DeleteTopic) error {
 	if im.Topics[r.Name] == nil {
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", r.Name)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", errs.Echo(r.Name))
 	}
 	delete(im.Topics, r.Name)
 	return nil
@@ -291,7 +291,7 @@ func applyDeleteTopic(im *Image, r DeleteTopic) error {
 func applyPartitionChange(im *Image, r PartitionChange) (*PartitionState, error) {
 	p := im.Partition(r.Topic, r.Partition)
 	if p == nil {
-		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", r.Topic, r.Partition)
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", errs.Echo(r.Topic), r.Partition)
 	}
 	if r.PartitionEpoch != p.PartitionEpoch {
 		// The proposer must re-read the partition before trying again.
@@ -460,7 +460,7 @@ func applyConfigChange(im *Image, r ConfigChange) error {
 	if r.Topic != "" {
 		t := im.Topics[r.Topic]
 		if t == nil {
-			return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", r.Topic)
+			return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", errs.Echo(r.Topic))
 		}
 		if t.Configs == nil {
 			t.Configs = map[string]string{}

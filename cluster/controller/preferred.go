@@ -128,7 +128,7 @@ func (s PartitionSelection) Check(im *Image) error {
 	for _, name := range names {
 		t := im.Topics[name]
 		if t == nil {
-			return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", name)
+			return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", errs.Echo(name))
 		}
 		for _, p := range s[name] {
 			if p < 0 || int(p) >= len(t.Partitions) {

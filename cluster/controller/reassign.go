@@ -53,7 +53,7 @@ const ConfigMinInsyncReplicas = "min.insync.replicas"
 func PlanReassignment(im *Image, topic string, partition int32, target []int32) (pc PartitionChange, ok bool, err error) {
 	p := im.Partition(topic, partition)
 	if p == nil {
-		return PartitionChange{}, false, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, partition)
+		return PartitionChange{}, false, errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", errs.Echo(topic), partition)
 	}
 	if err := checkReplicas(im, target); err != nil {
 		return PartitionChange{}, false, errs.New(sluicev1.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "reassignment of %s-%d: %s", topic, partition, errs.Message(err))

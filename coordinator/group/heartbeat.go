@@ -136,7 +136,7 @@ func (g *Group) validate(req HeartbeatRequest) error {
 	}
 	if req.Assignor != "" {
 		if _, ok := AssignorByName(req.Assignor); !ok {
-			return errs.New(sluicev1.ErrorCode_UNSUPPORTED_ASSIGNOR, "assignor %q is not supported (uniform, range)", req.Assignor)
+			return errs.New(sluicev1.ErrorCode_UNSUPPORTED_ASSIGNOR, "assignor %q is not supported (uniform, range)", errs.Echo(req.Assignor))
 		}
 	}
 	if s := req.SessionTimeout; s != 0 && (s < g.cfg.MinSessionTimeout || s > g.cfg.MaxSessionTimeout) {
@@ -155,15 +155,15 @@ func (g *Group) heartbeatMember(req HeartbeatRequest) (*member, error) {
 	if req.InstanceID != "" {
 		id, ok := g.static[req.InstanceID]
 		if !ok {
-			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "instance id %s is not in group %s", req.InstanceID, g.id)
+			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "instance id %s is not in group %s", errs.Echo(req.InstanceID), g.id)
 		}
 		if id != req.MemberID {
-			return nil, errs.New(sluicev1.ErrorCode_FENCED_INSTANCE_ID, "instance id %s is held by member %s, not %s", req.InstanceID, id, req.MemberID)
+			return nil, errs.New(sluicev1.ErrorCode_FENCED_INSTANCE_ID, "instance id %s is held by member %s, not %s", errs.Echo(req.InstanceID), id, errs.Echo(req.MemberID))
 		}
 	}
 	m, ok := g.members[req.MemberID]
 	if !ok {
-		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "member %s is not in group %s", req.MemberID, g.id)
+		return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "member %s is not in group %s", errs.Echo(req.MemberID), g.id)
 	}
 	return m, nil
 }

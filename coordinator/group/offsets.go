@@ -29,13 +29,13 @@ func (g *Group) CheckOffsetCommit(memberID string, memberEpoch int32) error {
 		if memberID == "" {
 			return errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %s has members: commits from outside the membership are refused", g.id)
 		}
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "member %s is not in group %s", memberID, g.id)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "member %s is not in group %s", errs.Echo(memberID), g.id)
 	}
 	switch {
 	case memberEpoch > m.epoch:
-		return errs.New(sluicev1.ErrorCode_FENCED_MEMBER_EPOCH, "member %s committed with epoch %d, above its epoch %d", memberID, memberEpoch, m.epoch)
+		return errs.New(sluicev1.ErrorCode_FENCED_MEMBER_EPOCH, "member %s committed with epoch %d, above its epoch %d", errs.Echo(memberID), memberEpoch, m.epoch)
 	case memberEpoch < m.epoch:
-		return errs.New(sluicev1.ErrorCode_STALE_MEMBER_EPOCH, "member %s committed with epoch %d, below its epoch %d", memberID, memberEpoch, m.epoch)
+		return errs.New(sluicev1.ErrorCode_STALE_MEMBER_EPOCH, "member %s committed with epoch %d, below its epoch %d", errs.Echo(memberID), memberEpoch, m.epoch)
 	}
 	return nil
 }
@@ -56,13 +56,13 @@ func (g *Group) CheckTxnOffsetCommit(memberID string, memberEpoch int32, instanc
 	}
 	m, ok := g.members[memberID]
 	if !ok {
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "member %s is not in group %s", memberID, g.id)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "member %s is not in group %s", errs.Echo(memberID), g.id)
 	}
 	if instanceID != "" && instanceID != m.instanceID {
-		return errs.New(sluicev1.ErrorCode_FENCED_INSTANCE_ID, "member %s has instance id %q, not %q", memberID, m.instanceID, instanceID)
+		return errs.New(sluicev1.ErrorCode_FENCED_INSTANCE_ID, "member %s has instance id %q, not %q", errs.Echo(memberID), errs.Echo(m.instanceID), errs.Echo(instanceID))
 	}
 	if memberEpoch != m.epoch {
-		return errs.New(sluicev1.ErrorCode_ILLEGAL_GENERATION, "member %s is at epoch %d, not %d", memberID, m.epoch, memberEpoch)
+		return errs.New(sluicev1.ErrorCode_ILLEGAL_GENERATION, "member %s is at epoch %d, not %d", errs.Echo(memberID), m.epoch, memberEpoch)
 	}
 	return nil
 }

@@ -249,43 +249,62 @@ func (s *State) Groups() []string {
 	return out
 }
 
+// Undecodable is a record of __consumer_offsets that ApplyBatch left out
+// because it cannot be decoded.
+type Undecodable struct {
+	Offset int64
+	Err    error // wraps ErrCorruptRecord, or batch.ParseMarker's error for a marker
+}
+
 // ApplyBatch applies one batch of __consumer_offsets as read from the log
 // (loading): plain records are committed offsets and group records,
 // a transactional batch's records are pending offsets of its producer,
-// and a control batch is a marker completing them. A record that cannot
-// be decoded is an error: the caller stops loading rather than forget an
-// offset.
-func (s *State) ApplyBatch(raw []byte) error {
+// and a control batch is a marker completing them.
+//
+// A record that cannot be decoded is left out and returned, with its
+// offset and the reason, and the rest of the batch is applied (issue 29):
+// one bad record costs at most the offset or group epoch it held (its
+// group's consumers resume from the offset committed before it), where
+// stopping the load would leave every group of the partition without a
+// coordinator. The error is for a batch that is not canonical (never what
+// the log returns: it verifies what it stores); nothing is applied then.
+func (s *State) ApplyBatch(raw []byte) ([]Undecodable, error) {
 	h, err := batch.ParseHeader(raw)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	var skipped []Undecodable
+	skip := func(offset int64, err error) {
+		skipped = append(skipped, Undecodable{Offset: offset, Err: err})
 	}
 	if h.IsControl() {
-		var commit bool
+		var commit, parsed bool
 		err := batch.ForEachRecord(raw, func(r batch.Record) error {
 			t, _, err := batch.ParseMarker(r.Key, r.Value)
 			if err != nil {
-				return err
+				skip(r.Offset, fmt.Errorf("marker: %w", err))
+				return nil
 			}
-			commit = t == batch.ControlCommit
+			commit, parsed = t == batch.ControlCommit, true
 			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("marker at offset %d: %w", h.BaseOffset, err)
+		if err == nil && parsed {
+			s.CompleteTxn(h.ProducerID, commit, h.BaseOffset)
 		}
-		s.CompleteTxn(h.ProducerID, commit, h.BaseOffset)
-		return nil
+		return skipped, err
 	}
 	txnl := h.IsTransactional()
-	return batch.ForEachRecord(raw, func(r batch.Record) error {
+	err = batch.ForEachRecord(raw, func(r batch.Record) error {
 		k, err := DecodeKey(r.Key)
 		if err != nil {
-			return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+			skip(r.Offset, err)
+			return nil
 		}
 		switch k.Type {
 		case KeyGroup:
 			if txnl {
-				return fmt.Errorf("record at offset %d: %w: a group record in a transaction", r.Offset, ErrCorruptRecord)
+				skip(r.Offset, fmt.Errorf("%w: a group record in a transaction", ErrCorruptRecord))
+				return nil
 			}
 			if r.Value == nil {
 				s.DeleteGroup(k.Group)
@@ -293,7 +312,8 @@ func (s *State) ApplyBatch(raw []byte) error {
 			}
 			g, err := DecodeGroupValue(r.Value)
 			if err != nil {
-				return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+				skip(r.Offset, err)
+				return nil
 			}
 			s.SetGroupEpoch(k.Group, g.Epoch)
 		case KeyOffset:
@@ -306,7 +326,8 @@ func (s *State) ApplyBatch(raw []byte) error {
 			}
 			o, err := DecodeOffsetValue(r.Value)
 			if err != nil {
-				return fmt.Errorf("record at offset %d: %w", r.Offset, err)
+				skip(r.Offset, err)
+				return nil
 			}
 			o.RecordOffset = r.Offset
 			if txnl {
@@ -317,4 +338,5 @@ func (s *State) ApplyBatch(raw []byte) error {
 		}
 		return nil
 	})
+	return skipped, err
 }

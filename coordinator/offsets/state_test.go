@@ -117,8 +117,8 @@ func TestApplyBatchReplaysALog(t *testing.T) {
 	}
 	s := NewState()
 	for _, raw := range log {
-		if err := s.ApplyBatch(raw); err != nil {
-			t.Fatal(err)
+		if skipped, err := s.ApplyBatch(raw); err != nil || skipped != nil {
+			t.Fatal(skipped, err)
 		}
 	}
 	if o, _ := s.Offset("g", tp0); o.Offset != 9 || o.RecordOffset != 4 {
@@ -130,8 +130,21 @@ func TestApplyBatchReplaysALog(t *testing.T) {
 	if s.GroupEpoch("g") != 3 || !s.HasPending("h", TopicPartition{Topic: "in", Partition: 2}) {
 		t.Fatalf("epoch %d, h pending %v", s.GroupEpoch("g"), s.HasPending("h", TopicPartition{Topic: "in", Partition: 2}))
 	}
-	if err := s.ApplyBatch(build(9, batch.PlainProducer, 0, []byte{0, 1}, []byte("x"))); !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("a bad key: %v", err)
+	// A record that cannot be decoded is left out and reported; the rest
+	// of its batch is applied (issue 29).
+	skipped, err := s.ApplyBatch(build(9, batch.PlainProducer, 0,
+		[]byte{0, 1}, []byte("x"),
+		OffsetKey("g", "in", 5), []byte("not an offset"),
+		OffsetKey("g", "in", 6), OffsetValue(Offset{Offset: 60})))
+	if err != nil || len(skipped) != 2 || skipped[0].Offset != 9 || skipped[1].Offset != 10 ||
+		!errors.Is(skipped[0].Err, ErrCorruptRecord) || !errors.Is(skipped[1].Err, ErrCorruptRecord) {
+		t.Fatalf("a bad key and a bad value: skipped %v, %v; want offsets 9 and 10 reported", skipped, err)
+	}
+	if o, ok := s.Offset("g", TopicPartition{Topic: "in", Partition: 6}); !ok || o.Offset != 60 {
+		t.Fatalf("the record after the bad ones: %+v %v, want offset 60", o, ok)
+	}
+	if _, ok := s.Offset("g", TopicPartition{Topic: "in", Partition: 5}); ok {
+		t.Fatal("the undecodable offset was applied")
 	}
 }
 

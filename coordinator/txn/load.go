@@ -6,8 +6,10 @@ package txn
 // (compaction keeps at least the last record of every id); the last
 // record of an id wins and a tombstone removes the id. txns must not be
 // nil. On error (DecodeRecord's: ErrNewerRecordVersion, ErrCorruptRecord)
-// txns is unchanged and the caller must not serve the partition — skipping
-// a record would forget a transaction.
+// txns is unchanged. The caller decides: a corrupt record was not written
+// by a coordinator and may be skipped (reported); a record of a newer
+// version is an id's latest state, and skipping it would resume an older
+// one, so the partition must not be served.
 //
 // After the last record, every id whose Metadata.PendingMarkers holds
 // had its Prepare* written by an earlier leader: the new coordinator

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/sluice-io/sluice/proto/errs"
 )
 
 // RecordVersion is the newest __transaction_state value version this
@@ -89,7 +91,7 @@ func EncodeRecord(m Metadata) (key, value []byte, err error) {
 		return key, nil, nil
 	}
 	if _, ok := ParseState(m.State.String()); !ok {
-		return nil, nil, fmt.Errorf("txn: transactional id %q: cannot encode %v", m.TransactionalID, m.State)
+		return nil, nil, fmt.Errorf("txn: transactional id %q: cannot encode %v", errs.Echo(m.TransactionalID), m.State)
 	}
 	v := recordValue{
 		Version:            RecordVersion,
@@ -108,7 +110,7 @@ func EncodeRecord(m Metadata) (key, value []byte, err error) {
 	slices.SortFunc(ps, comparePartitions)
 	for _, p := range slices.Compact(ps) {
 		if p.Topic == "" || p.Partition < 0 {
-			return nil, nil, fmt.Errorf("txn: transactional id %q: invalid partition %q-%d", m.TransactionalID, p.Topic, p.Partition)
+			return nil, nil, fmt.Errorf("txn: transactional id %q: invalid partition %q-%d", errs.Echo(m.TransactionalID), p.Topic, p.Partition)
 		}
 		if n := len(v.Partitions); n > 0 && v.Partitions[n-1].Topic == p.Topic {
 			v.Partitions[n-1].Partitions = append(v.Partitions[n-1].Partitions, p.Partition)
@@ -141,26 +143,26 @@ func DecodeRecord(key, value []byte) (Metadata, error) {
 	}
 	var vo versionOnly
 	if err := json.Unmarshal(value, &vo); err != nil {
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: %w", ErrCorruptRecord, id, err)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: %w", ErrCorruptRecord, errs.Echo(id), err)
 	}
 	switch {
 	case vo.Version == nil || *vo.Version < 1:
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: missing or invalid version", ErrCorruptRecord, id)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: missing or invalid version", ErrCorruptRecord, errs.Echo(id))
 	case *vo.Version > RecordVersion:
 		return Metadata{}, fmt.Errorf("%w: transactional id %q: version %d, this broker reads up to %d",
-			ErrNewerRecordVersion, id, *vo.Version, RecordVersion)
+			ErrNewerRecordVersion, errs.Echo(id), *vo.Version, RecordVersion)
 	}
 	var v recordValue
 	d := json.NewDecoder(bytes.NewReader(value))
 	if err := d.Decode(&v); err != nil {
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: %w", ErrCorruptRecord, id, err)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: %w", ErrCorruptRecord, errs.Echo(id), err)
 	}
 	if d.More() {
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: trailing data after the value", ErrCorruptRecord, id)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: trailing data after the value", ErrCorruptRecord, errs.Echo(id))
 	}
 	state, ok := ParseState(v.State)
 	if !ok || state == Dead {
-		return Metadata{}, fmt.Errorf("%w: transactional id %q: state %q", ErrCorruptRecord, id, v.State)
+		return Metadata{}, fmt.Errorf("%w: transactional id %q: state %q", ErrCorruptRecord, errs.Echo(id), v.State)
 	}
 	m := Metadata{
 		TransactionalID:   id,
@@ -177,7 +179,7 @@ func DecodeRecord(key, value []byte) (Metadata, error) {
 	for _, tp := range v.Partitions {
 		for _, p := range tp.Partitions {
 			if tp.Topic == "" || p < 0 {
-				return Metadata{}, fmt.Errorf("%w: transactional id %q: partition %q-%d", ErrCorruptRecord, id, tp.Topic, p)
+				return Metadata{}, fmt.Errorf("%w: transactional id %q: partition %q-%d", ErrCorruptRecord, errs.Echo(id), tp.Topic, p)
 			}
 			m.Partitions = append(m.Partitions, TopicPartition{Topic: tp.Topic, Partition: p})
 		}

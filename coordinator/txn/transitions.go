@@ -49,7 +49,7 @@ func fail(code sluicev1.ErrorCode, format string, args ...any) Result {
 // applied): the caller gives it without calling this package.
 func ErrConcurrent(transactionalID string) error {
 	return errs.New(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
-		"transactional id %q has a state change in progress; retry", transactionalID)
+		"transactional id %q has a state change in progress; retry", errs.Echo(transactionalID))
 }
 
 // write returns the Result writing w, after checking that w.State may
@@ -59,7 +59,7 @@ func ErrConcurrent(transactionalID string) error {
 func write(from State, w Metadata) Result {
 	if !w.State.CanFollow(from) {
 		return fail(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR,
-			"bug: transactional id %q: transition %v -> %v is not allowed", w.TransactionalID, from, w.State)
+			"bug: transactional id %q: transition %v -> %v is not allowed", errs.Echo(w.TransactionalID), from, w.State)
 	}
 	return Result{Write: &w, ProducerID: w.ProducerID, ProducerEpoch: w.ProducerEpoch, SendMarkers: w.State.IsPrepare()}
 }
@@ -131,12 +131,12 @@ func InitProducerID(m *Metadata, req InitProducerIDRequest, now time.Time) Resul
 	switch m.State {
 	case PrepareCommit, PrepareAbort, PrepareEpochFence, Dead:
 		return fail(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
-			"transactional id %q is in state %v; retry once it completes", m.TransactionalID, m.State)
+			"transactional id %q is in state %v; retry once it completes", errs.Echo(m.TransactionalID), m.State)
 	}
 	if given && !(m.ProducerEpoch == NoProducerEpoch || req.ProducerID == m.ProducerID ||
 		(req.ProducerID == m.PrevProducerID && epochExhausted(req.ProducerEpoch))) {
 		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
-			"transactional id %q: producer id %d is not the current one %d", m.TransactionalID, req.ProducerID, m.ProducerID)
+			"transactional id %q: producer id %d is not the current one %d", errs.Echo(m.TransactionalID), req.ProducerID, m.ProducerID)
 	}
 	if m.State == Ongoing {
 		r := fenceAndAbort(*m, req.NewProducerID, nowMs)
@@ -145,7 +145,7 @@ func InitProducerID(m *Metadata, req InitProducerIDRequest, now time.Time) Resul
 		}
 		r.Err = errs.New(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
 			"transactional id %q had an open transaction; it is being aborted and the producer at epoch %d fenced; retry",
-			m.TransactionalID, m.ProducerEpoch)
+			errs.Echo(m.TransactionalID), m.ProducerEpoch)
 		r.ProducerID, r.ProducerEpoch = 0, 0
 		return r
 	}
@@ -184,7 +184,7 @@ func InitProducerID(m *Metadata, req InitProducerIDRequest, now time.Time) Resul
 	default:
 		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
 			"transactional id %q: producer epoch %d is neither the current %d nor the last %d",
-			m.TransactionalID, req.ProducerEpoch, m.ProducerEpoch, m.LastProducerEpoch)
+			errs.Echo(m.TransactionalID), req.ProducerEpoch, m.ProducerEpoch, m.LastProducerEpoch)
 	}
 	return write(m.State, w)
 }
@@ -215,31 +215,31 @@ type AddPartitionsRequest struct {
 //     starts (Ongoing, StartTimeMs = now) with exactly these partitions.
 func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result {
 	if len(req.Partitions) == 0 {
-		return fail(sluicev1.ErrorCode_INVALID_REQUEST, "transactional id %q: no partitions to add", req.TransactionalID)
+		return fail(sluicev1.ErrorCode_INVALID_REQUEST, "transactional id %q: no partitions to add", errs.Echo(req.TransactionalID))
 	}
 	if m == nil {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
-			"transactional id %q is unknown to this coordinator", req.TransactionalID)
+			"transactional id %q is unknown to this coordinator", errs.Echo(req.TransactionalID))
 	}
 	if m.State.IsPrepare() && m.NextProducerID > 0 && req.ProducerID == m.NextProducerID {
 		return fail(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
-			"transactional id %q is moving to producer id %d; retry", m.TransactionalID, req.ProducerID)
+			"transactional id %q is moving to producer id %d; retry", errs.Echo(m.TransactionalID), req.ProducerID)
 	}
 	if req.ProducerID != m.ProducerID {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
-			"transactional id %q has producer id %d, not %d", m.TransactionalID, m.ProducerID, req.ProducerID)
+			"transactional id %q has producer id %d, not %d", errs.Echo(m.TransactionalID), m.ProducerID, req.ProducerID)
 	}
 	if req.ProducerEpoch > m.ProducerEpoch {
 		return staleCoordinator(m, req.ProducerEpoch)
 	}
 	if req.ProducerEpoch != m.ProducerEpoch {
 		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
-			"transactional id %q: producer epoch %d is not the current %d", m.TransactionalID, req.ProducerEpoch, m.ProducerEpoch)
+			"transactional id %q: producer epoch %d is not the current %d", errs.Echo(m.TransactionalID), req.ProducerEpoch, m.ProducerEpoch)
 	}
 	for _, p := range req.Partitions {
 		if p.Topic == "" || p.Partition < 0 {
 			return fail(sluicev1.ErrorCode_INVALID_REQUEST,
-				"transactional id %q: invalid partition %q-%d", req.TransactionalID, p.Topic, p.Partition)
+				"transactional id %q: invalid partition %q-%d", errs.Echo(req.TransactionalID), errs.Echo(p.Topic), p.Partition)
 		}
 	}
 	add := slices.Clone(req.Partitions)
@@ -262,7 +262,7 @@ func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result 
 		w.StartTimeMs = nowMs
 	default:
 		return fail(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
-			"transactional id %q is in state %v; retry once it completes", m.TransactionalID, m.State)
+			"transactional id %q is in state %v; retry once it completes", errs.Echo(m.TransactionalID), m.State)
 	}
 	return write(m.State, w)
 }
@@ -279,7 +279,7 @@ func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result 
 func staleCoordinator(m *Metadata, epoch int16) Result {
 	return fail(sluicev1.ErrorCode_NOT_COORDINATOR,
 		"transactional id %q: producer epoch %d is above this coordinator's %d; its state is behind, it no longer coordinates the id",
-		m.TransactionalID, epoch, m.ProducerEpoch)
+		errs.Echo(m.TransactionalID), epoch, m.ProducerEpoch)
 }
 
 // EndTxnRequest is an EndTxn (commit or abort) from the producer.
@@ -320,12 +320,12 @@ type EndTxnRequest struct {
 func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 	if m == nil {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
-			"transactional id %q is unknown to this coordinator", req.TransactionalID)
+			"transactional id %q is unknown to this coordinator", errs.Echo(req.TransactionalID))
 	}
 	switch m.State {
 	case PrepareCommit, PrepareAbort, PrepareEpochFence, Dead:
 		return fail(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
-			"transactional id %q is in state %v; retry once it completes", m.TransactionalID, m.State)
+			"transactional id %q is in state %v; retry once it completes", errs.Echo(m.TransactionalID), m.State)
 	}
 	retryOnOverflow := m.ProducerID != req.ProducerID && m.PrevProducerID == req.ProducerID &&
 		req.ProducerEpoch == maxEpoch-1 && m.ProducerEpoch == 0
@@ -333,7 +333,7 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 	isRetry := retryOnOverflow || retryOnBump
 	if m.ProducerID != req.ProducerID && !retryOnOverflow {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
-			"transactional id %q has producer id %d, not %d", m.TransactionalID, m.ProducerID, req.ProducerID)
+			"transactional id %q has producer id %d, not %d", errs.Echo(m.TransactionalID), m.ProducerID, req.ProducerID)
 	}
 	if m.ProducerID == req.ProducerID && req.ProducerEpoch > m.ProducerEpoch {
 		return staleCoordinator(m, req.ProducerEpoch)
@@ -345,7 +345,7 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 	if !validEpoch {
 		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
 			"transactional id %q: producer %d epoch %d is not current (producer %d epoch %d)",
-			m.TransactionalID, req.ProducerID, req.ProducerEpoch, m.ProducerID, m.ProducerEpoch)
+			errs.Echo(m.TransactionalID), req.ProducerID, req.ProducerEpoch, m.ProducerID, m.ProducerEpoch)
 	}
 	outcome := "abort"
 	if req.Commit {
@@ -360,7 +360,7 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 			// goes through without a bump, a commit cannot carry an epoch
 			// above the data's.
 			return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
-				"transactional id %q: producer epoch %d is exhausted; abort the transaction", m.TransactionalID, m.ProducerEpoch)
+				"transactional id %q: producer epoch %d is exhausted; abort the transaction", errs.Echo(m.TransactionalID), m.ProducerEpoch)
 		}
 		return prepareEnd(*m, req.Commit, req.NewProducerID, nowMs)
 	case CompleteCommit, CompleteAbort:
@@ -371,10 +371,10 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 		case isRetry && m.State == CompleteAbort:
 			return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
 				"transactional id %q: the transaction was aborted by the coordinator (timeout or a new producer) before this %s",
-				m.TransactionalID, outcome)
+				errs.Echo(m.TransactionalID), outcome)
 		case isRetry:
 			return fail(sluicev1.ErrorCode_INVALID_TXN_STATE,
-				"transactional id %q: the transaction already ended in %v; cannot %s it", m.TransactionalID, m.State, outcome)
+				"transactional id %q: the transaction already ended in %v; cannot %s it", errs.Echo(m.TransactionalID), m.State, outcome)
 		}
 	}
 	// Empty or Complete*, not a retry: end an empty transaction.
@@ -425,7 +425,7 @@ func prepareEnd(m Metadata, commit bool, newProducerID int64, nowMs int64) Resul
 func fenceAndAbort(m Metadata, newProducerID int64, nowMs int64) Result {
 	if !PrepareEpochFence.CanFollow(m.State) {
 		return fail(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR,
-			"bug: transactional id %q: cannot fence from %v", m.TransactionalID, m.State)
+			"bug: transactional id %q: cannot fence from %v", errs.Echo(m.TransactionalID), m.State)
 	}
 	fenced := m.Clone()
 	fenced.State = PrepareEpochFence
@@ -454,7 +454,7 @@ func Complete(m *Metadata, producerID int64, producerEpoch int16, now time.Time)
 	if m.ProducerID != producerID || m.ProducerEpoch != producerEpoch {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH,
 			"transactional id %q: markers were written for producer %d epoch %d, the transaction is at producer %d epoch %d",
-			m.TransactionalID, producerID, producerEpoch, m.ProducerID, m.ProducerEpoch)
+			errs.Echo(m.TransactionalID), producerID, producerEpoch, m.ProducerID, m.ProducerEpoch)
 	}
 	w := m.Clone()
 	w.State = CompleteAbort

@@ -13,6 +13,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"iter"
+	"math"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -244,7 +246,7 @@ func countRecords(b []byte) (int, error) {
 // and crc all 0 (absent on the wire) and every record's offset_delta 0 has
 // its bookkeeping filled by the broker: record_count and last_offset_delta
 // from the records, and offset_delta i written into record i (see
-// fillOffsetDeltas). A batch with any of the three header fields non-zero
+// appendEntry). A batch with any of the three header fields non-zero
 // gets the strict rules above; a simple batch with an offset_delta other
 // than 0 is refused (INVALID_RECORD), not guessed at.
 //
@@ -252,34 +254,93 @@ func countRecords(b []byte) (int, error) {
 // already canonical, it is patched in place. A simple batch of more than
 // one record is copied (its records grow). Errors are *errs.Error with
 // CORRUPT_RECORD, INVALID_RECORD or UNSUPPORTED_COMPRESSION_TYPE.
+//
+// Canonicalize sets no bound on the result's size; a broker uses
+// CanonicalizeMax.
 func Canonicalize(in []byte) ([]byte, Header, error) {
-	if isCanonicalLayout(in) {
-		h, _ := ParseHeader(in)
-		simple := isSimple(&h)
-		maxTS, n, err := walkRecords(in[HeaderSize:], h.BaseTimestamp, simple)
-		if err == errNotCanonical {
-			// Valid protobuf, perhaps, but not stored as sent: the slow
-			// path re-frames the entries (and reports what is wrong).
-			return canonicalizeSlow(in)
-		}
-		if err != nil {
+	return CanonicalizeMax(in, math.MaxInt)
+}
+
+// CanonicalizeMax is Canonicalize for a broker's max.message.bytes: a batch
+// whose canonical form would be larger than maxBytes is refused with
+// MESSAGE_TOO_LARGE before anything is allocated. The size comes from the
+// scan that checks the records, so a simple batch of many small records,
+// which grows when its offset deltas are filled (an empty record of 2
+// bytes becomes up to 8), is refused from its scan, not after it has been
+// copied (issue 29: 20 MB of empty records cost 1.5 GB of allocation).
+// A record_count larger than the bytes can hold (a record entry takes at
+// least 2) is refused (INVALID_RECORD) before the records are walked.
+func CanonicalizeMax(in []byte, maxBytes int) ([]byte, Header, error) {
+	if !isCanonicalLayout(in) {
+		return canonicalizeSlow(in, maxBytes)
+	}
+	h, _ := ParseHeader(in)
+	simple := isSimple(&h)
+	if err := checkRecordCount(&h, len(in)-HeaderSize); err != nil {
+		return nil, h, err
+	}
+	s, err := walkRecords(in[HeaderSize:], h.BaseTimestamp, simple)
+	if err == errNotCanonical {
+		// Valid protobuf, perhaps, but not stored as sent: the slow
+		// path re-frames the entries (and reports what is wrong).
+		return canonicalizeSlow(in, maxBytes)
+	}
+	if err != nil {
+		return nil, h, err
+	}
+	if err := checkSize(s.size(simple), maxBytes); err != nil {
+		return nil, h, err
+	}
+	if simple {
+		if err := simpleHeader(&h, s.n); err != nil {
 			return nil, h, err
 		}
-		if simple {
-			return finishSimple(in, h, maxTS, n)
-		}
-		if h.CRC != 0 {
-			if c := ComputeCRC(in); c != h.CRC {
-				return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+		out := in
+		if s.n > 1 {
+			// Offset deltas 1..n-1 must be written: a copy of
+			// exactly the size checked above.
+			out = make([]byte, HeaderSize, s.size(simple))
+			copy(out, in[:HeaderSize])
+			for i, rec := range canonicalEntries(in[HeaderSize:]) {
+				out = appendEntry(out, rec, i, true)
 			}
 		}
-		if err := checkHeader(&h, n); err != nil {
-			return nil, h, err
-		}
-		finish(in, &h, maxTS)
-		return in, h, nil
+		finish(out, &h, s.maxTS)
+		return out, h, nil
 	}
-	return canonicalizeSlow(in)
+	if h.CRC != 0 {
+		if c := ComputeCRC(in); c != h.CRC {
+			return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+		}
+	}
+	if err := checkHeader(&h, s.n); err != nil {
+		return nil, h, err
+	}
+	finish(in, &h, s.maxTS)
+	return in, h, nil
+}
+
+// minRecordEntry is the smallest record entry: its tag and a zero length
+// (an empty Record).
+const minRecordEntry = 2
+
+// checkRecordCount refuses a record_count that recordBytes of record
+// entries cannot hold (INVALID_RECORD), before they are walked. A simple
+// batch (record_count 0) always passes: its count comes from the walk.
+func checkRecordCount(h *Header, recordBytes int) error {
+	if most := recordBytes / minRecordEntry; int64(h.RecordCount) > int64(most) {
+		return invalid("record_count %d is more than the %d bytes of records can hold (at most %d)", h.RecordCount, recordBytes, most)
+	}
+	return nil
+}
+
+// checkSize refuses a canonical batch of size bytes over maxBytes
+// (MESSAGE_TOO_LARGE).
+func checkSize(size, maxBytes int) error {
+	if size > maxBytes {
+		return errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes in canonical form exceeds max.message.bytes %d", size, maxBytes)
+	}
+	return nil
 }
 
 func isCanonicalLayout(b []byte) bool {
@@ -333,88 +394,145 @@ func finish(b []byte, h *Header, maxTS int64) {
 // so the fast path must never store another framing.
 var errNotCanonical = errors.New("batch: records are not canonically framed")
 
-// walkRecords checks every record entry, which must be canonically framed
-// (else errNotCanonical), and returns the max timestamp and the record
-// count. Record i must have offset_delta i, or 0 when simple (a
-// simple-produce batch, whose deltas the broker fills).
-func walkRecords(b []byte, baseTS int64, simple bool) (int64, int, error) {
-	maxTS := baseTS
-	n := 0
-	for len(b) > 0 {
-		if b[0] != recordTag {
-			return 0, 0, errNotCanonical
-		}
-		const m = 1
-		rec, m2 := protowire.ConsumeBytes(b[m:])
-		if m2 < 0 {
-			return 0, 0, corrupt("record entry %d overruns the batch", n)
-		}
-		if m2 != protowire.SizeBytes(len(rec)) {
-			return 0, 0, errNotCanonical
-		}
-		tsDelta, offDelta, err := checkRecord(rec)
-		if err != nil {
-			return 0, 0, err
-		}
-		if simple && offDelta != 0 {
-			return 0, 0, invalid("record %d has offset_delta %d in a batch with record_count 0 (simple produce: leave every offset_delta 0, or fill record_count, last_offset_delta and every offset_delta)", n, offDelta)
-		}
-		if !simple && int(offDelta) != n {
-			return 0, 0, invalid("record %d has offset_delta %d", n, offDelta)
-		}
-		if ts := baseTS + tsDelta; ts > maxTS {
-			maxTS = ts
-		}
-		b = b[m+m2:]
-		n++
-	}
-	return maxTS, n, nil
+// recordScan is what walking a batch's record entries learns, without
+// copying them: enough to refuse the batch, or to allocate its canonical
+// form once at its exact size.
+type recordScan struct {
+	maxTS int64 // largest record timestamp, at least the base timestamp
+	n     int   // records
+	// framed is the size of the entries canonically framed, as sent;
+	// filled (counted for a simple batch only) their size with record i's
+	// offset_delta set to i (any offset_delta field sent dropped), as
+	// appendEntry writes them.
+	framed, filled int
 }
 
-// checkRecord validates one encoded Record and returns its deltas.
-func checkRecord(b []byte) (tsDelta int64, offDelta int32, err error) {
+// add checks the value rec of record entry s.n and counts it. Record i
+// must have offset_delta i, or 0 when simple (a simple-produce batch,
+// whose deltas the broker fills).
+func (s *recordScan) add(rec []byte, baseTS int64, simple bool) error {
+	tsDelta, offDelta, deltaBytes, err := checkRecord(rec)
+	if err != nil {
+		return err
+	}
+	if simple && offDelta != 0 {
+		return invalid("record %d has offset_delta %d in a batch with record_count 0 (simple produce: leave every offset_delta 0, or fill record_count, last_offset_delta and every offset_delta)", s.n, offDelta)
+	}
+	if !simple && int(offDelta) != s.n {
+		return invalid("record %d has offset_delta %d", s.n, offDelta)
+	}
+	s.maxTS = max(s.maxTS, baseTS+tsDelta)
+	s.framed += 1 + protowire.SizeBytes(len(rec))
+	if simple {
+		s.filled += 1 + protowire.SizeBytes(filledSize(len(rec), deltaBytes, s.n))
+	}
+	s.n++
+	return nil
+}
+
+// size is the size of the canonical batch the scanned records make: a
+// simple batch of more than one record gets its offset deltas filled; any
+// other keeps its records as sent.
+func (s *recordScan) size(simple bool) int {
+	if simple && s.n > 1 {
+		return HeaderSize + s.filled
+	}
+	return HeaderSize + s.framed
+}
+
+// filledSize is the size of record i, of size bytes of which deltaBytes
+// are offset_delta fields, once appendEntry has filled its delta.
+func filledSize(size, deltaBytes, i int) int {
+	size -= deltaBytes
+	if i > 0 {
+		size += 1 + protowire.SizeVarint(protowire.EncodeZigZag(int64(i)))
+	}
+	return size
+}
+
+// walkRecords checks every record entry of b, which must be canonically
+// framed (else errNotCanonical), and returns what the scan learnt.
+func walkRecords(b []byte, baseTS int64, simple bool) (recordScan, error) {
+	s := recordScan{maxTS: baseTS}
+	for len(b) > 0 {
+		if b[0] != recordTag {
+			return s, errNotCanonical
+		}
+		rec, m := protowire.ConsumeBytes(b[1:])
+		if m < 0 {
+			return s, corrupt("record entry %d overruns the batch", s.n)
+		}
+		if m != protowire.SizeBytes(len(rec)) {
+			return s, errNotCanonical
+		}
+		if err := s.add(rec, baseTS, simple); err != nil {
+			return s, err
+		}
+		b = b[1+m:]
+	}
+	return s, nil
+}
+
+// canonicalEntries yields the index and value of each record entry of b,
+// canonically framed entries that walkRecords has checked.
+func canonicalEntries(b []byte) iter.Seq2[int, []byte] {
+	return func(yield func(int, []byte) bool) {
+		for i := 0; len(b) > 0; i++ {
+			rec, m := protowire.ConsumeBytes(b[1:])
+			if !yield(i, rec) {
+				return
+			}
+			b = b[1+m:]
+		}
+	}
+}
+
+// checkRecord validates one encoded Record and returns its deltas and the
+// bytes its offset_delta fields take (tags included).
+func checkRecord(b []byte) (tsDelta int64, offDelta int32, deltaBytes int, err error) {
 	for len(b) > 0 {
 		num, typ, m := protowire.ConsumeTag(b)
 		if m < 0 {
-			return 0, 0, corrupt("malformed record field tag")
+			return 0, 0, 0, corrupt("malformed record field tag")
 		}
 		b = b[m:]
 		switch {
 		case num == 1 && typ == protowire.VarintType:
 			v, k := protowire.ConsumeVarint(b)
 			if k < 0 {
-				return 0, 0, corrupt("malformed record timestamp_delta")
+				return 0, 0, 0, corrupt("malformed record timestamp_delta")
 			}
 			tsDelta = protowire.DecodeZigZag(v)
 			b = b[k:]
 		case num == 2 && typ == protowire.VarintType:
 			v, k := protowire.ConsumeVarint(b)
 			if k < 0 {
-				return 0, 0, corrupt("malformed record offset_delta")
+				return 0, 0, 0, corrupt("malformed record offset_delta")
 			}
 			d := protowire.DecodeZigZag(v & 0xffffffff)
 			offDelta = int32(d)
+			deltaBytes += m + k
 			b = b[k:]
 		case (num == 3 || num == 4) && typ == protowire.BytesType:
 			_, k := protowire.ConsumeBytes(b)
 			if k < 0 {
-				return 0, 0, corrupt("record key or value overruns the record")
+				return 0, 0, 0, corrupt("record key or value overruns the record")
 			}
 			b = b[k:]
 		case num == 5 && typ == protowire.BytesType:
 			h, k := protowire.ConsumeBytes(b)
 			if k < 0 {
-				return 0, 0, corrupt("record header overruns the record")
+				return 0, 0, 0, corrupt("record header overruns the record")
 			}
 			if err := checkHeaderEntry(h); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			b = b[k:]
 		default:
-			return 0, 0, invalid("unexpected record field %d (wire type %d)", num, typ)
+			return 0, 0, 0, invalid("unexpected record field %d (wire type %d)", num, typ)
 		}
 	}
-	return tsDelta, offDelta, nil
+	return tsDelta, offDelta, deltaBytes, nil
 }
 
 func checkHeaderEntry(b []byte) error {
@@ -436,17 +554,68 @@ func checkHeaderEntry(b []byte) error {
 }
 
 // canonicalizeSlow handles any field order and encoding by rebuilding the
-// batch: header re-encoded, record entries copied byte for byte.
-func canonicalizeSlow(in []byte) ([]byte, Header, error) {
-	var h Header
-	var crcGiven bool
-	var records [][]byte
-	size := HeaderSize
+// batch: header re-encoded, record entries copied byte for byte (or with
+// their offset deltas filled, for a simple batch). It reads in three
+// times — header and framing, then records, then the copy — so that
+// nothing is allocated before the batch has been checked and its
+// canonical size compared with maxBytes.
+func canonicalizeSlow(in []byte, maxBytes int) ([]byte, Header, error) {
+	h, crcGiven, recordBytes, err := parseSlow(in)
+	if err != nil {
+		return nil, h, err
+	}
+	simple := isSimple(&h)
+	if err := checkRecordCount(&h, recordBytes); err != nil {
+		return nil, h, err
+	}
+	s := recordScan{maxTS: h.BaseTimestamp}
+	for rec := range slowEntries(in) {
+		if err := s.add(rec, h.BaseTimestamp, simple); err != nil {
+			return nil, h, err
+		}
+	}
+	if err := checkSize(s.size(simple), maxBytes); err != nil {
+		return nil, h, err
+	}
+	if simple {
+		if err := simpleHeader(&h, s.n); err != nil {
+			return nil, h, err
+		}
+	}
+	fill := simple && s.n > 1
+	out := make([]byte, HeaderSize, s.size(simple))
+	i := 0
+	for rec := range slowEntries(in) {
+		out = appendEntry(out, rec, i, fill)
+		i++
+	}
+	PutHeader(out, h)
+	if simple {
+		finish(out, &h, s.maxTS)
+		return out, h, nil
+	}
+	if crcGiven {
+		if c := ComputeCRC(out); c != h.CRC {
+			return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+		}
+	}
+	if err := checkHeader(&h, s.n); err != nil {
+		return nil, h, err
+	}
+	finish(out, &h, s.maxTS)
+	return out, h, nil
+}
+
+// parseSlow reads the header fields of a batch in any field order and
+// encoding and checks the framing of every field, records included; it
+// returns the header, whether a non-zero crc was sent, and the bytes of
+// the record entries' values.
+func parseSlow(in []byte) (h Header, crcGiven bool, recordBytes int, err error) {
 	b := in
 	for len(b) > 0 {
 		num, typ, m := protowire.ConsumeTag(b)
 		if m < 0 {
-			return nil, h, corrupt("malformed field tag in batch")
+			return h, false, 0, corrupt("malformed field tag in batch")
 		}
 		b = b[m:]
 		var k int
@@ -486,49 +655,38 @@ func canonicalizeSlow(in []byte) ([]byte, Header, error) {
 		case typ == protowire.BytesType && num == fieldRecords:
 			var v []byte
 			v, k = protowire.ConsumeBytes(b)
-			if k >= 0 {
-				records = append(records, v)
-				size += 1 + protowire.SizeVarint(uint64(len(v))) + len(v)
-			}
+			// Counted at their smallest framing, so that
+			// checkRecordCount's minimum entry holds.
+			recordBytes += 1 + protowire.SizeBytes(len(v))
 		case typ > protowire.Fixed32Type || typ == protowire.StartGroupType || typ == protowire.EndGroupType:
-			return nil, h, corrupt("malformed batch: wire type %d", typ)
+			return h, false, 0, corrupt("malformed batch: wire type %d", typ)
 		default:
-			return nil, h, invalid("unexpected batch field %d (wire type %d)", num, typ)
+			return h, false, 0, invalid("unexpected batch field %d (wire type %d)", num, typ)
 		}
 		if k < 0 {
-			return nil, h, corrupt("batch field %d overruns the batch", num)
+			return h, false, 0, corrupt("batch field %d overruns the batch", num)
 		}
 		b = b[k:]
 	}
-	out := make([]byte, HeaderSize, size)
-	for _, r := range records {
-		out = append(out, recordTag)
-		out = protowire.AppendVarint(out, uint64(len(r)))
-		out = append(out, r...)
-	}
-	PutHeader(out, h)
-	simple := isSimple(&h)
-	maxTS, n, err := walkRecords(out[HeaderSize:], h.BaseTimestamp, simple)
-	if err == errNotCanonical {
-		// Cannot happen: out was framed just above.
-		return nil, h, corrupt("internal error re-framing records")
-	}
-	if err != nil {
-		return nil, h, err
-	}
-	if simple {
-		return finishSimple(out, h, maxTS, n)
-	}
-	if crcGiven {
-		if c := ComputeCRC(out); c != h.CRC {
-			return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+	return h, crcGiven, recordBytes, nil
+}
+
+// slowEntries yields the value of each record entry (field 12) of in, a
+// batch in any field order whose framing parseSlow has checked.
+func slowEntries(in []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for b := in; len(b) > 0; {
+			num, typ, m := protowire.ConsumeTag(b)
+			k := protowire.ConsumeFieldValue(num, typ, b[m:])
+			if num == fieldRecords && typ == protowire.BytesType {
+				rec, _ := protowire.ConsumeBytes(b[m:])
+				if !yield(rec) {
+					return
+				}
+			}
+			b = b[m+k:]
 		}
 	}
-	if err := checkHeader(&h, n); err != nil {
-		return nil, h, err
-	}
-	finish(out, &h, maxTS)
-	return out, h, nil
 }
 
 // isSimple reports a simple-produce header (decision 43): record_count,
@@ -539,62 +697,56 @@ func isSimple(h *Header) bool {
 	return h.RecordCount == 0 && h.LastOffsetDelta == 0 && h.CRC == 0
 }
 
-// finishSimple completes a simple-produce batch b (canonical header and
-// canonically framed records, all checked by walkRecords with simple set,
-// n of them): it fills record_count, last_offset_delta and the records'
-// offset deltas, then applies the header rules and finish. b is patched in
-// place when it holds one record (offset_delta 0 is already right) and
-// rebuilt otherwise.
-func finishSimple(b []byte, h Header, maxTS int64, n int) ([]byte, Header, error) {
+// simpleHeader fills a simple-produce batch's record_count and
+// last_offset_delta from its n records (checked by recordScan.add with
+// simple set) and applies the header rules, before its records are
+// copied. A batch of one record is then patched in place (offset_delta 0
+// is already right); one of more is rebuilt with appendEntry.
+func simpleHeader(h *Header, n int) error {
 	h.RecordCount, h.LastOffsetDelta = int32(n), int32(n-1)
-	if err := checkHeader(&h, n); err != nil {
-		return nil, h, err
-	}
-	if n > 1 {
-		b = fillOffsetDeltas(b, n)
-	}
-	finish(b, &h, maxTS)
-	return b, h, nil
+	return checkHeader(h, n)
 }
 
-// fillOffsetDeltas returns a copy of canonical batch b (n records, each
-// already validated, every offset_delta 0) with offset_delta i written into
-// record i: any offset_delta field present (an explicit 0) is dropped and
-// one is inserted before the first field numbered above 2, so a record
-// encoded in field order (what protobuf encoders write) comes out as
-// proto.Marshal would encode it with the delta set. The header is copied
-// as it is; the caller rewrites it.
-func fillOffsetDeltas(b []byte, n int) []byte {
-	// Each delta takes a tag byte and at most 5 varint bytes, and the
-	// record's length varint may grow by one byte.
-	out := make([]byte, HeaderSize, len(b)+n*7)
-	copy(out, b[:HeaderSize])
-	recs := b[HeaderSize:]
-	var body []byte
-	for i := 0; len(recs) > 0; i++ {
-		rec, m := protowire.ConsumeBytes(recs[1:])
-		recs = recs[1+m:]
-		body = body[:0]
-		done := i == 0 // record 0 keeps offset_delta 0, i.e. absent
-		for r := rec; len(r) > 0; {
-			num, typ, k := protowire.ConsumeTag(r)
-			k += protowire.ConsumeFieldValue(num, typ, r[k:])
-			if num == 2 {
-				r = r[k:]
-				continue
-			}
-			if num > 2 && !done {
-				body = appendOffsetDelta(body, i)
-				done = true
-			}
-			body = append(body, r[:k]...)
+// appendEntry appends record entry i, whose value is rec (a record that
+// checkRecord has accepted), canonically framed. With fill (a simple
+// batch, every offset_delta 0) it writes offset_delta i into the record:
+// any offset_delta field present (an explicit 0) is dropped and one is
+// inserted before the first field numbered above 2, so a record encoded
+// in field order (what protobuf encoders write) comes out as proto.Marshal
+// would encode it with the delta set. Its size is what recordScan.add
+// counted in filled.
+func appendEntry(out, rec []byte, i int, fill bool) []byte {
+	out = append(out, recordTag)
+	if !fill {
+		return protowire.AppendBytes(out, rec)
+	}
+	deltaBytes := 0
+	for r := rec; len(r) > 0; {
+		num, typ, k := protowire.ConsumeTag(r)
+		k += protowire.ConsumeFieldValue(num, typ, r[k:])
+		if num == 2 {
+			deltaBytes += k
+		}
+		r = r[k:]
+	}
+	out = protowire.AppendVarint(out, uint64(filledSize(len(rec), deltaBytes, i)))
+	done := i == 0 // record 0 keeps offset_delta 0, i.e. absent
+	for r := rec; len(r) > 0; {
+		num, typ, k := protowire.ConsumeTag(r)
+		k += protowire.ConsumeFieldValue(num, typ, r[k:])
+		if num == 2 {
 			r = r[k:]
+			continue
 		}
-		if !done {
-			body = appendOffsetDelta(body, i)
+		if num > 2 && !done {
+			out = appendOffsetDelta(out, i)
+			done = true
 		}
-		out = append(out, recordTag)
-		out = protowire.AppendBytes(out, body)
+		out = append(out, r[:k]...)
+		r = r[k:]
+	}
+	if !done {
+		out = appendOffsetDelta(out, i)
 	}
 	return out
 }

@@ -99,18 +99,21 @@ func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 // Unmarshal decodes data into v. An AliasUnmarshaler keeps a reference to
-// the bytes; every other message copies what it keeps.
+// the bytes; every other message copies what it keeps. When the bytes are
+// not a valid encoding of v and a Server is receiving into v, the error is
+// handed to the Server (which answers InvalidArgument) and Unmarshal
+// reports success to gRPC, which would otherwise answer Internal at once.
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(c.pool())
 	if a, ok := v.(AliasUnmarshaler); ok {
-		return a.UnmarshalAliased(buf) // buf is a's now
+		return undecodable(v, a.UnmarshalAliased(buf)) // buf is a's now
 	}
 	defer buf.Free()
 	vv := messageOf(v)
 	if vv == nil {
 		return fmt.Errorf("codec: cannot unmarshal into %T: not a proto.Message", v)
 	}
-	return proto.Unmarshal(buf.ReadOnlyData(), vv)
+	return undecodable(v, proto.Unmarshal(buf.ReadOnlyData(), vv))
 }
 
 // Name returns Name.
