@@ -158,7 +158,7 @@ func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsReq
 	for i, name := range req.Names {
 		if isInternalTopic(name) {
 			results[i] = &sluicev1.DeletableTopicResult{Name: name, ErrorCode: sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION,
-				ErrorMessage: fmt.Sprintf("topic %q is reserved for internal topics and cannot be deleted", name)}
+				ErrorMessage: fmt.Sprintf("topic %q is reserved for internal topics and cannot be deleted", errs.Echo(name))}
 			continue
 		}
 		fwd.Names = append(fwd.Names, name)

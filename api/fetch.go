@@ -12,7 +12,8 @@ import (
 )
 
 // Fetch returns whole batches from each requested partition, bounded by
-// partition_max_bytes and max_bytes, below the high watermark. When fewer
+// partition_max_bytes and max_bytes (cut so that the answer fits in
+// MaxMessageSize: batchBudget), below the high watermark. When fewer
 // than min_bytes are available it waits up to max_wait_ms for appends.
 // The batches are read from the segments into pooled buffers and the
 // answer references them without decoding or copying; gRPC gives the
@@ -43,9 +44,16 @@ func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc fu
 		return nil, invalidRequest("unknown isolation_level %d", req.IsolationLevel)
 	}
 	maxBytes := int(req.MaxBytes)
-	if maxBytes == 0 || maxBytes > MaxMessageSize-(1<<20) {
-		maxBytes = min(DefaultFetchMaxBytes, MaxMessageSize-(1<<20))
+	if maxBytes == 0 {
+		maxBytes = DefaultFetchMaxBytes
 	}
+	// The answer must fit in what gRPC sends: its partition entries
+	// first, the batches in what is left (limits.go).
+	overhead := 0
+	for _, t := range req.Topics {
+		overhead += 16 + len(t.Name) + len(t.Partitions)*answerPartitionOverhead
+	}
+	maxBytes = min(maxBytes, batchBudget(overhead))
 	params := cluster.FetchParams{ReplicaID: cluster.NoReplica, Isolation: isolation,
 		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes, Alloc: alloc}
 	for _, t := range req.Topics {
@@ -76,6 +84,7 @@ func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc fu
 					err = s.notLeaderError(t.Name, fp.Partition)
 				}
 				pd.ErrorCode, pd.ErrorMessage = partitionError(err)
+				pd.ErrorMessage = cutMessage(pd.ErrorMessage)
 				pd.CurrentLeader = s.leaderHint(t.Name, fp.Partition, pd.ErrorCode)
 			}
 			tr.Partitions = append(tr.Partitions, pd)

@@ -33,7 +33,8 @@ type GroupCoordinator interface {
 // GroupsService serves sluice.v1.Groups: it validates and translates, and
 // puts the coordinator's errors in the answers (error_code,
 // error_message); a gRPC status is never used for a request's own
-// failure.
+// failure, except a request over the request limits, refused before it
+// is decoded (InvalidArgument INVALID_REQUEST, LimitRequests).
 type GroupsService struct {
 	sluicev1.UnimplementedGroupsServer
 

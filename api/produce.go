@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -224,25 +223,17 @@ type txnAppend struct {
 }
 
 // appendTxn appends each of a transactional request's batches with
-// AppendTxnTo, all partitions at once (each may wait for its
-// coordinator's AddPartitionsToTxn), until deadline; it returns when every
+// AppendTxnTo, the partitions concurrently (each may wait for its
+// coordinator's AddPartitionsToTxn; at most maxRequestConcurrency at
+// once), until deadline; it returns when every
 // append has ended, so the batches are no longer used.
 func (s *Server) appendTxn(ctx context.Context, transactionalID string, txn []txnAppend, now time.Time, acksAll bool, deadline time.Time) {
 	vctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	run := func(a *txnAppend) {
-		a.res, a.err = s.replicas.AppendTxnTo(vctx, a.part, transactionalID, a.batch, now, acksAll)
-	}
-	if len(txn) == 1 {
-		run(&txn[0])
-		return
-	}
-	var g goroutine.Group
-	for i := range txn {
+	forEachConcurrently(len(txn), func(i int) {
 		a := &txn[i]
-		g.Go(func() { run(a) })
-	}
-	g.Wait()
+		a.res, a.err = s.replicas.AppendTxnTo(vctx, a.part, transactionalID, a.batch, now, acksAll)
+	})
 }
 
 // pendingAck is an appended batch an acks=all produce waits for, and

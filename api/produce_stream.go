@@ -92,6 +92,13 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 				sender.Wait()
 				return nil
 			}
+			if r := (*refusal)(nil); errors.As(err, &r) {
+				// Over the request limits (limits.go): refused as a
+				// whole, as Produce would, and the stream goes on.
+				_ = out.send(produceStreamAnswer(req.CorrelationID, nil, err))
+				<-slots
+				continue
+			}
 			return err
 		}
 		id := req.CorrelationID

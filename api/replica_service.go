@@ -82,9 +82,15 @@ func (s *ReplicaService) ReplicaFetchStream(stream grpc.BidiStreamingServer[inte
 // alloc (nil: none) supplies the buffers the batches are read into
 // (cluster.FetchParams.Alloc).
 func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest, alloc func(int) []byte) (*internalv1.ReplicaFetchResponse, error) {
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 || maxBytes > MaxMessageSize-(1<<20) {
-		maxBytes = MaxMessageSize - (1 << 20)
+	// The answer must fit in what gRPC sends: its partition entries
+	// (each naming its topic) first, the batches in what is left.
+	overhead := 0
+	for _, fp := range req.Partitions {
+		overhead += len(fp.Topic) + answerPartitionOverhead
+	}
+	maxBytes := batchBudget(overhead)
+	if req.MaxBytes > 0 {
+		maxBytes = min(maxBytes, int(req.MaxBytes))
 	}
 	params := cluster.FetchParams{ReplicaID: req.ReplicaId, BrokerEpoch: req.BrokerEpoch, Isolation: cluster.FetchLogEnd,
 		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes,
@@ -111,6 +117,7 @@ func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.Repli
 			LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, Batches: r.Batches}
 		if r.Err != nil {
 			out.ErrorCode, out.ErrorMessage = partitionError(r.Err)
+			out.ErrorMessage = cutMessage(out.ErrorMessage)
 		}
 		resp.Partitions[i] = out
 	}

@@ -125,9 +125,9 @@ func (s *Server) notLeaderError(topic string, partition int32) error {
 	h, ok := s.cache.Leader(topic, partition)
 	switch {
 	case !ok && s.cache.Image().Topics[topic] == nil:
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", errs.Echo(topic))
 	case !ok:
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", topic, partition)
+		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", errs.Echo(topic), partition)
 	case h.LeaderID == controller.NoLeader:
 		return noLeaderError(s.cache.Image(), topic, partition)
 	case h.LeaderID == s.self.NodeID:
@@ -164,7 +164,7 @@ func (s *Server) leaderHint(topic string, partition int32, code sluicev1.ErrorCo
 }
 
 // Register adds the Log and Admin services to g.
-func (s *Server) Register(g *grpc.Server) {
+func (s *Server) Register(g grpc.ServiceRegistrar) {
 	g.RegisterService(&logServiceDesc, s)
 	sluicev1.RegisterAdminServer(g, s)
 }

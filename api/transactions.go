@@ -54,7 +54,9 @@ type TransactionsConfig struct {
 // TransactionsService serves sluice.v1.Transactions: it validates, routes
 // to the producer-id manager or the transaction coordinator, and puts
 // their errors in the answers (error_code, error_message); a gRPC status
-// is never used for a request's own failure.
+// is never used for a request's own failure, except a request over the
+// request limits, refused before it is decoded (InvalidArgument
+// INVALID_REQUEST, LimitRequests).
 type TransactionsService struct {
 	sluicev1.UnimplementedTransactionsServer
 

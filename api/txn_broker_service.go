@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
@@ -27,7 +26,8 @@ type MarkerAppender interface {
 // AddPartitionsToTxn to this broker's transaction coordinator, and
 // coordinators' WriteTxnMarkers to the partitions this broker leads. Each
 // transaction (resp. partition) is served concurrently, within the RPC's
-// deadline; every failure is answered per transaction (partition).
+// deadline (at most maxRequestConcurrency at once); every failure is
+// answered per transaction (partition).
 type TxnBrokerService struct {
 	internalv1.UnimplementedTxnBrokerServer
 
@@ -55,28 +55,23 @@ func (s *TxnBrokerService) AddPartitionsToTxn(ctx context.Context, req *internal
 	ctx, cancel := withDefaultDeadline(ctx)
 	defer cancel()
 	resp := &internalv1.AddPartitionsToTxnResponse{Results: make([]*internalv1.AddPartitionsToTxnResult, len(req.Transactions))}
-	var wg sync.WaitGroup
-	for i, t := range req.Transactions {
+	forEachConcurrently(len(req.Transactions), func(i int) {
+		t := req.Transactions[i]
 		r := &internalv1.AddPartitionsToTxnResult{TransactionalId: t.TransactionalId}
 		resp.Results[i] = r
 		epoch, err := producerEpoch(t.ProducerEpoch)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = errs.Code(err), errs.Message(err)
-			continue
+			return
 		}
 		parts := make([]txn.TopicPartition, 0, len(t.Partitions))
 		for _, p := range t.Partitions {
 			parts = append(parts, txn.TopicPartition{Topic: p.Topic, Partition: p.Partition})
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.coord.AddPartitions(ctx, coordinator.AddPartitionsRequest{TransactionalID: t.TransactionalId,
-				ProducerID: t.ProducerId, ProducerEpoch: epoch, Partitions: parts})
-			r.ErrorCode, r.ErrorMessage = errs.Code(err), errs.Message(err)
-		}()
-	}
-	wg.Wait()
+		err = s.coord.AddPartitions(ctx, coordinator.AddPartitionsRequest{TransactionalID: t.TransactionalId,
+			ProducerID: t.ProducerId, ProducerEpoch: epoch, Partitions: parts})
+		r.ErrorCode, r.ErrorMessage = errs.Code(err), errs.Message(err)
+	})
 	return resp, nil
 }
 
@@ -87,7 +82,11 @@ func (s *TxnBrokerService) WriteTxnMarkers(ctx context.Context, req *internalv1.
 	ctx, cancel := withDefaultDeadline(ctx)
 	defer cancel()
 	resp := &internalv1.WriteTxnMarkersResponse{Markers: make([]*internalv1.TxnMarkerResult, len(req.Markers))}
-	var wg sync.WaitGroup
+	type write struct {
+		pr *internalv1.TxnPartitionResult
+		mk cluster.TxnMarker
+	}
+	var writes []write
 	for i, m := range req.Markers {
 		mr := &internalv1.TxnMarkerResult{ProducerId: m.ProducerId, Partitions: make([]*internalv1.TxnPartitionResult, len(m.Partitions))}
 		resp.Markers[i] = mr
@@ -100,14 +99,13 @@ func (s *TxnBrokerService) WriteTxnMarkers(ctx context.Context, req *internalv1.
 				pr.ErrorCode, pr.ErrorMessage = errs.Code(epochErr), errs.Message(epochErr)
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				err := s.markers.WriteMarker(ctx, cluster.TopicPartition{Topic: p.Topic, Partition: p.Partition}, mk)
-				pr.ErrorCode, pr.ErrorMessage = errs.Code(err), errs.Message(err)
-			}()
+			writes = append(writes, write{pr, mk})
 		}
 	}
-	wg.Wait()
+	forEachConcurrently(len(writes), func(i int) {
+		w := writes[i]
+		err := s.markers.WriteMarker(ctx, cluster.TopicPartition{Topic: w.pr.Topic, Partition: w.pr.Partition}, w.mk)
+		w.pr.ErrorCode, w.pr.ErrorMessage = errs.Code(err), errs.Message(err)
+	})
 	return resp, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/replication"
+	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 	"github.com/sluice-io/sluice/storage"
@@ -55,7 +56,7 @@ type FetchParams struct {
 	MinBytes int
 	// MaxBytes bounds the batch bytes of the whole answer (> 0). The
 	// first partition with data answers at least one batch even when it
-	// is larger.
+	// is larger; the others only batches that fit.
 	MaxBytes   int
 	Partitions []FetchPartition
 	// Alloc, if set, supplies the buffers the reads go into
@@ -293,7 +294,35 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 		return ch, 0
 	}
 	out.Batches, out.NextFetchOffset = res.Batches, res.NextOffset
-	return ch, batchBytes(res.Batches)
+	if total > 0 {
+		// Only the first partition with data may answer more than its
+		// budget (one batch larger than it): the others keep the batches
+		// that fit, so that an answer holds at most MaxBytes, or that one
+		// batch, which the API sizes to what gRPC can send (Kafka's rule;
+		// before, each partition could add a batch past the budget).
+		keepWithin(out, fp.FetchOffset, limit)
+	}
+	return ch, batchBytes(out.Batches)
+}
+
+// keepWithin drops the batches of out past limit bytes; the next fetch
+// starts at the first one dropped (or at fetchOffset, which the first
+// batch may start before).
+func keepWithin(out *FetchPartitionResult, fetchOffset int64, limit int) {
+	n := 0
+	for i, b := range out.Batches {
+		if n += len(b); n <= limit {
+			continue
+		}
+		if h, err := batch.ParseHeader(b); err == nil {
+			out.NextFetchOffset = max(h.BaseOffset, fetchOffset)
+		} else {
+			out.NextFetchOffset = fetchOffset // cannot happen: the log holds canonical batches
+			i = 0
+		}
+		out.Batches = out.Batches[:i]
+		return
+	}
 }
 
 // fetchBound is the offset below which a reader of isolation may read
