@@ -104,6 +104,10 @@ type checkedRequest struct {
 	refused *refusal // the limit the bytes are over
 }
 
+// Request is the request c decodes into, for stream wrappers outside the
+// limits (metrics) that look at what was received.
+func (c *checkedRequest) Request() any { return c.msg }
+
 // UnmarshalAliased implements codec.AliasUnmarshaler.
 func (c *checkedRequest) UnmarshalAliased(buf mem.Buffer) error {
 	if err := checkRequest(c.md, buf.ReadOnlyData()); err != nil {

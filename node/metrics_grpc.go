@@ -205,6 +205,11 @@ func (s *meteredStream) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return err
 	}
+	if w, ok := msg.(interface{ Request() any }); ok {
+		// A request received through a wrapper (api.LimitRequests checks
+		// the bytes before decoding into the request it carries).
+		msg = w.Request()
+	}
 	s.requests.Inc()
 	s.m.countRequestBytes(msg)
 	if r, ok := msg.(*codec.ProduceStreamRequest); ok && s.pending != nil {
