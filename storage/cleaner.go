@@ -169,7 +169,7 @@ func (l *Log) Clean(ctx context.Context, now time.Time) (st CleanStats, err erro
 		}
 	}
 	for _, g := range groupSources(p.sources, p.segBytes) {
-		ns, err := c.writeGroup(l.dir, g, now)
+		ns, err := c.writeGroup(l.files(), l.dir, g, now)
 		if err != nil {
 			return l.cleanFailed(c, st, g, err)
 		}
@@ -407,9 +407,9 @@ func (c *cleaner) mapKeys(src cleanSource) error {
 // writeGroup writes the cleaned copy of the segments of g as one new
 // segment in .cleaned files, synced, and returns it (its files open, its
 // in-memory indexes set, next = the offset after the group).
-func (c *cleaner) writeGroup(dir string, g []cleanSource, now time.Time) (*segment, error) {
+func (c *cleaner) writeGroup(cache *FileCache, dir string, g []cleanSource, now time.Time) (*segment, error) {
 	base := g[0].seg.base
-	ns, err := createCleanedSegment(dir, base, now)
+	ns, err := createCleanedSegment(cache, dir, base, now)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +418,9 @@ func (c *cleaner) writeGroup(dir string, g []cleanSource, now time.Time) (*segme
 		removeCleanedFiles(dir, base)
 		return nil, err
 	}
-	w := bufio.NewWriterSize(ns.log, 1<<20)
+	// At explicit offsets: the file may be closed and reopened by the
+	// FileCache between two writes, which would reset a file position.
+	w := bufio.NewWriterSize(io.NewOffsetWriter(ns.log, 0), 1<<20)
 	write := func(out []byte) error {
 		oh, err := batch.ParseHeader(out)
 		if err != nil {
@@ -565,12 +567,13 @@ func (c *cleaner) batchRetained(t AbortedTxn) bool {
 }
 
 // createCleanedSegment creates the empty .cleaned files of a segment at
-// base. Its path is the final .log name (what it will be once swapped).
-func createCleanedSegment(dir string, base int64, now time.Time) (*segment, error) {
+// base, in cache. Its path is the final .log name (what it will be once
+// swapped); its files are renamed through their segFiles (swapSegments).
+func createCleanedSegment(cache *FileCache, dir string, base int64, now time.Time) (*segment, error) {
 	removeCleanedFiles(dir, base)
 	s := &segment{base: base, path: segmentName(dir, base, ".log"), next: base, maxTS: -1, maxTSBase: -1, created: now}
-	open := func(ext string) (*os.File, error) {
-		return os.OpenFile(segmentName(dir, base, ext)+cleanedSuffix, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	open := func(ext string) (*segFile, error) {
+		return openSegFile(cache, segmentName(dir, base, ext)+cleanedSuffix, os.O_CREATE|os.O_TRUNC|os.O_RDWR)
 	}
 	var err error
 	if s.log, err = open(".log"); err == nil {
@@ -633,7 +636,8 @@ func (l *Log) swapSegments(g []cleanSource, ns *segment) (bool, error) {
 	}
 	for _, ext := range segmentExts {
 		p := segmentName(l.dir, base, ext)
-		if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+		// Through the segFile, which reopens the file by its new name.
+		if err := ns.file(ext).rename(p + swapSuffix); err != nil {
 			discard()
 			_ = os.Remove(segmentName(l.dir, base, swapEndExt))
 			for _, e := range segmentExts {
@@ -664,7 +668,7 @@ func (l *Log) swapSegments(g []cleanSource, ns *segment) (bool, error) {
 	}
 	l.cleanCrashPoint("old segments deleted")
 	if first == nil {
-		first = finishSwap(l.dir, base, l.cleanCrashPoint)
+		first = finishSwap(l.dir, base, ns, l.cleanCrashPoint)
 	}
 	if first != nil {
 		// The next Open completes the swap from the files.
@@ -683,11 +687,17 @@ func (l *Log) cleanCrashPoint(step string) {
 
 // finishSwap renames the .swap files of the segment at base to their
 // final names (the log last) and removes its .swapend; crashPoint (may be
-// nil) runs after each rename.
-func finishSwap(dir string, base int64, crashPoint func(string)) error {
+// nil) runs after each rename. ns, when not nil, is the open segment
+// whose files these are: they are renamed through it, so that it reopens
+// them by their final names (filecache.go).
+func finishSwap(dir string, base int64, ns *segment, crashPoint func(string)) error {
 	for _, ext := range segmentExts {
 		p := segmentName(dir, base, ext)
-		if err := os.Rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rename := os.Rename
+		if ns != nil {
+			rename = func(_, newPath string) error { return ns.file(ext).rename(newPath) }
+		}
+		if err := rename(p+swapSuffix, p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		if crashPoint != nil {
@@ -755,7 +765,7 @@ func recoverCleanerFiles(dir string) error {
 				}
 			}
 		}
-		if err := finishSwap(dir, base, nil); err != nil {
+		if err := finishSwap(dir, base, nil, nil); err != nil {
 			return err
 		}
 	}

@@ -106,6 +106,9 @@ type Options struct {
 	// pages still dirty stay). 0 leaves the page cache to the kernel.
 	// See decision 44.
 	PageCacheWindow int64
+	// Files is the cache of open segment files this log shares with the
+	// process's other logs (filecache.go); nil: DefaultFileCache().
+	Files *FileCache
 }
 
 // Failure returns why the log went offline, or nil while it is healthy.

@@ -186,6 +186,14 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 
 func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 
+// files is the cache the log's segment files are opened through.
+func (l *Log) files() *FileCache {
+	if l.opts.Files != nil {
+		return l.opts.Files
+	}
+	return DefaultFileCache()
+}
+
 // StartOffset is the log start offset: the first offset still readable.
 func (l *Log) StartOffset() int64 {
 	l.mu.RLock()
@@ -486,7 +494,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	e := s.plan(h, pos, l.cfg.IndexIntervalBytes)
 	err = l.inject(OpWrite, s.path)
 	if err == nil {
-		err = writeFrame(s.log, hdr, b, pos)
+		err = s.writeFrame(hdr, b, pos)
 	}
 	if err != nil {
 		_ = s.log.Truncate(pos)
@@ -523,12 +531,7 @@ func (l *Log) appendLocked(b []byte, now time.Time) (AppendResult, error) {
 	// s.size is read without mu: only this append path (under appendMu)
 	// changes it.
 	if s.size-s.wbFrom >= writebackChunk {
-		startWriteback(s.log, s.wbFrom, s.size-s.wbFrom)
-		s.wbFrom = s.size
-		if w := l.opts.PageCacheWindow; w > 0 && s.wbFrom-w > s.dropFrom {
-			dropCache(s.log, s.dropFrom, s.wbFrom-w-s.dropFrom)
-			s.dropFrom = s.wbFrom - w
-		}
+		s.advise(l.opts.PageCacheWindow)
 	}
 	l.unflushed += int64(h.RecordCount)
 	if (l.cfg.FlushMessages > 0 && l.unflushed >= l.cfg.FlushMessages) ||
@@ -558,7 +561,7 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	err := l.inject(OpRoll, path)
 	var s *segment
 	if err == nil {
-		s, err = openSegment(l.dir, old.next, now)
+		s, err = openSegment(l.files(), l.dir, old.next, now)
 	}
 	if err != nil {
 		if IsResourceError(err) {
@@ -580,6 +583,12 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 	}
 	if err := s.truncateIndexFiles(); err != nil { // drop any stale entries
 		s.close()
+		if IsResourceError(err) {
+			// An index file evicted since openSegment could not be
+			// reopened (filecache.go): as above, no file of the new
+			// segment stays.
+			_ = removeSegmentFiles(l.dir, old.next)
+		}
 		return nil, l.fail(OpRoll, path, err)
 	}
 	s.created = now

@@ -53,7 +53,7 @@ func (l *Log) recover(now time.Time) error {
 		return err
 	}
 	if len(bases) == 0 {
-		s, err := openSegment(l.dir, start, now)
+		s, err := openSegment(l.files(), l.dir, start, now)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (l *Log) recover(now time.Time) error {
 	}
 	interval := l.cfg.IndexIntervalBytes
 	for i, base := range bases {
-		s, err := openSegment(l.dir, base, now)
+		s, err := openSegment(l.files(), l.dir, base, now)
 		if err != nil {
 			return err
 		}
@@ -144,7 +144,7 @@ func (l *Log) recover(now time.Time) error {
 				return err
 			}
 		}
-		s, err := openSegment(l.dir, l.startOffset, now)
+		s, err := openSegment(l.files(), l.dir, l.startOffset, now)
 		if err != nil {
 			l.segments = nil
 			return err

@@ -19,15 +19,16 @@ import (
 // Concurrency: fields marked (mu) are written only by the holder of the
 // owning Log's appendMu while it also holds mu exclusively, and read by
 // readers under mu shared (the appender may read them without mu). Fields
-// marked (appendMu) belong to the appender alone. The file handles are safe
-// for concurrent ReadAt; bytes below size are never rewritten.
+// marked (appendMu) belong to the appender alone. The files are opened on
+// demand through the log's FileCache (filecache.go) and are safe for
+// concurrent use; bytes below size are never rewritten.
 type segment struct {
 	base    int64
 	path    string // .log path
-	log     *os.File
-	idxFile *os.File
-	timeIdx *os.File
-	txnIdx  *os.File
+	log     *segFile
+	idxFile *segFile
+	timeIdx *segFile
+	txnIdx  *segFile
 
 	size      int64        // (mu) bytes of complete, committed frames
 	next      int64        // (mu) offset after the last batch
@@ -77,6 +78,36 @@ type segment struct {
 	// dropFrom is where the bytes whose page-cache pages were not yet
 	// dropped begin (Options.PageCacheWindow, dropCache). (appendMu)
 	dropFrom int64
+}
+
+// writeFrame writes the frame hdr+b at pos of the .log (appender only).
+func (s *segment) writeFrame(hdr, b []byte, pos int64) error {
+	f, err := s.log.acquire()
+	if err != nil {
+		return err
+	}
+	err = writeFrame(f, hdr, b, pos)
+	s.log.release()
+	s.log.markDirty()
+	return err
+}
+
+// advise starts the writeback of the bytes appended since the last call
+// and, with a page-cache window w > 0, drops the pages of the bytes more
+// than w behind them (Options.PageCacheWindow). Appender only; advisory:
+// a .log that cannot be opened now is left alone.
+func (s *segment) advise(w int64) {
+	f, err := s.log.acquire()
+	if err != nil {
+		return
+	}
+	defer s.log.release()
+	startWriteback(f, s.wbFrom, s.size-s.wbFrom)
+	s.wbFrom = s.size
+	if w > 0 && s.wbFrom-w > s.dropFrom {
+		dropCache(f, s.dropFrom, s.wbFrom-w-s.dropFrom)
+		s.dropFrom = s.wbFrom - w
+	}
 }
 
 // writebackChunk is how many appended bytes of a segment go to the
@@ -159,25 +190,28 @@ func segmentName(dir string, base int64, ext string) string {
 	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, ext))
 }
 
-// openSegment opens (creating if needed) the files of the segment at base.
+// openSegment opens (creating if needed) the files of the segment at base
+// into cache: each is opened once here, so that a failure to open one
+// (EMFILE included) is this call's error, and later on demand.
 // size is the .log file size; indexes are empty until loaded or scanned.
-func openSegment(dir string, base int64, now time.Time) (*segment, error) {
+func openSegment(cache *FileCache, dir string, base int64, now time.Time) (*segment, error) {
 	s := &segment{base: base, path: segmentName(dir, base, ".log"), next: base, maxTS: -1, maxTSBase: -1, created: now}
 	var err error
-	if s.log, err = os.OpenFile(s.path, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	const flag = os.O_CREATE | os.O_RDWR
+	if s.log, err = openSegFile(cache, s.path, flag); err != nil {
 		return nil, err
 	}
-	if s.idxFile, err = os.OpenFile(segmentName(dir, base, ".index"), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	if s.idxFile, err = openSegFile(cache, segmentName(dir, base, ".index"), flag); err != nil {
 		s.close()
 		return nil, err
 	}
-	if s.timeIdx, err = os.OpenFile(segmentName(dir, base, ".timeindex"), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	if s.timeIdx, err = openSegFile(cache, segmentName(dir, base, ".timeindex"), flag); err != nil {
 		s.close()
 		return nil, err
 	}
 	txnPath := segmentName(dir, base, ".txnindex")
 	s.txnMissing = !fileExists(txnPath)
-	if s.txnIdx, err = os.OpenFile(txnPath, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	if s.txnIdx, err = openSegFile(cache, txnPath, flag); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -199,20 +233,48 @@ func openSegment(dir string, base int64, now time.Time) (*segment, error) {
 	return s, nil
 }
 
+// close closes the segment's files for good (segFile.close): later
+// operations on them fail with os.ErrClosed.
 func (s *segment) close() error {
 	var first error
-	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx, s.txnIdx} {
-		if f != nil {
-			if err := f.Close(); err != nil && first == nil && !errors.Is(err, os.ErrClosed) {
-				first = err
-			}
+	for _, f := range s.files() {
+		if err := f.close(); err != nil && first == nil && !errors.Is(err, os.ErrClosed) {
+			first = err
 		}
 	}
 	return first
 }
 
+// files are the segment's files, .log first; nil ones (a segment whose
+// open failed part way) are left out.
+func (s *segment) files() []*segFile {
+	out := make([]*segFile, 0, 4)
+	for _, f := range [...]*segFile{s.log, s.idxFile, s.timeIdx, s.txnIdx} {
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// file is the segment's file with extension ext (one of segmentExts).
+func (s *segment) file(ext string) *segFile {
+	switch ext {
+	case ".log":
+		return s.log
+	case ".index":
+		return s.idxFile
+	case ".timeindex":
+		return s.timeIdx
+	case ".txnindex":
+		return s.txnIdx
+	}
+	panic("storage: no segment file " + ext)
+}
+
+// sync fsyncs the segment's files written since their last fsync.
 func (s *segment) sync() error {
-	for _, f := range []*os.File{s.log, s.idxFile, s.timeIdx, s.txnIdx} {
+	for _, f := range s.files() {
 		if err := f.Sync(); err != nil {
 			return err
 		}

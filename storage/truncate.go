@@ -300,7 +300,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	if reuse < 0 {
 		// segment.ms counts from the first append into an empty segment,
 		// so its creation time does not matter.
-		s, err := openSegment(l.dir, offset, time.Time{})
+		s, err := openSegment(l.files(), l.dir, offset, time.Time{})
 		if err == nil && s.size != 0 {
 			err = s.log.Truncate(0) // a stale file nobody lists
 			s.size = 0

@@ -622,7 +622,7 @@ func TestTruncateFullyCrashLeftovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.fresh {
-				s, err := openSegment(dir, tc.offset, t0)
+				s, err := openSegment(DefaultFileCache(), dir, tc.offset, t0)
 				if err != nil {
 					t.Fatal(err)
 				}
