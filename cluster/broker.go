@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // DefaultHeartbeatInterval is broker.heartbeat.interval.ms; it must be well
@@ -48,7 +49,26 @@ type BrokerConfig struct {
 	// heartbeat reports them (decision 42). Called from the heartbeat
 	// goroutine.
 	OfflineReplicas func() []controller.OfflineReplica
-	Logger          *slog.Logger
+	// MaxReplicas is the most partition replicas this broker accepts,
+	// registered with the controller, which refuses a topic creation or
+	// reassignment that would place more here (issue 29): 0 derives it
+	// from the open-files limit (storage.DefaultMaxReplicas), negative
+	// registers no limit.
+	MaxReplicas int32
+	Logger      *slog.Logger
+}
+
+// replicaLimit is the replica limit the broker registers and the
+// open-files limit it is derived from (controller.CheckReplicaLimits).
+func (c BrokerConfig) replicaLimit() (maxReplicas int32, nofile int64) {
+	n := storage.OpenFilesLimit()
+	switch {
+	case c.MaxReplicas > 0:
+		return c.MaxReplicas, int64(n)
+	case c.MaxReplicas < 0:
+		return 0, int64(n)
+	}
+	return int32(min(storage.DefaultMaxReplicas(n), 1<<30)), int64(n)
 }
 
 // BrokerLifecycle runs a broker's side of the cluster protocol (DESIGN §6):
@@ -195,8 +215,9 @@ func (b *BrokerLifecycle) heartbeatLoop() {
 
 func (b *BrokerLifecycle) register() {
 	b.mu.Lock()
+	maxReplicas, nofile := b.cfg.replicaLimit()
 	req := &internalv1.RegisterBrokerRequest{BrokerId: b.cfg.NodeID, Address: b.cfg.Address, InternalAddress: b.cfg.InternalAddress,
-		Rack: b.cfg.Rack, IncarnationId: b.incarnation}
+		Rack: b.cfg.Rack, IncarnationId: b.incarnation, MaxReplicas: maxReplicas, OpenFilesLimit: nofile}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()

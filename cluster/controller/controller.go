@@ -611,8 +611,10 @@ func (c *Controller) readForProposal(ctx context.Context, fn func(im *Image)) er
 // CreateTopic places and creates a topic: on the leader it computes the
 // assignment over the live brokers (Place, seeded by the name), then
 // proposes a CreateTopic with a new random topic id. It returns the record
-// that was applied. Errors: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
-// INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, NOT_CONTROLLER.
+// that was applied. Errors: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS (also
+// when a broker would host more replicas than it registered it accepts:
+// CheckReplicaLimits), INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION,
+// NOT_CONTROLLER.
 func (c *Controller) CreateTopic(ctx context.Context, name string, partitions, rf int32, configs map[string]string) (CreateTopic, error) {
 	if err := ValidateTopicName(name); err != nil {
 		return CreateTopic{}, err
@@ -628,6 +630,11 @@ func (c *Controller) CreateTopic(ctx context.Context, name string, partitions, r
 		}
 		var assign []PartitionAssignment
 		assign, placeErr = Place(LivePlacementBrokers(im), PlacementSeed(name), partitions, rf)
+		if placeErr == nil {
+			// Issue 29: no broker above the replicas it registered it accepts.
+			placeErr = CheckReplicaLimits(im, fmt.Sprintf("creating topic %q with %s partitions (replication factor %d)",
+				name, thousands(int64(partitions)), rf), addedReplicas(assign))
+		}
 		rec = CreateTopic{Name: name, TopicID: newTopicID(), Partitions: assign, Configs: cloneMap(configs)}
 	})
 	if err == nil {

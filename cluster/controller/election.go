@@ -28,6 +28,16 @@ func ElectLeader(p *PartitionState, live func(id int32) bool, unclean bool) (lea
 	return NoLeader, false
 }
 
+// allLive reports whether every id in ids is live.
+func allLive(ids []int32, live func(int32) bool) bool {
+	for _, id := range ids {
+		if !live(id) {
+			return false
+		}
+	}
+	return true
+}
+
 // UncleanElectionEnabled reports whether topic allows unclean leader
 // election: its own ConfigUncleanLeaderElection if set, else the cluster's;
 // off by default.
@@ -55,12 +65,19 @@ func UncleanElectionEnabled(im *Image, topic string) bool {
 //
 // Each change carries the partition's current epochs, so it is rejected if
 // the partition changed in between. Partitions already in line yield none.
+// It costs O(replicas + offline reports) (replicaLiveness), and allocates
+// only for the changes.
 func ReelectChanges(im *Image) []PartitionChange {
 	var out []PartitionChange
+	lv := newReplicaLiveness(im)
 	for _, name := range im.TopicNames() {
 		unclean := UncleanElectionEnabled(im, name)
-		for i, p := range im.Topics[name].Partitions {
-			live := func(id int32) bool { return im.ReplicaLive(name, int32(i), id) }
+		t := im.Topics[name]
+		for i, p := range t.Partitions {
+			live := func(id int32) bool { return lv.live(t, int32(i), id) }
+			if p.Leader != NoLeader && live(p.Leader) && allLive(p.ISR, live) {
+				continue // in line: nothing to compute
+			}
 			isr := make([]int32, 0, len(p.ISR))
 			for _, id := range p.ISR {
 				if live(id) {

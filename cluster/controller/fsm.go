@@ -132,11 +132,12 @@ func applyRegisterBroker(im *Image, r RegisterBroker, offset uint64) (int64, err
 	}
 	if b := im.Brokers[r.BrokerID]; b != nil && b.IncarnationID == r.IncarnationID {
 		b.Address, b.InternalAddress, b.Rack = r.Address, r.InternalAddress, r.Rack
+		b.MaxReplicas, b.OpenFilesLimit = r.MaxReplicas, r.OpenFilesLimit
 		return b.Epoch, nil
 	}
 	im.Brokers[r.BrokerID] = &Broker{
 		ID: r.BrokerID, Address: r.Address, InternalAddress: r.InternalAddress, Rack: r.Rack, IncarnationID: r.IncarnationID,
-		Epoch: int64(offset), Fenced: true,
+		Epoch: int64(offset), Fenced: true, MaxReplicas: r.MaxReplicas, OpenFilesLimit: r.OpenFilesLimit,
 	}
 	return int64(offset), nil
 }

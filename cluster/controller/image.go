@@ -45,6 +45,13 @@ type Broker struct {
 	Epoch int64 `json:"epoch"`
 	// Fenced brokers lead nothing and receive no new replicas.
 	Fenced bool `json:"fenced"`
+	// MaxReplicas is the most partition replicas the broker accepts, as
+	// it registered (0: no limit). The controller refuses a topic
+	// creation or a reassignment that would place more on it
+	// (CheckReplicaLimits); replicas already placed stay. OpenFilesLimit
+	// is the open-files limit it was derived from (0: unknown).
+	MaxReplicas    int32 `json:"max_replicas,omitempty"`
+	OpenFilesLimit int64 `json:"open_files_limit,omitempty"`
 	// OfflineReplicas are the replicas this incarnation reported failed on
 	// its disk (decision 42), sorted by topic and partition; nil when
 	// none. They lead nothing and are kept out of the ISR, as a fenced
@@ -67,7 +74,8 @@ type OfflineReplica struct {
 }
 
 // ReplicaOffline reports whether broker b reported its replica of
-// partition of the topic with id topicID failed.
+// partition of the topic with id topicID failed. It scans b's reports:
+// callers that know the topic's name use ReplicaLive, a binary search.
 func (b *Broker) ReplicaOffline(topicID string, partition int32) bool {
 	for _, r := range b.OfflineReplicas {
 		if r.TopicID == topicID && r.Partition == partition {
@@ -89,7 +97,7 @@ func (im *Image) ReplicaLive(topic string, partition, id int32) bool {
 		return true
 	}
 	t := im.Topics[topic]
-	return t == nil || !b.ReplicaOffline(t.ID, partition)
+	return t == nil || offlineReplicaIndex(b.OfflineReplicas, topic, t.ID, partition) < 0
 }
 
 // InterBrokerAddress is where other nodes call b's inter-node services

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -170,7 +171,17 @@ func (c *Controller) ReassignPartition(ctx context.Context, topic string, partit
 	var pc PartitionChange
 	var change bool
 	var planErr error
-	if err := c.readForProposal(ctx, func(im *Image) { pc, change, planErr = PlanReassignment(im, topic, partition, target) }); err != nil {
+	if err := c.readForProposal(ctx, func(im *Image) {
+		pc, change, planErr = PlanReassignment(im, topic, partition, target)
+		if planErr == nil && change {
+			// Issue 29: no broker above the replicas it accepts.
+			added := make(map[int32]int, len(pc.AddingReplicas))
+			for _, id := range pc.AddingReplicas {
+				added[id]++
+			}
+			planErr = CheckReplicaLimits(im, fmt.Sprintf("reassigning partition %s-%d to %v", topic, partition, target), added)
+		}
+	}); err != nil {
 		return nil, err
 	}
 	if planErr != nil {

@@ -80,6 +80,10 @@ type RegisterBroker struct {
 	InternalAddress string `json:"internal_address,omitempty"`
 	Rack            string `json:"rack,omitempty"`
 	IncarnationID   string `json:"incarnation_id"`
+	// MaxReplicas and OpenFilesLimit are Broker's (issue 29); absent
+	// (0) from a broker that predates them.
+	MaxReplicas    int32 `json:"max_replicas,omitempty"`
+	OpenFilesLimit int64 `json:"open_files_limit,omitempty"`
 }
 
 // FenceBroker fences a broker: it may not lead partitions and is not used

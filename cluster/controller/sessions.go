@@ -124,8 +124,14 @@ func (c *Controller) syncOfflineReplicas(ctx context.Context, b Broker, req Hear
 	if _, err := c.Propose(ctx, OfflineReplicas{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, Replicas: want}); err != nil {
 		return err
 	}
+	// A set of the reports already known: the lists may hold thousands
+	// (issue 29), and a scan of one for each of the other was quadratic.
+	known := make(map[OfflineReplica]struct{}, len(b.OfflineReplicas))
+	for _, r := range b.OfflineReplicas {
+		known[r] = struct{}{}
+	}
 	for _, r := range want {
-		if !slices.Contains(b.OfflineReplicas, r) {
+		if _, ok := known[r]; !ok {
 			c.log.Warn("controller: broker reports a replica offline after a disk error; moving its leadership and ISR membership away",
 				"broker", req.BrokerID, "topic", r.Topic, "partition", r.Partition, "path", r.Path, "err", r.Error)
 		}

@@ -37,8 +37,16 @@ type RegisterBrokerRequest struct {
 	// fetches, transaction markers). Empty from a broker that predates it:
 	// the other nodes then dial address.
 	InternalAddress string `protobuf:"bytes,5,opt,name=internal_address,json=internalAddress,proto3" json:"internal_address,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The most partition replicas the broker accepts: the controller refuses
+	// a topic creation or reassignment that would place more on it
+	// (INVALID_PARTITIONS). Derived from its open-files limit (issue 29);
+	// 0 from a broker that predates it or sets no limit.
+	MaxReplicas int32 `protobuf:"varint,6,opt,name=max_replicas,json=maxReplicas,proto3" json:"max_replicas,omitempty"`
+	// The broker's open-files limit (soft RLIMIT_NOFILE) max_replicas was
+	// derived from, named in the refusal; 0 when unknown.
+	OpenFilesLimit int64 `protobuf:"varint,7,opt,name=open_files_limit,json=openFilesLimit,proto3" json:"open_files_limit,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -104,6 +112,20 @@ func (x *RegisterBrokerRequest) GetInternalAddress() string {
 		return x.InternalAddress
 	}
 	return ""
+}
+
+func (x *RegisterBrokerRequest) GetMaxReplicas() int32 {
+	if x != nil {
+		return x.MaxReplicas
+	}
+	return 0
+}
+
+func (x *RegisterBrokerRequest) GetOpenFilesLimit() int64 {
+	if x != nil {
+		return x.OpenFilesLimit
+	}
+	return 0
 }
 
 type RegisterBrokerResponse struct {
@@ -1249,13 +1271,15 @@ var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/sluice.proto\"\xb4\x01\n" +
+	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/sluice.proto\"\x81\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12%\n" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12)\n" +
-	"\x10internal_address\x18\x05 \x01(\tR\x0finternalAddress\"d\n" +
+	"\x10internal_address\x18\x05 \x01(\tR\x0finternalAddress\x12!\n" +
+	"\fmax_replicas\x18\x06 \x01(\x05R\vmaxReplicas\x12(\n" +
+	"\x10open_files_limit\x18\a \x01(\x03R\x0eopenFilesLimit\"d\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x8f\x02\n" +

@@ -103,7 +103,10 @@ const (
 	ErrorCode_INVALID_TIMESTAMP ErrorCode = 32
 	// A topic with this name already exists.
 	ErrorCode_TOPIC_ALREADY_EXISTS ErrorCode = 36
-	// The partition count is invalid (zero, negative, or a decrease).
+	// The partition count is invalid (zero, negative, or a decrease), or
+	// the topic creation or reassignment would put more partition replicas
+	// on a broker than it accepts (its limit, derived from its open-files
+	// limit, is in the message).
 	ErrorCode_INVALID_PARTITIONS ErrorCode = 37
 	// The replication factor is invalid or larger than the number of brokers.
 	ErrorCode_INVALID_REPLICATION_FACTOR ErrorCode = 38
