@@ -98,7 +98,7 @@ type Config struct {
 	ConnectionsMaxIdle time.Duration
 	// QueuedMaxRequestBytes is each gRPC listener's budget of request
 	// bytes in flight (issue 29; Kafka's queued.max.request.bytes;
-	// decision 50; requestbudget.go): a request is read only once the
+	// decision 51; requestbudget.go): a request is read only once the
 	// largest message the listener accepts (api.MaxMessageSize) fits in
 	// its listener's budget, waits until it does (bounded by its
 	// deadline), and then holds its message's size until its handler is

@@ -243,7 +243,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	// not register a broker or write transaction markers (UNIMPLEMENTED
 	// there).
 	// Each also has a budget of request bytes in flight of its own
-	// (decision 50, requestbudget_grpc.go): its stats handler and
+	// (decision 51, requestbudget_grpc.go): its stats handler and
 	// budgetedServer below.
 	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
 	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))

@@ -32,8 +32,8 @@ func main() {
 		return
 	}
 	if err == nil {
-		gc := tuneGC(os.LookupEnv, cgroupMemoryMax)
-		cfg.Logger.Info("garbage collector", "gogc", gc.gcPercent, "memory_limit_bytes", gc.memoryLimit)
+		gc := tuneGC(os.LookupEnv, cgroupMemoryMax, machineMemory)
+		cfg.Logger.Info("garbage collector", gc.logArgs()...)
 		// GODEBUG comes from the deployment (decision 47: the image, the
 		// manifests, make run); the line shows what is in force.
 		cfg.Logger.Info("go runtime", "godebug", os.Getenv("GODEBUG"))
@@ -69,6 +69,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
 	fs.DurationVar(&cfg.LogCleanerBackoff, "log-cleaner-backoff", cfg.LogCleanerBackoff, "how often the log cleaner checks compacted partitions")
 	fs.Int64Var(&cfg.PageCacheWindow, "page-cache-window", cfg.PageCacheWindow, "bytes of each partition segment's newest data left in the OS page cache once written back; older pages are dropped (Linux). 0 leaves the page cache to the kernel")
+	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", cfg.QueuedMaxRequestBytes, "each gRPC listener's budget of request bytes in flight (Kafka's queued.max.request.bytes): a request is read once the largest one (64 MiB) fits beside those being served, and waits until then, within its deadline; at least 134217728")
 	addConnectionFlags(fs, &cfg)
 	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "controller, broker, or controller,broker")
 	voters := fs.String("controller-voters", "", "static controller quorum id@host:raftport,... (same on every node; default: this node alone)")

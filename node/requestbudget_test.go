@@ -1,0 +1,204 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
+	"github.com/sluice-io/sluice/proto/batch"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// preEncodedCodec sends a request encoded beforehand (*[]byte) as it is,
+// without a copy, and decodes answers as protobuf: a client sending many
+// copies of one large request costs the test process nothing per copy,
+// so the process's heap is the node's.
+type preEncodedCodec struct{}
+
+func (preEncodedCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+func (preEncodedCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+func (preEncodedCodec) Name() string { return "proto" }
+
+// liveHeap is the Go runtime's live heap as of the last collection.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// Issue 29, decision 51: request bytes in flight are bounded per listener.
+// Sixteen 60 MB produce requests sent at once to a node with a 128 MiB
+// budget (the smallest) are read at most two at a time: the others wait,
+// not fail, and each is answered (MESSAGE_TOO_LARGE: above the topic's
+// max.message.bytes). Meanwhile sluice_request_bytes_in_flight never
+// exceeds sluice_request_bytes_budget, requests are counted as having
+// waited, a producer beside them gets its records acknowledged and kept,
+// and the node's live heap grows by less than twice the budget (a
+// message is copied once while decoded) plus a stream window per waiting
+// request (what HTTP/2 lets a client send before it is read) and 64 MiB
+// for the rest. Before the budget it grew by about 1.7 GiB: every request
+// was read at once.
+func TestRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
+	const (
+		requests = 16
+		size     = 60 << 20
+		budget   = node.MinQueuedMaxRequestBytes
+	)
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.HTTPListen = "127.0.0.1:0"
+		cfg.QueuedMaxRequestBytes = budget
+	})
+	s.CreateTopic("big", 1, nil)
+	s.CreateTopic("canary", 1, nil)
+
+	var b batch.Builder
+	b.Reset(time.Now().UnixMilli())
+	b.Add(time.Now().UnixMilli(), nil, make([]byte, size), nil)
+	raw, err := proto.Marshal(&sluicev1.ProduceRequest{Acks: sluicev1.Acks_ACKS_ALL, Topics: []*sluicev1.TopicProduceData{
+		{Name: "big", Partitions: []*sluicev1.PartitionProduceData{{Partition: 0, Batch: batchOf(t, b.Finish(batch.PlainProducer, 0))}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = batch.Builder{}
+
+	cl, err := client.New([]string{s.Node.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	p, err := cl.NewProducer(client.WithLinger(0), client.WithDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := p.SendSync(ctx, client.Record{Topic: "canary", Partition: 0, Value: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Sample the live heap and the client listener's bytes in flight
+	// while the requests run.
+	runtime.GC()
+	base := liveHeap()
+	var (
+		mu                  sync.Mutex
+		peakHeap            uint64
+		peakInFlight, limit float64
+		scrapeErr           error
+	)
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for i := 0; ; i++ {
+			h := liveHeap()
+			var mfs map[string]*dto.MetricFamily
+			var err error
+			if i%10 == 0 {
+				mfs, err = getMetrics(s.Node.HTTPAddr())
+			}
+			mu.Lock()
+			peakHeap = max(peakHeap, h)
+			if err != nil && scrapeErr == nil {
+				scrapeErr = err
+			}
+			if v, ok := sample(mfs, "sluice_request_bytes_in_flight", "listener", "client"); ok {
+				peakInFlight = max(peakInFlight, v)
+			}
+			if v, ok := sample(mfs, "sluice_request_bytes_budget", "listener", "client"); ok {
+				limit = v
+			}
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+
+	var calls sync.WaitGroup
+	errs := make(chan error, requests+1)
+	for range requests {
+		calls.Go(func() {
+			var resp sluicev1.ProduceResponse
+			if err := s.Conn.Invoke(ctx, "/sluice.v1.Log/Produce", &raw, &resp, grpc.ForceCodecV2(preEncodedCodec{})); err != nil {
+				errs <- err
+				return
+			}
+			if c := resp.GetTopics()[0].GetPartitions()[0].GetErrorCode(); c != sluicev1.ErrorCode_MESSAGE_TOO_LARGE {
+				errs <- fmt.Errorf("a 60 MB batch answered %v, want MESSAGE_TOO_LARGE", c)
+			}
+		})
+	}
+	var acked []string
+	calls.Go(func() {
+		for i := range 5 {
+			v := fmt.Sprintf("during-%d", i)
+			if _, err := p.SendSync(ctx, client.Record{Topic: "canary", Partition: 0, Value: []byte(v)}); err != nil {
+				errs <- fmt.Errorf("canary: %w", err)
+				return
+			}
+			acked = append(acked, v)
+		}
+	})
+	calls.Wait()
+	close(stop)
+	sampler.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if scrapeErr != nil {
+		t.Fatal(scrapeErr)
+	}
+
+	if limit != budget {
+		t.Errorf("sluice_request_bytes_budget = %v, want %d", limit, budget)
+	}
+	if peakInFlight <= 0 || peakInFlight > budget {
+		t.Errorf("sluice_request_bytes_in_flight peaked at %v, want within (0, %d]", peakInFlight, budget)
+	}
+	mfs := scrape(t, s.Node.HTTPAddr())
+	if v := mustSample(t, mfs, "sluice_request_budget_waits_total", "listener", "client"); v < 1 {
+		t.Errorf("sluice_request_budget_waits_total = %v: no request waited", v)
+	}
+	wait.For(t, 10*time.Second, "every request's bytes given back", func() error {
+		if v := mustSample(t, scrape(t, s.Node.HTTPAddr()), "sluice_request_bytes_in_flight", "listener", "client"); v != 0 {
+			return fmt.Errorf("%v bytes in flight", v)
+		}
+		return nil
+	})
+	bound := uint64(2*budget + requests*cluster.StreamWindow + 64<<20)
+	t.Logf("live heap %d MiB before, peak %d MiB (+%d MiB; bound +%d MiB); bytes in flight peaked at %.0f MiB",
+		base>>20, peakHeap>>20, (peakHeap-base)>>20, bound>>20, peakInFlight/(1<<20))
+	if peakHeap > base+bound {
+		t.Errorf("the live heap grew by %d MiB, more than %d MiB", (peakHeap-base)>>20, bound>>20)
+	}
+
+	got := nodetest.Values(s.Fetch("canary", 0, 0, 0), 0)
+	want := append([]string{"before"}, acked...)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("canary partition holds %q, want %q", got, want)
+	}
+}
