@@ -514,7 +514,8 @@ func (g *groupMember) commit(ctx context.Context, offsets map[TopicPartition]int
 
 // Subscribe makes a group consumer (WithGroup) join its group for topics,
 // or changes its subscription. Partitions are assigned by the group's
-// coordinator; Poll returns records of the assigned ones.
+// coordinator; Poll returns records of the assigned ones. A topic named
+// twice is subscribed once.
 func (co *Consumer) Subscribe(topics ...string) error {
 	if co.group == nil {
 		return errors.New("sluice: Subscribe needs a consumer group (WithGroup)")
@@ -522,11 +523,20 @@ func (co *Consumer) Subscribe(topics ...string) error {
 	if len(topics) == 0 {
 		return errors.New("sluice: Subscribe needs at least one topic")
 	}
+	seen := make(map[string]bool, len(topics))
+	unique := make([]string, 0, len(topics))
 	for _, t := range topics {
 		if t == "" {
 			return errors.New("sluice: Subscribe: empty topic name")
 		}
+		if !seen[t] {
+			// The coordinator refuses a subscription naming a topic twice
+			// (api/limits.go); a caller's repeat means the topic once.
+			seen[t] = true
+			unique = append(unique, t)
+		}
 	}
+	topics = unique
 	co.mu.Lock()
 	closed := co.closed
 	co.mu.Unlock()
