@@ -40,22 +40,12 @@ type limitedRegistrar struct{ r grpc.ServiceRegistrar }
 // RegisterService registers impl under a copy of desc whose handlers
 // receive their requests through receiveChecked.
 func (l limitedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	d := *desc
-	d.Methods = make([]grpc.MethodDesc, len(desc.Methods))
-	for i, m := range desc.Methods {
-		h := m.Handler
-		m.Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(v any) error { return receiveChecked(v, dec) }, interceptor)
-		}
-		d.Methods[i] = m
-	}
-	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
-	for i, sd := range desc.Streams {
-		h := sd.Handler
-		sd.Handler = func(srv any, ss grpc.ServerStream) error { return h(srv, checkedStream{ss}) }
-		d.Streams[i] = sd
-	}
-	l.r.RegisterService(&d, impl)
+	codec.RegisterHooked(l.r, desc, impl, codec.ReceiveHook{
+		Unary: func(_ context.Context, dec func(any) error) (func(any) error, func()) {
+			return func(v any) error { return receiveChecked(v, dec) }, nil
+		},
+		Stream: func(ss grpc.ServerStream, _ bool) (grpc.ServerStream, func()) { return checkedStream{ss}, nil },
+	})
 }
 
 // checkedStream is a server stream whose requests go through

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/proto/codec"
 )
 
 // How a gRPC listener's requests take their bytes from its requestBudget
@@ -108,7 +110,9 @@ func (r *rpcBytes) receiveReserved(ctx context.Context, m any, recv func(any) er
 	}
 	// Else the read runs on a goroutine of its own so that a message that
 	// does not come cannot keep the reservation: the call then ends, which
-	// ends the read, which gives the bytes back.
+	// ends the read, which gives the bytes back. Bounded by the call, so
+	// not in a goroutine.Group: it may outlive the handler only until gRPC
+	// ends the call.
 	done := make(chan error, 1)
 	go func() { done <- read() }()
 	timer := time.NewTimer(r.b.readTimeout)
@@ -228,28 +232,16 @@ type budgetedServer struct {
 // RegisterService registers impl under a copy of desc whose handlers
 // receive their requests through the budget.
 func (s budgetedServer) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	d := *desc
-	d.Methods = make([]grpc.MethodDesc, len(desc.Methods))
-	for i, m := range desc.Methods {
-		h := m.Handler
-		m.Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	codec.RegisterHooked(s.GRPCServer, desc, impl, codec.ReceiveHook{
+		Unary: func(ctx context.Context, dec func(any) error) (func(any) error, func()) {
 			r := rpcBytesOf(ctx, s.b)
-			defer r.end()
-			return h(srv, ctx, func(v any) error { return r.receiveReserved(ctx, v, dec) }, interceptor)
-		}
-		d.Methods[i] = m
-	}
-	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
-	for i, sd := range desc.Streams {
-		h, clientStreams := sd.Handler, sd.ClientStreams
-		sd.Handler = func(srv any, ss grpc.ServerStream) error {
+			return func(v any) error { return r.receiveReserved(ctx, v, dec) }, r.end
+		},
+		Stream: func(ss grpc.ServerStream, clientStreams bool) (grpc.ServerStream, func()) {
 			r := rpcBytesOf(ss.Context(), s.b)
-			defer r.end()
-			return h(srv, budgetedStream{ServerStream: ss, r: r, streamed: clientStreams})
-		}
-		d.Streams[i] = sd
-	}
-	s.GRPCServer.RegisterService(&d, impl)
+			return budgetedStream{ServerStream: ss, r: r, streamed: clientStreams}, r.end
+		},
+	})
 }
 
 // budgetedStream is a server stream whose RecvMsg goes through the

@@ -30,22 +30,12 @@ type Server struct {
 // RegisterService registers impl under a copy of desc whose handlers
 // receive their requests through receive.
 func (s Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	d := *desc
-	d.Methods = make([]grpc.MethodDesc, len(desc.Methods))
-	for i, m := range desc.Methods {
-		h := m.Handler
-		m.Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(v any) error { return receive(v, dec) }, interceptor)
-		}
-		d.Methods[i] = m
-	}
-	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
-	for i, sd := range desc.Streams {
-		h := sd.Handler
-		sd.Handler = func(srv any, ss grpc.ServerStream) error { return h(srv, requestStream{ss}) }
-		d.Streams[i] = sd
-	}
-	s.Server.RegisterService(&d, impl)
+	RegisterHooked(s.Server, desc, impl, ReceiveHook{
+		Unary: func(_ context.Context, dec func(any) error) (func(any) error, func()) {
+			return func(v any) error { return receive(v, dec) }, nil
+		},
+		Stream: func(ss grpc.ServerStream, _ bool) (grpc.ServerStream, func()) { return requestStream{ss}, nil },
+	})
 }
 
 // requestStream is a server stream whose RecvMsg goes through receive.
