@@ -486,7 +486,11 @@ func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
 			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has offsets pending in an open transaction; retry once it ends", g)
 		}
 		if e != nil && e.g.Size() > 0 {
-			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has %d members; stop its consumers first", g, e.g.Size())
+			n, noun := e.g.Size(), "members"
+			if n == 1 {
+				noun = "member"
+			}
+			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has %d %s; stop its consumers first", g, n, noun)
 		}
 		if e != nil {
 			// Departed static members (kept for their session) count too.

@@ -131,7 +131,11 @@ func (g *Group) Size() int {
 // starts a New group at the next join.
 func (g *Group) Delete() error {
 	if len(g.members) > 0 {
-		return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %s has %d members", g.id, len(g.members))
+		noun := "members"
+		if len(g.members) == 1 {
+			noun = "member"
+		}
+		return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %s has %d %s", g.id, len(g.members), noun)
 	}
 	g.dead = true
 	return nil

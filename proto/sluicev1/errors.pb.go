@@ -197,7 +197,10 @@ const (
 	// it ends.
 	ErrorCode_UNSTABLE_OFFSET_COMMIT ErrorCode = 88
 	// A newer producer with the same transactional id has started; this one
-	// must stop.
+	// must stop. On EndTxn(commit) it may instead mean that the coordinator
+	// aborted the transaction on its timeout (the abort bumped the epoch):
+	// send EndTxn(abort) at the same epoch; NONE means the producer is
+	// healthy and goes on at the answered epoch (docs/transactions.md).
 	ErrorCode_PRODUCER_FENCED ErrorCode = 90
 	// A partition change named a partition epoch that is not the current
 	// one: re-read the partition and decide again.
