@@ -36,6 +36,13 @@ type BrokerConfig struct {
 	Rack            string
 	// HeartbeatInterval; 0 means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// SessionTimeout is the controller's broker session timeout
+	// (controller.Config.SessionTimeout); 0 means
+	// controller.DefaultSessionTimeout. A controlled shutdown stops waiting
+	// once no heartbeat has been answered for that long: an active
+	// controller has then fenced this broker itself, and without one
+	// nothing can move the leaderships.
+	SessionTimeout time.Duration
 	Controllers       *ControllerClient
 	Metadata          *MetadataCache
 	// MetadataStreamIdle overrides MetadataStreamIdleTimeout (tests); 0
@@ -88,6 +95,11 @@ type BrokerLifecycle struct {
 	fenced        bool
 	wantShutdown  bool
 	shutdownReady chan struct{} // closed when the controller says so
+	// lastAnswer is when a heartbeat was last answered (zero before the
+	// first); hbFailed is closed (and replaced) at every failed one, for
+	// ControlledShutdown.
+	lastAnswer time.Time
+	hbFailed   chan struct{}
 	registered    chan struct{} // closed at the first registration
 	// hbSent counts heartbeat requests sent; hbAnswered is the count at
 	// the last one answered, hbOffset that answer's metadata offset, and
@@ -112,12 +124,16 @@ func NewBrokerLifecycle(cfg BrokerConfig) *BrokerLifecycle {
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = controller.DefaultSessionTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &BrokerLifecycle{cfg: cfg, log: cfg.Logger, fenced: true, ctx: ctx, cancel: cancel,
-		incarnation: newIncarnation(), shutdownReady: make(chan struct{}), registered: make(chan struct{})}
+		incarnation: newIncarnation(), shutdownReady: make(chan struct{}), registered: make(chan struct{}),
+		hbFailed: make(chan struct{})}
 }
 
 func newIncarnation() string {
@@ -172,20 +188,55 @@ func (b *BrokerLifecycle) Ready() bool {
 // ControlledShutdown asks the controller to fence this broker and move its
 // leaderships away, and waits until it confirms or ctx is done. Heartbeats
 // continue afterwards (without asking to be unfenced) until Stop.
+//
+// It also stops waiting, with ErrControllerUnreachable, once no heartbeat
+// has been answered for the session timeout since the shutdown was asked
+// (or since the last answer, if later): an active controller has then
+// fenced this broker on its own and moved what it could, and without one
+// (the last node of a cluster, its quorum gone) nothing can move. Waiting
+// out ctx then only delays the stop.
 func (b *BrokerLifecycle) ControlledShutdown(ctx context.Context) error {
 	b.mu.Lock()
 	b.wantShutdown = true
 	ready := b.shutdownReady
+	asked := time.Now()
 	b.mu.Unlock()
-	select {
-	case <-ready:
-		return nil
-	case <-ctx.Done():
-		return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "controlled shutdown not confirmed: %w", ctx.Err())
-	case <-b.ctx.Done():
-		return errors.New("broker lifecycle stopped")
+	for {
+		b.mu.Lock()
+		failed := b.hbFailed
+		since := asked
+		if b.lastAnswer.After(since) {
+			since = b.lastAnswer
+		}
+		b.mu.Unlock()
+		silent := time.Since(since)
+		if silent >= b.cfg.SessionTimeout {
+			return fmt.Errorf("%w: no heartbeat answered for %v (session timeout %v)", ErrControllerUnreachable, silent.Round(time.Millisecond), b.cfg.SessionTimeout)
+		}
+		// Look again when a heartbeat fails or the silence would reach the
+		// session timeout (a heartbeat to no controller may take seconds
+		// to fail).
+		t := time.NewTimer(b.cfg.SessionTimeout - silent)
+		select {
+		case <-ready:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "controlled shutdown not confirmed: %w", ctx.Err())
+		case <-b.ctx.Done():
+			t.Stop()
+			return errors.New("broker lifecycle stopped")
+		case <-failed:
+			t.Stop()
+		case <-t.C:
+		}
 	}
 }
+
+// ErrControllerUnreachable is ControlledShutdown's error when no
+// controller answered heartbeats for the session timeout.
+var ErrControllerUnreachable = errors.New("controlled shutdown: no controller answers")
 
 // Stop ends every goroutine.
 func (b *BrokerLifecycle) Stop() {
@@ -272,6 +323,8 @@ func (b *BrokerLifecycle) heartbeat() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
+		close(b.hbFailed)
+		b.hbFailed = make(chan struct{})
 		if errs.Code(err) == sluicev1.ErrorCode_STALE_BROKER_EPOCH {
 			b.log.Warn("broker epoch is stale; registering again", "broker_epoch", b.epoch, "err", err)
 			b.epoch, b.fenced, b.incarnation = 0, true, newIncarnation()
@@ -280,6 +333,7 @@ func (b *BrokerLifecycle) heartbeat() {
 		}
 		return
 	}
+	b.lastAnswer = time.Now()
 	if seq > b.hbAnswered {
 		b.hbAnswered, b.hbOffset = seq, resp.MetadataOffset
 		if b.hbChanged != nil {

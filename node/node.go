@@ -82,7 +82,7 @@ type Node struct {
 	groupTopicsMap map[string]group.TopicMetadata
 	groupTopicsAt  uint64
 
-	faults  *faultInjector // nil unless fault injection is on
+	faults  *faultInjector // nil unless fault injection is on (sluicetest builds only)
 	metrics *metrics       // the /metrics registry and gRPC interceptors
 
 	// healthServices are the gRPC services whose health status follows
@@ -233,10 +233,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	// included.
 	n.metrics = newMetrics(n)
 	opts = append(opts, grpc.ChainUnaryInterceptor(n.metrics.grpc.unary), grpc.ChainStreamInterceptor(n.metrics.grpc.stream))
-	if cfg.FaultInjection || cfg.FaultDropProduceResponses > 0 {
-		n.faults = newFaultInjector(logger)
-		opts = append(opts, grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream))
-	}
+	opts = append(opts, n.faultServerOptions()...) // none without the sluicetest tag
 	// Two servers with the same options and interceptors (decision 41):
 	// the client one serves the public services, the internal one the
 	// inter-node services, so that whoever reaches the client port can
@@ -264,7 +261,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	if n.replicas != nil {
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
-			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval,
+			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
 			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
 			OfflineReplicas: n.replicas.OfflineReplicaReports,
 		})
@@ -299,13 +296,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	for _, name := range n.healthServices {
 		n.health.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	if n.faults != nil {
-		n.faults.served = servedMethods(n.grpc.GetServiceInfo(), n.internalGRPC.GetServiceInfo())
-		logger.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", cfg.FaultInjection)
-		if f := cfg.FaultDropProduceResponses; f > 0 {
-			n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}, {Method: "/sluice.v1.Log/ProduceStream", DropResponse: f}}, "--fault-drop-produce-responses")
-		}
-	}
+	n.startFaultRules()
 
 	if cfg.HTTPListen != "" {
 		hl, err := net.Listen("tcp", cfg.HTTPListen)
