@@ -257,6 +257,8 @@ func (s *ControllerService) MetadataStream(req *internalv1.MetadataStreamRequest
 	sub := s.ctl.Subscribe(req.FromOffset)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	// Bounded by the RPC, so not in a goroutine.Group: it ends when Close
+	// closes s.closed or when the handler returns (the deferred cancel).
 	go func() {
 		select {
 		case <-s.closed:

@@ -48,6 +48,11 @@ func serveStream(ss grpc.ServerStream, draining <-chan struct{}, serve func(ctx 
 	defer cancel()
 	out := &streamSender{ss: ss, failed: make(chan error, 1)}
 	done := make(chan error, 1)
+	// Bounded by the stream, so not in a goroutine.Group, and not waited
+	// for here: serve may be blocked in a receive that ends only once this
+	// handler has returned (gRPC then ends the stream). It ends then, its
+	// ctx cancelled and its sends refused (streams_internal_test.go); a
+	// call it makes after the node closed the replica manager fails.
 	go func() { done <- serve(ctx, out) }()
 	var err error
 	select {

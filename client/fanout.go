@@ -27,7 +27,10 @@ func askEveryBroker[R any](ctx context.Context, c *Client, brokers []*sluicev1.B
 	}
 	answers := make(chan answer, len(brokers))
 	for _, b := range brokers {
-		go func() { // ends with its request (rctx)
+		// Bounded by the call, so not in a goroutine.Group: it ends with
+		// its request (rctx), and the loop below takes every answer
+		// before askEveryBroker returns.
+		go func() {
 			cc, err := c.conn(b.Address)
 			if err != nil {
 				answers <- answer{node: b.NodeId, err: err}

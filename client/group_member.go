@@ -451,16 +451,9 @@ func (g *groupMember) close() {
 		if timeout <= 0 {
 			timeout = min(10*time.Second, g.co.c.cfg.requestTimeout)
 		}
-		done := make(chan struct{})
-		go func() { g.goroutines.Wait(); close(done) }() // ends with the goroutines
-		t := time.NewTimer(timeout)
-		select {
-		case <-done:
-		case <-t.C:
-		}
-		t.Stop()
-		g.cancel()
-		<-done
+		g.goroutines.WaitFor(timeout)
+		g.cancel() // what is still in flight after the timeout gives up
+		g.goroutines.Wait()
 	})
 }
 

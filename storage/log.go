@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -80,9 +81,10 @@ type Log struct {
 	appendMu  sync.Mutex // guards the following and serialises writers
 	unflushed int64      // records appended since the last flush
 	lastFlush time.Time
-	// sealedSyncs counts the background fsyncs of rolled segments
-	// (syncSealed); Add and Wait are called under appendMu.
-	sealedSyncs sync.WaitGroup
+	// sealedSyncs tracks the background fsyncs of rolled segments
+	// (syncSealed), the only goroutines a Log starts; Go and Wait are
+	// called under appendMu.
+	sealedSyncs goroutine.Group
 
 	ckptMu sync.Mutex // serialises writes of high-watermark-checkpoint
 
@@ -614,9 +616,7 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 // clean-shutdown marker claim every sealed segment is on disk. The caller
 // holds appendMu.
 func (l *Log) syncSealed(s *segment) {
-	l.sealedSyncs.Add(1)
-	go func() {
-		defer l.sealedSyncs.Done()
+	l.sealedSyncs.Go(func() {
 		err := l.inject(OpSync, s.path)
 		if err == nil {
 			err = s.sync()
@@ -624,7 +624,7 @@ func (l *Log) syncSealed(s *segment) {
 		if err != nil && !errors.Is(err, os.ErrClosed) {
 			l.fail(OpSync, s.path, err)
 		}
-	}()
+	})
 }
 
 // Read returns whole batches holding offsets >= offset whose base offset
