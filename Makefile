@@ -6,8 +6,12 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
+# The build tag of the test machinery (fault injection, --hosts;
+# docs/design.md decision 52): the tests run with it, `make build` and
+# the image without it.
+TESTTAGS := sluicetest
 
-.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-cluster bench-jetstream lint vet fmt clean chaos
+.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-cluster bench-jetstream lint vet cross fmt clean chaos
 
 all: build
 
@@ -48,12 +52,14 @@ cluster:
 cluster-stop:
 	DIR=$(CLUSTER_DIR) scripts/cluster.sh stop
 
-# All tests: vet, formatting, unit, API, end-to-end (builds the binaries itself).
+# All tests: vet, formatting, cross-builds, unit, API, end-to-end (builds
+# the binaries itself), with the test machinery's tag so that the fault
+# tests run too (a plain `go test ./...` skips them).
 test: lint
-	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) $(PKGS)
+	$(GO) test -tags $(TESTTAGS) -race -count=1 -timeout $(TESTTIMEOUT) $(PKGS)
 
 test-short:
-	$(GO) test -count=1 -short $(PKGS)
+	$(GO) test -tags $(TESTTAGS) -count=1 -short $(PKGS)
 
 # Regenerate protobuf Go code with Debian's protoc and the plugins pinned in go.mod.
 proto:
@@ -133,12 +139,23 @@ CHAOS_ARGS ?=
 chaos:
 	GO=$(GO) scripts/chaos.sh --duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
 
-lint: vet
+lint: vet cross
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags $(TESTTAGS) $(PKGS)
+
+# The module builds for Windows and macOS too (issue 30): the shipped
+# build, and a vet (which compiles the tests) with the test machinery's tag.
+CROSS := windows/amd64 darwin/arm64
+cross:
+	@set -e; for p in $(CROSS); do \
+		echo "GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build $(PKGS), vet -tags $(TESTTAGS)"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build $(PKGS); \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet -tags $(TESTTAGS) $(PKGS); \
+	done
 
 fmt:
 	gofmt -w $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go')

@@ -174,7 +174,7 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 	paused, killed, zombie := false, fate.killAfter > 0, false
 	cont := func() {
 		if paused {
-			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Signal(sigCont)
 			paused = false
 		}
 	}
@@ -194,7 +194,7 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 			done = true
 		case <-pause:
 			hold := zombieHold(w.cfg)
-			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := cmd.Process.Signal(sigStop); err != nil {
 				continue // exited meanwhile
 			}
 			paused = true

@@ -43,8 +43,8 @@ type BrokerConfig struct {
 	// controller has then fenced this broker itself, and without one
 	// nothing can move the leaderships.
 	SessionTimeout time.Duration
-	Controllers       *ControllerClient
-	Metadata          *MetadataCache
+	Controllers    *ControllerClient
+	Metadata       *MetadataCache
 	// MetadataStreamIdle overrides MetadataStreamIdleTimeout (tests); 0
 	// means the default.
 	MetadataStreamIdle time.Duration
@@ -100,7 +100,7 @@ type BrokerLifecycle struct {
 	// ControlledShutdown.
 	lastAnswer time.Time
 	hbFailed   chan struct{}
-	registered    chan struct{} // closed at the first registration
+	registered chan struct{} // closed at the first registration
 	// hbSent counts heartbeat requests sent; hbAnswered is the count at
 	// the last one answered, hbOffset that answer's metadata offset, and
 	// hbChanged is closed (and replaced) at every answer (MetadataBarrier).

@@ -23,17 +23,23 @@ import (
 )
 
 // The binaries, built once per test binary by the first test that needs
-// them; TestMain removes them.
-var bins = proccluster.NewBuildCache("sluice-deploy-bin-")
+// them; TestMain removes them. The manifests use the flags of the
+// binaries that ship (bins); the rehearsal runs them on one machine with
+// the testing flag --hosts (testBins: built with the sluicetest tag).
+var (
+	bins     = proccluster.NewShippedBuildCache("sluice-deploy-bin-")
+	testBins = proccluster.NewBuildCache("sluice-deploy-testbin-")
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	bins.Remove()
+	testBins.Remove()
 	os.Exit(code)
 }
 
-// binaries returns sluiced and sluice built from this module, building
-// them on the first call of the test binary.
+// binaries returns sluiced and sluice as they ship, built from this
+// module on the first call of the test binary.
 func binaries(tb testing.TB) proccluster.Binaries { return bins.Get(tb) }
 
 var (

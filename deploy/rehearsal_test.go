@@ -1,3 +1,5 @@
+//go:build sluicetest
+
 package deploy
 
 import (
@@ -297,7 +299,7 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		}
 		l.Close()
 	}
-	b := binaries(t)
+	b := testBins.Get(t) // --hosts: a testing flag
 	m := renderOverlay(t, "combined")
 	if len(m.StatefulSets) != 1 {
 		t.Fatalf("combined overlay: %d StatefulSets, want 1", len(m.StatefulSets))

@@ -414,6 +414,9 @@ func (c Config) Validate() error {
 	if c.FaultInjection && c.HTTPListen == "" {
 		return errors.New("fault injection needs an http listen address (it serves /debug/faults there)")
 	}
+	if err := c.validateTestMachinery(); err != nil {
+		return err
+	}
 	return c.FaultDialMap.Validate()
 }
 

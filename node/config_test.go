@@ -36,7 +36,6 @@ func TestNodeConfigValidate(t *testing.T) {
 		{"internal listen on the client port", func(c *node.Config) { c.InternalListen = c.Listen }, "listener of their own"},
 		{"no internal listen (kernel-picked loopback port)", func(c *node.Config) { c.InternalListen = "" }, ""},
 		{"log cleaner backoff", func(c *node.Config) { c.LogCleanerBackoff = 0 }, "log cleaner backoff"},
-		{"fault injection", func(c *node.Config) { c.FaultInjection = true }, ""},
 		{"fault injection without http", func(c *node.Config) { c.FaultInjection, c.HTTPListen = true, "" }, "fault injection needs an http listen address"},
 		{"dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"} }, ""},
 		{"bad dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "nowhere"} }, "fault dial map: to address for 127.0.0.1:1"},

@@ -1,3 +1,5 @@
+//go:build sluicetest
+
 package node
 
 import (
@@ -23,12 +25,51 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Runtime per-RPC fault injection (testing only, sluiced --fault-injection):
+// Runtime per-RPC fault injection (testing only, sluiced --fault-injection),
+// built only with the sluicetest tag (docs/design.md decision 52;
+// testmachinery_off.go stands in without it):
 // a gRPC server interceptor applies FaultRules to the calls this node
 // serves, and /debug/faults on the HTTP listener replaces, shows and clears
 // them. Together with a dial map (cluster/faultnet) it lets a chaos harness
 // make requests fail, responses vanish after the request was applied, and
 // answers arrive late.
+
+// faultServerOptions sets n.faults and returns its gRPC interceptors when
+// the configuration asks for fault injection (FaultInjection or
+// FaultDropProduceResponses), and nothing otherwise. New calls it once,
+// before the servers are built.
+func (n *Node) faultServerOptions() []grpc.ServerOption {
+	if !n.cfg.FaultInjection && n.cfg.FaultDropProduceResponses == 0 {
+		return nil
+	}
+	n.faults = newFaultInjector(n.log)
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(n.faults.unary), grpc.ChainStreamInterceptor(n.faults.stream)}
+}
+
+// startFaultRules gives the injector the methods the servers serve and
+// installs the rules of FaultDropProduceResponses. New calls it once the
+// services are registered, before the HTTP server starts.
+func (n *Node) startFaultRules() {
+	if n.faults == nil {
+		return
+	}
+	n.faults.served = servedMethods(n.grpc.GetServiceInfo(), n.internalGRPC.GetServiceInfo())
+	n.log.Warn("fault injection (testing only): gRPC calls are subject to fault rules", "debug_faults_endpoint", n.cfg.FaultInjection)
+	if f := n.cfg.FaultDropProduceResponses; f > 0 {
+		n.faults.setRules([]FaultRule{{Method: "/sluice.v1.Log/Produce", DropResponse: f}, {Method: "/sluice.v1.Log/ProduceStream", DropResponse: f}}, "--fault-drop-produce-responses")
+	}
+}
+
+// registerFaults adds /debug/faults to mux when FaultInjection is on.
+func (n *Node) registerFaults(mux *http.ServeMux) {
+	if n.cfg.FaultInjection {
+		n.faults.register(mux)
+	}
+}
+
+// validateTestMachinery accepts every testing-only setting: this build has
+// the machinery they need.
+func (c Config) validateTestMachinery() error { return nil }
 
 // FaultRule is one fault-injection rule. Method is a full gRPC method name
 // ("/sluice.v1.Log/Produce"), a service prefix ending in '/'

@@ -1,3 +1,5 @@
+//go:build sluicetest
+
 package node
 
 import (

@@ -1,7 +1,8 @@
+//go:build sluicetest
+
 package node_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,42 +13,12 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
-
-// testNode is a single node (nodetest) with the fault endpoint helpers.
-type testNode struct {
-	*nodetest.Single
-	t *testing.T
-}
-
-func startNodeWith(t *testing.T, dir string, edit func(*node.Config)) *testNode {
-	t.Helper()
-	return &testNode{nodetest.StartSingle(t, dir, edit), t}
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
-// publicRequest is a produce request of one public RecordBatch, as a
-// client generated from the .proto in any language builds it.
-func publicRequest(t *testing.T, acks sluicev1.Acks, topic string, partition int32, prefix string, n int) *sluicev1.ProduceRequest {
-	t.Helper()
-	var rb sluicev1.RecordBatch
-	if err := proto.Unmarshal(nodetest.Batch(prefix, n, 1000), &rb); err != nil {
-		t.Fatal(err)
-	}
-	return &sluicev1.ProduceRequest{Acks: acks, TimeoutMs: 20_000, Topics: []*sluicev1.TopicProduceData{{Name: topic,
-		Partitions: []*sluicev1.PartitionProduceData{{Partition: partition, Batch: &rb}}}}}
-}
 
 // faultsDo sends method /debug/faults with body to tn and returns the
 // status code and body.
@@ -91,25 +62,6 @@ func (tn *testNode) setFaults(rules string) {
 	tn.t.Helper()
 	if code, body := tn.faultsDo(http.MethodPut, `{"rules":`+rules+`}`); code != http.StatusOK {
 		tn.t.Fatalf("PUT /debug/faults %s: %d %s", rules, code, body)
-	}
-}
-
-// tryProduce sends one batch through the server view and returns the gRPC
-// error, or the partition's answer.
-func (tn *testNode) tryProduce(topic string, raw []byte) (*sluicev1.PartitionProduceResponse, error) {
-	req := &internalv1.ProduceRequestView{Acks: sluicev1.Acks_ACKS_ALL, Topics: []*internalv1.TopicProduceDataView{{Name: topic, Partitions: []*internalv1.PartitionProduceDataView{{Partition: 0, Batch: raw}}}}}
-	resp := &sluicev1.ProduceResponse{}
-	if err := tn.Conn.Invoke(ctx(tn.t), "/sluice.v1.Log/Produce", req, resp); err != nil {
-		return nil, err
-	}
-	return resp.Topics[0].Partitions[0], nil
-}
-
-// wantUnavailable checks that err is the injected UNAVAILABLE with msg.
-func wantUnavailable(t *testing.T, err error, msg string) {
-	t.Helper()
-	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != msg {
-		t.Fatalf("got %v, want UNAVAILABLE %q", err, msg)
 	}
 }
 
@@ -222,5 +174,36 @@ func TestFaultDropProduceResponsesWithoutEndpoint(t *testing.T) {
 	wantUnavailable(t, err, "fault injection: response dropped after processing")
 	if got := nodetest.Values(tn.Fetch("drops", 0, 0, 0), 0); fmt.Sprint(got) != "[x-0 x-1 y-0]" {
 		t.Fatalf("log holds %v, want the streamed batch whose answer was dropped", got)
+	}
+}
+
+// The same interceptors run on both listeners: a fault rule may name an
+// inter-node method and bites on the internal listener, and one naming a
+// public method bites on the client listener.
+func TestFaultRulesBiteOnBothListeners(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) { c.FaultInjection, c.HTTPListen = true, "127.0.0.1:0" })
+	tn.setFaults(`[{"method":"/sluice.internal.v1.Controller/QuorumState","fail_request":1},{"method":"/sluice.v1.Admin/Metadata","fail_request":1}]`)
+	_, err := internalv1.NewControllerClient(tn.Internal).QuorumState(ctx(t), &internalv1.QuorumStateRequest{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "fault injection") {
+		t.Errorf("QuorumState on the internal listener under a fail_request rule: %v, want the injected UNAVAILABLE", err)
+	}
+	_, err = tn.Admin.Metadata(ctx(t), &sluicev1.MetadataRequest{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "fault injection") {
+		t.Errorf("Metadata on the client listener under a fail_request rule: %v, want the injected UNAVAILABLE", err)
+	}
+	tn.faultsDo(http.MethodDelete, "")
+	if _, err := internalv1.NewControllerClient(tn.Internal).QuorumState(ctx(t), &internalv1.QuorumStateRequest{}); err != nil {
+		t.Errorf("QuorumState after the rules were cleared: %v", err)
+	}
+}
+
+// Fault injection validates in a build with the test machinery (the
+// sluicetest tag); without the tag Validate refuses it (docs/design.md
+// decision 52).
+func TestFaultInjectionConfigValidates(t *testing.T) {
+	c := node.DefaultConfig()
+	c.FaultInjection = true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate with FaultInjection: %v", err)
 	}
 }

@@ -31,9 +31,7 @@ func (n *Node) httpMux() *http.ServeMux {
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("/metrics", n.metrics.handler(n.log))
-	if n.cfg.FaultInjection {
-		n.faults.register(mux)
-	}
+	n.registerFaults(mux) // /debug/faults: sluicetest builds with FaultInjection only
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

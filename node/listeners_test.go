@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -103,26 +102,6 @@ func TestNodeAdvertisesBothListeners(t *testing.T) {
 	md, err := s.Admin.Metadata(ctx, &sluicev1.MetadataRequest{})
 	if err != nil || len(md.Brokers) != 1 || md.Brokers[0].Address != s.Node.Addr() {
 		t.Fatalf("Metadata brokers %v, %v; want the client address %s", md.GetBrokers(), err, s.Node.Addr())
-	}
-}
-
-// The same interceptors run on both listeners: a fault rule may name an
-// inter-node method and bites on the internal listener, and one naming a
-// public method bites on the client listener.
-func TestFaultRulesBiteOnBothListeners(t *testing.T) {
-	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) { c.FaultInjection, c.HTTPListen = true, "127.0.0.1:0" })
-	tn.setFaults(`[{"method":"/sluice.internal.v1.Controller/QuorumState","fail_request":1},{"method":"/sluice.v1.Admin/Metadata","fail_request":1}]`)
-	_, err := internalv1.NewControllerClient(tn.Internal).QuorumState(ctx(t), &internalv1.QuorumStateRequest{})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "fault injection") {
-		t.Errorf("QuorumState on the internal listener under a fail_request rule: %v, want the injected UNAVAILABLE", err)
-	}
-	_, err = tn.Admin.Metadata(ctx(t), &sluicev1.MetadataRequest{})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "fault injection") {
-		t.Errorf("Metadata on the client listener under a fail_request rule: %v, want the injected UNAVAILABLE", err)
-	}
-	tn.faultsDo(http.MethodDelete, "")
-	if _, err := internalv1.NewControllerClient(tn.Internal).QuorumState(ctx(t), &internalv1.QuorumStateRequest{}); err != nil {
-		t.Errorf("QuorumState after the rules were cleared: %v", err)
 	}
 }
 

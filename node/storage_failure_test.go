@@ -1,9 +1,10 @@
+//go:build sluicetest
+
 package node_test
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/cluster/controller"
@@ -258,60 +257,4 @@ func TestDiskFailureMovesLeadershipAndIsVisible(t *testing.T) {
 	}
 	send("after-follower-failed")
 	checkAcked(t, ctx, cl, topic, acked)
-}
-
-// checkAcked reads the whole partition from its leader and checks that
-// every acknowledged record is there at its offset.
-func checkAcked(t *testing.T, ctx context.Context, cl *client.Client, topic string, acked map[int64]string) {
-	t.Helper()
-	co, err := cl.NewConsumer(client.WithMaxWait(100 * time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Close()
-	if err := co.Assign(topic, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	got := map[int64]string{}
-	wait.For(t, 30*time.Second, "every acknowledged record read back", func() error {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		recs, err := co.Poll(pctx)
-		cancel()
-		if err != nil && pctx.Err() == nil {
-			return err
-		}
-		for _, r := range recs {
-			got[r.Offset] = string(r.Value)
-		}
-		for off, v := range acked {
-			if got[off] != v {
-				return fmt.Errorf("offset %d: %q, want %q (%d of %d read)", off, got[off], v, len(got), len(acked))
-			}
-		}
-		return nil
-	})
-}
-
-func httpGet(t *testing.T, addr, path string) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
-
-// batchOf decodes a canonical batch into the wire message.
-func batchOf(t *testing.T, raw []byte) *sluicev1.RecordBatch {
-	t.Helper()
-	var b sluicev1.RecordBatch
-	if err := proto.Unmarshal(raw, &b); err != nil {
-		t.Fatal(err)
-	}
-	return &b
 }

@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 mkdir -p bin
-$GO build -o bin/sluiced ./cmd/sluiced
+# The nodes need the testing flags (--fault-injection, --fault-dial-map):
+# a sluiced built with the sluicetest tag (docs/design.md decision 52),
+# kept apart from the bin/sluiced that make build leaves.
+$GO build -tags sluicetest -o bin/sluiced-sluicetest ./cmd/sluiced
 $GO build -o bin/sluice-chaos ./cmd/sluice-chaos
-exec bin/sluice-chaos --sluiced "$PWD/bin/sluiced" "$@"
+exec bin/sluice-chaos --sluiced "$PWD/bin/sluiced-sluicetest" "$@"

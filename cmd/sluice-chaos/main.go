@@ -45,7 +45,7 @@ func run(args []string) int {
 	fs.IntVar(&cfg.Workload.CopierMembers, "copier-members", cfg.Workload.CopierMembers, "copier members in one consumer group, offsets committed in their transactions (0: one copier with its positions in chaos-pos)")
 	fs.BoolVar(&cfg.Workload.CopierInProcess, "copier-in-process", cfg.Workload.CopierInProcess, "run the copier members as goroutines simulating their crashes instead of processes killed with SIGKILL")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
-	sluiced := fs.String("sluiced", "", "sluiced binary (default: built from this module)")
+	sluiced := fs.String("sluiced", "", "sluiced binary built with -tags sluicetest (default: built so from this module)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/node"
 )
 
@@ -84,9 +83,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	defaultRF := fs.Int("default-replication-factor", int(cfg.DefaultReplicationFactor), "replication factor of a new topic that names none (controller; Kafka's default.replication.factor; same on every controller)")
 	defaultMinISR := fs.Int("default-min-insync-replicas", int(cfg.DefaultMinInsyncReplicas), "min.insync.replicas of a new topic that sets none, capped at its replication factor (controller; same on every controller)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "broker-heartbeat-interval", cfg.HeartbeatInterval, "broker heartbeat interval")
-	fs.Float64Var(&cfg.FaultDropProduceResponses, "fault-drop-produce-responses", 0, "testing only: drop this fraction (0..1) of produce responses after processing them")
-	fs.BoolVar(&cfg.FaultInjection, "fault-injection", false, "testing only: serve /debug/faults on --http-listen, per-RPC fault rules applied to this node's gRPC calls")
-	dialMap := fs.String("fault-dial-map", "", "testing only: from=to,... host:port pairs; outgoing inter-node connections (gRPC, Raft, gossip) to from dial to instead")
+	testFlags := addTestMachineryFlags(fs, &cfg) // none without the sluicetest tag
 	fs.DurationVar(&cfg.ReplicaLagTimeMax, "replica-lag-time-max", cfg.ReplicaLagTimeMax, "a follower not caught up this long leaves the ISR")
 	fs.Var((*int32Value)(&cfg.TransactionStatePartitions), "transaction-state-partitions", "partitions of __transaction_state when this broker creates it; same on every broker")
 	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "largest transaction timeout a producer may ask for (transaction.max.timeout.ms)")
@@ -177,8 +174,8 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	if cfg.ControllerVoters, err = node.ParseVoters(*voters); err != nil {
 		return node.Config{}, fmt.Errorf("%s: %w", where("controller-voters"), err)
 	}
-	if cfg.FaultDialMap, err = faultnet.ParseDialMap(*dialMap); err != nil {
-		return node.Config{}, fmt.Errorf("%s: %w", where("fault-dial-map"), err)
+	if err := testFlags.apply(&cfg, where); err != nil {
+		return node.Config{}, err
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(logLevel.value)) // checked by its Set
@@ -217,10 +214,15 @@ func run(cfg node.Config) error {
 	cfg.Logger.Info("shutting down", "signal", sig.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A second signal stops at once. Not in a goroutine.Group: the process
+	// has no owner above run, and the goroutine ends at the second signal,
+	// at the shutdown's deadline or when run returns (the deferred cancel).
 	go func() {
-		// A second signal stops at once.
-		<-sigs
-		cancel()
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
 	return n.Shutdown(ctx)
 }

@@ -59,19 +59,6 @@ func TestBadFlagsAndEnvAreRejected(t *testing.T) {
 	if _, err := configure([]string{"stray-arg"}, noEnv); err == nil {
 		t.Error("stray argument accepted")
 	}
-	for _, bad := range []struct{ value, want string }{
-		{"127.0.0.1:9501", "want from=to"},
-		{"127.0.0.1:9501=127.0.0.1", "missing port"},
-		{"127.0.0.1:9501=127.0.0.1:1,127.0.0.1:9501=127.0.0.1:2", "mapped twice"},
-	} {
-		_, err := configure([]string{"--fault-dial-map", bad.value, "--data-dir", t.TempDir()}, noEnv)
-		if err == nil || !strings.Contains(err.Error(), "--fault-dial-map") || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("--fault-dial-map %q: got %v, want an error naming the flag and %q", bad.value, err, bad.want)
-		}
-	}
-	if _, err := configure([]string{"--fault-injection", "--http-listen", "", "--data-dir", t.TempDir()}, noEnv); err == nil || !strings.Contains(err.Error(), "http listen") {
-		t.Errorf("--fault-injection without an HTTP listener: got %v", err)
-	}
 	if _, err := configure(nil, envOf(map[string]string{"SLUICE_NODE_ID": "not-a-number"})); err == nil {
 		t.Error("bad SLUICE_NODE_ID accepted")
 	}
@@ -329,23 +316,22 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 }
 
 // The deployment flags: the node id from a StatefulSet pod name (also from
-// the environment, as the manifests set it) and the testing-only hosts
-// table; bad values are refused naming the flag.
+// the environment, as the manifests set it); bad values are refused
+// naming the flag. The testing-only --hosts: TestTestMachineryFlags.
 func TestDeployFlags(t *testing.T) {
-	cfg, err := configure([]string{"--data-dir", t.TempDir(), "--node-id", "9", "--node-id-from-name", "sluice-2",
-		"--hosts", "sluice-2.h=127.0.0.13"}, noEnv)
+	cfg, err := configure([]string{"--data-dir", t.TempDir(), "--node-id", "9", "--node-id-from-name", "sluice-2"}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.NodeID != 3 || cfg.Hosts.String() != "sluice-2.h=127.0.0.13" {
-		t.Errorf("node id %d, hosts %q; want 3 and sluice-2.h=127.0.0.13", cfg.NodeID, cfg.Hosts)
+	if cfg.NodeID != 3 {
+		t.Errorf("node id %d, want 3", cfg.NodeID)
 	}
 	cfg, err = configure([]string{"--data-dir", t.TempDir(), "--roles", "broker", "--controller-voters", "1@a:1", "--join", "a:2"},
 		envOf(map[string]string{"SLUICE_NODE_ID_FROM_NAME": "sluice-broker-4", "SLUICE_NODE_ID_OFFSET": "100"}))
 	if err != nil || cfg.NodeID != 104 {
 		t.Errorf("node id from the environment: %d, %v; want 104", cfg.NodeID, err)
 	}
-	for _, bad := range [][]string{{"--node-id-from-name", "sluice"}, {"--hosts", "a=b"}} {
+	for _, bad := range [][]string{{"--node-id-from-name", "sluice"}} {
 		if _, err := configure(append(bad, "--data-dir", t.TempDir()), noEnv); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v, want an error naming %s", bad, err, bad[0])
 		}

@@ -256,14 +256,19 @@ func TestZeroSettingsShowTheirDefault(t *testing.T) {
 	}
 }
 
+// refusedValue is a value a setting refuses and what the error says was
+// expected.
+type refusedValue struct{ name, value, want string }
+
+// testMachineryRefused are the rows of the testing-only flags, set by
+// testflags_test.go in a build with the sluicetest tag.
+var testMachineryRefused []refusedValue
+
 // Issue 28: a value a setting refuses is reported with what the setting
 // takes and where the value came from: the config file and line, the
 // SLUICE_* variable, or the flag. One row per kind of setting.
 func TestRefusedValuesSayWhatAndWhere(t *testing.T) {
-	for _, tc := range []struct {
-		name, value string
-		want        string // what the error says was expected
-	}{
+	for _, tc := range append([]refusedValue{
 		{"broker-session-timeout", "5", `"5" is not a duration such as 5s`},
 		{"broker-session-timeout", "soon", `"soon" is not a duration such as 5s`},
 		{"node-id", "one", `"one" is not an integer`},
@@ -271,14 +276,11 @@ func TestRefusedValuesSayWhatAndWhere(t *testing.T) {
 		{"node-id-offset", "x", `"x" is not an integer`},
 		{"page-cache-window", "lots", `"lots" is not an integer`},
 		{"leader-imbalance-threshold", "high", `"high" is not a number such as 0.5`},
-		{"fault-injection", "maybe", `"maybe" is not true or false`},
 		{"log-level", "verbose", `"verbose" is not one of debug, info, warn, error`},
 		{"log-format", "yaml", `"yaml" is not text or json`},
 		{"controller-voters", "x", `controller voter "x": want id@host:port`},
-		{"fault-dial-map", "127.0.0.1:1", "want from=to"},
-		{"hosts", "a=b", `hosts item "a=b"`},
 		{"node-id-from-name", "sluice", "does not end in -<ordinal>"},
-	} {
+	}, testMachineryRefused...) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "sluiced.yaml")
 		// The setting on line 3, after a comment and another setting.

@@ -11,13 +11,19 @@ import (
 	"github.com/sluice-io/sluice/internal/proccluster"
 )
 
-// The binaries, built once per test binary by the first test that needs
-// them; TestMain removes them.
-var bins = proccluster.NewBuildCache("sluice-docscheck-bin-")
+// The binaries that ship (README documents their flags; the testing
+// ones, docs/operations.md), built once per test binary by the first
+// test that needs them; TestMain removes them.
+var bins = proccluster.NewShippedBuildCache("sluice-docscheck-bin-")
+
+// testBins are the binaries built with the test machinery's tag: their
+// extra flags are the testing-only ones.
+var testBins = proccluster.NewBuildCache("sluice-docscheck-testbin-")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	bins.Remove()
+	testBins.Remove()
 	os.Exit(code)
 }
 
@@ -69,6 +75,44 @@ func TestREADMEListsEverySluicedFlag(t *testing.T) {
 	for _, f := range documented {
 		if !slices.Contains(flags, f) {
 			t.Errorf("README.md, Running `sluiced`: --%s is not a sluiced flag", f)
+		}
+	}
+}
+
+// Decision 52: the testing-only flags, those a sluiced built with the
+// sluicetest tag has beyond the shipped one, each have a row in
+// docs/operations.md's table under "## Fault injection (testing only)",
+// and that table names no other flag.
+func TestOperationsListsEveryTestingFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries")
+	}
+	shipped := HelpFlags(help(t, bins.Get(t).Sluiced, "--help"))
+	var testOnly []string
+	for _, f := range HelpFlags(help(t, testBins.Get(t).Sluiced, "--help")) {
+		if !slices.Contains(shipped, f) {
+			testOnly = append(testOnly, f)
+		}
+	}
+	if len(testOnly) < 4 {
+		t.Fatalf("sluiced -tags sluicetest has %d flags beyond the shipped ones: %v", len(testOnly), testOnly)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, r := range SectionTable(string(b), "## Fault injection (testing only)") {
+		documented = append(documented, CellFlags(r[0])...)
+	}
+	for _, f := range testOnly {
+		if !slices.Contains(documented, f) {
+			t.Errorf("docs/operations.md, Fault injection (testing only): the testing flag --%s has no row", f)
+		}
+	}
+	for _, f := range documented {
+		if !slices.Contains(testOnly, f) {
+			t.Errorf("docs/operations.md, Fault injection (testing only): --%s is not a testing-only flag of sluiced", f)
 		}
 	}
 }

@@ -36,11 +36,29 @@ func ModuleRoot() (string, error) {
 	}
 }
 
+// TestTag is the build tag of the test machinery (docs/design.md
+// decision 52): fault injection, the --fault-* flags and --hosts exist
+// only in a sluiced built with it.
+const TestTag = "sluicetest"
+
 // Build builds ./cmd/sluiced and ./cmd/sluice of the module at root (""
-// means ModuleRoot) into dir, which must exist, and returns their paths.
-// ctx bounds both builds. Build once per test binary or run: every
-// Cluster may share the result.
+// means ModuleRoot) into dir, which must exist, with the TestTag (the
+// harnesses inject faults), and returns their paths. ctx bounds both
+// builds. Build once per test binary or run: every Cluster may share the
+// result.
 func Build(ctx context.Context, root, dir string) (Binaries, error) {
+	return build(ctx, root, dir, TestTag)
+}
+
+// BuildShipped is Build without the TestTag: the binaries that ship, for
+// tests of what they offer (their --help).
+func BuildShipped(ctx context.Context, root, dir string) (Binaries, error) {
+	return build(ctx, root, dir, "")
+}
+
+// build is Build with the build tags tags (comma-separated; "" for none),
+// whatever GOFLAGS says.
+func build(ctx context.Context, root, dir, tags string) (Binaries, error) {
 	if root == "" {
 		var err error
 		if root, err = ModuleRoot(); err != nil {
@@ -49,10 +67,11 @@ func Build(ctx context.Context, root, dir string) (Binaries, error) {
 	}
 	b := Binaries{Sluiced: filepath.Join(dir, "sluiced"), Sluice: filepath.Join(dir, "sluice")}
 	for name, out := range map[string]string{"sluiced": b.Sluiced, "sluice": b.Sluice} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", out, "./cmd/"+name)
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOFLAGS=")
 		if msg, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("proccluster: go build ./cmd/%s: %w\n%s", name, err, strings.TrimSpace(string(msg)))
+			return Binaries{}, fmt.Errorf("proccluster: go build -tags %q ./cmd/%s: %w\n%s", tags, name, err, strings.TrimSpace(string(msg)))
 		}
 	}
 	return b, nil
@@ -84,7 +103,8 @@ type TB interface {
 // calls return the same paths or the same failure. Call Remove from
 // TestMain after m.Run. Safe for concurrent use.
 type BuildCache struct {
-	prefix string
+	prefix  string
+	shipped bool // BuildShipped rather than Build
 
 	once sync.Once
 	dir  string
@@ -93,7 +113,14 @@ type BuildCache struct {
 }
 
 // NewBuildCache returns a cache whose directory name starts with prefix.
+// The binaries are built with the TestTag (Build).
 func NewBuildCache(prefix string) *BuildCache { return &BuildCache{prefix: prefix} }
+
+// NewShippedBuildCache returns a cache of the binaries that ship
+// (BuildShipped), whose directory name starts with prefix.
+func NewShippedBuildCache(prefix string) *BuildCache {
+	return &BuildCache{prefix: prefix, shipped: true}
+}
 
 // Get returns sluiced and sluice built from this module, failing tb when
 // they cannot be built.
@@ -105,7 +132,11 @@ func (c *BuildCache) Get(tb TB) Binaries {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		c.bins, c.err = Build(ctx, "", c.dir)
+		if c.shipped {
+			c.bins, c.err = BuildShipped(ctx, "", c.dir)
+		} else {
+			c.bins, c.err = Build(ctx, "", c.dir)
+		}
 	})
 	if c.err != nil {
 		tb.Fatal(c.err)
