@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/coordinator/keyhash"
 )
 
 // Topic is the internal topic holding committed offsets and group records.
@@ -29,10 +29,10 @@ const MaxMetadataBytes = 4096
 const MaxGroupIDBytes = 255
 
 // PartitionFor is the __consumer_offsets partition of group: the same
-// hash as transactional ids (txn.PartitionFor), so any client finds a
+// hash as transactional ids (keyhash.PartitionFor), so any client finds a
 // group's coordinator partition without asking.
 func PartitionFor(group string, numPartitions int32) int32 {
-	return txn.PartitionFor(group, numPartitions)
+	return keyhash.PartitionFor(group, numPartitions)
 }
 
 // ValidateGroupID checks a group id: non-empty valid UTF-8 of at most
