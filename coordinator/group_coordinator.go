@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -62,8 +62,8 @@ func (c *GroupCoordinatorConfig) defaults() {
 	def(&c.OffsetsRetention, DefaultOffsetsRetention)
 	def(&c.OffsetsRetentionCheck, DefaultOffsetsRetentionCheck)
 	def(&c.Tick, DefaultGroupTick)
-	def(&c.AppendTimeout, DefaultStateAppendTimeout)
-	def(&c.CloseWait, DefaultCoordinatorCloseWait)
+	def(&c.AppendTimeout, runtime.DefaultAppendTimeout)
+	def(&c.CloseWait, runtime.DefaultCloseWait)
 }
 
 // TxnOffsetAppender writes a TxnOffsetCommit's batch for the producer
@@ -119,39 +119,28 @@ type GroupCoordinator struct {
 	now    func() time.Time
 	logger *slog.Logger
 
-	ctx        context.Context
-	cancel     context.CancelFunc
+	// rt runs the led __consumer_offsets partitions (the shards are
+	// *offsetsPartition): leadership, loads, routing, appends and their
+	// resolver, Close.
+	rt         *runtime.Runtime[*offsetsPartition]
 	goroutines goroutine.Group
 
-	skipped skippedRecords // records the loads could not decode
-
-	mu sync.Mutex // guards the following
-	// partitions are the __consumer_offsets partitions this node leads,
-	// loading or loaded.
-	partitions map[int32]*offsetsPartition
-	closed     bool
+	mu sync.Mutex // guards rt's partition table, the shards' state and the following
 	// topics and topicsVersion cache deps.Topics.
 	topics        map[string]group.TopicMetadata
 	topicsVersion int64
 	rebalances    int64 // group epoch bumps, for metrics
 }
 
-// offsetsPartition is one led partition of __consumer_offsets at one
-// leader epoch; a new epoch gets a new one.
+// offsetsPartition is the shard of one led partition of
+// __consumer_offsets at one leader epoch; a new epoch gets a new one.
 type offsetsPartition struct {
-	tp     cluster.TopicPartition
-	epoch  int32
-	ctx    context.Context
-	cancel context.CancelFunc
+	*runtime.Partition
 	// txnMu serializes the TxnOffsetCommit appends of the partition (the
 	// producer's sequence is chosen from the log's producer state).
 	txnMu sync.Mutex
 
 	// Guarded by GroupCoordinator.mu:
-	loading   bool
-	loadErr   error
-	loadedAt  time.Time
-	loadTime  time.Duration
 	loadedEnd int64 // the log end offset the load reached
 	// buffered are markers reported while loading; those at or past
 	// loadedEnd are applied once loaded.
@@ -196,67 +185,41 @@ func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) 
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &GroupCoordinator{
-		cfg: cfg, deps: deps, now: deps.Now, logger: deps.Logger,
-		ctx: ctx, cancel: cancel,
-		partitions: map[int32]*offsetsPartition{},
-	}
+	c := &GroupCoordinator{cfg: cfg, deps: deps, now: deps.Now, logger: deps.Logger}
+	c.rt = runtime.New(runtime.Config[*offsetsPartition]{
+		Name:           "group coordinator",
+		Topic:          offsets.Topic,
+		KeyKind:        "group",
+		Partitions:     cfg.Partitions,
+		PartitionCount: deps.PartitionCount,
+		ValidateKey:    validateGroupID,
+		Log:            deps.Log,
+		NewShard: func(p *runtime.Partition) *offsetsPartition {
+			return &offsetsPartition{Partition: p, state: offsets.NewState(), groups: map[string]*groupEntry{}}
+		},
+		NewLoader:     func(ps *offsetsPartition) runtime.Loader { return &offsetsLoader{c: c, ps: ps, st: offsets.NewState()} },
+		Mu:            &c.mu,
+		Goroutines:    &c.goroutines,
+		AppendTimeout: cfg.AppendTimeout,
+		CloseWait:     cfg.CloseWait,
+		Now:           deps.Now,
+		Logger:        deps.Logger,
+	})
 	c.goroutines.Go(c.tickLoop)
 	return c
 }
 
 // Close stops the coordinator: requests answer NOT_COORDINATOR and the
-// goroutines stop; it waits up to CloseWait for them. Idempotent.
-func (c *GroupCoordinator) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		for p, ps := range c.partitions {
-			ps.cancel()
-			delete(c.partitions, p)
-		}
-	}
-	c.mu.Unlock()
-	c.cancel()
-	if !c.goroutines.WaitFor(c.cfg.CloseWait) {
-		return fmt.Errorf("group coordinator: %d goroutines still running after %v", c.goroutines.Running(), c.cfg.CloseWait)
+// goroutines stop; it waits up to CloseWait for them (runtime.Close).
+// Idempotent.
+func (c *GroupCoordinator) Close() error { return c.rt.Close() }
+
+// validateGroupID is the group coordinator's routing check of a key.
+func validateGroupID(g string) error {
+	if err := offsets.ValidateGroupID(g); err != nil {
+		return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
 	}
 	return nil
-}
-
-// partitionOf is group's __consumer_offsets partition.
-func (c *GroupCoordinator) partitionOf(g string) int32 {
-	n := c.cfg.Partitions
-	if c.deps.PartitionCount != nil {
-		if actual := c.deps.PartitionCount(); actual > 0 {
-			n = actual
-		}
-	}
-	return offsets.PartitionFor(g, n)
-}
-
-// routeLocked returns g's loaded partition, or the error to answer.
-func (c *GroupCoordinator) routeLocked(g string) (*offsetsPartition, error) {
-	if err := offsets.ValidateGroupID(g); err != nil {
-		return nil, errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
-	}
-	p := c.partitionOf(g)
-	ps := c.partitions[p]
-	switch {
-	case c.closed || ps == nil:
-		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node is not the coordinator of group %q (%s partition %d)", g, offsets.Topic, p)
-	case ps.loadErr != nil:
-		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", offsets.Topic, p, ps.loadErr)
-	case ps.loading:
-		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", offsets.Topic, p)
-	}
-	return ps, nil
-}
-
-// ownsLocked reports whether ps is still led here.
-func (c *GroupCoordinator) ownsLocked(ps *offsetsPartition) bool {
-	return !c.closed && c.partitions[ps.tp.Partition] == ps
 }
 
 // entryLocked returns g's entry in ps, creating it when create is set or
@@ -293,40 +256,18 @@ var (
 )
 
 // BecameLeader implements cluster.LeadershipListener for
-// __consumer_offsets: the partition's groups answer
-// COORDINATOR_LOAD_IN_PROGRESS while it is loaded on the coordinator's own
-// goroutine; then they are served. It returns at once.
+// __consumer_offsets (runtime.BecameLeader): the partition's groups
+// answer COORDINATOR_LOAD_IN_PROGRESS while it is loaded (offsetsLoader);
+// then they are served. It returns at once.
 func (c *GroupCoordinator) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) {
-	if tp.Topic != offsets.Topic {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	if old := c.partitions[tp.Partition]; old != nil {
-		old.cancel()
-	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	ps := &offsetsPartition{tp: tp, epoch: leaderEpoch, ctx: ctx, cancel: cancel, loading: true, loadedAt: c.now(),
-		state: offsets.NewState(), groups: map[string]*groupEntry{}}
-	c.partitions[tp.Partition] = ps
-	c.goroutines.Go(func() { c.load(ps) })
+	c.rt.BecameLeader(tp, leaderEpoch)
 }
 
-// Resigned implements cluster.LeadershipListener: the partition's state at
-// leaderEpoch is dropped and its groups answer NOT_COORDINATOR.
+// Resigned implements cluster.LeadershipListener (runtime.Resigned): the
+// partition's state at leaderEpoch is dropped and its groups answer
+// NOT_COORDINATOR.
 func (c *GroupCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
-	if tp.Topic != offsets.Topic {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ps := c.partitions[tp.Partition]; ps != nil && ps.epoch == leaderEpoch {
-		ps.cancel()
-		delete(c.partitions, tp.Partition)
-	}
+	c.rt.Resigned(tp, leaderEpoch)
 }
 
 // TxnMarkerCommitted implements cluster.TxnMarkerListener for
@@ -340,12 +281,12 @@ func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, produce
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps := c.partitions[tp.Partition]
-	if ps == nil || ps.loadErr != nil {
+	ps := c.rt.PartitionsLocked()[tp.Partition]
+	if ps == nil || ps.LoadErr() != nil {
 		return // the next leader's load reads it
 	}
 	ev := markerEvent{producerID: producerID, commit: commit, offset: markerOffset}
-	if ps.loading {
+	if ps.Loading() {
 		ps.buffered = append(ps.buffered, ev)
 		return
 	}
@@ -354,65 +295,32 @@ func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, produce
 	}
 }
 
-// load reads ps's partition into a fresh offsets.State and, if ps is
-// still led when done, publishes it. Read errors are retried while ps is
-// led. A record that cannot be decoded is skipped and reported (log and
-// SkippedRecords; issue 29): it costs at most the offset or group epoch
-// it held, where stopping the load would leave every group of the
-// partition without a coordinator. Only a batch that is not canonical
-// (which the log never returns) stops the load for good: the partition
-// then answers COORDINATOR_NOT_AVAILABLE.
-func (c *GroupCoordinator) load(ps *offsetsPartition) {
-	st := offsets.NewState()
-	offset := int64(0)
-	backoff := DefaultMarkerRetryBackoff
-	end := int64(0)
-	for {
-		rd, err := c.deps.Log.ReadForLoad(ps.ctx, ps.tp, ps.epoch, offset, defaultLoadReadBytes)
-		if ps.ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			if !sleepCtx(ps.ctx, backoff) {
-				return
-			}
-			backoff = min(2*backoff, DefaultMarkerRetryBackoffMax)
-			continue
-		}
-		backoff = DefaultMarkerRetryBackoff
-		for _, b := range rd.Batches {
-			skipped, err := st.ApplyBatch(b)
-			for _, u := range skipped {
-				c.skipped.report(c.logger, ps.tp, ps.epoch, u.Offset, u.Err)
-			}
-			if err != nil {
-				c.mu.Lock()
-				if c.ownsLocked(ps) {
-					ps.loadErr = err
-					ps.loading = false
-				}
-				c.mu.Unlock()
-				c.logger.Error("cannot load consumer offsets partition", "partition", ps.tp.Partition, "err", err)
-				return
-			}
-		}
-		end = rd.EndOffset
-		if rd.NextOffset >= rd.EndOffset {
-			break
-		}
-		if rd.NextOffset <= offset {
-			if !sleepCtx(ps.ctx, backoff) {
-				return
-			}
-			continue
-		}
-		offset = rd.NextOffset
+// offsetsLoader is one load of a __consumer_offsets partition into a
+// fresh offsets.State. A record that cannot be decoded is skipped and
+// reported (log and SkippedRecords; issue 29): it costs at most the
+// offset or group epoch it held, where stopping the load would leave
+// every group of the partition without a coordinator. Only a batch that
+// is not canonical (which the log never returns) stops the load for good:
+// the partition then answers COORDINATOR_NOT_AVAILABLE.
+type offsetsLoader struct {
+	c  *GroupCoordinator
+	ps *offsetsPartition
+	st *offsets.State
+}
+
+// Replay implements runtime.Loader.
+func (l *offsetsLoader) Replay(b []byte, skip func(offset int64, err error)) error {
+	skipped, err := l.st.ApplyBatch(b)
+	for _, u := range skipped {
+		skip(u.Offset, u.Err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ownsLocked(ps) {
-		return
-	}
+	return err
+}
+
+// Done implements runtime.Loader (c.mu held): it publishes the state and
+// applies the markers reported during the load that it did not read.
+func (l *offsetsLoader) Done(end int64) {
+	ps, st := l.ps, l.st
 	ps.state = st
 	ps.loadedEnd = end
 	slices.SortFunc(ps.buffered, func(a, b markerEvent) int { return cmpInt64(a.offset, b.offset) })
@@ -422,10 +330,8 @@ func (c *GroupCoordinator) load(ps *offsetsPartition) {
 		}
 	}
 	ps.buffered = nil
-	ps.loading = false
-	ps.loadTime = max(c.now().Sub(ps.loadedAt), 0)
-	c.logger.Info("consumer offsets partition loaded", "partition", ps.tp.Partition, "leader_epoch", ps.epoch,
-		"groups", len(st.Groups()), "end_offset", end, "load_time", ps.loadTime)
+	l.c.logger.Info("consumer offsets partition loaded", "partition", ps.TP.Partition, "leader_epoch", ps.Epoch,
+		"groups", len(st.Groups()), "end_offset", end)
 }
 
 func cmpInt64(a, b int64) int {
@@ -446,7 +352,7 @@ func (c *GroupCoordinator) tickLoop() {
 	lastRetention := c.now()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-c.rt.Context().Done():
 			return
 		case <-t.C:
 		}
@@ -470,8 +376,8 @@ func (c *GroupCoordinator) expireMembers(now time.Time) {
 	var todo []work
 	c.mu.Lock()
 	topics, changed := c.topicsLocked()
-	for _, ps := range c.partitions {
-		if ps.loading || ps.loadErr != nil {
+	for _, ps := range c.rt.PartitionsLocked() {
+		if ps.Loading() || ps.LoadErr() != nil {
 			continue
 		}
 		for _, e := range ps.groups {
@@ -496,7 +402,7 @@ func (c *GroupCoordinator) expireMembers(now time.Time) {
 		}
 		c.noteSizeLocked(e, now)
 		if e.g.Epoch() > e.persistedEpoch {
-			_ = c.persistEpoch(c.ctx, w.ps, e) // logged; the group is rebuilt on failure
+			_ = c.persistEpoch(c.rt.Context(), w.ps, e) // logged; the group is rebuilt on failure
 		}
 		e.mu.Unlock()
 	}
@@ -522,18 +428,16 @@ func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartitio
 	g := e.g.ID()
 	now := c.now()
 	raw := recordsBatch(now, [][2][]byte{{offsets.GroupKey(g), offsets.GroupValue(offsets.GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
-	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
-	defer cancel()
-	_, err := c.deps.Log.AppendCommitted(actx, ps.tp, raw, ps.epoch, now)
-	if err != nil && errs.Code(err) != sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
+	_, err := c.rt.Append(ctx, ps, raw)
+	if !runtime.Committed(err) {
 		rebuilt := group.New(g, c.cfg.Group)
 		rebuilt.RestoreEpoch(epoch)
 		e.g = rebuilt
 		c.logger.Warn("writing a group epoch failed; the group's members rejoin", "group", g, "epoch", epoch, "err", err)
-		return groupAppendError(g, err)
+		return c.rt.AppendError(g, err)
 	}
 	c.mu.Lock()
-	if c.ownsLocked(ps) {
+	if c.rt.OwnsLocked(ps) {
 		ps.state.SetGroupEpoch(g, epoch)
 	}
 	c.rebalances += int64(epoch - e.persistedEpoch)
@@ -552,8 +456,8 @@ func (c *GroupCoordinator) expireOffsets(now time.Time) {
 	}
 	var victims []victim
 	c.mu.Lock()
-	for _, ps := range c.partitions {
-		if ps.loading || ps.loadErr != nil {
+	for _, ps := range c.rt.PartitionsLocked() {
+		if ps.Loading() || ps.LoadErr() != nil {
 			continue
 		}
 		for _, g := range ps.state.Groups() {
@@ -562,7 +466,7 @@ func (c *GroupCoordinator) expireOffsets(now time.Time) {
 	}
 	c.mu.Unlock()
 	for _, v := range victims {
-		err := c.deleteGroup(c.ctx, v.ps, v.g, func(e *groupEntry, lastCommit time.Time, pending int) error {
+		err := c.deleteGroup(c.rt.Context(), v.ps, v.g, func(e *groupEntry, lastCommit time.Time, pending int) error {
 			since := lastCommit
 			if e != nil {
 				if e.g.Size() > 0 {
@@ -590,20 +494,6 @@ func (c *GroupCoordinator) expireOffsets(now time.Time) {
 // errNotExpired: the group is kept.
 var errNotExpired = errors.New("not expired")
 
-// groupAppendError maps a failed append to __consumer_offsets to the
-// retriable answer (Kafka's GroupMetadataManager mapping).
-func groupAppendError(g string, err error) error {
-	switch errs.Code(err) {
-	case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH,
-		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR,
-		sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
-		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "group %q: writing to %s failed: %w", g, offsets.Topic, err)
-	case sluicev1.ErrorCode_MESSAGE_TOO_LARGE, sluicev1.ErrorCode_RECORD_LIST_TOO_LARGE:
-		return errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "group %q: the commit is too large for one batch: %w", g, err)
-	}
-	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q: writing to %s failed: %w", g, offsets.Topic, err)
-}
-
 // GroupPartitionStats describes one __consumer_offsets partition this
 // node leads, for metrics.
 type GroupPartitionStats struct {
@@ -617,7 +507,7 @@ type GroupPartitionStats struct {
 // SkippedRecords is the number of __consumer_offsets records the loads
 // of this node have skipped because they could not be decoded (a record
 // skipped by several loads counts each time), for metrics.
-func (c *GroupCoordinator) SkippedRecords() int64 { return c.skipped.count() }
+func (c *GroupCoordinator) SkippedRecords() int64 { return c.rt.SkippedRecords() }
 
 // GroupOffsets is one group's committed offsets, for lag metrics.
 type GroupOffsets struct {
@@ -638,10 +528,10 @@ func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets
 	var offs []GroupOffsets
 	c.mu.Lock()
 	rebalances := c.rebalances
-	for p, ps := range c.partitions {
-		s := GroupPartitionStats{Partition: p, Loading: ps.loading, LoadTime: ps.loadTime, Groups: map[string]int{}}
+	for p, ps := range c.rt.PartitionsLocked() {
+		s := GroupPartitionStats{Partition: p, Loading: ps.Loading(), LoadTime: ps.LoadTime(), Groups: map[string]int{}}
 		stats = append(stats, s)
-		if ps.loading || ps.loadErr != nil {
+		if ps.Loading() || ps.LoadErr() != nil {
 			continue
 		}
 		seen := map[string]bool{}

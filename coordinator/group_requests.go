@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -99,7 +100,7 @@ func recordsBatch(now time.Time, kvs [][2][]byte) []byte {
 func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
-		ps, err := c.routeLocked(g)
+		ps, err := c.rt.RouteLocked(g)
 		var e *groupEntry
 		if err == nil {
 			if e = c.entryLocked(ps, g, req.MemberEpoch == 0); e == nil {
@@ -140,7 +141,7 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 // partition.
 func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[offsets.TopicPartition]error, error) {
 	c.mu.Lock()
-	ps, err := c.routeLocked(g)
+	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
 	if err == nil {
 		e = c.entryLocked(ps, g, false)
@@ -175,7 +176,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 	apply := func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.ownsLocked(ps) {
+		if !c.rt.OwnsLocked(ps) {
 			return
 		}
 		for i, en := range good {
@@ -194,47 +195,11 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 }
 
 // appendAndApply appends raw to ps's partition and calls apply with the
-// batch's base offset once it is committed. When the outcome is unknown
-// (the wait ended) a goroutine keeps waiting at the same leader epoch and
-// applies it if it commits; the caller gets a retriable error.
+// batch's base offset once it is committed (runtime.AppendThenApply:
+// when the outcome is unknown the runtime's resolver applies it if it
+// commits; the caller gets a retriable error).
 func (c *GroupCoordinator) appendAndApply(ctx context.Context, ps *offsetsPartition, g string, raw []byte, apply func(base int64)) error {
-	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
-	res, err := c.deps.Log.AppendCommitted(actx, ps.tp, raw, ps.epoch, c.now())
-	cancel()
-	switch {
-	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-		apply(res.BaseOffset)
-		return nil
-	case errors.Is(err, cluster.ErrCommitUnknown):
-		c.resolveLater(ps, res.BaseOffset, res.LastOffset, apply)
-	}
-	return groupAppendError(g, err)
-}
-
-// resolveLater waits (at ps's leader epoch, while ps is led) for an
-// append whose outcome was unknown, and applies it once committed.
-func (c *GroupCoordinator) resolveLater(ps *offsetsPartition, base, last int64, apply func(base int64)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ownsLocked(ps) {
-		return
-	}
-	c.goroutines.Go(func() {
-		backoff := DefaultMarkerRetryBackoff
-		for ps.ctx.Err() == nil {
-			wctx, cancel := context.WithTimeout(ps.ctx, c.cfg.AppendTimeout)
-			err := c.deps.Log.WaitCommitted(wctx, ps.tp, ps.epoch, last)
-			cancel()
-			if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
-				apply(base)
-				return
-			}
-			if !sleepCtx(ps.ctx, backoff) {
-				return
-			}
-			backoff = min(2*backoff, DefaultMarkerRetryBackoffMax)
-		}
-	})
+	return c.rt.AppendThenApply(ctx, ps, g, raw, func(base int64) error { apply(base); return nil }, nil)
 }
 
 // FetchOffsets answers a group's committed offsets of tps (nil: every
@@ -243,7 +208,7 @@ func (c *GroupCoordinator) resolveLater(ps *offsetsPartition, base, last int64, 
 // transaction answers UNSTABLE_OFFSET_COMMIT.
 func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []offsets.TopicPartition, requireStable bool) ([]FetchedOffset, error) {
 	c.mu.Lock()
-	ps, err := c.routeLocked(g)
+	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
 	if err == nil {
 		e = c.entryLocked(ps, g, false)
@@ -265,7 +230,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ownsLocked(ps) {
+	if !c.rt.OwnsLocked(ps) {
 		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node stopped coordinating group %q", g)
 	}
 	all := ps.state.Offsets(g)
@@ -302,7 +267,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[offsets.TopicPartition]error, error) {
 	g := r.Group
 	c.mu.Lock()
-	ps, err := c.routeLocked(g)
+	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
 	if err == nil {
 		e = c.entryLocked(ps, g, false)
@@ -356,7 +321,7 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 	apply := func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.ownsLocked(ps) {
+		if c.rt.OwnsLocked(ps) {
 			for i, en := range good {
 				o := en.Offset
 				o.RecordOffset = base + int64(i)
@@ -367,25 +332,21 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 	}
 	ps.txnMu.Lock()
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
-	res, err := c.deps.Txn.AppendCoordinatorTxn(actx, ps.tp, ps.epoch, r.TransactionalID, r.ProducerID, r.ProducerEpoch, build, now)
+	res, err := c.deps.Txn.AppendCoordinatorTxn(actx, ps.TP, ps.Epoch, r.TransactionalID, r.ProducerID, r.ProducerEpoch, build, now)
 	cancel()
 	ps.txnMu.Unlock()
 	switch {
 	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
 		apply(res.BaseOffset)
 	case errors.Is(err, cluster.ErrCommitUnknown):
-		c.resolveLater(ps, res.BaseOffset, res.LastOffset, apply)
-		return nil, groupAppendError(g, err)
+		c.rt.Resolve(ps, res.BaseOffset, res.LastOffset, func(base int64) error { apply(base); return nil }, nil)
+		return nil, c.rt.AppendError(g, err)
 	default:
 		c.mu.Lock()
 		ps.state.EndTxnAppend(r.ProducerID)
 		c.mu.Unlock()
-		switch errs.Code(err) {
-		case sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS:
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q: %s", g, errs.Message(err))
-		case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH, sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH,
-			sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
-			return nil, groupAppendError(g, err)
+		if runtime.MappedAppendError(err) {
+			return nil, c.rt.AppendError(g, err)
 		}
 		return nil, err // the transaction coordinator's and the producer-state answers, as they are
 	}
@@ -406,15 +367,11 @@ func (c *GroupCoordinator) ListGroups(states []string) ([]GroupListing, error) {
 	}
 	var ents []ent
 	c.mu.Lock()
-	for p, ps := range c.partitions {
-		if ps.loadErr != nil {
-			c.mu.Unlock()
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %v", offsets.Topic, p, ps.loadErr)
-		}
-		if ps.loading {
-			c.mu.Unlock()
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", offsets.Topic, p)
-		}
+	if err := c.rt.ServingLocked(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	for _, ps := range c.rt.PartitionsLocked() {
 		seen := map[string]bool{}
 		for g, e := range ps.groups {
 			seen[g] = true
@@ -452,7 +409,7 @@ func (c *GroupCoordinator) ListGroups(states []string) ([]GroupListing, error) {
 // only offsets. GROUP_ID_NOT_FOUND when the coordinator knows nothing of it.
 func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
 	c.mu.Lock()
-	ps, err := c.routeLocked(g)
+	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
 	if err == nil {
 		if e = c.entryLocked(ps, g, false); e == nil {
@@ -476,7 +433,7 @@ func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
 // transaction, GROUP_ID_NOT_FOUND when unknown.
 func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
 	c.mu.Lock()
-	ps, err := c.routeLocked(g)
+	ps, err := c.rt.RouteLocked(g)
 	c.mu.Unlock()
 	if err != nil {
 		return err
@@ -517,7 +474,7 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 		}
 	}
 	c.mu.Lock()
-	if !c.ownsLocked(ps) {
+	if !c.rt.OwnsLocked(ps) {
 		c.mu.Unlock()
 		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node stopped coordinating group %q", g)
 	}
@@ -551,7 +508,7 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 	err := c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.ownsLocked(ps) {
+		if !c.rt.OwnsLocked(ps) {
 			return
 		}
 		for i, tp := range tps {

@@ -2,13 +2,12 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/batch"
@@ -19,13 +18,12 @@ import (
 // Defaults for TransactionCoordinatorConfig's zero fields.
 const (
 	DefaultAbortTimedOutInterval = 10 * time.Second
-	DefaultStateAppendTimeout    = 10 * time.Second
+	DefaultStateAppendTimeout    = runtime.DefaultAppendTimeout
 	DefaultMarkerRetryBackoff    = 100 * time.Millisecond
 	DefaultMarkerRetryBackoffMax = 5 * time.Second
 	DefaultMarkerRoundTimeout    = 30 * time.Second
-	DefaultCoordinatorCloseWait  = 10 * time.Second
+	DefaultCoordinatorCloseWait  = runtime.DefaultCloseWait
 	DefaultMaxConcurrentWait     = 5 * time.Second
-	defaultLoadReadBytes         = 1 << 20
 )
 
 // TransactionCoordinatorConfig configures a TransactionCoordinator. Zero
@@ -123,42 +121,31 @@ type TransactionCoordinatorDeps struct {
 // for it get txn.ErrConcurrent. All methods are safe for concurrent use.
 type TransactionCoordinator struct {
 	cfg     TransactionCoordinatorConfig
-	log     StateLog
 	pids    ProducerIDSource
 	markers MarkerWriter
 	now     func() time.Time
-	count   func() int32 // StatePartitionCount; nil: none
 	logger  *slog.Logger
 
-	ctx        context.Context // ends at Close
-	cancel     context.CancelFunc
+	// rt runs the led __transaction_state partitions (the shards are
+	// *statePartition): leadership, loads, routing, appends and their
+	// resolver, Close.
+	rt         *runtime.Runtime[*statePartition]
 	goroutines goroutine.Group
 
-	skipped skippedRecords // records the loads could not decode
-
-	mu sync.Mutex // guards the following
-	// partitions are the __transaction_state partitions this node leads
-	// (loading or loaded), by partition number.
-	partitions map[int32]*statePartition
-	closed     bool
+	// mu guards rt's partition table and every statePartition's state
+	// (runtime.Config.Mu).
+	mu sync.Mutex
 }
 
-// statePartition is one led partition of __transaction_state at one
-// leader epoch. A new epoch gets a new statePartition; goroutines started
-// for an old one find it replaced (ownsLocked) and drop their work.
+// statePartition is the shard of one led partition of
+// __transaction_state at one leader epoch (its Epoch is the coordinator
+// epoch of its ids). A new epoch gets a new statePartition; goroutines
+// started for an old one find it replaced (runtime.OwnsLocked) and drop
+// their work.
 type statePartition struct {
-	tp    cluster.TopicPartition
-	epoch int32 // the leader epoch = the coordinator epoch of its ids
-	// ctx ends when this partition is resigned (or the coordinator
-	// closes): its load, marker rounds and commit waits stop.
-	ctx    context.Context
-	cancel context.CancelFunc
+	*runtime.Partition
 
 	// Guarded by TransactionCoordinator.mu:
-	loading  bool
-	loadErr  error                    // the load failed for good (a record it cannot read)
-	loadedAt time.Time                // when BecameLeader started the load
-	loadTime time.Duration            // how long the load took (0 while loading)
 	txns     map[string]*txn.Metadata // loaded state; values are never modified, only replaced
 	inFlight map[string]bool          // ids with a transition in flight (their slot is taken)
 	// changed is closed (and replaced) whenever a slot is released or a
@@ -192,57 +179,45 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	c := &TransactionCoordinator{
-		cfg:        cfg,
-		log:        deps.Log,
-		pids:       deps.ProducerIDs,
-		markers:    deps.Markers,
-		now:        deps.Now,
-		count:      deps.StatePartitionCount,
-		logger:     deps.Logger,
-		ctx:        ctx,
-		cancel:     cancel,
-		partitions: make(map[int32]*statePartition),
+		cfg:     cfg,
+		pids:    deps.ProducerIDs,
+		markers: deps.Markers,
+		now:     deps.Now,
+		logger:  deps.Logger,
 	}
+	c.rt = runtime.New(runtime.Config[*statePartition]{
+		Name:           "transaction coordinator",
+		Topic:          txn.StateTopic,
+		KeyKind:        "transactional id",
+		Partitions:     cfg.StatePartitions,
+		PartitionCount: deps.StatePartitionCount,
+		Log:            deps.Log,
+		NewShard: func(p *runtime.Partition) *statePartition {
+			return &statePartition{Partition: p, txns: make(map[string]*txn.Metadata),
+				inFlight: make(map[string]bool), changed: make(chan struct{})}
+		},
+		NewLoader: func(ps *statePartition) runtime.Loader {
+			return &txnLoader{c: c, ps: ps, txns: make(map[string]*txn.Metadata)}
+		},
+		Mu:            &c.mu,
+		Goroutines:    &c.goroutines,
+		AppendTimeout: cfg.AppendTimeout,
+		CloseWait:     cfg.CloseWait,
+		Now:           deps.Now,
+		Logger:        deps.Logger,
+	})
 	c.goroutines.Go(c.timeoutLoop)
 	return c
 }
 
 // Close stops the coordinator: requests answer NOT_COORDINATOR, loads,
 // marker rounds and the timeout scan stop (their contexts end), and Close
-// waits up to CloseWait for them. Transactions in Prepare* keep their
-// record; the partition's next leader resends their markers. It returns
-// an error if a goroutine did not end in time. Close is idempotent.
-func (c *TransactionCoordinator) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		for p, ps := range c.partitions {
-			ps.cancel()
-			delete(c.partitions, p)
-		}
-	}
-	c.mu.Unlock()
-	c.cancel()
-	if !c.goroutines.WaitFor(c.cfg.CloseWait) {
-		return fmt.Errorf("transaction coordinator: %d goroutines still running after %v", c.goroutines.Running(), c.cfg.CloseWait)
-	}
-	return nil
-}
-
-// statePartitionOf returns the __transaction_state partition of id: by
-// the topic's actual partition count when Deps.StatePartitionCount knows
-// it, else by cfg.StatePartitions.
-func (c *TransactionCoordinator) statePartitionOf(id string) int32 {
-	n := c.cfg.StatePartitions
-	if c.count != nil {
-		if actual := c.count(); actual > 0 {
-			n = actual
-		}
-	}
-	return txn.PartitionFor(id, n)
-}
+// waits up to CloseWait for them (runtime.Close). Transactions in
+// Prepare* keep their record; the partition's next leader resends their
+// markers. It returns an error if a goroutine did not end in time. Close
+// is idempotent.
+func (c *TransactionCoordinator) Close() error { return c.rt.Close() }
 
 // acquire routes id to its loaded partition and takes its slot. It
 // returns the partition and a copy of id's Metadata (nil: unknown), or
@@ -251,7 +226,7 @@ func (c *TransactionCoordinator) statePartitionOf(id string) int32 {
 func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metadata, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps, err := c.routeLocked(id)
+	ps, err := c.rt.RouteLocked(id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,24 +240,6 @@ func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metad
 		m = &cp
 	}
 	return ps, m, nil
-}
-
-// routeLocked returns id's loaded partition, or the error to answer.
-func (c *TransactionCoordinator) routeLocked(id string) (*statePartition, error) {
-	p := c.statePartitionOf(id)
-	ps := c.partitions[p]
-	switch {
-	case c.closed || ps == nil:
-		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
-			"this node is not the coordinator of transactional id %q (%s partition %d)", errs.Echo(id), txn.StateTopic, p)
-	case ps.loadErr != nil:
-		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE,
-			"%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.loadErr)
-	case ps.loading:
-		return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS,
-			"%s partition %d is loading; retry", txn.StateTopic, p)
-	}
-	return ps, nil
 }
 
 // release frees id's slot without applying anything.
@@ -304,12 +261,6 @@ func (c *TransactionCoordinator) releaseChanged(ps *statePartition, id string) {
 	defer c.mu.Unlock()
 	delete(ps.inFlight, id)
 	ps.changedLocked()
-}
-
-// ownsLocked reports whether ps is still the partition this node leads
-// (not resigned, not replaced by a new epoch, not closed).
-func (c *TransactionCoordinator) ownsLocked(ps *statePartition) bool {
-	return !c.closed && c.partitions[ps.tp.Partition] == ps
 }
 
 // decide runs a transition of the core, allocating a producer id and
@@ -339,12 +290,12 @@ func (c *TransactionCoordinator) decide(ctx context.Context, decide func(newPID 
 // retriable error to answer.
 //
 // ErrCommitUnknown policy: the record may still commit, so the slot stays
-// taken (the id answers CONCURRENT_TRANSACTIONS) while a tracked
-// goroutine waits, at the same leader epoch, for the record's offset to
-// commit (StateLog.WaitCommitted, retried while this node still leads the
-// partition at that epoch): committed → applied as if the append had
-// returned nil; leadership lost → the partition is resigned and its state
-// dropped, and the next leader's load decides from the log. The requester
+// taken (the id answers CONCURRENT_TRANSACTIONS) while the runtime's
+// resolver (runtime.Resolve) waits, at the same leader epoch, for the
+// record's offset to commit: committed → applied as if the append had
+// returned nil; leadership lost → the slot is released, the partition is
+// resigned and its state dropped, and the next leader's load decides from
+// the log. The requester
 // gets COORDINATOR_NOT_AVAILABLE (or NOT_COORDINATOR when leadership was
 // lost) and retries; its retry is answered from the resolved state.
 func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartition, id string, r txn.Result) error {
@@ -357,36 +308,14 @@ func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartit
 		c.release(ps, id)
 		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: %w", errs.Echo(id), err)
 	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
-	res, err := c.log.AppendCommitted(actx, ps.tp, raw, ps.epoch, c.now())
-	cancel()
-	switch {
-	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-		// NOT_ENOUGH_REPLICAS_AFTER_APPEND is committed (the ISR shrank
-		// after the append): it is applied, unlike in Kafka, where memory
-		// would then disagree with the log.
-		if !c.apply(ps, id, *r.Write) {
+	w := *r.Write
+	return c.rt.AppendThenApply(ctx, ps, id, raw, func(int64) error {
+		if !c.apply(ps, id, w) {
 			return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
 				"this node stopped coordinating transactional id %q while its record was written", errs.Echo(id))
 		}
 		return nil
-	case errors.Is(err, cluster.ErrCommitUnknown):
-		w := *r.Write
-		c.mu.Lock()
-		if c.ownsLocked(ps) {
-			// Started under mu, after the closed check, so Close's Wait
-			// never races a new goroutine.
-			c.goroutines.Go(func() { c.resolveUnknown(ps, id, w, res.LastOffset) })
-		} else {
-			delete(ps.inFlight, id) // the state is dropped anyway
-			ps.changedLocked()
-		}
-		c.mu.Unlock()
-		return appendError(id, err)
-	default:
-		c.releaseChanged(ps, id)
-		return appendError(id, err)
-	}
+	}, func() { c.releaseChanged(ps, id) })
 }
 
 // apply replaces id's Metadata with w (forgets it when Dead), releases
@@ -397,7 +326,7 @@ func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Meta
 	defer c.mu.Unlock()
 	delete(ps.inFlight, id)
 	ps.changedLocked()
-	if !c.ownsLocked(ps) {
+	if !c.rt.OwnsLocked(ps) {
 		return false
 	}
 	if w.State == txn.Dead {
@@ -411,47 +340,6 @@ func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Meta
 	return true
 }
 
-// resolveUnknown waits for a record whose append ended with
-// ErrCommitUnknown (see transition): applied once committed; dropped when
-// the partition is no longer led at its epoch (its state goes with it).
-func (c *TransactionCoordinator) resolveUnknown(ps *statePartition, id string, w txn.Metadata, lastOffset int64) {
-	backoff := c.cfg.MarkerRetryBackoff
-	for {
-		wctx, cancel := context.WithTimeout(ps.ctx, c.cfg.AppendTimeout)
-		err := c.log.WaitCommitted(wctx, ps.tp, ps.epoch, lastOffset)
-		cancel()
-		if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
-			c.apply(ps, id, w)
-			return
-		}
-		c.mu.Lock()
-		owned := c.ownsLocked(ps)
-		c.mu.Unlock()
-		if !owned || ps.ctx.Err() != nil {
-			c.releaseChanged(ps, id)
-			return
-		}
-		if !sleepCtx(ps.ctx, backoff) {
-			c.releaseChanged(ps, id)
-			return
-		}
-		backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)
-	}
-}
-
-// appendError maps a failed state-log append to the retriable answer
-// (Kafka's TransactionStateManager.appendTransactionToLog).
-func appendError(id string, err error) error {
-	switch errs.Code(err) {
-	case sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, sluicev1.ErrorCode_FENCED_LEADER_EPOCH,
-		sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
-		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "transactional id %q: writing its record failed: %w", errs.Echo(id), err)
-	case sluicev1.ErrorCode_MESSAGE_TOO_LARGE:
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: writing its record failed: %w", errs.Echo(id), err)
-	}
-	return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "transactional id %q: writing its record failed: %w", errs.Echo(id), err)
-}
-
 // encodeStateBatch returns the batch holding m's record.
 func encodeStateBatch(m txn.Metadata, now time.Time) ([]byte, error) {
 	key, value, err := txn.EncodeRecord(m)
@@ -463,16 +351,4 @@ func encodeStateBatch(m txn.Metadata, now time.Time) ([]byte, error) {
 	b.Reset(ts)
 	b.Add(ts, key, value, nil)
 	return b.Finish(batch.PlainProducer, 0), nil
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

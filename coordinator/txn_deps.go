@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -16,46 +17,13 @@ import (
 // (ReplicaStateLog over cluster.ReplicaManager, ProducerIDManager, a
 // WriteTxnMarkers sender).
 
-// StateLog is the transaction coordinator's access to the partitions of
-// __transaction_state it leads. All methods are safe for concurrent use
-// and are called with no coordinator lock held; they may block until ctx
-// ends.
-type StateLog interface {
-	// AppendCommitted appends raw (one batch of __transaction_state
-	// records, built by batch.Builder) to tp as its leader at
-	// leaderEpoch and waits until it is committed, with exactly the
-	// contract and outcomes of cluster.ReplicaManager.AppendCommitted: nil
-	// (committed), a *errs.Error when nothing was appended, an error
-	// wrapping cluster.ErrCommitUnknown when the batch was appended but
-	// may or may not commit (AppendResult.LastOffset is then set), or
-	// NOT_ENOUGH_REPLICAS_AFTER_APPEND (committed).
-	AppendCommitted(ctx context.Context, tp cluster.TopicPartition, raw []byte, leaderEpoch int32, now time.Time) (cluster.AppendResult, error)
-	// WaitCommitted waits until the offsets up to lastOffset of tp are
-	// committed (nil, or NOT_ENOUGH_REPLICAS_AFTER_APPEND), as long as
-	// this node leads tp at leaderEpoch. Leadership lost or ctx ended:
-	// an error wrapping cluster.ErrCommitUnknown.
-	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, lastOffset int64) error
-	// ReadForLoad reads whole batches of tp from offset (an offset below
-	// the log start reads from the log start) for a coordinator that
-	// leads tp at leaderEpoch and loads it. It first waits until the log
-	// end offset is committed, so that a new leader loads nothing that
-	// may still be truncated, and returns that end offset: loading is
-	// done once NextOffset reaches EndOffset. Errors: not the leader at
-	// leaderEpoch (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...), ctx
-	// ended, storage errors. The batches must not be modified.
-	ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error)
-}
+// StateLog is a coordinator's access to the partitions of its internal
+// topic that it leads (__transaction_state, __consumer_offsets): the
+// runtime's Log, whose comment has the contract.
+type StateLog = runtime.Log
 
-// StateLogRead is one read of StateLog.ReadForLoad.
-type StateLogRead struct {
-	// Batches are whole canonical batches in offset order.
-	Batches [][]byte
-	// NextOffset is the offset after the last batch (the offset read
-	// when there is none).
-	NextOffset int64
-	// EndOffset is the committed log end offset the load must reach.
-	EndOffset int64
-}
+// StateLogRead is one read of StateLog.ReadForLoad (runtime.LogRead).
+type StateLogRead = runtime.LogRead
 
 // ProducerIDSource hands out producer ids: ProducerIDManager.Next's
 // contract (an id never returned before; COORDINATOR_LOAD_IN_PROGRESS

@@ -30,7 +30,7 @@ func (c *TransactionCoordinator) Describe(transactionalID string) (TransactionDe
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps, err := c.routeLocked(transactionalID)
+	ps, err := c.rt.RouteLocked(transactionalID)
 	if err != nil {
 		return TransactionDescription{}, err
 	}
@@ -39,7 +39,7 @@ func (c *TransactionCoordinator) Describe(transactionalID string) (TransactionDe
 		return TransactionDescription{}, errs.New(sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND,
 			"transactional id %q is not known", errs.Echo(transactionalID))
 	}
-	return TransactionDescription{Metadata: m.Clone(), CoordinatorEpoch: ps.epoch}, nil
+	return TransactionDescription{Metadata: m.Clone(), CoordinatorEpoch: ps.Epoch}, nil
 }
 
 // ListFilter selects the transactions List returns; zero fields select
@@ -75,11 +75,11 @@ func (c *TransactionCoordinator) List(f ListFilter) ([]TransactionListing, error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []TransactionListing
-	for p, ps := range c.partitions {
-		if ps.loadErr != nil {
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.loadErr)
+	for p, ps := range c.rt.PartitionsLocked() {
+		if ps.LoadErr() != nil {
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.LoadErr())
 		}
-		if ps.loading {
+		if ps.Loading() {
 			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", txn.StateTopic, p)
 		}
 		for id, m := range ps.txns {
@@ -127,9 +127,9 @@ type PartitionStats struct {
 func (c *TransactionCoordinator) Stats() []PartitionStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]PartitionStats, 0, len(c.partitions))
-	for p, ps := range c.partitions {
-		s := PartitionStats{Partition: p, CoordinatorEpoch: ps.epoch, Loading: ps.loading, LoadTime: ps.loadTime}
+	out := make([]PartitionStats, 0, len(c.rt.PartitionsLocked()))
+	for p, ps := range c.rt.PartitionsLocked() {
+		s := PartitionStats{Partition: p, CoordinatorEpoch: ps.Epoch, Loading: ps.Loading(), LoadTime: ps.LoadTime()}
 		for _, m := range ps.txns {
 			if m.State == txn.Ongoing || m.State.IsPrepare() {
 				s.OpenTransactions++

@@ -298,8 +298,8 @@ func waitLoaded(t *testing.T, c *TransactionCoordinator, p int32) {
 	waitFor(t, fmt.Sprintf("partition %d loaded", p), func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		ps := c.partitions[p]
-		if ps == nil || ps.loading {
+		ps := c.rt.PartitionsLocked()[p]
+		if ps == nil || ps.Loading() {
 			return errors.New("not loaded")
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -29,15 +30,15 @@ func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata)
 	pending := slices.Clone(w.Partitions)
 	backoff := c.cfg.MarkerRetryBackoff
 	for len(pending) > 0 {
-		if ps.ctx.Err() != nil {
+		if ps.Ctx.Err() != nil {
 			return
 		}
-		rctx, cancel := context.WithTimeout(ps.ctx, c.cfg.MarkerRoundTimeout)
+		rctx, cancel := context.WithTimeout(ps.Ctx, c.cfg.MarkerRoundTimeout)
 		out := c.markers.WriteMarkers(rctx, TxnMarkers{
 			TransactionalID:  w.TransactionalID,
 			ProducerID:       w.ProducerID,
 			ProducerEpoch:    w.ProducerEpoch,
-			CoordinatorEpoch: ps.epoch,
+			CoordinatorEpoch: ps.Epoch,
 			Commit:           w.Commit(),
 			Partitions:       slices.Clone(pending),
 		})
@@ -61,7 +62,7 @@ func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata)
 		}
 		pending = retry
 		if len(pending) > 0 {
-			if !sleepCtx(ps.ctx, backoff) {
+			if !runtime.Sleep(ps.Ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)
@@ -90,7 +91,7 @@ func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
 				c.release(ps, id)
 				return
 			}
-			err := c.transition(ps.ctx, ps, id, r)
+			err := c.transition(ps.Ctx, ps, id, r)
 			if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_COORDINATOR ||
 				errors.Is(err, cluster.ErrCommitUnknown) {
 				// Done, no longer led, or the resolver of an uncertain
@@ -98,7 +99,7 @@ func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
 				return
 			}
 		}
-		if !sleepCtx(ps.ctx, backoff) {
+		if !runtime.Sleep(ps.Ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, c.cfg.MarkerRetryBackoffMax)
@@ -112,7 +113,7 @@ func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
 func (c *TransactionCoordinator) acquireIn(ps *statePartition, id string) (m *txn.Metadata, ok, busy bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ownsLocked(ps) {
+	if !c.rt.OwnsLocked(ps) {
 		return nil, false, false
 	}
 	if ps.inFlight[id] {

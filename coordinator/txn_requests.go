@@ -128,7 +128,7 @@ const concurrentRecheck = 20 * time.Millisecond
 func (c *TransactionCoordinator) changes(id string) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ps, err := c.routeLocked(id)
+	ps, err := c.rt.RouteLocked(id)
 	if err != nil {
 		return nil
 	}

@@ -13,7 +13,7 @@ func (c *TransactionCoordinator) timeoutLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-c.rt.Context().Done():
 			return
 		case <-t.C:
 			c.scanTimeouts()
@@ -36,8 +36,8 @@ func (c *TransactionCoordinator) scanTimeouts() {
 	now := c.now()
 	var due []candidate
 	c.mu.Lock()
-	for _, ps := range c.partitions {
-		if ps.loading || ps.loadErr != nil {
+	for _, ps := range c.rt.PartitionsLocked() {
+		if ps.Loading() || ps.LoadErr() != nil {
 			continue
 		}
 		for id, m := range ps.txns {
@@ -52,7 +52,7 @@ func (c *TransactionCoordinator) scanTimeouts() {
 	c.mu.Unlock()
 
 	for _, d := range due {
-		if c.ctx.Err() != nil {
+		if c.rt.Context().Err() != nil {
 			return
 		}
 		cur, ok, busy := c.acquireIn(d.ps, d.id)
@@ -64,7 +64,7 @@ func (c *TransactionCoordinator) scanTimeouts() {
 			continue
 		}
 		m := *cur
-		r, err := c.decide(d.ps.ctx, func(newPID int64) txn.Result { return txn.AbortTimedOut(m, now, newPID) })
+		r, err := c.decide(d.ps.Ctx, func(newPID int64) txn.Result { return txn.AbortTimedOut(m, now, newPID) })
 		if err == nil && r.Write == nil {
 			r = txn.Expire(m, now, c.cfg.IDExpiration)
 		}
@@ -72,6 +72,6 @@ func (c *TransactionCoordinator) scanTimeouts() {
 			c.release(d.ps, d.id)
 			continue
 		}
-		_ = c.transition(d.ps.ctx, d.ps, d.id, r) // a failure is retried at the next scan
+		_ = c.transition(d.ps.Ctx, d.ps, d.id, r) // a failure is retried at the next scan
 	}
 }
