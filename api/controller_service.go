@@ -149,7 +149,7 @@ func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.Crea
 
 // validateNewTopic checks what the controller's placement does not: the
 // name rules (for user topics; an internal topic's name, which brokers
-// ask for themselves — coordinator.TxnLocator — needs only the syntax,
+// ask for themselves — coordinator.Locator — needs only the syntax,
 // and the public Admin service refuses such names from users), the
 // partition count and the configs.
 func validateNewTopic(ct *sluicev1.CreatableTopic) (cluster.TopicConfig, error) {

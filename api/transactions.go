@@ -30,7 +30,7 @@ type TxnCoordinator interface {
 }
 
 // CoordinatorLocator finds the coordinator of a transactional id,
-// creating __transaction_state on first need (coordinator.TxnLocator).
+// creating __transaction_state on first need (coordinator.Locator).
 type CoordinatorLocator interface {
 	Locate(ctx context.Context, transactionalID string) (coordinator.CoordinatorNode, error)
 }

@@ -24,7 +24,7 @@ type BrokerTxnVerifierConfig struct {
 	// Self is this broker's node id.
 	Self int32
 	// Locator routes a transactional id to its coordinator.
-	Locator *TxnLocator
+	Locator *Locator
 	// Coordinator is this broker's transaction coordinator.
 	Coordinator PartitionAdder
 	// Pool holds the connections to the other brokers.
@@ -34,7 +34,7 @@ type BrokerTxnVerifierConfig struct {
 // BrokerTxnVerifier is the cluster.TxnVerifier of a broker: a partition
 // leader adds its partition to a transaction at the transaction's
 // coordinator (TV2). The coordinator is found as FindCoordinator finds it
-// (TxnLocator.Lookup; the topic is never created here: a transactional
+// (Locator.Lookup; the topic is never created here: a transactional
 // producer found its coordinator first). This broker's own coordinator is
 // called directly; another is sent AddPartitionsToTxn, coalesced per
 // broker (while one request to a broker is in flight the next ones queue,

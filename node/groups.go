@@ -14,11 +14,11 @@ import (
 // applies any metadata.
 func (n *Node) startGroups() {
 	cfg := n.cfg
-	n.groupLocator = coordinator.NewGroupLocator(coordinator.TxnLocatorConfig{Metadata: n.cache, Controllers: n.controllers,
-		StatePartitions: cfg.OffsetsTopicPartitions, Logger: n.log})
+	n.groupLocator = coordinator.NewGroupLocator(coordinator.LocatorConfig{Metadata: n.cache, Controllers: n.controllers,
+		Partitions: cfg.OffsetsTopicPartitions, Logger: n.log})
 	n.groupCoord = coordinator.NewGroupCoordinator(coordinator.GroupCoordinatorDeps{
 		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, Txn: n.replicas,
-		Topics: n.groupTopics, PartitionCount: n.groupLocator.StatePartitionCount, Logger: n.log,
+		Topics: n.groupTopics, PartitionCount: n.groupLocator.PartitionCount, Logger: n.log,
 	}, coordinator.GroupCoordinatorConfig{
 		Partitions: cfg.OffsetsTopicPartitions, OffsetsRetention: cfg.OffsetsRetention,
 		Group: group.Config{SessionTimeout: cfg.GroupSessionTimeout, MinSessionTimeout: cfg.GroupMinSessionTimeout,

@@ -69,13 +69,13 @@ type Node struct {
 	// The transaction coordinator and its node-side helpers (decision
 	// 34); nil unless a broker.
 	txnCoord    *coordinator.TransactionCoordinator
-	txnLocator  *coordinator.TxnLocator
+	txnLocator  *coordinator.Locator
 	txnMarkers  *coordinator.BrokerMarkerWriter
 	txnVerifier *coordinator.BrokerTxnVerifier
 	txnUnlisten func() // unregisters txnCoord's leadership listener
 
 	groupCoord    *coordinator.GroupCoordinator
-	groupLocator  *coordinator.TxnLocator
+	groupLocator  *coordinator.Locator
 	groupUnlisten func() // unregisters groupCoord's leadership listener
 
 	groupTopicsMu  sync.Mutex // guards the following: groupTopics' cache
@@ -374,13 +374,13 @@ func internalAdvertise(configured, advertise, bound string) string {
 // manager. Call it before the replica manager applies any metadata.
 func (n *Node) startTransactions() {
 	cfg := n.cfg
-	n.txnLocator = coordinator.NewTxnLocator(coordinator.TxnLocatorConfig{Metadata: n.cache, Controllers: n.controllers,
-		StatePartitions: cfg.TransactionStatePartitions, Logger: n.log})
+	n.txnLocator = coordinator.NewTxnLocator(coordinator.LocatorConfig{Metadata: n.cache, Controllers: n.controllers,
+		Partitions: cfg.TransactionStatePartitions, Logger: n.log})
 	n.txnMarkers = coordinator.NewBrokerMarkerWriter(coordinator.BrokerMarkerWriterConfig{Self: cfg.NodeID,
 		Local: coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}, Pool: n.pool})
 	n.txnCoord = coordinator.NewTransactionCoordinator(coordinator.TransactionCoordinatorDeps{
 		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, ProducerIDs: n.producerIDs, Markers: n.txnMarkers,
-		StatePartitionCount: n.txnLocator.StatePartitionCount, Logger: n.log,
+		StatePartitionCount: n.txnLocator.PartitionCount, Logger: n.log,
 	}, coordinator.TransactionCoordinatorConfig{
 		StatePartitions: cfg.TransactionStatePartitions, MaxTimeout: cfg.TransactionMaxTimeout,
 		IDExpiration: cfg.TransactionalIDExpiration, AbortTimedOutInterval: cfg.TransactionAbortTimedOutInterval,

@@ -11,18 +11,19 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// DefaultStateTopicCreateTimeout bounds one creation of __transaction_state
+// DefaultStateTopicCreateTimeout bounds one creation of an internal topic
 // (the controller's answer and this broker seeing the topic).
 const DefaultStateTopicCreateTimeout = 10 * time.Second
 
-// CoordinatorNode is the broker that coordinates a transactional id: the
-// leader of its __transaction_state partition.
+// CoordinatorNode is the broker that coordinates a key (transactional id, group): the
+// leader of its partition of the internal topic.
 type CoordinatorNode struct {
 	NodeID  int32
 	Address string // its client address, for FindCoordinator answers
@@ -30,32 +31,37 @@ type CoordinatorNode struct {
 	// listener, or its client address if it registered none: see
 	// controller.Broker.InterBrokerAddress).
 	InternalAddress string
-	// Partition is the id's __transaction_state partition.
+	// Partition is the key's partition of the internal topic.
 	Partition int32
 }
 
-// TxnLocatorConfig is what a TxnLocator needs.
-type TxnLocatorConfig struct {
+// LocatorConfig is what a Locator needs.
+type LocatorConfig struct {
 	// Metadata is the broker's metadata cache (required).
 	Metadata *cluster.MetadataCache
-	// Controllers creates __transaction_state; nil never creates it.
+	// Controllers creates the internal topic; nil never creates it.
 	Controllers *cluster.ControllerClient
-	// StatePartitions is the partition count of a __transaction_state
-	// this locator creates (0: txn.DefaultStatePartitions). An existing
-	// topic's own count always decides routing.
-	StatePartitions int32
+	// Partitions is the partition count of the internal topic this
+	// locator creates (0: txn.DefaultStatePartitions for
+	// __transaction_state, offsets.DefaultPartitions for
+	// __consumer_offsets). An existing topic's own count always decides
+	// routing.
+	Partitions int32
 	// CreateTimeout bounds one creation (0: DefaultStateTopicCreateTimeout).
 	CreateTimeout time.Duration
 	// Logger may be nil (slog.Default()).
 	Logger *slog.Logger
 }
 
-// TxnLocator finds the coordinator of a transactional id from the
-// broker's metadata (FindCoordinator, and the routing of a partition
-// leader's AddPartitionsToTxn), creating __transaction_state on first
-// need. Safe for concurrent use; it holds no lock while it calls out.
-type TxnLocator struct {
-	cfg TxnLocatorConfig
+// Locator finds the coordinator of a key — a transactional id
+// (NewTxnLocator) or a group (NewGroupLocator) — from the broker's
+// metadata: the leader of the key's partition of the coordinator's
+// internal topic (FindCoordinator, and the routing of a partition
+// leader's AddPartitionsToTxn), creating the topic on first need. Both
+// coordinators use it. Safe for concurrent use; it holds no lock while it
+// calls out.
+type Locator struct {
+	cfg LocatorConfig
 	// topic is the internal topic whose partition leaders coordinate
 	// (__transaction_state, or __consumer_offsets for NewGroupLocator);
 	// validate checks a key; configs are the topic's configs on creation
@@ -63,19 +69,40 @@ type TxnLocator struct {
 	topic    string
 	validate func(string) error
 	configs  map[string]string
-	// creating is set while this node has a creation of
-	// __transaction_state in flight: one at a time per node; other
+	// creating is set while this node has a creation of the topic in
+	// flight: one at a time per node; other
 	// callers answer COORDINATOR_NOT_AVAILABLE meanwhile.
 	creating atomic.Bool
 }
 
-// NewTxnLocator returns a locator; it panics without a metadata cache.
-func NewTxnLocator(cfg TxnLocatorConfig) *TxnLocator {
-	if cfg.Metadata == nil {
-		panic("coordinator: TxnLocator needs a metadata cache")
+// NewTxnLocator returns a locator of transaction coordinators: the
+// leaders of __transaction_state (cfg.Partitions is its partition count
+// on creation, 0: txn.DefaultStatePartitions). It panics without a
+// metadata cache.
+func NewTxnLocator(cfg LocatorConfig) *Locator {
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = txn.DefaultStatePartitions
 	}
-	if cfg.StatePartitions <= 0 {
-		cfg.StatePartitions = txn.DefaultStatePartitions
+	return newLocator(cfg, txn.StateTopic, txn.ValidateTransactionalID)
+}
+
+// NewGroupLocator returns a locator of consumer groups' coordinators: the
+// leaders of __consumer_offsets (cfg.Partitions is its partition count on
+// creation, 0: offsets.DefaultPartitions), created compacted on first
+// need exactly as __transaction_state is. It panics without a metadata
+// cache.
+func NewGroupLocator(cfg LocatorConfig) *Locator {
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = offsets.DefaultPartitions
+	}
+	return newLocator(cfg, offsets.Topic, validateGroupID)
+}
+
+// newLocator returns the locator of topic's coordinators; validate checks
+// a key.
+func newLocator(cfg LocatorConfig, topic string, validate func(string) error) *Locator {
+	if cfg.Metadata == nil {
+		panic("coordinator: a Locator needs a metadata cache")
 	}
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = DefaultStateTopicCreateTimeout
@@ -85,49 +112,32 @@ func NewTxnLocator(cfg TxnLocatorConfig) *TxnLocator {
 	}
 	// Compacted (decision 38): the coordinators' records are keyed, so
 	// loading a partition stays bounded.
-	return &TxnLocator{cfg: cfg, topic: txn.StateTopic, validate: txn.ValidateTransactionalID,
+	return &Locator{cfg: cfg, topic: topic, validate: validate,
 		configs: map[string]string{"cleanup.policy": "compact"}}
 }
 
-// NewGroupLocator returns a locator of consumer groups' coordinators: the
-// leaders of __consumer_offsets (cfg.StatePartitions is its partition
-// count on creation, 0: offsets.DefaultPartitions), created compacted on
-// first need exactly as __transaction_state is.
-func NewGroupLocator(cfg TxnLocatorConfig) *TxnLocator {
-	if cfg.StatePartitions <= 0 {
-		cfg.StatePartitions = offsets.DefaultPartitions
-	}
-	l := NewTxnLocator(cfg)
-	l.topic = offsets.Topic
-	l.validate = func(g string) error {
-		if err := offsets.ValidateGroupID(g); err != nil {
-			return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
-		}
-		return nil
-	}
-	return l
-}
+// errNoTopic marks a Lookup that found no internal topic.
+var errNoTopic = errors.New("the internal topic does not exist yet")
 
-// errNoStateTopic marks a Lookup that found no __transaction_state.
-var errNoStateTopic = errors.New("the internal topic does not exist yet")
-
-// StatePartitionCount is the partition count of __transaction_state in
-// the metadata, or 0 when the topic does not exist (yet). It does not
-// block (TransactionCoordinatorDeps.StatePartitionCount).
-func (l *TxnLocator) StatePartitionCount() int32 {
+// PartitionCount is the partition count of the locator's topic in the
+// metadata, or 0 when the topic does not exist (yet). It does not block
+// (TransactionCoordinatorDeps.StatePartitionCount,
+// GroupCoordinatorDeps.PartitionCount).
+func (l *Locator) PartitionCount() int32 {
 	if t := l.cfg.Metadata.Image().Topics[l.topic]; t != nil {
 		return int32(len(t.Partitions))
 	}
 	return 0
 }
 
-// Lookup returns the coordinator of transactionalID from the metadata:
-// the leader of partition txn.PartitionFor(id, actual partition count) of
-// __transaction_state. Errors (*errs.Error): INVALID_REQUEST (a bad id);
+// Lookup returns the coordinator of key from the metadata: the leader of
+// partition runtime.PartitionFor(key, actual partition count) of the
+// topic. Errors (*errs.Error): the validation's (INVALID_REQUEST for a bad
+// transactional id, INVALID_GROUP_ID);
 // COORDINATOR_NOT_AVAILABLE (retriable) when the broker has no metadata
 // yet, the topic does not exist, or the partition has no leader.
-func (l *TxnLocator) Lookup(transactionalID string) (CoordinatorNode, error) {
-	if err := l.validate(transactionalID); err != nil {
+func (l *Locator) Lookup(key string) (CoordinatorNode, error) {
+	if err := l.validate(key); err != nil {
 		return CoordinatorNode{}, err
 	}
 	if l.cfg.Metadata.Offset() == 0 {
@@ -137,10 +147,10 @@ func (l *TxnLocator) Lookup(transactionalID string) (CoordinatorNode, error) {
 	t := im.Topics[l.topic]
 	if t == nil || len(t.Partitions) == 0 {
 		e := errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s does not exist yet", l.topic)
-		e.Cause = errNoStateTopic
+		e.Cause = errNoTopic
 		return CoordinatorNode{}, e
 	}
-	p := txn.PartitionFor(transactionalID, int32(len(t.Partitions))) // = offsets.PartitionFor
+	p := runtime.PartitionFor(key, int32(len(t.Partitions)))
 	leader := t.Partitions[p].Leader
 	if leader == controller.NoLeader {
 		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d has no leader", l.topic, p)
@@ -152,34 +162,33 @@ func (l *TxnLocator) Lookup(transactionalID string) (CoordinatorNode, error) {
 	return CoordinatorNode{NodeID: leader, Address: b.Address, InternalAddress: b.InterBrokerAddress(), Partition: p}, nil
 }
 
-// Locate is Lookup, creating __transaction_state when it does not exist:
+// Locate is Lookup, creating the topic when it does not exist:
 // the first caller on this node asks the controller (partitions
-// StatePartitions, replication factor min(3, registered brokers),
+// Partitions, replication factor min(3, registered brokers),
 // min.insync.replicas min(2, replication factor); TOPIC_ALREADY_EXISTS is
 // fine), waits until this broker's metadata shows the topic, and looks
 // again; callers meanwhile answer COORDINATOR_NOT_AVAILABLE at once. The
 // answer stays COORDINATOR_NOT_AVAILABLE until the id's partition has a
 // leader. ctx bounds the creation (with CreateTimeout).
-func (l *TxnLocator) Locate(ctx context.Context, transactionalID string) (CoordinatorNode, error) {
-	n, err := l.Lookup(transactionalID)
-	if err == nil || !errors.Is(err, errNoStateTopic) || l.cfg.Controllers == nil {
+func (l *Locator) Locate(ctx context.Context, key string) (CoordinatorNode, error) {
+	n, err := l.Lookup(key)
+	if err == nil || !errors.Is(err, errNoTopic) || l.cfg.Controllers == nil {
 		return n, err
 	}
 	if !l.creating.CompareAndSwap(false, true) {
 		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s is being created; retry", l.topic)
 	}
 	defer l.creating.Store(false)
-	if err := l.createStateTopic(ctx); err != nil {
+	if err := l.createTopic(ctx); err != nil {
 		l.cfg.Logger.Warn("creating internal topic failed; clients retry", "topic", l.topic, "err", err)
 		return CoordinatorNode{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "creating %s: %s", l.topic, errs.Message(err))
 	}
-	return l.Lookup(transactionalID)
+	return l.Lookup(key)
 }
 
-// createStateTopic asks the active controller to create
-// __transaction_state and waits until this broker's metadata has the
+// createTopic asks the active controller to create the topic and waits until this broker's metadata has the
 // answer's offset.
-func (l *TxnLocator) createStateTopic(ctx context.Context) error {
+func (l *Locator) createTopic(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.CreateTimeout)
 	defer cancel()
 	brokers := int32(len(l.cfg.Metadata.Image().Brokers))
@@ -190,7 +199,7 @@ func (l *TxnLocator) createStateTopic(ctx context.Context) error {
 	req := &sluicev1.CreateTopicsRequest{
 		TimeoutMs: int32(l.cfg.CreateTimeout / time.Millisecond),
 		Topics: []*sluicev1.CreatableTopic{{
-			Name: l.topic, NumPartitions: l.cfg.StatePartitions, ReplicationFactor: rf,
+			Name: l.topic, NumPartitions: l.cfg.Partitions, ReplicationFactor: rf,
 			Configs: map[string]string{"min.insync.replicas": strconv.Itoa(int(min(2, rf)))},
 		}},
 	}
@@ -211,7 +220,7 @@ func (l *TxnLocator) createStateTopic(ctx context.Context) error {
 	}
 	switch r := out.Response.Topics[0]; r.ErrorCode {
 	case sluicev1.ErrorCode_NONE:
-		l.cfg.Logger.Info("internal topic created", "topic", l.topic, "partitions", l.cfg.StatePartitions,
+		l.cfg.Logger.Info("internal topic created", "topic", l.topic, "partitions", l.cfg.Partitions,
 			"replication_factor", rf, "min_insync_replicas", min(2, rf))
 	case sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS:
 		// Another broker created it first.
