@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/goroutine"
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -111,16 +112,14 @@ func TestLeadLoadRouteResolveClose(t *testing.T) {
 	r.BecameLeader(cluster.TopicPartition{Topic: "other"}, 1) // not its topic
 	r.BecameLeader(tp, 3)
 	var s *shard
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.For(t, 5*time.Second, "the partition loaded", func() error {
 		var err error
-		if s, err = route(r, mu, "k"); err == nil {
-			break
-		} else if errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS || time.Now().After(deadline) {
-			t.Fatalf("while loading: %v", err)
+		s, err = route(r, mu, "k")
+		if err != nil && errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
+			t.Fatalf("while loading: %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return err
+	})
 	if s.Epoch != 3 || s.loaded != 1 || r.SkippedRecords() != 1 {
 		t.Fatalf("loaded shard: epoch %d, end %d, skipped %d", s.Epoch, s.loaded, r.SkippedRecords())
 	}
