@@ -64,17 +64,6 @@ const (
 	DefaultConnectionsMaxIdle = 10 * time.Minute
 )
 
-// openFilesLimit is the soft RLIMIT_NOFILE the defaults derive from: the
-// process's limit, or 16384 where it cannot be read, at most 1<<20 (an
-// unlimited or huge limit does not make a connection free).
-func openFilesLimit() int {
-	soft, _, err := fdlimit.Get()
-	if err != nil {
-		return 1 << 14
-	}
-	return int(min(soft, 1<<20))
-}
-
 // defaultMaxConnections derives a listener's default limit from the
 // open-files limit nofile, leaving about 40% of the descriptors to the
 // partition logs, Raft, gossip and outgoing connections: half of nofile
@@ -115,7 +104,7 @@ func (c Config) connectionLimits(kind listenerKind) ConnectionLimit {
 		listenerHTTP:     {c.HTTPMaxConnections, c.HTTPMaxConnectionsPerIP},
 	}[kind]
 	if l.Max == 0 {
-		l.Max = defaultMaxConnections(kind, openFilesLimit())
+		l.Max = defaultMaxConnections(kind, fdlimit.Limit())
 	}
 	if l.PerIP == 0 {
 		l.PerIP = defaultMaxConnectionsPerIP(kind, l.Max)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/fdlimit"
 	"github.com/sluice-io/sluice/internal/wait"
 )
 
@@ -157,8 +158,8 @@ func TestConnectionLimitDefaults(t *testing.T) {
 		t.Errorf("--max-connections 100 alone: %+v, want 100 and 10 per IP", l)
 	}
 	d := DefaultConfig()
-	if l := d.connectionLimits(listenerClient); l.Max != defaultMaxConnections(listenerClient, openFilesLimit()) || d.MaxConnections != l.Max {
-		t.Errorf("DefaultConfig's client limits %+v (MaxConnections %d), want derived from the open-files limit %d", l, d.MaxConnections, openFilesLimit())
+	if l := d.connectionLimits(listenerClient); l.Max != defaultMaxConnections(listenerClient, fdlimit.Limit()) || d.MaxConnections != l.Max {
+		t.Errorf("DefaultConfig's client limits %+v (MaxConnections %d), want derived from the open-files limit %d", l, d.MaxConnections, fdlimit.Limit())
 	}
 	if err := (Config{MaxConnectionsPerIP: -1}).validateConnections(); err == nil {
 		t.Error("a negative limit is accepted")

@@ -122,16 +122,9 @@ func DefaultMaxReplicas(nofile int) int {
 	return 2 * DefaultMaxOpenFiles(nofile)
 }
 
-// OpenFilesLimit is the process's soft RLIMIT_NOFILE, or 16384 where it
-// cannot be read, at most 1<<20 (the same reading as the connection
-// limits' defaults).
-func OpenFilesLimit() int {
-	soft, _, err := fdlimit.Get()
-	if err != nil {
-		return 1 << 14
-	}
-	return int(min(soft, 1<<20))
-}
+// OpenFilesLimit is the open-files limit the budgets derive from
+// (fdlimit.Limit).
+func OpenFilesLimit() int { return fdlimit.Limit() }
 
 var (
 	defaultCacheOnce sync.Once
