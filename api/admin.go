@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +49,7 @@ func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*
 }
 
 func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMetadata {
-	tm := &sluicev1.TopicMetadata{Name: t.Name, Internal: isInternalTopic(t.Name)}
+	tm := &sluicev1.TopicMetadata{Name: t.Name, Internal: cluster.IsInternalTopic(t.Name)}
 	rf := int32(0)
 	if len(t.Partitions) > 0 {
 		rf = int32(len(t.Partitions[0].Replicas))
@@ -86,12 +85,6 @@ func adminTimeout(ms int32) time.Duration {
 	return 30 * time.Second
 }
 
-// isInternalTopic reports whether name is reserved for internal topics
-// (__transaction_state, __consumer_offsets): it starts with "__". Brokers
-// create them through the controller themselves; the public Admin service
-// refuses to create or delete them.
-func isInternalTopic(name string) bool { return strings.HasPrefix(name, "__") }
-
 // CreateTopics forwards to the active controller, then waits until this
 // broker's image shows the result, so a Metadata sent here next sees it.
 // Names reserved for internal topics are refused here
@@ -104,7 +97,7 @@ func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsReq
 	fwd := &sluicev1.CreateTopicsRequest{TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
 	var fwdAt []int // index in req.Topics of each forwarded topic
 	for i, ct := range req.Topics {
-		if isInternalTopic(ct.Name) {
+		if cluster.IsInternalTopic(ct.Name) {
 			err := cluster.ValidateTopicName(ct.Name) // refuses it, saying why
 			results[i] = &sluicev1.CreatableTopicResult{Name: ct.Name, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)}
 			continue
@@ -156,7 +149,7 @@ func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsReq
 	fwd := &sluicev1.DeleteTopicsRequest{TimeoutMs: req.TimeoutMs}
 	var fwdAt []int // index in req.Names of each forwarded name
 	for i, name := range req.Names {
-		if isInternalTopic(name) {
+		if cluster.IsInternalTopic(name) {
 			results[i] = &sluicev1.DeletableTopicResult{Name: name, ErrorCode: sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION,
 				ErrorMessage: fmt.Sprintf("topic %q is reserved for internal topics and cannot be deleted", errs.Echo(name))}
 			continue

@@ -154,7 +154,7 @@ func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.Crea
 // partition count and the configs.
 func validateNewTopic(ct *sluicev1.CreatableTopic) (cluster.TopicConfig, error) {
 	validName := cluster.ValidateTopicName
-	if isInternalTopic(ct.Name) {
+	if cluster.IsInternalTopic(ct.Name) {
 		validName = controller.ValidateTopicName
 	}
 	if err := validName(ct.Name); err != nil {
