@@ -330,7 +330,9 @@ func TestTransactionalProducerLifecycle(t *testing.T) {
 	body, _ := io.ReadAll(hr.Body)
 	hr.Body.Close()
 	for _, want := range []string{`sluice_txn_coordinator_open_transactions{partition="0"} 0`, `sluice_txn_coordinator_pending_markers{partition="2"} 0`,
-		`sluice_txn_coordinator_loading{partition="1"} 0`, `sluice_txn_coordinator_load_seconds{partition="0"}`} {
+		`sluice_txn_coordinator_loading{partition="1"} 0`, `sluice_txn_coordinator_load_seconds{partition="0"}`,
+		`sluice_txn_coordinator_queue_depth{partition="0"} 0`, `sluice_txn_coordinator_append_seconds_count `,
+		`sluice_txn_coordinator_append_seconds_bucket{le="0.0005"}`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,8 +41,8 @@ type GroupCoordinatorConfig struct {
 	// OffsetsRetentionCheck is the period of that check
 	// (offsets.retention.check.interval.ms, 10 min).
 	OffsetsRetentionCheck time.Duration
-	// Tick is the period of the session and rebalance timeout scan and
-	// of the topic-metadata check (100 ms).
+	// Tick is the period of the topic-metadata check (100 ms); session
+	// and rebalance timeouts run on each group's own timer.
 	Tick time.Duration
 	// AppendTimeout bounds one append's wait for commit (10 s).
 	AppendTimeout time.Duration
@@ -110,9 +111,13 @@ type GroupCoordinatorDeps struct {
 //
 // Concurrency (docs/locks.md): mu guards the partitions, their
 // offsets.State and group maps, and is never held across a call to a
-// dependency. Each group has its own mutex (groupEntry.mu) serializing its
-// membership changes; it may be held across the append of the group's
-// epoch record. Lock order: groupEntry.mu, then mu.
+// dependency. The work on one group (a heartbeat, a commit, its timer, its
+// deletion) is serialized by the group's key in its shard
+// (runtime.Partition.Acquire), which is held across the group's appends
+// but is no lock: other groups, the metadata check and the scrapes never
+// wait for it. groupEntry.mu guards a group's membership for short reads
+// and changes only. Order: a group's key, then a producer's key, then
+// groupEntry.mu, then mu.
 type GroupCoordinator struct {
 	cfg    GroupCoordinatorConfig
 	deps   GroupCoordinatorDeps
@@ -136,10 +141,6 @@ type GroupCoordinator struct {
 // __consumer_offsets at one leader epoch; a new epoch gets a new one.
 type offsetsPartition struct {
 	*runtime.Partition
-	// txnMu serializes the TxnOffsetCommit appends of the partition (the
-	// producer's sequence is chosen from the log's producer state).
-	txnMu sync.Mutex
-
 	// Guarded by GroupCoordinator.mu:
 	loadedEnd int64 // the log end offset the load reached
 	// buffered are markers reported while loading; those at or past
@@ -155,12 +156,17 @@ type markerEvent struct {
 	offset     int64
 }
 
-// groupEntry is a group's membership on its coordinator.
+// groupEntry is a group's membership on its coordinator. Its fields
+// change only while the group's key is held (and then under mu); readers
+// that do not hold the key (describe, list, metrics) take mu.
 type groupEntry struct {
-	mu sync.Mutex // guards g, persistedEpoch, emptySince; taken before GroupCoordinator.mu
+	mu sync.Mutex // guards the following; held briefly, never across an append; taken before GroupCoordinator.mu
 	g  *group.Group
 	// persistedEpoch is the highest group epoch whose record is committed.
 	persistedEpoch int32
+	// topicsVersion is the topic-metadata version the membership last
+	// saw (MetadataChanged).
+	topicsVersion int64
 	// emptySince is when the group last became empty here; zero while it
 	// has members or if it never had any on this coordinator (retention
 	// then counts from its last commit).
@@ -234,9 +240,39 @@ func (c *GroupCoordinator) entryLocked(ps *offsetsPartition, g string, create bo
 	}
 	gg := group.New(g, c.cfg.Group)
 	gg.RestoreEpoch(epoch)
-	e := &groupEntry{g: gg, persistedEpoch: epoch}
+	e := &groupEntry{g: gg, persistedEpoch: epoch, topicsVersion: c.topicsVersion}
 	ps.groups[g] = e
 	return e
+}
+
+// producerKey is the key serializing a producer's transactional offset
+// commits in a shard (the producer's sequence is chosen from the log's
+// producer state): not valid UTF-8, so no group id is the same key.
+func producerKey(producerID int64) string {
+	return "\xffproducer " + strconv.FormatInt(producerID, 10)
+}
+
+// acquireGroup routes g to its loaded shard and takes the group's key
+// (waiting for the group's earlier work, within ctx). The caller must
+// Release(g) on the shard returned.
+func (c *GroupCoordinator) acquireGroup(ctx context.Context, g string) (*offsetsPartition, error) {
+	c.mu.Lock()
+	ps, err := c.rt.RouteLocked(g)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := ps.Acquire(ctx, g); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	owned := c.rt.OwnsLocked(ps)
+	c.mu.Unlock()
+	if !owned {
+		ps.Release(g)
+		return nil, errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node stopped coordinating group %q", g)
+	}
+	return ps, nil
 }
 
 // topicsLocked returns the cached topic metadata, refreshed when its
@@ -344,8 +380,10 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
-// tickLoop runs the session/rebalance timeout scan and metadata checks
-// every Tick, and the offsets retention every OffsetsRetentionCheck.
+// tickLoop checks the topic metadata every Tick (a version compare) and
+// runs the offsets retention every OffsetsRetentionCheck. On a metadata
+// change every group's timer is brought forward to now, so that each
+// group recomputes its assignment on its own (groupTimer).
 func (c *GroupCoordinator) tickLoop() {
 	t := time.NewTicker(c.cfg.Tick)
 	defer t.Stop()
@@ -357,7 +395,7 @@ func (c *GroupCoordinator) tickLoop() {
 		case <-t.C:
 		}
 		now := c.now()
-		c.expireMembers(now)
+		c.checkMetadata(now)
 		if now.Sub(lastRetention) >= c.cfg.OffsetsRetentionCheck {
 			lastRetention = now
 			c.expireOffsets(now)
@@ -365,47 +403,85 @@ func (c *GroupCoordinator) tickLoop() {
 	}
 }
 
-// expireMembers fences members whose session or rebalance timeout ran out
-// and recomputes assignments when topic metadata changed, persisting new
-// group epochs.
-func (c *GroupCoordinator) expireMembers(now time.Time) {
+// checkMetadata runs every group's timer now when the topic metadata
+// changed.
+func (c *GroupCoordinator) checkMetadata(now time.Time) {
 	type work struct {
 		ps *offsetsPartition
-		e  *groupEntry
+		g  string
 	}
 	var todo []work
 	c.mu.Lock()
-	topics, changed := c.topicsLocked()
-	for _, ps := range c.rt.PartitionsLocked() {
-		if ps.Loading() || ps.LoadErr() != nil {
-			continue
-		}
-		for _, e := range ps.groups {
-			todo = append(todo, work{ps, e})
+	if _, changed := c.topicsLocked(); changed {
+		for _, ps := range c.rt.PartitionsLocked() {
+			if !ps.Serving() {
+				continue
+			}
+			for g := range ps.groups {
+				todo = append(todo, work{ps, g})
+			}
 		}
 	}
 	c.mu.Unlock()
 	for _, w := range todo {
-		e := w.e
-		e.mu.Lock()
-		if e.deleted.Load() {
-			e.mu.Unlock()
-			continue
-		}
-		if changed {
-			e.g.MetadataChanged(now, topics)
-		}
-		if d := e.g.NextDeadline(); !d.IsZero() && !d.After(now) {
-			if fenced := e.g.Expire(now, topics); len(fenced) > 0 {
-				c.logger.Info("consumer group members fenced (session or rebalance timeout)", "group", e.g.ID(), "members", fenced)
-			}
-		}
-		c.noteSizeLocked(e, now)
-		if e.g.Epoch() > e.persistedEpoch {
-			_ = c.persistEpoch(c.rt.Context(), w.ps, e) // logged; the group is rebuilt on failure
-		}
-		e.mu.Unlock()
+		c.scheduleGroup(w.ps, w.g, now)
 	}
+}
+
+// scheduleGroup sets g's timer (its name is the group id) to run
+// groupTimer at `at`.
+func (c *GroupCoordinator) scheduleGroup(ps *offsetsPartition, g string, at time.Time) {
+	c.rt.Schedule(ps, g, at, func() { c.groupTimer(ps, g) })
+}
+
+// rescheduleLocked sets g's timer to its membership's next deadline, or
+// drops it when there is none. The caller holds g's key and e.mu.
+func (c *GroupCoordinator) rescheduleLocked(ps *offsetsPartition, g string, e *groupEntry) {
+	if d := e.g.NextDeadline(); !d.IsZero() {
+		c.scheduleGroup(ps, g, d)
+	} else {
+		c.rt.CancelTimer(ps, g)
+	}
+}
+
+// groupTimer is a group's timer: with the group's key held (so it runs
+// between the group's requests, never during one, and waits only for
+// this group) it applies a topic-metadata change the group has not seen,
+// fences the members whose session or rebalance timeout ran out, persists
+// a new group epoch and sets the next timer.
+func (c *GroupCoordinator) groupTimer(ps *offsetsPartition, g string) {
+	if err := ps.Acquire(ps.Ctx, g); err != nil {
+		return // resigned
+	}
+	defer ps.Release(g)
+	c.mu.Lock()
+	e := ps.groups[g]
+	topics, _ := c.topicsLocked()
+	version := c.topicsVersion
+	c.mu.Unlock()
+	if e == nil {
+		return // deleted
+	}
+	now := c.now()
+	e.mu.Lock()
+	if e.topicsVersion != version {
+		e.topicsVersion = version
+		e.g.MetadataChanged(now, topics)
+	}
+	if d := e.g.NextDeadline(); !d.IsZero() && !d.After(now) {
+		if fenced := e.g.Expire(now, topics); len(fenced) > 0 {
+			c.logger.Info("consumer group members fenced (session or rebalance timeout)", "group", g, "members", fenced)
+		}
+	}
+	c.noteSizeLocked(e, now)
+	persist := e.g.Epoch() > e.persistedEpoch
+	e.mu.Unlock()
+	if persist {
+		_ = c.persistEpoch(ps.Ctx, ps, e) // logged; the group is rebuilt on failure
+	}
+	e.mu.Lock()
+	c.rescheduleLocked(ps, g, e)
+	e.mu.Unlock()
 }
 
 // noteSizeLocked tracks when e became empty. The caller holds e.mu.
@@ -418,17 +494,22 @@ func (c *GroupCoordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 }
 
 // persistEpoch writes e's group epoch record and applies it once
-// committed. The caller holds e.mu. If the write fails the group's
-// membership is thrown away (group.Group's contract: a change whose epoch
-// is not durable must not be answered): the group is rebuilt empty at the
-// epoch it tried to write — never lower, as that record may still commit
-// — and its members rejoin (UNKNOWN_MEMBER_ID on their next heartbeat).
+// committed. The caller holds the group's key (not e.mu: the append runs
+// with no lock held). If the write fails the group's membership is thrown
+// away (group.Group's contract: a change whose epoch is not durable must
+// not be answered): the group is rebuilt empty at the epoch it tried to
+// write — never lower, as that record may still commit — and its members
+// rejoin (UNKNOWN_MEMBER_ID on their next heartbeat).
 func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
+	e.mu.Lock()
 	epoch := e.g.Epoch()
 	g := e.g.ID()
+	e.mu.Unlock()
 	now := c.now()
 	raw := recordsBatch(now, [][2][]byte{{offsets.GroupKey(g), offsets.GroupValue(offsets.GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
 	_, err := c.rt.Append(ctx, ps, raw)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if !runtime.Committed(err) {
 		rebuilt := group.New(g, c.cfg.Group)
 		rebuilt.RestoreEpoch(epoch)
@@ -466,6 +547,9 @@ func (c *GroupCoordinator) expireOffsets(now time.Time) {
 	}
 	c.mu.Unlock()
 	for _, v := range victims {
+		if !v.ps.TryAcquire(v.g) {
+			continue // busy: it has members or is being written; the next check sees it
+		}
 		err := c.deleteGroup(c.rt.Context(), v.ps, v.g, func(e *groupEntry, lastCommit time.Time, pending int) error {
 			since := lastCommit
 			if e != nil {
@@ -481,6 +565,7 @@ func (c *GroupCoordinator) expireOffsets(now time.Time) {
 			}
 			return nil
 		})
+		v.ps.Release(v.g)
 		switch {
 		case err == nil:
 			c.logger.Info("consumer group offsets expired", "group", v.g, "retention", c.cfg.OffsetsRetention)
@@ -500,6 +585,9 @@ type GroupPartitionStats struct {
 	Partition int32
 	Loading   bool
 	LoadTime  time.Duration
+	// QueueDepth counts the requests and timers holding or waiting for
+	// one of the partition's groups (runtime.Partition.QueueDepth).
+	QueueDepth int
 	// Groups counts the partition's groups by state name.
 	Groups map[string]int
 }
@@ -508,6 +596,11 @@ type GroupPartitionStats struct {
 // of this node have skipped because they could not be decoded (a record
 // skipped by several loads counts each time), for metrics.
 func (c *GroupCoordinator) SkippedRecords() int64 { return c.rt.SkippedRecords() }
+
+// AppendLatency is the distribution of the coordinator's appends to
+// __consumer_offsets through the runtime (group epochs, offset commits,
+// deletions), from the call to the commit or the failure.
+func (c *GroupCoordinator) AppendLatency() runtime.HistogramSnapshot { return c.rt.AppendLatency() }
 
 // GroupOffsets is one group's committed offsets, for lag metrics.
 type GroupOffsets struct {
@@ -529,7 +622,7 @@ func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets
 	c.mu.Lock()
 	rebalances := c.rebalances
 	for p, ps := range c.rt.PartitionsLocked() {
-		s := GroupPartitionStats{Partition: p, Loading: ps.Loading(), LoadTime: ps.LoadTime(), Groups: map[string]int{}}
+		s := GroupPartitionStats{Partition: p, Loading: ps.Loading(), LoadTime: ps.LoadTime(), QueueDepth: ps.QueueDepth(), Groups: map[string]int{}}
 		stats = append(stats, s)
 		if ps.Loading() || ps.LoadErr() != nil {
 			continue

@@ -22,6 +22,26 @@ type fakeOffsetsLog struct {
 	end     map[int32]int64
 	epochs  map[int32]int32
 	gate    chan struct{}
+	// holds: an append of a batch whose first record is keyed by one of
+	// these groups waits until the channel closes (or its ctx ends).
+	holds map[string]chan struct{}
+}
+
+// held returns the hold of raw's group, if any.
+func (l *fakeOffsetsLog) held(raw []byte) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.holds) == 0 {
+		return nil
+	}
+	var hold chan struct{}
+	_ = batch.ForEachRecord(raw, func(r batch.Record) error {
+		if k, err := offsets.DecodeKey(r.Key); err == nil && hold == nil {
+			hold = l.holds[k.Group]
+		}
+		return nil
+	})
+	return hold
 }
 
 func newFakeOffsetsLog() *fakeOffsetsLog {
@@ -39,6 +59,13 @@ func (l *fakeOffsetsLog) append(p int32, raw []byte) cluster.AppendResult {
 }
 
 func (l *fakeOffsetsLog) AppendCommitted(ctx context.Context, tp cluster.TopicPartition, raw []byte, leaderEpoch int32, now time.Time) (cluster.AppendResult, error) {
+	if hold := l.held(raw); hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return cluster.AppendResult{}, errs.New(sluicev1.ErrorCode_REQUEST_TIMED_OUT, "held: %v", ctx.Err())
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.epochs[tp.Partition] != leaderEpoch {

@@ -94,43 +94,39 @@ func recordsBatch(now time.Time, kvs [][2][]byte) []byte {
 
 // Heartbeat runs one ConsumerGroupHeartbeat of group g (group.Group's
 // rules), creating the group on a join, and answers once a new group
-// epoch it caused is durable. Errors: INVALID_GROUP_ID, NOT_COORDINATOR,
-// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, and the
-// membership's codes (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ...).
+// epoch it caused is durable. It holds the group's key throughout (its
+// other requests and its timer wait; no other group does). Errors:
+// INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, and the membership's codes
+// (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ...).
 func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
-	for attempt := 0; ; attempt++ {
-		c.mu.Lock()
-		ps, err := c.rt.RouteLocked(g)
-		var e *groupEntry
-		if err == nil {
-			if e = c.entryLocked(ps, g, req.MemberEpoch == 0); e == nil {
-				err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(req.MemberID))
-			}
-		}
-		topics, _ := c.topicsLocked()
-		c.mu.Unlock()
-		if err != nil {
-			return group.HeartbeatResponse{}, err
-		}
-		e.mu.Lock()
-		if e.deleted.Load() {
-			e.mu.Unlock()
-			if attempt < 2 {
-				continue
-			}
-			return group.HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q was deleted meanwhile; retry", g)
-		}
-		now := c.now()
-		resp, err := e.g.Heartbeat(now, req, topics)
-		c.noteSizeLocked(e, now)
-		if e.g.Epoch() > e.persistedEpoch {
-			if perr := c.persistEpoch(ctx, ps, e); perr != nil {
-				resp, err = group.HeartbeatResponse{}, perr
-			}
-		}
-		e.mu.Unlock()
-		return resp, err
+	ps, err := c.acquireGroup(ctx, g)
+	if err != nil {
+		return group.HeartbeatResponse{}, err
 	}
+	defer ps.Release(g)
+	c.mu.Lock()
+	e := c.entryLocked(ps, g, req.MemberEpoch == 0)
+	topics, _ := c.topicsLocked()
+	c.mu.Unlock()
+	if e == nil {
+		return group.HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(req.MemberID))
+	}
+	now := c.now()
+	e.mu.Lock()
+	resp, err := e.g.Heartbeat(now, req, topics)
+	c.noteSizeLocked(e, now)
+	persist := e.g.Epoch() > e.persistedEpoch
+	e.mu.Unlock()
+	if persist {
+		if perr := c.persistEpoch(ctx, ps, e); perr != nil {
+			resp, err = group.HeartbeatResponse{}, perr
+		}
+	}
+	e.mu.Lock()
+	c.rescheduleLocked(ps, g, e)
+	e.mu.Unlock()
+	return resp, err
 }
 
 // CommitOffsets writes a group's committed offsets (OffsetCommit) and
@@ -140,23 +136,21 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 // (group.Group.CheckOffsetCommit). A request-level error applies to every
 // partition.
 func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[offsets.TopicPartition]error, error) {
-	c.mu.Lock()
-	ps, err := c.rt.RouteLocked(g)
-	var e *groupEntry
-	if err == nil {
-		e = c.entryLocked(ps, g, false)
-	}
-	c.mu.Unlock()
+	// The group's key is held until the commit is applied: the member
+	// cannot be fenced (and its partitions given to another member, who
+	// would fetch the offsets) between this check and the write.
+	ps, err := c.acquireGroup(ctx, g)
 	if err != nil {
 		return nil, err
 	}
+	defer ps.Release(g)
+	c.mu.Lock()
+	e := c.entryLocked(ps, g, false)
+	c.mu.Unlock()
 	if e != nil {
-		// Held until the commit is applied: the member cannot be fenced
-		// (and its partitions given to another member, who would fetch
-		// the offsets) between this check and the write.
 		e.mu.Lock()
-		defer e.mu.Unlock()
 		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
+		e.mu.Unlock()
 	} else if memberID != "" || memberEpoch >= 0 {
 		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(memberID))
 	}
@@ -266,32 +260,29 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 // the transaction's marker. All entries succeed or fail together.
 func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[offsets.TopicPartition]error, error) {
 	g := r.Group
-	c.mu.Lock()
-	ps, err := c.rt.RouteLocked(g)
-	var e *groupEntry
-	if err == nil {
-		e = c.entryLocked(ps, g, false)
-	}
-	c.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	switch {
 	case r.TransactionalID == "":
 		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional offset commit needs a transactional id")
 	case r.ProducerID <= 0 || r.ProducerEpoch < 0:
 		return nil, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional offset commit needs a producer id and epoch, got %d/%d", r.ProducerID, r.ProducerEpoch)
 	}
+	// The group's key is held until the offsets are pending: otherwise
+	// the member could be fenced (session timeout) between this check
+	// and the write, its partitions given to another member whose
+	// require_stable fetch sees nothing pending yet, and both would copy
+	// the same records — found by the chaos group copier.
+	ps, err := c.acquireGroup(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	defer ps.Release(g)
+	c.mu.Lock()
+	e := c.entryLocked(ps, g, false)
+	c.mu.Unlock()
 	if e != nil {
-		// Held until the offsets are pending: otherwise the member could
-		// be fenced (session timeout) between this check and the write,
-		// its partitions given to another member whose require_stable
-		// fetch sees nothing pending yet, and both would copy the same
-		// records — found by the chaos group copier. Lock order: e.mu,
-		// then ps.txnMu and c.mu.
 		e.mu.Lock()
-		defer e.mu.Unlock()
 		err = e.g.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
+		e.mu.Unlock()
 	} else if r.MemberID != "" || r.MemberEpoch >= 0 {
 		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(r.MemberID))
 	}
@@ -330,11 +321,20 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		}
 		ps.state.EndTxnAppend(r.ProducerID)
 	}
-	ps.txnMu.Lock()
+	// The producer's key: its sequence is chosen from the log's producer
+	// state, so its appends to the partition go one at a time (another
+	// group's commit by another producer does not wait).
+	pk := producerKey(r.ProducerID)
+	if err := ps.Acquire(ctx, pk); err != nil {
+		c.mu.Lock()
+		ps.state.EndTxnAppend(r.ProducerID)
+		c.mu.Unlock()
+		return nil, err
+	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
 	res, err := c.deps.Txn.AppendCoordinatorTxn(actx, ps.TP, ps.Epoch, r.TransactionalID, r.ProducerID, r.ProducerEpoch, build, now)
 	cancel()
-	ps.txnMu.Unlock()
+	ps.Release(pk)
 	switch {
 	case err == nil, errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
 		apply(res.BaseOffset)
@@ -432,12 +432,11 @@ func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
 // NON_EMPTY_GROUP while it has members or offsets pending in a
 // transaction, GROUP_ID_NOT_FOUND when unknown.
 func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
-	c.mu.Lock()
-	ps, err := c.rt.RouteLocked(g)
-	c.mu.Unlock()
+	ps, err := c.acquireGroup(ctx, g)
 	if err != nil {
 		return err
 	}
+	defer ps.Release(g)
 	return c.deleteGroup(ctx, ps, g, func(e *groupEntry, _ time.Time, pending int) error {
 		if pending > 0 {
 			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has offsets pending in an open transaction; retry once it ends", g)
@@ -460,28 +459,16 @@ func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
 }
 
 // deleteGroup writes tombstones for g's offsets and group record if allow
-// (called with g's entry, if any, locked, its last commit time and pending
-// offset count) agrees, then forgets the group.
+// (called with g's entry, if any, its last commit time and pending offset
+// count; e.mu held) agrees, then forgets the group. The caller holds g's
+// key.
 func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition, g string, allow func(e *groupEntry, lastCommit time.Time, pending int) error) error {
-	c.mu.Lock()
-	e := ps.groups[g]
-	c.mu.Unlock()
-	if e != nil {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.deleted.Load() {
-			return errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
-		}
-	}
 	c.mu.Lock()
 	if !c.rt.OwnsLocked(ps) {
 		c.mu.Unlock()
 		return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR, "this node stopped coordinating group %q", g)
 	}
-	if cur := ps.groups[g]; cur != e {
-		c.mu.Unlock()
-		return errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q changed meanwhile; retry", g)
-	}
+	e := ps.groups[g]
 	offs := ps.state.Offsets(g)
 	epoch := ps.state.GroupEpoch(g)
 	pending := ps.state.PendingCount(g)
@@ -497,7 +484,14 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 			last = t
 		}
 	}
-	if err := allow(e, last, pending); err != nil {
+	if e != nil {
+		e.mu.Lock()
+	}
+	err := allow(e, last, pending)
+	if e != nil {
+		e.mu.Unlock()
+	}
+	if err != nil {
 		return err
 	}
 	kvs := make([][2][]byte, 0, len(tps)+1)
@@ -505,7 +499,7 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 		kvs = append(kvs, [2][]byte{offsets.OffsetKey(g, tp.Topic, tp.Partition), nil})
 	}
 	kvs = append(kvs, [2][]byte{offsets.GroupKey(g), nil})
-	err := c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
+	err = c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if !c.rt.OwnsLocked(ps) {
@@ -522,12 +516,19 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 			e.deleted.Store(true)
 		}
 	})
-	if err != nil && e != nil && e.g.State() == group.Dead {
-		// The deletion did not happen (or is not known to have): the
-		// group lives on, empty (group.Group.Delete cannot be undone).
-		rebuilt := group.New(g, c.cfg.Group)
-		rebuilt.RestoreEpoch(e.g.Epoch())
-		e.g = rebuilt
+	if err == nil {
+		c.rt.CancelTimer(ps, g)
+	}
+	if err != nil && e != nil {
+		e.mu.Lock()
+		if e.g.State() == group.Dead {
+			// The deletion did not happen (or is not known to have): the
+			// group lives on, empty (group.Group.Delete cannot be undone).
+			rebuilt := group.New(g, c.cfg.Group)
+			rebuilt.RestoreEpoch(e.g.Epoch())
+			e.g = rebuilt
+		}
+		e.mu.Unlock()
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/coordinator/runtime"
@@ -117,7 +118,8 @@ type TransactionCoordinatorDeps struct {
 //
 // Concurrency (docs/locks.md): one mutex guards the loaded partitions; it
 // is never held across a call to a dependency. Each id has at most one
-// transition in flight (its slot, statePartition.inFlight); other requests
+// transition in flight (its slot: the id's key in its runtime.Partition,
+// taken with TryAcquire); other requests
 // for it get txn.ErrConcurrent. All methods are safe for concurrent use.
 type TransactionCoordinator struct {
 	cfg     TransactionCoordinatorConfig
@@ -146,8 +148,10 @@ type statePartition struct {
 	*runtime.Partition
 
 	// Guarded by TransactionCoordinator.mu:
-	txns     map[string]*txn.Metadata // loaded state; values are never modified, only replaced
-	inFlight map[string]bool          // ids with a transition in flight (their slot is taken)
+	txns map[string]*txn.Metadata // loaded state; values are never modified, only replaced
+	// timeoutWorkers counts the scan's transitions running
+	// (txn_timeouts.go).
+	timeoutWorkers atomic.Int32
 	// changed is closed (and replaced) whenever a slot is released or a
 	// state applied: AddPartitions waits on it instead of answering
 	// CONCURRENT_TRANSACTIONS at once.
@@ -163,9 +167,9 @@ func (ps *statePartition) changedLocked() {
 
 // NewTransactionCoordinator returns a coordinator that serves nothing
 // until it hears BecameLeader for a partition of __transaction_state
-// (register it with cluster.ReplicaManager.RegisterLeadershipListener),
-// and starts its timeout scan. It panics on a missing dependency or an
-// invalid cfg. Close it when done.
+// (register it with cluster.ReplicaManager.RegisterLeadershipListener);
+// each loaded partition then scans its timeouts on its own timer. It
+// panics on a missing dependency or an invalid cfg. Close it when done.
 func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionCoordinatorConfig) *TransactionCoordinator {
 	if deps.Log == nil || deps.ProducerIDs == nil || deps.Markers == nil {
 		panic("coordinator: TransactionCoordinator needs a StateLog, a ProducerIDSource and a MarkerWriter")
@@ -194,8 +198,7 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 		PartitionCount: deps.StatePartitionCount,
 		Log:            deps.Log,
 		NewShard: func(p *runtime.Partition) *statePartition {
-			return &statePartition{Partition: p, txns: make(map[string]*txn.Metadata),
-				inFlight: make(map[string]bool), changed: make(chan struct{})}
+			return &statePartition{Partition: p, txns: make(map[string]*txn.Metadata), changed: make(chan struct{})}
 		},
 		NewLoader: func(ps *statePartition) runtime.Loader {
 			return &txnLoader{c: c, ps: ps, txns: make(map[string]*txn.Metadata)}
@@ -207,7 +210,6 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 		Now:           deps.Now,
 		Logger:        deps.Logger,
 	})
-	c.goroutines.Go(c.timeoutLoop)
 	return c
 }
 
@@ -230,10 +232,9 @@ func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metad
 	if err != nil {
 		return nil, nil, err
 	}
-	if ps.inFlight[id] {
+	if !ps.TryAcquire(id) {
 		return nil, nil, txn.ErrConcurrent(id)
 	}
-	ps.inFlight[id] = true
 	var m *txn.Metadata
 	if cur := ps.txns[id]; cur != nil {
 		cp := cur.Clone()
@@ -250,7 +251,7 @@ func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metad
 func (c *TransactionCoordinator) release(ps *statePartition, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(ps.inFlight, id)
+	ps.Release(id)
 }
 
 // releaseChanged is release after a transition that may have changed
@@ -259,7 +260,7 @@ func (c *TransactionCoordinator) release(ps *statePartition, id string) {
 func (c *TransactionCoordinator) releaseChanged(ps *statePartition, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(ps.inFlight, id)
+	ps.Release(id)
 	ps.changedLocked()
 }
 
@@ -324,7 +325,7 @@ func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartit
 func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Metadata) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(ps.inFlight, id)
+	ps.Release(id)
 	ps.changedLocked()
 	if !c.rt.OwnsLocked(ps) {
 		return false

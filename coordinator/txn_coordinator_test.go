@@ -155,7 +155,7 @@ func TestNewLeaderFinishesAPrepareCommitItLoads(t *testing.T) {
 	_, err = initPID(a, id, 60000)
 	wantCode(t, "init on the resigned coordinator", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	waitFor(t, "the resigned coordinator's marker round stops", func() error {
-		if n := a.goroutines.Running(); n != 1 { // the timeout loop
+		if n := a.goroutines.Running(); n != 0 {
 			return errs.New(sluicev1.ErrorCode_NONE, "%d goroutines", n)
 		}
 		return nil
@@ -391,7 +391,7 @@ func TestCommitUnknownThenResignDropsTheState(t *testing.T) {
 		t.Fatalf("reloaded %+v", d)
 	}
 	waitFor(t, "the resolver of epoch 1 ends", func() error {
-		if n := c.goroutines.Running(); n != 1 {
+		if n := c.goroutines.Running(); n != 0 {
 			return errs.New(sluicev1.ErrorCode_NONE, "%d goroutines", n)
 		}
 		return nil
@@ -439,8 +439,12 @@ func TestIdleIDExpires(t *testing.T) {
 	must[ProducerIDAndEpoch](t, "init young")(initPID(c, "young", 1000))
 	e.clock.advance(time.Minute)
 	c.scanTimeouts()
-	_, err := c.Describe("old")
-	wantCode(t, "describe expired id", err, sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND)
+	waitFor(t, "old expired", func() error {
+		if _, err := c.Describe("old"); errs.Code(err) != sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND {
+			return fmt.Errorf("describe old: %v", err)
+		}
+		return nil
+	})
 	must[TransactionDescription](t, "describe young")(c.Describe("young"))
 	recs := e.log.records(t, 0)
 	if last := recs[len(recs)-1]; last.State != txn.Dead || last.TransactionalID != "old" {
@@ -449,7 +453,7 @@ func TestIdleIDExpires(t *testing.T) {
 	// A reload forgets it too.
 	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
 	e.lead(c, 0, 2)
-	_, err = c.Describe("old")
+	_, err := c.Describe("old")
 	wantCode(t, "describe expired id after reload", err, sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND)
 }
 
@@ -504,7 +508,7 @@ func TestFencedMarkerRoundStops(t *testing.T) {
 	}
 	must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "f", pe, true))
 	waitFor(t, "the round ends", func() error {
-		if n := c.goroutines.Running(); n != 1 {
+		if n := c.goroutines.Running(); n != 0 {
 			return errs.New(sluicev1.ErrorCode_NONE, "%d goroutines", n)
 		}
 		return nil
@@ -785,5 +789,19 @@ func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 	m := waitState(t, c, "w", txn.Ongoing)
 	if m.ProducerEpoch != next.ProducerEpoch || len(m.Partitions) != 1 {
 		t.Errorf("state after the add: %+v", m)
+	}
+}
+
+// scanTimeouts scans every loaded partition now (scanPartition; the
+// scans' own timers wait AbortTimedOutInterval).
+func (c *TransactionCoordinator) scanTimeouts() {
+	c.mu.Lock()
+	var all []*statePartition
+	for _, ps := range c.rt.PartitionsLocked() {
+		all = append(all, ps)
+	}
+	c.mu.Unlock()
+	for _, ps := range all {
+		c.scanPartition(ps)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -119,6 +120,9 @@ type PartitionStats struct {
 	// LoadTime is how long the partition's last load took (0 while it
 	// loads), by the coordinator's clock.
 	LoadTime time.Duration
+	// QueueDepth counts the requests and timers holding or waiting for
+	// one of the partition's ids (runtime.Partition.QueueDepth).
+	QueueDepth int
 }
 
 // Stats returns one PartitionStats per __transaction_state partition this
@@ -129,7 +133,7 @@ func (c *TransactionCoordinator) Stats() []PartitionStats {
 	defer c.mu.Unlock()
 	out := make([]PartitionStats, 0, len(c.rt.PartitionsLocked()))
 	for p, ps := range c.rt.PartitionsLocked() {
-		s := PartitionStats{Partition: p, CoordinatorEpoch: ps.Epoch, Loading: ps.Loading(), LoadTime: ps.LoadTime()}
+		s := PartitionStats{Partition: p, CoordinatorEpoch: ps.Epoch, Loading: ps.Loading(), LoadTime: ps.LoadTime(), QueueDepth: ps.QueueDepth()}
 		for _, m := range ps.txns {
 			if m.State == txn.Ongoing || m.State.IsPrepare() {
 				s.OpenTransactions++
@@ -142,4 +146,10 @@ func (c *TransactionCoordinator) Stats() []PartitionStats {
 	}
 	slices.SortFunc(out, func(a, b PartitionStats) int { return int(a.Partition - b.Partition) })
 	return out
+}
+
+// AppendLatency is the distribution of the coordinator's appends to
+// __transaction_state, from the call to the commit or the failure.
+func (c *TransactionCoordinator) AppendLatency() runtime.HistogramSnapshot {
+	return c.rt.AppendLatency()
 }

@@ -63,6 +63,7 @@ func (l *txnLoader) Done(int64) {
 			l.c.startMarkersLocked(l.ps, *m)
 		}
 	}
+	l.c.scheduleScan(l.ps)
 }
 
 // replayBatch folds one __transaction_state batch into txns. Control

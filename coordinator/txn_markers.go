@@ -116,10 +116,9 @@ func (c *TransactionCoordinator) acquireIn(ps *statePartition, id string) (m *tx
 	if !c.rt.OwnsLocked(ps) {
 		return nil, false, false
 	}
-	if ps.inFlight[id] {
+	if !ps.TryAcquire(id) {
 		return nil, true, true
 	}
-	ps.inFlight[id] = true
 	if cur := ps.txns[id]; cur != nil {
 		cp := cur.Clone()
 		m = &cp

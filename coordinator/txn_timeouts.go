@@ -1,77 +1,85 @@
 package coordinator
 
 import (
-	"time"
-
 	"github.com/sluice-io/sluice/coordinator/txn"
 )
 
-// timeoutLoop runs scanTimeouts every AbortTimedOutInterval until Close
-// (Kafka's abortTimedOutTransactions and removeExpiredTransactionalIds).
-func (c *TransactionCoordinator) timeoutLoop() {
-	t := time.NewTicker(c.cfg.AbortTimedOutInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.rt.Context().Done():
-			return
-		case <-t.C:
-			c.scanTimeouts()
-		}
-	}
+// timeoutScan names each shard's timer of its timeout scan.
+const timeoutScan = "timeout scan"
+
+// maxTimeoutWorkers bounds the transitions one shard's scan runs at once;
+// the ids past it are left for the next scan.
+const maxTimeoutWorkers = 32
+
+// scheduleScan arranges ps's next timeout scan in AbortTimedOutInterval
+// (Kafka's abortTimedOutTransactions and removeExpiredTransactionalIds
+// run on that period): each led partition scans on its own timer, so a
+// slow partition never delays another's.
+func (c *TransactionCoordinator) scheduleScan(ps *statePartition) {
+	c.rt.Schedule(ps, timeoutScan, c.now().Add(c.cfg.AbortTimedOutInterval), func() {
+		c.scanPartition(ps)
+		c.scheduleScan(ps)
+	})
 }
 
-// scanTimeouts aborts every open transaction past its timeout
+// scanPartition aborts every open transaction of ps past its timeout
 // (txn.AbortTimedOut: PrepareAbort with the epoch bumped, so its producer
 // is fenced, then markers and CompleteAbort) and removes every id idle
-// for IDExpiration (txn.Expire: a tombstone), in every loaded partition,
-// through the same slot and write-then-apply path as requests. An id
-// with a transition in flight is left for the next scan, as is one whose
-// write fails.
-func (c *TransactionCoordinator) scanTimeouts() {
-	type candidate struct {
-		ps *statePartition
-		id string
-	}
+// for IDExpiration (txn.Expire: a tombstone), through the same slot and
+// write-then-apply path as requests. Each id's transition runs on its own
+// goroutine (at most maxTimeoutWorkers at once), so one slow write delays
+// only its id. An id whose slot is taken is left for the next scan, as is
+// one whose write fails.
+func (c *TransactionCoordinator) scanPartition(ps *statePartition) {
 	now := c.now()
-	var due []candidate
+	var due []string
 	c.mu.Lock()
-	for _, ps := range c.rt.PartitionsLocked() {
-		if ps.Loading() || ps.LoadErr() != nil {
-			continue
-		}
-		for id, m := range ps.txns {
-			if ps.inFlight[id] {
-				continue
-			}
-			if txn.TimedOut(*m, now) || txn.Expire(*m, now, c.cfg.IDExpiration).Write != nil {
-				due = append(due, candidate{ps, id})
-			}
+	if !c.rt.OwnsLocked(ps) || !ps.Serving() {
+		c.mu.Unlock()
+		return
+	}
+	for id, m := range ps.txns {
+		if txn.TimedOut(*m, now) || txn.Expire(*m, now, c.cfg.IDExpiration).Write != nil {
+			due = append(due, id)
 		}
 	}
 	c.mu.Unlock()
 
-	for _, d := range due {
-		if c.rt.Context().Err() != nil {
+	for _, id := range due {
+		if ps.timeoutWorkers.Load() >= maxTimeoutWorkers {
 			return
 		}
-		cur, ok, busy := c.acquireIn(d.ps, d.id)
-		if !ok || busy {
+		cur, ok, busy := c.acquireIn(ps, id)
+		if !ok {
+			return
+		}
+		if busy {
 			continue
 		}
 		if cur == nil {
-			c.release(d.ps, d.id)
+			c.release(ps, id)
 			continue
 		}
 		m := *cur
-		r, err := c.decide(d.ps.Ctx, func(newPID int64) txn.Result { return txn.AbortTimedOut(m, now, newPID) })
-		if err == nil && r.Write == nil {
-			r = txn.Expire(m, now, c.cfg.IDExpiration)
+		ps.timeoutWorkers.Add(1)
+		c.mu.Lock()
+		started := c.rt.GoLocked(func() {
+			defer ps.timeoutWorkers.Add(-1)
+			r, err := c.decide(ps.Ctx, func(newPID int64) txn.Result { return txn.AbortTimedOut(m, now, newPID) })
+			if err == nil && r.Write == nil {
+				r = txn.Expire(m, now, c.cfg.IDExpiration)
+			}
+			if err != nil {
+				c.release(ps, id)
+				return
+			}
+			_ = c.transition(ps.Ctx, ps, id, r) // a failure is retried at the next scan
+		})
+		c.mu.Unlock()
+		if !started {
+			ps.timeoutWorkers.Add(-1)
+			c.release(ps, id)
+			return
 		}
-		if err != nil {
-			c.release(d.ps, d.id)
-			continue
-		}
-		_ = c.transition(d.ps.Ctx, d.ps, d.id, r) // a failure is retried at the next scan
 	}
 }

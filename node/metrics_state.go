@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 )
 
 // maxGroupLagSeries bounds the sluice_consumer_group_lag series one
@@ -47,6 +48,7 @@ type stateCollector struct {
 
 	// Transaction coordinator (label partition of __transaction_state).
 	txnOpen, txnPendingMarkers, txnLoading, txnLoadSeconds, txnSkippedRecords *prometheus.Desc
+	txnQueueDepth, txnAppendSeconds, groupQueueDepth, groupAppendSeconds      *prometheus.Desc
 	// Group coordinator.
 	groups, groupLoading, groupLoadSeconds, rebalances, groupLag, groupSkippedRecords *prometheus.Desc
 	// The log cleaner (compacted topics; Kafka's LogCleaner metrics).
@@ -117,6 +119,14 @@ func newStateCollector(n *Node) *stateCollector {
 			"1 while this node loads the __transaction_state partition it now leads, else 0.", "partition"),
 		txnLoadSeconds: d("sluice_txn_coordinator_load_seconds",
 			"How long the last load of each __transaction_state partition this node leads took (0 while loading).", "partition"),
+		txnQueueDepth: d("sluice_txn_coordinator_queue_depth",
+			"Requests and timers holding or waiting for a transactional id, per __transaction_state partition this node coordinates (one per id with a transition in flight; a waiting AddPartitions retries rather than queues).", "partition"),
+		txnAppendSeconds: d("sluice_txn_coordinator_append_seconds",
+			"Time of the transaction coordinator's appends to __transaction_state, from the call to the commit (replicated to the ISR) or the failure."),
+		groupQueueDepth: d("sluice_group_coordinator_queue_depth",
+			"Requests and timers holding or waiting for a group (and producers' transactional offset commits), per __consumer_offsets partition this node coordinates.", "partition"),
+		groupAppendSeconds: d("sluice_group_coordinator_append_seconds",
+			"Time of the group coordinator's appends to __consumer_offsets (group epochs, offset commits, deletions; not transactional offset commits), from the call to the commit or the failure."),
 		txnSkippedRecords: d("sluice_txn_coordinator_skipped_records_total",
 			"Corrupt __transaction_state records this node's loads skipped (logged with partition, offset and reason); a record skipped by several loads counts each time."),
 
@@ -146,6 +156,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.underReplicated, c.partitionUnderReplicated, c.underMinISR, c.partitionUnderMinISR, c.offline,
 		c.activeController, c.raftState, c.raftTerm, c.raftLastLogIndex, c.raftCommitIndex, c.raftAppliedIndex,
 		c.txnOpen, c.txnPendingMarkers, c.txnLoading, c.txnLoadSeconds, c.txnSkippedRecords,
+		c.txnQueueDepth, c.txnAppendSeconds, c.groupQueueDepth, c.groupAppendSeconds,
 		c.groups, c.groupLoading, c.groupLoadSeconds, c.rebalances, c.groupLag, c.groupSkippedRecords,
 		c.cleanerRuns, c.cleanerBytesRead, c.cleanerBytesWritten, c.cleanerRecordsRemoved, c.cleanerFailures,
 		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed,
@@ -334,7 +345,18 @@ func (c *stateCollector) collectTxnCoordinator(ch chan<- prometheus.Metric) {
 		gauge(ch, c.txnPendingMarkers, float64(s.PendingMarkers), p)
 		gauge(ch, c.txnLoading, boolValue(s.Loading), p)
 		gauge(ch, c.txnLoadSeconds, s.LoadTime.Seconds(), p)
+		gauge(ch, c.txnQueueDepth, float64(s.QueueDepth), p)
 	}
+	histogram(ch, c.txnAppendSeconds, c.n.txnCoord.AppendLatency())
+}
+
+// histogram sends one runtime.HistogramSnapshot as a Prometheus histogram.
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h runtime.HistogramSnapshot) {
+	m, err := prometheus.NewConstHistogram(d, h.Count, h.Sum.Seconds(), h.Buckets)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
 }
 
 // collectGroupCoordinator sends the group coordinator's metrics: per
@@ -357,7 +379,9 @@ func (c *stateCollector) collectGroupCoordinator(ch chan<- prometheus.Metric) {
 		}
 		gauge(ch, c.groupLoading, boolValue(s.Loading), p)
 		gauge(ch, c.groupLoadSeconds, s.LoadTime.Seconds(), p)
+		gauge(ch, c.groupQueueDepth, float64(s.QueueDepth), p)
 	}
+	histogram(ch, c.groupAppendSeconds, n.groupCoord.AppendLatency())
 	constMetric(ch, c.rebalances, prometheus.CounterValue, float64(rebalances))
 	constMetric(ch, c.groupSkippedRecords, prometheus.CounterValue, float64(n.groupCoord.SkippedRecords()))
 	series := 0

@@ -141,6 +141,8 @@ func TestMetricsFamiliesAndTypes(t *testing.T) {
 		"sluice_group_rebalances_total":                  dto.MetricType_COUNTER,
 		"sluice_group_coordinator_skipped_records_total": dto.MetricType_COUNTER,
 		"sluice_txn_coordinator_skipped_records_total":   dto.MetricType_COUNTER,
+		"sluice_txn_coordinator_append_seconds":          dto.MetricType_HISTOGRAM,
+		"sluice_group_coordinator_append_seconds":        dto.MetricType_HISTOGRAM,
 		"go_goroutines": dto.MetricType_GAUGE, "go_memstats_heap_alloc_bytes": dto.MetricType_GAUGE,
 	}
 	if runtime.GOOS == "linux" {

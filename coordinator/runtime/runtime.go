@@ -13,14 +13,16 @@
 // (coordinator/txn, coordinator/group, coordinator/offsets) know nothing
 // of the runtime.
 //
-// Locking, for now: one mutex, the coordinator's (Config.Mu), guards the
-// partition table, each Partition's load fields and the shards' state; the
-// runtime never holds it across a call to the log. The methods named
-// *Locked need it held. Issue 30's next step replaces it with per-key
-// serialization inside the runtime (a queue per shard key whose head
-// appends with no lock held, then applies under the partition's own lock),
-// which is why every append already goes through Append/AppendThenApply
-// and every apply through a callback the runtime calls.
+// Locking (docs/locks.md): the coordinator's mutex (Config.Mu) guards the
+// partition table, each Partition's load fields and the shards' state,
+// and is only held for short reads and applies, never across a call to
+// the log or to another node. The methods named *Locked need it held.
+// Work on one key (a transactional id, a group) is serialized by the key
+// (Partition.Acquire/TryAcquire/Release, keys.go), not by a lock: its
+// holder appends with no lock held, waits for the commit, then applies
+// under Config.Mu and answers (Kafka's deferred response). Each
+// Partition's own small mutex guards its key table and timers and is
+// taken after Config.Mu, never before.
 package runtime
 
 import (
@@ -125,6 +127,10 @@ type Partition struct {
 	Ctx    context.Context
 	cancel context.CancelFunc
 
+	mu     sync.Mutex             // guards keys and timers (taken after Config.Mu, never before)
+	keys   map[string]*keySlot    // held keys and their waiters (keys.go)
+	timers map[string]*time.Timer // scheduled timers by name (keys.go)
+
 	// Guarded by Config.Mu:
 	loading  bool
 	loadErr  error         // the load failed for good
@@ -202,7 +208,8 @@ type Runtime[S Shard] struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 
-	skipped atomic.Int64 // records the loads could not decode
+	skipped       atomic.Int64 // records the loads could not decode
+	appendLatency Histogram    // appends through Append, to commit or failure
 
 	// Guarded by cfg.Mu:
 	partitions map[int32]S // led partitions (loading or loaded) by number
@@ -260,7 +267,7 @@ func (r *Runtime[S]) Close() error {
 	if !r.closed {
 		r.closed = true
 		for n, s := range r.partitions {
-			s.Base().cancel()
+			s.Base().stop()
 			delete(r.partitions, n)
 		}
 	}
@@ -289,10 +296,11 @@ func (r *Runtime[S]) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) 
 	}
 	if old, ok := r.partitions[tp.Partition]; ok {
 		// The listener contract sends Resigned first; be safe anyway.
-		old.Base().cancel()
+		old.Base().stop()
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
-	p := &Partition{TP: tp, Epoch: leaderEpoch, Ctx: ctx, cancel: cancel, loading: true, loadedAt: r.cfg.Now()}
+	p := &Partition{TP: tp, Epoch: leaderEpoch, Ctx: ctx, cancel: cancel, loading: true, loadedAt: r.cfg.Now(),
+		keys: make(map[string]*keySlot), timers: make(map[string]*time.Timer)}
 	s := r.cfg.NewShard(p)
 	r.partitions[tp.Partition] = s
 	r.cfg.Goroutines.Go(func() { r.load(s) })
@@ -309,7 +317,7 @@ func (r *Runtime[S]) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
 	r.cfg.Mu.Lock()
 	defer r.cfg.Mu.Unlock()
 	if s, ok := r.partitions[tp.Partition]; ok && s.Base().Epoch == leaderEpoch {
-		s.Base().cancel()
+		s.Base().stop()
 		delete(r.partitions, tp.Partition)
 	}
 }
@@ -467,7 +475,10 @@ func (r *Runtime[S]) Append(ctx context.Context, s S, raw []byte) (cluster.Appen
 	p := s.Base()
 	actx, cancel := context.WithTimeout(ctx, r.cfg.AppendTimeout)
 	defer cancel()
-	return r.cfg.Log.AppendCommitted(actx, p.TP, raw, p.Epoch, r.cfg.Now())
+	start := time.Now()
+	res, err := r.cfg.Log.AppendCommitted(actx, p.TP, raw, p.Epoch, r.cfg.Now())
+	r.appendLatency.Observe(time.Since(start))
+	return res, err
 }
 
 // Committed reports whether an append's error means its batch is
