@@ -3,8 +3,9 @@
 // model): the led partitions of one internal topic per leader epoch and
 // the leadership listener that starts and drops them, the load of a
 // partition with its retry backoff, routing a key to its partition and
-// the routing errors, the append of a record batch with the resolver of
-// an append whose commit is unknown, the one append-error map, and Close.
+// the routing errors, per-key serialization and timers (keys.go), the
+// append of a record batch with the resolver of an append whose commit is
+// unknown, the one append-error map, metrics (metrics.go), and Close.
 //
 // What a coordinator keeps per partition (transactions, groups and
 // offsets) is its shard: a type that embeds *Partition and that the
