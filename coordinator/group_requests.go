@@ -144,16 +144,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 		return nil, err
 	}
 	defer ps.Release(g)
-	c.mu.Lock()
-	e := c.entryLocked(ps, g, false)
-	c.mu.Unlock()
-	if e != nil {
-		e.mu.Lock()
-		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
-		e.mu.Unlock()
-	} else if memberID != "" || memberEpoch >= 0 {
-		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(memberID))
-	}
+	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *group.Group) error { return gg.CheckOffsetCommit(memberID, memberEpoch) })
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +177,25 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 		results[en.TP] = nil
 	}
 	return results, nil
+}
+
+// checkCommitter checks the member committing offsets of g (the caller
+// holds g's key): check against the group's membership, or, for a group
+// without one, only a commit from outside any membership (no member id,
+// epoch < 0) is allowed.
+func (c *GroupCoordinator) checkCommitter(ps *offsetsPartition, g, memberID string, memberEpoch int32, check func(*group.Group) error) error {
+	c.mu.Lock()
+	e := c.entryLocked(ps, g, false)
+	c.mu.Unlock()
+	if e == nil {
+		if memberID != "" || memberEpoch >= 0 {
+			return errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(memberID))
+		}
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return check(e.g)
 }
 
 // appendAndApply appends raw to ps's partition and calls apply with the
@@ -276,16 +286,9 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		return nil, err
 	}
 	defer ps.Release(g)
-	c.mu.Lock()
-	e := c.entryLocked(ps, g, false)
-	c.mu.Unlock()
-	if e != nil {
-		e.mu.Lock()
-		err = e.g.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
-		e.mu.Unlock()
-	} else if r.MemberID != "" || r.MemberEpoch >= 0 {
-		err = errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(r.MemberID))
-	}
+	err = c.checkCommitter(ps, g, r.MemberID, r.MemberEpoch, func(gg *group.Group) error {
+		return gg.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
+	})
 	if err != nil {
 		return nil, err
 	}
