@@ -85,13 +85,14 @@ func (m *ReplicaManager) isrLoop() {
 			}
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
+				// Each log records its value in memory (the shared
+				// checkpoint); one write, only if one changed.
 				for _, p := range m.healthyReplicas() {
-					// Out of descriptors, the old checkpoint stays and the
-					// next tick tries again; resourceError logged it.
 					if err := p.log.CheckpointHighWatermark(); err != nil && err != storage.ErrClosed && !p.Offline() && !storage.IsResourceError(err) {
 						m.log.Warn("high watermark checkpoint failed", p.LogAttr(), "err", err)
 					}
 				}
+				_ = m.flushHighWatermarks() // logged
 			}
 		}
 	}

@@ -107,6 +107,11 @@ type ReplicaManager struct {
 	// their log line; reopen is what reopenLoop retries (resource.go).
 	resources resourceErrors
 	reopen    reopenState
+
+	// hws is the high-watermark checkpoint of every log in logsDir (one
+	// file; issue 31): the logs record their high watermarks in it and
+	// isrLoop flushes it every hwCheckpointEvery when one changed.
+	hws *storage.HighWatermarks
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -161,6 +166,11 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 	if err := os.MkdirAll(m.logsDir(), 0o755); err != nil {
 		return nil, err
 	}
+	hws, err := storage.OpenHighWatermarks(m.logsDir())
+	if err != nil {
+		return nil, fmt.Errorf("high-watermark checkpoint: %w (move it aside to start every log from what it can prove committed)", err)
+	}
+	m.hws = hws
 	if data, err := os.ReadFile(filepath.Join(cfg.DataDir, "meta", clusterFile)); err == nil {
 		var cm clusterMeta
 		if err := json.Unmarshal(data, &cm); err != nil {
@@ -379,6 +389,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		OnFailure:       func(f *storage.Failure) { m.replicaFailed(tp, topicID, dir, f) },
 		OnResourceError: func(f *storage.Failure) { m.resourceError(tp, f) },
 		PageCacheWindow: m.cfg.PageCacheWindow,
+		HighWatermarks:  m.hws,
 	})
 	if err != nil {
 		return nil, failed("open log", err)
@@ -483,8 +494,27 @@ func (m *ReplicaManager) Close() error {
 	}
 	m.mu.Unlock()
 	m.applyMu.Unlock()
+	if err := m.flushHighWatermarks(); err != nil && first == nil {
+		first = err
+	}
 	m.events.closeAndWait()
 	return first
+}
+
+// flushHighWatermarks writes the high-watermark checkpoint if a value
+// changed (storage.HighWatermarks.Flush). A failure is the data
+// directory's: every log in it recorded its value there, so it is logged
+// and retried at the next interval; the logs stay online (a disk that
+// cannot take this write fails their own writes soon enough).
+func (m *ReplicaManager) flushHighWatermarks() error {
+	if err := m.hws.Flush(m.cfg.StorageFaults); err != nil {
+		if storage.IsResourceError(err) {
+			return nil // out of descriptors: the next interval tries again (resource.go)
+		}
+		m.log.Warn("high watermark checkpoint failed", "path", m.hws.Path(), "err", err)
+		return fmt.Errorf("high watermark checkpoint %s: %w", m.hws.Path(), err)
+	}
+	return nil
 }
 
 // ReplicationConfig connects a ReplicaManager to the cluster: where

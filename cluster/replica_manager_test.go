@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // imageBuilder applies controller records at increasing offsets, as the
@@ -282,5 +283,51 @@ func TestMetadataCacheFollowsDeltas(t *testing.T) {
 	}
 	if err := c.Update(start+1, nil, nil); err == nil {
 		t.Error("update behind the image accepted")
+	}
+}
+
+// The high watermarks of a broker's logs are in one file
+// (storage.HighWatermarkFile in logs/), written at Close (and every
+// hwCheckpointEvery when one changed), restored at the next start, and a
+// deleted topic's lines go with it (issue 31).
+func TestReplicaManagerHighWatermarksInOneFile(t *testing.T) {
+	now := time.Unix(5000, 0)
+	dir := t.TempDir()
+	m := newManager(t, dir, 1)
+	b := newImage(t, "c1").apply(topic("hw", "id-hw", []int32{1}, []int32{1}, []int32{1})).apply(topic("gone", "id-g", []int32{1}))
+	if err := m.Apply(b.snapshot(), now, true); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 3; p++ {
+		if _, err := m.Append("hw", p, plainBatch(int(p)+2), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.apply(controller.DeleteTopic{Name: "gone"})
+	if err := m.Apply(b.snapshot(), now, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "logs", storage.HighWatermarkFile))
+	if want := "0\n3\nhw 0 2\nhw 1 3\nhw 2 4\n"; err != nil || string(data) != want {
+		t.Fatalf("%s: %q %v, want %q", storage.HighWatermarkFile, data, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "hw-0", "high-watermark-checkpoint")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a partition has a high-watermark file of its own: %v", err)
+	}
+	m2 := newManager(t, dir, 1)
+	if err := m2.Apply(b.snapshot(), now, true); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 3; p++ {
+		r, err := m2.Replica("hw", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hw := r.log.HighWatermark(); hw != int64(p)+2 {
+			t.Errorf("hw-%d restored at %d, want %d", p, hw, p+2)
+		}
 	}
 }

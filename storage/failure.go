@@ -107,6 +107,13 @@ type Options struct {
 	// Files is the cache of open segment files this log shares with the
 	// process's other logs (filecache.go); nil: DefaultFileCache().
 	Files *FileCache
+	// HighWatermarks, when set, is the high-watermark checkpoint of the
+	// log's parent directory, shared with the other logs there
+	// (hwcheckpoint.go): the log records its high watermark in it rather
+	// than in a file of its own, and whoever owns it Flushes it (on an
+	// interval, and after closing the logs). The log's directory must be
+	// named "topic-partition"; any other name keeps a file of its own.
+	HighWatermarks *HighWatermarks
 }
 
 // Failure returns why the log went offline, or nil while it is healthy.

@@ -1,6 +1,10 @@
 package storage
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+)
 
 // The high watermark as storage keeps it: one number per log, persisted
 // in high-watermark-checkpoint. Storage only clamps and persists it; the
@@ -39,10 +43,29 @@ func (l *Log) SetHighWatermark(hw int64) {
 	}
 }
 
-// CheckpointHighWatermark durably writes the current high watermark to
+// hwStore is the shared checkpoint the log records its high watermark
+// in, and its name there; nil when it writes its own file.
+func (l *Log) hwStore() (*HighWatermarks, string) {
+	if l.opts.HighWatermarks == nil {
+		return nil, ""
+	}
+	name := filepath.Base(l.dir)
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || strings.ContainsAny(name, " \t\n") {
+		return nil, ""
+	}
+	if p, err := strconv.ParseInt(name[i+1:], 10, 32); err != nil || p < 0 || strconv.FormatInt(p, 10) != name[i+1:] {
+		return nil, ""
+	}
+	return l.opts.HighWatermarks, name
+}
+
+// CheckpointHighWatermark records the current high watermark: in the
+// shared checkpoint when the log has one (Options.HighWatermarks; memory
+// only, its owner's Flush writes it), else durably in the log's own
 // high-watermark-checkpoint. Callers run it periodically (Close also
-// does); after a crash Open restores the last checkpointed value, clamped
-// to the recovered log. It may run concurrently with every other method.
+// does); after a crash Open restores the last written value, clamped to
+// the recovered log. It may run concurrently with every other method.
 func (l *Log) CheckpointHighWatermark() error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
@@ -54,6 +77,10 @@ func (l *Log) CheckpointHighWatermark() error {
 	}
 	if err := l.offlineErr(); err != nil {
 		return err
+	}
+	if store, name := l.hwStore(); store != nil {
+		store.Set(name, hw)
+		return nil
 	}
 	path := filepath.Join(l.dir, highWatermarkFile)
 	err := l.inject(OpWrite, path)
@@ -82,7 +109,12 @@ func (l *Log) lowerHighWatermarkLocked(hw int64) error {
 	if cur <= hw {
 		return nil
 	}
-	if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw); err != nil {
+	if store, name := l.hwStore(); store != nil {
+		store.Set(name, hw)
+		if err := store.Flush(l.opts.Faults); err != nil {
+			return err
+		}
+	} else if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -94,7 +126,31 @@ func (l *Log) lowerHighWatermarkLocked(hw int64) error {
 // loadHighWatermark sets l.hw when the log opens, after recover: the
 // checkpoint clamped to [log start, log end]; a missing or unreadable one
 // means the log start offset.
+//
+// With a shared checkpoint the log's entry there wins; a log without one
+// (written before the shared file existed) reads its own file, and the
+// value moves to the shared file at its next Flush.
 func (l *Log) loadHighWatermark() {
-	hw, _ := readCheckpoint(filepath.Join(l.dir, highWatermarkFile)) // 0 when missing
+	var hw int64
+	store, name := l.hwStore()
+	if store != nil {
+		var ok bool
+		if hw, ok = store.Get(name); !ok {
+			var err error
+			if hw, err = readCheckpoint(filepath.Join(l.dir, highWatermarkFile)); err == nil {
+				store.setLegacy(name, hw)
+			}
+		}
+	} else {
+		hw, _ = readCheckpoint(filepath.Join(l.dir, highWatermarkFile)) // 0 when missing
+	}
 	l.hw = min(max(hw, l.startOffset), l.active().next)
+}
+
+// hwPath is where the log's high watermark is written, for errors.
+func (l *Log) hwPath() string {
+	if store, _ := l.hwStore(); store != nil {
+		return store.Path()
+	}
+	return filepath.Join(l.dir, highWatermarkFile)
 }

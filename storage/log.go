@@ -86,7 +86,7 @@ type Log struct {
 	// called under appendMu.
 	sealedSyncs goroutine.Group
 
-	ckptMu sync.Mutex // serialises writes of high-watermark-checkpoint
+	ckptMu sync.Mutex // serialises writes of the high watermark (its own file, or its entry in Options.HighWatermarks)
 
 	mu          sync.RWMutex // guards the following (writes also need appendMu, except hw)
 	cfg         Config
@@ -911,7 +911,11 @@ func (l *Log) Close() error {
 		l.mu.RLock()
 		hw := l.hw
 		l.mu.RUnlock()
-		err = writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw)
+		if store, name := l.hwStore(); store != nil {
+			store.Set(name, hw) // its owner flushes after closing the logs
+		} else {
+			err = writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), hw)
+		}
 	}
 	if err == nil {
 		err = l.writeProducerSnapshot()
@@ -950,6 +954,9 @@ func (l *Log) Delete() error {
 	l.mu.Unlock()
 	for _, s := range segs {
 		s.close()
+	}
+	if store, name := l.hwStore(); store != nil {
+		store.Remove(name)
 	}
 	return os.RemoveAll(l.dir)
 }

@@ -81,7 +81,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	}
 
 	if err := l.lowerHighWatermarkLocked(offset); err != nil {
-		return l.fileErr("checkpoint high watermark", OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
+		return l.fileErr("checkpoint high watermark", OpWrite, l.hwPath(), err)
 	}
 	l.crashPoint("high watermark lowered")
 	epochs, epochsChanged := l.epochs.truncateFromEnd(offset)
@@ -267,7 +267,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 		return err
 	}
 	if err := l.lowerHighWatermarkLocked(offset); err != nil {
-		return l.fileErr("checkpoint high watermark", OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
+		return l.fileErr("checkpoint high watermark", OpWrite, l.hwPath(), err)
 	}
 	l.crashPoint("high watermark lowered")
 	if err := l.writeEpochs(epochCache{}); err != nil {
@@ -356,8 +356,14 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 	}
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
+	if store, name := l.hwStore(); store != nil {
+		// Memory: a crash before the next flush restores an older value,
+		// which Open clamps up to the new log start.
+		store.Set(name, offset)
+		return nil
+	}
 	if err := writeCheckpoint(filepath.Join(l.dir, highWatermarkFile), offset); err != nil {
-		return l.fileErr("checkpoint high watermark", OpWrite, filepath.Join(l.dir, highWatermarkFile), err)
+		return l.fileErr("checkpoint high watermark", OpWrite, l.hwPath(), err)
 	}
 	return nil
 }
