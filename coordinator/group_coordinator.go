@@ -167,6 +167,8 @@ type groupEntry struct {
 	// topicsVersion is the topic-metadata version the membership last
 	// saw (MetadataChanged).
 	topicsVersion int64
+	// timer is the group's timer function (groupTimer), made once.
+	timer func()
 	// emptySince is when the group last became empty here; zero while it
 	// has members or if it never had any on this coordinator (retention
 	// then counts from its last commit).
@@ -241,6 +243,7 @@ func (c *GroupCoordinator) entryLocked(ps *offsetsPartition, g string, create bo
 	gg := group.New(g, c.cfg.Group)
 	gg.RestoreEpoch(epoch)
 	e := &groupEntry{g: gg, persistedEpoch: epoch, topicsVersion: c.topicsVersion}
+	e.timer = func() { c.groupTimer(ps, g) }
 	ps.groups[g] = e
 	return e
 }
@@ -409,6 +412,7 @@ func (c *GroupCoordinator) checkMetadata(now time.Time) {
 	type work struct {
 		ps *offsetsPartition
 		g  string
+		e  *groupEntry
 	}
 	var todo []work
 	c.mu.Lock()
@@ -417,28 +421,22 @@ func (c *GroupCoordinator) checkMetadata(now time.Time) {
 			if !ps.Serving() {
 				continue
 			}
-			for g := range ps.groups {
-				todo = append(todo, work{ps, g})
+			for g, e := range ps.groups {
+				todo = append(todo, work{ps, g, e})
 			}
 		}
 	}
 	c.mu.Unlock()
 	for _, w := range todo {
-		c.scheduleGroup(w.ps, w.g, now)
+		c.rt.Schedule(w.ps, w.g, now, w.e.timer)
 	}
-}
-
-// scheduleGroup sets g's timer (its name is the group id) to run
-// groupTimer at `at`.
-func (c *GroupCoordinator) scheduleGroup(ps *offsetsPartition, g string, at time.Time) {
-	c.rt.Schedule(ps, g, at, func() { c.groupTimer(ps, g) })
 }
 
 // rescheduleLocked sets g's timer to its membership's next deadline, or
 // drops it when there is none. The caller holds g's key and e.mu.
 func (c *GroupCoordinator) rescheduleLocked(ps *offsetsPartition, g string, e *groupEntry) {
 	if d := e.g.NextDeadline(); !d.IsZero() {
-		c.scheduleGroup(ps, g, d)
+		c.rt.Schedule(ps, g, d, e.timer) // the timer's name is the group id
 	} else {
 		c.rt.CancelTimer(ps, g)
 	}

@@ -20,12 +20,10 @@ import (
 // the shard's other work, never wait for it: a slow write to one group
 // delays only that group.
 
-// keys is the key table of one Partition. Guarded by Partition.mu.
-type keySlot struct {
-	// waiters are the Acquire calls waiting for the key, in arrival
-	// order; Release hands the key to the first by closing its channel.
-	waiters []chan struct{}
-}
+// A Partition's key table maps each held key to its waiters: the Acquire
+// calls waiting for it, in arrival order (Release hands the key to the
+// first by closing its channel). A held key without waiters maps to nil,
+// so an uncontended key costs no allocation. Guarded by Partition.mu.
 
 // TryAcquire takes key if nobody holds it, and reports whether it did.
 func (p *Partition) TryAcquire(key string) bool {
@@ -34,7 +32,7 @@ func (p *Partition) TryAcquire(key string) bool {
 	if _, held := p.keys[key]; held {
 		return false
 	}
-	p.keys[key] = &keySlot{}
+	p.keys[key] = nil
 	return true
 }
 
@@ -44,14 +42,14 @@ func (p *Partition) TryAcquire(key string) bool {
 // first; the key is then not held. On success the caller must Release.
 func (p *Partition) Acquire(ctx context.Context, key string) error {
 	p.mu.Lock()
-	slot, held := p.keys[key]
+	waiters, held := p.keys[key]
 	if !held {
-		p.keys[key] = &keySlot{}
+		p.keys[key] = nil
 		p.mu.Unlock()
 		return nil
 	}
 	ch := make(chan struct{})
-	slot.waiters = append(slot.waiters, ch)
+	p.keys[key] = append(waiters, ch)
 	p.mu.Unlock()
 	var err error
 	select {
@@ -71,10 +69,10 @@ func (p *Partition) Acquire(ctx context.Context, key string) error {
 		return err
 	default:
 	}
-	if slot := p.keys[key]; slot != nil {
-		for i, w := range slot.waiters {
+	if waiters, held := p.keys[key]; held {
+		for i, w := range waiters {
 			if w == ch {
-				slot.waiters = append(slot.waiters[:i], slot.waiters[i+1:]...)
+				p.keys[key] = append(waiters[:i], waiters[i+1:]...)
 				break
 			}
 		}
@@ -90,17 +88,16 @@ func (p *Partition) Release(key string) {
 }
 
 func (p *Partition) releaseLocked(key string) {
-	slot, held := p.keys[key]
+	waiters, held := p.keys[key]
 	if !held {
 		panic("coordinator/runtime: Release of a key not held: " + key)
 	}
-	if len(slot.waiters) == 0 {
+	if len(waiters) == 0 {
 		delete(p.keys, key)
 		return
 	}
-	next := slot.waiters[0]
-	slot.waiters = slot.waiters[1:]
-	close(next)
+	p.keys[key] = waiters[1:]
+	close(waiters[0])
 }
 
 // Busy reports whether key is held.
@@ -117,8 +114,8 @@ func (p *Partition) QueueDepth() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, slot := range p.keys {
-		n += 1 + len(slot.waiters)
+	for _, waiters := range p.keys {
+		n += 1 + len(waiters)
 	}
 	return n
 }
@@ -126,12 +123,14 @@ func (p *Partition) QueueDepth() int {
 // Schedule arranges for fn to run on the coordinator's goroutine group at
 // time at (at once when it has passed), unless s stops being led first.
 // A shard has at most one timer per name: Schedule replaces the timer of
-// the same name, CancelTimer drops it. fn runs with no lock and no key
-// held; it takes what it needs (Acquire) and may Schedule again.
+// the same name (reusing it: a group's timer moves at every heartbeat),
+// CancelTimer drops it. fn runs with no lock and no key held; it takes
+// what it needs (Acquire) and may Schedule again.
 //
-// The delay is measured on Config.Now; the timer itself runs on the
-// system clock, so with a fake clock fn may run early or late and must
-// check its own deadline.
+// fn may run early — a timer replaced just as it fired runs the new fn
+// once at the old time — or late, and the delay is measured on
+// Config.Now while the timer runs on the system clock: fn checks its own
+// deadline and schedules itself again when it is not due.
 func (r *Runtime[S]) Schedule(s S, name string, at time.Time, fn func()) {
 	p := s.Base()
 	p.mu.Lock()
@@ -139,27 +138,41 @@ func (r *Runtime[S]) Schedule(s S, name string, at time.Time, fn func()) {
 	if p.Ctx.Err() != nil {
 		return
 	}
-	if old := p.timers[name]; old != nil {
-		old.Stop()
+	d := max(at.Sub(r.cfg.Now()), 0)
+	if e := p.timers[name]; e != nil {
+		e.fn = fn
+		e.t.Reset(d)
+		return
 	}
-	var t *time.Timer
-	t = time.AfterFunc(max(at.Sub(r.cfg.Now()), 0), func() {
-		p.mu.Lock()
-		current := p.timers[name] == t
-		if current {
-			delete(p.timers, name)
-		}
-		p.mu.Unlock()
-		if !current {
-			return // replaced or cancelled as it fired
-		}
-		r.cfg.Mu.Lock()
-		if r.OwnsLocked(s) {
-			r.GoLocked(fn)
-		}
-		r.cfg.Mu.Unlock()
-	})
-	p.timers[name] = t
+	e := &timerEntry{fn: fn}
+	e.t = time.AfterFunc(d, func() { r.fire(s, name, e) })
+	p.timers[name] = e
+}
+
+// timerEntry is one named timer of a Partition (guarded by its mu).
+type timerEntry struct {
+	t  *time.Timer
+	fn func()
+}
+
+// fire runs e's function unless e was cancelled or s is no longer led.
+func (r *Runtime[S]) fire(s S, name string, e *timerEntry) {
+	p := s.Base()
+	p.mu.Lock()
+	current := p.timers[name] == e
+	fn := e.fn
+	if current {
+		delete(p.timers, name)
+	}
+	p.mu.Unlock()
+	if !current {
+		return // cancelled, or replaced after a cancel
+	}
+	r.cfg.Mu.Lock()
+	if r.OwnsLocked(s) {
+		r.GoLocked(fn)
+	}
+	r.cfg.Mu.Unlock()
 }
 
 // CancelTimer drops s's timer of that name, if any.
@@ -167,8 +180,8 @@ func (r *Runtime[S]) CancelTimer(s S, name string) {
 	p := s.Base()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.timers[name]; t != nil {
-		t.Stop()
+	if e := p.timers[name]; e != nil {
+		e.t.Stop()
 		delete(p.timers, name)
 	}
 }
@@ -187,8 +200,8 @@ func (p *Partition) stop() {
 	p.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for name, t := range p.timers {
-		t.Stop()
+	for name, e := range p.timers {
+		e.t.Stop()
 		delete(p.timers, name)
 	}
 }

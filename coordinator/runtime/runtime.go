@@ -128,9 +128,9 @@ type Partition struct {
 	Ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex             // guards keys and timers (taken after Config.Mu, never before)
-	keys   map[string]*keySlot    // held keys and their waiters (keys.go)
-	timers map[string]*time.Timer // scheduled timers by name (keys.go)
+	mu     sync.Mutex                 // guards keys and timers (taken after Config.Mu, never before)
+	keys   map[string][]chan struct{} // held keys and their waiters (keys.go)
+	timers map[string]*timerEntry     // scheduled timers by name (keys.go)
 
 	// Guarded by Config.Mu:
 	loading  bool
@@ -301,7 +301,7 @@ func (r *Runtime[S]) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) 
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	p := &Partition{TP: tp, Epoch: leaderEpoch, Ctx: ctx, cancel: cancel, loading: true, loadedAt: r.cfg.Now(),
-		keys: make(map[string]*keySlot), timers: make(map[string]*time.Timer)}
+		keys: make(map[string][]chan struct{}), timers: make(map[string]*timerEntry)}
 	s := r.cfg.NewShard(p)
 	r.partitions[tp.Partition] = s
 	r.cfg.Goroutines.Go(func() { r.load(s) })
