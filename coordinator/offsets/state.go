@@ -6,13 +6,11 @@ import (
 	"sort"
 
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/topic"
 )
 
-// TopicPartition names a partition of a consumed topic.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+// TopicPartition names a partition of a consumed topic: topic.Partition, the name every layer shares.
+type TopicPartition = topic.Partition
 
 // State is what one __consumer_offsets partition holds: per group, its
 // committed offsets and epoch; per producer, the offsets its open
