@@ -126,7 +126,7 @@ func (p *Replica) OffsetForTimestamp(ts int64) (offset, timestamp int64, found b
 func (p *Replica) Changed() <-chan struct{} { return p.log.Changed() }
 
 // EpochEntries is the replica's leader-epoch cache, oldest first (a copy).
-func (p *Replica) EpochEntries() []replication.EpochEntry { return epochEntries(p.log) }
+func (p *Replica) EpochEntries() []replication.EpochEntry { return p.log.EpochEntries() }
 
 // ReadResult is a raw read of a replica's log (Replica.Read).
 type ReadResult struct {
