@@ -10,7 +10,7 @@
 // offsets) is its shard: a type that embeds *Partition and that the
 // runtime creates at BecameLeader (Config.NewShard) and fills by replaying
 // the partition (Config.NewLoader). The shards' pure cores
-// (coordinator/txn, coordinator/group, coordinator/offsets) know nothing
+// (coordinator/txn, coordinator/group) know nothing
 // of the runtime.
 //
 // Locking, for now: one mutex, the coordinator's (Config.Mu), guards the
