@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -22,9 +21,9 @@ const groupRequestWait = 30 * time.Second
 // coordinator (coordinator.GroupCoordinator). Errors are *errs.Error.
 type GroupCoordinator interface {
 	Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error)
-	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []coordinator.OffsetCommitEntry) (map[offsets.TopicPartition]error, error)
-	FetchOffsets(g, memberID string, memberEpoch int32, tps []offsets.TopicPartition, requireStable bool) ([]coordinator.FetchedOffset, error)
-	TxnCommitOffsets(ctx context.Context, r coordinator.TxnOffsetCommitRequest) (map[offsets.TopicPartition]error, error)
+	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []coordinator.OffsetCommitEntry) (map[group.TopicPartition]error, error)
+	FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]coordinator.FetchedOffset, error)
+	TxnCommitOffsets(ctx context.Context, r coordinator.TxnOffsetCommitRequest) (map[group.TopicPartition]error, error)
 	ListGroups(states []string) ([]coordinator.GroupListing, error)
 	DescribeGroup(g string) (coordinator.GroupDescription, error)
 	DeleteGroup(ctx context.Context, g string) error
@@ -100,8 +99,8 @@ func commitEntries(topics []*sluicev1.OffsetCommitTopic) []coordinator.OffsetCom
 	for _, t := range topics {
 		for _, p := range t.Partitions {
 			out = append(out, coordinator.OffsetCommitEntry{
-				TP:     offsets.TopicPartition{Topic: t.Name, Partition: p.Partition},
-				Offset: offsets.Offset{Offset: p.CommittedOffset, LeaderEpoch: p.CommittedLeaderEpoch, Metadata: p.CommittedMetadata},
+				TP:     group.TopicPartition{Topic: t.Name, Partition: p.Partition},
+				Offset: group.Offset{Offset: p.CommittedOffset, LeaderEpoch: p.CommittedLeaderEpoch, Metadata: p.CommittedMetadata},
 			})
 		}
 	}
@@ -110,14 +109,14 @@ func commitEntries(topics []*sluicev1.OffsetCommitTopic) []coordinator.OffsetCom
 
 // commitResponse answers every partition of topics: reqErr for all when
 // set, else its entry of results.
-func commitResponse(topics []*sluicev1.OffsetCommitTopic, results map[offsets.TopicPartition]error, reqErr error) []*sluicev1.OffsetCommitTopicResponse {
+func commitResponse(topics []*sluicev1.OffsetCommitTopic, results map[group.TopicPartition]error, reqErr error) []*sluicev1.OffsetCommitTopicResponse {
 	out := make([]*sluicev1.OffsetCommitTopicResponse, 0, len(topics))
 	for _, t := range topics {
 		tr := &sluicev1.OffsetCommitTopicResponse{Name: t.Name}
 		for _, p := range t.Partitions {
 			err := reqErr
 			if err == nil {
-				err = results[offsets.TopicPartition{Topic: t.Name, Partition: p.Partition}]
+				err = results[group.TopicPartition{Topic: t.Name, Partition: p.Partition}]
 			}
 			tr.Partitions = append(tr.Partitions, &sluicev1.OffsetCommitPartitionResponse{Partition: p.Partition,
 				ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)})
@@ -140,10 +139,10 @@ func (s *GroupsService) OffsetCommit(ctx context.Context, req *sluicev1.OffsetCo
 // OffsetFetch implements the Groups service
 // (coordinator.GroupCoordinator.FetchOffsets).
 func (s *GroupsService) OffsetFetch(ctx context.Context, req *sluicev1.OffsetFetchRequest) (*sluicev1.OffsetFetchResponse, error) {
-	var tps []offsets.TopicPartition
+	var tps []group.TopicPartition
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			tps = append(tps, offsets.TopicPartition{Topic: t.Name, Partition: p})
+			tps = append(tps, group.TopicPartition{Topic: t.Name, Partition: p})
 		}
 	}
 	epoch := req.MemberEpoch
@@ -175,7 +174,7 @@ func (s *GroupsService) OffsetFetch(ctx context.Context, req *sluicev1.OffsetFet
 func (s *GroupsService) TxnOffsetCommit(ctx context.Context, req *sluicev1.TxnOffsetCommitRequest) (*sluicev1.TxnOffsetCommitResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, groupRequestWait)
 	defer cancel()
-	var results map[offsets.TopicPartition]error
+	var results map[group.TopicPartition]error
 	epoch, err := producerEpoch(req.ProducerEpoch)
 	if err == nil {
 		results, err = s.coord.TxnCommitOffsets(ctx, coordinator.TxnOffsetCommitRequest{

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
@@ -48,11 +48,11 @@ func TestProduceToInternalTopicsRefused(t *testing.T) {
 		return resp.Topics[0].Partitions[0]
 	}
 	txnBatch := build([]byte("tx"), batch.AttrTransactional, batch.Producer{ID: 1, Epoch: 0, BaseSequence: 0})
-	for _, topic := range []string{offsets.Topic, txn.StateTopic} {
+	for _, topic := range []string{group.OffsetsTopic, txn.StateTopic} {
 		before := tn.fetch(topic, 0, 0, 0).HighWatermark
 		for what, pr := range map[string]*sluicev1.PartitionProduceResponse{
 			"keyless":       produce("", topic, build(nil, 0, batch.PlainProducer)),
-			"keyed":         produce("", topic, build(offsets.OffsetKey("g", "t", 0), 0, batch.PlainProducer)),
+			"keyed":         produce("", topic, build(group.OffsetKey("g", "t", 0), 0, batch.PlainProducer)),
 			"public view":   tn.producePublic(topic, 0, build([]byte("tx"), 0, batch.PlainProducer)),
 			"transactional": produce("tx", topic, txnBatch),
 		} {

@@ -59,7 +59,7 @@ func TestAdminCommitFetchOffsetsAndLag(t *testing.T) {
 	mustOK(t, "New", err)
 	defer c.Close()
 	ctx := ctxT(t)
-	mustOK(t, "CommitOffsets", c.CommitOffsets(ctx, "g", map[TopicPartition]int64{{"t", 0}: 4}))
+	mustOK(t, "CommitOffsets", c.CommitOffsets(ctx, "g", map[TopicPartition]int64{{Topic: "t", Partition: 0}: 4}))
 	f.mu.Lock()
 	r := f.grp.commitReqs[0]
 	f.grp.members = map[string]*fakeMember{"m": {epoch: 1}}
@@ -67,15 +67,15 @@ func TestAdminCommitFetchOffsetsAndLag(t *testing.T) {
 	if r.MemberEpoch != -1 || r.MemberId != "" || r.GroupId != "g" {
 		t.Errorf("commit request %v", r)
 	}
-	if err := c.CommitOffsets(ctx, "g", map[TopicPartition]int64{{"t", 0}: 1}); errs.Code(err) != sluicev1.ErrorCode_UNKNOWN_MEMBER_ID {
+	if err := c.CommitOffsets(ctx, "g", map[TopicPartition]int64{{Topic: "t", Partition: 0}: 1}); errs.Code(err) != sluicev1.ErrorCode_UNKNOWN_MEMBER_ID {
 		t.Errorf("commit with members: %v", err)
 	}
 	offs, err := c.FetchOffsets(ctx, "g", "t")
 	mustOK(t, "FetchOffsets", err)
-	if len(offs) != 1 || offs[TopicPartition{"t", 0}].Offset != 4 {
+	if len(offs) != 1 || offs[TopicPartition{Topic: "t", Partition: 0}].Offset != 4 {
 		t.Errorf("offsets %v", offs)
 	}
-	lag, err := c.GroupLag(ctx, "g", ReadCommitted, TopicPartition{"t", 1})
+	lag, err := c.GroupLag(ctx, "g", ReadCommitted, TopicPartition{Topic: "t", Partition: 1})
 	mustOK(t, "GroupLag", err)
 	if len(lag) != 2 || lag[0].Committed != 4 || lag[0].LastStableOffset != 6 || lag[0].HighWatermark != 6 || lag[0].Lag != 2 ||
 		lag[1].Committed != -1 || lag[1].Lag != -1 {

@@ -246,7 +246,7 @@ func (co *Consumer) Unassign(topic string, partition int32) {
 // A group consumer may seek only partitions it owns.
 func (co *Consumer) Seek(topic string, partition int32, offset int64) error {
 	if co.group != nil {
-		if !co.group.owns(TopicPartition{topic, partition}) {
+		if !co.group.owns(TopicPartition{Topic: topic, Partition: partition}) {
 			return fmt.Errorf("sluice: Seek %s-%d: the consumer does not own the partition in its group", topic, partition)
 		}
 	}

@@ -14,19 +14,15 @@ import (
 
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/proto/topic"
 )
 
 // This file holds the consumer-group options and types, and the requests
 // to a group's coordinator (proto/sluice/v1/groups.proto is the contract,
 // docs/groups.md the guide). group_member.go is the membership loop.
 
-// TopicPartition names one partition of a topic.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+// TopicPartition names one partition of a topic: topic.Partition, the server's name too.
+type TopicPartition = topic.Partition
 
 // sortPartitions sorts by topic, then partition.
 func sortPartitions(tps []TopicPartition) {
@@ -442,7 +438,7 @@ func (g *groupCoordinator) fetchOffsets(ctx context.Context, memberID string, ep
 				if p.CommitTimeMs >= 0 && p.CommittedOffset >= 0 {
 					co.CommitTime = time.UnixMilli(p.CommitTimeMs)
 				}
-				out[TopicPartition{t.Name, p.Partition}] = co
+				out[TopicPartition{Topic: t.Name, Partition: p.Partition}] = co
 			}
 		}
 		return nil

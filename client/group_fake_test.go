@@ -69,7 +69,7 @@ func fromGroupTPs(in []*sluicev1.GroupTopicPartitions) []TopicPartition {
 	var out []TopicPartition
 	for _, t := range in {
 		for _, p := range t.Partitions {
-			out = append(out, TopicPartition{t.Topic, p})
+			out = append(out, TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
 	sortPartitions(out)
@@ -194,7 +194,7 @@ func (f *fakeBroker) OffsetCommit(_ context.Context, req *sluicev1.OffsetCommitR
 	for _, t := range req.Topics {
 		tr := &sluicev1.OffsetCommitTopicResponse{Name: t.Name}
 		for _, p := range t.Partitions {
-			g.offsets[TopicPartition{t.Name, p.Partition}] = p.CommittedOffset
+			g.offsets[TopicPartition{Topic: t.Name, Partition: p.Partition}] = p.CommittedOffset
 			done = append(done, fmt.Sprintf("%s-%d=%d", t.Name, p.Partition, p.CommittedOffset))
 			tr.Partitions = append(tr.Partitions, &sluicev1.OffsetCommitPartitionResponse{Partition: p.Partition})
 		}
@@ -225,7 +225,7 @@ func (f *fakeBroker) OffsetFetch(_ context.Context, req *sluicev1.OffsetFetchReq
 			tr = &sluicev1.OffsetFetchTopicResponse{Name: topic}
 			resp.Topics = append(resp.Topics, tr)
 		}
-		off, ok := g.offsets[TopicPartition{topic, p}]
+		off, ok := g.offsets[TopicPartition{Topic: topic, Partition: p}]
 		pr := &sluicev1.OffsetFetchPartitionResponse{Partition: p, CommittedOffset: -1, CommittedLeaderEpoch: -1, CommitTimeMs: -1, ErrorCode: code}
 		if ok {
 			pr.CommittedOffset, pr.CommitTimeMs = off, 1700000000000

@@ -252,7 +252,7 @@ func (g *groupMember) heartbeat(report bool) (*sluicev1.ConsumerGroupHeartbeatRe
 		g.target = map[TopicPartition]bool{}
 		for _, t := range resp.Assignment.TopicPartitions {
 			for _, p := range t.Partitions {
-				g.target[TopicPartition{t.Topic, p}] = true
+				g.target[TopicPartition{Topic: t.Topic, Partition: p}] = true
 			}
 		}
 	}

@@ -12,7 +12,7 @@ func TestPlanReconcile(t *testing.T) {
 		}
 		return m
 	}
-	a0, a1, b0 := TopicPartition{"a", 0}, TopicPartition{"a", 1}, TopicPartition{"b", 0}
+	a0, a1, b0 := TopicPartition{Topic: "a", Partition: 0}, TopicPartition{Topic: "a", Partition: 1}, TopicPartition{Topic: "b", Partition: 0}
 	for _, tc := range []struct {
 		name          string
 		owned, target map[TopicPartition]bool

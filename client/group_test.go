@@ -197,8 +197,8 @@ func TestGroupJoinPositionsAtCommittedOffsets(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 2})
 	produceN(t, f, "t", []int32{0, 1}, 5)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}, {"t", 1}}
-	f.grp.offsets = map[TopicPartition]int64{{"t", 0}: 2}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+	f.grp.offsets = map[TopicPartition]int64{{Topic: "t", Partition: 0}: 2}
 	f.mu.Unlock()
 	co, rec := newGroupConsumer(t, f, WithSessionTimeout(30*time.Second), WithRebalanceTimeout(20*time.Second),
 		WithAssignor("range"), WithInstanceID("i-1"), WithRack("r1"))
@@ -242,7 +242,7 @@ func TestGroupJoinPositionsAtCommittedOffsets(t *testing.T) {
 	if !fetch.RequireStable || fetch.MemberId != "member-1" || fetch.MemberEpoch != 1 {
 		t.Errorf("offset fetch %v: want require_stable with the member's id and epoch", fetch)
 	}
-	if n, _, _ := rec.calls(); n != 1 || !slices.Equal(rec.assigned[0], []TopicPartition{{"t", 0}, {"t", 1}}) {
+	if n, _, _ := rec.calls(); n != 1 || !slices.Equal(rec.assigned[0], []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}) {
 		t.Errorf("OnAssigned calls %v", rec.assigned)
 	}
 	if md := co.GroupMetadata(); md != (GroupMetadata{GroupID: "g", MemberID: "member-1", MemberEpoch: 1, InstanceID: "i-1"}) {
@@ -265,7 +265,7 @@ func TestGroupRevocationCommitsAndCallsOnRevokedBeforeReportingRelease(t *testin
 	f := startFake(t, map[string]int{"t": 2})
 	produceN(t, f, "t", []int32{0, 1}, 5)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}, {"t", 1}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
 	f.grp.interval = 60000 // the release must not wait for an interval
 	f.mu.Unlock()
 	co, rec := newGroupConsumer(t, f)
@@ -298,7 +298,7 @@ func TestGroupRevocationCommitsAndCallsOnRevokedBeforeReportingRelease(t *testin
 		return nil
 	})
 
-	f.setTarget("member-1", TopicPartition{"t", 0})
+	f.setTarget("member-1", TopicPartition{Topic: "t", Partition: 0})
 	notify(co.group.wake) // the interval is long: nudge the next heartbeat
 	waitEvent(t, f, "hb epoch=2 owned=[t-0]")
 	ev := f.eventLog()
@@ -314,7 +314,7 @@ func TestGroupRevocationCommitsAndCallsOnRevokedBeforeReportingRelease(t *testin
 	if _, ok := co.Position("t", 1); ok {
 		t.Error("t-1 still has a position after revocation")
 	}
-	if got := co.Assignment(); !slices.Equal(got, []TopicPartition{{"t", 0}}) {
+	if got := co.Assignment(); !slices.Equal(got, []TopicPartition{{Topic: "t", Partition: 0}}) {
 		t.Errorf("Assignment %v", got)
 	}
 	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
@@ -338,7 +338,7 @@ func TestGroupCommitInOnRevokedPrecedesRelease(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 2})
 	produceN(t, f, "t", []int32{0, 1}, 4)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}, {"t", 1}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
 	f.mu.Unlock()
 	var commitErr error
 	co, rec := newGroupConsumer(t, f, WithAutoCommit(false, 0))
@@ -346,7 +346,7 @@ func TestGroupCommitInOnRevokedPrecedesRelease(t *testing.T) {
 	mustOK(t, "Subscribe", co.Subscribe("t"))
 	pollUntil(t, co, 8)
 	waitEvent(t, f, "hb epoch=1 owned=[t-0 t-1]")
-	f.setTarget("member-1", TopicPartition{"t", 1})
+	f.setTarget("member-1", TopicPartition{Topic: "t", Partition: 1})
 	waitEvent(t, f, "hb epoch=2 owned=[t-1]")
 	if commitErr != nil {
 		t.Fatalf("Commit in OnRevoked: %v", commitErr)
@@ -364,7 +364,7 @@ func TestGroupFencedLosesPartitionsAndRejoins(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})
 	produceN(t, f, "t", []int32{0}, 3)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.mu.Unlock()
 	co, rec := joinGroup(t, f)
 	pollUntil(t, co, 3)
@@ -406,7 +406,7 @@ func TestGroupCoordinatorMoveIsRediscovered(t *testing.T) {
 	f := startFakeCluster(t, map[string]int{"t": 1}, 2)
 	produceN(t, f, "t", []int32{0}, 2)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.mu.Unlock()
 	co, _ := joinGroup(t, f)
 	pollUntil(t, co, 2)
@@ -428,7 +428,7 @@ func TestGroupCoordinatorMoveIsRediscovered(t *testing.T) {
 	if f.txn.findCalls <= finds {
 		t.Error("the coordinator was not looked up again")
 	}
-	if f.grp.offsets[TopicPartition{"t", 0}] != 2 {
+	if f.grp.offsets[TopicPartition{Topic: "t", Partition: 0}] != 2 {
 		t.Errorf("committed %v", f.grp.offsets)
 	}
 }
@@ -439,10 +439,10 @@ func TestGroupCoordinatorMoveIsRediscovered(t *testing.T) {
 func TestGroupJoinRetriesCoordinatorAndUnstableOffsets(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.grp.hbErrs = []sluicev1.ErrorCode{sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE}
 	f.grp.fetchErrs = []sluicev1.ErrorCode{sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT, sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT}
-	f.grp.offsets = map[TopicPartition]int64{{"t", 0}: 0}
+	f.grp.offsets = map[TopicPartition]int64{{Topic: "t", Partition: 0}: 0}
 	f.mu.Unlock()
 	_, rec := joinGroup(t, f)
 	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
@@ -457,7 +457,7 @@ func TestGroupJoinRetriesCoordinatorAndUnstableOffsets(t *testing.T) {
 func TestGroupSubscriptionChangeIsSent(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1, "u": 1})
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.mu.Unlock()
 	co, rec := joinGroup(t, f)
 	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
@@ -481,14 +481,14 @@ func TestGroupAutoCommit(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 2})
 	produceN(t, f, "t", []int32{0, 1}, 3)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}, {"t", 1}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
 	f.mu.Unlock()
 	co, _ := joinGroup(t, f, WithAutoCommit(true, 20*time.Millisecond))
 	pollUntil(t, co, 6)
 	wait.Until(t, 10*time.Second, "positions committed", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.grp.offsets[TopicPartition{"t", 0}] == 3 && f.grp.offsets[TopicPartition{"t", 1}] == 3
+		return f.grp.offsets[TopicPartition{Topic: "t", Partition: 0}] == 3 && f.grp.offsets[TopicPartition{Topic: "t", Partition: 1}] == 3
 	})
 }
 
@@ -503,7 +503,7 @@ func TestGroupCloseCommitsAndLeaves(t *testing.T) {
 			f := startFake(t, map[string]int{"t": 1})
 			produceN(t, f, "t", []int32{0}, 2)
 			f.mu.Lock()
-			f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+			f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 			f.mu.Unlock()
 			co, _ := joinGroup(t, f, WithInstanceID(tc.instance))
 			pollUntil(t, co, 2)
@@ -531,7 +531,7 @@ func TestGroupCloseWithoutLeaving(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})
 	produceN(t, f, "t", []int32{0}, 2)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.mu.Unlock()
 	co, _ := joinGroup(t, f, WithLeaveGroupOnClose(false))
 	pollUntil(t, co, 2)
@@ -553,7 +553,7 @@ func TestGroupCloseWithoutLeaving(t *testing.T) {
 func TestGroupCloseIsBounded(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.mu.Unlock()
 	co, rec := joinGroup(t, f, WithGroupCloseTimeout(300*time.Millisecond))
 	wait.Until(t, 10*time.Second, "assigned", func() bool { n, _, _ := rec.calls(); return n == 1 })
@@ -574,7 +574,7 @@ func TestGroupCommitRetriesStaleEpochOnce(t *testing.T) {
 	f := startFake(t, map[string]int{"t": 1})
 	produceN(t, f, "t", []int32{0}, 2)
 	f.mu.Lock()
-	f.grp.defaultTarget = []TopicPartition{{"t", 0}}
+	f.grp.defaultTarget = []TopicPartition{{Topic: "t", Partition: 0}}
 	f.mu.Unlock()
 	co, _ := joinGroup(t, f)
 	pollUntil(t, co, 2)
@@ -592,7 +592,7 @@ func TestGroupCommitRetriesStaleEpochOnce(t *testing.T) {
 	if tries != 2 {
 		t.Errorf("%d commit requests, want 2", tries)
 	}
-	if err := co.CommitOffsets(ctxT(t), map[TopicPartition]int64{{"t", 0}: 1}); errs.Code(err) != sluicev1.ErrorCode_STALE_MEMBER_EPOCH {
+	if err := co.CommitOffsets(ctxT(t), map[TopicPartition]int64{{Topic: "t", Partition: 0}: 1}); errs.Code(err) != sluicev1.ErrorCode_STALE_MEMBER_EPOCH {
 		t.Errorf("twice stale: %v, want STALE_MEMBER_EPOCH", err)
 	}
 }
@@ -620,7 +620,7 @@ func TestGroupOptionMisuse(t *testing.T) {
 	if err := co.Assign("t", 0, 0); err == nil {
 		t.Error("Assign on a group consumer accepted")
 	}
-	if err := co.CommitOffsets(ctxT(t), map[TopicPartition]int64{{"t", 0}: 1}); !errors.Is(err, ErrNotGroupMember) {
+	if err := co.CommitOffsets(ctxT(t), map[TopicPartition]int64{{Topic: "t", Partition: 0}: 1}); !errors.Is(err, ErrNotGroupMember) {
 		t.Errorf("commit before joining: %v", err)
 	}
 	plain, _ := c.NewConsumer()

@@ -26,7 +26,7 @@ func TestSendOffsetsToTransactionRequest(t *testing.T) {
 	mustOK(t, "InitTransactions", p.InitTransactions(ctx))
 	mustOK(t, "BeginTransaction", p.BeginTransaction())
 	meta := GroupMetadata{GroupID: "g", MemberID: "member-1", MemberEpoch: 4, InstanceID: "i-1"}
-	offsets := map[TopicPartition]int64{{"u", 1}: 9, {"t", 0}: 5, {"t", 2}: 7}
+	offsets := map[TopicPartition]int64{{Topic: "u", Partition: 1}: 9, {Topic: "t", Partition: 0}: 5, {Topic: "t", Partition: 2}: 7}
 	mustOK(t, "SendOffsetsToTransaction", p.SendOffsetsToTransaction(ctx, offsets, meta))
 	mustOK(t, "CommitTransaction", p.CommitTransaction(ctx))
 
@@ -72,7 +72,7 @@ func TestSendOffsetsToTransactionErrors(t *testing.T) {
 			p := newTxnProducer(t, f)
 			ctx := ctxT(t)
 			meta := GroupMetadata{GroupID: "g", MemberID: "m", MemberEpoch: 1}
-			offsets := map[TopicPartition]int64{{"t", 0}: 1}
+			offsets := map[TopicPartition]int64{{Topic: "t", Partition: 0}: 1}
 			mustOK(t, "InitTransactions", p.InitTransactions(ctx))
 			if err := p.SendOffsetsToTransaction(ctx, offsets, meta); !errors.Is(err, ErrTransactionState) {
 				t.Errorf("outside a transaction: %v", err)

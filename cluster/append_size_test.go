@@ -18,7 +18,7 @@ import (
 func TestAppendRefusesSimpleBatchGrowingPastMaxMessageBytes(t *testing.T) {
 	now := time.Unix(5000, 0)
 	m := newManager(t, t.TempDir(), 1)
-	b := newImage(t, "c1").apply(topic("s", "id-s", []int32{1}))
+	b := newImage(t, "c1").apply(createTopic("s", "id-s", []int32{1}))
 	b.apply(controller.ConfigChange{Topic: "s", Key: "max.message.bytes", Value: "1048576"})
 	applyImage(t, m, b.snapshot(), now)
 

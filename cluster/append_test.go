@@ -44,8 +44,8 @@ func wantCode(t *testing.T, what string, err error, code sluicev1.ErrorCode) {
 func TestAppendCommittedCommitsAndTakesControlBatches(t *testing.T) {
 	now := time.Unix(5000, 0)
 	m := newManager(t, t.TempDir(), 2)
-	applyImage(t, m, newImage(t, "c1").apply(topic("c", "id-c", []int32{2})).snapshot(), now)
-	tp := TopicPartition{"c", 0}
+	applyImage(t, m, newImage(t, "c1").apply(createTopic("c", "id-c", []int32{2})).snapshot(), now)
+	tp := TopicPartition{Topic: "c", Partition: 0}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p, _ := m.Replica("c", 0)
@@ -97,8 +97,8 @@ func TestAppendCommittedCommitsAndTakesControlBatches(t *testing.T) {
 func TestAppendCommittedRefusals(t *testing.T) {
 	now := time.Unix(5000, 0)
 	m := newManager(t, t.TempDir(), 2)
-	b := newImage(t, "c1").apply(topic("c", "id-c", []int32{2, 3}, []int32{3, 2}))
-	b.apply(topic("n", "id-n", []int32{2, 3})).apply(controller.ConfigChange{Topic: "n", Key: "min.insync.replicas", Value: "2"})
+	b := newImage(t, "c1").apply(createTopic("c", "id-c", []int32{2, 3}, []int32{3, 2}))
+	b.apply(createTopic("n", "id-n", []int32{2, 3})).apply(controller.ConfigChange{Topic: "n", Key: "min.insync.replicas", Value: "2"})
 	im := b.snapshot()
 	im.Topics["c"].Partitions[0].ISR = []int32{2} // c-0 commits without its follower
 	im.Topics["n"].Partitions[0].ISR = []int32{2} // fewer than min.insync.replicas
@@ -106,20 +106,20 @@ func TestAppendCommittedRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	_, err := m.AppendCommitted(ctx, TopicPartition{"c", 1}, plainBatch(1), NoLeaderEpoch, now)
+	_, err := m.AppendCommitted(ctx, TopicPartition{Topic: "c", Partition: 1}, plainBatch(1), NoLeaderEpoch, now)
 	wantCode(t, "follower", err, sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER)
-	_, err = m.AppendCommitted(ctx, TopicPartition{"c", 0}, plainBatch(1), 1, now)
+	_, err = m.AppendCommitted(ctx, TopicPartition{Topic: "c", Partition: 0}, plainBatch(1), 1, now)
 	wantCode(t, "epoch newer than the leader's", err, sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH)
 	applyImage(t, m, withLeaderEpoch(im, "c", 0, 2), now)
-	_, err = m.AppendCommitted(ctx, TopicPartition{"c", 0}, plainBatch(1), 0, now)
+	_, err = m.AppendCommitted(ctx, TopicPartition{Topic: "c", Partition: 0}, plainBatch(1), 0, now)
 	wantCode(t, "epoch older than the leader's", err, sluicev1.ErrorCode_FENCED_LEADER_EPOCH)
-	if res, err := m.AppendCommitted(ctx, TopicPartition{"c", 0}, plainBatch(1), 2, now); err != nil || res.BaseOffset != 0 {
+	if res, err := m.AppendCommitted(ctx, TopicPartition{Topic: "c", Partition: 0}, plainBatch(1), 2, now); err != nil || res.BaseOffset != 0 {
 		t.Fatalf("append at the current epoch: %+v %v", res, err)
 	}
 
-	_, err = m.AppendCommitted(ctx, TopicPartition{"n", 0}, plainBatch(1), NoLeaderEpoch, now)
+	_, err = m.AppendCommitted(ctx, TopicPartition{Topic: "n", Partition: 0}, plainBatch(1), NoLeaderEpoch, now)
 	wantCode(t, "ISR below min.insync.replicas", err, sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS)
-	for _, tp := range []TopicPartition{{"c", 1}, {"n", 0}} {
+	for _, tp := range []TopicPartition{{Topic: "c", Partition: 1}, {Topic: "n", Partition: 0}} {
 		if p, _ := m.Replica(tp.Topic, tp.Partition); p.LogEndOffset() != 0 {
 			t.Errorf("%s: a refused append wrote to the log (end %d)", tp, p.LogEndOffset())
 		}
@@ -131,9 +131,9 @@ func TestAppendCommittedRefusals(t *testing.T) {
 func TestAppendCommittedUncertainOutcomes(t *testing.T) {
 	now := time.Unix(5000, 0)
 	m := newManager(t, t.TempDir(), 2)
-	im := newImage(t, "c1").apply(topic("n", "id-n", []int32{2, 3})).snapshot()
+	im := newImage(t, "c1").apply(createTopic("n", "id-n", []int32{2, 3})).snapshot()
 	applyImage(t, m, im, now)
-	tp := TopicPartition{"n", 0}
+	tp := TopicPartition{Topic: "n", Partition: 0}
 
 	// Follower 3 never fetches: the HW stays put.
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -196,7 +196,7 @@ func TestLeadershipListenerHearsChangesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im := newImage(t, "c1").apply(topic("c", "id-c", []int32{2, 3}, []int32{3, 2})).apply(topic("other", "id-o", []int32{2})).snapshot()
+	im := newImage(t, "c1").apply(createTopic("c", "id-c", []int32{2, 3}, []int32{3, 2})).apply(createTopic("other", "id-o", []int32{2})).snapshot()
 	applyImage(t, m, im, now)
 	l := &recordingListener{}
 	m.RegisterLeadershipListener("c", l)

@@ -75,7 +75,7 @@ func (r *commitRecorder) waitFor(t *testing.T, names ...string) {
 func acksAllPartition(t *testing.T, configs ...controller.ConfigChange) (*ReplicaManager, *Replica, *controller.Image) {
 	t.Helper()
 	m := newManager(t, t.TempDir(), 2)
-	b := newImage(t, "c1").apply(topic("w", "id-w", []int32{2, 3}))
+	b := newImage(t, "c1").apply(createTopic("w", "id-w", []int32{2, 3}))
 	for _, c := range configs {
 		b.apply(c)
 	}

@@ -148,7 +148,7 @@ func newFetchRig(t *testing.T, stream bool, hold time.Duration) *fetchRig {
 // nodes apply the image.
 func (r *fetchRig) create(name string, n int) *Replica {
 	r.t.Helper()
-	r.img.apply(topic(name, "id-"+name, []int32{1, 2}))
+	r.img.apply(createTopic(name, "id-"+name, []int32{1, 2}))
 	now := time.Now()
 	if err := r.leader.Apply(r.img.snapshot(), now, true); err != nil {
 		r.t.Fatal(err)

@@ -18,8 +18,8 @@ func TestProducersCannotWriteInternalTopics(t *testing.T) {
 	f := &fakeVerifier{}
 	m.SetTxnVerifier(f)
 	applyImage(t, m, newImage(t, "c1").
-		apply(topic("__consumer_offsets", "id-o", []int32{1})).
-		apply(topic("__transaction_state", "id-t", []int32{1})).snapshot(), now)
+		apply(createTopic("__consumer_offsets", "id-o", []int32{1})).
+		apply(createTopic("__transaction_state", "id-t", []int32{1})).snapshot(), now)
 
 	keyed := func(attrs uint32, p batch.Producer) []byte {
 		var b batch.Builder
@@ -53,12 +53,12 @@ func TestProducersCannotWriteInternalTopics(t *testing.T) {
 			t.Fatalf("%s: the coordinator was asked to verify a refused batch", name)
 		}
 		// The coordinator's own path.
-		if _, err := m.AppendCommitted(testCtx(t), TopicPartition{name, 0}, keyed(0, batch.PlainProducer), NoLeaderEpoch, now); err != nil {
+		if _, err := m.AppendCommitted(testCtx(t), TopicPartition{Topic: name, Partition: 0}, keyed(0, batch.PlainProducer), NoLeaderEpoch, now); err != nil {
 			t.Fatalf("%s: coordinator append: %v", name, err)
 		}
 	}
 	// The group coordinator's offsets of a transaction (TxnOffsetCommit).
-	res, err := m.AppendCoordinatorTxn(testCtx(t), TopicPartition{"__consumer_offsets", 0}, 0, "tx", 5, 0, func(seq int32) []byte {
+	res, err := m.AppendCoordinatorTxn(testCtx(t), TopicPartition{Topic: "__consumer_offsets", Partition: 0}, 0, "tx", 5, 0, func(seq int32) []byte {
 		return keyed(batch.AttrTransactional, batch.Producer{ID: 5, Epoch: 0, BaseSequence: seq})
 	}, now)
 	if err != nil || res.BaseOffset != 1 {

@@ -31,7 +31,7 @@ func TestOfflineReplicaStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	b := newImage(t, "c1").apply(topic("t", "id-t", []int32{1}, []int32{1}))
+	b := newImage(t, "c1").apply(createTopic("t", "id-t", []int32{1}, []int32{1}))
 	now := time.Now()
 	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestOfflineReplicaStopsServing(t *testing.T) {
 	_, err = m.Append("t", 0, plainBatch(1), now)
 	checkStorageError(t, "append after the failure", err, pdir, "input/output error")
 	res, err := m.Fetch(t.Context(), FetchParams{ReplicaID: NoReplica, Isolation: FetchHighWatermark, MaxBytes: 1 << 20,
-		Partitions: []FetchPartition{{TopicPartition: TopicPartition{"t", 0}, CurrentLeaderEpoch: NoLeaderEpoch, PartitionMaxBytes: 1 << 20}}})
+		Partitions: []FetchPartition{{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, CurrentLeaderEpoch: NoLeaderEpoch, PartitionMaxBytes: 1 << 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestUnopenableLogIsOffline(t *testing.T) {
 	// Apply does not fail for it (the failure is logged once, by the
 	// replica manager), and does not host it.
 	for range 2 {
-		if err := m.Apply(newImage(t, "c1").apply(topic("t", "id-t", []int32{1})).snapshot(), time.Now(), false); err != nil {
+		if err := m.Apply(newImage(t, "c1").apply(createTopic("t", "id-t", []int32{1})).snapshot(), time.Now(), false); err != nil {
 			t.Fatal(err)
 		}
 	}

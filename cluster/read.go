@@ -437,17 +437,6 @@ func (m *ReplicaManager) OffsetForLeaderEpoch(tp TopicPartition, currentLeaderEp
 	}
 	// The leader's current epoch counts as starting at its log end even
 	// before its first append under it (Kafka assigns it at election).
-	out.LeaderEpoch, out.EndOffset = replication.LeaderEndOffsetForEpoch(epochEntries(r.log), r.log.EndOffset(), cur, epoch)
+	out.LeaderEpoch, out.EndOffset = replication.LeaderEndOffsetForEpoch(r.log.EpochEntries(), r.log.EndOffset(), cur, epoch)
 	return out, nil
-}
-
-// epochEntries is l's leader-epoch cache in the replication package's
-// terms.
-func epochEntries(l *storage.Log) []replication.EpochEntry {
-	entries := l.EpochEntries()
-	out := make([]replication.EpochEntry, len(entries))
-	for i, e := range entries {
-		out[i] = replication.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
-	}
-	return out
 }

@@ -14,7 +14,7 @@ import (
 // one is unknown here; NoLeaderEpoch skips the check unless the requester
 // must name one (a follower).
 func TestCheckLeaderEpoch(t *testing.T) {
-	tp := TopicPartition{"t", 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	for _, tc := range []struct {
 		requested, current int32
 		required           bool
@@ -46,7 +46,7 @@ type readRig struct {
 func newReadRig(t *testing.T) *readRig {
 	now := time.Unix(5000, 0)
 	m := newManager(t, t.TempDir(), 2)
-	im := newImage(t, "c1").apply(topic("r", "id-r", []int32{2, 3})).apply(topic("s", "id-s", []int32{2})).snapshot()
+	im := newImage(t, "c1").apply(createTopic("r", "id-r", []int32{2, 3})).apply(createTopic("s", "id-s", []int32{2})).snapshot()
 	cache := NewMetadataCache()
 	if err := cache.Update(im.Offset, im, nil); err != nil {
 		t.Fatal(err)
@@ -71,11 +71,11 @@ func consumerFetch(isolation FetchIsolation, parts ...FetchPartition) FetchParam
 
 func (r *readRig) followerFetch(offset int64) FetchParams {
 	return FetchParams{ReplicaID: 3, BrokerEpoch: r.brokerEpoch, Isolation: FetchLogEnd, MaxBytes: 1 << 20,
-		Partitions: []FetchPartition{{TopicPartition: TopicPartition{"r", 0}, FetchOffset: offset, CurrentLeaderEpoch: 0, PartitionMaxBytes: 1 << 20}}}
+		Partitions: []FetchPartition{{TopicPartition: TopicPartition{Topic: "r", Partition: 0}, FetchOffset: offset, CurrentLeaderEpoch: 0, PartitionMaxBytes: 1 << 20}}}
 }
 
 func part(topic string, offset int64) FetchPartition {
-	return FetchPartition{TopicPartition: TopicPartition{topic, 0}, FetchOffset: offset, CurrentLeaderEpoch: NoLeaderEpoch, PartitionMaxBytes: 1 << 20}
+	return FetchPartition{TopicPartition: TopicPartition{Topic: topic, Partition: 0}, FetchOffset: offset, CurrentLeaderEpoch: NoLeaderEpoch, PartitionMaxBytes: 1 << 20}
 }
 
 // Rule (DESIGN §8): a follower reads up to the leader's log end; its fetch
@@ -161,7 +161,7 @@ func TestFetchRefusals(t *testing.T) {
 		t.Fatalf("stale broker epoch: %v", err)
 	}
 	f := r.followerFetch(0)
-	f.Partitions[0].TopicPartition = TopicPartition{"s", 0} // node 3 is not a replica; s-0 has no follower
+	f.Partitions[0].TopicPartition = TopicPartition{Topic: "s", Partition: 0} // node 3 is not a replica; s-0 has no follower
 	if got := r.fetch(f).Partitions[0]; got.Err == nil {
 		t.Fatal("a fetch as a follower that is not a replica was accepted")
 	}

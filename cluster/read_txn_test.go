@@ -105,7 +105,7 @@ func TestFetchLastStableOffsetAndAbortedFiltering(t *testing.T) {
 
 	// The coordinator aborts: the marker goes through the committed append.
 	marker := batch.MarkerBatch(batch.Producer{ID: pid, Epoch: 1}, batch.ControlAbort, 0, 1000)
-	res, err := r.m.AppendCommitted(context.Background(), TopicPartition{"s", 0}, marker, NoLeaderEpoch, r.now)
+	res, err := r.m.AppendCommitted(context.Background(), TopicPartition{Topic: "s", Partition: 0}, marker, NoLeaderEpoch, r.now)
 	if err != nil || res.BaseOffset != 3 {
 		t.Fatalf("abort marker: %+v %v", res, err)
 	}

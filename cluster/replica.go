@@ -1,29 +1,17 @@
 package cluster
 
 import (
-	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/replication"
+	"github.com/sluice-io/sluice/proto/topic"
 	"github.com/sluice-io/sluice/storage"
 )
 
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
-
-// LogAttr is the partition as log keys: topic and partition, inlined (a
-// group with an empty key), so that logs can be filtered on either.
-func (tp TopicPartition) LogAttr() slog.Attr {
-	return slog.Group("", slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition)))
-}
+// TopicPartition names one partition: topic.Partition, the name every layer shares.
+type TopicPartition = topic.Partition
 
 // Replica is this node's replica of one partition: its log, and its
 // role (leader or follower) as the metadata image says. Safe for
@@ -138,7 +126,7 @@ func (p *Replica) OffsetForTimestamp(ts int64) (offset, timestamp int64, found b
 func (p *Replica) Changed() <-chan struct{} { return p.log.Changed() }
 
 // EpochEntries is the replica's leader-epoch cache, oldest first (a copy).
-func (p *Replica) EpochEntries() []replication.EpochEntry { return epochEntries(p.log) }
+func (p *Replica) EpochEntries() []replication.EpochEntry { return p.log.EpochEntries() }
 
 // ReadResult is a raw read of a replica's log (Replica.Read).
 type ReadResult struct {

@@ -261,7 +261,7 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 			if !slices.Contains(ps.Replicas, self) {
 				continue
 			}
-			tp := TopicPartition{name, int32(i)}
+			tp := TopicPartition{Topic: name, Partition: int32(i)}
 			want[tp] = true
 			tc, err := ParseTopicConfig(t.Configs, int32(len(ps.Replicas)))
 			if err != nil {
@@ -446,7 +446,7 @@ func (m *ReplicaManager) allReplicas() []*Replica {
 // here after a disk error (decision 42: the message names the directory,
 // the file and the OS error).
 func (m *ReplicaManager) Replica(topic string, partition int32) (*Replica, error) {
-	tp := TopicPartition{topic, partition}
+	tp := TopicPartition{Topic: topic, Partition: partition}
 	m.mu.RLock()
 	p, ok := m.partitions[tp]
 	m.mu.RUnlock()

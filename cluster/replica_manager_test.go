@@ -48,7 +48,7 @@ func (b *imageBuilder) apply(r controller.Record) *imageBuilder {
 // snapshot is what a broker holds: an immutable copy.
 func (b *imageBuilder) snapshot() *controller.Image { return b.im.Clone() }
 
-func topic(name, id string, replicas ...[]int32) controller.CreateTopic {
+func createTopic(name, id string, replicas ...[]int32) controller.CreateTopic {
 	ct := controller.CreateTopic{Name: name, TopicID: id}
 	for _, r := range replicas {
 		ct.Partitions = append(ct.Partitions, controller.PartitionAssignment{Replicas: r})
@@ -88,7 +88,7 @@ func TestReplicaManagerFollowsImage(t *testing.T) {
 	now := time.Unix(5000, 0)
 	dir := t.TempDir()
 	m := newManager(t, dir, 2)
-	b := newImage(t, "c1").apply(topic("a", "id-a", []int32{1, 2}, []int32{2, 3}, []int32{1, 3}))
+	b := newImage(t, "c1").apply(createTopic("a", "id-a", []int32{1, 2}, []int32{2, 3}, []int32{1, 3}))
 	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestReplicaManagerRestartKeepsDataAndDropsRecreatedTopics(t *testing.T) {
 	now := time.Unix(5000, 0)
 	dir := t.TempDir()
 	m := newManager(t, dir, 1)
-	b := newImage(t, "c1").apply(topic("keep", "id-k", []int32{1})).apply(topic("gone", "id-g1", []int32{1}))
+	b := newImage(t, "c1").apply(createTopic("keep", "id-k", []int32{1})).apply(createTopic("gone", "id-g1", []int32{1}))
 	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestReplicaManagerRestartKeepsDataAndDropsRecreatedTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While the broker was away, "gone" was deleted and re-created (new id).
-	b.apply(controller.DeleteTopic{Name: "gone"}).apply(topic("gone", "id-g2", []int32{1}))
+	b.apply(controller.DeleteTopic{Name: "gone"}).apply(createTopic("gone", "id-g2", []int32{1}))
 	m2 := newManager(t, dir, 1)
 	// A controller still replaying its log first sends a prefix of the
 	// image, without the topics: nothing may be deleted for it.
@@ -182,7 +182,7 @@ func TestReplicaManagerRefusesAnotherClustersImage(t *testing.T) {
 	now := time.Unix(5000, 0)
 	dir := t.TempDir()
 	m := newManager(t, dir, 1)
-	if err := m.Apply(newImage(t, "c1").apply(topic("a", "id-a", []int32{1})).snapshot(), now, true); err != nil {
+	if err := m.Apply(newImage(t, "c1").apply(createTopic("a", "id-a", []int32{1})).snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Append("a", 0, plainBatch(2), now); err != nil {
@@ -223,7 +223,7 @@ func TestReplicaManagerLeavesLegacyDirsAlone(t *testing.T) {
 		}
 	}
 	m := newManager(t, dir, 1)
-	if err := m.Apply(newImage(t, "c1").apply(topic("adopt", "id-x", []int32{1})).snapshot(), now, true); err != nil {
+	if err := m.Apply(newImage(t, "c1").apply(createTopic("adopt", "id-x", []int32{1})).snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "logs", "old-0")); err != nil {
@@ -241,9 +241,9 @@ func TestMetadataCacheFollowsDeltas(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := b.off
-	b.apply(topic("a", "id", []int32{1, 2})).apply(controller.ConfigChange{Key: "k", Value: "v"})
+	b.apply(createTopic("a", "id", []int32{1, 2})).apply(controller.ConfigChange{Key: "k", Value: "v"})
 	deltas := []controller.Delta{
-		{Offset: start + 1, Record: topic("a", "id", []int32{1, 2})},
+		{Offset: start + 1, Record: createTopic("a", "id", []int32{1, 2})},
 		{Offset: start + 2, Record: controller.ConfigChange{Key: "k", Value: "v"}},
 	}
 	waited := make(chan error, 1)
@@ -294,7 +294,7 @@ func TestReplicaManagerHighWatermarksInOneFile(t *testing.T) {
 	now := time.Unix(5000, 0)
 	dir := t.TempDir()
 	m := newManager(t, dir, 1)
-	b := newImage(t, "c1").apply(topic("hw", "id-hw", []int32{1}, []int32{1}, []int32{1})).apply(topic("gone", "id-g", []int32{1}))
+	b := newImage(t, "c1").apply(createTopic("hw", "id-hw", []int32{1}, []int32{1}, []int32{1})).apply(createTopic("gone", "id-g", []int32{1}))
 	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestFileDescriptorExhaustionTakesNoReplicaOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	b := newImage(t, "c1").apply(topic("t", "id-t", []int32{1}))
+	b := newImage(t, "c1").apply(createTopic("t", "id-t", []int32{1}))
 	now := time.Now()
 	if err := m.Apply(b.snapshot(), now, true); err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestFileDescriptorExhaustionTakesNoReplicaOffline(t *testing.T) {
 
 	// A new partition whose log cannot be opened: not offline; opened by
 	// the retry once descriptors are free.
-	b.apply(topic("u", "id-u", []int32{1}))
+	b.apply(createTopic("u", "id-u", []int32{1}))
 	udir := filepath.Join(dir, "logs", "u-0")
 	faults.Fail(udir, syscall.EMFILE, storage.OpOpen)
 	err = m.Apply(b.snapshot(), now, true)

@@ -10,7 +10,7 @@ import (
 func (m *ReplicaManager) truncateFollower(p *Replica, leaderEpoch int32, endOffset, leaderStart int64) (again bool, err error) {
 	d := replication.TruncationOffset(replication.TruncationInput{
 		LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset(), HighWatermark: p.log.HighWatermark(),
-		Epochs: epochEntries(p.log), Leader: replication.EpochEndOffset{LeaderEpoch: leaderEpoch, EndOffset: endOffset},
+		Epochs: p.log.EpochEntries(), Leader: replication.EpochEndOffset{LeaderEpoch: leaderEpoch, EndOffset: endOffset},
 		LeaderLogStartOffset: leaderStart,
 	})
 	if d.BelowHW {

@@ -12,7 +12,7 @@ import (
 // passes the coordinator-epoch fence; a refusal writes nothing.
 func TestAbortTransactionClosesOnlyTheOpenTransaction(t *testing.T) {
 	r, p := txnRig(t, &fakeVerifier{})
-	tp := TopicPartition{"s", 0}
+	tp := TopicPartition{Topic: "s", Partition: 0}
 	const pid = 91
 	// Producer pid: a first transaction committed by coordinator epoch 5,
 	// then a second open at epoch 1 (from offset 2).
@@ -34,7 +34,7 @@ func TestAbortTransactionClosesOnlyTheOpenTransaction(t *testing.T) {
 		{"unknown producer", tp, HangingAbort{ProducerID: 7, ProducerEpoch: 0, CoordinatorEpoch: 5}, sluicev1.ErrorCode_INVALID_TXN_STATE},
 		{"stale epoch", tp, HangingAbort{ProducerID: pid, ProducerEpoch: 0, CoordinatorEpoch: 5}, sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH},
 		{"old coordinator epoch", tp, HangingAbort{ProducerID: pid, ProducerEpoch: 1, CoordinatorEpoch: 4}, sluicev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED},
-		{"not hosted", TopicPartition{"nope", 0}, HangingAbort{ProducerID: pid, ProducerEpoch: 1, CoordinatorEpoch: 5}, sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+		{"not hosted", TopicPartition{Topic: "nope", Partition: 0}, HangingAbort{ProducerID: pid, ProducerEpoch: 1, CoordinatorEpoch: 5}, sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
 	} {
 		end := p.LogEndOffset()
 		_, err := r.m.AbortTransaction(testCtx(t), tc.tp, tc.a)

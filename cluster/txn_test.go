@@ -119,7 +119,7 @@ func TestAppendTxnToVerifiesFirstBatchOnce(t *testing.T) {
 			t.Fatalf("batch %d: %+v %v", seq, res, err)
 		}
 	}
-	want := []verifyCall{{tid, pid, 0, TopicPartition{"s", 0}}}
+	want := []verifyCall{{tid, pid, 0, TopicPartition{Topic: "s", Partition: 0}}}
 	if got := f.callList(); !slices.Equal(got, want) {
 		t.Fatalf("verifications %+v, want %+v", got, want)
 	}
@@ -129,7 +129,7 @@ func TestAppendTxnToVerifiesFirstBatchOnce(t *testing.T) {
 	if got := r.committedOffsets(t); len(got) != 0 {
 		t.Fatalf("read_committed sees %v of an open transaction", got)
 	}
-	if err := r.m.WriteTxnMarker(testCtx(t), TopicPartition{"s", 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 1, Commit: true}); err != nil {
+	if err := r.m.WriteTxnMarker(testCtx(t), TopicPartition{Topic: "s", Partition: 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 1, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.committedOffsets(t); !equalOffsets(got, []int64{0, 1, 2}) {
@@ -146,7 +146,7 @@ func TestAppendTxnToVerifiesFirstBatchOnce(t *testing.T) {
 	if n := f.callCount(); n != 2 {
 		t.Fatalf("%d verifications after the second transaction's first batch, want 2", n)
 	}
-	if err := r.m.WriteTxnMarker(testCtx(t), TopicPartition{"s", 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 2}); err != nil {
+	if err := r.m.WriteTxnMarker(testCtx(t), TopicPartition{Topic: "s", Partition: 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.committedOffsets(t); !equalOffsets(got, []int64{0, 1, 2}) {
@@ -227,7 +227,7 @@ func TestAppendTxnToRefusedWhenMarkerCrossesVerification(t *testing.T) {
 	f.during = func(int) {
 		// The coordinator aborts (a timeout) and writes its marker
 		// before the AddPartition answer arrives.
-		if err := r.m.WriteTxnMarker(context.Background(), TopicPartition{"s", 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 1}); err != nil {
+		if err := r.m.WriteTxnMarker(context.Background(), TopicPartition{Topic: "s", Partition: 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 1}); err != nil {
 			t.Error(err)
 		}
 	}
@@ -256,7 +256,7 @@ func TestAppendTxnToReverifiesAfterPreviousTransactionsMarker(t *testing.T) {
 	f.mu.Lock()
 	f.during = func(call int) {
 		if call == 1 {
-			if err := r.m.WriteTxnMarker(context.Background(), TopicPartition{"s", 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 1, Commit: true}); err != nil {
+			if err := r.m.WriteTxnMarker(context.Background(), TopicPartition{Topic: "s", Partition: 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 1, Commit: true}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -316,7 +316,7 @@ func TestAppendTxnToRefusesBadInput(t *testing.T) {
 // NOT_LEADER_OR_FOLLOWER.
 func TestWriteTxnMarkerFencesOldCoordinator(t *testing.T) {
 	r, p := txnRig(t, &fakeVerifier{})
-	tp := TopicPartition{"s", 0}
+	tp := TopicPartition{Topic: "s", Partition: 0}
 	const pid = 90
 	if _, err := r.appendTxn(t, p, "t", pid, 0, 0, "x"); err != nil {
 		t.Fatal(err)
@@ -343,12 +343,12 @@ func TestWriteTxnMarkerFencesOldCoordinator(t *testing.T) {
 	if n := len(p.log.AbortedTransactions(0, p.LogEndOffset())); n != 1 {
 		t.Fatalf("%d aborted entries after the retried marker, want 1", n)
 	}
-	err = r.m.WriteTxnMarker(testCtx(t), TopicPartition{"nope", 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 3})
+	err = r.m.WriteTxnMarker(testCtx(t), TopicPartition{Topic: "nope", Partition: 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 3})
 	wantCode(t, "not hosted", err, sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER)
 
 	m := newManager(t, t.TempDir(), 2)
-	applyImage(t, m, newImage(t, "c1").apply(topic("f", "id-f", []int32{3, 2})).snapshot(), r.now)
-	err = m.WriteTxnMarker(testCtx(t), TopicPartition{"f", 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 3})
+	applyImage(t, m, newImage(t, "c1").apply(createTopic("f", "id-f", []int32{3, 2})).snapshot(), r.now)
+	err = m.WriteTxnMarker(testCtx(t), TopicPartition{Topic: "f", Partition: 0}, TxnMarker{ProducerID: pid, ProducerEpoch: 3})
 	wantCode(t, "follower", err, sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER)
 	m.SetTxnVerifier(&fakeVerifier{})
 	fp, _ := m.Replica("f", 0)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -57,7 +56,7 @@ func (c *GroupCoordinatorConfig) defaults() {
 		}
 	}
 	if c.Partitions <= 0 {
-		c.Partitions = offsets.DefaultPartitions
+		c.Partitions = group.DefaultOffsetsPartitions
 	}
 	c.Group = c.Group.WithDefaults()
 	def(&c.OffsetsRetention, DefaultOffsetsRetention)
@@ -97,7 +96,7 @@ type GroupCoordinatorDeps struct {
 
 // GroupCoordinator is the I/O side of consumer groups (DESIGN §11,
 // decision 40): it loads the __consumer_offsets partitions this node leads
-// (it is their cluster.LeadershipListener) into offsets.State, runs each
+// (it is their cluster.LeadershipListener) into group.OffsetsState, runs each
 // group's membership (coordinator/group) for ConsumerGroupHeartbeat,
 // writes committed offsets and group epochs to the log before applying
 // them, writes offsets of transactions as the producer's transactional
@@ -110,7 +109,7 @@ type GroupCoordinatorDeps struct {
 // members rejoin (UNKNOWN_MEMBER_ID → join with epoch 0) — decision 40.
 //
 // Concurrency (docs/locks.md): mu guards the partitions, their
-// offsets.State and group maps, and is never held across a call to a
+// group.OffsetsState and group maps, and is never held across a call to a
 // dependency. The work on one group (a heartbeat, a commit, its timer, its
 // deletion) is serialized by the group's key in its shard
 // (runtime.Partition.Acquire), which is held across the group's appends
@@ -146,7 +145,7 @@ type offsetsPartition struct {
 	// buffered are markers reported while loading; those at or past
 	// loadedEnd are applied once loaded.
 	buffered []markerEvent
-	state    *offsets.State
+	state    *group.OffsetsState
 	groups   map[string]*groupEntry
 }
 
@@ -196,16 +195,18 @@ func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) 
 	c := &GroupCoordinator{cfg: cfg, deps: deps, now: deps.Now, logger: deps.Logger}
 	c.rt = runtime.New(runtime.Config[*offsetsPartition]{
 		Name:           "group coordinator",
-		Topic:          offsets.Topic,
+		Topic:          group.OffsetsTopic,
 		KeyKind:        "group",
 		Partitions:     cfg.Partitions,
 		PartitionCount: deps.PartitionCount,
 		ValidateKey:    validateGroupID,
 		Log:            deps.Log,
 		NewShard: func(p *runtime.Partition) *offsetsPartition {
-			return &offsetsPartition{Partition: p, state: offsets.NewState(), groups: map[string]*groupEntry{}}
+			return &offsetsPartition{Partition: p, state: group.NewOffsetsState(), groups: map[string]*groupEntry{}}
 		},
-		NewLoader:     func(ps *offsetsPartition) runtime.Loader { return &offsetsLoader{c: c, ps: ps, st: offsets.NewState()} },
+		NewLoader: func(ps *offsetsPartition) runtime.Loader {
+			return &offsetsLoader{c: c, ps: ps, st: group.NewOffsetsState()}
+		},
 		Mu:            &c.mu,
 		Goroutines:    &c.goroutines,
 		AppendTimeout: cfg.AppendTimeout,
@@ -224,7 +225,7 @@ func (c *GroupCoordinator) Close() error { return c.rt.Close() }
 
 // validateGroupID is the group coordinator's routing check of a key.
 func validateGroupID(g string) error {
-	if err := offsets.ValidateGroupID(g); err != nil {
+	if err := group.ValidateID(g); err != nil {
 		return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
 	}
 	return nil
@@ -315,7 +316,7 @@ func (c *GroupCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32
 // loads the marker is kept and applied after the load unless the load
 // already read it.
 func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, producerID int64, commit bool, markerOffset int64) {
-	if tp.Topic != offsets.Topic {
+	if tp.Topic != group.OffsetsTopic {
 		return
 	}
 	c.mu.Lock()
@@ -335,7 +336,7 @@ func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, produce
 }
 
 // offsetsLoader is one load of a __consumer_offsets partition into a
-// fresh offsets.State. A record that cannot be decoded is skipped and
+// fresh group.OffsetsState. A record that cannot be decoded is skipped and
 // reported (log and SkippedRecords; issue 29): it costs at most the
 // offset or group epoch it held, where stopping the load would leave
 // every group of the partition without a coordinator. Only a batch that
@@ -344,7 +345,7 @@ func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, produce
 type offsetsLoader struct {
 	c  *GroupCoordinator
 	ps *offsetsPartition
-	st *offsets.State
+	st *group.OffsetsState
 }
 
 // Replay implements runtime.Loader.
@@ -504,7 +505,7 @@ func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartitio
 	g := e.g.ID()
 	e.mu.Unlock()
 	now := c.now()
-	raw := recordsBatch(now, [][2][]byte{{offsets.GroupKey(g), offsets.GroupValue(offsets.GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
+	raw := recordsBatch(now, [][2][]byte{{group.GroupKey(g), group.GroupValue(group.GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
 	_, err := c.rt.Append(ctx, ps, raw)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -603,7 +604,7 @@ func (c *GroupCoordinator) AppendLatency() runtime.HistogramSnapshot { return c.
 // GroupOffsets is one group's committed offsets, for lag metrics.
 type GroupOffsets struct {
 	Group   string
-	Offsets map[offsets.TopicPartition]int64
+	Offsets map[group.TopicPartition]int64
 }
 
 // Stats returns one GroupPartitionStats per led partition (sorted), the
@@ -634,7 +635,7 @@ func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets
 			if !seen[g] {
 				s.Groups[group.Empty.String()]++
 			}
-			o := GroupOffsets{Group: g, Offsets: map[offsets.TopicPartition]int64{}}
+			o := GroupOffsets{Group: g, Offsets: map[group.TopicPartition]int64{}}
 			for tp, off := range ps.state.Offsets(g) {
 				o.Offsets[tp] = off.Offset
 			}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -36,7 +35,7 @@ func (l *fakeOffsetsLog) held(raw []byte) chan struct{} {
 	}
 	var hold chan struct{}
 	_ = batch.ForEachRecord(raw, func(r batch.Record) error {
-		if k, err := offsets.DecodeKey(r.Key); err == nil && hold == nil {
+		if k, err := group.DecodeKey(r.Key); err == nil && hold == nil {
 			hold = l.holds[k.Group]
 		}
 		return nil
@@ -127,14 +126,14 @@ func waitGroupsLoaded(t *testing.T, c *GroupCoordinator) {
 	})
 }
 
-var offsetsTP0 = cluster.TopicPartition{Topic: offsets.Topic, Partition: 0}
+var offsetsTP0 = cluster.TopicPartition{Topic: group.OffsetsTopic, Partition: 0}
 
 // A marker the partition's leader reports while the coordinator loads is
 // applied after the load — unless the load itself read it.
 func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 	l := newFakeOffsetsLog()
 	l.epochs[0] = 1
-	in := offsets.TopicPartition{Topic: "in", Partition: 0}
+	in := group.TopicPartition{Topic: "in", Partition: 0}
 	c := newTestGroupCoordinator(t, l)
 	if _, err := c.FetchOffsets("g", "", -1, nil, false); errs.Code(err) != sluicev1.ErrorCode_NOT_COORDINATOR {
 		t.Fatalf("before leading: %v, want NOT_COORDINATOR", err)
@@ -144,7 +143,7 @@ func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 	ctx := context.Background()
 	for _, pid := range []int64{7, 8} {
 		if _, err := c.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{TransactionalID: "t", Group: "g", ProducerID: pid, MemberEpoch: -1,
-			Entries: []OffsetCommitEntry{{TP: in, Offset: offsets.Offset{Offset: pid * 10}}}}); err != nil {
+			Entries: []OffsetCommitEntry{{TP: in, Offset: group.Offset{Offset: pid * 10}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +169,7 @@ func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 	c.TxnMarkerCommitted(offsetsTP0, 8, true, mk8.BaseOffset)
 	close(gate)
 	waitGroupsLoaded(t, c)
-	got, err := c.FetchOffsets("g", "", -1, []offsets.TopicPartition{in}, true)
+	got, err := c.FetchOffsets("g", "", -1, []group.TopicPartition{in}, true)
 	if err != nil || got[0].Err != nil || got[0].Offset.Offset != 80 {
 		t.Fatalf("after load: %+v %v, want 80 stable (both committed, producer 8 last)", got, err)
 	}
@@ -186,13 +185,13 @@ func TestGroupCoordinatorCommitsSurviveReload(t *testing.T) {
 	c.BecameLeader(offsetsTP0, 1)
 	waitGroupsLoaded(t, c)
 	ctx := context.Background()
-	a, b := offsets.TopicPartition{Topic: "in", Partition: 0}, offsets.TopicPartition{Topic: "in", Partition: 1}
-	res, err := c.CommitOffsets(ctx, "g", "", -1, []OffsetCommitEntry{{TP: a, Offset: offsets.Offset{Offset: 3}},
-		{TP: b, Offset: offsets.Offset{Offset: 4, Metadata: string(make([]byte, offsets.MaxMetadataBytes+1))}}})
+	a, b := group.TopicPartition{Topic: "in", Partition: 0}, group.TopicPartition{Topic: "in", Partition: 1}
+	res, err := c.CommitOffsets(ctx, "g", "", -1, []OffsetCommitEntry{{TP: a, Offset: group.Offset{Offset: 3}},
+		{TP: b, Offset: group.Offset{Offset: 4, Metadata: string(make([]byte, group.MaxMetadataBytes+1))}}})
 	if err != nil || res[a] != nil || errs.Code(res[b]) != sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE {
 		t.Fatalf("commit: %v %v", res, err)
 	}
-	if _, err := c.CommitOffsets(ctx, "other", "", -1, []OffsetCommitEntry{{TP: a, Offset: offsets.Offset{Offset: 9}}}); err != nil {
+	if _, err := c.CommitOffsets(ctx, "other", "", -1, []OffsetCommitEntry{{TP: a, Offset: group.Offset{Offset: 9}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteGroup(ctx, "other"); err != nil {
@@ -234,9 +233,9 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 	c.BecameLeader(offsetsTP0, 1)
 	waitGroupsLoaded(t, c)
 	ctx := context.Background()
-	in := offsets.TopicPartition{Topic: "in", Partition: 0}
+	in := group.TopicPartition{Topic: "in", Partition: 0}
 	commit := func(g string) {
-		if _, err := c.CommitOffsets(ctx, g, "", -1, []OffsetCommitEntry{{TP: in, Offset: offsets.Offset{Offset: 1}}}); err != nil {
+		if _, err := c.CommitOffsets(ctx, g, "", -1, []OffsetCommitEntry{{TP: in, Offset: group.Offset{Offset: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -19,15 +18,15 @@ import (
 
 // OffsetCommitEntry is one partition's offset to commit.
 type OffsetCommitEntry struct {
-	TP     offsets.TopicPartition
-	Offset offsets.Offset // Offset, LeaderEpoch, Metadata; the rest is set by the coordinator
+	TP     group.TopicPartition
+	Offset group.Offset // Offset, LeaderEpoch, Metadata; the rest is set by the coordinator
 }
 
 // FetchedOffset is one partition of FetchOffsets' answer.
 type FetchedOffset struct {
-	TP offsets.TopicPartition
+	TP group.TopicPartition
 	// Offset.Offset is -1 when the group has none for TP.
-	Offset offsets.Offset
+	Offset group.Offset
 	// Err is UNSTABLE_OFFSET_COMMIT for a partition pending in a
 	// transaction when the fetch requires stable offsets.
 	Err error
@@ -60,8 +59,8 @@ type GroupDescription struct {
 // checkEntries validates commit entries: per partition INVALID_REQUEST
 // (bad topic, partition or offset) or OFFSET_METADATA_TOO_LARGE. It
 // returns the valid entries and the errors of the others.
-func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[offsets.TopicPartition]error) {
-	bad := map[offsets.TopicPartition]error{}
+func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[group.TopicPartition]error) {
+	bad := map[group.TopicPartition]error{}
 	ok := make([]OffsetCommitEntry, 0, len(entries))
 	for _, en := range entries {
 		switch {
@@ -71,8 +70,8 @@ func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[offsets
 			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "partition %d is negative", en.TP.Partition)
 		case en.Offset.Offset < 0:
 			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "committed offset %d of %s-%d is negative", en.Offset.Offset, en.TP.Topic, en.TP.Partition)
-		case len(en.Offset.Metadata) > offsets.MaxMetadataBytes:
-			bad[en.TP] = errs.New(sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes; at most %d", en.TP.Topic, en.TP.Partition, len(en.Offset.Metadata), offsets.MaxMetadataBytes)
+		case len(en.Offset.Metadata) > group.MaxMetadataBytes:
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes; at most %d", en.TP.Topic, en.TP.Partition, len(en.Offset.Metadata), group.MaxMetadataBytes)
 		default:
 			ok = append(ok, en)
 		}
@@ -135,7 +134,7 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 // group has no members); otherwise the member is checked
 // (group.Group.CheckOffsetCommit). A request-level error applies to every
 // partition.
-func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[offsets.TopicPartition]error, error) {
+func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[group.TopicPartition]error, error) {
 	// The group's key is held until the commit is applied: the member
 	// cannot be fenced (and its partitions given to another member, who
 	// would fetch the offsets) between this check and the write.
@@ -156,7 +155,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 	kvs := make([][2][]byte, len(good))
 	for i, en := range good {
 		good[i].Offset.CommitTimeMs = now.UnixMilli()
-		kvs[i] = [2][]byte{offsets.OffsetKey(g, en.TP.Topic, en.TP.Partition), offsets.OffsetValue(good[i].Offset)}
+		kvs[i] = [2][]byte{group.OffsetKey(g, en.TP.Topic, en.TP.Partition), group.OffsetValue(good[i].Offset)}
 	}
 	apply := func(base int64) {
 		c.mu.Lock()
@@ -210,7 +209,7 @@ func (c *GroupCoordinator) appendAndApply(ctx context.Context, ps *offsetsPartit
 // partition it has one for, sorted). memberEpoch >= 0 checks the member
 // as a commit would. With requireStable a partition pending in an open
 // transaction answers UNSTABLE_OFFSET_COMMIT.
-func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []offsets.TopicPartition, requireStable bool) ([]FetchedOffset, error) {
+func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]FetchedOffset, error) {
 	c.mu.Lock()
 	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
@@ -242,7 +241,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 		for tp := range all {
 			tps = append(tps, tp)
 		}
-		slices.SortFunc(tps, func(a, b offsets.TopicPartition) int {
+		slices.SortFunc(tps, func(a, b group.TopicPartition) int {
 			if d := strings.Compare(a.Topic, b.Topic); d != 0 {
 				return d
 			}
@@ -251,7 +250,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 	}
 	out := make([]FetchedOffset, 0, len(tps))
 	for _, tp := range tps {
-		f := FetchedOffset{TP: tp, Offset: offsets.Offset{Offset: -1, LeaderEpoch: -1, CommitTimeMs: -1, RecordOffset: -1}}
+		f := FetchedOffset{TP: tp, Offset: group.Offset{Offset: -1, LeaderEpoch: -1, CommitTimeMs: -1, RecordOffset: -1}}
 		if requireStable && ps.state.HasPending(g, tp) {
 			f.Err = errs.New(sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT, "offsets of %s-%d for group %q are pending in an open transaction; retry", tp.Topic, tp.Partition, g)
 		} else if o, ok := all[tp]; ok {
@@ -268,7 +267,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 // __consumer_offsets is added to the transaction and the offsets are
 // written as the producer's transactional batch; they stay pending until
 // the transaction's marker. All entries succeed or fail together.
-func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[offsets.TopicPartition]error, error) {
+func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[group.TopicPartition]error, error) {
 	g := r.Group
 	switch {
 	case r.TransactionalID == "":
@@ -305,7 +304,7 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		ts := now.UnixMilli()
 		b.Reset(ts)
 		for _, en := range good {
-			b.Add(ts, offsets.OffsetKey(g, en.TP.Topic, en.TP.Partition), offsets.OffsetValue(en.Offset), nil)
+			b.Add(ts, group.OffsetKey(g, en.TP.Topic, en.TP.Partition), group.OffsetValue(en.Offset), nil)
 		}
 		return b.Finish(batch.Producer{ID: r.ProducerID, Epoch: int32(r.ProducerEpoch), BaseSequence: seq}, batch.AttrTransactional)
 	}
@@ -480,7 +479,7 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 		return errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", g)
 	}
 	last := time.Time{}
-	tps := make([]offsets.TopicPartition, 0, len(offs))
+	tps := make([]group.TopicPartition, 0, len(offs))
 	for tp, o := range offs {
 		tps = append(tps, tp)
 		if t := time.UnixMilli(o.CommitTimeMs); t.After(last) {
@@ -499,9 +498,9 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 	}
 	kvs := make([][2][]byte, 0, len(tps)+1)
 	for _, tp := range tps {
-		kvs = append(kvs, [2][]byte{offsets.OffsetKey(g, tp.Topic, tp.Partition), nil})
+		kvs = append(kvs, [2][]byte{group.OffsetKey(g, tp.Topic, tp.Partition), nil})
 	}
-	kvs = append(kvs, [2][]byte{offsets.GroupKey(g), nil})
+	kvs = append(kvs, [2][]byte{group.GroupKey(g), nil})
 	err = c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -147,13 +146,13 @@ func TestTxnLoadSkipsCorruptRecords(t *testing.T) {
 }
 
 func TestGroupLoadSkipsUndecodableRecords(t *testing.T) {
-	rm := oneNodeReplicas(t, offsets.Topic)
+	rm := oneNodeReplicas(t, group.OffsetsTopic)
 	var logs logBuffer
 	newCoordinator := func() (*GroupCoordinator, func()) {
 		c := NewGroupCoordinator(GroupCoordinatorDeps{Log: ReplicaStateLog{Replicas: rm}, Txn: rm, Logger: logs.logger(),
 			Topics: func() (map[string]group.TopicMetadata, int64) { return nil, 0 }},
 			GroupCoordinatorConfig{Partitions: 1})
-		unregister := rm.RegisterLeadershipListener(offsets.Topic, c)
+		unregister := rm.RegisterLeadershipListener(group.OffsetsTopic, c)
 		return c, func() {
 			unregister()
 			if err := c.Close(); err != nil {
@@ -168,28 +167,28 @@ func TestGroupLoadSkipsUndecodableRecords(t *testing.T) {
 			return err
 		})
 	}
-	in0, in1, in2 := offsets.TopicPartition{Topic: "in", Partition: 0}, offsets.TopicPartition{Topic: "in", Partition: 1}, offsets.TopicPartition{Topic: "in", Partition: 2}
-	commit := func(c *GroupCoordinator, tp offsets.TopicPartition, off int64) {
+	in0, in1, in2 := group.TopicPartition{Topic: "in", Partition: 0}, group.TopicPartition{Topic: "in", Partition: 1}, group.TopicPartition{Topic: "in", Partition: 2}
+	commit := func(c *GroupCoordinator, tp group.TopicPartition, off int64) {
 		t.Helper()
-		res, err := c.CommitOffsets(context.Background(), "g", "", -1, []OffsetCommitEntry{{TP: tp, Offset: offsets.Offset{Offset: off}}})
+		res, err := c.CommitOffsets(context.Background(), "g", "", -1, []OffsetCommitEntry{{TP: tp, Offset: group.Offset{Offset: off}}})
 		if err != nil || res[tp] != nil {
 			t.Fatalf("commit %v: %v %v", tp, res, err)
 		}
 	}
 	a, stopA := newCoordinator()
 	loaded(a)
-	commit(a, in0, 10)                  // offset 0
-	appendRecords(t, rm, offsets.Topic, // offsets 1..3
-		offsets.OffsetKey("g", "in", 9), []byte("keyed, but not an offset"),
+	commit(a, in0, 10)                       // offset 0
+	appendRecords(t, rm, group.OffsetsTopic, // offsets 1..3
+		group.OffsetKey("g", "in", 9), []byte("keyed, but not an offset"),
 		[]byte{0, 9}, []byte("unknown key type"),
-		offsets.OffsetKey("g", "in", 1), offsets.OffsetValue(offsets.Offset{Offset: 11}))
+		group.OffsetKey("g", "in", 1), group.OffsetValue(group.Offset{Offset: 11}))
 	commit(a, in2, 12) // offset 4
 	stopA()
 
 	b, stopB := newCoordinator()
 	defer stopB()
 	loaded(b)
-	got, err := b.FetchOffsets("g", "", -1, []offsets.TopicPartition{in0, in1, in2, {Topic: "in", Partition: 9}}, false)
+	got, err := b.FetchOffsets("g", "", -1, []group.TopicPartition{in0, in1, in2, {Topic: "in", Partition: 9}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

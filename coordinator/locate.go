@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
-	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -43,7 +43,7 @@ type LocatorConfig struct {
 	Controllers *cluster.ControllerClient
 	// Partitions is the partition count of the internal topic this
 	// locator creates (0: txn.DefaultStatePartitions for
-	// __transaction_state, offsets.DefaultPartitions for
+	// __transaction_state, group.DefaultOffsetsPartitions for
 	// __consumer_offsets). An existing topic's own count always decides
 	// routing.
 	Partitions int32
@@ -88,14 +88,14 @@ func NewTxnLocator(cfg LocatorConfig) *Locator {
 
 // NewGroupLocator returns a locator of consumer groups' coordinators: the
 // leaders of __consumer_offsets (cfg.Partitions is its partition count on
-// creation, 0: offsets.DefaultPartitions), created compacted on first
+// creation, 0: group.DefaultOffsetsPartitions), created compacted on first
 // need exactly as __transaction_state is. It panics without a metadata
 // cache.
 func NewGroupLocator(cfg LocatorConfig) *Locator {
 	if cfg.Partitions <= 0 {
-		cfg.Partitions = offsets.DefaultPartitions
+		cfg.Partitions = group.DefaultOffsetsPartitions
 	}
-	return newLocator(cfg, offsets.Topic, validateGroupID)
+	return newLocator(cfg, group.OffsetsTopic, validateGroupID)
 }
 
 // newLocator returns the locator of topic's coordinators; validate checks

@@ -138,8 +138,7 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map
 	var local []txn.TopicPartition
 	remote := map[string][]txn.TopicPartition{} // by leader address
 	for _, tp := range m.Partitions {
-		ctp := cluster.TopicPartition(tp)
-		if err := w.cfg.Local.exists(ctx, ctp); err != nil {
+		if err := w.cfg.Local.exists(ctx, tp); err != nil {
 			out[tp] = err
 			continue
 		}
@@ -151,7 +150,7 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map
 		case leader == w.cfg.Self:
 			local = append(local, tp)
 		case leader == controller.NoLeader || b == nil || b.InterBrokerAddress() == "":
-			out[tp] = errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s has no known leader", ctp)
+			out[tp] = errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s has no known leader", tp)
 		default:
 			// The leader's internal listener (decision 41).
 			addr := b.InterBrokerAddress()
@@ -163,7 +162,7 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			set(tp, w.cfg.Local.WriteMarker(ctx, cluster.TopicPartition(tp), mk))
+			set(tp, w.cfg.Local.WriteMarker(ctx, tp, mk))
 		}()
 	}
 	for addr, tps := range remote {

@@ -67,7 +67,7 @@ func (v *BrokerTxnVerifier) AddPartition(ctx context.Context, transactionalID st
 	}
 	if c.NodeID == v.cfg.Self {
 		return v.cfg.Coordinator.AddPartitions(ctx, AddPartitionsRequest{TransactionalID: transactionalID,
-			ProducerID: producerID, ProducerEpoch: producerEpoch, Partitions: []txn.TopicPartition{txn.TopicPartition(tp)}})
+			ProducerID: producerID, ProducerEpoch: producerEpoch, Partitions: []txn.TopicPartition{tp}})
 	}
 	answer, err := v.batch.do(ctx, c.InternalAddress, &internalv1.AddPartitionsToTxnTransaction{TransactionalId: transactionalID,
 		ProducerId: producerID, ProducerEpoch: int32(producerEpoch),

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-io/sluice/cluster/membership"
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -240,7 +239,7 @@ func DefaultConfig() Config {
 		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
 		TransactionAbortTimedOutInterval: coordinator.DefaultAbortTimedOutInterval,
 		TransactionalIDExpiration:        txn.DefaultIDExpiration,
-		OffsetsTopicPartitions:           offsets.DefaultPartitions,
+		OffsetsTopicPartitions:           group.DefaultOffsetsPartitions,
 		GroupSessionTimeout:              group.DefaultSessionTimeout,
 		GroupMinSessionTimeout:           group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:           group.DefaultMaxSessionTimeout,

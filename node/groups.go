@@ -3,7 +3,6 @@ package node
 import (
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 )
 
 // startGroups builds the group coordinator of a broker (decision 40): the
@@ -24,8 +23,8 @@ func (n *Node) startGroups() {
 		Group: group.Config{SessionTimeout: cfg.GroupSessionTimeout, MinSessionTimeout: cfg.GroupMinSessionTimeout,
 			MaxSessionTimeout: cfg.GroupMaxSessionTimeout, HeartbeatInterval: cfg.GroupHeartbeatInterval},
 	})
-	n.replicas.SetTxnMarkerListener(offsets.Topic, n.groupCoord)
-	n.groupUnlisten = n.replicas.RegisterLeadershipListener(offsets.Topic, n.groupCoord)
+	n.replicas.SetTxnMarkerListener(group.OffsetsTopic, n.groupCoord)
+	n.groupUnlisten = n.replicas.RegisterLeadershipListener(group.OffsetsTopic, n.groupCoord)
 }
 
 // groupTopics is the topic metadata group assignors use: partition
@@ -73,7 +72,7 @@ func (n *Node) closeGroups() {
 		return
 	}
 	n.groupUnlisten()
-	n.replicas.SetTxnMarkerListener(offsets.Topic, nil)
+	n.replicas.SetTxnMarkerListener(group.OffsetsTopic, nil)
 	if err := n.groupCoord.Close(); err != nil {
 		n.log.Warn("group coordinator", "err", err)
 	}

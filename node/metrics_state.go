@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
-	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/runtime"
 )
 
@@ -388,7 +388,7 @@ func (c *stateCollector) collectGroupCoordinator(ch chan<- prometheus.Metric) {
 	for _, g := range offs {
 		// Sorted, so that the series kept under the bound are the same
 		// from one scrape to the next.
-		for _, tp := range slices.SortedFunc(maps.Keys(g.Offsets), func(a, b offsets.TopicPartition) int {
+		for _, tp := range slices.SortedFunc(maps.Keys(g.Offsets), func(a, b group.TopicPartition) int {
 			if a.Topic != b.Topic {
 				return strings.Compare(a.Topic, b.Topic)
 			}

@@ -1,9 +1,12 @@
 package replication
 
+import "github.com/sluice-io/sluice/storage"
+
 // UndefinedEpoch is the leader epoch of "no epoch": a log without
 // epoch entries asks with it, and OffsetForLeaderEpoch answers it when it
 // knows no suitable epoch (Kafka OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH).
-const UndefinedEpoch int32 = -1
+// It is the storage cache's latest epoch when empty: one constant.
+const UndefinedEpoch = storage.UndefinedEpoch
 
 // UndefinedOffset is the end offset that goes with UndefinedEpoch
 // (Kafka UNDEFINED_EPOCH_OFFSET).
@@ -15,10 +18,11 @@ const UndefinedOffset int64 = -1
 // LeaderEpochFileCache enforces the same and drops entries that break it).
 // Epoch E covers the offsets from its StartOffset up to the next entry's
 // StartOffset, or up to the log end offset for the last entry.
-type EpochEntry struct {
-	Epoch       int32
-	StartOffset int64
-}
+//
+// It is storage's type, the entry a storage.Log's cache holds, so that
+// Log.EpochEntries passes in as it is. This type and UndefinedEpoch are
+// all this package takes from storage: it still does no I/O.
+type EpochEntry = storage.EpochEntry
 
 // LatestEpoch is the epoch a follower sends in OffsetForLeaderEpoch: the
 // last entry's epoch, or UndefinedEpoch for an empty cache.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/storage"
@@ -80,22 +80,22 @@ func transactionLogRecord(r batch.Record) string {
 		m.TimeoutMs, txnPartitions(m.Partitions), m.StartTimeMs, m.UpdateTimeMs)
 }
 
-// offsetsRecord decodes a __consumer_offsets record (coordinator/offsets):
+// offsetsRecord decodes a __consumer_offsets record (coordinator/group):
 // a group's committed offset of a partition or its epoch, a tombstone, or
 // why it does not decode (--offsets-decoder, Kafka's kafka-dump-log
 // option of that name).
 func offsetsRecord(r batch.Record) string {
-	k, err := offsets.DecodeKey(r.Key)
+	k, err := group.DecodeKey(r.Key)
 	if err != nil {
 		return fmt.Sprintf("key: %s payload: %s decodeError: %v", quote(r.Key), quote(r.Value), err)
 	}
 	switch k.Type {
-	case offsets.KeyOffset:
+	case group.KeyOffset:
 		key := fmt.Sprintf("offset_commit::group=%s,partition=%s-%d", k.Group, k.Topic, k.Partition)
 		if r.Value == nil {
 			return "key: " + key + " payload: <DELETE>"
 		}
-		o, err := offsets.DecodeOffsetValue(r.Value)
+		o, err := group.DecodeOffsetValue(r.Value)
 		if err != nil {
 			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
 		}
@@ -105,7 +105,7 @@ func offsetsRecord(r batch.Record) string {
 		if r.Value == nil {
 			return "key: " + key + " payload: <DELETE>"
 		}
-		g, err := offsets.DecodeGroupValue(r.Value)
+		g, err := group.DecodeGroupValue(r.Value)
 		if err != nil {
 			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/coordinator/offsets"
+	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/storage"
@@ -191,9 +191,9 @@ func TestDumpLogDecodesTheTransactionLog(t *testing.T) {
 func TestDumpLogDecodesTheOffsetsLog(t *testing.T) {
 	var bld batch.Builder
 	bld.Reset(1000)
-	bld.Add(1000, offsets.OffsetKey("g", "in", 3), offsets.OffsetValue(offsets.Offset{Offset: 42, LeaderEpoch: 1, Metadata: "m", CommitTimeMs: 999}), nil)
-	bld.Add(1000, offsets.GroupKey("g"), offsets.GroupValue(offsets.GroupRecord{Epoch: 7, TimeMs: 998}), nil)
-	bld.Add(1000, offsets.OffsetKey("g", "in", 3), nil, nil)
+	bld.Add(1000, group.OffsetKey("g", "in", 3), group.OffsetValue(group.Offset{Offset: 42, LeaderEpoch: 1, Metadata: "m", CommitTimeMs: 999}), nil)
+	bld.Add(1000, group.GroupKey("g"), group.GroupValue(group.GroupRecord{Epoch: 7, TimeMs: 998}), nil)
+	bld.Add(1000, group.OffsetKey("g", "in", 3), nil, nil)
 	bld.Add(1000, []byte{0, 9}, []byte("x"), nil)
 	seg := batch.AppendFrame(nil, bld.Finish(batch.PlainProducer, 0))
 	path := filepath.Join(t.TempDir(), "00000000000000000000.log")

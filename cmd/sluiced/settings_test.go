@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
-	"github.com/sluice-io/sluice/coordinator/offsets"
 	"github.com/sluice-io/sluice/node"
 )
 
@@ -229,7 +228,7 @@ func TestPrintConfigIsWhatTheNodeUses(t *testing.T) {
 		{"transaction-max-timeout (replicas)", base.TransactionMaxTimeout, cluster.DefaultTransactionMaxTimeout},
 		{"transaction-abort-timed-out-interval", base.TransactionAbortTimedOutInterval, txnCoord.AbortTimedOutInterval},
 		{"transactional-id-expiration", base.TransactionalIDExpiration, txnCoord.IDExpiration},
-		{"offsets-topic-partitions", base.OffsetsTopicPartitions, int32(offsets.DefaultPartitions)},
+		{"offsets-topic-partitions", base.OffsetsTopicPartitions, int32(group.DefaultOffsetsPartitions)},
 		{"group-session-timeout", base.GroupSessionTimeout, grp.SessionTimeout},
 		{"group-min-session-timeout", base.GroupMinSessionTimeout, grp.MinSessionTimeout},
 		{"group-max-session-timeout", base.GroupMaxSessionTimeout, grp.MaxSessionTimeout},

@@ -2,8 +2,9 @@
 // (DESIGN §11, docs/design.md decision 39): the membership state machine of
 // the ConsumerGroupHeartbeat protocol in the style of Kafka's KIP-848, with
 // the assignors run on the server ("uniform", "range"), the per-member
-// reconciliation that revokes before it assigns, and the member checks of
-// OffsetCommit and TxnOffsetCommit.
+// reconciliation that revokes before it assigns, the member checks of
+// OffsetCommit and TxnOffsetCommit, and the records and offsets state of
+// the coordinator's log, __consumer_offsets.
 //
 // It holds rules only: no network, goroutines, clock reads, locks or
 // storage. Every method takes the time it should act at; the owner of a
@@ -44,6 +45,15 @@
 // log, so drop it and rebuild it (New, then RestoreEpoch from the log)
 // before serving the group again, as the coordinator does after losing
 // leadership.
+//
+// # The log
+//
+// The records of __consumer_offsets (record.go, DESIGN §11, decision 40)
+// and OffsetsState (offsets_state.go): the committed and
+// transaction-pending offsets and group epochs of one partition of the
+// topic, rebuilt by replaying its batches (the log is the state). Like a
+// Group it reads no clock and does no I/O; coordinator.GroupCoordinator
+// runs one per led partition.
 //
 // # Time
 //

@@ -2,10 +2,7 @@ package group
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -15,32 +12,11 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Golden files in testdata are regenerated with
+// Golden files in testdata (internal/golden) are regenerated with
 //
 //	go test ./coordinator/group/ -update
 //
 // and the diff reviewed.
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from the golden file (run with -update and review the diff):\n got:\n%s\nwant:\n%s", name, got, want)
-	}
-}
 
 var t0 = time.UnixMilli(1_794_026_921_817).UTC()
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/golden"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -230,5 +231,5 @@ func TestTraceGolden(t *testing.T) {
 	delete(s.clients, "A")
 	s.settle(10)
 	s.logf("%s", describe(s.g))
-	golden(t, "trace-life.golden", []byte(trace.String()))
+	golden.Check(t, "testdata/trace-life.golden", []byte(trace.String()))
 }

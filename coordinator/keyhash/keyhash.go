@@ -2,7 +2,7 @@
 // transactional id, a group id) on a partition of its internal topic
 // (decision 30). Both coordinators and every tool that finds a
 // coordinator without asking use it; it has no dependencies so that the
-// pure cores (coordinator/txn, coordinator/offsets) and the runtime can
+// pure cores (coordinator/txn, coordinator/group) and the runtime can
 // share it.
 package keyhash
 

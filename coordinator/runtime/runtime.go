@@ -11,7 +11,7 @@
 // offsets) is its shard: a type that embeds *Partition and that the
 // runtime creates at BecameLeader (Config.NewShard) and fills by replaying
 // the partition (Config.NewLoader). The shards' pure cores
-// (coordinator/txn, coordinator/group, coordinator/offsets) know nothing
+// (coordinator/txn, coordinator/group) know nothing
 // of the runtime.
 //
 // Locking (docs/locks.md): the coordinator's mutex (Config.Mu) guards the

@@ -39,7 +39,7 @@ func fixture(s *State) *Metadata {
 	}
 	switch *s {
 	case Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence:
-		m.Partitions = []TopicPartition{{fixTopic, 0}}
+		m.Partitions = []TopicPartition{{Topic: fixTopic, Partition: 0}}
 	case Empty:
 		m.StartTimeMs = NoTimestamp
 	}
@@ -59,7 +59,7 @@ func initReq(pid int64, epoch int16) InitProducerIDRequest {
 func addReq(pid int64, epoch int16, parts ...int32) AddPartitionsRequest {
 	r := AddPartitionsRequest{TransactionalID: fixID, ProducerID: pid, ProducerEpoch: epoch}
 	for _, p := range parts {
-		r.Partitions = append(r.Partitions, TopicPartition{fixTopic, p})
+		r.Partitions = append(r.Partitions, TopicPartition{Topic: fixTopic, Partition: p})
 	}
 	return r
 }

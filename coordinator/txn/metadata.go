@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/proto/topic"
 )
 
 // NoProducerID and NoProducerEpoch mean "none" in Metadata and requests,
@@ -40,14 +41,8 @@ const (
 	maxEpoch = math.MaxInt16
 )
 
-// TopicPartition names one partition in a transaction. It has the fields
-// of cluster.TopicPartition, so the two convert into each other
-// (txn.TopicPartition(tp)); this package does not import cluster, to stay
-// free of everything cluster pulls in.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+// TopicPartition names one partition in a transaction: topic.Partition, the name every layer shares.
+type TopicPartition = topic.Partition
 
 // Metadata is what the coordinator knows about one transactional id, and
 // what one __transaction_state record holds (Kafka's TransactionMetadata).

@@ -12,7 +12,7 @@ import (
 // a producer id move pending (NextProducerID) and done (PrevProducerID).
 func sampleRecords() []Metadata {
 	const t0 = 1794026921817
-	tps := []TopicPartition{{"orders", 2}, {"orders", 0}, {"payments", 5}, {"__consumer_offsets", 17}}
+	tps := []TopicPartition{{Topic: "orders", Partition: 2}, {Topic: "orders", Partition: 0}, {Topic: "payments", Partition: 5}, {Topic: "__consumer_offsets", Partition: 17}}
 	return []Metadata{
 		{TransactionalID: "u12-txn", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: NoProducerID,
 			ProducerEpoch: 0, LastProducerEpoch: NoProducerEpoch, TimeoutMs: 60000, State: Empty,
@@ -28,7 +28,7 @@ func sampleRecords() []Metadata {
 			StartTimeMs: t0, UpdateTimeMs: t0 + 2},
 		{TransactionalID: "fenced", ProducerID: 3000, PrevProducerID: 3000, NextProducerID: NoProducerID,
 			ProducerEpoch: 8, LastProducerEpoch: 7, TimeoutMs: 1, State: PrepareAbort,
-			Partitions: []TopicPartition{{"t", 0}}, StartTimeMs: t0, UpdateTimeMs: t0 + 3},
+			Partitions: []TopicPartition{{Topic: "t", Partition: 0}}, StartTimeMs: t0, UpdateTimeMs: t0 + 3},
 		{TransactionalID: "fenced", ProducerID: 3000, PrevProducerID: 3000, NextProducerID: NoProducerID,
 			ProducerEpoch: 8, LastProducerEpoch: 7, TimeoutMs: 1, State: CompleteAbort,
 			StartTimeMs: t0, UpdateTimeMs: t0 + 4},
@@ -138,7 +138,7 @@ func TestDecodeRecordIgnoresUnknownFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []TopicPartition{{"t", 1}, {"t", 3}}; !reflect.DeepEqual(m.Partitions, want) || m.State != Ongoing || m.ProducerEpoch != 2 {
+	if want := []TopicPartition{{Topic: "t", Partition: 1}, {Topic: "t", Partition: 3}}; !reflect.DeepEqual(m.Partitions, want) || m.State != Ongoing || m.ProducerEpoch != 2 {
 		t.Errorf("decoded %+v", m)
 	}
 }
@@ -152,8 +152,8 @@ func TestEncodeRecordRefuses(t *testing.T) {
 		{"empty id", func(m *Metadata) { m.TransactionalID = "" }},
 		{"id too long", func(m *Metadata) { m.TransactionalID = strings.Repeat("x", MaxTransactionalIDBytes+1) }},
 		{"unknown state", func(m *Metadata) { m.State = State(99) }},
-		{"negative partition", func(m *Metadata) { m.Partitions = []TopicPartition{{"t", -1}} }},
-		{"empty topic", func(m *Metadata) { m.Partitions = []TopicPartition{{"", 0}} }},
+		{"negative partition", func(m *Metadata) { m.Partitions = []TopicPartition{{Topic: "t", Partition: -1}} }},
+		{"empty topic", func(m *Metadata) { m.Partitions = []TopicPartition{{Topic: "", Partition: 0}} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := base.Clone()

@@ -105,7 +105,7 @@ func wantAnswer(t *testing.T, what string, r Result, pid int64, epoch int16) {
 	}
 }
 
-var tp0 = TopicPartition{"t", 0}
+var tp0 = TopicPartition{Topic: "t", Partition: 0}
 
 // A new transactional id needs a producer id; the core asks rather than
 // allocating.
@@ -308,20 +308,20 @@ func TestAddPartitions(t *testing.T) {
 	wantCode(t, "unknown id", c.add("id", 1000, 0, tp0), sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING)
 	c.initPID("id", 0, 0)
 	wantCode(t, "no partitions", c.add("id", 1000, 0), sluicev1.ErrorCode_INVALID_REQUEST)
-	wantCode(t, "empty topic", c.add("id", 1000, 0, TopicPartition{"", 0}), sluicev1.ErrorCode_INVALID_REQUEST)
-	wantCode(t, "negative partition", c.add("id", 1000, 0, TopicPartition{"t", -1}), sluicev1.ErrorCode_INVALID_REQUEST)
+	wantCode(t, "empty topic", c.add("id", 1000, 0, TopicPartition{Topic: "", Partition: 0}), sluicev1.ErrorCode_INVALID_REQUEST)
+	wantCode(t, "negative partition", c.add("id", 1000, 0, TopicPartition{Topic: "t", Partition: -1}), sluicev1.ErrorCode_INVALID_REQUEST)
 	c.tick(time.Second)
 	start := c.now.UnixMilli()
-	c.add("id", 1000, 0, TopicPartition{"b", 1}, TopicPartition{"a", 2}, TopicPartition{"b", 1})
+	c.add("id", 1000, 0, TopicPartition{Topic: "b", Partition: 1}, TopicPartition{Topic: "a", Partition: 2}, TopicPartition{Topic: "b", Partition: 1})
 	c.tick(time.Second)
 	n := len(c.log)
-	wantAnswer(t, "already in", c.add("id", 1000, 0, TopicPartition{"a", 2}), 1000, 0)
+	wantAnswer(t, "already in", c.add("id", 1000, 0, TopicPartition{Topic: "a", Partition: 2}), 1000, 0)
 	if len(c.log) != n {
 		t.Fatal("an idempotent add wrote a record")
 	}
-	c.add("id", 1000, 0, TopicPartition{"a", 0}, TopicPartition{"a", 2})
+	c.add("id", 1000, 0, TopicPartition{Topic: "a", Partition: 0}, TopicPartition{Topic: "a", Partition: 2})
 	m := c.txns["id"]
-	want := []TopicPartition{{"a", 0}, {"a", 2}, {"b", 1}}
+	want := []TopicPartition{{Topic: "a", Partition: 0}, {Topic: "a", Partition: 2}, {Topic: "b", Partition: 1}}
 	if m.State != Ongoing || !reflect.DeepEqual(m.Partitions, want) || m.StartTimeMs != start {
 		t.Fatalf("after adds: %+v", m)
 	}

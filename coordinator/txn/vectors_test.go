@@ -65,7 +65,7 @@ func traceGolden(t *testing.T, name string, ms []Metadata) {
 func TestVectorCommitAbortCommit(t *testing.T) {
 	vec := loadKafkaExamples(t).CommitAbortCommit
 	const id = "u12-txn"
-	tp := TopicPartition{"u12-txn", 0}
+	tp := TopicPartition{Topic: "u12-txn", Partition: 0}
 	c := newFakeCoordinator(t, vec.InitProducerID.ProducerID+vectorPIDShift)
 	pid := vec.InitProducerID.ProducerID + vectorPIDShift
 
@@ -98,7 +98,7 @@ func TestVectorCommitAbortCommit(t *testing.T) {
 func TestVectorFencing(t *testing.T) {
 	vec := loadKafkaExamples(t).Fencing
 	const id = "u12-fence"
-	tp := TopicPartition{"u12-fence", 0}
+	tp := TopicPartition{Topic: "u12-fence", Partition: 0}
 	pid := int64(vectorPIDShift)
 	c := newFakeCoordinator(t, pid)
 

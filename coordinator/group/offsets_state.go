@@ -1,4 +1,4 @@
-package offsets
+package group
 
 import (
 	"fmt"
@@ -6,15 +6,13 @@ import (
 	"sort"
 
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/topic"
 )
 
-// TopicPartition names a partition of a consumed topic.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+// TopicPartition names a partition of a consumed topic: topic.Partition, the name every layer shares.
+type TopicPartition = topic.Partition
 
-// State is what one __consumer_offsets partition holds: per group, its
+// OffsetsState is what one __consumer_offsets partition holds: per group, its
 // committed offsets and epoch; per producer, the offsets its open
 // transaction left pending (TxnOffsetCommit), which its COMMIT marker
 // applies and its ABORT marker drops (KIP-447).
@@ -22,9 +20,9 @@ type TopicPartition struct {
 // It changes only by applying what the log holds, in the log's order —
 // ApplyBatch when loading, the single-record methods for what the
 // coordinator has just written and seen committed — so a new coordinator
-// replaying the log rebuilds exactly the same State. Not safe for
+// replaying the log rebuilds exactly the same OffsetsState. Not safe for
 // concurrent use: its owner serializes access.
-type State struct {
+type OffsetsState struct {
 	groups  map[string]*groupState
 	pending map[int64][]pendingOffset // by producer id, in record-offset order
 	// markers remembers the last few markers of producers that have a
@@ -52,12 +50,12 @@ type marker struct {
 	commit bool
 }
 
-// markersKept bounds State.markers per producer.
+// markersKept bounds OffsetsState.markers per producer.
 const markersKept = 4
 
-// NewState returns an empty State.
-func NewState() *State {
-	return &State{
+// NewOffsetsState returns an empty OffsetsState.
+func NewOffsetsState() *OffsetsState {
+	return &OffsetsState{
 		groups:   map[string]*groupState{},
 		pending:  map[int64][]pendingOffset{},
 		markers:  map[int64][]marker{},
@@ -65,7 +63,7 @@ func NewState() *State {
 	}
 }
 
-func (s *State) group(g string) *groupState {
+func (s *OffsetsState) group(g string) *groupState {
 	gs := s.groups[g]
 	if gs == nil {
 		gs = &groupState{offsets: map[TopicPartition]Offset{}}
@@ -75,7 +73,7 @@ func (s *State) group(g string) *groupState {
 }
 
 // dropIfEmpty forgets a group with nothing left.
-func (s *State) dropIfEmpty(g string) {
+func (s *OffsetsState) dropIfEmpty(g string) {
 	if gs := s.groups[g]; gs != nil && gs.epoch == 0 && len(gs.offsets) == 0 && gs.pendings == 0 {
 		delete(s.groups, g)
 	}
@@ -84,7 +82,7 @@ func (s *State) dropIfEmpty(g string) {
 // Commit applies a committed offset written by a plain record at
 // o.RecordOffset (or made visible by a COMMIT marker): it replaces the
 // group's offset of tp unless that was written by a later record.
-func (s *State) Commit(group string, tp TopicPartition, o Offset) {
+func (s *OffsetsState) Commit(group string, tp TopicPartition, o Offset) {
 	gs := s.group(group)
 	if cur, ok := gs.offsets[tp]; ok && cur.RecordOffset > o.RecordOffset {
 		return
@@ -94,7 +92,7 @@ func (s *State) Commit(group string, tp TopicPartition, o Offset) {
 
 // DeleteOffset applies a tombstone of group's offset of tp written at
 // recordOffset.
-func (s *State) DeleteOffset(group string, tp TopicPartition, recordOffset int64) {
+func (s *OffsetsState) DeleteOffset(group string, tp TopicPartition, recordOffset int64) {
 	gs := s.groups[group]
 	if gs == nil {
 		return
@@ -106,14 +104,14 @@ func (s *State) DeleteOffset(group string, tp TopicPartition, recordOffset int64
 }
 
 // SetGroupEpoch applies a group record.
-func (s *State) SetGroupEpoch(group string, epoch int32) {
+func (s *OffsetsState) SetGroupEpoch(group string, epoch int32) {
 	gs := s.group(group)
 	gs.epoch = max(gs.epoch, epoch)
 }
 
 // DeleteGroup applies a group tombstone: the group's epoch is forgotten
 // (its offsets go by their own tombstones).
-func (s *State) DeleteGroup(group string) {
+func (s *OffsetsState) DeleteGroup(group string) {
 	if gs := s.groups[group]; gs != nil {
 		gs.epoch = 0
 		s.dropIfEmpty(group)
@@ -123,10 +121,10 @@ func (s *State) DeleteGroup(group string) {
 // BeginTxnAppend marks a TxnOffsetCommit append of producerID in flight:
 // from now until EndTxnAppend, markers of the producer are remembered so
 // AddPending can resolve offsets a marker already ended.
-func (s *State) BeginTxnAppend(producerID int64) { s.inFlight[producerID]++ }
+func (s *OffsetsState) BeginTxnAppend(producerID int64) { s.inFlight[producerID]++ }
 
 // EndTxnAppend ends what BeginTxnAppend began.
-func (s *State) EndTxnAppend(producerID int64) {
+func (s *OffsetsState) EndTxnAppend(producerID int64) {
 	if s.inFlight[producerID]--; s.inFlight[producerID] <= 0 {
 		delete(s.inFlight, producerID)
 		delete(s.markers, producerID)
@@ -137,7 +135,7 @@ func (s *State) EndTxnAppend(producerID int64) {
 // batch of producerID: pending until the producer's next marker after it.
 // If that marker has already been applied (it was reported before this
 // call), the offset gets its outcome at once.
-func (s *State) AddPending(producerID int64, group string, tp TopicPartition, o Offset) {
+func (s *OffsetsState) AddPending(producerID int64, group string, tp TopicPartition, o Offset) {
 	for _, m := range s.markers[producerID] {
 		if m.offset > o.RecordOffset {
 			if m.commit {
@@ -155,7 +153,7 @@ func (s *State) AddPending(producerID int64, group string, tp TopicPartition, o 
 // CompleteTxn applies a marker of producerID at markerOffset: the
 // producer's pending offsets written before it are committed (commit) or
 // dropped.
-func (s *State) CompleteTxn(producerID int64, commit bool, markerOffset int64) {
+func (s *OffsetsState) CompleteTxn(producerID int64, commit bool, markerOffset int64) {
 	if s.inFlight[producerID] > 0 {
 		ms := append(s.markers[producerID], marker{offset: markerOffset, commit: commit})
 		slices.SortFunc(ms, func(a, b marker) int { return int(min(max(a.offset-b.offset, -1), 1)) })
@@ -185,7 +183,7 @@ func (s *State) CompleteTxn(producerID int64, commit bool, markerOffset int64) {
 }
 
 // Offsets returns a copy of group's committed offsets.
-func (s *State) Offsets(group string) map[TopicPartition]Offset {
+func (s *OffsetsState) Offsets(group string) map[TopicPartition]Offset {
 	gs := s.groups[group]
 	out := make(map[TopicPartition]Offset, 0)
 	if gs != nil {
@@ -197,7 +195,7 @@ func (s *State) Offsets(group string) map[TopicPartition]Offset {
 }
 
 // Offset returns group's committed offset of tp.
-func (s *State) Offset(group string, tp TopicPartition) (Offset, bool) {
+func (s *OffsetsState) Offset(group string, tp TopicPartition) (Offset, bool) {
 	if gs := s.groups[group]; gs != nil {
 		o, ok := gs.offsets[tp]
 		return o, ok
@@ -207,7 +205,7 @@ func (s *State) Offset(group string, tp TopicPartition) (Offset, bool) {
 
 // HasPending reports whether an open transaction holds offsets of group
 // for tp (OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT).
-func (s *State) HasPending(group string, tp TopicPartition) bool {
+func (s *OffsetsState) HasPending(group string, tp TopicPartition) bool {
 	gs := s.groups[group]
 	if gs == nil || gs.pendings == 0 {
 		return false
@@ -223,7 +221,7 @@ func (s *State) HasPending(group string, tp TopicPartition) bool {
 }
 
 // PendingCount is the number of pending offsets of group.
-func (s *State) PendingCount(group string) int {
+func (s *OffsetsState) PendingCount(group string) int {
 	if gs := s.groups[group]; gs != nil {
 		return gs.pendings
 	}
@@ -231,7 +229,7 @@ func (s *State) PendingCount(group string) int {
 }
 
 // GroupEpoch returns group's epoch from its last group record (0: none).
-func (s *State) GroupEpoch(group string) int32 {
+func (s *OffsetsState) GroupEpoch(group string) int32 {
 	if gs := s.groups[group]; gs != nil {
 		return gs.epoch
 	}
@@ -240,7 +238,7 @@ func (s *State) GroupEpoch(group string) int32 {
 
 // Groups returns the groups with an epoch, offsets or pending offsets,
 // sorted.
-func (s *State) Groups() []string {
+func (s *OffsetsState) Groups() []string {
 	out := make([]string, 0, len(s.groups))
 	for g := range s.groups {
 		out = append(out, g)
@@ -268,7 +266,7 @@ type Undecodable struct {
 // stopping the load would leave every group of the partition without a
 // coordinator. The error is for a batch that is not canonical (never what
 // the log returns: it verifies what it stores); nothing is applied then.
-func (s *State) ApplyBatch(raw []byte) ([]Undecodable, error) {
+func (s *OffsetsState) ApplyBatch(raw []byte) ([]Undecodable, error) {
 	h, err := batch.ParseHeader(raw)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package offsets
+package group
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ var tp0 = TopicPartition{Topic: "in", Partition: 0}
 
 func TestKeysRoundTrip(t *testing.T) {
 	k, err := DecodeKey(OffsetKey("g", "topic", 7))
-	if err != nil || k != (Key{Type: KeyOffset, Group: "g", Topic: "topic", Partition: 7}) {
+	if err != nil || k != (RecordKey{Type: KeyOffset, Group: "g", Topic: "topic", Partition: 7}) {
 		t.Fatalf("offset key: %+v %v", k, err)
 	}
 	k, err = DecodeKey(GroupKey("grp"))
-	if err != nil || k != (Key{Type: KeyGroup, Group: "grp"}) {
+	if err != nil || k != (RecordKey{Type: KeyGroup, Group: "grp"}) {
 		t.Fatalf("group key: %+v %v", k, err)
 	}
 	for _, bad := range [][]byte{nil, {0}, {0, 9, 0, 0}, append(GroupKey("g"), 1), OffsetKey("g", "t", 1)[:9]} {
@@ -37,7 +37,7 @@ func TestKeysRoundTrip(t *testing.T) {
 }
 
 func TestLaterRecordWins(t *testing.T) {
-	s := NewState()
+	s := NewOffsetsState()
 	s.Commit("g", tp0, Offset{Offset: 10, RecordOffset: 5})
 	s.Commit("g", tp0, Offset{Offset: 7, RecordOffset: 3}) // an older record reported late
 	if o, _ := s.Offset("g", tp0); o.Offset != 10 {
@@ -56,7 +56,7 @@ func TestLaterRecordWins(t *testing.T) {
 // KIP-447: offsets of a transaction are invisible until its COMMIT marker
 // and dropped by its ABORT marker; require_stable sees them pending.
 func TestPendingOffsetsFollowTheMarker(t *testing.T) {
-	s := NewState()
+	s := NewOffsetsState()
 	s.Commit("g", tp0, Offset{Offset: 1, RecordOffset: 0})
 	s.AddPending(100, "g", tp0, Offset{Offset: 5, RecordOffset: 1})
 	if o, _ := s.Offset("g", tp0); o.Offset != 1 || !s.HasPending("g", tp0) {
@@ -80,7 +80,7 @@ func TestPendingOffsetsFollowTheMarker(t *testing.T) {
 // An offset whose record committed before a marker, but which the
 // coordinator adds after the marker was reported, gets the marker's outcome.
 func TestAddPendingAfterItsMarker(t *testing.T) {
-	s := NewState()
+	s := NewOffsetsState()
 	s.BeginTxnAppend(7)
 	s.CompleteTxn(7, true, 10)
 	s.AddPending(7, "g", tp0, Offset{Offset: 3, RecordOffset: 9})
@@ -115,7 +115,7 @@ func TestApplyBatchReplaysALog(t *testing.T) {
 		build(6, batch.PlainProducer, 0, OffsetKey("g", "in", 1), OffsetValue(Offset{Offset: 4}), OffsetKey("g", "in", 1), nil),
 		build(8, pid, batch.AttrTransactional, OffsetKey("h", "in", 2), OffsetValue(Offset{Offset: 2})),
 	}
-	s := NewState()
+	s := NewOffsetsState()
 	for _, raw := range log {
 		if skipped, err := s.ApplyBatch(raw); err != nil || skipped != nil {
 			t.Fatal(skipped, err)

@@ -1,9 +1,4 @@
-// Package offsets is the pure core of the group coordinator's log,
-// __consumer_offsets (DESIGN §11, decision 40): the record format, and the
-// committed and transaction-pending offsets of one partition of the topic,
-// rebuilt by replaying its batches (the log is the state). It reads no
-// clock and does no I/O; coordinator.GroupCoordinator runs it.
-package offsets
+package group
 
 import (
 	"encoding/binary"
@@ -15,18 +10,22 @@ import (
 	"github.com/sluice-io/sluice/coordinator/keyhash"
 )
 
-// Topic is the internal topic holding committed offsets and group records.
-const Topic = "__consumer_offsets"
+// This file is the record format of the group coordinator's log,
+// __consumer_offsets (DESIGN §11, decision 40); offsets_state.go rebuilds
+// one partition's committed and pending offsets from it.
 
-// DefaultPartitions is offsets.topic.num.partitions' default.
-const DefaultPartitions = 50
+// OffsetsTopic is the internal topic holding committed offsets and group records.
+const OffsetsTopic = "__consumer_offsets"
+
+// DefaultOffsetsPartitions is offsets.topic.num.partitions' default.
+const DefaultOffsetsPartitions = 50
 
 // MaxMetadataBytes bounds an offset's metadata (offset.metadata.max.bytes).
 const MaxMetadataBytes = 4096
 
-// MaxGroupIDBytes bounds a group id (Kafka has no limit; a key must fit
+// MaxIDBytes bounds a group id (Kafka has no limit; a key must fit
 // the record format's 16-bit lengths, and ids this long are mistakes).
-const MaxGroupIDBytes = 255
+const MaxIDBytes = 255
 
 // PartitionFor is the __consumer_offsets partition of group: the same
 // hash as transactional ids (keyhash.PartitionFor), so any client finds a
@@ -35,14 +34,14 @@ func PartitionFor(group string, numPartitions int32) int32 {
 	return keyhash.PartitionFor(group, numPartitions)
 }
 
-// ValidateGroupID checks a group id: non-empty valid UTF-8 of at most
-// MaxGroupIDBytes bytes.
-func ValidateGroupID(group string) error {
+// ValidateID checks a group id: non-empty valid UTF-8 of at most
+// MaxIDBytes bytes.
+func ValidateID(group string) error {
 	switch {
 	case group == "":
 		return errors.New("the group id is empty")
-	case len(group) > MaxGroupIDBytes:
-		return fmt.Errorf("the group id is %d bytes long; at most %d", len(group), MaxGroupIDBytes)
+	case len(group) > MaxIDBytes:
+		return fmt.Errorf("the group id is %d bytes long; at most %d", len(group), MaxIDBytes)
 	case !utf8.ValidString(group):
 		return errors.New("the group id is not valid UTF-8")
 	}
@@ -79,8 +78,8 @@ const (
 //	         "commit_time_ms":1794026921817}
 //	group:  {"version":1,"epoch":7,"time_ms":1794026921817}
 
-// Key is a decoded key.
-type Key struct {
+// RecordKey is a decoded key.
+type RecordKey struct {
 	Type      uint16
 	Group     string
 	Topic     string // KeyOffset only
@@ -109,11 +108,11 @@ func appendString(b []byte, s string) []byte {
 }
 
 // DecodeKey decodes a key written by OffsetKey or GroupKey.
-func DecodeKey(b []byte) (Key, error) {
+func DecodeKey(b []byte) (RecordKey, error) {
 	if len(b) < 2 {
-		return Key{}, fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(b))
+		return RecordKey{}, fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(b))
 	}
-	k := Key{Type: binary.BigEndian.Uint16(b)}
+	k := RecordKey{Type: binary.BigEndian.Uint16(b)}
 	rest := b[2:]
 	str := func() (string, bool) {
 		if len(rest) < 2 {
@@ -145,10 +144,10 @@ func DecodeKey(b []byte) (Key, error) {
 	case KeyGroup:
 		k.Group, ok = str()
 	default:
-		return Key{}, fmt.Errorf("%w: unknown key type %d", ErrCorruptRecord, k.Type)
+		return RecordKey{}, fmt.Errorf("%w: unknown key type %d", ErrCorruptRecord, k.Type)
 	}
 	if !ok || len(rest) != 0 {
-		return Key{}, fmt.Errorf("%w: malformed key of type %d", ErrCorruptRecord, k.Type)
+		return RecordKey{}, fmt.Errorf("%w: malformed key of type %d", ErrCorruptRecord, k.Type)
 	}
 	return k, nil
 }
