@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -380,9 +381,15 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, failed("create log", err)
 	}
+	// Written once, durably (two fsyncs): at a restart the file is
+	// already there, and rewriting it for each of thousands of logs would
+	// be most of the restart's time (issue 31).
 	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
-	if err := storage.WriteFileAtomic(filepath.Join(dir, partitionMetaFile), meta); err != nil {
-		return nil, failed("write metadata of", err)
+	metaPath := filepath.Join(dir, partitionMetaFile)
+	if cur, err := os.ReadFile(metaPath); err != nil || !bytes.Equal(cur, meta) {
+		if err := storage.WriteFileAtomic(metaPath, meta); err != nil {
+			return nil, failed("write metadata of", err)
+		}
 	}
 	l, err := storage.OpenWith(dir, tc.Storage, now, storage.Options{
 		Faults:          m.cfg.StorageFaults,
