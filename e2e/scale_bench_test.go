@@ -56,8 +56,9 @@ import (
 // leader, taken right after the window (the cluster still idle), is
 // written to DIR/scale-N-node-ID.pprof. Linux only (/proc). A broker
 // accepts at most half its open-files limit in replicas (issue 29): 10,000
-// partitions of replication factor 3 on three brokers need a hard limit
-// above 20,000 (ulimit -n); the log names each node's limit.
+// partitions of replication factor 3 put 10,000 replicas on each of the
+// three brokers, the most a limit of 20,000 allows; more need a higher
+// hard limit (ulimit -n). The log names each node's limit.
 //
 //	make bench-scale
 //	SCALE_PARTITIONS=1000 go test -tags sluicetest -run '^$' -bench BenchmarkScale -benchtime 1x -timeout 60m ./e2e/
