@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -312,4 +313,68 @@ func TestSingleNodeFenceMovesLeadership(t *testing.T) {
 	if err != nil || s1 != FirstProducerIDBlockStart {
 		t.Fatalf("first block start %d, err %v", s1, err)
 	}
+}
+
+// Fencing a broker that leads thousands of partitions moves them all
+// (issue 31: the re-elections went one Raft round trip each and stopped
+// at the session loop's ApplyTimeout, leaving hundreds led by a dead
+// broker); and if the re-election after a fence never ran or stopped part
+// way, the session loop's safety net finishes it.
+func TestFenceReelectsEveryPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger(),
+		SessionCheckInterval: 20 * time.Millisecond, SessionTimeout: time.Hour})
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
+		if !c.IsLeader() {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), IncarnationID: "i"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnfenceBroker(ctx, id, e); err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	if _, err := c.CreateTopic(ctx, "big", 3000, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	involving := func(id int32) (led, inISR int) {
+		for _, p := range c.Image().Topics["big"].Partitions {
+			if p.Leader == id {
+				led++
+			}
+			if slices.Contains(p.ISR, id) {
+				inISR++
+			}
+		}
+		return led, inISR
+	}
+	if led, _ := involving(1); led < 900 {
+		t.Fatalf("broker 1 leads %d partitions, want about a third of 3000", led)
+	}
+	if err := c.FenceBroker(ctx, 1, epochs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if led, inISR := involving(1); led != 0 || inISR != 0 {
+		t.Fatalf("after fencing broker 1 it still leads %d partitions and is in %d ISRs", led, inISR)
+	}
+
+	// The fence record alone (as if the re-election after it had
+	// stopped): the session loop moves the leaderships.
+	if _, err := c.Propose(ctx, FenceBroker{BrokerID: 2, BrokerEpoch: epochs[2]}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 30*time.Second, "the session loop re-elects broker 2's partitions", func() error {
+		if led, inISR := involving(2); led != 0 || inISR != 0 {
+			return fmt.Errorf("broker 2 still leads %d partitions and is in %d ISRs", led, inISR)
+		}
+		return nil
+	})
 }

@@ -178,21 +178,17 @@ func (c *Controller) ElectPreferredLeaders(ctx context.Context, sel PartitionSel
 	return done, err
 }
 
-// proposeChangesLocked proposes changes one by one and returns those
-// applied; a change refused because its partition moved on is skipped.
+// proposeChangesLocked proposes changes (all at once: proposeAll) and
+// returns those applied; a change refused because its partition moved on
+// is skipped.
 // Caller holds proposeMu.
 func (c *Controller) proposeChangesLocked(ctx context.Context, changes []PartitionChange) ([]PartitionChange, error) {
-	var done []PartitionChange
-	for _, pc := range changes {
-		if _, err := c.Propose(ctx, pc); err != nil {
-			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER || ctx.Err() != nil {
-				return done, err
-			}
-			continue
-		}
-		done = append(done, pc)
+	accepted, _, err := c.proposeAll(ctx, partitionChanges(changes))
+	done := make([]PartitionChange, 0, len(accepted))
+	for _, r := range accepted {
+		done = append(done, r.(PartitionChange))
 	}
-	return done, nil
+	return done, err
 }
 
 // maybeRebalance runs the automatic rebalance when LeaderRebalanceInterval

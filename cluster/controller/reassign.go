@@ -221,20 +221,19 @@ func (c *Controller) completeReassignmentsLocked(ctx context.Context) error {
 		if len(changes) == 0 {
 			return nil
 		}
-		for _, pc := range changes {
-			_, err := c.Propose(ctx, pc)
-			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER {
-				return err
+		// Rejections mean the partition changed meanwhile; the next round
+		// recomputes from the new image.
+		accepted, _, err := c.proposeAll(ctx, partitionChanges(changes))
+		for _, r := range accepted {
+			pc := r.(PartitionChange)
+			attrs := []any{"topic", pc.Topic, "partition", pc.Partition, "replicas", pc.Replicas, "isr", pc.ISR}
+			if pc.Leader != NoChange {
+				attrs = append(attrs, "new_leader", pc.Leader)
 			}
-			if err == nil {
-				attrs := []any{"topic", pc.Topic, "partition", pc.Partition, "replicas", pc.Replicas, "isr", pc.ISR}
-				if pc.Leader != NoChange {
-					attrs = append(attrs, "new_leader", pc.Leader)
-				}
-				c.log.Info("controller: partition reassignment completed", attrs...)
-			}
-			// Other rejections mean the partition changed meanwhile; the
-			// next round recomputes from the new image.
+			c.log.Info("controller: partition reassignment completed", attrs...)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -247,8 +246,17 @@ func (c *Controller) completeReassignmentsLocked(ctx context.Context) error {
 // lost leadership, is retried within a session check interval.
 func (c *Controller) maybeCompleteReassignments(ctx context.Context) {
 	due := false
-	c.fsm.view(func(im *Image) { due = len(ReassignmentCompletions(im)) > 0 })
+	var offset uint64
+	c.fsm.view(func(im *Image) {
+		// Idle, the image does not move: one look per change of it, not a
+		// scan of every partition per tick (issue 31).
+		if offset = im.Offset; offset == c.reassignCheckedAt {
+			return
+		}
+		due = len(ReassignmentCompletions(im)) > 0
+	})
 	if !due {
+		c.reassignCheckedAt = offset
 		return
 	}
 	c.proposeMu.Lock()

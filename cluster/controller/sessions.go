@@ -218,12 +218,42 @@ func (c *Controller) sessionLoop() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
+		c.maybeReelect(ctx)
 		c.maybeCompleteReassignments(ctx)
 		if c.CaughtUpLeader() {
 			c.maybeRebalance(ctx)
 		}
 		cancel()
 	}
+}
+
+// maybeReelect is the session loop's safety net for re-elections: when
+// the image shows a partition led by (or with an ISR member on) a fenced
+// or gone broker, it re-runs them. FenceBroker's own re-election may stop
+// part way (its ApplyTimeout ended, a leadership change of the quorum),
+// and nothing else would move those partitions while their broker stays
+// down. The image is scanned once per change of it, not per tick.
+func (c *Controller) maybeReelect(ctx context.Context) {
+	due := false
+	var offset uint64
+	c.fsm.view(func(im *Image) {
+		if offset = im.Offset; offset == c.reelectCheckedAt {
+			return
+		}
+		due = len(ReelectChanges(im)) > 0
+	})
+	if !due {
+		c.reelectCheckedAt = offset
+		return
+	}
+	c.proposeMu.Lock()
+	err := c.reelectLocked(ctx)
+	c.proposeMu.Unlock()
+	if err != nil {
+		c.log.Warn("controller: re-electing partitions of fenced brokers; retried", "err", err)
+		return
+	}
+	c.log.Info("controller: re-elected the partitions a fenced broker still led")
 }
 
 // QuorumState is this voter's own view of the Raft quorum.
