@@ -44,15 +44,21 @@ func (c *MetadataCache) Update(offset uint64, snapshot *controller.Image, deltas
 	if snapshot != nil {
 		next = snapshot.Clone()
 	} else if len(deltas) > 0 {
-		next = c.im.Clone()
+		// Copy-on-write (controller.ImageEditor): the new image shares
+		// every topic, partition and broker the deltas leave alone with
+		// the published one, so an update costs what it changes, not the
+		// size of the cluster (issue 31), and the replica manager skips
+		// what it finds at the same pointer.
+		ed := controller.EditImage(c.im)
 		for _, d := range deltas {
-			if d.Offset <= next.Offset {
+			if d.Offset <= ed.Image().Offset {
 				continue // already applied (a resubscription overlapped)
 			}
-			if _, err := controller.Apply(next, d.Record, d.Offset); err != nil {
+			if _, err := ed.Apply(d.Record, d.Offset); err != nil {
 				return fmt.Errorf("metadata delta at offset %d (%s) does not apply: %w", d.Offset, d.Record.Type(), err)
 			}
 		}
+		next = ed.Image()
 	}
 	if offset < next.Offset {
 		return fmt.Errorf("metadata update to offset %d is behind the image at %d", offset, next.Offset)
@@ -61,7 +67,7 @@ func (c *MetadataCache) Update(offset uint64, snapshot *controller.Image, deltas
 		return nil // keepalive
 	}
 	if next == c.im {
-		next = c.im.Clone()
+		next = controller.EditImage(c.im).Image()
 	}
 	next.Offset = offset
 	c.im = next

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -113,6 +114,10 @@ type ReplicaManager struct {
 	// file; issue 31): the logs record their high watermarks in it and
 	// isrLoop flushes it every hwCheckpointEvery when one changed.
 	hws *storage.HighWatermarks
+
+	// applied is the last image applyLocked went through (guarded by
+	// applyMu): the next one skips what it shares with it.
+	applied *controller.Image
 }
 
 // partitionMetaFile is written in every partition directory: the topic id
@@ -256,14 +261,30 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 	self := m.cfg.NodeID
 	want := map[TopicPartition]bool{}
 	var firstErr error
+	// Images built by copy-on-write (controller.ImageEditor) share every
+	// topic and partition a metadata update left alone with the image
+	// applied before: such a partition needs nothing when the brokers did
+	// not change either (replica liveness comes from them) and its replica
+	// is open and online (issue 31: an update costs what it changes).
+	prev := m.applied
+	brokersSame := prev != nil && sameBrokers(prev, im)
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
+		var pt *controller.Topic
+		if brokersSame {
+			pt = prev.Topics[name]
+		}
 		for i, ps := range t.Partitions {
 			if !slices.Contains(ps.Replicas, self) {
 				continue
 			}
 			tp := TopicPartition{Topic: name, Partition: int32(i)}
 			want[tp] = true
+			if pt != nil && pt.ID == t.ID && i < len(pt.Partitions) && pt.Partitions[i] == ps && maps.Equal(pt.Configs, t.Configs) {
+				if p := m.hostedReplica(tp); p != nil && !p.Offline() {
+					continue
+				}
+			}
 			tc, err := ParseTopicConfig(t.Configs, int32(len(ps.Replicas)))
 			if err != nil {
 				// The controller validated it; keep going with defaults
@@ -296,6 +317,7 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 			m.updateRole(p, ps, im, tc, now)
 		}
 	}
+	m.applied = im
 	for _, p := range m.allReplicas() {
 		if !want[p.TopicPartition] {
 			m.removeReplica(p)
@@ -321,6 +343,27 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 		delete(m.onDisk, dir)
 	}
 	return firstErr
+}
+
+// sameBrokers reports whether a and b hold the same broker records (the
+// same pointers: an ImageEditor copies a broker only to change it).
+func sameBrokers(a, b *controller.Image) bool {
+	if len(a.Brokers) != len(b.Brokers) {
+		return false
+	}
+	for id, br := range b.Brokers {
+		if a.Brokers[id] != br {
+			return false
+		}
+	}
+	return true
+}
+
+// hostedReplica is tp's replica if this node hosts it.
+func (m *ReplicaManager) hostedReplica(tp TopicPartition) *Replica {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.partitions[tp]
 }
 
 func (m *ReplicaManager) writeClusterMeta(id string) error {
@@ -516,7 +559,10 @@ func (m *ReplicaManager) Close() error {
 func (m *ReplicaManager) flushHighWatermarks() error {
 	if err := m.hws.Flush(m.cfg.StorageFaults); err != nil {
 		if storage.IsResourceError(err) {
-			return nil // out of descriptors: the next interval tries again (resource.go)
+			// Out of descriptors: counted and logged; the next interval
+			// tries again (resource.go).
+			m.resourceError(TopicPartition{}, &storage.Failure{Op: storage.OpWrite, Path: m.hws.Path(), Err: err})
+			return nil
 		}
 		m.log.Warn("high watermark checkpoint failed", "path", m.hws.Path(), "err", err)
 		return fmt.Errorf("high watermark checkpoint %s: %w", m.hws.Path(), err)

@@ -331,3 +331,37 @@ func TestReplicaManagerHighWatermarksInOneFile(t *testing.T) {
 		}
 	}
 }
+
+// Images built by copy-on-write (what the metadata cache publishes) are
+// applied for what changed: a partition change reaches its replica, the
+// partitions the update left alone keep their role (issue 31).
+func TestReplicaManagerAppliesCopyOnWriteImages(t *testing.T) {
+	now := time.Unix(5000, 0)
+	m := newManager(t, t.TempDir(), 1)
+	b := newImage(t, "c1").apply(createTopic("a", "id-a", []int32{1, 2}, []int32{2, 1}))
+	im := b.snapshot()
+	if err := m.Apply(im, now, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hosted(m), map[string]int32{"a-0": 1, "a-1": 2}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("hosted %v, want %v", got, want)
+	}
+	p1 := im.Topics["a"].Partitions[1]
+	ed := controller.EditImage(im)
+	if _, err := ed.Apply(controller.PartitionChange{Topic: "a", Partition: 1, PartitionEpoch: p1.PartitionEpoch, LeaderEpoch: p1.LeaderEpoch,
+		Leader: 1, ISR: []int32{1, 2}}, im.Offset+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(ed.Image(), now, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hosted(m), map[string]int32{"a-0": 1, "a-1": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the change: hosted %v, want %v", got, want)
+	}
+	if _, err := m.Append("a", 1, plainBatch(1), now); err != nil {
+		t.Fatalf("append on the new leader: %v", err)
+	}
+	if _, err := m.Append("a", 0, plainBatch(1), now); err != nil {
+		t.Fatalf("append on the untouched leader: %v", err)
+	}
+}

@@ -59,7 +59,8 @@ type reopenState struct {
 func (m *ReplicaManager) ResourceErrors() uint64 { return m.resources.total.Load() }
 
 // resourceError counts a resource error of tp's log (the log's
-// OnResourceError hook, or a failed open) and logs it unless a line was
+// OnResourceError hook, or a failed open; the zero tp: the data
+// directory's high-watermark checkpoint) and logs it unless a line was
 // logged less than resourceLogEvery ago. It may run under the log's locks
 // and a replica's roleMu: it takes only resources.mu (a leaf) and does
 // not block.
@@ -76,8 +77,10 @@ func (m *ReplicaManager) resourceError(tp TopicPartition, f *storage.Failure) {
 	suppressed := r.suppressed
 	r.lastLog, r.suppressed = now, 0
 	r.mu.Unlock()
-	args := []any{tp.LogAttr(), "op", string(f.Op), "file", f.Path, "err", f.Err,
-		"not_logged_since_last", suppressed, "total", total}
+	args := []any{"op", string(f.Op), "file", f.Path, "err", f.Err, "not_logged_since_last", suppressed, "total", total}
+	if tp.Topic != "" { // the zero value: a file of every partition (the high-watermark checkpoint)
+		args = append([]any{tp.LogAttr()}, args...)
+	}
 	if soft, hard, err := fdlimit.Get(); err == nil {
 		args = append(args, "open_files_limit", soft, "open_files_hard_limit", hard)
 	}

@@ -87,15 +87,15 @@ func (m *metrics) observeImage(self int32, im *controller.Image) {
 func isrChanges(prev, next *controller.Image, self int32) (shrinks, expands int) {
 	for name, t := range next.Topics {
 		pt := prev.Topics[name]
-		if pt == nil || pt.ID != t.ID {
-			continue
+		if pt == nil || pt == t || pt.ID != t.ID {
+			continue // new, or untouched (copy-on-write images share it)
 		}
 		for i, p := range t.Partitions {
 			if i >= len(pt.Partitions) {
 				break
 			}
 			q := pt.Partitions[i]
-			if p.Leader != self || q.Leader != self || p.LeaderEpoch != q.LeaderEpoch {
+			if p == q || p.Leader != self || q.Leader != self || p.LeaderEpoch != q.LeaderEpoch {
 				continue
 			}
 			if slices.ContainsFunc(q.ISR, func(id int32) bool { return !slices.Contains(p.ISR, id) }) {

@@ -171,9 +171,7 @@ func (im *Image) Clone() *Image {
 		Configs:                  cloneMap(im.Configs),
 	}
 	for id, b := range im.Brokers {
-		c := *b
-		c.OfflineReplicas = slices.Clone(b.OfflineReplicas)
-		out.Brokers[id] = &c
+		out.Brokers[id] = b.clone()
 	}
 	for name, t := range im.Topics {
 		out.Topics[name] = t.Clone()
