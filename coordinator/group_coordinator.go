@@ -77,8 +77,9 @@ type TxnOffsetAppender interface {
 // and Topics are required.
 type GroupCoordinatorDeps struct {
 	// Log reads and appends the __consumer_offsets partitions this node
-	// leads (the same StateLog as the transaction coordinator's).
-	Log StateLog
+	// leads (coordinator.ReplicaStateLog on a broker, as for the
+	// transaction coordinator).
+	Log runtime.Log
 	// Txn appends offsets committed inside a transaction.
 	Txn TxnOffsetAppender
 	// Topics returns the metadata of every topic (partition counts and
@@ -87,7 +88,7 @@ type GroupCoordinatorDeps struct {
 	// must not block; the returned map is not modified afterwards.
 	Topics func() (map[string]group.TopicMetadata, int64)
 	// PartitionCount returns the partition count of __consumer_offsets in
-	// the metadata (≤ 0: unknown), as TransactionCoordinatorDeps does.
+	// the metadata (≤ 0: unknown), as txn.CoordinatorDeps does.
 	PartitionCount func() int32
 	// Now is the clock (nil: time.Now).
 	Now    func() time.Time
@@ -183,7 +184,7 @@ type groupEntry struct {
 // timeout scan. Close it when done.
 func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) *GroupCoordinator {
 	if deps.Log == nil || deps.Txn == nil || deps.Topics == nil {
-		panic("coordinator: GroupCoordinator needs a StateLog, a TxnOffsetAppender and Topics")
+		panic("coordinator: GroupCoordinator needs a runtime.Log, a TxnOffsetAppender and Topics")
 	}
 	cfg.defaults()
 	if deps.Now == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -77,7 +78,7 @@ func (l *fakeOffsetsLog) WaitCommitted(ctx context.Context, tp cluster.TopicPart
 	return nil
 }
 
-func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error) {
+func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (runtime.LogRead, error) {
 	l.mu.Lock()
 	gate := l.gate
 	l.mu.Unlock()
@@ -85,12 +86,12 @@ func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartit
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return StateLogRead{}, ctx.Err()
+			return runtime.LogRead{}, ctx.Err()
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out StateLogRead
+	var out runtime.LogRead
 	out.EndOffset, out.NextOffset = l.end[tp.Partition], l.end[tp.Partition]
 	for _, b := range l.batches[tp.Partition] {
 		if h, _ := batch.ParseHeader(b); h.LastOffset() >= offset {
@@ -264,4 +265,22 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 	if ls, _ := c.ListGroups(nil); len(ls) != 1 || ls[0].Group != "young" {
 		t.Fatalf("after reload: %+v", ls)
 	}
+}
+
+// fakeClock is a hand-moved clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }

@@ -88,11 +88,11 @@ func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 
 func TestTxnLoadSkipsCorruptRecords(t *testing.T) {
 	rm := oneNodeReplicas(t, txn.StateTopic)
-	e := newTxnEnv(t)
+	e := newTxnEnv()
 	var logs logBuffer
-	newCoordinator := func() (*TransactionCoordinator, func()) {
-		c := NewTransactionCoordinator(TransactionCoordinatorDeps{
-			Log: ReplicaStateLog{Replicas: rm}, ProducerIDs: e.pids, Markers: e.markers, Now: e.clock.now, Logger: logs.logger(),
+	newCoordinator := func() (*txn.Coordinator, func()) {
+		c := txn.NewCoordinator(txn.CoordinatorDeps{
+			Log: ReplicaStateLog{Replicas: rm}, ProducerIDs: e.pids, Markers: e.markers, Now: e.now, Logger: logs.logger(),
 		}, e.cfg)
 		unregister := rm.RegisterLeadershipListener(txn.StateTopic, c)
 		return c, func() {
@@ -104,11 +104,11 @@ func TestTxnLoadSkipsCorruptRecords(t *testing.T) {
 	}
 	a, stopA := newCoordinator()
 	waitLoaded(t, a, 0)
-	must[ProducerIDAndEpoch](t, "init before")(initPID(a, "before", 60000)) // offset 0
-	appendRecords(t, rm, txn.StateTopic,                                    // offsets 1 and 2
+	must[txn.ProducerIDAndEpoch](t, "init before")(initPID(a, "before", 60000)) // offset 0
+	appendRecords(t, rm, txn.StateTopic,                                        // offsets 1 and 2
 		[]byte("forged"), []byte("not a transaction record"),
 		[]byte("bad\xffkey"), []byte(`{"version":1}`))
-	must[ProducerIDAndEpoch](t, "init after")(initPID(a, "after", 60000)) // offset 3
+	must[txn.ProducerIDAndEpoch](t, "init after")(initPID(a, "after", 60000)) // offset 3
 	stopA()
 
 	b, stopB := newCoordinator()

@@ -121,7 +121,7 @@ var errNoTopic = errors.New("the internal topic does not exist yet")
 
 // PartitionCount is the partition count of the locator's topic in the
 // metadata, or 0 when the topic does not exist (yet). It does not block
-// (TransactionCoordinatorDeps.StatePartitionCount,
+// (txn.CoordinatorDeps.StatePartitionCount,
 // GroupCoordinatorDeps.PartitionCount).
 func (l *Locator) PartitionCount() int32 {
 	if t := l.cfg.Metadata.Image().Topics[l.topic]; t != nil {

@@ -237,7 +237,7 @@ func DefaultConfig() Config {
 		ReplicaLagTimeMax:                cluster.DefaultReplicaLagTimeMax,
 		TransactionStatePartitions:       txn.DefaultStatePartitions,
 		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
-		TransactionAbortTimedOutInterval: coordinator.DefaultAbortTimedOutInterval,
+		TransactionAbortTimedOutInterval: txn.DefaultAbortTimedOutInterval,
 		TransactionalIDExpiration:        txn.DefaultIDExpiration,
 		OffsetsTopicPartitions:           group.DefaultOffsetsPartitions,
 		GroupSessionTimeout:              group.DefaultSessionTimeout,

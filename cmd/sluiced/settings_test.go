@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/node"
 )
 
@@ -209,7 +210,7 @@ func TestPrintConfigIsWhatTheNodeUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	grp := group.Config{}.WithDefaults()
-	txnCoord := coordinator.TransactionCoordinatorConfig{}
+	txnCoord := txn.CoordinatorConfig{}
 	if err := txnCoord.Validate(); err != nil {
 		t.Fatal(err)
 	}
