@@ -1,16 +1,16 @@
-// Package coordinator holds the broker-side coordinators that sit above the
-// cluster layer. Today that is producer id allocation (producerid.go): a
-// broker hands out producer ids from blocks the controller committed in Raft,
-// prefetching the next block before the current one runs out.
+// Package coordinator holds what a broker wires into its coordinators,
+// which run on coordinator/runtime in the packages of their pure cores:
+// the transaction coordinator, txn.Coordinator (coordinator/txn, decisions
+// 30 and 32), and the group coordinator, group.Coordinator
+// (coordinator/group, decisions 39 and 40). Neither imports this package.
 //
-// The transaction coordinator lives in coordinator/txn: its pure core
-// (states, transitions, the __transaction_state record format and
-// partition hash, decision 30) and its shard adapter on coordinator/runtime,
-// txn.Coordinator (decision 32). What it needs from a broker is here: the
-// broker's runtime.Log (ReplicaStateLog, statelog.go), the marker writer
-// (txn_markerwriter.go), the partition leader's AddPartitionsToTxn
-// verifier (txn_verifier.go), their per-broker batching (txn_batcher.go)
-// and the coordinator locator (locate.go). The group coordinator
-// (GroupCoordinator, group_coordinator.go and group_requests.go, decision
-// 40) runs on coordinator/runtime over the core of coordinator/group.
+// It holds producer id allocation (producerid.go: a broker hands out
+// producer ids from blocks the controller committed in Raft, prefetching
+// the next block before the current one runs out; a txn.ProducerIDSource),
+// the coordinator locator both coordinators are found by (locate.go), the
+// broker's runtime.Log over its replica manager (ReplicaStateLog,
+// statelog.go), and the transaction coordinator's inter-broker senders:
+// the marker writer (txn_markerwriter.go, a txn.MarkerWriter), the
+// partition leader's AddPartitionsToTxn verifier (txn_verifier.go) and
+// their per-broker batching (txn_batcher.go).
 package coordinator

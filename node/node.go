@@ -74,7 +74,7 @@ type Node struct {
 	txnVerifier *coordinator.BrokerTxnVerifier
 	txnUnlisten func() // unregisters txnCoord's leadership listener
 
-	groupCoord    *coordinator.GroupCoordinator
+	groupCoord    *group.Coordinator
 	groupLocator  *coordinator.Locator
 	groupUnlisten func() // unregisters groupCoord's leadership listener
 

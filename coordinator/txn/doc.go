@@ -1,5 +1,6 @@
-// Package txn is the pure core of the transaction coordinator (DESIGN §10,
-// docs/design.md decision 30): transaction states and their allowed
+// Package txn is the transaction coordinator: its pure core (DESIGN §10,
+// docs/design.md decision 30) and its shard adapter, Coordinator (two
+// layers, below). The core holds the transaction states and their allowed
 // predecessors, the per-transactional-id Metadata, the transitions each
 // coordinator request makes, the __transaction_state record format, and the
 // map from a transactional id to its __transaction_state partition.
