@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -18,14 +17,14 @@ import (
 const groupRequestWait = 30 * time.Second
 
 // GroupCoordinator is what GroupsService asks of this broker's group
-// coordinator (coordinator.GroupCoordinator). Errors are *errs.Error.
+// coordinator (group.Coordinator). Errors are *errs.Error.
 type GroupCoordinator interface {
 	Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error)
-	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []coordinator.OffsetCommitEntry) (map[group.TopicPartition]error, error)
-	FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]coordinator.FetchedOffset, error)
-	TxnCommitOffsets(ctx context.Context, r coordinator.TxnOffsetCommitRequest) (map[group.TopicPartition]error, error)
-	ListGroups(states []string) ([]coordinator.GroupListing, error)
-	DescribeGroup(g string) (coordinator.GroupDescription, error)
+	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
+	FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]group.FetchedOffset, error)
+	TxnCommitOffsets(ctx context.Context, r group.TxnOffsetCommitRequest) (map[group.TopicPartition]error, error)
+	ListGroups(states []string) ([]group.Listing, error)
+	DescribeGroup(g string) (group.Description, error)
 	DeleteGroup(ctx context.Context, g string) error
 }
 
@@ -65,7 +64,7 @@ func fromAssignment(a group.Assignment) []*sluicev1.GroupTopicPartitions {
 func ms(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // ConsumerGroupHeartbeat implements the Groups service
-// (coordinator.GroupCoordinator.Heartbeat).
+// (group.Coordinator.Heartbeat).
 func (s *GroupsService) ConsumerGroupHeartbeat(ctx context.Context, req *sluicev1.ConsumerGroupHeartbeatRequest) (*sluicev1.ConsumerGroupHeartbeatResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, groupRequestWait)
 	defer cancel()
@@ -94,11 +93,11 @@ func (s *GroupsService) ConsumerGroupHeartbeat(ctx context.Context, req *sluicev
 	return resp, nil
 }
 
-func commitEntries(topics []*sluicev1.OffsetCommitTopic) []coordinator.OffsetCommitEntry {
-	var out []coordinator.OffsetCommitEntry
+func commitEntries(topics []*sluicev1.OffsetCommitTopic) []group.OffsetCommitEntry {
+	var out []group.OffsetCommitEntry
 	for _, t := range topics {
 		for _, p := range t.Partitions {
-			out = append(out, coordinator.OffsetCommitEntry{
+			out = append(out, group.OffsetCommitEntry{
 				TP:     group.TopicPartition{Topic: t.Name, Partition: p.Partition},
 				Offset: group.Offset{Offset: p.CommittedOffset, LeaderEpoch: p.CommittedLeaderEpoch, Metadata: p.CommittedMetadata},
 			})
@@ -127,7 +126,7 @@ func commitResponse(topics []*sluicev1.OffsetCommitTopic, results map[group.Topi
 }
 
 // OffsetCommit implements the Groups service
-// (coordinator.GroupCoordinator.CommitOffsets).
+// (group.Coordinator.CommitOffsets).
 func (s *GroupsService) OffsetCommit(ctx context.Context, req *sluicev1.OffsetCommitRequest) (*sluicev1.OffsetCommitResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, groupRequestWait)
 	defer cancel()
@@ -137,7 +136,7 @@ func (s *GroupsService) OffsetCommit(ctx context.Context, req *sluicev1.OffsetCo
 }
 
 // OffsetFetch implements the Groups service
-// (coordinator.GroupCoordinator.FetchOffsets).
+// (group.Coordinator.FetchOffsets).
 func (s *GroupsService) OffsetFetch(ctx context.Context, req *sluicev1.OffsetFetchRequest) (*sluicev1.OffsetFetchResponse, error) {
 	var tps []group.TopicPartition
 	for _, t := range req.Topics {
@@ -170,14 +169,14 @@ func (s *GroupsService) OffsetFetch(ctx context.Context, req *sluicev1.OffsetFet
 }
 
 // TxnOffsetCommit implements the Groups service
-// (coordinator.GroupCoordinator.TxnCommitOffsets).
+// (group.Coordinator.TxnCommitOffsets).
 func (s *GroupsService) TxnOffsetCommit(ctx context.Context, req *sluicev1.TxnOffsetCommitRequest) (*sluicev1.TxnOffsetCommitResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, groupRequestWait)
 	defer cancel()
 	var results map[group.TopicPartition]error
 	epoch, err := producerEpoch(req.ProducerEpoch)
 	if err == nil {
-		results, err = s.coord.TxnCommitOffsets(ctx, coordinator.TxnOffsetCommitRequest{
+		results, err = s.coord.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
 			TransactionalID: req.TransactionalId, Group: req.GroupId, ProducerID: req.ProducerId, ProducerEpoch: epoch,
 			MemberID: req.MemberId, MemberEpoch: req.MemberEpoch, InstanceID: req.GroupInstanceId, Entries: commitEntries(req.Topics)})
 	}

@@ -20,13 +20,13 @@ const initProducerIDWait = time.Second
 const txnRequestWait = 30 * time.Second
 
 // TxnCoordinator is what TransactionsService asks of this broker's
-// transaction coordinator (coordinator.TransactionCoordinator). Errors
+// transaction coordinator (txn.Coordinator). Errors
 // are *errs.Error; the handlers put them in the answer.
 type TxnCoordinator interface {
-	InitProducerID(ctx context.Context, req coordinator.InitProducerIDRequest) (coordinator.ProducerIDAndEpoch, error)
-	EndTxn(ctx context.Context, req coordinator.EndTxnRequest) (coordinator.ProducerIDAndEpoch, error)
-	Describe(transactionalID string) (coordinator.TransactionDescription, error)
-	List(f coordinator.ListFilter) ([]coordinator.TransactionListing, error)
+	InitProducerID(ctx context.Context, req txn.InitProducerIDRequest) (txn.ProducerIDAndEpoch, error)
+	EndTxn(ctx context.Context, req txn.EndTxnRequest) (txn.ProducerIDAndEpoch, error)
+	Describe(transactionalID string) (txn.Description, error)
+	List(f txn.ListFilter) ([]txn.Listing, error)
 }
 
 // CoordinatorLocator finds the coordinator of a transactional id,
@@ -38,7 +38,7 @@ type CoordinatorLocator interface {
 // TransactionsConfig is what a TransactionsService needs.
 type TransactionsConfig struct {
 	// ProducerIDs hands out the ids of idempotent producers (required).
-	ProducerIDs coordinator.ProducerIDSource
+	ProducerIDs txn.ProducerIDSource
 	// Coordinator and Locator serve transactional ids; when either is
 	// nil, requests with a transactional id are refused (INVALID_REQUEST).
 	Coordinator TxnCoordinator
@@ -89,7 +89,7 @@ func producerEpoch(e int32) (int16, error) {
 // InitProducerId implements the Transactions service. Without a
 // transactional id: a new producer id at epoch 0 from this broker's block
 // (COORDINATOR_LOAD_IN_PROGRESS while it has none). With one: the
-// coordinator's answer (coordinator.TransactionCoordinator.InitProducerID;
+// coordinator's answer (txn.Coordinator.InitProducerID;
 // NOT_COORDINATOR on another broker), after making sure
 // __transaction_state exists (COORDINATOR_NOT_AVAILABLE until the id's
 // partition has a leader). A timeout of 0 is the default, 60 s.
@@ -114,12 +114,12 @@ func (s *TransactionsService) InitProducerId(ctx context.Context, req *sluicev1.
 	return &sluicev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}, nil
 }
 
-func (s *TransactionsService) initTransactional(ctx context.Context, req *sluicev1.InitProducerIdRequest) (coordinator.ProducerIDAndEpoch, error) {
+func (s *TransactionsService) initTransactional(ctx context.Context, req *sluicev1.InitProducerIdRequest) (txn.ProducerIDAndEpoch, error) {
 	if err := s.servesTransactions(); err != nil {
-		return coordinator.ProducerIDAndEpoch{}, err
+		return txn.ProducerIDAndEpoch{}, err
 	}
 	if _, err := s.cfg.Locator.Locate(ctx, req.TransactionalId); err != nil {
-		return coordinator.ProducerIDAndEpoch{}, err
+		return txn.ProducerIDAndEpoch{}, err
 	}
 	timeout := req.TransactionTimeoutMs
 	if timeout == 0 {
@@ -129,13 +129,13 @@ func (s *TransactionsService) initTransactional(ctx context.Context, req *sluice
 	if req.ProducerId > 0 {
 		e, err := producerEpoch(req.ProducerEpoch)
 		if err != nil {
-			return coordinator.ProducerIDAndEpoch{}, err
+			return txn.ProducerIDAndEpoch{}, err
 		}
 		pid, epoch = req.ProducerId, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, txnRequestWait)
 	defer cancel()
-	return s.cfg.Coordinator.InitProducerID(ctx, coordinator.InitProducerIDRequest{
+	return s.cfg.Coordinator.InitProducerID(ctx, txn.InitProducerIDRequest{
 		TransactionalID: req.TransactionalId, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
 }
 
@@ -178,7 +178,7 @@ func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1
 }
 
 // EndTxn implements the Transactions service
-// (coordinator.TransactionCoordinator.EndTxn): answered once PrepareCommit
+// (txn.Coordinator.EndTxn): answered once PrepareCommit
 // or PrepareAbort is durable, with the producer id and epoch of the next
 // transaction.
 func (s *TransactionsService) EndTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (*sluicev1.EndTxnResponse, error) {
@@ -189,17 +189,17 @@ func (s *TransactionsService) EndTxn(ctx context.Context, req *sluicev1.EndTxnRe
 	return &sluicev1.EndTxnResponse{ProducerId: r.ProducerID, ProducerEpoch: int32(r.ProducerEpoch)}, nil
 }
 
-func (s *TransactionsService) endTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (coordinator.ProducerIDAndEpoch, error) {
+func (s *TransactionsService) endTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (txn.ProducerIDAndEpoch, error) {
 	if err := s.servesTransactions(); err != nil {
-		return coordinator.ProducerIDAndEpoch{}, err
+		return txn.ProducerIDAndEpoch{}, err
 	}
 	epoch, err := producerEpoch(req.ProducerEpoch)
 	if err != nil {
-		return coordinator.ProducerIDAndEpoch{}, err
+		return txn.ProducerIDAndEpoch{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, txnRequestWait)
 	defer cancel()
-	return s.cfg.Coordinator.EndTxn(ctx, coordinator.EndTxnRequest{TransactionalID: req.TransactionalId,
+	return s.cfg.Coordinator.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalId,
 		ProducerID: req.ProducerId, ProducerEpoch: epoch, Commit: req.Committed})
 }
 
@@ -213,7 +213,7 @@ func (s *TransactionsService) DescribeTransactions(ctx context.Context, req *slu
 			LastUpdateTimeMs: -1, PreviousProducerId: -1, NextProducerId: -1, LastProducerEpoch: -1, CoordinatorEpoch: -1}
 		resp.TransactionStates = append(resp.TransactionStates, ts)
 		err := s.servesTransactions()
-		var d coordinator.TransactionDescription
+		var d txn.Description
 		if err == nil {
 			d, err = s.cfg.Coordinator.Describe(id)
 		}
@@ -256,7 +256,7 @@ func (s *TransactionsService) ListTransactions(ctx context.Context, req *sluicev
 		resp.ErrorCode, resp.ErrorMessage = errs.Code(err), errs.Message(err)
 		return resp, nil
 	}
-	var f coordinator.ListFilter
+	var f txn.ListFilter
 	for _, name := range req.StateFilters {
 		if st, ok := txn.ParseState(name); ok {
 			f.States = append(f.States, st)

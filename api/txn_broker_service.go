@@ -50,7 +50,7 @@ func withDefaultDeadline(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // AddPartitionsToTxn implements the TxnBroker service
-// (coordinator.TransactionCoordinator.AddPartitions per transaction).
+// (txn.Coordinator.AddPartitions per transaction).
 func (s *TxnBrokerService) AddPartitionsToTxn(ctx context.Context, req *internalv1.AddPartitionsToTxnRequest) (*internalv1.AddPartitionsToTxnResponse, error) {
 	ctx, cancel := withDefaultDeadline(ctx)
 	defer cancel()
@@ -68,7 +68,7 @@ func (s *TxnBrokerService) AddPartitionsToTxn(ctx context.Context, req *internal
 		for _, p := range t.Partitions {
 			parts = append(parts, txn.TopicPartition{Topic: p.Topic, Partition: p.Partition})
 		}
-		err = s.coord.AddPartitions(ctx, coordinator.AddPartitionsRequest{TransactionalID: t.TransactionalId,
+		err = s.coord.AddPartitions(ctx, txn.AddPartitionsRequest{TransactionalID: t.TransactionalId,
 			ProducerID: t.ProducerId, ProducerEpoch: epoch, Partitions: parts})
 		r.ErrorCode, r.ErrorMessage = errs.Code(err), errs.Message(err)
 	})

@@ -88,11 +88,11 @@ func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 
 func TestTxnLoadSkipsCorruptRecords(t *testing.T) {
 	rm := oneNodeReplicas(t, txn.StateTopic)
-	e := newTxnEnv(t)
+	e := newTxnEnv()
 	var logs logBuffer
-	newCoordinator := func() (*TransactionCoordinator, func()) {
-		c := NewTransactionCoordinator(TransactionCoordinatorDeps{
-			Log: ReplicaStateLog{Replicas: rm}, ProducerIDs: e.pids, Markers: e.markers, Now: e.clock.now, Logger: logs.logger(),
+	newCoordinator := func() (*txn.Coordinator, func()) {
+		c := txn.NewCoordinator(txn.CoordinatorDeps{
+			Log: ReplicaStateLog{Replicas: rm}, ProducerIDs: e.pids, Markers: e.markers, Now: e.now, Logger: logs.logger(),
 		}, e.cfg)
 		unregister := rm.RegisterLeadershipListener(txn.StateTopic, c)
 		return c, func() {
@@ -104,11 +104,11 @@ func TestTxnLoadSkipsCorruptRecords(t *testing.T) {
 	}
 	a, stopA := newCoordinator()
 	waitLoaded(t, a, 0)
-	must[ProducerIDAndEpoch](t, "init before")(initPID(a, "before", 60000)) // offset 0
-	appendRecords(t, rm, txn.StateTopic,                                    // offsets 1 and 2
+	must[txn.ProducerIDAndEpoch](t, "init before")(initPID(a, "before", 60000)) // offset 0
+	appendRecords(t, rm, txn.StateTopic,                                        // offsets 1 and 2
 		[]byte("forged"), []byte("not a transaction record"),
 		[]byte("bad\xffkey"), []byte(`{"version":1}`))
-	must[ProducerIDAndEpoch](t, "init after")(initPID(a, "after", 60000)) // offset 3
+	must[txn.ProducerIDAndEpoch](t, "init after")(initPID(a, "after", 60000)) // offset 3
 	stopA()
 
 	b, stopB := newCoordinator()
@@ -148,10 +148,10 @@ func TestTxnLoadSkipsCorruptRecords(t *testing.T) {
 func TestGroupLoadSkipsUndecodableRecords(t *testing.T) {
 	rm := oneNodeReplicas(t, group.OffsetsTopic)
 	var logs logBuffer
-	newCoordinator := func() (*GroupCoordinator, func()) {
-		c := NewGroupCoordinator(GroupCoordinatorDeps{Log: ReplicaStateLog{Replicas: rm}, Txn: rm, Logger: logs.logger(),
+	newCoordinator := func() (*group.Coordinator, func()) {
+		c := group.NewCoordinator(group.CoordinatorDeps{Log: ReplicaStateLog{Replicas: rm}, Txn: rm, Logger: logs.logger(),
 			Topics: func() (map[string]group.TopicMetadata, int64) { return nil, 0 }},
-			GroupCoordinatorConfig{Partitions: 1})
+			group.CoordinatorConfig{Partitions: 1})
 		unregister := rm.RegisterLeadershipListener(group.OffsetsTopic, c)
 		return c, func() {
 			unregister()
@@ -160,7 +160,7 @@ func TestGroupLoadSkipsUndecodableRecords(t *testing.T) {
 			}
 		}
 	}
-	loaded := func(c *GroupCoordinator) {
+	loaded := func(c *group.Coordinator) {
 		t.Helper()
 		waitFor(t, "the partition loaded", func() error {
 			_, err := c.FetchOffsets("g", "", -1, nil, false)
@@ -168,9 +168,9 @@ func TestGroupLoadSkipsUndecodableRecords(t *testing.T) {
 		})
 	}
 	in0, in1, in2 := group.TopicPartition{Topic: "in", Partition: 0}, group.TopicPartition{Topic: "in", Partition: 1}, group.TopicPartition{Topic: "in", Partition: 2}
-	commit := func(c *GroupCoordinator, tp group.TopicPartition, off int64) {
+	commit := func(c *group.Coordinator, tp group.TopicPartition, off int64) {
 		t.Helper()
-		res, err := c.CommitOffsets(context.Background(), "g", "", -1, []OffsetCommitEntry{{TP: tp, Offset: group.Offset{Offset: off}}})
+		res, err := c.CommitOffsets(context.Background(), "g", "", -1, []group.OffsetCommitEntry{{TP: tp, Offset: group.Offset{Offset: off}}})
 		if err != nil || res[tp] != nil {
 			t.Fatalf("commit %v: %v %v", tp, res, err)
 		}

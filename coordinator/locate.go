@@ -95,7 +95,7 @@ func NewGroupLocator(cfg LocatorConfig) *Locator {
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = group.DefaultOffsetsPartitions
 	}
-	return newLocator(cfg, group.OffsetsTopic, validateGroupID)
+	return newLocator(cfg, group.OffsetsTopic, group.ValidateID)
 }
 
 // newLocator returns the locator of topic's coordinators; validate checks
@@ -121,8 +121,8 @@ var errNoTopic = errors.New("the internal topic does not exist yet")
 
 // PartitionCount is the partition count of the locator's topic in the
 // metadata, or 0 when the topic does not exist (yet). It does not block
-// (TransactionCoordinatorDeps.StatePartitionCount,
-// GroupCoordinatorDeps.PartitionCount).
+// (txn.CoordinatorDeps.StatePartitionCount,
+// group.CoordinatorDeps.PartitionCount).
 func (l *Locator) PartitionCount() int32 {
 	if t := l.cfg.Metadata.Image().Topics[l.topic]; t != nil {
 		return int32(len(t.Partitions))

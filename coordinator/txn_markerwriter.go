@@ -51,7 +51,7 @@ func (w PartitionMarkers) exists(ctx context.Context, tp cluster.TopicPartition)
 
 // WriteMarker appends mk to tp as its leader and returns once it is
 // committed (cluster.ReplicaManager.WriteTxnMarker). Answers that
-// MarkerWriter's contract reads specially are given only when they hold:
+// txn.MarkerWriter's contract reads specially are given only when they hold:
 // UNKNOWN_TOPIC_OR_PARTITION only when this broker's metadata (once it
 // has any) has no such partition — a partition it knows but does not host
 // or lead is NOT_LEADER_OR_FOLLOWER (retriable), never "gone" — and
@@ -95,7 +95,7 @@ type BrokerMarkerWriterConfig struct {
 	Pool *cluster.ConnPool
 }
 
-// BrokerMarkerWriter is the MarkerWriter of a broker (DESIGN §10: a marker
+// BrokerMarkerWriter is the txn.MarkerWriter of a broker (DESIGN §10: a marker
 // sender batched per broker). It groups a round's partitions by leader
 // from the metadata cache: partitions this broker leads get their marker
 // from PartitionMarkers directly; the others one WriteTxnMarkers RPC per
@@ -108,7 +108,7 @@ type BrokerMarkerWriter struct {
 	batch *brokerBatcher[*internalv1.TxnMarker, *internalv1.TxnMarkerResult]
 }
 
-var _ MarkerWriter = (*BrokerMarkerWriter)(nil)
+var _ txn.MarkerWriter = (*BrokerMarkerWriter)(nil)
 
 // NewBrokerMarkerWriter returns a writer; it starts no goroutine until
 // markers go to another broker.
@@ -123,9 +123,9 @@ func NewBrokerMarkerWriter(cfg BrokerMarkerWriterConfig) *BrokerMarkerWriter {
 // (retriable).
 func (w *BrokerMarkerWriter) Close() { w.batch.close() }
 
-// WriteMarkers implements MarkerWriter: every partition of m gets an
+// WriteMarkers implements txn.MarkerWriter: every partition of m gets an
 // outcome, concurrently, within ctx.
-func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m txn.Markers) map[txn.TopicPartition]error {
 	out := make(map[txn.TopicPartition]error, len(m.Partitions))
 	var mu sync.Mutex // guards out
 	set := func(tp txn.TopicPartition, err error) {

@@ -10,13 +10,13 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// PartitionAdder is the part of the TransactionCoordinator a
+// PartitionAdder is the part of the txn.Coordinator a
 // BrokerTxnVerifier and the TxnBroker service use.
 type PartitionAdder interface {
-	AddPartitions(ctx context.Context, req AddPartitionsRequest) error
+	AddPartitions(ctx context.Context, req txn.AddPartitionsRequest) error
 }
 
-var _ PartitionAdder = (*TransactionCoordinator)(nil)
+var _ PartitionAdder = (*txn.Coordinator)(nil)
 
 // BrokerTxnVerifierConfig is what a BrokerTxnVerifier needs; all fields
 // are required.
@@ -66,7 +66,7 @@ func (v *BrokerTxnVerifier) AddPartition(ctx context.Context, transactionalID st
 		return err
 	}
 	if c.NodeID == v.cfg.Self {
-		return v.cfg.Coordinator.AddPartitions(ctx, AddPartitionsRequest{TransactionalID: transactionalID,
+		return v.cfg.Coordinator.AddPartitions(ctx, txn.AddPartitionsRequest{TransactionalID: transactionalID,
 			ProducerID: producerID, ProducerEpoch: producerEpoch, Partitions: []txn.TopicPartition{tp}})
 	}
 	answer, err := v.batch.do(ctx, c.InternalAddress, &internalv1.AddPartitionsToTxnTransaction{TransactionalId: transactionalID,

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/cluster/membership"
-	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/storage"
@@ -237,14 +236,14 @@ func DefaultConfig() Config {
 		ReplicaLagTimeMax:                cluster.DefaultReplicaLagTimeMax,
 		TransactionStatePartitions:       txn.DefaultStatePartitions,
 		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
-		TransactionAbortTimedOutInterval: coordinator.DefaultAbortTimedOutInterval,
+		TransactionAbortTimedOutInterval: txn.DefaultAbortTimedOutInterval,
 		TransactionalIDExpiration:        txn.DefaultIDExpiration,
 		OffsetsTopicPartitions:           group.DefaultOffsetsPartitions,
 		GroupSessionTimeout:              group.DefaultSessionTimeout,
 		GroupMinSessionTimeout:           group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:           group.DefaultMaxSessionTimeout,
 		GroupHeartbeatInterval:           group.DefaultHeartbeatInterval,
-		OffsetsRetention:                 coordinator.DefaultOffsetsRetention,
+		OffsetsRetention:                 group.DefaultOffsetsRetention,
 		DefaultReplicationFactor:         1,
 		DefaultMinInsyncReplicas:         1,
 	}.withConnectionDefaults() // the connection limits derived from this process's open-files limit

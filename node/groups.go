@@ -15,10 +15,10 @@ func (n *Node) startGroups() {
 	cfg := n.cfg
 	n.groupLocator = coordinator.NewGroupLocator(coordinator.LocatorConfig{Metadata: n.cache, Controllers: n.controllers,
 		Partitions: cfg.OffsetsTopicPartitions, Logger: n.log})
-	n.groupCoord = coordinator.NewGroupCoordinator(coordinator.GroupCoordinatorDeps{
+	n.groupCoord = group.NewCoordinator(group.CoordinatorDeps{
 		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, Txn: n.replicas,
 		Topics: n.groupTopics, PartitionCount: n.groupLocator.PartitionCount, Logger: n.log,
-	}, coordinator.GroupCoordinatorConfig{
+	}, group.CoordinatorConfig{
 		Partitions: cfg.OffsetsTopicPartitions, OffsetsRetention: cfg.OffsetsRetention,
 		Group: group.Config{SessionTimeout: cfg.GroupSessionTimeout, MinSessionTimeout: cfg.GroupMinSessionTimeout,
 			MaxSessionTimeout: cfg.GroupMaxSessionTimeout, HeartbeatInterval: cfg.GroupHeartbeatInterval},
@@ -79,4 +79,4 @@ func (n *Node) closeGroups() {
 }
 
 // GroupCoordinator exposes the group coordinator (nil unless a broker).
-func (n *Node) GroupCoordinator() *coordinator.GroupCoordinator { return n.groupCoord }
+func (n *Node) GroupCoordinator() *group.Coordinator { return n.groupCoord }

@@ -68,13 +68,13 @@ type Node struct {
 	producerIDs *coordinator.ProducerIDManager // nil unless a broker
 	// The transaction coordinator and its node-side helpers (decision
 	// 34); nil unless a broker.
-	txnCoord    *coordinator.TransactionCoordinator
+	txnCoord    *txn.Coordinator
 	txnLocator  *coordinator.Locator
 	txnMarkers  *coordinator.BrokerMarkerWriter
 	txnVerifier *coordinator.BrokerTxnVerifier
 	txnUnlisten func() // unregisters txnCoord's leadership listener
 
-	groupCoord    *coordinator.GroupCoordinator
+	groupCoord    *group.Coordinator
 	groupLocator  *coordinator.Locator
 	groupUnlisten func() // unregisters groupCoord's leadership listener
 
@@ -378,10 +378,10 @@ func (n *Node) startTransactions() {
 		Partitions: cfg.TransactionStatePartitions, Logger: n.log})
 	n.txnMarkers = coordinator.NewBrokerMarkerWriter(coordinator.BrokerMarkerWriterConfig{Self: cfg.NodeID,
 		Local: coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}, Pool: n.pool})
-	n.txnCoord = coordinator.NewTransactionCoordinator(coordinator.TransactionCoordinatorDeps{
+	n.txnCoord = txn.NewCoordinator(txn.CoordinatorDeps{
 		Log: coordinator.ReplicaStateLog{Replicas: n.replicas}, ProducerIDs: n.producerIDs, Markers: n.txnMarkers,
 		StatePartitionCount: n.txnLocator.PartitionCount, Logger: n.log,
-	}, coordinator.TransactionCoordinatorConfig{
+	}, txn.CoordinatorConfig{
 		StatePartitions: cfg.TransactionStatePartitions, MaxTimeout: cfg.TransactionMaxTimeout,
 		IDExpiration: cfg.TransactionalIDExpiration, AbortTimedOutInterval: cfg.TransactionAbortTimedOutInterval,
 	})
@@ -409,7 +409,7 @@ func (n *Node) closeTransactions() {
 
 // TransactionCoordinator exposes the transaction coordinator (nil unless
 // a broker).
-func (n *Node) TransactionCoordinator() *coordinator.TransactionCoordinator { return n.txnCoord }
+func (n *Node) TransactionCoordinator() *txn.Coordinator { return n.txnCoord }
 
 // TxnVerifier is the verifier this broker's partition leaders use to add
 // their partitions to transactions (nil unless a broker); exposed for

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 

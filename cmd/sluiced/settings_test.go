@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
-	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/node"
 )
 
@@ -209,7 +209,7 @@ func TestPrintConfigIsWhatTheNodeUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	grp := group.Config{}.WithDefaults()
-	txnCoord := coordinator.TransactionCoordinatorConfig{}
+	txnCoord := txn.CoordinatorConfig{}
 	if err := txnCoord.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestPrintConfigIsWhatTheNodeUses(t *testing.T) {
 		{"group-min-session-timeout", base.GroupMinSessionTimeout, grp.MinSessionTimeout},
 		{"group-max-session-timeout", base.GroupMaxSessionTimeout, grp.MaxSessionTimeout},
 		{"group-heartbeat-interval", base.GroupHeartbeatInterval, grp.HeartbeatInterval},
-		{"offsets-retention", base.OffsetsRetention, coordinator.DefaultOffsetsRetention},
+		{"offsets-retention", base.OffsetsRetention, group.DefaultOffsetsRetention},
 	} {
 		if c.got != c.want {
 			t.Errorf("--%s: the node is configured with %v, the layer using it defaults to %v", c.name, c.got, c.want)

@@ -1,15 +1,28 @@
-// Package group is the pure core of the consumer-group coordinator
-// (DESIGN §11, docs/design.md decision 39): the membership state machine of
+// Package group is the consumer-group coordinator: its pure core (DESIGN
+// §11, docs/design.md decision 39) and its shard adapter, Coordinator (two
+// layers, below). The core is the membership state machine of
 // the ConsumerGroupHeartbeat protocol in the style of Kafka's KIP-848, with
 // the assignors run on the server ("uniform", "range"), the per-member
 // reconciliation that revokes before it assigns, the member checks of
 // OffsetCommit and TxnOffsetCommit, and the records and offsets state of
 // the coordinator's log, __consumer_offsets.
 //
-// It holds rules only: no network, goroutines, clock reads, locks or
-// storage. Every method takes the time it should act at; the owner of a
-// Group (the coordinator, package coordinator) serialises calls to it — a
-// Group is not safe for concurrent use.
+// # Two layers
+//
+// The pure core — every file but coordinator*.go — holds rules only: no
+// network, goroutines, clock reads, locks or storage. Every method takes
+// the time it should act at; the owner of a Group (Coordinator) serialises
+// calls to it — a Group is not safe for concurrent use.
+//
+// The shard adapter — the files coordinator*.go — is Coordinator, the
+// group coordinator on coordinator/runtime (decisions 40, 53 and 54): it
+// loads the __consumer_offsets partitions this node leads into an
+// OffsetsState each, runs every group's Group for its heartbeats, writes
+// offsets and group epochs to the log before applying them, and serves
+// the offset, describe, list and delete requests. It reads and appends
+// through a runtime.Log and a TxnOffsetAppender, which the node wires in
+// (coordinator.ReplicaStateLog and cluster.ReplicaManager); this package
+// never imports package coordinator.
 //
 // # The model
 //
@@ -52,8 +65,8 @@
 // and OffsetsState (offsets_state.go): the committed and
 // transaction-pending offsets and group epochs of one partition of the
 // topic, rebuilt by replaying its batches (the log is the state). Like a
-// Group it reads no clock and does no I/O; coordinator.GroupCoordinator
-// runs one per led partition.
+// Group it reads no clock and does no I/O; Coordinator runs one per led
+// partition.
 //
 // # Time
 //

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/coordinator/keyhash"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // This file is the record format of the group coordinator's log,
@@ -35,15 +37,16 @@ func PartitionFor(group string, numPartitions int32) int32 {
 }
 
 // ValidateID checks a group id: non-empty valid UTF-8 of at most
-// MaxIDBytes bytes.
+// MaxIDBytes bytes; else INVALID_GROUP_ID. The coordinator routes (and
+// Locator finds) only ids it accepts.
 func ValidateID(group string) error {
 	switch {
 	case group == "":
-		return errors.New("the group id is empty")
+		return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "the group id is empty")
 	case len(group) > MaxIDBytes:
-		return fmt.Errorf("the group id is %d bytes long; at most %d", len(group), MaxIDBytes)
+		return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "the group id is %d bytes long; at most %d", len(group), MaxIDBytes)
 	case !utf8.ValidString(group):
-		return errors.New("the group id is not valid UTF-8")
+		return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "the group id is not valid UTF-8")
 	}
 	return nil
 }

@@ -1,24 +1,36 @@
-// Package txn is the pure core of the transaction coordinator (DESIGN §10,
-// docs/design.md decision 30): transaction states and their allowed
+// Package txn is the transaction coordinator: its pure core (DESIGN §10,
+// docs/design.md decision 30) and its shard adapter, Coordinator (two
+// layers, below). The core holds the transaction states and their allowed
 // predecessors, the per-transactional-id Metadata, the transitions each
 // coordinator request makes, the __transaction_state record format, and the
 // map from a transactional id to its __transaction_state partition.
 //
-// It is a package of its own, beside coordinator's producer-id manager, for
-// the same reason cluster/replication and cluster/controller's FSM are: it
-// holds rules only — no network, goroutines, clock reads, locks or storage —
-// so it imports nothing of Sluice but the error table, is tested
-// table-driven without sockets, and its names read as txn.Metadata,
-// txn.State, txn.EndTxn instead of repeating "Txn" in every name of the
-// coordinator package. The code that loads, persists and sends (next step)
-// lives in package coordinator and calls this one.
+// # Two layers
+//
+// The pure core — state.go, metadata.go, transitions.go, record.go,
+// load.go, partition.go — holds rules only, for the same reason
+// cluster/replication and cluster/controller's FSM do: no network,
+// goroutines, clock reads, locks or storage. It imports nothing of Sluice
+// but the error table, the partition name and the key hash, and is tested
+// table-driven without sockets.
+//
+// The shard adapter — the files coordinator*.go — is Coordinator, the
+// transaction coordinator on coordinator/runtime (decisions 32, 53 and
+// 54): it loads the __transaction_state partitions this node leads,
+// answers the coordinator requests by running the core, persists and
+// applies as below, sends markers through a MarkerWriter and takes
+// producer ids from a ProducerIDSource (coordinator_deps.go). Package
+// coordinator implements those two and the broker's runtime.Log
+// (coordinator.ReplicaStateLog); the node wires them in, and this package
+// never imports it. Names read as txn.Metadata, txn.EndTxn,
+// txn.Coordinator instead of repeating "Txn".
 //
 // # Write first, apply after
 //
 // Every transition is a function from the current Metadata (nil when the
 // id is unknown) and a request to a Result. A Result never changes its
 // input; it carries the Metadata to persist (Result.Write), Kafka's
-// "TxnTransitMetadata". The caller must:
+// "TxnTransitMetadata". The caller (Coordinator) must:
 //
 //  1. Encode Result.Write with EncodeRecord and append it to the id's
 //     __transaction_state partition (PartitionFor), as leader at the

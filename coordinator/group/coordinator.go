@@ -1,4 +1,4 @@
-package coordinator
+package group
 
 import (
 	"context"
@@ -12,28 +12,27 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Defaults of GroupCoordinatorConfig's zero fields.
+// Defaults of CoordinatorConfig's zero fields.
 const (
 	DefaultOffsetsRetention      = 7 * 24 * time.Hour
 	DefaultOffsetsRetentionCheck = 10 * time.Minute
-	DefaultGroupTick             = 100 * time.Millisecond
+	DefaultTick                  = 100 * time.Millisecond
 )
 
-// GroupCoordinatorConfig configures a GroupCoordinator. Zero fields take
-// the defaults (Kafka's names in parentheses).
-type GroupCoordinatorConfig struct {
+// CoordinatorConfig configures a Coordinator. Zero fields take the
+// defaults (Kafka's names in parentheses).
+type CoordinatorConfig struct {
 	// Partitions is the partition count of __consumer_offsets used while
 	// the topic is unknown (offsets.topic.num.partitions, 50).
 	Partitions int32
 	// Group configures membership (group.consumer.* settings).
-	Group group.Config
+	Group Config
 	// OffsetsRetention: the offsets of a group empty this long are
 	// deleted (offsets.retention.ms, 7 days).
 	OffsetsRetention time.Duration
@@ -49,19 +48,19 @@ type GroupCoordinatorConfig struct {
 	CloseWait time.Duration
 }
 
-func (c *GroupCoordinatorConfig) defaults() {
+func (c *CoordinatorConfig) defaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
 		}
 	}
 	if c.Partitions <= 0 {
-		c.Partitions = group.DefaultOffsetsPartitions
+		c.Partitions = DefaultOffsetsPartitions
 	}
 	c.Group = c.Group.WithDefaults()
 	def(&c.OffsetsRetention, DefaultOffsetsRetention)
 	def(&c.OffsetsRetentionCheck, DefaultOffsetsRetentionCheck)
-	def(&c.Tick, DefaultGroupTick)
+	def(&c.Tick, DefaultTick)
 	def(&c.AppendTimeout, runtime.DefaultAppendTimeout)
 	def(&c.CloseWait, runtime.DefaultCloseWait)
 }
@@ -73,31 +72,33 @@ type TxnOffsetAppender interface {
 		producerID int64, producerEpoch int16, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error)
 }
 
-// GroupCoordinatorDeps are a GroupCoordinator's dependencies; Log, Txn
-// and Topics are required.
-type GroupCoordinatorDeps struct {
+// CoordinatorDeps are a Coordinator's dependencies; Log, Txn and Topics
+// are required.
+type CoordinatorDeps struct {
 	// Log reads and appends the __consumer_offsets partitions this node
-	// leads (the same StateLog as the transaction coordinator's).
-	Log StateLog
+	// leads (coordinator.ReplicaStateLog on a broker, as for the
+	// transaction coordinator).
+	Log runtime.Log
 	// Txn appends offsets committed inside a transaction.
 	Txn TxnOffsetAppender
 	// Topics returns the metadata of every topic (partition counts and
 	// replica racks) with a version that changes whenever it may have
 	// changed; the coordinator keeps the map until the version moves. It
 	// must not block; the returned map is not modified afterwards.
-	Topics func() (map[string]group.TopicMetadata, int64)
+	Topics func() (map[string]TopicMetadata, int64)
 	// PartitionCount returns the partition count of __consumer_offsets in
-	// the metadata (≤ 0: unknown), as TransactionCoordinatorDeps does.
+	// the metadata (≤ 0: unknown), as txn.CoordinatorDeps does.
 	PartitionCount func() int32
 	// Now is the clock (nil: time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
-// GroupCoordinator is the I/O side of consumer groups (DESIGN §11,
+// Coordinator is the group coordinator's shard adapter on
+// coordinator/runtime, the I/O side of consumer groups (DESIGN §11,
 // decision 40): it loads the __consumer_offsets partitions this node leads
-// (it is their cluster.LeadershipListener) into group.OffsetsState, runs each
-// group's membership (coordinator/group) for ConsumerGroupHeartbeat,
+// (it is their cluster.LeadershipListener) into OffsetsState, runs each
+// group's membership (a Group) for ConsumerGroupHeartbeat,
 // writes committed offsets and group epochs to the log before applying
 // them, writes offsets of transactions as the producer's transactional
 // batches and applies or drops them when the markers arrive (it is the
@@ -109,7 +110,7 @@ type GroupCoordinatorDeps struct {
 // members rejoin (UNKNOWN_MEMBER_ID → join with epoch 0) — decision 40.
 //
 // Concurrency (docs/locks.md): mu guards the partitions, their
-// group.OffsetsState and group maps, and is never held across a call to a
+// OffsetsState and group maps, and is never held across a call to a
 // dependency. The work on one group (a heartbeat, a commit, its timer, its
 // deletion) is serialized by the group's key in its shard
 // (runtime.Partition.Acquire), which is held across the group's appends
@@ -117,9 +118,9 @@ type GroupCoordinatorDeps struct {
 // wait for it. groupEntry.mu guards a group's membership for short reads
 // and changes only. Order: a group's key, then a producer's key, then
 // groupEntry.mu, then mu.
-type GroupCoordinator struct {
-	cfg    GroupCoordinatorConfig
-	deps   GroupCoordinatorDeps
+type Coordinator struct {
+	cfg    CoordinatorConfig
+	deps   CoordinatorDeps
 	now    func() time.Time
 	logger *slog.Logger
 
@@ -131,7 +132,7 @@ type GroupCoordinator struct {
 
 	mu sync.Mutex // guards rt's partition table, the shards' state and the following
 	// topics and topicsVersion cache deps.Topics.
-	topics        map[string]group.TopicMetadata
+	topics        map[string]TopicMetadata
 	topicsVersion int64
 	rebalances    int64 // group epoch bumps, for metrics
 }
@@ -140,12 +141,12 @@ type GroupCoordinator struct {
 // __consumer_offsets at one leader epoch; a new epoch gets a new one.
 type offsetsPartition struct {
 	*runtime.Partition
-	// Guarded by GroupCoordinator.mu:
+	// Guarded by Coordinator.mu:
 	loadedEnd int64 // the log end offset the load reached
 	// buffered are markers reported while loading; those at or past
 	// loadedEnd are applied once loaded.
 	buffered []markerEvent
-	state    *group.OffsetsState
+	state    *OffsetsState
 	groups   map[string]*groupEntry
 }
 
@@ -159,8 +160,8 @@ type markerEvent struct {
 // change only while the group's key is held (and then under mu); readers
 // that do not hold the key (describe, list, metrics) take mu.
 type groupEntry struct {
-	mu sync.Mutex // guards the following; held briefly, never across an append; taken before GroupCoordinator.mu
-	g  *group.Group
+	mu sync.Mutex // guards the following; held briefly, never across an append; taken before Coordinator.mu
+	g  *Group
 	// persistedEpoch is the highest group epoch whose record is committed.
 	persistedEpoch int32
 	// topicsVersion is the topic-metadata version the membership last
@@ -178,12 +179,12 @@ type groupEntry struct {
 	deleted atomic.Bool
 }
 
-// NewGroupCoordinator returns a coordinator that serves nothing until it
-// hears BecameLeader for a partition of __consumer_offsets, and starts its
+// NewCoordinator returns a coordinator that serves nothing until it hears
+// BecameLeader for a partition of __consumer_offsets, and starts its
 // timeout scan. Close it when done.
-func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) *GroupCoordinator {
+func NewCoordinator(deps CoordinatorDeps, cfg CoordinatorConfig) *Coordinator {
 	if deps.Log == nil || deps.Txn == nil || deps.Topics == nil {
-		panic("coordinator: GroupCoordinator needs a StateLog, a TxnOffsetAppender and Topics")
+		panic("group: Coordinator needs a runtime.Log, a TxnOffsetAppender and Topics")
 	}
 	cfg.defaults()
 	if deps.Now == nil {
@@ -192,20 +193,20 @@ func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) 
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	c := &GroupCoordinator{cfg: cfg, deps: deps, now: deps.Now, logger: deps.Logger}
+	c := &Coordinator{cfg: cfg, deps: deps, now: deps.Now, logger: deps.Logger}
 	c.rt = runtime.New(runtime.Config[*offsetsPartition]{
 		Name:           "group coordinator",
-		Topic:          group.OffsetsTopic,
+		Topic:          OffsetsTopic,
 		KeyKind:        "group",
 		Partitions:     cfg.Partitions,
 		PartitionCount: deps.PartitionCount,
-		ValidateKey:    validateGroupID,
+		ValidateKey:    ValidateID,
 		Log:            deps.Log,
 		NewShard: func(p *runtime.Partition) *offsetsPartition {
-			return &offsetsPartition{Partition: p, state: group.NewOffsetsState(), groups: map[string]*groupEntry{}}
+			return &offsetsPartition{Partition: p, state: NewOffsetsState(), groups: map[string]*groupEntry{}}
 		},
 		NewLoader: func(ps *offsetsPartition) runtime.Loader {
-			return &offsetsLoader{c: c, ps: ps, st: group.NewOffsetsState()}
+			return &offsetsLoader{c: c, ps: ps, st: NewOffsetsState()}
 		},
 		Mu:            &c.mu,
 		Goroutines:    &c.goroutines,
@@ -221,19 +222,11 @@ func NewGroupCoordinator(deps GroupCoordinatorDeps, cfg GroupCoordinatorConfig) 
 // Close stops the coordinator: requests answer NOT_COORDINATOR and the
 // goroutines stop; it waits up to CloseWait for them (runtime.Close).
 // Idempotent.
-func (c *GroupCoordinator) Close() error { return c.rt.Close() }
-
-// validateGroupID is the group coordinator's routing check of a key.
-func validateGroupID(g string) error {
-	if err := group.ValidateID(g); err != nil {
-		return errs.New(sluicev1.ErrorCode_INVALID_GROUP_ID, "%v", err)
-	}
-	return nil
-}
+func (c *Coordinator) Close() error { return c.rt.Close() }
 
 // entryLocked returns g's entry in ps, creating it when create is set or
 // the log knows the group (its epoch then continues above the logged one).
-func (c *GroupCoordinator) entryLocked(ps *offsetsPartition, g string, create bool) *groupEntry {
+func (c *Coordinator) entryLocked(ps *offsetsPartition, g string, create bool) *groupEntry {
 	if e := ps.groups[g]; e != nil {
 		return e
 	}
@@ -241,7 +234,7 @@ func (c *GroupCoordinator) entryLocked(ps *offsetsPartition, g string, create bo
 	if !create && epoch == 0 && len(ps.state.Offsets(g)) == 0 && ps.state.PendingCount(g) == 0 {
 		return nil
 	}
-	gg := group.New(g, c.cfg.Group)
+	gg := New(g, c.cfg.Group)
 	gg.RestoreEpoch(epoch)
 	e := &groupEntry{g: gg, persistedEpoch: epoch, topicsVersion: c.topicsVersion}
 	e.timer = func() { c.groupTimer(ps, g) }
@@ -259,7 +252,7 @@ func producerKey(producerID int64) string {
 // acquireGroup routes g to its loaded shard and takes the group's key
 // (waiting for the group's earlier work, within ctx). The caller must
 // Release(g) on the shard returned.
-func (c *GroupCoordinator) acquireGroup(ctx context.Context, g string) (*offsetsPartition, error) {
+func (c *Coordinator) acquireGroup(ctx context.Context, g string) (*offsetsPartition, error) {
 	c.mu.Lock()
 	ps, err := c.rt.RouteLocked(g)
 	c.mu.Unlock()
@@ -281,7 +274,7 @@ func (c *GroupCoordinator) acquireGroup(ctx context.Context, g string) (*offsets
 
 // topicsLocked returns the cached topic metadata, refreshed when its
 // version moved.
-func (c *GroupCoordinator) topicsLocked() (map[string]group.TopicMetadata, bool) {
+func (c *Coordinator) topicsLocked() (map[string]TopicMetadata, bool) {
 	m, v := c.deps.Topics()
 	if c.topics == nil || v != c.topicsVersion {
 		c.topics, c.topicsVersion = m, v
@@ -291,22 +284,22 @@ func (c *GroupCoordinator) topicsLocked() (map[string]group.TopicMetadata, bool)
 }
 
 var (
-	_ cluster.LeadershipListener = (*GroupCoordinator)(nil)
-	_ cluster.TxnMarkerListener  = (*GroupCoordinator)(nil)
+	_ cluster.LeadershipListener = (*Coordinator)(nil)
+	_ cluster.TxnMarkerListener  = (*Coordinator)(nil)
 )
 
 // BecameLeader implements cluster.LeadershipListener for
 // __consumer_offsets (runtime.BecameLeader): the partition's groups
 // answer COORDINATOR_LOAD_IN_PROGRESS while it is loaded (offsetsLoader);
 // then they are served. It returns at once.
-func (c *GroupCoordinator) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) {
+func (c *Coordinator) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) {
 	c.rt.BecameLeader(tp, leaderEpoch)
 }
 
 // Resigned implements cluster.LeadershipListener (runtime.Resigned): the
 // partition's state at leaderEpoch is dropped and its groups answer
 // NOT_COORDINATOR.
-func (c *GroupCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
+func (c *Coordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
 	c.rt.Resigned(tp, leaderEpoch)
 }
 
@@ -315,8 +308,8 @@ func (c *GroupCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32
 // marker are applied (COMMIT) or dropped (ABORT). While the partition
 // loads the marker is kept and applied after the load unless the load
 // already read it.
-func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, producerID int64, commit bool, markerOffset int64) {
-	if tp.Topic != group.OffsetsTopic {
+func (c *Coordinator) TxnMarkerCommitted(tp cluster.TopicPartition, producerID int64, commit bool, markerOffset int64) {
+	if tp.Topic != OffsetsTopic {
 		return
 	}
 	c.mu.Lock()
@@ -336,16 +329,16 @@ func (c *GroupCoordinator) TxnMarkerCommitted(tp cluster.TopicPartition, produce
 }
 
 // offsetsLoader is one load of a __consumer_offsets partition into a
-// fresh group.OffsetsState. A record that cannot be decoded is skipped and
+// fresh OffsetsState. A record that cannot be decoded is skipped and
 // reported (log and SkippedRecords; issue 29): it costs at most the
 // offset or group epoch it held, where stopping the load would leave
 // every group of the partition without a coordinator. Only a batch that
 // is not canonical (which the log never returns) stops the load for good:
 // the partition then answers COORDINATOR_NOT_AVAILABLE.
 type offsetsLoader struct {
-	c  *GroupCoordinator
+	c  *Coordinator
 	ps *offsetsPartition
-	st *group.OffsetsState
+	st *OffsetsState
 }
 
 // Replay implements runtime.Loader.
@@ -388,7 +381,7 @@ func cmpInt64(a, b int64) int {
 // runs the offsets retention every OffsetsRetentionCheck. On a metadata
 // change every group's timer is brought forward to now, so that each
 // group recomputes its assignment on its own (groupTimer).
-func (c *GroupCoordinator) tickLoop() {
+func (c *Coordinator) tickLoop() {
 	t := time.NewTicker(c.cfg.Tick)
 	defer t.Stop()
 	lastRetention := c.now()
@@ -409,7 +402,7 @@ func (c *GroupCoordinator) tickLoop() {
 
 // checkMetadata runs every group's timer now when the topic metadata
 // changed.
-func (c *GroupCoordinator) checkMetadata(now time.Time) {
+func (c *Coordinator) checkMetadata(now time.Time) {
 	type work struct {
 		ps *offsetsPartition
 		g  string
@@ -435,7 +428,7 @@ func (c *GroupCoordinator) checkMetadata(now time.Time) {
 
 // rescheduleLocked sets g's timer to its membership's next deadline, or
 // drops it when there is none. The caller holds g's key and e.mu.
-func (c *GroupCoordinator) rescheduleLocked(ps *offsetsPartition, g string, e *groupEntry) {
+func (c *Coordinator) rescheduleLocked(ps *offsetsPartition, g string, e *groupEntry) {
 	if d := e.g.NextDeadline(); !d.IsZero() {
 		c.rt.Schedule(ps, g, d, e.timer) // the timer's name is the group id
 	} else {
@@ -448,7 +441,7 @@ func (c *GroupCoordinator) rescheduleLocked(ps *offsetsPartition, g string, e *g
 // this group) it applies a topic-metadata change the group has not seen,
 // fences the members whose session or rebalance timeout ran out, persists
 // a new group epoch and sets the next timer.
-func (c *GroupCoordinator) groupTimer(ps *offsetsPartition, g string) {
+func (c *Coordinator) groupTimer(ps *offsetsPartition, g string) {
 	if err := ps.Acquire(ps.Ctx, g); err != nil {
 		return // resigned
 	}
@@ -484,7 +477,7 @@ func (c *GroupCoordinator) groupTimer(ps *offsetsPartition, g string) {
 }
 
 // noteSizeLocked tracks when e became empty. The caller holds e.mu.
-func (c *GroupCoordinator) noteSizeLocked(e *groupEntry, now time.Time) {
+func (c *Coordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 	if e.g.Size() > 0 {
 		e.emptySince, e.hadMembers = time.Time{}, true
 	} else if e.hadMembers && e.emptySince.IsZero() {
@@ -495,22 +488,22 @@ func (c *GroupCoordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 // persistEpoch writes e's group epoch record and applies it once
 // committed. The caller holds the group's key (not e.mu: the append runs
 // with no lock held). If the write fails the group's membership is thrown
-// away (group.Group's contract: a change whose epoch is not durable must
+// away (Group's contract: a change whose epoch is not durable must
 // not be answered): the group is rebuilt empty at the epoch it tried to
 // write — never lower, as that record may still commit — and its members
 // rejoin (UNKNOWN_MEMBER_ID on their next heartbeat).
-func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
+func (c *Coordinator) persistEpoch(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
 	e.mu.Lock()
 	epoch := e.g.Epoch()
 	g := e.g.ID()
 	e.mu.Unlock()
 	now := c.now()
-	raw := recordsBatch(now, [][2][]byte{{group.GroupKey(g), group.GroupValue(group.GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
+	raw := recordsBatch(now, [][2][]byte{{GroupKey(g), GroupValue(GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
 	_, err := c.rt.Append(ctx, ps, raw)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !runtime.Committed(err) {
-		rebuilt := group.New(g, c.cfg.Group)
+		rebuilt := New(g, c.cfg.Group)
 		rebuilt.RestoreEpoch(epoch)
 		e.g = rebuilt
 		c.logger.Warn("writing a group epoch failed; the group's members rejoin", "group", g, "epoch", epoch, "err", err)
@@ -529,7 +522,7 @@ func (c *GroupCoordinator) persistEpoch(ctx context.Context, ps *offsetsPartitio
 // expireOffsets deletes the offsets of groups empty for longer than
 // OffsetsRetention (KIP-211: counted from when the group became empty, or
 // from its last commit when it had no members since this node loaded it).
-func (c *GroupCoordinator) expireOffsets(now time.Time) {
+func (c *Coordinator) expireOffsets(now time.Time) {
 	type victim struct {
 		ps *offsetsPartition
 		g  string
@@ -578,9 +571,9 @@ func (c *GroupCoordinator) expireOffsets(now time.Time) {
 // errNotExpired: the group is kept.
 var errNotExpired = errors.New("not expired")
 
-// GroupPartitionStats describes one __consumer_offsets partition this
+// PartitionStats describes one __consumer_offsets partition this
 // node leads, for metrics.
-type GroupPartitionStats struct {
+type PartitionStats struct {
 	Partition int32
 	Loading   bool
 	LoadTime  time.Duration
@@ -594,34 +587,34 @@ type GroupPartitionStats struct {
 // SkippedRecords is the number of __consumer_offsets records the loads
 // of this node have skipped because they could not be decoded (a record
 // skipped by several loads counts each time), for metrics.
-func (c *GroupCoordinator) SkippedRecords() int64 { return c.rt.SkippedRecords() }
+func (c *Coordinator) SkippedRecords() int64 { return c.rt.SkippedRecords() }
 
 // AppendLatency is the distribution of the coordinator's appends to
 // __consumer_offsets through the runtime (group epochs, offset commits,
 // deletions), from the call to the commit or the failure.
-func (c *GroupCoordinator) AppendLatency() runtime.HistogramSnapshot { return c.rt.AppendLatency() }
+func (c *Coordinator) AppendLatency() runtime.HistogramSnapshot { return c.rt.AppendLatency() }
 
-// GroupOffsets is one group's committed offsets, for lag metrics.
-type GroupOffsets struct {
+// CommittedOffsets is one group's committed offsets, for lag metrics.
+type CommittedOffsets struct {
 	Group   string
-	Offsets map[group.TopicPartition]int64
+	Offsets map[TopicPartition]int64
 }
 
-// Stats returns one GroupPartitionStats per led partition (sorted), the
+// Stats returns one PartitionStats per led partition (sorted), the
 // total number of group epoch bumps (rebalances) this node has written,
 // and the committed offsets of every loaded group (sorted by group).
-func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets) {
+func (c *Coordinator) Stats() ([]PartitionStats, int64, []CommittedOffsets) {
 	type ent struct {
 		i int
 		e *groupEntry
 	}
 	var ents []ent
-	var stats []GroupPartitionStats
-	var offs []GroupOffsets
+	var stats []PartitionStats
+	var offs []CommittedOffsets
 	c.mu.Lock()
 	rebalances := c.rebalances
 	for p, ps := range c.rt.PartitionsLocked() {
-		s := GroupPartitionStats{Partition: p, Loading: ps.Loading(), LoadTime: ps.LoadTime(), QueueDepth: ps.QueueDepth(), Groups: map[string]int{}}
+		s := PartitionStats{Partition: p, Loading: ps.Loading(), LoadTime: ps.LoadTime(), QueueDepth: ps.QueueDepth(), Groups: map[string]int{}}
 		stats = append(stats, s)
 		if ps.Loading() || ps.LoadErr() != nil {
 			continue
@@ -633,9 +626,9 @@ func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets
 		}
 		for _, g := range ps.state.Groups() {
 			if !seen[g] {
-				s.Groups[group.Empty.String()]++
+				s.Groups[Empty.String()]++
 			}
-			o := GroupOffsets{Group: g, Offsets: map[group.TopicPartition]int64{}}
+			o := CommittedOffsets{Group: g, Offsets: map[TopicPartition]int64{}}
 			for tp, off := range ps.state.Offsets(g) {
 				o.Offsets[tp] = off.Offset
 			}
@@ -652,7 +645,7 @@ func (c *GroupCoordinator) Stats() ([]GroupPartitionStats, int64, []GroupOffsets
 		}
 		en.e.mu.Unlock()
 	}
-	slices.SortFunc(stats, func(a, b GroupPartitionStats) int { return int(a.Partition - b.Partition) })
-	slices.SortFunc(offs, func(a, b GroupOffsets) int { return strings.Compare(a.Group, b.Group) })
+	slices.SortFunc(stats, func(a, b PartitionStats) int { return int(a.Partition - b.Partition) })
+	slices.SortFunc(offs, func(a, b CommittedOffsets) int { return strings.Compare(a.Group, b.Group) })
 	return stats, rebalances, offs
 }

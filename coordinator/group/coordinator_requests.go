@@ -1,4 +1,4 @@
-package coordinator
+package group
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -18,15 +17,15 @@ import (
 
 // OffsetCommitEntry is one partition's offset to commit.
 type OffsetCommitEntry struct {
-	TP     group.TopicPartition
-	Offset group.Offset // Offset, LeaderEpoch, Metadata; the rest is set by the coordinator
+	TP     TopicPartition
+	Offset Offset // Offset, LeaderEpoch, Metadata; the rest is set by the coordinator
 }
 
 // FetchedOffset is one partition of FetchOffsets' answer.
 type FetchedOffset struct {
-	TP group.TopicPartition
+	TP TopicPartition
 	// Offset.Offset is -1 when the group has none for TP.
-	Offset group.Offset
+	Offset Offset
 	// Err is UNSTABLE_OFFSET_COMMIT for a partition pending in a
 	// transaction when the fetch requires stable offsets.
 	Err error
@@ -44,23 +43,18 @@ type TxnOffsetCommitRequest struct {
 	Entries         []OffsetCommitEntry
 }
 
-// GroupListing is one group of ListGroups.
-type GroupListing struct {
+// Listing is one group of ListGroups.
+type Listing struct {
 	Group   string
 	State   string
 	Members int
 }
 
-// GroupDescription is DescribeGroup's answer.
-type GroupDescription struct {
-	group.Description
-}
-
 // checkEntries validates commit entries: per partition INVALID_REQUEST
 // (bad topic, partition or offset) or OFFSET_METADATA_TOO_LARGE. It
 // returns the valid entries and the errors of the others.
-func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[group.TopicPartition]error) {
-	bad := map[group.TopicPartition]error{}
+func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[TopicPartition]error) {
+	bad := map[TopicPartition]error{}
 	ok := make([]OffsetCommitEntry, 0, len(entries))
 	for _, en := range entries {
 		switch {
@@ -70,8 +64,8 @@ func checkEntries(entries []OffsetCommitEntry) ([]OffsetCommitEntry, map[group.T
 			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "partition %d is negative", en.TP.Partition)
 		case en.Offset.Offset < 0:
 			bad[en.TP] = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "committed offset %d of %s-%d is negative", en.Offset.Offset, en.TP.Topic, en.TP.Partition)
-		case len(en.Offset.Metadata) > group.MaxMetadataBytes:
-			bad[en.TP] = errs.New(sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes; at most %d", en.TP.Topic, en.TP.Partition, len(en.Offset.Metadata), group.MaxMetadataBytes)
+		case len(en.Offset.Metadata) > MaxMetadataBytes:
+			bad[en.TP] = errs.New(sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes; at most %d", en.TP.Topic, en.TP.Partition, len(en.Offset.Metadata), MaxMetadataBytes)
 		default:
 			ok = append(ok, en)
 		}
@@ -91,17 +85,17 @@ func recordsBatch(now time.Time, kvs [][2][]byte) []byte {
 	return b.Finish(batch.PlainProducer, 0)
 }
 
-// Heartbeat runs one ConsumerGroupHeartbeat of group g (group.Group's
+// Heartbeat runs one ConsumerGroupHeartbeat of group g (Group's
 // rules), creating the group on a join, and answers once a new group
 // epoch it caused is durable. It holds the group's key throughout (its
 // other requests and its timer wait; no other group does). Errors:
 // INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE, and the membership's codes
 // (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ...).
-func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
+func (c *Coordinator) Heartbeat(ctx context.Context, g string, req HeartbeatRequest) (HeartbeatResponse, error) {
 	ps, err := c.acquireGroup(ctx, g)
 	if err != nil {
-		return group.HeartbeatResponse{}, err
+		return HeartbeatResponse{}, err
 	}
 	defer ps.Release(g)
 	c.mu.Lock()
@@ -109,7 +103,7 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 	topics, _ := c.topicsLocked()
 	c.mu.Unlock()
 	if e == nil {
-		return group.HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(req.MemberID))
+		return HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(req.MemberID))
 	}
 	now := c.now()
 	e.mu.Lock()
@@ -119,7 +113,7 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 	e.mu.Unlock()
 	if persist {
 		if perr := c.persistEpoch(ctx, ps, e); perr != nil {
-			resp, err = group.HeartbeatResponse{}, perr
+			resp, err = HeartbeatResponse{}, perr
 		}
 	}
 	e.mu.Lock()
@@ -132,9 +126,9 @@ func (c *GroupCoordinator) Heartbeat(ctx context.Context, g string, req group.He
 // answers per partition once they are durable. memberEpoch -1 with an
 // empty memberID commits from outside the membership (allowed while the
 // group has no members); otherwise the member is checked
-// (group.Group.CheckOffsetCommit). A request-level error applies to every
+// (Group.CheckOffsetCommit). A request-level error applies to every
 // partition.
-func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[group.TopicPartition]error, error) {
+func (c *Coordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[TopicPartition]error, error) {
 	// The group's key is held until the commit is applied: the member
 	// cannot be fenced (and its partitions given to another member, who
 	// would fetch the offsets) between this check and the write.
@@ -143,7 +137,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 		return nil, err
 	}
 	defer ps.Release(g)
-	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *group.Group) error { return gg.CheckOffsetCommit(memberID, memberEpoch) })
+	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *Group) error { return gg.CheckOffsetCommit(memberID, memberEpoch) })
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +149,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 	kvs := make([][2][]byte, len(good))
 	for i, en := range good {
 		good[i].Offset.CommitTimeMs = now.UnixMilli()
-		kvs[i] = [2][]byte{group.OffsetKey(g, en.TP.Topic, en.TP.Partition), group.OffsetValue(good[i].Offset)}
+		kvs[i] = [2][]byte{OffsetKey(g, en.TP.Topic, en.TP.Partition), OffsetValue(good[i].Offset)}
 	}
 	apply := func(base int64) {
 		c.mu.Lock()
@@ -182,7 +176,7 @@ func (c *GroupCoordinator) CommitOffsets(ctx context.Context, g, memberID string
 // holds g's key): check against the group's membership, or, for a group
 // without one, only a commit from outside any membership (no member id,
 // epoch < 0) is allowed.
-func (c *GroupCoordinator) checkCommitter(ps *offsetsPartition, g, memberID string, memberEpoch int32, check func(*group.Group) error) error {
+func (c *Coordinator) checkCommitter(ps *offsetsPartition, g, memberID string, memberEpoch int32, check func(*Group) error) error {
 	c.mu.Lock()
 	e := c.entryLocked(ps, g, false)
 	c.mu.Unlock()
@@ -201,7 +195,7 @@ func (c *GroupCoordinator) checkCommitter(ps *offsetsPartition, g, memberID stri
 // batch's base offset once it is committed (runtime.AppendThenApply:
 // when the outcome is unknown the runtime's resolver applies it if it
 // commits; the caller gets a retriable error).
-func (c *GroupCoordinator) appendAndApply(ctx context.Context, ps *offsetsPartition, g string, raw []byte, apply func(base int64)) error {
+func (c *Coordinator) appendAndApply(ctx context.Context, ps *offsetsPartition, g string, raw []byte, apply func(base int64)) error {
 	return c.rt.AppendThenApply(ctx, ps, g, raw, func(base int64) error { apply(base); return nil }, nil)
 }
 
@@ -209,7 +203,7 @@ func (c *GroupCoordinator) appendAndApply(ctx context.Context, ps *offsetsPartit
 // partition it has one for, sorted). memberEpoch >= 0 checks the member
 // as a commit would. With requireStable a partition pending in an open
 // transaction answers UNSTABLE_OFFSET_COMMIT.
-func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]FetchedOffset, error) {
+func (c *Coordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []TopicPartition, requireStable bool) ([]FetchedOffset, error) {
 	c.mu.Lock()
 	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
@@ -241,7 +235,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 		for tp := range all {
 			tps = append(tps, tp)
 		}
-		slices.SortFunc(tps, func(a, b group.TopicPartition) int {
+		slices.SortFunc(tps, func(a, b TopicPartition) int {
 			if d := strings.Compare(a.Topic, b.Topic); d != 0 {
 				return d
 			}
@@ -250,7 +244,7 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 	}
 	out := make([]FetchedOffset, 0, len(tps))
 	for _, tp := range tps {
-		f := FetchedOffset{TP: tp, Offset: group.Offset{Offset: -1, LeaderEpoch: -1, CommitTimeMs: -1, RecordOffset: -1}}
+		f := FetchedOffset{TP: tp, Offset: Offset{Offset: -1, LeaderEpoch: -1, CommitTimeMs: -1, RecordOffset: -1}}
 		if requireStable && ps.state.HasPending(g, tp) {
 			f.Err = errs.New(sluicev1.ErrorCode_UNSTABLE_OFFSET_COMMIT, "offsets of %s-%d for group %q are pending in an open transaction; retry", tp.Topic, tp.Partition, g)
 		} else if o, ok := all[tp]; ok {
@@ -263,11 +257,11 @@ func (c *GroupCoordinator) FetchOffsets(g, memberID string, memberEpoch int32, t
 
 // TxnCommitOffsets writes offsets inside the producer's transaction
 // (TxnOffsetCommit, KIP-447): the member is checked
-// (group.Group.CheckTxnOffsetCommit), the group's partition of
+// (Group.CheckTxnOffsetCommit), the group's partition of
 // __consumer_offsets is added to the transaction and the offsets are
 // written as the producer's transactional batch; they stay pending until
 // the transaction's marker. All entries succeed or fail together.
-func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[group.TopicPartition]error, error) {
+func (c *Coordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitRequest) (map[TopicPartition]error, error) {
 	g := r.Group
 	switch {
 	case r.TransactionalID == "":
@@ -285,7 +279,7 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		return nil, err
 	}
 	defer ps.Release(g)
-	err = c.checkCommitter(ps, g, r.MemberID, r.MemberEpoch, func(gg *group.Group) error {
+	err = c.checkCommitter(ps, g, r.MemberID, r.MemberEpoch, func(gg *Group) error {
 		return gg.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
 	})
 	if err != nil {
@@ -304,7 +298,7 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 		ts := now.UnixMilli()
 		b.Reset(ts)
 		for _, en := range good {
-			b.Add(ts, group.OffsetKey(g, en.TP.Topic, en.TP.Partition), group.OffsetValue(en.Offset), nil)
+			b.Add(ts, OffsetKey(g, en.TP.Topic, en.TP.Partition), OffsetValue(en.Offset), nil)
 		}
 		return b.Finish(batch.Producer{ID: r.ProducerID, Epoch: int32(r.ProducerEpoch), BaseSequence: seq}, batch.AttrTransactional)
 	}
@@ -362,7 +356,7 @@ func (c *GroupCoordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetComm
 // (case-insensitive names; empty: all), sorted by id. While a partition
 // of this node loads the answer is COORDINATOR_LOAD_IN_PROGRESS, as it
 // would be incomplete.
-func (c *GroupCoordinator) ListGroups(states []string) ([]GroupListing, error) {
+func (c *Coordinator) ListGroups(states []string) ([]Listing, error) {
 	type ent struct {
 		g string
 		e *groupEntry
@@ -386,9 +380,9 @@ func (c *GroupCoordinator) ListGroups(states []string) ([]GroupListing, error) {
 		}
 	}
 	c.mu.Unlock()
-	out := make([]GroupListing, 0, len(ents))
+	out := make([]Listing, 0, len(ents))
 	for _, en := range ents {
-		l := GroupListing{Group: en.g, State: group.Empty.String()}
+		l := Listing{Group: en.g, State: Empty.String()}
 		if en.e != nil {
 			en.e.mu.Lock()
 			deleted := en.e.deleted.Load()
@@ -403,13 +397,13 @@ func (c *GroupCoordinator) ListGroups(states []string) ([]GroupListing, error) {
 		}
 		out = append(out, l)
 	}
-	slices.SortFunc(out, func(a, b GroupListing) int { return strings.Compare(a.Group, b.Group) })
+	slices.SortFunc(out, func(a, b Listing) int { return strings.Compare(a.Group, b.Group) })
 	return out, nil
 }
 
 // DescribeGroup describes group g: its membership, or an Empty group with
 // only offsets. GROUP_ID_NOT_FOUND when the coordinator knows nothing of it.
-func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
+func (c *Coordinator) DescribeGroup(g string) (Description, error) {
 	c.mu.Lock()
 	ps, err := c.rt.RouteLocked(g)
 	var e *groupEntry
@@ -420,20 +414,20 @@ func (c *GroupCoordinator) DescribeGroup(g string) (GroupDescription, error) {
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return GroupDescription{}, err
+		return Description{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.deleted.Load() {
-		return GroupDescription{}, errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
+		return Description{}, errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
 	}
-	return GroupDescription{Description: e.g.Describe()}, nil
+	return e.g.Describe(), nil
 }
 
 // DeleteGroup deletes group g and its committed offsets (DeleteGroups):
 // NON_EMPTY_GROUP while it has members or offsets pending in a
 // transaction, GROUP_ID_NOT_FOUND when unknown.
-func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
+func (c *Coordinator) DeleteGroup(ctx context.Context, g string) error {
 	ps, err := c.acquireGroup(ctx, g)
 	if err != nil {
 		return err
@@ -464,7 +458,7 @@ func (c *GroupCoordinator) DeleteGroup(ctx context.Context, g string) error {
 // (called with g's entry, if any, its last commit time and pending offset
 // count; e.mu held) agrees, then forgets the group. The caller holds g's
 // key.
-func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition, g string, allow func(e *groupEntry, lastCommit time.Time, pending int) error) error {
+func (c *Coordinator) deleteGroup(ctx context.Context, ps *offsetsPartition, g string, allow func(e *groupEntry, lastCommit time.Time, pending int) error) error {
 	c.mu.Lock()
 	if !c.rt.OwnsLocked(ps) {
 		c.mu.Unlock()
@@ -479,7 +473,7 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 		return errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", g)
 	}
 	last := time.Time{}
-	tps := make([]group.TopicPartition, 0, len(offs))
+	tps := make([]TopicPartition, 0, len(offs))
 	for tp, o := range offs {
 		tps = append(tps, tp)
 		if t := time.UnixMilli(o.CommitTimeMs); t.After(last) {
@@ -498,9 +492,9 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 	}
 	kvs := make([][2][]byte, 0, len(tps)+1)
 	for _, tp := range tps {
-		kvs = append(kvs, [2][]byte{group.OffsetKey(g, tp.Topic, tp.Partition), nil})
+		kvs = append(kvs, [2][]byte{OffsetKey(g, tp.Topic, tp.Partition), nil})
 	}
-	kvs = append(kvs, [2][]byte{group.GroupKey(g), nil})
+	kvs = append(kvs, [2][]byte{GroupKey(g), nil})
 	err = c.appendAndApply(ctx, ps, g, recordsBatch(c.now(), kvs), func(base int64) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -523,10 +517,10 @@ func (c *GroupCoordinator) deleteGroup(ctx context.Context, ps *offsetsPartition
 	}
 	if err != nil && e != nil {
 		e.mu.Lock()
-		if e.g.State() == group.Dead {
+		if e.g.State() == Dead {
 			// The deletion did not happen (or is not known to have): the
-			// group lives on, empty (group.Group.Delete cannot be undone).
-			rebuilt := group.New(g, c.cfg.Group)
+			// group lives on, empty (Group.Delete cannot be undone).
+			rebuilt := New(g, c.cfg.Group)
 			rebuilt.RestoreEpoch(e.g.Epoch())
 			e.g = rebuilt
 		}

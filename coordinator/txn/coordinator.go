@@ -1,4 +1,4 @@
-package coordinator
+package txn
 
 import (
 	"context"
@@ -9,35 +9,34 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/coordinator/runtime"
-	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Defaults for TransactionCoordinatorConfig's zero fields.
+// Defaults for CoordinatorConfig's zero fields.
 const (
 	DefaultAbortTimedOutInterval = 10 * time.Second
-	DefaultStateAppendTimeout    = runtime.DefaultAppendTimeout
+	DefaultAppendTimeout         = runtime.DefaultAppendTimeout
 	DefaultMarkerRetryBackoff    = 100 * time.Millisecond
 	DefaultMarkerRetryBackoffMax = 5 * time.Second
 	DefaultMarkerRoundTimeout    = 30 * time.Second
-	DefaultCoordinatorCloseWait  = runtime.DefaultCloseWait
+	DefaultCloseWait             = runtime.DefaultCloseWait
 	DefaultMaxConcurrentWait     = 5 * time.Second
 )
 
-// TransactionCoordinatorConfig configures a TransactionCoordinator. Zero
-// fields take the defaults (Kafka's names in parentheses).
-type TransactionCoordinatorConfig struct {
+// CoordinatorConfig configures a Coordinator. Zero fields take the
+// defaults (Kafka's names in parentheses).
+type CoordinatorConfig struct {
 	// StatePartitions is the partition count of __transaction_state
-	// (transaction.state.log.num.partitions, txn.DefaultStatePartitions).
+	// (transaction.state.log.num.partitions, DefaultStatePartitions).
 	StatePartitions int32
 	// MaxTimeout bounds a producer's transaction timeout
-	// (transaction.max.timeout.ms, txn.DefaultMaxTimeout).
+	// (transaction.max.timeout.ms, DefaultMaxTimeout).
 	MaxTimeout time.Duration
 	// IDExpiration removes ids idle this long
-	// (transactional.id.expiration.ms, txn.DefaultIDExpiration).
+	// (transactional.id.expiration.ms, DefaultIDExpiration).
 	IDExpiration time.Duration
 	// AbortTimedOutInterval is the period of the timeout and expiry scan
 	// (transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s).
@@ -60,7 +59,7 @@ type TransactionCoordinatorConfig struct {
 }
 
 // Validate checks c and fills in defaults.
-func (c *TransactionCoordinatorConfig) Validate() error {
+func (c *CoordinatorConfig) Validate() error {
 	if c.StatePartitions < 0 {
 		return fmt.Errorf("transaction coordinator: StatePartitions %d < 0", c.StatePartitions)
 	}
@@ -70,16 +69,16 @@ func (c *TransactionCoordinatorConfig) Validate() error {
 		}
 	}
 	if c.StatePartitions == 0 {
-		c.StatePartitions = txn.DefaultStatePartitions
+		c.StatePartitions = DefaultStatePartitions
 	}
-	def(&c.MaxTimeout, txn.DefaultMaxTimeout)
-	def(&c.IDExpiration, txn.DefaultIDExpiration)
+	def(&c.MaxTimeout, DefaultMaxTimeout)
+	def(&c.IDExpiration, DefaultIDExpiration)
 	def(&c.AbortTimedOutInterval, DefaultAbortTimedOutInterval)
-	def(&c.AppendTimeout, DefaultStateAppendTimeout)
+	def(&c.AppendTimeout, DefaultAppendTimeout)
 	def(&c.MarkerRetryBackoff, DefaultMarkerRetryBackoff)
 	def(&c.MarkerRetryBackoffMax, DefaultMarkerRetryBackoffMax)
 	def(&c.MarkerRoundTimeout, DefaultMarkerRoundTimeout)
-	def(&c.CloseWait, DefaultCoordinatorCloseWait)
+	def(&c.CloseWait, DefaultCloseWait)
 	def(&c.MaxConcurrentWait, DefaultMaxConcurrentWait)
 	if c.MarkerRetryBackoffMax < c.MarkerRetryBackoff {
 		c.MarkerRetryBackoffMax = c.MarkerRetryBackoff
@@ -87,10 +86,12 @@ func (c *TransactionCoordinatorConfig) Validate() error {
 	return nil
 }
 
-// TransactionCoordinatorDeps are the coordinator's dependencies; all but
-// Now are required.
-type TransactionCoordinatorDeps struct {
-	Log         StateLog
+// CoordinatorDeps are the coordinator's dependencies; all but Now are
+// required.
+type CoordinatorDeps struct {
+	// Log reads and appends the __transaction_state partitions this node
+	// leads (coordinator.ReplicaStateLog on a broker).
+	Log         runtime.Log
 	ProducerIDs ProducerIDSource
 	Markers     MarkerWriter
 	// Now is the clock (nil: time.Now). Every transition takes its time
@@ -108,21 +109,22 @@ type TransactionCoordinatorDeps struct {
 	Logger *slog.Logger
 }
 
-// TransactionCoordinator is the I/O side of the transaction coordinator
-// (DESIGN §10, decision 32): it loads the __transaction_state partitions
-// this node leads (it is their cluster.LeadershipListener), answers
-// InitProducerId, AddPartitionsToTxn and EndTxn for the ids they hold by
-// running the pure core (coordinator/txn) and writing each decision to the
-// log before applying it, sends the markers of ended transactions, aborts
-// timed-out transactions and expires idle ids.
+// Coordinator is the transaction coordinator's shard adapter on
+// coordinator/runtime, its I/O side (DESIGN §10, decision 32): it loads
+// the __transaction_state partitions this node leads (it is their
+// cluster.LeadershipListener), answers InitProducerId, AddPartitionsToTxn
+// and EndTxn for the ids they hold by running this package's pure core
+// (InitProducerID, AddPartitions, EndTxn, ...) and writing each decision
+// to the log before applying it, sends the markers of ended transactions,
+// aborts timed-out transactions and expires idle ids.
 //
 // Concurrency (docs/locks.md): one mutex guards the loaded partitions; it
 // is never held across a call to a dependency. Each id has at most one
 // transition in flight (its slot: the id's key in its runtime.Partition,
 // taken with TryAcquire); other requests
-// for it get txn.ErrConcurrent. All methods are safe for concurrent use.
-type TransactionCoordinator struct {
-	cfg     TransactionCoordinatorConfig
+// for it get ErrConcurrent. All methods are safe for concurrent use.
+type Coordinator struct {
+	cfg     CoordinatorConfig
 	pids    ProducerIDSource
 	markers MarkerWriter
 	now     func() time.Time
@@ -147,10 +149,10 @@ type TransactionCoordinator struct {
 type statePartition struct {
 	*runtime.Partition
 
-	// Guarded by TransactionCoordinator.mu:
-	txns map[string]*txn.Metadata // loaded state; values are never modified, only replaced
+	// Guarded by Coordinator.mu:
+	txns map[string]*Metadata // loaded state; values are never modified, only replaced
 	// timeoutWorkers counts the scan's transitions running
-	// (txn_timeouts.go).
+	// (coordinator_timeouts.go).
 	timeoutWorkers atomic.Int32
 	// changed is closed (and replaced) whenever a slot is released or a
 	// state applied: AddPartitions waits on it instead of answering
@@ -159,20 +161,20 @@ type statePartition struct {
 }
 
 // changedLocked wakes AddPartitions calls waiting for ps to change. The caller
-// holds TransactionCoordinator.mu.
+// holds Coordinator.mu.
 func (ps *statePartition) changedLocked() {
 	close(ps.changed)
 	ps.changed = make(chan struct{})
 }
 
-// NewTransactionCoordinator returns a coordinator that serves nothing
-// until it hears BecameLeader for a partition of __transaction_state
-// (register it with cluster.ReplicaManager.RegisterLeadershipListener);
-// each loaded partition then scans its timeouts on its own timer. It
-// panics on a missing dependency or an invalid cfg. Close it when done.
-func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionCoordinatorConfig) *TransactionCoordinator {
+// NewCoordinator returns a coordinator that serves nothing until it hears
+// BecameLeader for a partition of __transaction_state (register it with
+// cluster.ReplicaManager.RegisterLeadershipListener); each loaded
+// partition then scans its timeouts on its own timer. It panics on a
+// missing dependency or an invalid cfg. Close it when done.
+func NewCoordinator(deps CoordinatorDeps, cfg CoordinatorConfig) *Coordinator {
 	if deps.Log == nil || deps.ProducerIDs == nil || deps.Markers == nil {
-		panic("coordinator: TransactionCoordinator needs a StateLog, a ProducerIDSource and a MarkerWriter")
+		panic("txn: Coordinator needs a runtime.Log, a ProducerIDSource and a MarkerWriter")
 	}
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -183,7 +185,7 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	c := &TransactionCoordinator{
+	c := &Coordinator{
 		cfg:     cfg,
 		pids:    deps.ProducerIDs,
 		markers: deps.Markers,
@@ -192,16 +194,16 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 	}
 	c.rt = runtime.New(runtime.Config[*statePartition]{
 		Name:           "transaction coordinator",
-		Topic:          txn.StateTopic,
+		Topic:          StateTopic,
 		KeyKind:        "transactional id",
 		Partitions:     cfg.StatePartitions,
 		PartitionCount: deps.StatePartitionCount,
 		Log:            deps.Log,
 		NewShard: func(p *runtime.Partition) *statePartition {
-			return &statePartition{Partition: p, txns: make(map[string]*txn.Metadata), changed: make(chan struct{})}
+			return &statePartition{Partition: p, txns: make(map[string]*Metadata), changed: make(chan struct{})}
 		},
 		NewLoader: func(ps *statePartition) runtime.Loader {
-			return &txnLoader{c: c, ps: ps, txns: make(map[string]*txn.Metadata)}
+			return &stateLoader{c: c, ps: ps, txns: make(map[string]*Metadata)}
 		},
 		Mu:            &c.mu,
 		Goroutines:    &c.goroutines,
@@ -219,13 +221,13 @@ func NewTransactionCoordinator(deps TransactionCoordinatorDeps, cfg TransactionC
 // Prepare* keep their record; the partition's next leader resends their
 // markers. It returns an error if a goroutine did not end in time. Close
 // is idempotent.
-func (c *TransactionCoordinator) Close() error { return c.rt.Close() }
+func (c *Coordinator) Close() error { return c.rt.Close() }
 
 // acquire routes id to its loaded partition and takes its slot. It
 // returns the partition and a copy of id's Metadata (nil: unknown), or
 // NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
 // (the load failed) or CONCURRENT_TRANSACTIONS. The caller must release.
-func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metadata, error) {
+func (c *Coordinator) acquire(id string) (*statePartition, *Metadata, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps, err := c.rt.RouteLocked(id)
@@ -233,9 +235,9 @@ func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metad
 		return nil, nil, err
 	}
 	if !ps.TryAcquire(id) {
-		return nil, nil, txn.ErrConcurrent(id)
+		return nil, nil, ErrConcurrent(id)
 	}
-	var m *txn.Metadata
+	var m *Metadata
 	if cur := ps.txns[id]; cur != nil {
 		cp := cur.Clone()
 		m = &cp
@@ -248,7 +250,7 @@ func (c *TransactionCoordinator) acquire(id string) (*statePartition, *txn.Metad
 // A release that changed nothing (the core refused, or wrote nothing)
 // does not wake AddPartitions' waiters: one of them releasing after its
 // own refused attempt would wake itself at once and spin.
-func (c *TransactionCoordinator) release(ps *statePartition, id string) {
+func (c *Coordinator) release(ps *statePartition, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps.Release(id)
@@ -257,7 +259,7 @@ func (c *TransactionCoordinator) release(ps *statePartition, id string) {
 // releaseChanged is release after a transition that may have changed
 // something (a write that failed or whose outcome is unknown): it wakes
 // AddPartitions' waiters.
-func (c *TransactionCoordinator) releaseChanged(ps *statePartition, id string) {
+func (c *Coordinator) releaseChanged(ps *statePartition, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps.Release(id)
@@ -267,24 +269,24 @@ func (c *TransactionCoordinator) releaseChanged(ps *statePartition, id string) {
 // decide runs a transition of the core, allocating a producer id and
 // running it again when the Result asks for one. The id's slot is held,
 // so m cannot change in between.
-func (c *TransactionCoordinator) decide(ctx context.Context, decide func(newPID int64) txn.Result) (txn.Result, error) {
+func (c *Coordinator) decide(ctx context.Context, decide func(newPID int64) Result) (Result, error) {
 	r := decide(0)
 	if !r.NeedProducerID {
 		return r, nil
 	}
 	pid, err := c.pids.Next(ctx)
 	if err != nil {
-		return txn.Result{}, err
+		return Result{}, err
 	}
 	r = decide(pid)
 	if r.NeedProducerID {
-		return txn.Result{}, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "bug: a transition asked twice for a producer id")
+		return Result{}, errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "bug: a transition asked twice for a producer id")
 	}
 	return r, nil
 }
 
-// transition is the write-then-apply path every transition takes
-// (coordinator/txn's package comment): with id's slot held, persist
+// transition is the write-then-apply path every transition takes (the
+// package comment's "Write first, apply after"): with id's slot held, persist
 // r.Write at the coordinator epoch, apply it once committed, release the
 // slot and, for a Prepare*, start its marker round. It returns nil once
 // r.Write is applied (or when there is nothing to write), else the
@@ -299,7 +301,7 @@ func (c *TransactionCoordinator) decide(ctx context.Context, decide func(newPID 
 // the log. The requester
 // gets COORDINATOR_NOT_AVAILABLE (or NOT_COORDINATOR when leadership was
 // lost) and retries; its retry is answered from the resolved state.
-func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartition, id string, r txn.Result) error {
+func (c *Coordinator) transition(ctx context.Context, ps *statePartition, id string, r Result) error {
 	if r.Write == nil {
 		c.release(ps, id)
 		return nil
@@ -322,7 +324,7 @@ func (c *TransactionCoordinator) transition(ctx context.Context, ps *statePartit
 // apply replaces id's Metadata with w (forgets it when Dead), releases
 // the slot and, for a Prepare*, starts the marker round. It reports
 // false, applying nothing, when ps is no longer led.
-func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Metadata) bool {
+func (c *Coordinator) apply(ps *statePartition, id string, w Metadata) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps.Release(id)
@@ -330,7 +332,7 @@ func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Meta
 	if !c.rt.OwnsLocked(ps) {
 		return false
 	}
-	if w.State == txn.Dead {
+	if w.State == Dead {
 		delete(ps.txns, id)
 	} else {
 		ps.txns[id] = &w
@@ -342,8 +344,8 @@ func (c *TransactionCoordinator) apply(ps *statePartition, id string, w txn.Meta
 }
 
 // encodeStateBatch returns the batch holding m's record.
-func encodeStateBatch(m txn.Metadata, now time.Time) ([]byte, error) {
-	key, value, err := txn.EncodeRecord(m)
+func encodeStateBatch(m Metadata, now time.Time) ([]byte, error) {
+	key, value, err := EncodeRecord(m)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package txn
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/runtime"
-	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -15,7 +14,7 @@ import (
 // startMarkersLocked starts the marker round of w, a Prepare* just
 // applied (or found by a load) in ps: Kafka's TransactionMarkerChannelManager
 // for one transaction. c.mu must be held.
-func (c *TransactionCoordinator) startMarkersLocked(ps *statePartition, w txn.Metadata) {
+func (c *Coordinator) startMarkersLocked(ps *statePartition, w Metadata) {
 	c.goroutines.Go(func() { c.sendMarkers(ps, w) })
 }
 
@@ -26,7 +25,7 @@ func (c *TransactionCoordinator) startMarkersLocked(ps *statePartition, w txn.Me
 // node no longer leads ps (resigned, new epoch, closed) or a partition
 // says the coordinator or producer epoch is stale. An empty transaction
 // (no partitions) completes at once.
-func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata) {
+func (c *Coordinator) sendMarkers(ps *statePartition, w Metadata) {
 	pending := slices.Clone(w.Partitions)
 	backoff := c.cfg.MarkerRetryBackoff
 	for len(pending) > 0 {
@@ -34,7 +33,7 @@ func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata)
 			return
 		}
 		rctx, cancel := context.WithTimeout(ps.Ctx, c.cfg.MarkerRoundTimeout)
-		out := c.markers.WriteMarkers(rctx, TxnMarkers{
+		out := c.markers.WriteMarkers(rctx, Markers{
 			TransactionalID:  w.TransactionalID,
 			ProducerID:       w.ProducerID,
 			ProducerEpoch:    w.ProducerEpoch,
@@ -43,7 +42,7 @@ func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata)
 			Partitions:       slices.Clone(pending),
 		})
 		cancel()
-		var retry []txn.TopicPartition
+		var retry []TopicPartition
 		for _, tp := range pending {
 			err, answered := out[tp]
 			switch {
@@ -76,7 +75,7 @@ func (c *TransactionCoordinator) sendMarkers(ps *statePartition, w txn.Metadata)
 // may hold the slot for a moment (it answers CONCURRENT_TRANSACTIONS
 // while the id is in Prepare*), so a busy slot or a failed append is
 // retried after a backoff while this node leads ps.
-func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
+func (c *Coordinator) complete(ps *statePartition, w Metadata) {
 	id := w.TransactionalID
 	backoff := c.cfg.MarkerRetryBackoff
 	for {
@@ -85,7 +84,7 @@ func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
 			return
 		}
 		if !busy {
-			r := txn.Complete(cur, w.ProducerID, w.ProducerEpoch, c.now())
+			r := Complete(cur, w.ProducerID, w.ProducerEpoch, c.now())
 			if r.Write == nil {
 				// Stale round (the id moved on): nothing to complete.
 				c.release(ps, id)
@@ -110,7 +109,7 @@ func (c *TransactionCoordinator) complete(ps *statePartition, w txn.Metadata) {
 // belongs to one leader epoch). ok is false when ps is no longer led;
 // busy when the slot is taken. On success it returns a copy of id's
 // Metadata (nil: unknown).
-func (c *TransactionCoordinator) acquireIn(ps *statePartition, id string) (m *txn.Metadata, ok, busy bool) {
+func (c *Coordinator) acquireIn(ps *statePartition, id string) (m *Metadata, ok, busy bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.rt.OwnsLocked(ps) {

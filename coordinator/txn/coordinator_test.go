@@ -1,4 +1,4 @@
-package coordinator
+package txn
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -17,15 +16,15 @@ import (
 
 var bg = context.Background()
 
-func initPID(c *TransactionCoordinator, id string, timeoutMs int32) (ProducerIDAndEpoch, error) {
-	return c.InitProducerID(bg, InitProducerIDRequest{TransactionalID: id, TimeoutMs: timeoutMs, ProducerID: txn.NoProducerID, ProducerEpoch: txn.NoProducerEpoch})
+func initPID(c *Coordinator, id string, timeoutMs int32) (ProducerIDAndEpoch, error) {
+	return c.InitProducerID(bg, InitProducerIDRequest{TransactionalID: id, TimeoutMs: timeoutMs, ProducerID: NoProducerID, ProducerEpoch: NoProducerEpoch})
 }
 
-func addPartition(c *TransactionCoordinator, id string, pe ProducerIDAndEpoch, tps ...txn.TopicPartition) error {
+func addPartition(c *Coordinator, id string, pe ProducerIDAndEpoch, tps ...TopicPartition) error {
 	return c.AddPartitions(bg, AddPartitionsRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Partitions: tps})
 }
 
-func endTxn(c *TransactionCoordinator, id string, pe ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
+func endTxn(c *Coordinator, id string, pe ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
 	return c.EndTxn(bg, EndTxnRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: commit})
 }
 
@@ -49,7 +48,7 @@ func TestCommitAbortCommitWritesTheVectorsStateLog(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 7)
 	const id = "u12-txn"
-	tp := txn.TopicPartition{Topic: "u12-txn", Partition: 0}
+	tp := TopicPartition{Topic: "u12-txn", Partition: 0}
 
 	pe := must[ProducerIDAndEpoch](t, "InitProducerID")(initPID(c, id, 60000))
 	if pe != (ProducerIDAndEpoch{1000, 0}) {
@@ -68,9 +67,9 @@ func TestCommitAbortCommitWritesTheVectorsStateLog(t *testing.T) {
 			t.Fatalf("txn %d: EndTxn answered epoch %d, want %d (TV2 bump)", i, next.ProducerEpoch, pe.ProducerEpoch+1)
 		}
 		pe = next
-		want := txn.CompleteAbort
+		want := CompleteAbort
 		if commit {
-			want = txn.CompleteCommit
+			want = CompleteCommit
 		}
 		waitState(t, c, id, want)
 	}
@@ -83,7 +82,7 @@ func TestCommitAbortCommitWritesTheVectorsStateLog(t *testing.T) {
 	}
 	for i, r := range rounds {
 		if r.Commit != (i != 1) || r.ProducerID != 1000 || r.ProducerEpoch != int16(i+1) || r.CoordinatorEpoch != 7 ||
-			!reflect.DeepEqual(r.Partitions, []txn.TopicPartition{tp}) {
+			!reflect.DeepEqual(r.Partitions, []TopicPartition{tp}) {
 			t.Errorf("marker round %d: %+v", i, r)
 		}
 	}
@@ -92,33 +91,33 @@ func TestCommitAbortCommitWritesTheVectorsStateLog(t *testing.T) {
 // The vectors' fencing: a second producer's InitProducerId aborts the
 // first one's open transaction (PrepareAbort with one epoch bump, ABORT
 // markers, CompleteAbort) and the first producer is fenced.
-func TestInitProducerIDFencesAnOpenTransaction(t *testing.T) {
+func TestFencingWritesTheVectorsStateLog(t *testing.T) {
 	_, wantLog := kafkaStateLogs(t)
 	e := newTxnEnv(t)
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	const id = "u12-fence"
-	tp := txn.TopicPartition{Topic: "u12-fence", Partition: 0}
+	tp := TopicPartition{Topic: "u12-fence", Partition: 0}
 
 	p1 := must[ProducerIDAndEpoch](t, "p1 init")(initPID(c, id, 60000))
 	if err := addPartition(c, id, p1, tp); err != nil {
 		t.Fatal(err)
 	}
 	_, err := initPID(c, id, 60000)
-	wantCode(t, "p2 init while p1's transaction is open", err, sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
-	waitState(t, c, id, txn.CompleteAbort)
+	wantErrCode(t, "p2 init while p1's transaction is open", err, sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
+	waitState(t, c, id, CompleteAbort)
 	p2 := must[ProducerIDAndEpoch](t, "p2 init retry")(initPID(c, id, 60000))
 	if p2 != (ProducerIDAndEpoch{1000, 2}) {
 		t.Fatalf("p2 = %+v, want producer 1000 epoch 2", p2)
 	}
-	wantCode(t, "p1 adds", addPartition(c, id, p1, tp), sluicev1.ErrorCode_PRODUCER_FENCED)
+	wantErrCode(t, "p1 adds", addPartition(c, id, p1, tp), sluicev1.ErrorCode_PRODUCER_FENCED)
 	_, err = endTxn(c, id, p1, true)
-	wantCode(t, "p1 commits", err, sluicev1.ErrorCode_PRODUCER_FENCED)
+	wantErrCode(t, "p1 commits", err, sluicev1.ErrorCode_PRODUCER_FENCED)
 	if err := addPartition(c, id, p2, tp); err != nil {
 		t.Fatal(err)
 	}
 	must[ProducerIDAndEpoch](t, "p2 commits")(endTxn(c, id, p2, true))
-	waitState(t, c, id, txn.CompleteCommit)
+	waitState(t, c, id, CompleteCommit)
 	if got := stateLogPairs(e.log.records(t, 0)); !reflect.DeepEqual(got, wantLog) {
 		t.Fatalf("state log\n got %v\nwant %v", got, wantLog)
 	}
@@ -129,13 +128,13 @@ func TestInitProducerIDFencesAnOpenTransaction(t *testing.T) {
 // markers at its own coordinator epoch and writes CompleteCommit.
 func TestNewLeaderFinishesAPrepareCommitItLoads(t *testing.T) {
 	e := newTxnEnv(t)
-	stuck := &fakeMarkers{fail: func(TxnMarkers, txn.TopicPartition, int) error {
+	stuck := &fakeMarkers{fail: func(Markers, TopicPartition, int) error {
 		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "no leader")
 	}}
 	a := e.coordinator(stuck)
 	e.lead(a, 0, 1)
 	const id = "failover"
-	tps := []txn.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+	tps := []TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(a, id, 60000))
 	if err := addPartition(a, id, pe, tps...); err != nil {
 		t.Fatal(err)
@@ -149,11 +148,11 @@ func TestNewLeaderFinishesAPrepareCommitItLoads(t *testing.T) {
 	})
 
 	// Leadership moves: a resigns at epoch 1, b leads at epoch 2.
-	a.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
+	a.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
 	_, err := a.Describe(id)
-	wantCode(t, "describe on the resigned coordinator", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "describe on the resigned coordinator", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	_, err = initPID(a, id, 60000)
-	wantCode(t, "init on the resigned coordinator", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "init on the resigned coordinator", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	waitFor(t, "the resigned coordinator's marker round stops", func() error {
 		if n := a.goroutines.Running(); n != 0 {
 			return errs.New(sluicev1.ErrorCode_NONE, "%d goroutines", n)
@@ -163,7 +162,7 @@ func TestNewLeaderFinishesAPrepareCommitItLoads(t *testing.T) {
 
 	b := e.coordinator(nil)
 	e.lead(b, 0, 2)
-	m := waitState(t, b, id, txn.CompleteCommit)
+	m := waitState(t, b, id, CompleteCommit)
 	if m.ProducerID != pe.ProducerID || m.ProducerEpoch != pe.ProducerEpoch+1 {
 		t.Fatalf("completed as %+v", m)
 	}
@@ -173,7 +172,7 @@ func TestNewLeaderFinishesAPrepareCommitItLoads(t *testing.T) {
 		t.Fatalf("the new leader's markers: %+v", rounds)
 	}
 	recs := e.log.records(t, 0)
-	if last := recs[len(recs)-1]; last.State != txn.CompleteCommit {
+	if last := recs[len(recs)-1]; last.State != CompleteCommit {
 		t.Fatalf("last record %v", last.State)
 	}
 	// The producer's retry of EndTxn on the new coordinator is answered
@@ -194,12 +193,12 @@ func TestNotCoordinatorAfterResign(t *testing.T) {
 	ids := map[int32]string{}
 	for i := 0; len(ids) < 2; i++ {
 		id := "id-" + string(rune('a'+i))
-		if _, ok := ids[txn.PartitionFor(id, 2)]; !ok {
-			ids[txn.PartitionFor(id, 2)] = id
+		if _, ok := ids[PartitionFor(id, 2)]; !ok {
+			ids[PartitionFor(id, 2)] = id
 		}
 	}
 	_, err := initPID(c, ids[0], 1000)
-	wantCode(t, "before any leadership", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "before any leadership", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	e.lead(c, 0, 3)
 	e.lead(c, 1, 5)
 	for p, id := range ids {
@@ -208,16 +207,16 @@ func TestNotCoordinatorAfterResign(t *testing.T) {
 		}
 	}
 	// A Resigned for another epoch is not this leadership's.
-	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 2)
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 2)
 	must[ProducerIDAndEpoch](t, "after a stale resign")(initPID(c, ids[0], 1000))
-	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 3)
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 3)
 	_, err = initPID(c, ids[0], 1000)
-	wantCode(t, "after resign", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "after resign", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	must[ProducerIDAndEpoch](t, "the other partition")(initPID(c, ids[1], 1000))
 	// Other topics' leadership is not the coordinator's business.
 	c.BecameLeader(cluster.TopicPartition{Topic: "__consumer_offsets", Partition: 0}, 1)
 	_, err = initPID(c, ids[0], 1000)
-	wantCode(t, "after another topic's BecameLeader", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "after another topic's BecameLeader", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 }
 
 // While a partition loads its ids answer COORDINATOR_LOAD_IN_PROGRESS
@@ -229,35 +228,35 @@ func TestLoadInProgressDuringASlowLoad(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		must[ProducerIDAndEpoch](t, "init "+id)(initPID(first, id, 1000))
 	}
-	first.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
+	first.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
 
 	gate := make(chan struct{})
 	e.log.setLoadGate(gate)
 	c := e.coordinator(nil)
-	tp := cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}
+	tp := cluster.TopicPartition{Topic: StateTopic, Partition: 0}
 	e.log.setLeaderEpoch(0, 2)
 	c.BecameLeader(tp, 2)
 	_, err := initPID(c, "a", 1000)
-	wantCode(t, "init while loading", err, sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
+	wantErrCode(t, "init while loading", err, sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
 	_, err = c.Describe("b")
-	wantCode(t, "describe while loading", err, sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
+	wantErrCode(t, "describe while loading", err, sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
 	_, err = c.List(ListFilter{})
-	wantCode(t, "list while loading", err, sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
+	wantErrCode(t, "list while loading", err, sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
 
 	// Superseded: resigned while loading, then led again at epoch 3.
 	c.Resigned(tp, 2)
 	_, err = initPID(c, "a", 1000)
-	wantCode(t, "init after resign during load", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "init after resign during load", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	e.log.setLeaderEpoch(0, 3)
 	c.BecameLeader(tp, 3)
 	close(gate)
 	waitLoaded(t, c, 0)
-	list := must[[]TransactionListing](t, "list")(c.List(ListFilter{}))
+	list := must[[]Listing](t, "list")(c.List(ListFilter{}))
 	if len(list) != 3 {
 		t.Fatalf("loaded %+v", list)
 	}
-	d := must[TransactionDescription](t, "describe")(c.Describe("b"))
-	if d.CoordinatorEpoch != 3 || d.State != txn.Empty || d.ProducerEpoch != 0 {
+	d := must[Description](t, "describe")(c.Describe("b"))
+	if d.CoordinatorEpoch != 3 || d.State != Empty || d.ProducerEpoch != 0 {
 		t.Fatalf("b = %+v", d)
 	}
 	pe := must[ProducerIDAndEpoch](t, "init after load")(initPID(c, "a", 1000))
@@ -297,9 +296,9 @@ func TestConcurrentRequestsOnOneID(t *testing.T) {
 	}()
 	<-entered
 	_, err := initPID(c, "busy", 1000)
-	wantCode(t, "second init while the first is written", err, sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
+	wantErrCode(t, "second init while the first is written", err, sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
 	_, err = c.Describe("busy")
-	wantCode(t, "describe before the record is applied", err, sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND)
+	wantErrCode(t, "describe before the record is applied", err, sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND)
 	must[ProducerIDAndEpoch](t, "another id meanwhile")(initPID(c, "other", 1000))
 	close(release)
 	a := <-done
@@ -315,7 +314,7 @@ func TestFailedAppendLeavesMemoryUnchanged(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	const id = "fail"
-	tp := txn.TopicPartition{Topic: "t", Partition: 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, id, 1000))
 	for _, tc := range []struct {
 		err  error
@@ -326,9 +325,9 @@ func TestFailedAppendLeavesMemoryUnchanged(t *testing.T) {
 		{errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "disk"), sluicev1.ErrorCode_NOT_COORDINATOR},
 	} {
 		e.log.setAppendHook(func(cluster.TopicPartition) error { return tc.err })
-		wantCode(t, "add with "+errs.Code(tc.err).String(), addPartition(c, id, pe, tp), tc.want)
-		d := must[TransactionDescription](t, "describe")(c.Describe(id))
-		if d.State != txn.Empty || len(d.Partitions) != 0 {
+		wantErrCode(t, "add with "+errs.Code(tc.err).String(), addPartition(c, id, pe, tp), tc.want)
+		d := must[Description](t, "describe")(c.Describe(id))
+		if d.State != Empty || len(d.Partitions) != 0 {
 			t.Fatalf("after a failed append: %+v", d.Metadata)
 		}
 	}
@@ -336,7 +335,7 @@ func TestFailedAppendLeavesMemoryUnchanged(t *testing.T) {
 	if err := addPartition(c, id, pe, tp); err != nil {
 		t.Fatal(err)
 	}
-	if d := must[TransactionDescription](t, "describe")(c.Describe(id)); d.State != txn.Ongoing {
+	if d := must[Description](t, "describe")(c.Describe(id)); d.State != Ongoing {
 		t.Fatalf("after the retry: %v", d.State)
 	}
 	if n := len(e.log.records(t, 0)); n != 2 {
@@ -351,22 +350,22 @@ func TestCommitUnknownBlocksTheIDUntilResolved(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	const id = "unknown"
-	tp := txn.TopicPartition{Topic: "t", Partition: 0}
+	tp := TopicPartition{Topic: "t", Partition: 0}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, id, 1000))
 	if err := addPartition(c, id, pe, tp); err != nil {
 		t.Fatal(err)
 	}
 	e.log.setAppendHook(func(cluster.TopicPartition) error { return errUnknown })
 	_, err := endTxn(c, id, pe, true)
-	wantCode(t, "EndTxn whose record may or may not commit", err, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE)
+	wantErrCode(t, "EndTxn whose record may or may not commit", err, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE)
 	e.log.setAppendHook(nil)
 	_, err = endTxn(c, id, pe, true)
-	wantCode(t, "retry while unresolved", err, sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
-	if d := must[TransactionDescription](t, "describe")(c.Describe(id)); d.State != txn.Ongoing {
+	wantErrCode(t, "retry while unresolved", err, sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
+	if d := must[Description](t, "describe")(c.Describe(id)); d.State != Ongoing {
 		t.Fatalf("applied before known committed: %v", d.State)
 	}
 	e.log.commitAll()
-	waitState(t, c, id, txn.CompleteCommit)
+	waitState(t, c, id, CompleteCommit)
 	got := must[ProducerIDAndEpoch](t, "EndTxn retry after resolution")(endTxn(c, id, pe, true))
 	if got.ProducerEpoch != pe.ProducerEpoch+1 {
 		t.Fatalf("retry answered %+v", got)
@@ -382,12 +381,12 @@ func TestCommitUnknownThenResignDropsTheState(t *testing.T) {
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "x", 1000))
 	lost := errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "leadership lost while waiting; %w", cluster.ErrCommitUnknown)
 	e.log.setAppendHook(func(cluster.TopicPartition) error { return lost })
-	wantCode(t, "add whose leadership was lost while waiting", addPartition(c, "x", pe, txn.TopicPartition{Topic: "t"}), sluicev1.ErrorCode_NOT_COORDINATOR)
-	wantCode(t, "add again before the resign arrives", addPartition(c, "x", pe, txn.TopicPartition{Topic: "t"}), sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
+	wantErrCode(t, "add whose leadership was lost while waiting", addPartition(c, "x", pe, TopicPartition{Topic: "t"}), sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "add again before the resign arrives", addPartition(c, "x", pe, TopicPartition{Topic: "t"}), sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
 	e.log.setAppendHook(nil)
-	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
 	e.lead(c, 0, 2) // the fake's new leader keeps the appended record
-	if d := must[TransactionDescription](t, "describe")(c.Describe("x")); d.State != txn.Ongoing || d.CoordinatorEpoch != 2 {
+	if d := must[Description](t, "describe")(c.Describe("x")); d.State != Ongoing || d.CoordinatorEpoch != 2 {
 		t.Fatalf("reloaded %+v", d)
 	}
 	waitFor(t, "the resolver of epoch 1 ends", func() error {
@@ -406,19 +405,19 @@ func TestTimedOutTransactionIsAbortedAndItsProducerFenced(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	const id = "slow"
-	tp := txn.TopicPartition{Topic: "t", Partition: 3}
+	tp := TopicPartition{Topic: "t", Partition: 3}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, id, 1000))
 	if err := addPartition(c, id, pe, tp); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.advance(2 * time.Second)
-	m := waitState(t, c, id, txn.CompleteAbort)
+	m := waitState(t, c, id, CompleteAbort)
 	if m.ProducerEpoch != pe.ProducerEpoch+1 {
 		t.Fatalf("aborted at epoch %d, want %d", m.ProducerEpoch, pe.ProducerEpoch+1)
 	}
 	_, err := endTxn(c, id, pe, true)
-	wantCode(t, "the timed-out producer commits", err, sluicev1.ErrorCode_PRODUCER_FENCED)
-	wantCode(t, "the timed-out producer adds", addPartition(c, id, pe, tp), sluicev1.ErrorCode_PRODUCER_FENCED)
+	wantErrCode(t, "the timed-out producer commits", err, sluicev1.ErrorCode_PRODUCER_FENCED)
+	wantErrCode(t, "the timed-out producer adds", addPartition(c, id, pe, tp), sluicev1.ErrorCode_PRODUCER_FENCED)
 	rounds := e.markers.calls()
 	if len(rounds) != 1 || rounds[0].Commit || rounds[0].ProducerEpoch != pe.ProducerEpoch+1 {
 		t.Fatalf("markers %+v", rounds)
@@ -435,7 +434,7 @@ func TestIdleIDExpires(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	must[ProducerIDAndEpoch](t, "init old")(initPID(c, "old", 1000))
-	e.clock.advance(txn.DefaultIDExpiration)
+	e.clock.advance(DefaultIDExpiration)
 	must[ProducerIDAndEpoch](t, "init young")(initPID(c, "young", 1000))
 	e.clock.advance(time.Minute)
 	c.scanTimeouts()
@@ -445,24 +444,24 @@ func TestIdleIDExpires(t *testing.T) {
 		}
 		return nil
 	})
-	must[TransactionDescription](t, "describe young")(c.Describe("young"))
+	must[Description](t, "describe young")(c.Describe("young"))
 	recs := e.log.records(t, 0)
-	if last := recs[len(recs)-1]; last.State != txn.Dead || last.TransactionalID != "old" {
+	if last := recs[len(recs)-1]; last.State != Dead || last.TransactionalID != "old" {
 		t.Fatalf("last record %+v, want old's tombstone", last)
 	}
 	// A reload forgets it too.
-	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
 	e.lead(c, 0, 2)
 	_, err := c.Describe("old")
-	wantCode(t, "describe expired id after reload", err, sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND)
+	wantErrCode(t, "describe expired id after reload", err, sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND)
 }
 
 // Markers are retried until every partition has its marker; a partition
 // whose topic is gone is dropped; only then is Complete* written.
 func TestMarkersRetriedUntilTheySucceed(t *testing.T) {
 	e := newTxnEnv(t)
-	ok, gone, flaky := txn.TopicPartition{Topic: "a", Partition: 0}, txn.TopicPartition{Topic: "deleted", Partition: 0}, txn.TopicPartition{Topic: "z", Partition: 1}
-	e.markers.setFail(func(_ TxnMarkers, tp txn.TopicPartition, round int) error {
+	ok, gone, flaky := TopicPartition{Topic: "a", Partition: 0}, TopicPartition{Topic: "deleted", Partition: 0}, TopicPartition{Topic: "z", Partition: 1}
+	e.markers.setFail(func(_ Markers, tp TopicPartition, round int) error {
 		switch {
 		case tp == gone:
 			return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "deleted")
@@ -478,16 +477,16 @@ func TestMarkersRetriedUntilTheySucceed(t *testing.T) {
 		t.Fatal(err)
 	}
 	must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "m", pe, true))
-	waitState(t, c, "m", txn.CompleteCommit)
+	waitState(t, c, "m", CompleteCommit)
 	rounds := e.markers.calls()
 	if len(rounds) != 4 {
 		t.Fatalf("%d rounds, want 4: %+v", len(rounds), rounds)
 	}
-	if !reflect.DeepEqual(rounds[0].Partitions, []txn.TopicPartition{ok, gone, flaky}) {
+	if !reflect.DeepEqual(rounds[0].Partitions, []TopicPartition{ok, gone, flaky}) {
 		t.Fatalf("first round %v", rounds[0].Partitions)
 	}
 	for _, r := range rounds[1:] {
-		if !reflect.DeepEqual(r.Partitions, []txn.TopicPartition{flaky}) {
+		if !reflect.DeepEqual(r.Partitions, []TopicPartition{flaky}) {
 			t.Fatalf("retry round %v, want only the failed partition", r.Partitions)
 		}
 	}
@@ -497,13 +496,13 @@ func TestMarkersRetriedUntilTheySucceed(t *testing.T) {
 // completing: the partition's current leader finishes the transaction.
 func TestFencedMarkerRoundStops(t *testing.T) {
 	e := newTxnEnv(t)
-	e.markers.setFail(func(TxnMarkers, txn.TopicPartition, int) error {
+	e.markers.setFail(func(Markers, TopicPartition, int) error {
 		return errs.New(sluicev1.ErrorCode_TRANSACTION_COORDINATOR_FENCED, "newer coordinator")
 	})
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "f", 1000))
-	if err := addPartition(c, "f", pe, txn.TopicPartition{Topic: "t"}); err != nil {
+	if err := addPartition(c, "f", pe, TopicPartition{Topic: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "f", pe, true))
@@ -513,7 +512,7 @@ func TestFencedMarkerRoundStops(t *testing.T) {
 		}
 		return nil
 	})
-	if d := must[TransactionDescription](t, "describe")(c.Describe("f")); d.State != txn.PrepareCommit {
+	if d := must[Description](t, "describe")(c.Describe("f")); d.State != PrepareCommit {
 		t.Fatalf("state %v, want PrepareCommit left for the next leader", d.State)
 	}
 	if n := len(e.markers.calls()); n != 1 {
@@ -532,7 +531,7 @@ func TestEmptyTransactionCompletesWithoutMarkers(t *testing.T) {
 	if next.ProducerEpoch != 1 {
 		t.Fatalf("%+v", next)
 	}
-	waitState(t, c, "e", txn.CompleteAbort)
+	waitState(t, c, "e", CompleteAbort)
 	if n := len(e.markers.calls()); n != 0 {
 		t.Fatalf("%d marker rounds for an empty transaction", n)
 	}
@@ -542,7 +541,7 @@ func TestDescribeAndList(t *testing.T) {
 	e := newTxnEnv(t)
 	c := e.coordinator(nil)
 	e.lead(c, 0, 4)
-	tp := txn.TopicPartition{Topic: "t"}
+	tp := TopicPartition{Topic: "t"}
 	a := must[ProducerIDAndEpoch](t, "init a")(initPID(c, "a", 60000))
 	b := must[ProducerIDAndEpoch](t, "init b")(initPID(c, "b", 60000))
 	must[ProducerIDAndEpoch](t, "init c")(initPID(c, "c", 60000))
@@ -553,14 +552,14 @@ func TestDescribeAndList(t *testing.T) {
 	if err := addPartition(c, "b", b, tp); err != nil {
 		t.Fatal(err)
 	}
-	d := must[TransactionDescription](t, "describe a")(c.Describe("a"))
-	if d.State != txn.Ongoing || d.CoordinatorEpoch != 4 || !reflect.DeepEqual(d.Partitions, []txn.TopicPartition{tp}) || d.TimeoutMs != 60000 {
+	d := must[Description](t, "describe a")(c.Describe("a"))
+	if d.State != Ongoing || d.CoordinatorEpoch != 4 || !reflect.DeepEqual(d.Partitions, []TopicPartition{tp}) || d.TimeoutMs != 60000 {
 		t.Fatalf("describe a: %+v", d)
 	}
 	_, err := c.Describe("")
-	wantCode(t, "describe empty id", err, sluicev1.ErrorCode_INVALID_REQUEST)
+	wantErrCode(t, "describe empty id", err, sluicev1.ErrorCode_INVALID_REQUEST)
 
-	names := func(ls []TransactionListing) []string {
+	names := func(ls []Listing) []string {
 		var out []string
 		for _, l := range ls {
 			out = append(out, l.TransactionalID)
@@ -572,13 +571,13 @@ func TestDescribeAndList(t *testing.T) {
 		want []string
 	}{
 		{ListFilter{}, []string{"a", "b", "c"}},
-		{ListFilter{States: []txn.State{txn.Ongoing}}, []string{"a", "b"}},
-		{ListFilter{States: []txn.State{txn.Empty}}, []string{"c"}},
+		{ListFilter{States: []State{Ongoing}}, []string{"a", "b"}},
+		{ListFilter{States: []State{Empty}}, []string{"c"}},
 		{ListFilter{ProducerIDs: []int64{b.ProducerID}}, []string{"b"}},
 		{ListFilter{MinDuration: 10 * time.Second}, []string{"a"}},
 		{ListFilter{MinDuration: time.Hour}, nil},
 	} {
-		got := must[[]TransactionListing](t, "list")(c.List(tc.f))
+		got := must[[]Listing](t, "list")(c.List(tc.f))
 		if !reflect.DeepEqual(names(got), tc.want) {
 			t.Errorf("List(%+v) = %v, want %v", tc.f, names(got), tc.want)
 		}
@@ -591,27 +590,27 @@ func TestRequestsAreValidated(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	_, err := initPID(c, "", 1000)
-	wantCode(t, "empty id", err, sluicev1.ErrorCode_INVALID_REQUEST)
+	wantErrCode(t, "empty id", err, sluicev1.ErrorCode_INVALID_REQUEST)
 	_, err = initPID(c, "x", 0)
-	wantCode(t, "zero timeout", err, sluicev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT)
+	wantErrCode(t, "zero timeout", err, sluicev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT)
 	_, err = initPID(c, "x", int32((16 * time.Minute).Milliseconds()))
-	wantCode(t, "timeout above the maximum", err, sluicev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT)
+	wantErrCode(t, "timeout above the maximum", err, sluicev1.ErrorCode_INVALID_TRANSACTION_TIMEOUT)
 	_, err = c.InitProducerID(bg, InitProducerIDRequest{TransactionalID: "x", TimeoutMs: 1000, ProducerID: 1000, ProducerEpoch: -1})
-	wantCode(t, "producer id without epoch", err, sluicev1.ErrorCode_INVALID_REQUEST)
-	wantCode(t, "add for an unknown id", addPartition(c, "x", ProducerIDAndEpoch{1000, 0}, txn.TopicPartition{Topic: "t"}),
+	wantErrCode(t, "producer id without epoch", err, sluicev1.ErrorCode_INVALID_REQUEST)
+	wantErrCode(t, "add for an unknown id", addPartition(c, "x", ProducerIDAndEpoch{1000, 0}, TopicPartition{Topic: "t"}),
 		sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING)
 }
 
 // Close stops every goroutine and later requests are NOT_COORDINATOR.
 func TestCloseStopsEverything(t *testing.T) {
 	e := newTxnEnv(t)
-	e.markers.setFail(func(TxnMarkers, txn.TopicPartition, int) error {
+	e.markers.setFail(func(Markers, TopicPartition, int) error {
 		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "never")
 	})
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "k", 1000))
-	if err := addPartition(c, "k", pe, txn.TopicPartition{Topic: "t"}); err != nil {
+	if err := addPartition(c, "k", pe, TopicPartition{Topic: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "k", pe, true)) // its markers retry forever
@@ -619,7 +618,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	defer close(gate)
 	e.log.setLoadGate(gate)
 	e.log.setLeaderEpoch(1, 1)
-	c.BecameLeader(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 1}, 1) // a load that never ends by itself
+	c.BecameLeader(cluster.TopicPartition{Topic: StateTopic, Partition: 1}, 1) // a load that never ends by itself
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +626,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatalf("%d goroutines after Close", n)
 	}
 	_, err := initPID(c, "k", 1000)
-	wantCode(t, "after Close", err, sluicev1.ErrorCode_NOT_COORDINATOR)
+	wantErrCode(t, "after Close", err, sluicev1.ErrorCode_NOT_COORDINATOR)
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -639,10 +638,10 @@ func TestCloseStopsEverything(t *testing.T) {
 // resume an older state of its id.
 func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 	e := newTxnEnv(t)
-	e.log.seed(t, 0, txn.Metadata{
-		TransactionalID: "seeded", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: txn.NoProducerID,
-		ProducerEpoch: 4, LastProducerEpoch: 3, TimeoutMs: 1000, State: txn.Empty,
-		StartTimeMs: txn.NoTimestamp, UpdateTimeMs: e.clock.now().UnixMilli(),
+	e.log.seed(t, 0, Metadata{
+		TransactionalID: "seeded", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: NoProducerID,
+		ProducerEpoch: 4, LastProducerEpoch: 3, TimeoutMs: 1000, State: Empty,
+		StartTimeMs: NoTimestamp, UpdateTimeMs: e.clock.now().UnixMilli(),
 	})
 	e.log.setReadHook(func(n int) error {
 		if n <= 3 {
@@ -652,7 +651,7 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 	})
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
-	if d := must[TransactionDescription](t, "describe")(c.Describe("seeded")); d.ProducerEpoch != 4 {
+	if d := must[Description](t, "describe")(c.Describe("seeded")); d.ProducerEpoch != 4 {
 		t.Fatalf("loaded %+v", d.Metadata)
 	}
 
@@ -660,9 +659,9 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 	b.Reset(0)
 	b.Add(0, []byte("bad"), []byte(`{"version":1,"state":"NoSuchState"}`), nil)
 	e.log.seedRaw(0, b.Finish(batch.PlainProducer, 0))
-	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 1)
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
 	e.lead(c, 0, 2)
-	if d := must[TransactionDescription](t, "describe after the corrupt record")(c.Describe("seeded")); d.ProducerEpoch != 4 {
+	if d := must[Description](t, "describe after the corrupt record")(c.Describe("seeded")); d.ProducerEpoch != 4 {
 		t.Fatalf("loaded %+v", d.Metadata)
 	}
 	if _, err := c.Describe("bad"); errs.Code(err) == sluicev1.ErrorCode_NONE || c.SkippedRecords() != 1 {
@@ -672,9 +671,9 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 	b.Reset(0)
 	b.Add(0, []byte("newer"), []byte(`{"version":99}`), nil)
 	e.log.seedRaw(0, b.Finish(batch.PlainProducer, 0))
-	c.Resigned(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 2)
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 2)
 	e.log.setLeaderEpoch(0, 3)
-	c.BecameLeader(cluster.TopicPartition{Topic: txn.StateTopic, Partition: 0}, 3)
+	c.BecameLeader(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 3)
 	waitFor(t, "the load stopped by a newer record is refused", func() error {
 		_, err := c.Describe("seeded")
 		if errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE {
@@ -683,7 +682,7 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 		return nil
 	})
 	_, err := initPID(c, "seeded", 1000)
-	wantCode(t, "init on a partition that could not be loaded", err, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE)
+	wantErrCode(t, "init on a partition that could not be loaded", err, sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE)
 }
 
 // An EndTxn whose epoch bump exhausts the epochs takes a new producer id
@@ -691,12 +690,12 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 // epoch and Complete moves the id to the new one at epoch 0.
 func TestEpochExhaustionTakesANewProducerID(t *testing.T) {
 	e := newTxnEnv(t)
-	tp := txn.TopicPartition{Topic: "t"}
+	tp := TopicPartition{Topic: "t"}
 	now := e.clock.now().UnixMilli()
-	e.log.seed(t, 0, txn.Metadata{
-		TransactionalID: "old", ProducerID: 500, PrevProducerID: 500, NextProducerID: txn.NoProducerID,
-		ProducerEpoch: 32766, LastProducerEpoch: 32765, TimeoutMs: 60000, State: txn.Ongoing,
-		Partitions: []txn.TopicPartition{tp}, StartTimeMs: now, UpdateTimeMs: now,
+	e.log.seed(t, 0, Metadata{
+		TransactionalID: "old", ProducerID: 500, PrevProducerID: 500, NextProducerID: NoProducerID,
+		ProducerEpoch: 32766, LastProducerEpoch: 32765, TimeoutMs: 60000, State: Ongoing,
+		Partitions: []TopicPartition{tp}, StartTimeMs: now, UpdateTimeMs: now,
 	})
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
@@ -704,7 +703,7 @@ func TestEpochExhaustionTakesANewProducerID(t *testing.T) {
 	if got != (ProducerIDAndEpoch{1000, 0}) {
 		t.Fatalf("EndTxn answered %+v, want the new producer id 1000 at epoch 0", got)
 	}
-	m := waitState(t, c, "old", txn.CompleteCommit)
+	m := waitState(t, c, "old", CompleteCommit)
 	if m.ProducerID != 1000 || m.ProducerEpoch != 0 || m.PrevProducerID != 500 {
 		t.Fatalf("completed as %+v", m)
 	}
@@ -720,7 +719,7 @@ func TestCloseWaitIsBounded(t *testing.T) {
 	e := newTxnEnv(t)
 	e.cfg.CloseWait = 50 * time.Millisecond
 	hold, entered := make(chan struct{}), make(chan struct{}, 1)
-	stubborn := markerFunc(func(context.Context, TxnMarkers) map[txn.TopicPartition]error {
+	stubborn := markerFunc(func(context.Context, Markers) map[TopicPartition]error {
 		entered <- struct{}{}
 		<-hold
 		return nil
@@ -728,7 +727,7 @@ func TestCloseWaitIsBounded(t *testing.T) {
 	c := e.coordinator(stubborn)
 	e.lead(c, 0, 1)
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "s", 1000))
-	if err := addPartition(c, "s", pe, txn.TopicPartition{Topic: "t"}); err != nil {
+	if err := addPartition(c, "s", pe, TopicPartition{Topic: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "s", pe, true))
@@ -757,7 +756,7 @@ func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 	var gateOnce sync.Once
 	open := func() { gateOnce.Do(func() { close(gate) }) }
 	defer open()
-	c := e.coordinator(markerFunc(func(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+	c := e.coordinator(markerFunc(func(ctx context.Context, m Markers) map[TopicPartition]error {
 		select {
 		case <-gate:
 		case <-ctx.Done():
@@ -765,7 +764,7 @@ func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 		return e.markers.WriteMarkers(ctx, m)
 	}))
 	e.lead(c, 0, 1)
-	tp := txn.TopicPartition{Topic: "a", Partition: 0}
+	tp := TopicPartition{Topic: "a", Partition: 0}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "w", 1000))
 	if err := addPartition(c, "w", pe, tp); err != nil {
 		t.Fatal(err)
@@ -774,7 +773,7 @@ func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 
 	// Markers stuck past MaxConcurrentWait: CONCURRENT_TRANSACTIONS.
 	start := time.Now()
-	wantCode(t, "add while the markers are stuck", addPartition(c, "w", next, tp), sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
+	wantErrCode(t, "add while the markers are stuck", addPartition(c, "w", next, tp), sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS)
 	if waited := time.Since(start); waited < e.cfg.MaxConcurrentWait {
 		t.Errorf("answered after %v, before MaxConcurrentWait %v", waited, e.cfg.MaxConcurrentWait)
 	}
@@ -786,7 +785,7 @@ func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("add once the markers are written: %v", err)
 	}
-	m := waitState(t, c, "w", txn.Ongoing)
+	m := waitState(t, c, "w", Ongoing)
 	if m.ProducerEpoch != next.ProducerEpoch || len(m.Partitions) != 1 {
 		t.Errorf("state after the add: %+v", m)
 	}
@@ -794,7 +793,7 @@ func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 
 // scanTimeouts scans every loaded partition now (scanPartition; the
 // scans' own timers wait AbortTimedOutInterval).
-func (c *TransactionCoordinator) scanTimeouts() {
+func (c *Coordinator) scanTimeouts() {
 	c.mu.Lock()
 	var all []*statePartition
 	for _, ps := range c.rt.PartitionsLocked() {

@@ -1,10 +1,9 @@
-package coordinator
+package txn
 
 import (
 	"context"
 	"time"
 
-	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -23,55 +22,33 @@ type ProducerIDAndEpoch struct {
 	ProducerEpoch int16
 }
 
-// InitProducerIDRequest is an InitProducerId with a transactional id.
-type InitProducerIDRequest struct {
-	TransactionalID string
-	// TimeoutMs is the producer's transaction.timeout.ms.
-	TimeoutMs int32
-	// ProducerID and ProducerEpoch are the producer's current ones
-	// (KIP-360); ProducerID ≤ 0 (txn.NoProducerID) means none.
-	ProducerID    int64
-	ProducerEpoch int16
-}
-
-// InitProducerID answers InitProducerId for a transactional producer
-// (txn.InitProducerID): a new or bumped producer id and epoch. An open
+// InitProducerID answers InitProducerId for a transactional producer (the
+// core's InitProducerID): a new or bumped producer id and epoch. An open
 // transaction of the id is fenced and aborted first; the answer is then
 // CONCURRENT_TRANSACTIONS, and the producer's retry gets its epoch once
-// the abort has completed.
-func (c *TransactionCoordinator) InitProducerID(ctx context.Context, req InitProducerIDRequest) (ProducerIDAndEpoch, error) {
-	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
+// the abort has completed. req.NewProducerID is ignored: the coordinator
+// takes one from its ProducerIDSource when the core asks for one.
+func (c *Coordinator) InitProducerID(ctx context.Context, req InitProducerIDRequest) (ProducerIDAndEpoch, error) {
+	if err := ValidateTransactionalID(req.TransactionalID); err != nil {
 		return ProducerIDAndEpoch{}, err
 	}
-	if err := txn.ValidateTimeout(req.TimeoutMs, c.cfg.MaxTimeout); err != nil {
+	if err := ValidateTimeout(req.TimeoutMs, c.cfg.MaxTimeout); err != nil {
 		return ProducerIDAndEpoch{}, err
 	}
 	if req.ProducerID > 0 && req.ProducerEpoch < 0 {
 		return ProducerIDAndEpoch{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST,
 			"producer id %d given without its epoch", req.ProducerID)
 	}
-	return c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, newPID int64, now time.Time) txn.Result {
-		return txn.InitProducerID(m, txn.InitProducerIDRequest{
-			TransactionalID: req.TransactionalID,
-			TimeoutMs:       req.TimeoutMs,
-			ProducerID:      req.ProducerID,
-			ProducerEpoch:   req.ProducerEpoch,
-			NewProducerID:   newPID,
-		}, now)
+	return c.serve(ctx, req.TransactionalID, func(m *Metadata, newPID int64, now time.Time) Result {
+		r := req
+		r.NewProducerID = newPID
+		return InitProducerID(m, r, now)
 	})
 }
 
-// AddPartitionsRequest is an AddPartitionsToTxn from a partition leader
-// (TV2: the leader of a partition receiving a transaction's first batch
-// adds the partition before it appends).
-type AddPartitionsRequest struct {
-	TransactionalID string
-	ProducerID      int64
-	ProducerEpoch   int16
-	Partitions      []txn.TopicPartition
-}
-
-// AddPartitions answers AddPartitionsToTxn (txn.AddPartitions): once it
+// AddPartitions answers AddPartitionsToTxn from a partition leader (the
+// core's AddPartitions; TV2: the leader of a partition receiving a
+// transaction's first batch adds the partition before it appends): once it
 // returns nil the partitions are in the open transaction, durably, and
 // its end will write their markers.
 //
@@ -82,20 +59,15 @@ type AddPartitionsRequest struct {
 // batch of a producer's next transaction arrives right after its commit
 // answer, before the markers, and a retry after a backoff would hold it
 // back for the whole backoff (Kafka's broker retries every 20 ms).
-func (c *TransactionCoordinator) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
-	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
+func (c *Coordinator) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
+	if err := ValidateTransactionalID(req.TransactionalID); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(c.cfg.MaxConcurrentWait)
 	for {
 		changed := c.changes(req.TransactionalID)
-		_, err := c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, _ int64, now time.Time) txn.Result {
-			return txn.AddPartitions(m, txn.AddPartitionsRequest{
-				TransactionalID: req.TransactionalID,
-				ProducerID:      req.ProducerID,
-				ProducerEpoch:   req.ProducerEpoch,
-				Partitions:      req.Partitions,
-			}, now)
+		_, err := c.serve(ctx, req.TransactionalID, func(m *Metadata, _ int64, now time.Time) Result {
+			return AddPartitions(m, req, now)
 		})
 		if errs.Code(err) != sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS || changed == nil {
 			return err
@@ -125,7 +97,7 @@ const concurrentRecheck = 20 * time.Millisecond
 
 // changes returns the channel closed at the next change of id's
 // partition (nil when this node does not hold it loaded).
-func (c *TransactionCoordinator) changes(id string) <-chan struct{} {
+func (c *Coordinator) changes(id string) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps, err := c.rt.RouteLocked(id)
@@ -135,32 +107,21 @@ func (c *TransactionCoordinator) changes(id string) <-chan struct{} {
 	return ps.changed
 }
 
-// EndTxnRequest is an EndTxn from the producer.
-type EndTxnRequest struct {
-	TransactionalID string
-	ProducerID      int64
-	ProducerEpoch   int16
-	Commit          bool
-}
-
-// EndTxn answers EndTxn (txn.EndTxn, TV2): once PrepareCommit or
+// EndTxn answers EndTxn (the core's EndTxn, TV2): once PrepareCommit or
 // PrepareAbort is committed it answers the bumped producer epoch (or the
 // next producer id at epoch 0); the markers are then written in the
 // background and the transaction completes (CompleteCommit/CompleteAbort
 // written) when every partition has its marker. Until then the id
-// answers CONCURRENT_TRANSACTIONS.
-func (c *TransactionCoordinator) EndTxn(ctx context.Context, req EndTxnRequest) (ProducerIDAndEpoch, error) {
-	if err := txn.ValidateTransactionalID(req.TransactionalID); err != nil {
+// answers CONCURRENT_TRANSACTIONS. req.NewProducerID is ignored, as for
+// InitProducerID.
+func (c *Coordinator) EndTxn(ctx context.Context, req EndTxnRequest) (ProducerIDAndEpoch, error) {
+	if err := ValidateTransactionalID(req.TransactionalID); err != nil {
 		return ProducerIDAndEpoch{}, err
 	}
-	return c.serve(ctx, req.TransactionalID, func(m *txn.Metadata, newPID int64, now time.Time) txn.Result {
-		return txn.EndTxn(m, txn.EndTxnRequest{
-			TransactionalID: req.TransactionalID,
-			ProducerID:      req.ProducerID,
-			ProducerEpoch:   req.ProducerEpoch,
-			Commit:          req.Commit,
-			NewProducerID:   newPID,
-		}, now)
+	return c.serve(ctx, req.TransactionalID, func(m *Metadata, newPID int64, now time.Time) Result {
+		r := req
+		r.NewProducerID = newPID
+		return EndTxn(m, r, now)
 	})
 }
 
@@ -168,13 +129,13 @@ func (c *TransactionCoordinator) EndTxn(ctx context.Context, req EndTxnRequest) 
 // (called again with a fresh producer id when it asks for one), the
 // result is persisted and applied (answer), and the slot is released on
 // every path.
-func (c *TransactionCoordinator) serve(ctx context.Context, id string, core func(m *txn.Metadata, newPID int64, now time.Time) txn.Result) (ProducerIDAndEpoch, error) {
+func (c *Coordinator) serve(ctx context.Context, id string, core func(m *Metadata, newPID int64, now time.Time) Result) (ProducerIDAndEpoch, error) {
 	ps, m, err := c.acquire(id)
 	if err != nil {
 		return ProducerIDAndEpoch{}, err
 	}
 	now := c.now()
-	r, err := c.decide(ctx, func(newPID int64) txn.Result { return core(m, newPID, now) })
+	r, err := c.decide(ctx, func(newPID int64) Result { return core(m, newPID, now) })
 	if err != nil {
 		c.release(ps, id)
 		return ProducerIDAndEpoch{}, err
@@ -183,7 +144,7 @@ func (c *TransactionCoordinator) serve(ctx context.Context, id string, core func
 }
 
 // answer persists and applies r (transition) and returns its answer.
-func (c *TransactionCoordinator) answer(ctx context.Context, ps *statePartition, id string, r txn.Result) (ProducerIDAndEpoch, error) {
+func (c *Coordinator) answer(ctx context.Context, ps *statePartition, id string, r Result) (ProducerIDAndEpoch, error) {
 	if err := c.transition(ctx, ps, id, r); err != nil {
 		return ProducerIDAndEpoch{}, err
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package txn
 
 import (
 	"slices"
@@ -6,15 +6,14 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/coordinator/runtime"
-	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// TransactionDescription is DescribeTransactions' answer for one id.
-type TransactionDescription struct {
+// Description is DescribeTransactions' answer for one id.
+type Description struct {
 	// Metadata is the id's applied state (a copy).
-	txn.Metadata
+	Metadata
 	// CoordinatorEpoch is the leader epoch of its __transaction_state
 	// partition on this node.
 	CoordinatorEpoch int32
@@ -25,29 +24,29 @@ type TransactionDescription struct {
 // Errors: INVALID_REQUEST (bad id), NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
 // TRANSACTIONAL_ID_NOT_FOUND.
-func (c *TransactionCoordinator) Describe(transactionalID string) (TransactionDescription, error) {
-	if err := txn.ValidateTransactionalID(transactionalID); err != nil {
-		return TransactionDescription{}, err
+func (c *Coordinator) Describe(transactionalID string) (Description, error) {
+	if err := ValidateTransactionalID(transactionalID); err != nil {
+		return Description{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps, err := c.rt.RouteLocked(transactionalID)
 	if err != nil {
-		return TransactionDescription{}, err
+		return Description{}, err
 	}
 	m := ps.txns[transactionalID]
 	if m == nil {
-		return TransactionDescription{}, errs.New(sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND,
+		return Description{}, errs.New(sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND,
 			"transactional id %q is not known", errs.Echo(transactionalID))
 	}
-	return TransactionDescription{Metadata: m.Clone(), CoordinatorEpoch: ps.Epoch}, nil
+	return Description{Metadata: m.Clone(), CoordinatorEpoch: ps.Epoch}, nil
 }
 
 // ListFilter selects the transactions List returns; zero fields select
 // everything.
 type ListFilter struct {
 	// States: only ids in one of these states.
-	States []txn.State
+	States []State
 	// ProducerIDs: only ids with one of these producer ids.
 	ProducerIDs []int64
 	// MinDuration (KIP-994): only transactions open (Ongoing, Prepare*)
@@ -56,13 +55,13 @@ type ListFilter struct {
 	MinDuration time.Duration
 }
 
-// TransactionListing is one entry of List.
-type TransactionListing struct {
+// Listing is one entry of List.
+type Listing struct {
 	TransactionalID string
 	ProducerID      int64
-	State           txn.State
+	State           State
 	// StartTimeMs is when the open (or last) transaction started, in Unix
-	// milliseconds (txn.NoTimestamp if none has).
+	// milliseconds (NoTimestamp if none has).
 	StartTimeMs int64
 }
 
@@ -71,17 +70,17 @@ type TransactionListing struct {
 // COORDINATOR_LOAD_IN_PROGRESS (as Kafka's ListTransactions), since the
 // answer would be incomplete; a partition whose load failed is likewise
 // COORDINATOR_NOT_AVAILABLE.
-func (c *TransactionCoordinator) List(f ListFilter) ([]TransactionListing, error) {
+func (c *Coordinator) List(f ListFilter) ([]Listing, error) {
 	nowMs := c.now().UnixMilli()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []TransactionListing
+	var out []Listing
 	for p, ps := range c.rt.PartitionsLocked() {
 		if ps.LoadErr() != nil {
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", txn.StateTopic, p, ps.LoadErr())
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s partition %d could not be loaded: %w", StateTopic, p, ps.LoadErr())
 		}
 		if ps.Loading() {
-			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", txn.StateTopic, p)
+			return nil, errs.New(sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s partition %d is loading; retry", StateTopic, p)
 		}
 		for id, m := range ps.txns {
 			if len(f.States) > 0 && !slices.Contains(f.States, m.State) {
@@ -91,15 +90,15 @@ func (c *TransactionCoordinator) List(f ListFilter) ([]TransactionListing, error
 				continue
 			}
 			if f.MinDuration > 0 {
-				open := m.State == txn.Ongoing || m.State.IsPrepare()
+				open := m.State == Ongoing || m.State.IsPrepare()
 				if !open || nowMs-m.StartTimeMs < f.MinDuration.Milliseconds() {
 					continue
 				}
 			}
-			out = append(out, TransactionListing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State, StartTimeMs: m.StartTimeMs})
+			out = append(out, Listing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State, StartTimeMs: m.StartTimeMs})
 		}
 	}
-	slices.SortFunc(out, func(a, b TransactionListing) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })
+	slices.SortFunc(out, func(a, b Listing) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })
 	return out, nil
 }
 
@@ -128,14 +127,14 @@ type PartitionStats struct {
 // Stats returns one PartitionStats per __transaction_state partition this
 // node leads, sorted by partition. It reads applied state under the
 // coordinator's lock and calls no dependency.
-func (c *TransactionCoordinator) Stats() []PartitionStats {
+func (c *Coordinator) Stats() []PartitionStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]PartitionStats, 0, len(c.rt.PartitionsLocked()))
 	for p, ps := range c.rt.PartitionsLocked() {
 		s := PartitionStats{Partition: p, CoordinatorEpoch: ps.Epoch, Loading: ps.Loading(), LoadTime: ps.LoadTime(), QueueDepth: ps.QueueDepth()}
 		for _, m := range ps.txns {
-			if m.State == txn.Ongoing || m.State.IsPrepare() {
+			if m.State == Ongoing || m.State.IsPrepare() {
 				s.OpenTransactions++
 			}
 			if m.State.IsPrepare() {
@@ -150,6 +149,6 @@ func (c *TransactionCoordinator) Stats() []PartitionStats {
 
 // AppendLatency is the distribution of the coordinator's appends to
 // __transaction_state, from the call to the commit or the failure.
-func (c *TransactionCoordinator) AppendLatency() runtime.HistogramSnapshot {
+func (c *Coordinator) AppendLatency() runtime.HistogramSnapshot {
 	return c.rt.AppendLatency()
 }

@@ -1,4 +1,4 @@
-package coordinator
+package group
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -21,18 +20,18 @@ import (
 func TestSlowGroupWriteDelaysOnlyThatGroup(t *testing.T) {
 	l := newFakeOffsetsLog()
 	l.epochs[0] = 1
-	topics := map[string]group.TopicMetadata{"in": {Partitions: 4}}
-	c := NewGroupCoordinator(GroupCoordinatorDeps{Log: l, Txn: l,
-		Topics: func() (map[string]group.TopicMetadata, int64) { return topics, 1 }},
-		GroupCoordinatorConfig{Partitions: 1, Group: group.Config{
+	topics := map[string]TopicMetadata{"in": {Partitions: 4}}
+	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l,
+		Topics: func() (map[string]TopicMetadata, int64) { return topics, 1 }},
+		CoordinatorConfig{Partitions: 1, Group: Config{
 			SessionTimeout: 300 * time.Millisecond, MinSessionTimeout: 100 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond}})
 	t.Cleanup(func() { _ = c.Close() })
 	c.BecameLeader(offsetsTP0, 1)
 	waitGroupsLoaded(t, c)
 	ctx := context.Background()
-	join := func(g string) group.HeartbeatResponse {
+	join := func(g string) HeartbeatResponse {
 		t.Helper()
-		resp, err := c.Heartbeat(ctx, g, group.HeartbeatRequest{MemberEpoch: 0, SubscribedTopics: []string{"in"}})
+		resp, err := c.Heartbeat(ctx, g, HeartbeatRequest{MemberEpoch: 0, SubscribedTopics: []string{"in"}})
 		if err != nil {
 			t.Fatalf("join %s: %v", g, err)
 		}
@@ -49,7 +48,7 @@ func TestSlowGroupWriteDelaysOnlyThatGroup(t *testing.T) {
 	defer released.Stop()
 	slowJoined := make(chan error, 1)
 	go func() {
-		_, err := c.Heartbeat(ctx, "slow", group.HeartbeatRequest{MemberEpoch: 0, SubscribedTopics: []string{"in"}})
+		_, err := c.Heartbeat(ctx, "slow", HeartbeatRequest{MemberEpoch: 0, SubscribedTopics: []string{"in"}})
 		slowJoined <- err
 	}()
 	waitFor(t, "the slow group's write is in flight", func() error {
@@ -59,14 +58,14 @@ func TestSlowGroupWriteDelaysOnlyThatGroup(t *testing.T) {
 		return nil
 	})
 
-	// Meanwhile, on the same partition: two members join the fast group.
+	// Meanwhile, on the same partition: two members join the fast
 	a, b := join("fast"), join("fast")
 	// b heartbeats on (reporting what it owns); a goes silent and must be
 	// fenced after its session, giving b the whole topic.
-	owned := group.Assignment{}
+	owned := Assignment{}
 	var epochAfterB int32
 	waitFor(t, "a fenced and b given every partition", func() error {
-		resp, err := c.Heartbeat(ctx, "fast", group.HeartbeatRequest{MemberID: b.MemberID, MemberEpoch: b.MemberEpoch, OwnedSet: true, Owned: owned})
+		resp, err := c.Heartbeat(ctx, "fast", HeartbeatRequest{MemberID: b.MemberID, MemberEpoch: b.MemberEpoch, OwnedSet: true, Owned: owned})
 		if err != nil {
 			return err
 		}
@@ -119,13 +118,13 @@ func TestSlowGroupWriteDelaysOnlyThatGroup(t *testing.T) {
 	if d, err := c.DescribeGroup("slow"); err != nil || d.GroupEpoch < 2 {
 		t.Fatalf("slow group %+v %v, want the join's epoch 2 written", d, err)
 	}
-	if _, err := c.Heartbeat(ctx, "fast", group.HeartbeatRequest{MemberID: a.MemberID, MemberEpoch: a.MemberEpoch}); errs.Code(err) != sluicev1.ErrorCode_UNKNOWN_MEMBER_ID {
+	if _, err := c.Heartbeat(ctx, "fast", HeartbeatRequest{MemberID: a.MemberID, MemberEpoch: a.MemberEpoch}); errs.Code(err) != sluicev1.ErrorCode_UNKNOWN_MEMBER_ID {
 		t.Fatalf("the fenced member's heartbeat: %v, want UNKNOWN_MEMBER_ID", err)
 	}
 }
 
 // offsetsShard is c's shard of partition 0.
-func offsetsShard(c *GroupCoordinator) *offsetsPartition {
+func offsetsShard(c *Coordinator) *offsetsPartition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rt.PartitionsLocked()[0]

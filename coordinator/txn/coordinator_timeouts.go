@@ -1,8 +1,4 @@
-package coordinator
-
-import (
-	"github.com/sluice-io/sluice/coordinator/txn"
-)
+package txn
 
 // timeoutScan names each shard's timer of its timeout scan.
 const timeoutScan = "timeout scan"
@@ -15,7 +11,7 @@ const maxTimeoutWorkers = 32
 // (Kafka's abortTimedOutTransactions and removeExpiredTransactionalIds
 // run on that period): each led partition scans on its own timer, so a
 // slow partition never delays another's.
-func (c *TransactionCoordinator) scheduleScan(ps *statePartition) {
+func (c *Coordinator) scheduleScan(ps *statePartition) {
 	c.rt.Schedule(ps, timeoutScan, c.now().Add(c.cfg.AbortTimedOutInterval), func() {
 		c.scanPartition(ps)
 		c.scheduleScan(ps)
@@ -23,14 +19,14 @@ func (c *TransactionCoordinator) scheduleScan(ps *statePartition) {
 }
 
 // scanPartition aborts every open transaction of ps past its timeout
-// (txn.AbortTimedOut: PrepareAbort with the epoch bumped, so its producer
+// (AbortTimedOut: PrepareAbort with the epoch bumped, so its producer
 // is fenced, then markers and CompleteAbort) and removes every id idle
-// for IDExpiration (txn.Expire: a tombstone), through the same slot and
+// for IDExpiration (Expire: a tombstone), through the same slot and
 // write-then-apply path as requests. Each id's transition runs on its own
 // goroutine (at most maxTimeoutWorkers at once), so one slow write delays
 // only its id. An id whose slot is taken is left for the next scan, as is
 // one whose write fails.
-func (c *TransactionCoordinator) scanPartition(ps *statePartition) {
+func (c *Coordinator) scanPartition(ps *statePartition) {
 	now := c.now()
 	var due []string
 	c.mu.Lock()
@@ -39,7 +35,7 @@ func (c *TransactionCoordinator) scanPartition(ps *statePartition) {
 		return
 	}
 	for id, m := range ps.txns {
-		if txn.TimedOut(*m, now) || txn.Expire(*m, now, c.cfg.IDExpiration).Write != nil {
+		if TimedOut(*m, now) || Expire(*m, now, c.cfg.IDExpiration).Write != nil {
 			due = append(due, id)
 		}
 	}
@@ -65,9 +61,9 @@ func (c *TransactionCoordinator) scanPartition(ps *statePartition) {
 		c.mu.Lock()
 		started := c.rt.GoLocked(func() {
 			defer ps.timeoutWorkers.Add(-1)
-			r, err := c.decide(ps.Ctx, func(newPID int64) txn.Result { return txn.AbortTimedOut(m, now, newPID) })
+			r, err := c.decide(ps.Ctx, func(newPID int64) Result { return AbortTimedOut(m, now, newPID) })
 			if err == nil && r.Write == nil {
-				r = txn.Expire(m, now, c.cfg.IDExpiration)
+				r = Expire(m, now, c.cfg.IDExpiration)
 			}
 			if err != nil {
 				c.release(ps, id)

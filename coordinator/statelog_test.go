@@ -37,10 +37,10 @@ func TestReplicaStateLogWritesAndLoadsThroughTheReplicaManager(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e := newTxnEnv(t)
-	newCoordinator := func() (*TransactionCoordinator, func()) {
-		c := NewTransactionCoordinator(TransactionCoordinatorDeps{
-			Log: ReplicaStateLog{Replicas: rm}, ProducerIDs: e.pids, Markers: e.markers, Now: e.clock.now,
+	e := newTxnEnv()
+	newCoordinator := func() (*txn.Coordinator, func()) {
+		c := txn.NewCoordinator(txn.CoordinatorDeps{
+			Log: ReplicaStateLog{Replicas: rm}, ProducerIDs: e.pids, Markers: e.markers, Now: e.now,
 		}, e.cfg)
 		unregister := rm.RegisterLeadershipListener(txn.StateTopic, c)
 		return c, func() {
@@ -52,18 +52,18 @@ func TestReplicaStateLogWritesAndLoadsThroughTheReplicaManager(t *testing.T) {
 	}
 	a, stopA := newCoordinator()
 	waitLoaded(t, a, 0)
-	pe := must[ProducerIDAndEpoch](t, "init")(initPID(a, "real", 60000))
+	pe := must[txn.ProducerIDAndEpoch](t, "init")(initPID(a, "real", 60000))
 	if err := addPartition(a, "real", pe, txn.TopicPartition{Topic: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	must[ProducerIDAndEpoch](t, "commit")(endTxn(a, "real", pe, true))
+	must[txn.ProducerIDAndEpoch](t, "commit")(endTxn(a, "real", pe, true))
 	waitState(t, a, "real", txn.CompleteCommit)
 	stopA()
 
 	b, stopB := newCoordinator()
 	defer stopB()
 	waitLoaded(t, b, 0)
-	d := must[TransactionDescription](t, "describe after reload")(b.Describe("real"))
+	d := must[txn.Description](t, "describe after reload")(b.Describe("real"))
 	if d.State != txn.CompleteCommit || d.ProducerID != pe.ProducerID || d.ProducerEpoch != pe.ProducerEpoch+1 {
 		t.Fatalf("reloaded %+v", d.Metadata)
 	}

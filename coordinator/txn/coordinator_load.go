@@ -1,62 +1,61 @@
-package coordinator
+package txn
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
 )
 
-var _ cluster.LeadershipListener = (*TransactionCoordinator)(nil)
+var _ cluster.LeadershipListener = (*Coordinator)(nil)
 
 // BecameLeader implements cluster.LeadershipListener for
 // __transaction_state (other topics are ignored; runtime.BecameLeader):
 // the partition's ids answer COORDINATOR_LOAD_IN_PROGRESS while it is
-// loaded from the log (txnLoader); then it serves, with leaderEpoch as the
+// loaded from the log (stateLoader); then it serves, with leaderEpoch as the
 // coordinator epoch, and every id found in PrepareCommit/PrepareAbort has
 // its markers resent and is completed. (PrepareEpochFence is never
 // written, so a load never finds it: the fence's PrepareAbort is resumed
 // like any other.) It returns at once.
-func (c *TransactionCoordinator) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) {
+func (c *Coordinator) BecameLeader(tp cluster.TopicPartition, leaderEpoch int32) {
 	c.rt.BecameLeader(tp, leaderEpoch)
 }
 
 // Resigned implements cluster.LeadershipListener (runtime.Resigned): the
 // partition's state at leaderEpoch is dropped (a load in progress is
 // abandoned, marker rounds stop) and its ids answer NOT_COORDINATOR.
-func (c *TransactionCoordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
+func (c *Coordinator) Resigned(tp cluster.TopicPartition, leaderEpoch int32) {
 	c.rt.Resigned(tp, leaderEpoch)
 }
 
-// txnLoader is one load of a __transaction_state partition: it replays
+// stateLoader is one load of a __transaction_state partition: it replays
 // the partition into a fresh map and, once read to the end, publishes it
 // and resumes the Prepare* ids.
 //
-// A corrupt record (txn.ErrCorruptRecord: not one a coordinator wrote) is
+// A corrupt record (ErrCorruptRecord: not one a coordinator wrote) is
 // skipped and reported (log and SkippedRecords; issue 29) and the load
 // goes on: stopping would leave every transactional id of the partition
 // without a coordinator for good. A record of a newer version
-// (txn.ErrNewerRecordVersion: a newer Sluice led the partition) still
+// (ErrNewerRecordVersion: a newer Sluice led the partition) still
 // stops the load for good (the partition answers
 // COORDINATOR_NOT_AVAILABLE): it is the id's latest state, and skipping
 // it would resume an older one — a PrepareCommit forgotten, its
 // transaction aborted after some of its partitions committed. The fix
 // there is to run the newer version, not to guess.
-type txnLoader struct {
-	c    *TransactionCoordinator
+type stateLoader struct {
+	c    *Coordinator
 	ps   *statePartition
-	txns map[string]*txn.Metadata
+	txns map[string]*Metadata
 }
 
 // Replay implements runtime.Loader.
-func (l *txnLoader) Replay(b []byte, skip func(offset int64, err error)) error {
+func (l *stateLoader) Replay(b []byte, skip func(offset int64, err error)) error {
 	return replayBatch(l.txns, b, skip)
 }
 
 // Done implements runtime.Loader (c.mu held).
-func (l *txnLoader) Done(int64) {
+func (l *stateLoader) Done(int64) {
 	l.ps.txns = l.txns
 	for _, m := range l.txns {
 		if m.PendingMarkers() {
@@ -70,7 +69,7 @@ func (l *txnLoader) Done(int64) {
 // batches (none are written to this topic) are skipped. A corrupt record
 // is left out and passed to skip with its offset; any other error (a
 // record of a newer version, a batch that is not canonical) is returned.
-func replayBatch(txns map[string]*txn.Metadata, b []byte, skip func(offset int64, err error)) error {
+func replayBatch(txns map[string]*Metadata, b []byte, skip func(offset int64, err error)) error {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
 		return err
@@ -79,10 +78,10 @@ func replayBatch(txns map[string]*txn.Metadata, b []byte, skip func(offset int64
 		return nil
 	}
 	return batch.ForEachRecord(b, func(r batch.Record) error {
-		err := txn.Replay(txns, r.Key, r.Value)
+		err := Replay(txns, r.Key, r.Value)
 		switch {
 		case err == nil:
-		case errors.Is(err, txn.ErrCorruptRecord):
+		case errors.Is(err, ErrCorruptRecord):
 			skip(r.Offset, err)
 		default:
 			return errors.Join(fmt.Errorf("record at offset %d", r.Offset), err)
@@ -94,4 +93,4 @@ func replayBatch(txns map[string]*txn.Metadata, b []byte, skip func(offset int64
 // SkippedRecords is the number of __transaction_state records the loads
 // of this node have skipped as corrupt (a record skipped by several
 // loads counts each time), for metrics.
-func (c *TransactionCoordinator) SkippedRecords() int64 { return c.rt.SkippedRecords() }
+func (c *Coordinator) SkippedRecords() int64 { return c.rt.SkippedRecords() }

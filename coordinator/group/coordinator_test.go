@@ -1,4 +1,4 @@
-package coordinator
+package group
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/runtime"
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -35,7 +36,7 @@ func (l *fakeOffsetsLog) held(raw []byte) chan struct{} {
 	}
 	var hold chan struct{}
 	_ = batch.ForEachRecord(raw, func(r batch.Record) error {
-		if k, err := group.DecodeKey(r.Key); err == nil && hold == nil {
+		if k, err := DecodeKey(r.Key); err == nil && hold == nil {
 			hold = l.holds[k.Group]
 		}
 		return nil
@@ -77,7 +78,7 @@ func (l *fakeOffsetsLog) WaitCommitted(ctx context.Context, tp cluster.TopicPart
 	return nil
 }
 
-func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error) {
+func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (runtime.LogRead, error) {
 	l.mu.Lock()
 	gate := l.gate
 	l.mu.Unlock()
@@ -85,12 +86,12 @@ func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartit
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return StateLogRead{}, ctx.Err()
+			return runtime.LogRead{}, ctx.Err()
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out StateLogRead
+	var out runtime.LogRead
 	out.EndOffset, out.NextOffset = l.end[tp.Partition], l.end[tp.Partition]
 	for _, b := range l.batches[tp.Partition] {
 		if h, _ := batch.ParseHeader(b); h.LastOffset() >= offset {
@@ -107,15 +108,15 @@ func (l *fakeOffsetsLog) AppendCoordinatorTxn(ctx context.Context, tp cluster.To
 	return l.append(tp.Partition, build(0)), nil
 }
 
-func newTestGroupCoordinator(t *testing.T, l *fakeOffsetsLog) *GroupCoordinator {
-	c := NewGroupCoordinator(GroupCoordinatorDeps{Log: l, Txn: l,
-		Topics: func() (map[string]group.TopicMetadata, int64) { return nil, 0 }},
-		GroupCoordinatorConfig{Partitions: 1})
+func newTestCoordinator(t *testing.T, l *fakeOffsetsLog) *Coordinator {
+	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l,
+		Topics: func() (map[string]TopicMetadata, int64) { return nil, 0 }},
+		CoordinatorConfig{Partitions: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-func waitGroupsLoaded(t *testing.T, c *GroupCoordinator) {
+func waitGroupsLoaded(t *testing.T, c *Coordinator) {
 	t.Helper()
 	waitFor(t, "partition loaded", func() error {
 		_, err := c.FetchOffsets("g", "", -1, nil, false)
@@ -126,15 +127,15 @@ func waitGroupsLoaded(t *testing.T, c *GroupCoordinator) {
 	})
 }
 
-var offsetsTP0 = cluster.TopicPartition{Topic: group.OffsetsTopic, Partition: 0}
+var offsetsTP0 = cluster.TopicPartition{Topic: OffsetsTopic, Partition: 0}
 
 // A marker the partition's leader reports while the coordinator loads is
 // applied after the load — unless the load itself read it.
 func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 	l := newFakeOffsetsLog()
 	l.epochs[0] = 1
-	in := group.TopicPartition{Topic: "in", Partition: 0}
-	c := newTestGroupCoordinator(t, l)
+	in := TopicPartition{Topic: "in", Partition: 0}
+	c := newTestCoordinator(t, l)
 	if _, err := c.FetchOffsets("g", "", -1, nil, false); errs.Code(err) != sluicev1.ErrorCode_NOT_COORDINATOR {
 		t.Fatalf("before leading: %v, want NOT_COORDINATOR", err)
 	}
@@ -143,7 +144,7 @@ func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 	ctx := context.Background()
 	for _, pid := range []int64{7, 8} {
 		if _, err := c.TxnCommitOffsets(ctx, TxnOffsetCommitRequest{TransactionalID: "t", Group: "g", ProducerID: pid, MemberEpoch: -1,
-			Entries: []OffsetCommitEntry{{TP: in, Offset: group.Offset{Offset: pid * 10}}}}); err != nil {
+			Entries: []OffsetCommitEntry{{TP: in, Offset: Offset{Offset: pid * 10}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +170,7 @@ func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 	c.TxnMarkerCommitted(offsetsTP0, 8, true, mk8.BaseOffset)
 	close(gate)
 	waitGroupsLoaded(t, c)
-	got, err := c.FetchOffsets("g", "", -1, []group.TopicPartition{in}, true)
+	got, err := c.FetchOffsets("g", "", -1, []TopicPartition{in}, true)
 	if err != nil || got[0].Err != nil || got[0].Offset.Offset != 80 {
 		t.Fatalf("after load: %+v %v, want 80 stable (both committed, producer 8 last)", got, err)
 	}
@@ -181,17 +182,17 @@ func TestGroupCoordinatorMarkersDuringLoad(t *testing.T) {
 func TestGroupCoordinatorCommitsSurviveReload(t *testing.T) {
 	l := newFakeOffsetsLog()
 	l.epochs[0] = 1
-	c := newTestGroupCoordinator(t, l)
+	c := newTestCoordinator(t, l)
 	c.BecameLeader(offsetsTP0, 1)
 	waitGroupsLoaded(t, c)
 	ctx := context.Background()
-	a, b := group.TopicPartition{Topic: "in", Partition: 0}, group.TopicPartition{Topic: "in", Partition: 1}
-	res, err := c.CommitOffsets(ctx, "g", "", -1, []OffsetCommitEntry{{TP: a, Offset: group.Offset{Offset: 3}},
-		{TP: b, Offset: group.Offset{Offset: 4, Metadata: string(make([]byte, group.MaxMetadataBytes+1))}}})
+	a, b := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}
+	res, err := c.CommitOffsets(ctx, "g", "", -1, []OffsetCommitEntry{{TP: a, Offset: Offset{Offset: 3}},
+		{TP: b, Offset: Offset{Offset: 4, Metadata: string(make([]byte, MaxMetadataBytes+1))}}})
 	if err != nil || res[a] != nil || errs.Code(res[b]) != sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE {
 		t.Fatalf("commit: %v %v", res, err)
 	}
-	if _, err := c.CommitOffsets(ctx, "other", "", -1, []OffsetCommitEntry{{TP: a, Offset: group.Offset{Offset: 9}}}); err != nil {
+	if _, err := c.CommitOffsets(ctx, "other", "", -1, []OffsetCommitEntry{{TP: a, Offset: Offset{Offset: 9}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteGroup(ctx, "other"); err != nil {
@@ -226,16 +227,16 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 	l := newFakeOffsetsLog()
 	l.epochs[0] = 1
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	c := NewGroupCoordinator(GroupCoordinatorDeps{Log: l, Txn: l, Now: clock.now,
-		Topics: func() (map[string]group.TopicMetadata, int64) { return nil, 0 }},
-		GroupCoordinatorConfig{Partitions: 1, OffsetsRetention: time.Hour})
+	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l, Now: clock.now,
+		Topics: func() (map[string]TopicMetadata, int64) { return nil, 0 }},
+		CoordinatorConfig{Partitions: 1, OffsetsRetention: time.Hour})
 	t.Cleanup(func() { _ = c.Close() })
 	c.BecameLeader(offsetsTP0, 1)
 	waitGroupsLoaded(t, c)
 	ctx := context.Background()
-	in := group.TopicPartition{Topic: "in", Partition: 0}
+	in := TopicPartition{Topic: "in", Partition: 0}
 	commit := func(g string) {
-		if _, err := c.CommitOffsets(ctx, g, "", -1, []OffsetCommitEntry{{TP: in, Offset: group.Offset{Offset: 1}}}); err != nil {
+		if _, err := c.CommitOffsets(ctx, g, "", -1, []OffsetCommitEntry{{TP: in, Offset: Offset{Offset: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,4 +265,28 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 	if ls, _ := c.ListGroups(nil); len(ls) != 1 || ls[0].Group != "young" {
 		t.Fatalf("after reload: %+v", ls)
 	}
+}
+
+// waitFor is wait.For with the bound these tests use.
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	wait.For(t, 10*time.Second, what, cond)
+}
+
+// fakeClock is a hand-moved clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }

@@ -1,19 +1,16 @@
-package coordinator
+package txn
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/coordinator/runtime"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -126,50 +123,50 @@ func (l *fakeStateLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartit
 	return errUnknown
 }
 
-func (l *fakeStateLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (StateLogRead, error) {
+func (l *fakeStateLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, offset int64, maxBytes int) (runtime.LogRead, error) {
 	l.mu.Lock()
 	l.reads++
 	gate, hook, n := l.loadGate, l.readHook, l.reads
 	l.mu.Unlock()
 	if hook != nil {
 		if err := hook(n); err != nil {
-			return StateLogRead{}, err
+			return runtime.LogRead{}, err
 		}
 	}
 	if gate != nil {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return StateLogRead{}, ctx.Err()
+			return runtime.LogRead{}, ctx.Err()
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkEpoch(tp, leaderEpoch); err != nil {
-		return StateLogRead{}, err
+		return runtime.LogRead{}, err
 	}
 	// A new leader loads its whole log (the real adapter waits for it to
 	// commit): everything appended counts.
 	bs := l.batches[tp.Partition]
 	end := int64(len(bs))
 	if offset >= end {
-		return StateLogRead{NextOffset: offset, EndOffset: end}, nil
+		return runtime.LogRead{NextOffset: offset, EndOffset: end}, nil
 	}
 	// Two batches per read, so loads take several reads.
 	stop := min(offset+2, end)
-	return StateLogRead{Batches: bs[offset:stop], NextOffset: stop, EndOffset: end}, nil
+	return runtime.LogRead{Batches: bs[offset:stop], NextOffset: stop, EndOffset: end}, nil
 }
 
 // records decodes partition p's records in log order.
-func (l *fakeStateLog) records(t *testing.T, p int32) []txn.Metadata {
+func (l *fakeStateLog) records(t *testing.T, p int32) []Metadata {
 	t.Helper()
 	l.mu.Lock()
 	bs := append([][]byte(nil), l.batches[p]...)
 	l.mu.Unlock()
-	var out []txn.Metadata
+	var out []Metadata
 	for _, b := range bs {
 		err := batch.ForEachRecord(b, func(r batch.Record) error {
-			m, err := txn.DecodeRecord(r.Key, r.Value)
+			m, err := DecodeRecord(r.Key, r.Value)
 			out = append(out, m)
 			return err
 		})
@@ -184,15 +181,15 @@ func (l *fakeStateLog) records(t *testing.T, p int32) []txn.Metadata {
 // partition's outcome (nil: written).
 type fakeMarkers struct {
 	mu     sync.Mutex // guards the following
-	rounds []TxnMarkers
-	fail   func(m TxnMarkers, tp txn.TopicPartition, round int) error
+	rounds []Markers
+	fail   func(m Markers, tp TopicPartition, round int) error
 }
 
-func (f *fakeMarkers) WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+func (f *fakeMarkers) WriteMarkers(ctx context.Context, m Markers) map[TopicPartition]error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rounds = append(f.rounds, m)
-	out := make(map[txn.TopicPartition]error)
+	out := make(map[TopicPartition]error)
 	for _, tp := range m.Partitions {
 		var err error
 		if f.fail != nil {
@@ -203,16 +200,16 @@ func (f *fakeMarkers) WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.To
 	return out
 }
 
-func (f *fakeMarkers) setFail(fail func(m TxnMarkers, tp txn.TopicPartition, round int) error) {
+func (f *fakeMarkers) setFail(fail func(m Markers, tp TopicPartition, round int) error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fail = fail
 }
 
-func (f *fakeMarkers) calls() []TxnMarkers {
+func (f *fakeMarkers) calls() []Markers {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]TxnMarkers(nil), f.rounds...)
+	return append([]Markers(nil), f.rounds...)
 }
 
 // fakeProducerIDs hands out 1000, 1001, ... (decision 4).
@@ -247,7 +244,7 @@ type txnEnv struct {
 	pids    *fakeProducerIDs
 	clock   *fakeClock
 	markers *fakeMarkers
-	cfg     TransactionCoordinatorConfig
+	cfg     CoordinatorConfig
 }
 
 func newTxnEnv(t *testing.T) *txnEnv {
@@ -257,7 +254,7 @@ func newTxnEnv(t *testing.T) *txnEnv {
 		pids:    &fakeProducerIDs{},
 		clock:   &fakeClock{t: time.UnixMilli(1_794_026_921_000)},
 		markers: &fakeMarkers{},
-		cfg: TransactionCoordinatorConfig{
+		cfg: CoordinatorConfig{
 			StatePartitions:       1,
 			AbortTimedOutInterval: time.Hour, // tests scan by hand unless they set it
 			MarkerRetryBackoff:    time.Millisecond,
@@ -270,11 +267,11 @@ func newTxnEnv(t *testing.T) *txnEnv {
 
 // coordinator starts a coordinator on the env's fakes (markers: the
 // env's unless given), closed at the end of the test.
-func (e *txnEnv) coordinator(markers MarkerWriter) *TransactionCoordinator {
+func (e *txnEnv) coordinator(markers MarkerWriter) *Coordinator {
 	if markers == nil {
 		markers = e.markers
 	}
-	c := NewTransactionCoordinator(TransactionCoordinatorDeps{
+	c := NewCoordinator(CoordinatorDeps{
 		Log: e.log, ProducerIDs: e.pids, Markers: markers, Now: e.clock.now,
 	}, e.cfg)
 	e.t.Cleanup(func() {
@@ -286,14 +283,14 @@ func (e *txnEnv) coordinator(markers MarkerWriter) *TransactionCoordinator {
 }
 
 // lead makes c the leader of partition p at epoch and waits for its load.
-func (e *txnEnv) lead(c *TransactionCoordinator, p, epoch int32) {
+func (e *txnEnv) lead(c *Coordinator, p, epoch int32) {
 	e.t.Helper()
 	e.log.setLeaderEpoch(p, epoch)
-	c.BecameLeader(cluster.TopicPartition{Topic: txn.StateTopic, Partition: p}, epoch)
+	c.BecameLeader(cluster.TopicPartition{Topic: StateTopic, Partition: p}, epoch)
 	waitLoaded(e.t, c, p)
 }
 
-func waitLoaded(t *testing.T, c *TransactionCoordinator, p int32) {
+func waitLoaded(t *testing.T, c *Coordinator, p int32) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("partition %d loaded", p), func() error {
 		c.mu.Lock()
@@ -307,7 +304,7 @@ func waitLoaded(t *testing.T, c *TransactionCoordinator, p int32) {
 }
 
 // stateLogPairs is the [state, epoch] sequence of records.
-func stateLogPairs(ms []txn.Metadata) [][2]any {
+func stateLogPairs(ms []Metadata) [][2]any {
 	var out [][2]any
 	for _, m := range ms {
 		out = append(out, [2]any{m.State.String(), float64(m.ProducerEpoch)})
@@ -315,26 +312,12 @@ func stateLogPairs(ms []txn.Metadata) [][2]any {
 	return out
 }
 
-// kafkaStateLogs reads the vectors' transaction_state_log of the
+// kafkaStateLogs is the vectors' transaction_state_log of the
 // commit_abort_commit and fencing runs.
 func kafkaStateLogs(t *testing.T) (commitAbortCommit, fencing [][2]any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("txn", "testdata", "kafka-examples.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v struct {
-		CommitAbortCommit struct {
-			Log [][2]any `json:"transaction_state_log"`
-		} `json:"commit_abort_commit"`
-		Fencing struct {
-			Log [][2]any `json:"transaction_state_log"`
-		} `json:"fencing"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v.CommitAbortCommit.Log, v.Fencing.Log
+	v := loadKafkaExamples(t)
+	return v.CommitAbortCommit.TransactionStateLog, v.Fencing.TransactionStateLog
 }
 
 // waitFor is wait.For with the bound these tests use.
@@ -344,9 +327,9 @@ func waitFor(t *testing.T, what string, cond func() error) {
 }
 
 // waitState waits until id's applied state on c is want.
-func waitState(t *testing.T, c *TransactionCoordinator, id string, want txn.State) txn.Metadata {
+func waitState(t *testing.T, c *Coordinator, id string, want State) Metadata {
 	t.Helper()
-	var m txn.Metadata
+	var m Metadata
 	waitFor(t, fmt.Sprintf("%s in %v", id, want), func() error {
 		d, err := c.Describe(id)
 		if err != nil {
@@ -361,7 +344,7 @@ func waitState(t *testing.T, c *TransactionCoordinator, id string, want txn.Stat
 	return m
 }
 
-func wantCode(t *testing.T, what string, err error, want sluicev1.ErrorCode) {
+func wantErrCode(t *testing.T, what string, err error, want sluicev1.ErrorCode) {
 	t.Helper()
 	if got := errs.Code(err); got != want {
 		t.Fatalf("%s: %v (%v), want %v", what, got, err, want)
@@ -369,7 +352,7 @@ func wantCode(t *testing.T, what string, err error, want sluicev1.ErrorCode) {
 }
 
 // seed appends records to partition p as an earlier leader wrote them.
-func (l *fakeStateLog) seed(t *testing.T, p int32, ms ...txn.Metadata) {
+func (l *fakeStateLog) seed(t *testing.T, p int32, ms ...Metadata) {
 	t.Helper()
 	for _, m := range ms {
 		raw, err := encodeStateBatch(m, time.UnixMilli(m.UpdateTimeMs))
@@ -395,8 +378,8 @@ func (l *fakeStateLog) setReadHook(fail func(read int) error) {
 }
 
 // markerFunc is a MarkerWriter made of a function.
-type markerFunc func(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error
+type markerFunc func(ctx context.Context, m Markers) map[TopicPartition]error
 
-func (f markerFunc) WriteMarkers(ctx context.Context, m TxnMarkers) map[txn.TopicPartition]error {
+func (f markerFunc) WriteMarkers(ctx context.Context, m Markers) map[TopicPartition]error {
 	return f(ctx, m)
 }
