@@ -82,23 +82,87 @@ func CheckAlterPartition(im *Image, req AlterPartitionRequest) (PartitionChange,
 // (their failure is logged, not returned; the ISR change stands), so the
 // returned partition is the ISR change's result and the completion follows
 // in the metadata.
+//
+// Concurrent calls are applied in batches (issue 31): a restarted broker
+// rejoins thousands of ISRs at once, and one barrier, check and commit
+// per call, serialized, took 8 ms each (18 s for 2,000 partitions). A call
+// queues its request; whoever holds proposeMu next takes the whole queue,
+// checks it against one image, proposes the changes as one pipeline
+// (proposeEach) and hands each caller its own outcome.
 func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionRequest) (*PartitionState, error) {
+	call := &alterCall{req: req, done: make(chan alterResult, 1)}
+	c.alterMu.Lock()
+	c.alterQueue = append(c.alterQueue, call)
+	c.alterMu.Unlock()
 	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	var pc PartitionChange
-	var checkErr error
-	if err := c.readForProposal(ctx, func(im *Image) { pc, checkErr = CheckAlterPartition(im, req) }); err != nil {
-		return nil, err
+	select {
+	case r := <-call.done: // a batch taken by an earlier holder had it
+		c.proposeMu.Unlock()
+		return r.partition, r.err
+	default:
 	}
-	if checkErr != nil {
-		return nil, checkErr
+	c.alterMu.Lock()
+	batch := c.alterQueue
+	c.alterQueue = nil
+	c.alterMu.Unlock()
+	c.alterBatchLocked(ctx, batch)
+	c.proposeMu.Unlock()
+	r := <-call.done
+	return r.partition, r.err
+}
+
+// alterCall is one AlterPartition waiting in Controller.alterQueue.
+type alterCall struct {
+	req  AlterPartitionRequest
+	done chan alterResult // capacity 1: the batch never blocks on it
+}
+
+type alterResult struct {
+	partition *PartitionState
+	err       error
+}
+
+// alterBatchLocked applies batch (proposeMu held) and answers every call.
+func (c *Controller) alterBatchLocked(ctx context.Context, batch []*alterCall) {
+	changes := make([]PartitionChange, len(batch))
+	checkErrs := make([]error, len(batch))
+	if err := c.readForProposal(ctx, func(im *Image) {
+		for i, call := range batch {
+			changes[i], checkErrs[i] = CheckAlterPartition(im, call.req)
+		}
+	}); err != nil {
+		for _, call := range batch {
+			call.done <- alterResult{err: err}
+		}
+		return
 	}
-	res, err := c.Propose(ctx, pc)
-	if err != nil {
-		return nil, err
+	var records []Record
+	var idx []int
+	for i, err := range checkErrs {
+		if err != nil {
+			batch[i].done <- alterResult{err: err}
+			continue
+		}
+		records = append(records, changes[i])
+		idx = append(idx, i)
 	}
-	if err := c.completeReassignmentsLocked(ctx); err != nil {
-		c.log.Warn("controller: completing reassignments after an ISR change", "err", err)
+	if len(records) == 0 {
+		return
 	}
-	return res.Partition, nil
+	results, perRecord, _ := c.proposeEach(ctx, records)
+	reassigning := false
+	for j, i := range idx {
+		if perRecord[j] != nil {
+			batch[i].done <- alterResult{err: perRecord[j]}
+			continue
+		}
+		p := results[j].Partition
+		reassigning = reassigning || (p != nil && p.Reassigning())
+		batch[i].done <- alterResult{partition: p}
+	}
+	if reassigning {
+		if err := c.completeReassignmentsLocked(ctx); err != nil {
+			c.log.Warn("controller: completing reassignments after an ISR change", "err", err)
+		}
+	}
 }

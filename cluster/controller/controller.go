@@ -206,6 +206,11 @@ type Controller struct {
 	// proposeMu serializes the read-image-then-propose wrappers on this
 	// node, so two of them never compute a record from the same image.
 	proposeMu sync.Mutex
+	// alterMu guards alterQueue: AlterPartition calls waiting for the
+	// next batch (alterpartition.go). A leaf, taken with or without
+	// proposeMu.
+	alterMu    sync.Mutex
+	alterQueue []*alterCall
 
 	// livenessMu guards liveness (heartbeats arrive on gRPC goroutines;
 	// the session loop reads it).
@@ -603,46 +608,67 @@ func (c *Controller) Propose(ctx context.Context, r Record) (Result, error) {
 // (returned); other rejections (a partition that changed meanwhile) are
 // left out of the result and counted in rejected.
 func (c *Controller) proposeAll(ctx context.Context, records []Record) (accepted []Record, rejected int, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	if c.raft.State() != raft.Leader {
-		return nil, 0, c.notController()
-	}
-	futures := make([]raft.ApplyFuture, 0, len(records))
-	timeout := c.timeout(ctx)
-	for _, r := range records {
-		data, err := EncodeRecord(r)
-		if err != nil {
+	_, perRecord, err := c.proposeEach(ctx, records)
+	for i, rerr := range perRecord {
+		if rerr != nil {
 			rejected++
-			futures = append(futures, nil)
 			continue
 		}
-		futures = append(futures, c.raft.Apply(data, timeout))
+		accepted = append(accepted, records[i])
+	}
+	return accepted, rejected, err
+}
+
+// proposeEach is proposeAll with each record's own outcome: results[i]
+// and errs[i] are what Propose would have returned for records[i]. err is
+// the first NOT_CONTROLLER or Raft failure, or ctx's end (the records
+// without an outcome then have that error).
+func (c *Controller) proposeEach(ctx context.Context, records []Record) (results []Result, perRecord []error, err error) {
+	results = make([]Result, len(records))
+	perRecord = make([]error, len(records))
+	if err := ctx.Err(); err != nil {
+		for i := range perRecord {
+			perRecord[i] = err
+		}
+		return results, perRecord, err
+	}
+	if c.raft.State() != raft.Leader {
+		err := c.notController()
+		for i := range perRecord {
+			perRecord[i] = err
+		}
+		return results, perRecord, err
+	}
+	futures := make([]raft.ApplyFuture, len(records))
+	timeout := c.timeout(ctx)
+	for i, r := range records {
+		data, eerr := EncodeRecord(r)
+		if eerr != nil {
+			perRecord[i] = eerr
+			continue
+		}
+		futures[i] = c.raft.Apply(data, timeout)
 	}
 	for i, f := range futures {
 		if f == nil {
 			continue
 		}
 		if ferr := f.Error(); ferr != nil {
+			perRecord[i] = c.raftError(ferr)
 			if err == nil {
-				err = c.raftError(ferr)
+				err = perRecord[i]
 			}
 			continue
 		}
-		if _, rerr := responseError(f.Response()); rerr != nil {
-			if errs.Code(rerr) == sluicev1.ErrorCode_NOT_CONTROLLER && err == nil {
-				err = rerr
-			}
-			rejected++
-			continue
+		results[i], perRecord[i] = responseError(f.Response())
+		if errs.Code(perRecord[i]) == sluicev1.ErrorCode_NOT_CONTROLLER && err == nil {
+			err = perRecord[i]
 		}
-		accepted = append(accepted, records[i])
 	}
 	if err == nil {
 		err = ctx.Err()
 	}
-	return accepted, rejected, err
+	return results, perRecord, err
 }
 
 // partitionChanges is changes as records, for proposeAll.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -377,4 +378,81 @@ func TestFenceReelectsEveryPartition(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Concurrent AlterPartition calls are applied in batches, each caller
+// getting its own answer: a broker back from a restart rejoins every ISR
+// at once (issue 31), and two changes of one partition computed from the
+// same epochs cannot both apply.
+func TestAlterPartitionBatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger(), SessionTimeout: time.Hour})
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
+		if !c.IsLeader() {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), IncarnationID: "i"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnfenceBroker(ctx, id, e); err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	if _, err := c.CreateTopic(ctx, "t", 600, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FenceBroker(ctx, 3, epochs[3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnfenceBroker(ctx, 3, epochs[3]); err != nil {
+		t.Fatal(err)
+	}
+	parts := c.Image().Topics["t"].Partitions
+	var wg sync.WaitGroup
+	errc := make(chan error, 2*len(parts))
+	dup := 0 // one partition gets two requests from the same view
+	for i, p := range parts {
+		req := AlterPartitionRequest{BrokerID: p.Leader, BrokerEpoch: epochs[p.Leader], Topic: "t", Partition: int32(i),
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: append(slices.Clone(p.ISR), 3)}
+		n := 1
+		if i == dup {
+			n = 2
+		}
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.AlterPartition(ctx, req)
+				errc <- err
+			}()
+		}
+	}
+	wg.Wait()
+	close(errc)
+	ok, stale := 0, 0
+	for err := range errc {
+		switch errs.Code(err) {
+		case sluicev1.ErrorCode_NONE:
+			ok++
+		case sluicev1.ErrorCode_INVALID_UPDATE_VERSION:
+			stale++
+		default:
+			t.Errorf("AlterPartition: %v", err)
+		}
+	}
+	if ok != len(parts) || stale != 1 {
+		t.Fatalf("%d applied and %d refused as stale, want %d and 1", ok, stale, len(parts))
+	}
+	for i, p := range c.Image().Topics["t"].Partitions {
+		if !slices.Contains(p.ISR, 3) {
+			t.Fatalf("partition %d: ISR %v without broker 3", i, p.ISR)
+		}
+	}
 }
