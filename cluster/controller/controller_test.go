@@ -324,25 +324,7 @@ func TestSingleNodeFenceMovesLeadership(t *testing.T) {
 func TestFenceReelectsEveryPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger(),
-		SessionCheckInterval: 20 * time.Millisecond, SessionTimeout: time.Hour})
-	wait.For(t, 10*time.Second, "single voter leads", func() error {
-		if !c.IsLeader() {
-			return fmt.Errorf("not leader yet")
-		}
-		return nil
-	})
-	epochs := map[int32]int64{}
-	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), IncarnationID: "i"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.UnfenceBroker(ctx, id, e); err != nil {
-			t.Fatal(err)
-		}
-		epochs[id] = e
-	}
+	c, epochs := startWithBrokers(t, ctx, Config{SessionCheckInterval: 20 * time.Millisecond})
 	if _, err := c.CreateTopic(ctx, "big", 3000, 3, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -387,24 +369,7 @@ func TestFenceReelectsEveryPartition(t *testing.T) {
 func TestAlterPartitionBatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger(), SessionTimeout: time.Hour})
-	wait.For(t, 10*time.Second, "single voter leads", func() error {
-		if !c.IsLeader() {
-			return fmt.Errorf("not leader yet")
-		}
-		return nil
-	})
-	epochs := map[int32]int64{}
-	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), IncarnationID: "i"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.UnfenceBroker(ctx, id, e); err != nil {
-			t.Fatal(err)
-		}
-		epochs[id] = e
-	}
+	c, epochs := startWithBrokers(t, ctx, Config{})
 	if _, err := c.CreateTopic(ctx, "t", 600, 3, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -455,4 +420,32 @@ func TestAlterPartitionBatches(t *testing.T) {
 			t.Fatalf("partition %d: ISR %v without broker 3", i, p.ISR)
 		}
 	}
+}
+
+// startWithBrokers starts a single-voter controller (cfg's node, data
+// dir, Raft address and logger filled in; sessions that do not expire)
+// with brokers 1, 2 and 3 registered and unfenced, and returns their
+// epochs.
+func startWithBrokers(t *testing.T, ctx context.Context, cfg Config) (*Controller, map[int32]int64) {
+	t.Helper()
+	cfg.NodeID, cfg.DataDir, cfg.RaftBind, cfg.Logger, cfg.SessionTimeout = 1, t.TempDir(), freeAddr(t), testLogger(), time.Hour
+	c := startController(t, cfg)
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
+		if !c.IsLeader() {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), IncarnationID: "i"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnfenceBroker(ctx, id, e); err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	return c, epochs
 }

@@ -245,24 +245,8 @@ func (c *Controller) completeReassignmentsLocked(ctx context.Context) error {
 // that failed after an AlterPartition, or one left by a controller that
 // lost leadership, is retried within a session check interval.
 func (c *Controller) maybeCompleteReassignments(ctx context.Context) {
-	due := false
-	var offset uint64
-	c.fsm.view(func(im *Image) {
-		// Idle, the image does not move: one look per change of it, not a
-		// scan of every partition per tick (issue 31).
-		if offset = im.Offset; offset == c.reassignCheckedAt {
-			return
-		}
-		due = len(ReassignmentCompletions(im)) > 0
-	})
-	if !due {
-		c.reassignCheckedAt = offset
-		return
-	}
-	c.proposeMu.Lock()
-	err := c.completeReassignmentsLocked(ctx)
-	c.proposeMu.Unlock()
-	if err != nil {
+	due := func(im *Image) bool { return len(ReassignmentCompletions(im)) > 0 }
+	if _, err := c.runIfDue(ctx, &c.reassignCheckedAt, due, c.completeReassignmentsLocked); err != nil {
 		c.log.Warn("controller: completing reassignments", "err", err)
 	}
 }

@@ -234,26 +234,35 @@ func (c *Controller) sessionLoop() {
 // and nothing else would move those partitions while their broker stays
 // down. The image is scanned once per change of it, not per tick.
 func (c *Controller) maybeReelect(ctx context.Context) {
-	due := false
+	ran, err := c.runIfDue(ctx, &c.reelectCheckedAt, func(im *Image) bool { return len(ReelectChanges(im)) > 0 }, c.reelectLocked)
+	switch {
+	case err != nil:
+		c.log.Warn("controller: re-electing partitions of fenced brokers; retried", "err", err)
+	case ran:
+		c.log.Info("controller: re-elected the partitions a fenced broker still led")
+	}
+}
+
+// runIfDue runs work with proposeMu held if due says this node's image
+// (read without a barrier, so cheaply) needs it. Idle, the image does not
+// move: due looks once per change of it (checkedAt holds the offset it
+// last found nothing at), not at every tick over every partition (issue
+// 31). It reports whether work ran, and its error.
+func (c *Controller) runIfDue(ctx context.Context, checkedAt *uint64, due func(im *Image) bool, work func(ctx context.Context) error) (bool, error) {
+	needed := false
 	var offset uint64
 	c.fsm.view(func(im *Image) {
-		if offset = im.Offset; offset == c.reelectCheckedAt {
-			return
+		if offset = im.Offset; offset != *checkedAt {
+			needed = due(im)
 		}
-		due = len(ReelectChanges(im)) > 0
 	})
-	if !due {
-		c.reelectCheckedAt = offset
-		return
+	if !needed {
+		*checkedAt = offset
+		return false, nil
 	}
 	c.proposeMu.Lock()
-	err := c.reelectLocked(ctx)
-	c.proposeMu.Unlock()
-	if err != nil {
-		c.log.Warn("controller: re-electing partitions of fenced brokers; retried", "err", err)
-		return
-	}
-	c.log.Info("controller: re-elected the partitions a fenced broker still led")
+	defer c.proposeMu.Unlock()
+	return true, work(ctx)
 }
 
 // QuorumState is this voter's own view of the Raft quorum.
