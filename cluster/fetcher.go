@@ -132,13 +132,19 @@ type fetcher struct {
 	fm     *fetcherManager
 	source int32
 
-	mu    sync.Mutex // guards parts, cancelPoll and the truncate flags of the states
+	mu    sync.Mutex // guards parts, cancelPoll, lastCancel, cancelLater and the truncate flags of the states
 	parts map[TopicPartition]*fetchState
 	wake  chan struct{} // capacity 1: a partition was added
 	// cancelPoll cancels the fetch in flight (nil when none): a partition
-	// added meanwhile is then fetched at once instead of after the
-	// leader's long poll (up to replicaFetchWait) for the others ends.
+	// added meanwhile is then fetched soon instead of after the leader's
+	// long poll (up to replicaFetchWait) for the others ends.
 	cancelPoll func()
+	// lastCancel is when an add last cancelled the poll; cancelLater is
+	// the pending cancel of adds that came sooner than addCancelEvery
+	// after it (one fetch listing every partition per add made creating
+	// thousands of partitions quadratic: issue 31).
+	lastCancel  time.Time
+	cancelLater *time.Timer
 
 	// The open ReplicaFetchStream to the source (nil when none), the
 	// connection it runs on and its cancel; used by run's goroutine only.
@@ -164,18 +170,47 @@ func newFetcher(fm *fetcherManager, source int32) *fetcher {
 func (f *fetcher) stop() {
 	f.cancel()
 	<-f.done
+	f.mu.Lock()
+	if f.cancelLater != nil {
+		f.cancelLater.Stop()
+		f.cancelLater = nil
+	}
+	f.mu.Unlock()
 }
 
 func (f *fetcher) add(s *fetchState) {
 	f.mu.Lock()
 	f.parts[s.p.TopicPartition] = s
-	if f.cancelPoll != nil {
-		f.cancelPoll()
+	if f.cancelPoll != nil && f.cancelLater == nil {
+		if wait := addCancelEvery - time.Since(f.lastCancel); wait <= 0 {
+			f.cancelPoll()
+			f.lastCancel = time.Now()
+		} else {
+			f.cancelLater = time.AfterFunc(wait, f.cancelForAdds)
+		}
 	}
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
 	default:
+	}
+}
+
+// addCancelEvery is the least time between two cancels of the poll in
+// flight for added partitions: adds that come faster join one new fetch
+// (Kafka's fetcher never cancels: an added partition waits for the poll
+// in flight, up to replica.fetch.wait.max.ms).
+const addCancelEvery = 100 * time.Millisecond
+
+// cancelForAdds is cancelLater's function: the poll in flight, if any,
+// ends so that the partitions added since the last cancel are fetched.
+func (f *fetcher) cancelForAdds() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelLater = nil
+	if f.cancelPoll != nil {
+		f.cancelPoll()
+		f.lastCancel = time.Now()
 	}
 }
 
