@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/proto/errs"
-	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/internal/wait"
 )
 
 // The coordinator's own cost per request on an in-memory log (every append
@@ -30,13 +29,13 @@ func BenchmarkGroupHeartbeat(b *testing.B) {
 		epoch int32
 		owned Assignment
 	}
+	wait.For(b, 10*time.Second, "the partition loaded", func() error {
+		_, err := c.FetchOffsets("g", "", -1, nil, false)
+		return err
+	})
 	var ms []*member
 	for len(ms) < 10 {
 		resp, err := c.Heartbeat(ctx, "g", HeartbeatRequest{MemberEpoch: 0, SubscribedTopics: []string{"in"}})
-		if errs.Code(err) == sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS || errs.Code(err) == sluicev1.ErrorCode_NOT_COORDINATOR {
-			time.Sleep(time.Millisecond)
-			continue
-		}
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -26,17 +27,14 @@ func BenchmarkEndTxnCycle(b *testing.B) {
 	c.BecameLeader(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
 	ctx := context.Background()
 	var pe ProducerIDAndEpoch
-	for {
+	wait.For(b, 10*time.Second, "the partition loaded and the producer initialized", func() error {
 		var err error
 		pe, err = c.InitProducerID(ctx, InitProducerIDRequest{TransactionalID: "bench", TimeoutMs: 60000, ProducerID: NoProducerID, ProducerEpoch: NoProducerEpoch})
-		if err == nil {
-			break
-		}
-		if errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS && errs.Code(err) != sluicev1.ErrorCode_NOT_COORDINATOR {
+		if err != nil && errs.Code(err) != sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS && errs.Code(err) != sluicev1.ErrorCode_NOT_COORDINATOR {
 			b.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return err
+	})
 	tp := []TopicPartition{{Topic: "t", Partition: 0}}
 	b.ReportAllocs()
 	b.ResetTimer()
