@@ -1,6 +1,10 @@
 package node
 
 import (
+	"maps"
+	"slices"
+
+	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/group"
 )
@@ -28,17 +32,23 @@ func (n *Node) startGroups() {
 }
 
 // groupTopics is the topic metadata group assignors use: partition
-// counts and the racks of each partition's replicas, versioned by the
-// metadata offset. Internal topics are left out (nobody subscribes to
-// them).
+// counts and the racks of each partition's replicas, with a version that
+// moves only when they change. Internal topics are left out (nobody
+// subscribes to them).
+//
+// The coordinator asks every tick (100 ms), and a new version wakes every
+// group's timer (group.Coordinator.checkMetadata), so the version must
+// not move with every metadata record (an ISR change, a fence): the map
+// is rebuilt only when a topic or broker record changed (copy-on-write
+// images share the others: controller.ImageEditor) and its version moves
+// only when the rebuilt map differs.
 func (n *Node) groupTopics() (map[string]group.TopicMetadata, int64) {
 	im := n.cache.Image()
-	// The coordinator asks every tick (100 ms): build the map once per
-	// metadata offset.
 	n.groupTopicsMu.Lock()
 	defer n.groupTopicsMu.Unlock()
-	if n.groupTopicsMap != nil && n.groupTopicsAt == im.Offset {
-		return n.groupTopicsMap, int64(im.Offset)
+	if prev := n.groupTopicsImage; n.groupTopicsMap != nil && (prev == im || sameTopicsAndBrokers(prev, im)) {
+		n.groupTopicsImage = im
+		return n.groupTopicsMap, n.groupTopicsVersion
 	}
 	out := make(map[string]group.TopicMetadata, len(im.Topics))
 	for name, t := range im.Topics {
@@ -61,8 +71,33 @@ func (n *Node) groupTopics() (map[string]group.TopicMetadata, int64) {
 		}
 		out[name] = tm
 	}
-	n.groupTopicsMap, n.groupTopicsAt = out, im.Offset
-	return out, int64(im.Offset)
+	n.groupTopicsImage = im
+	if n.groupTopicsMap == nil || !maps.EqualFunc(out, n.groupTopicsMap, func(a, b group.TopicMetadata) bool {
+		return a.Partitions == b.Partitions && slices.EqualFunc(a.Racks, b.Racks, slices.Equal[[]string])
+	}) {
+		n.groupTopicsMap = out
+		n.groupTopicsVersion++
+	}
+	return n.groupTopicsMap, n.groupTopicsVersion
+}
+
+// sameTopicsAndBrokers reports whether a and b hold the same topic and
+// broker records (the same pointers).
+func sameTopicsAndBrokers(a, b *controller.Image) bool {
+	if len(a.Topics) != len(b.Topics) || len(a.Brokers) != len(b.Brokers) {
+		return false
+	}
+	for name, t := range b.Topics {
+		if a.Topics[name] != t {
+			return false
+		}
+	}
+	for id, br := range b.Brokers {
+		if a.Brokers[id] != br {
+			return false
+		}
+	}
+	return true
 }
 
 // closeGroups stops the group coordinator. It runs before the replica

@@ -78,9 +78,10 @@ type Node struct {
 	groupLocator  *coordinator.Locator
 	groupUnlisten func() // unregisters groupCoord's leadership listener
 
-	groupTopicsMu  sync.Mutex // guards the following: groupTopics' cache
-	groupTopicsMap map[string]group.TopicMetadata
-	groupTopicsAt  uint64
+	groupTopicsMu      sync.Mutex // guards the following: groupTopics' cache
+	groupTopicsMap     map[string]group.TopicMetadata
+	groupTopicsImage   *controller.Image // the image groupTopicsMap was last checked against
+	groupTopicsVersion int64             // moves when groupTopicsMap changes
 
 	faults  *faultInjector // nil unless fault injection is on (sluicetest builds only)
 	metrics *metrics       // the /metrics registry and gRPC interceptors
