@@ -105,7 +105,11 @@ func (c *Controller) AlterPartition(ctx context.Context, req AlterPartitionReque
 	batch := c.alterQueue
 	c.alterQueue = nil
 	c.alterMu.Unlock()
-	c.alterBatchLocked(ctx, batch)
+	// The batch answers other callers too: it runs on the controller's
+	// context, bounded by ApplyTimeout, not on this caller's.
+	bctx, cancel := context.WithTimeout(c.ctx, c.cfg.ApplyTimeout)
+	c.alterBatchLocked(bctx, batch)
+	cancel()
 	c.proposeMu.Unlock()
 	r := <-call.done
 	return r.partition, r.err
