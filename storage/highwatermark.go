@@ -46,18 +46,26 @@ func (l *Log) SetHighWatermark(hw int64) {
 // hwStore is the shared checkpoint the log records its high watermark
 // in, and its name there; nil when it writes its own file.
 func (l *Log) hwStore() (*HighWatermarks, string) {
-	if l.opts.HighWatermarks == nil {
+	if l.hwName == "" {
 		return nil, ""
 	}
-	name := filepath.Base(l.dir)
+	return l.opts.HighWatermarks, l.hwName
+}
+
+// sharedHighWatermarkName is the name under which the log in dir records
+// its high watermark in a shared checkpoint: dir's name when it is
+// "topic-partition" (the checkpoint's lines are "topic partition
+// offset"), else "" (the log keeps a file of its own).
+func sharedHighWatermarkName(dir string) string {
+	name := filepath.Base(dir)
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || strings.ContainsAny(name, " \t\n") {
-		return nil, ""
+		return ""
 	}
 	if p, err := strconv.ParseInt(name[i+1:], 10, 32); err != nil || p < 0 || strconv.FormatInt(p, 10) != name[i+1:] {
-		return nil, ""
+		return ""
 	}
-	return l.opts.HighWatermarks, name
+	return name
 }
 
 // CheckpointHighWatermark records the current high watermark: in the

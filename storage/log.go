@@ -87,6 +87,9 @@ type Log struct {
 	sealedSyncs goroutine.Group
 
 	ckptMu sync.Mutex // serialises writes of the high watermark (its own file, or its entry in Options.HighWatermarks)
+	// hwName is the log's name in Options.HighWatermarks ("": it keeps
+	// its own high-watermark file); set at Open.
+	hwName string
 
 	mu          sync.RWMutex // guards the following (writes also need appendMu, except hw)
 	cfg         Config
@@ -169,6 +172,9 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 		}
 	}
 	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), dataChanged: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
+	if opts.HighWatermarks != nil {
+		l.hwName = sharedHighWatermarkName(dir)
+	}
 	err := l.recover(now)
 	if err == nil {
 		l.loadHighWatermark()
