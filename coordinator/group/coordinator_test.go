@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/runtime"
+	"github.com/sluice-io/sluice/internal/fakeclock"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -226,8 +227,8 @@ func TestGroupCoordinatorCommitsSurviveReload(t *testing.T) {
 func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 	l := newFakeOffsetsLog()
 	l.epochs[0] = 1
-	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l, Now: clock.now,
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
+	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l, Now: clock.Now,
 		Topics: func() (map[string]TopicMetadata, int64) { return nil, 0 }},
 		CoordinatorConfig{Partitions: 1, OffsetsRetention: time.Hour})
 	t.Cleanup(func() { _ = c.Close() })
@@ -241,14 +242,14 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 		}
 	}
 	commit("old")
-	clock.advance(40 * time.Minute)
+	clock.Advance(40 * time.Minute)
 	// Looking at a group does not restart its retention.
 	if _, err := c.DescribeGroup("old"); err != nil {
 		t.Fatal(err)
 	}
 	commit("young")
-	clock.advance(30 * time.Minute) // old: 70 min, young: 30 min
-	c.expireOffsets(clock.now())
+	clock.Advance(30 * time.Minute) // old: 70 min, young: 30 min
+	c.expireOffsets(clock.Now())
 	if got, _ := c.FetchOffsets("old", "", -1, nil, false); len(got) != 0 {
 		t.Fatalf("old group's offsets kept past the retention: %+v", got)
 	}
@@ -271,22 +272,4 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
 	wait.For(t, 10*time.Second, what, cond)
-}
-
-// fakeClock is a hand-moved clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/runtime"
+	"github.com/sluice-io/sluice/internal/fakeclock"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -219,30 +220,12 @@ func (f *fakeProducerIDs) Next(ctx context.Context) (int64, error) {
 	return 1000 + f.next.Add(1) - 1, nil
 }
 
-// fakeClock is a hand-moved clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // txnEnv is one test's fakes and the coordinators built on them.
 type txnEnv struct {
 	t       *testing.T
 	log     *fakeStateLog
 	pids    *fakeProducerIDs
-	clock   *fakeClock
+	clock   *fakeclock.Clock
 	markers *fakeMarkers
 	cfg     CoordinatorConfig
 }
@@ -252,7 +235,7 @@ func newTxnEnv(t *testing.T) *txnEnv {
 		t:       t,
 		log:     newFakeStateLog(),
 		pids:    &fakeProducerIDs{},
-		clock:   &fakeClock{t: time.UnixMilli(1_794_026_921_000)},
+		clock:   fakeclock.New(time.UnixMilli(1_794_026_921_000)),
 		markers: &fakeMarkers{},
 		cfg: CoordinatorConfig{
 			StatePartitions:       1,
@@ -272,7 +255,7 @@ func (e *txnEnv) coordinator(markers MarkerWriter) *Coordinator {
 		markers = e.markers
 	}
 	c := NewCoordinator(CoordinatorDeps{
-		Log: e.log, ProducerIDs: e.pids, Markers: markers, Now: e.clock.now,
+		Log: e.log, ProducerIDs: e.pids, Markers: markers, Now: e.clock.Now,
 	}, e.cfg)
 	e.t.Cleanup(func() {
 		if err := c.Close(); err != nil {

@@ -55,7 +55,7 @@ func TestCommitAbortCommitWritesTheVectorsStateLog(t *testing.T) {
 		t.Fatalf("InitProducerID = %+v, want producer 1000 epoch 0", pe)
 	}
 	for i, commit := range []bool{true, false, true} {
-		e.clock.advance(10 * time.Millisecond)
+		e.clock.Advance(10 * time.Millisecond)
 		if err := addPartition(c, id, pe, tp); err != nil {
 			t.Fatalf("txn %d: AddPartitions: %v", i, err)
 		}
@@ -410,7 +410,7 @@ func TestTimedOutTransactionIsAbortedAndItsProducerFenced(t *testing.T) {
 	if err := addPartition(c, id, pe, tp); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.advance(2 * time.Second)
+	e.clock.Advance(2 * time.Second)
 	m := waitState(t, c, id, CompleteAbort)
 	if m.ProducerEpoch != pe.ProducerEpoch+1 {
 		t.Fatalf("aborted at epoch %d, want %d", m.ProducerEpoch, pe.ProducerEpoch+1)
@@ -434,9 +434,9 @@ func TestIdleIDExpires(t *testing.T) {
 	c := e.coordinator(nil)
 	e.lead(c, 0, 1)
 	must[ProducerIDAndEpoch](t, "init old")(initPID(c, "old", 1000))
-	e.clock.advance(DefaultIDExpiration)
+	e.clock.Advance(DefaultIDExpiration)
 	must[ProducerIDAndEpoch](t, "init young")(initPID(c, "young", 1000))
-	e.clock.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	c.scanTimeouts()
 	waitFor(t, "old expired", func() error {
 		if _, err := c.Describe("old"); errs.Code(err) != sluicev1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND {
@@ -548,7 +548,7 @@ func TestDescribeAndList(t *testing.T) {
 	if err := addPartition(c, "a", a, tp); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.advance(30 * time.Second)
+	e.clock.Advance(30 * time.Second)
 	if err := addPartition(c, "b", b, tp); err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +641,7 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 	e.log.seed(t, 0, Metadata{
 		TransactionalID: "seeded", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: NoProducerID,
 		ProducerEpoch: 4, LastProducerEpoch: 3, TimeoutMs: 1000, State: Empty,
-		StartTimeMs: NoTimestamp, UpdateTimeMs: e.clock.now().UnixMilli(),
+		StartTimeMs: NoTimestamp, UpdateTimeMs: e.clock.Now().UnixMilli(),
 	})
 	e.log.setReadHook(func(n int) error {
 		if n <= 3 {
@@ -691,7 +691,7 @@ func TestLoadRetriesReadsSkipsCorruptRecordsAndRefusesNewerOnes(t *testing.T) {
 func TestEpochExhaustionTakesANewProducerID(t *testing.T) {
 	e := newTxnEnv(t)
 	tp := TopicPartition{Topic: "t"}
-	now := e.clock.now().UnixMilli()
+	now := e.clock.Now().UnixMilli()
 	e.log.seed(t, 0, Metadata{
 		TransactionalID: "old", ProducerID: 500, PrevProducerID: 500, NextProducerID: NoProducerID,
 		ProducerEpoch: 32766, LastProducerEpoch: 32765, TimeoutMs: 60000, State: Ongoing,
