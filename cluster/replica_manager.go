@@ -270,9 +270,11 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 	brokersSame := prev != nil && sameBrokers(prev, im)
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
-		var pt *controller.Topic
+		var pt *controller.Topic // the same topic in prev, its id and configs unchanged
 		if brokersSame {
-			pt = prev.Topics[name]
+			if pt = prev.Topics[name]; pt != nil && (pt.ID != t.ID || !maps.Equal(pt.Configs, t.Configs)) {
+				pt = nil
+			}
 		}
 		for i, ps := range t.Partitions {
 			if !slices.Contains(ps.Replicas, self) {
@@ -280,7 +282,7 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 			}
 			tp := TopicPartition{Topic: name, Partition: int32(i)}
 			want[tp] = true
-			if pt != nil && pt.ID == t.ID && i < len(pt.Partitions) && pt.Partitions[i] == ps && maps.Equal(pt.Configs, t.Configs) {
+			if pt != nil && i < len(pt.Partitions) && pt.Partitions[i] == ps {
 				if p := m.hostedReplica(tp); p != nil && !p.Offline() {
 					continue
 				}
