@@ -218,6 +218,7 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	"sluice.internal.v1.AlterPartitionRequest.topic":              topicName(),
 	"sluice.internal.v1.AlterPartitionRequest.new_isr":            replicaList(),
 	"sluice.internal.v1.ReplicaFetchRequest.partitions":           topicPartitionEntries(1, 2, MaxRequestPartitions, "partitions per request"),
+	"sluice.internal.v1.ReplicaFetchRequest.forgotten":            topicPartitionEntries(1, 2, MaxRequestPartitions, "forgotten partitions per request"),
 	"sluice.internal.v1.ReplicaFetchPartition.topic":              topicName(),
 	"sluice.internal.v1.OffsetForLeaderEpochRequest.partitions":   topicPartitionEntries(1, 2, MaxRequestPartitions, "partitions per request"),
 	"sluice.internal.v1.EpochQuery.topic":                         topicName(),

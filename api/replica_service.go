@@ -103,6 +103,9 @@ func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.Repli
 		params.Partitions[i] = cluster.FetchPartition{TopicPartition: cluster.TopicPartition{Topic: fp.Topic, Partition: fp.Partition},
 			FetchOffset: fp.FetchOffset, CurrentLeaderEpoch: fp.CurrentLeaderEpoch, PartitionMaxBytes: limit}
 	}
+	if req.SessionEpoch != cluster.FetchSessionNone {
+		return s.sessionFetch(ctx, req, params)
+	}
 	res, err := s.replicas.Fetch(ctx, params)
 	if errs.Code(err) == sluicev1.ErrorCode_STALE_BROKER_EPOCH {
 		return nil, errs.Status(err, nil)
@@ -112,16 +115,50 @@ func (s *ReplicaService) replicaFetch(ctx context.Context, req *internalv1.Repli
 	}
 	resp := &internalv1.ReplicaFetchResponse{Partitions: make([]*internalv1.ReplicaFetchPartitionData, len(req.Partitions))}
 	for i, fp := range req.Partitions {
-		r := res.Partitions[i]
-		out := &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: r.HighWatermark,
-			LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, Batches: r.Batches}
-		if r.Err != nil {
-			out.ErrorCode, out.ErrorMessage = partitionError(r.Err)
-			out.ErrorMessage = cutMessage(out.ErrorMessage)
-		}
-		resp.Partitions[i] = out
+		resp.Partitions[i] = partitionData(fp.Topic, fp.Partition, res.Partitions[i])
 	}
 	return resp, nil
+}
+
+// sessionFetch serves a fetch in a fetch session (cluster.FetchInSession):
+// a session that is gone or out of step is answered in the response
+// (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH), not as a
+// failed call, so that a stream carries on.
+func (s *ReplicaService) sessionFetch(ctx context.Context, req *internalv1.ReplicaFetchRequest, params cluster.FetchParams) (*internalv1.ReplicaFetchResponse, error) {
+	// The answer may hold any partition of the session, not only those
+	// listed: its budget is the session's (the listed ones' is in params).
+	sr := cluster.FetchSessionRequest{ID: req.SessionId, Epoch: req.SessionEpoch, AnswerBudget: func(partitions, nameBytes int) int {
+		return batchBudget(nameBytes + partitions*answerPartitionOverhead)
+	}}
+	for _, f := range req.Forgotten {
+		sr.Forgotten = append(sr.Forgotten, cluster.TopicPartition{Topic: f.Topic, Partition: f.Partition})
+	}
+	res, err := s.replicas.FetchInSession(ctx, params, sr)
+	switch code := errs.Code(err); {
+	case err == nil:
+	case code == sluicev1.ErrorCode_STALE_BROKER_EPOCH:
+		return nil, errs.Status(err, nil)
+	case code == sluicev1.ErrorCode_FETCH_SESSION_ID_NOT_FOUND || code == sluicev1.ErrorCode_INVALID_FETCH_SESSION_EPOCH:
+		return &internalv1.ReplicaFetchResponse{ErrorCode: code, ErrorMessage: cutMessage(err.Error())}, nil
+	default:
+		return nil, err
+	}
+	resp := &internalv1.ReplicaFetchResponse{SessionId: res.SessionID, Partitions: make([]*internalv1.ReplicaFetchPartitionData, len(res.Partitions))}
+	for i, r := range res.Partitions {
+		resp.Partitions[i] = partitionData(r.Topic, r.Partition, r.FetchPartitionResult)
+	}
+	return resp, nil
+}
+
+// partitionData is one partition's answer to a follower.
+func partitionData(topic string, partition int32, r cluster.FetchPartitionResult) *internalv1.ReplicaFetchPartitionData {
+	out := &internalv1.ReplicaFetchPartitionData{Topic: topic, Partition: partition, HighWatermark: r.HighWatermark,
+		LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, Batches: r.Batches}
+	if r.Err != nil {
+		out.ErrorCode, out.ErrorMessage = partitionError(r.Err)
+		out.ErrorMessage = cutMessage(out.ErrorMessage)
+	}
+	return out
 }
 
 // OffsetForLeaderEpoch implements the Replica service.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -155,6 +156,9 @@ type fetcher struct {
 	// unaryUntil: the source did not serve the stream; use ReplicaFetch
 	// until then.
 	unaryUntil time.Time
+	// session is the fetch session with the source; used by run's
+	// goroutine only.
+	session sessionClient
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -356,18 +360,102 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 	return nil
 }
 
-// fetch runs one ReplicaFetch and appends what it returns. The response
-// is decoded by codec.Codec in place (its batches are slices of the
-// received buffer, appended verbatim), and the buffer is released once
-// every batch is in its log.
+// sessionClient is a fetcher's side of its fetch session with the source
+// (fetchsession.go): what the leader holds of each partition.
+type sessionClient struct {
+	id    int32 // 0: the next fetch is a full one
+	epoch int32 // the next incremental fetch's epoch
+	round uint64
+	sent  map[TopicPartition]*sentPartition
+}
+
+// sentPartition is a partition as the session holds it.
+type sentPartition struct {
+	s      *fetchState
+	offset int64
+	round  uint64 // the last fetch that wanted it
+}
+
+// reset makes the next fetch a full one (a new session).
+func (c *sessionClient) reset() { *c = sessionClient{} }
+
+// build fills req for states, the partitions wanted now: all of them in
+// a full fetch, otherwise those the session does not hold as they are
+// (new, another state, another fetch offset), and the session's others as
+// forgotten. It returns the states listed, in request order.
+func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, states []*fetchState) []*fetchState {
+	c.round++
+	full := c.id == 0
+	if full {
+		req.SessionId, req.SessionEpoch = 0, FetchSessionInitial
+		c.sent = make(map[TopicPartition]*sentPartition, len(states))
+	} else {
+		req.SessionId, req.SessionEpoch = c.id, c.epoch
+	}
+	listed := states[:0:0]
+	for _, s := range states {
+		off := s.p.log.EndOffset()
+		e := c.sent[s.p.TopicPartition]
+		if e == nil {
+			e = &sentPartition{}
+			c.sent[s.p.TopicPartition] = e
+		}
+		e.round = c.round
+		if !full && e.s == s && e.offset == off {
+			continue
+		}
+		e.s, e.offset = s, off
+		listed = append(listed, s)
+		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
+			FetchOffset: off, CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
+	}
+	if !full {
+		for tp, e := range c.sent {
+			if e.round != c.round {
+				delete(c.sent, tp)
+				req.Forgotten = append(req.Forgotten, &internalv1.ForgottenPartition{Topic: tp.Topic, Partition: tp.Partition})
+			}
+		}
+	}
+	return listed
+}
+
+// answered takes in a successful answer to req: the session's id after a
+// full fetch, the next epoch after an incremental one.
+func (c *sessionClient) answered(req *internalv1.ReplicaFetchRequest, resp *internalv1.ReplicaFetchResponse) {
+	if req.SessionEpoch == FetchSessionInitial {
+		c.id, c.epoch = resp.SessionId, 1
+		if c.id == 0 {
+			c.sent = nil // the leader opened no session: full fetches
+		}
+		return
+	}
+	if c.epoch == math.MaxInt32 {
+		c.epoch = 1
+	} else {
+		c.epoch++
+	}
+}
+
+// stateOf is the fetch state an incremental answer's partition is for
+// (nil: not one the session holds).
+func (c *sessionClient) stateOf(topic string, partition int32) *fetchState {
+	if e := c.sent[TopicPartition{Topic: topic, Partition: partition}]; e != nil {
+		return e.s
+	}
+	return nil
+}
+
+// fetch runs one ReplicaFetch, in the fetcher's fetch session, and
+// appends what it returns. The response is decoded by codec.Codec in
+// place (its batches are slices of the received buffer, appended
+// verbatim), and the buffer is released once every batch is in its log.
+// Any failure ends the session: the next fetch is a full one.
 func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 	rm := f.fm.rm
 	req := &internalv1.ReplicaFetchRequest{ReplicaId: rm.cfg.NodeID, BrokerEpoch: rm.brokerEpoch(),
 		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
-	for _, s := range states {
-		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
-			FetchOffset: s.p.log.EndOffset(), CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
-	}
+	listed := f.session.build(req, states)
 	resp := &codec.ReplicaFetchResponse{}
 	defer resp.Release()
 	var err error
@@ -382,71 +470,91 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 			err = f.callUnary(cc, req, resp)
 		}
 	}
-	if errors.Is(err, errPartitionAdded) {
-		return nil // fetch again at once, with the new partition
-	}
 	if err != nil {
+		f.session.reset()
+		if errors.Is(err, errPartitionAdded) {
+			return nil // fetch again at once, with the new partition
+		}
 		return err
 	}
+	if resp.ErrorCode != sluicev1.ErrorCode_NONE {
+		// The session is gone (the leader restarted or dropped it) or out
+		// of step: start a new one at once.
+		f.fm.log.Debug("replica fetch session refused", "source", f.source, "code", resp.ErrorCode, "msg", resp.ErrorMessage)
+		f.session.reset()
+		return nil
+	}
+	full := req.SessionEpoch == FetchSessionInitial
+	f.session.answered(req, &resp.ReplicaFetchResponse)
 	now := time.Now()
 	for i, r := range resp.Partitions {
-		if i >= len(states) {
-			break
+		var s *fetchState
+		switch {
+		case full && i < len(listed) && listed[i].p.Topic == r.Topic && listed[i].p.Partition == r.Partition:
+			s = listed[i]
+		case !full:
+			s = f.session.stateOf(r.Topic, r.Partition)
 		}
-		s := states[i]
-		if !f.current(s) {
+		if s == nil || !f.current(s) {
 			continue
 		}
-		switch r.ErrorCode {
-		case sluicev1.ErrorCode_NONE:
-		case sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE:
-			// Behind the leader's log start: start over there. Ahead of its
-			// end: the logs diverged; find the divergence point again.
-			if s.p.log.EndOffset() < r.LogStartOffset {
-				// Under the role lock, as every follower log change: a
-				// partition that became leader meanwhile is left alone.
-				if s.p.lockAsFollower(f.source, s.leaderEpoch) {
-					if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil && !s.p.Offline() {
-						f.fm.log.Error("follower reset failed", s.p.LogAttr(), "err", err)
-					}
-					s.p.roleMu.Unlock()
-				}
-			} else {
-				f.mu.Lock()
-				s.truncate = true
-				f.mu.Unlock()
-			}
-			continue
-		default:
-			// Not the leader (yet or any more), stale epochs: wait for the
-			// metadata to move this partition.
-			s.retryAt = now.Add(fetchBackoff)
-			continue
-		}
-		// Append under the role lock, so a partition that became leader
-		// (or moved to another leader) meanwhile never takes these bytes.
-		if !s.p.lockAsFollower(f.source, s.leaderEpoch) {
-			continue
-		}
-		for _, b := range r.Batches {
-			if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
-				if storage.IsResourceError(err) {
-					// Out of file descriptors (a roll): logged by
-					// resourceError; fetch again after a pause.
-					s.retryAt = now.Add(resourceRetryBackoff)
-				} else if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
-					f.fm.log.Warn("follower append failed", s.p.LogAttr(), "err", err)
-				}
-				f.mu.Lock()
-				s.truncate = true
-				f.mu.Unlock()
-				break
-			}
-		}
-		s.p.log.SetHighWatermark(min(r.HighWatermark, s.p.log.EndOffset()))
-		s.p.roleMu.Unlock()
+		f.apply(s, r, now)
 	}
 	return nil
+}
+
+// apply takes in one partition's answer: its batches appended, its high
+// watermark taken, or its error acted on.
+func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, now time.Time) {
+	rm := f.fm.rm
+	switch r.ErrorCode {
+	case sluicev1.ErrorCode_NONE:
+	case sluicev1.ErrorCode_OFFSET_OUT_OF_RANGE:
+		// Behind the leader's log start: start over there. Ahead of its
+		// end: the logs diverged; find the divergence point again.
+		if s.p.log.EndOffset() < r.LogStartOffset {
+			// Under the role lock, as every follower log change: a
+			// partition that became leader meanwhile is left alone.
+			if s.p.lockAsFollower(f.source, s.leaderEpoch) {
+				if err := rm.restartFollowerAt(s.p, r.LogStartOffset); err != nil && !s.p.Offline() {
+					f.fm.log.Error("follower reset failed", s.p.LogAttr(), "err", err)
+				}
+				s.p.roleMu.Unlock()
+			}
+		} else {
+			f.mu.Lock()
+			s.truncate = true
+			f.mu.Unlock()
+		}
+		return
+	default:
+		// Not the leader (yet or any more), stale epochs: wait for the
+		// metadata to move this partition.
+		s.retryAt = now.Add(fetchBackoff)
+		return
+	}
+	// Append under the role lock, so a partition that became leader
+	// (or moved to another leader) meanwhile never takes these bytes.
+	if !s.p.lockAsFollower(f.source, s.leaderEpoch) {
+		return
+	}
+	for _, b := range r.Batches {
+		if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
+			if storage.IsResourceError(err) {
+				// Out of file descriptors (a roll): logged by
+				// resourceError; fetch again after a pause.
+				s.retryAt = now.Add(resourceRetryBackoff)
+			} else if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
+				f.fm.log.Warn("follower append failed", s.p.LogAttr(), "err", err)
+			}
+			f.mu.Lock()
+			s.truncate = true
+			f.mu.Unlock()
+			break
+		}
+	}
+	s.p.log.SetHighWatermark(min(r.HighWatermark, s.p.log.EndOffset()))
+	s.p.roleMu.Unlock()
 }
 
 // setCancelPoll publishes (or, with nil, withdraws) the cancel of the

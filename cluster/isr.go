@@ -69,6 +69,20 @@ func (p *Replica) recordFollowerFetch(replica, leaderEpoch int32, offset int64, 
 	return upd.HW, nil
 }
 
+// queueExpansionsLocked queues the followers that may join the ISR now
+// without a fetch of their own (Tracker.ExpandCandidates): after a change
+// of eligibility or the end of an ISR change. The caller holds roleMu.
+func (p *Replica) queueExpansionsLocked() {
+	if p.tracker == nil {
+		return
+	}
+	for _, id := range p.tracker.ExpandCandidates() {
+		if !slices.Contains(p.expand, id) {
+			p.expand = append(p.expand, id)
+		}
+	}
+}
+
 // isrLoop is the leaders' upkeep: ISR shrink and expansion through
 // AlterPartition, and periodic high-watermark checkpoints.
 func (m *ReplicaManager) isrLoop() {
@@ -80,8 +94,13 @@ func (m *ReplicaManager) isrLoop() {
 		case <-m.ctx.Done():
 			return
 		case now := <-t.C:
+			self := m.cfg.NodeID
 			for _, p := range m.healthyReplicas() {
-				m.maybeAlterISR(p, now)
+				// Followers (most replicas) have nothing to check: their
+				// leadership is read without the role lock.
+				if leader, _ := p.Leadership(); leader == self {
+					m.maybeAlterISR(p, now)
+				}
 			}
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {
 				lastCkpt = now
@@ -110,15 +129,17 @@ func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time) {
 		p.roleMu.Unlock()
 		return
 	}
-	isr := t.ISR()
 	var next []int32
+	var isr []int32
 	if out := t.ShrinkCandidates(now); len(out) > 0 {
+		isr = t.ISR()
 		for _, id := range isr {
 			if !slices.Contains(out, id) {
 				next = append(next, id)
 			}
 		}
 	} else if len(p.expand) > 0 {
+		isr = t.ISR()
 		next = slices.Clone(isr)
 		for _, id := range p.expand {
 			if !slices.Contains(next, id) {
@@ -167,6 +188,7 @@ func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, 
 		if t.ISRChangeFailed(now) {
 			p.publishHWLocked()
 		}
+		p.queueExpansionsLocked()
 		return
 	}
 	if t.PartitionEpoch() >= resp.PartitionEpoch {
@@ -176,5 +198,6 @@ func (m *ReplicaManager) sendAlterPartition(p *Replica, t *replication.Tracker, 
 	} else if changed {
 		p.publishHWLocked()
 	}
+	p.queueExpansionsLocked()
 	m.log.Info("ISR changed", p.LogAttr(), "isr", resp.Isr, "partition_epoch", resp.PartitionEpoch)
 }

@@ -33,6 +33,8 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 			}
 			p.dropTrackerLocked()
 			p.tracker = t
+			// Fetch sessions holding the old epoch answer its fencing.
+			p.signalWatchers(true)
 			// A leader whose ISR is only itself commits its whole log at
 			// once (Kafka makeLeader → maybeIncrementLeaderHW).
 			t.LeaderAppended(leo, now)
@@ -53,6 +55,7 @@ func (m *ReplicaManager) updateRole(p *Replica, ps *controller.PartitionState, i
 				_ = p.tracker.SetISREligible(r, im.ReplicaLive(p.Topic, p.Partition, r))
 			}
 		}
+		p.queueExpansionsLocked()
 		return
 	}
 	p.dropTrackerLocked()
@@ -92,6 +95,9 @@ func (p *Replica) dropTrackerLocked() {
 	}
 	epoch := p.tracker.LeaderEpoch()
 	p.tracker = nil
+	p.expand = nil
 	p.publishHWLocked()
+	// Fetch sessions holding p answer NOT_LEADER_OR_FOLLOWER at once.
+	p.signalWatchers(true)
 	p.events.changed(p.TopicPartition, epoch, false)
 }

@@ -52,6 +52,11 @@ type Replica struct {
 	// while an AlterPartition is in flight.
 	expand   []int32
 	altering bool
+
+	// watchMu guards watchers, the fetch sessions' entries for p
+	// (fetchsession.go); taken under the log's lock by its change hook.
+	watchMu  sync.Mutex
+	watchers []*sessionPart
 }
 
 // Leadership returns the partition's leader and leader epoch as this

@@ -110,6 +110,10 @@ type ReplicaManager struct {
 	resources resourceErrors
 	reopen    reopenState
 
+	// sessions are the followers' fetch sessions with this broker as
+	// their leader (fetchsession.go).
+	sessions *fetchSessions
+
 	// hws is the high-watermark checkpoint of every log in logsDir (one
 	// file; issue 31): the logs record their high watermarks in it and
 	// isrLoop flushes it every hwCheckpointEvery when one changed.
@@ -165,6 +169,7 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		partitions: map[TopicPartition]*Replica{},
 		events:     newLeadershipEvents(),
 		failed:     map[TopicPartition]ReplicaFailure{},
+		sessions:   newFetchSessions(),
 		failedCh:   make(chan struct{}, 1),
 		reopen:     reopenState{wake: make(chan struct{}, 1)},
 	}
@@ -453,6 +458,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
+	l.SetChangeHook(p.signalWatchers)
 	m.mu.Lock()
 	m.partitions[tp] = p
 	m.mu.Unlock()
@@ -530,6 +536,7 @@ func (m *ReplicaManager) Close() error {
 		fetchers.close()
 	}
 	m.goroutines.Wait()
+	m.sessions.closeAll()
 	m.applyMu.Lock()
 	for _, p := range m.allReplicas() {
 		p.roleMu.Lock()

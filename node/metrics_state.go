@@ -56,6 +56,8 @@ type stateCollector struct {
 	cleanerLastDuration, cleanerMaxDirtyRatio                                                  *prometheus.Desc
 	// Replicas offline on this broker after a disk error (decision 42).
 	storageFailed *prometheus.Desc
+	// Followers' replica fetch sessions held by this broker as a leader.
+	fetchSessions *prometheus.Desc
 }
 
 var partitionLabels = []string{"topic", "partition"}
@@ -65,6 +67,7 @@ func newStateCollector(n *Node) *stateCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &stateCollector{
+		fetchSessions:         d("sluice_replica_fetch_sessions", "Followers' replica fetch sessions this broker holds as a leader (one per follower broker fetching from it)."),
 		cleanerRuns:           d("sluice_log_cleaner_runs_total", "Cleaning passes that rewrote segments of a compacted partition."),
 		cleanerBytesRead:      d("sluice_log_cleaner_bytes_read_total", "Segment bytes the log cleaner read and rewrote."),
 		cleanerBytesWritten:   d("sluice_log_cleaner_bytes_written_total", "Segment bytes the log cleaner wrote."),
@@ -159,7 +162,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.txnQueueDepth, c.txnAppendSeconds, c.groupQueueDepth, c.groupAppendSeconds,
 		c.groups, c.groupLoading, c.groupLoadSeconds, c.rebalances, c.groupLag, c.groupSkippedRecords,
 		c.cleanerRuns, c.cleanerBytesRead, c.cleanerBytesWritten, c.cleanerRecordsRemoved, c.cleanerFailures,
-		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed,
+		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed, c.fetchSessions,
 	} {
 		ch <- d
 	}
@@ -176,6 +179,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(ch, c.storageFailed, float64(len(n.replicas.OfflineReplicas())))
+	gauge(ch, c.fetchSessions, float64(n.replicas.FetchSessions()))
 	now := time.Now()
 	c.collectPartitions(ch, now)
 	c.collectPartitionHealth(ch, im)

@@ -132,6 +132,10 @@ type Log struct {
 	// cleanMu serialises Clean passes (cleaner.go); it is taken before
 	// appendMu.
 	cleanMu sync.Mutex
+
+	// changeHook (SetChangeHook) is called at each change that closes
+	// changed; nil when none is set.
+	changeHook atomic.Pointer[func(data bool)]
 }
 
 const (
@@ -243,6 +247,25 @@ func (l *Log) notifyLocked() {
 	l.changed = make(chan struct{})
 	close(l.dataChanged)
 	l.dataChanged = make(chan struct{})
+	if fn := l.changeHook.Load(); fn != nil {
+		(*fn)(true)
+	}
+}
+
+// SetChangeHook makes fn be called at every change that Changed reports,
+// with data true when DataChanged reports it too (an append, truncation,
+// retention change, cleaning swap or close) and false for a
+// high-watermark move. It is called under the log's lock, after the
+// channels are replaced: fn must be quick and must not call the log. A
+// replica's fetch sessions use it to learn which of thousands of
+// partitions changed without a channel each (cluster/fetchsession.go).
+// nil removes the hook.
+func (l *Log) SetChangeHook(fn func(data bool)) {
+	if fn == nil {
+		l.changeHook.Store(nil)
+		return
+	}
+	l.changeHook.Store(&fn)
 }
 
 // notifyWatermarkLocked wakes waiters on Changed only: the high watermark
@@ -251,6 +274,9 @@ func (l *Log) notifyLocked() {
 func (l *Log) notifyWatermarkLocked() {
 	close(l.changed)
 	l.changed = make(chan struct{})
+	if fn := l.changeHook.Load(); fn != nil {
+		(*fn)(false)
+	}
 }
 
 func storageErr(format string, args ...any) error {

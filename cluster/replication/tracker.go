@@ -632,6 +632,23 @@ func (t *Tracker) caughtUp(f *follower, now time.Time) bool {
 	return !f.lastCaughtUp.IsZero() && now.Sub(f.lastCaughtUp) <= t.lagTimeMax
 }
 
+// ExpandCandidates returns the followers outside the ISR that may join
+// it now (FetchUpdate.ExpandISR's rule) from their last fetch, in
+// replica order. A follower's fetch reports it at once; this is for the
+// changes that make a follower eligible without a fetch of its own (it
+// became eligible again, an ISR change ended): with fetch sessions a
+// caught-up follower does not fetch its partitions again while they are
+// idle.
+func (t *Tracker) ExpandCandidates() []int32 {
+	var out []int32
+	for _, id := range t.replicas {
+		if f := t.followers[id]; f != nil && t.canJoinISR(id, f) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // canJoinISR is the expansion rule documented on FetchUpdate.ExpandISR.
 func (t *Tracker) canJoinISR(id int32, f *follower) bool {
 	return f != nil &&

@@ -493,6 +493,63 @@ func TestISRExpansion(t *testing.T) {
 	})
 }
 
+func wantExpand(ids ...int32) step {
+	return func(t *testing.T, tr *replication.Tracker) {
+		t.Helper()
+		if got := tr.ExpandCandidates(); !slices.Equal(got, ids) {
+			t.Fatalf("ExpandCandidates = %v, want %v", got, ids)
+		}
+	}
+}
+
+func eligible(id int32) step {
+	return func(t *testing.T, tr *replication.Tracker) {
+		t.Helper()
+		if err := tr.SetISREligible(id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A follower that may join the ISR without fetching again (with fetch
+// sessions a caught-up follower does not list its idle partitions) is
+// found by ExpandCandidates once what held it back is gone.
+func TestISRExpandCandidates(t *testing.T) {
+	cfg := base(func(c *replication.TrackerConfig) { c.Replicas, c.ISR = []int32{1, 2, 3, 4}, []int32{1, 2, 3} })
+	runTrackerCases(t, []trackerCase{
+		{
+			name: "a caught-up follower that was ineligible joins once eligible",
+			cfg:  cfg,
+			steps: []step{
+				ineligible(4),
+				fetch(10, 4, 10, upd(4, false, false)),
+				wantExpand(),
+				eligible(4),
+				wantExpand(4),
+			},
+		},
+		{
+			name: "a caught-up follower blocked by an ISR change in flight joins after it",
+			cfg:  cfg,
+			steps: []step{
+				begin(1, 2),
+				fetch(10, 4, 10, upd(4, false, false)),
+				wantExpand(),
+				fail(20, false, 4),
+				wantExpand(4),
+			},
+		},
+		{
+			name: "a follower behind the leader epoch start is no candidate",
+			cfg:  cfg,
+			steps: []step{
+				fetch(10, 4, 9, upd(4, false, false)),
+				wantExpand(),
+			},
+		},
+	})
+}
+
 // TestEnoughReplicas checks the min.insync.replicas rule for acks=all
 // before an append, over the minimal ISR.
 func TestEnoughReplicas(t *testing.T) {

@@ -24,7 +24,8 @@ func replicaFetchResponses() map[string]*internalv1.ReplicaFetchResponse {
 			{Topic: "topic-a", Partition: 0, HighWatermark: 1 << 40, LogStartOffset: 0, LogEndOffset: 1<<40 + 5, Batches: [][]byte{[]byte("one"), {}, big, []byte("three")}},
 			{Topic: "topic-b", Partition: 1 << 30, HighWatermark: 5, Batches: [][]byte{big[:300]}},
 			{Topic: "", Partition: -2, ErrorCode: sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER},
-		}},
+		}, SessionId: 1 << 30},
+		"session error": {ErrorCode: sluicev1.ErrorCode_INVALID_FETCH_SESSION_EPOCH, ErrorMessage: "epoch 3, expected 4", SessionId: -7},
 	}
 }
 

@@ -11,7 +11,10 @@ import (
 // Field numbers of sluice.internal.v1.ReplicaFetchResponse and
 // ReplicaFetchPartitionData (replica.proto).
 const (
-	rfrPartitions = 1
+	rfrPartitions   = 1
+	rfrErrorCode    = 2
+	rfrErrorMessage = 3
+	rfrSessionID    = 4
 
 	rfpTopic          = 1
 	rfpPartition      = 2
@@ -35,7 +38,7 @@ func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse, bufs *Batch
 	// The non-batch bytes: at most 64 bytes of tags, lengths and scalars
 	// per partition besides its strings, and 11 bytes of tag and length
 	// per batch.
-	meta := 0
+	meta := 32 + len(m.ErrorMessage)
 	for _, p := range m.Partitions {
 		meta += 64 + len(p.Topic) + len(p.ErrorMessage) + 11*len(p.Batches)
 	}
@@ -53,6 +56,9 @@ func marshalReplicaFetchResponse(m *internalv1.ReplicaFetchResponse, bufs *Batch
 			w.batch(rfpBatches, b)
 		}
 	}
+	w.varint(rfrErrorCode, uint64(int64(m.ErrorCode)))
+	w.str(rfrErrorMessage, m.ErrorMessage)
+	w.varint(rfrSessionID, uint64(int64(m.SessionId)))
 	return w.finish()
 }
 
@@ -82,7 +88,7 @@ type ReplicaFetchResponse struct {
 func (r *ReplicaFetchResponse) UnmarshalAliased(buf mem.Buffer) error {
 	r.Release()
 	r.buf = buf
-	r.Partitions = nil
+	r.Partitions, r.ErrorCode, r.ErrorMessage, r.SessionId = nil, 0, "", 0
 	if err := decodeReplicaFetchResponse(buf.ReadOnlyData(), &r.ReplicaFetchResponse); err != nil {
 		r.Release()
 		return err
@@ -100,13 +106,20 @@ func (r *ReplicaFetchResponse) Release() {
 }
 
 func decodeReplicaFetchResponse(b []byte, m *internalv1.ReplicaFetchResponse) error {
-	return walk(b, "ReplicaFetchResponse", func(f field) error {
-		if !f.is(rfrPartitions, protowire.BytesType) {
-			return nil
+	return walk(b, "ReplicaFetchResponse", func(f field) (err error) {
+		switch {
+		case f.is(rfrPartitions, protowire.BytesType):
+			p := &internalv1.ReplicaFetchPartitionData{}
+			m.Partitions = append(m.Partitions, p)
+			return decodeReplicaFetchPartitionData(f.bytes, p)
+		case f.is(rfrErrorCode, protowire.VarintType):
+			m.ErrorCode = sluicev1.ErrorCode(int32(f.varint))
+		case f.is(rfrErrorMessage, protowire.BytesType):
+			m.ErrorMessage, err = f.utf8("ReplicaFetchResponse.error_message")
+		case f.is(rfrSessionID, protowire.VarintType):
+			m.SessionId = int32(f.varint)
 		}
-		p := &internalv1.ReplicaFetchPartitionData{}
-		m.Partitions = append(m.Partitions, p)
-		return decodeReplicaFetchPartitionData(f.bytes, p)
+		return err
 	})
 }
 

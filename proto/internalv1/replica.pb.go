@@ -22,6 +22,15 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A follower's fetch in a fetch session (Kafka KIP-227, docs/design.md
+// decision 57): session_id 0 with session_epoch 0 is a full fetch that
+// lists every partition and opens a new session (its id in the answer);
+// later fetches name the session and the next epoch (1, 2, ...) and list
+// only the partitions whose fetch offset or leader epoch changed, or that
+// joined, plus those that left (forgotten). The leader keeps the rest at
+// their last fetch offset and answers only partitions with news (batches,
+// an error, a new high watermark or log start offset). session_epoch -1
+// is a fetch without a session (every partition listed and answered).
 type ReplicaFetchRequest struct {
 	state         protoimpl.MessageState   `protogen:"open.v1"`
 	ReplicaId     int32                    `protobuf:"varint,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
@@ -30,6 +39,9 @@ type ReplicaFetchRequest struct {
 	MinBytes      int32                    `protobuf:"varint,4,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	MaxBytes      int32                    `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Partitions    []*ReplicaFetchPartition `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	SessionId     int32                    `protobuf:"varint,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionEpoch  int32                    `protobuf:"varint,8,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	Forgotten     []*ForgottenPartition    `protobuf:"bytes,9,rep,name=forgotten,proto3" json:"forgotten,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,6 +118,80 @@ func (x *ReplicaFetchRequest) GetPartitions() []*ReplicaFetchPartition {
 	return nil
 }
 
+func (x *ReplicaFetchRequest) GetSessionId() int32 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetSessionEpoch() int32 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchRequest) GetForgotten() []*ForgottenPartition {
+	if x != nil {
+		return x.Forgotten
+	}
+	return nil
+}
+
+// ForgottenPartition leaves a fetch session.
+type ForgottenPartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgottenPartition) Reset() {
+	*x = ForgottenPartition{}
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgottenPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgottenPartition) ProtoMessage() {}
+
+func (x *ForgottenPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgottenPartition.ProtoReflect.Descriptor instead.
+func (*ForgottenPartition) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForgottenPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ForgottenPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
 type ReplicaFetchPartition struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -122,7 +208,7 @@ type ReplicaFetchPartition struct {
 
 func (x *ReplicaFetchPartition) Reset() {
 	*x = ReplicaFetchPartition{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +220,7 @@ func (x *ReplicaFetchPartition) String() string {
 func (*ReplicaFetchPartition) ProtoMessage() {}
 
 func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +233,7 @@ func (x *ReplicaFetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartition.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReplicaFetchPartition) GetTopic() string {
@@ -186,15 +272,25 @@ func (x *ReplicaFetchPartition) GetPartitionMaxBytes() int32 {
 }
 
 type ReplicaFetchResponse struct {
-	state         protoimpl.MessageState       `protogen:"open.v1"`
-	Partitions    []*ReplicaFetchPartitionData `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A full fetch's answer holds every partition asked, in request order;
+	// an incremental one only partitions with news, in any order.
+	Partitions []*ReplicaFetchPartitionData `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH: the
+	// session is gone; no partition is answered and the follower starts
+	// over with a full fetch.
+	ErrorCode    sluicev1.ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string             `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The session the fetch belongs to: a new one after a full fetch (0
+	// when the leader opened none, e.g. too many sessions).
+	SessionId     int32 `protobuf:"varint,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaFetchResponse) Reset() {
 	*x = ReplicaFetchResponse{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +302,7 @@ func (x *ReplicaFetchResponse) String() string {
 func (*ReplicaFetchResponse) ProtoMessage() {}
 
 func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +315,7 @@ func (x *ReplicaFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionData {
@@ -227,6 +323,27 @@ func (x *ReplicaFetchResponse) GetPartitions() []*ReplicaFetchPartitionData {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ReplicaFetchResponse) GetErrorCode() sluicev1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return sluicev1.ErrorCode(0)
+}
+
+func (x *ReplicaFetchResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ReplicaFetchResponse) GetSessionId() int32 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
 }
 
 type ReplicaFetchPartitionData struct {
@@ -246,7 +363,7 @@ type ReplicaFetchPartitionData struct {
 
 func (x *ReplicaFetchPartitionData) Reset() {
 	*x = ReplicaFetchPartitionData{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +375,7 @@ func (x *ReplicaFetchPartitionData) String() string {
 func (*ReplicaFetchPartitionData) ProtoMessage() {}
 
 func (x *ReplicaFetchPartitionData) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[3]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +388,7 @@ func (x *ReplicaFetchPartitionData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPartitionData.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPartitionData) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReplicaFetchPartitionData) GetTopic() string {
@@ -340,7 +457,7 @@ type OffsetForLeaderEpochRequest struct {
 
 func (x *OffsetForLeaderEpochRequest) Reset() {
 	*x = OffsetForLeaderEpochRequest{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[4]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +469,7 @@ func (x *OffsetForLeaderEpochRequest) String() string {
 func (*OffsetForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[4]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +482,7 @@ func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OffsetForLeaderEpochRequest) GetReplicaId() int32 {
@@ -395,7 +512,7 @@ type EpochQuery struct {
 
 func (x *EpochQuery) Reset() {
 	*x = EpochQuery{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[5]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +524,7 @@ func (x *EpochQuery) String() string {
 func (*EpochQuery) ProtoMessage() {}
 
 func (x *EpochQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[5]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +537,7 @@ func (x *EpochQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochQuery.ProtoReflect.Descriptor instead.
 func (*EpochQuery) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{5}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EpochQuery) GetTopic() string {
@@ -460,7 +577,7 @@ type OffsetForLeaderEpochResponse struct {
 
 func (x *OffsetForLeaderEpochResponse) Reset() {
 	*x = OffsetForLeaderEpochResponse{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[6]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +589,7 @@ func (x *OffsetForLeaderEpochResponse) String() string {
 func (*OffsetForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[6]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +602,7 @@ func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{6}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OffsetForLeaderEpochResponse) GetPartitions() []*EpochResult {
@@ -511,7 +628,7 @@ type EpochResult struct {
 
 func (x *EpochResult) Reset() {
 	*x = EpochResult{}
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[7]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +640,7 @@ func (x *EpochResult) String() string {
 func (*EpochResult) ProtoMessage() {}
 
 func (x *EpochResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_internal_v1_replica_proto_msgTypes[7]
+	mi := &file_sluice_internal_v1_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +653,7 @@ func (x *EpochResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochResult.ProtoReflect.Descriptor instead.
 func (*EpochResult) Descriptor() ([]byte, []int) {
-	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{7}
+	return file_sluice_internal_v1_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EpochResult) GetTopic() string {
@@ -592,7 +709,7 @@ var File_sluice_internal_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	" sluice/internal/v1/replica.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\"\xfc\x01\n" +
+	" sluice/internal/v1/replica.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\"\x86\x03\n" +
 	"\x13ReplicaFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12!\n" +
@@ -602,17 +719,29 @@ const file_sluice_internal_v1_replica_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\x12I\n" +
 	"\n" +
 	"partitions\x18\x06 \x03(\v2).sluice.internal.v1.ReplicaFetchPartitionR\n" +
-	"partitions\"\xd0\x01\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\a \x01(\x05R\tsessionId\x12#\n" +
+	"\rsession_epoch\x18\b \x01(\x05R\fsessionEpoch\x12D\n" +
+	"\tforgotten\x18\t \x03(\v2&.sluice.internal.v1.ForgottenPartitionR\tforgotten\"H\n" +
+	"\x12ForgottenPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xd0\x01\n" +
 	"\x15ReplicaFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12.\n" +
-	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\"e\n" +
+	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\"\xde\x01\n" +
 	"\x14ReplicaFetchResponse\x12M\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2-.sluice.internal.v1.ReplicaFetchPartitionDataR\n" +
-	"partitions\"\xba\x02\n" +
+	"partitions\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\x05R\tsessionId\"\xba\x02\n" +
 	"\x19ReplicaFetchPartitionData\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -666,36 +795,39 @@ func file_sluice_internal_v1_replica_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_replica_proto_rawDescData
 }
 
-var file_sluice_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_sluice_internal_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sluice_internal_v1_replica_proto_goTypes = []any{
 	(*ReplicaFetchRequest)(nil),          // 0: sluice.internal.v1.ReplicaFetchRequest
-	(*ReplicaFetchPartition)(nil),        // 1: sluice.internal.v1.ReplicaFetchPartition
-	(*ReplicaFetchResponse)(nil),         // 2: sluice.internal.v1.ReplicaFetchResponse
-	(*ReplicaFetchPartitionData)(nil),    // 3: sluice.internal.v1.ReplicaFetchPartitionData
-	(*OffsetForLeaderEpochRequest)(nil),  // 4: sluice.internal.v1.OffsetForLeaderEpochRequest
-	(*EpochQuery)(nil),                   // 5: sluice.internal.v1.EpochQuery
-	(*OffsetForLeaderEpochResponse)(nil), // 6: sluice.internal.v1.OffsetForLeaderEpochResponse
-	(*EpochResult)(nil),                  // 7: sluice.internal.v1.EpochResult
-	(sluicev1.ErrorCode)(0),              // 8: sluice.v1.ErrorCode
+	(*ForgottenPartition)(nil),           // 1: sluice.internal.v1.ForgottenPartition
+	(*ReplicaFetchPartition)(nil),        // 2: sluice.internal.v1.ReplicaFetchPartition
+	(*ReplicaFetchResponse)(nil),         // 3: sluice.internal.v1.ReplicaFetchResponse
+	(*ReplicaFetchPartitionData)(nil),    // 4: sluice.internal.v1.ReplicaFetchPartitionData
+	(*OffsetForLeaderEpochRequest)(nil),  // 5: sluice.internal.v1.OffsetForLeaderEpochRequest
+	(*EpochQuery)(nil),                   // 6: sluice.internal.v1.EpochQuery
+	(*OffsetForLeaderEpochResponse)(nil), // 7: sluice.internal.v1.OffsetForLeaderEpochResponse
+	(*EpochResult)(nil),                  // 8: sluice.internal.v1.EpochResult
+	(sluicev1.ErrorCode)(0),              // 9: sluice.v1.ErrorCode
 }
 var file_sluice_internal_v1_replica_proto_depIdxs = []int32{
-	1, // 0: sluice.internal.v1.ReplicaFetchRequest.partitions:type_name -> sluice.internal.v1.ReplicaFetchPartition
-	3, // 1: sluice.internal.v1.ReplicaFetchResponse.partitions:type_name -> sluice.internal.v1.ReplicaFetchPartitionData
-	8, // 2: sluice.internal.v1.ReplicaFetchPartitionData.error_code:type_name -> sluice.v1.ErrorCode
-	5, // 3: sluice.internal.v1.OffsetForLeaderEpochRequest.partitions:type_name -> sluice.internal.v1.EpochQuery
-	7, // 4: sluice.internal.v1.OffsetForLeaderEpochResponse.partitions:type_name -> sluice.internal.v1.EpochResult
-	8, // 5: sluice.internal.v1.EpochResult.error_code:type_name -> sluice.v1.ErrorCode
-	0, // 6: sluice.internal.v1.Replica.ReplicaFetch:input_type -> sluice.internal.v1.ReplicaFetchRequest
-	0, // 7: sluice.internal.v1.Replica.ReplicaFetchStream:input_type -> sluice.internal.v1.ReplicaFetchRequest
-	4, // 8: sluice.internal.v1.Replica.OffsetForLeaderEpoch:input_type -> sluice.internal.v1.OffsetForLeaderEpochRequest
-	2, // 9: sluice.internal.v1.Replica.ReplicaFetch:output_type -> sluice.internal.v1.ReplicaFetchResponse
-	2, // 10: sluice.internal.v1.Replica.ReplicaFetchStream:output_type -> sluice.internal.v1.ReplicaFetchResponse
-	6, // 11: sluice.internal.v1.Replica.OffsetForLeaderEpoch:output_type -> sluice.internal.v1.OffsetForLeaderEpochResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2,  // 0: sluice.internal.v1.ReplicaFetchRequest.partitions:type_name -> sluice.internal.v1.ReplicaFetchPartition
+	1,  // 1: sluice.internal.v1.ReplicaFetchRequest.forgotten:type_name -> sluice.internal.v1.ForgottenPartition
+	4,  // 2: sluice.internal.v1.ReplicaFetchResponse.partitions:type_name -> sluice.internal.v1.ReplicaFetchPartitionData
+	9,  // 3: sluice.internal.v1.ReplicaFetchResponse.error_code:type_name -> sluice.v1.ErrorCode
+	9,  // 4: sluice.internal.v1.ReplicaFetchPartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	6,  // 5: sluice.internal.v1.OffsetForLeaderEpochRequest.partitions:type_name -> sluice.internal.v1.EpochQuery
+	8,  // 6: sluice.internal.v1.OffsetForLeaderEpochResponse.partitions:type_name -> sluice.internal.v1.EpochResult
+	9,  // 7: sluice.internal.v1.EpochResult.error_code:type_name -> sluice.v1.ErrorCode
+	0,  // 8: sluice.internal.v1.Replica.ReplicaFetch:input_type -> sluice.internal.v1.ReplicaFetchRequest
+	0,  // 9: sluice.internal.v1.Replica.ReplicaFetchStream:input_type -> sluice.internal.v1.ReplicaFetchRequest
+	5,  // 10: sluice.internal.v1.Replica.OffsetForLeaderEpoch:input_type -> sluice.internal.v1.OffsetForLeaderEpochRequest
+	3,  // 11: sluice.internal.v1.Replica.ReplicaFetch:output_type -> sluice.internal.v1.ReplicaFetchResponse
+	3,  // 12: sluice.internal.v1.Replica.ReplicaFetchStream:output_type -> sluice.internal.v1.ReplicaFetchResponse
+	7,  // 13: sluice.internal.v1.Replica.OffsetForLeaderEpoch:output_type -> sluice.internal.v1.OffsetForLeaderEpochResponse
+	11, // [11:14] is the sub-list for method output_type
+	8,  // [8:11] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_replica_proto_init() }
@@ -709,7 +841,7 @@ func file_sluice_internal_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_replica_proto_rawDesc), len(file_sluice_internal_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -171,6 +171,15 @@ const (
 	ErrorCode_NON_EMPTY_GROUP ErrorCode = 68
 	// The group does not exist.
 	ErrorCode_GROUP_ID_NOT_FOUND ErrorCode = 69
+	// A follower's replica fetch named a fetch session the leader does not
+	// hold (evicted, or the leader restarted): the follower starts a new
+	// session with a full fetch (Kafka KIP-227). Internal protocol only.
+	ErrorCode_FETCH_SESSION_ID_NOT_FOUND ErrorCode = 70
+	// A follower's replica fetch carried a session epoch other than the one
+	// the leader expects (a request lost or repeated): the follower starts
+	// a new session with a full fetch (Kafka KIP-227). Internal protocol
+	// only.
+	ErrorCode_INVALID_FETCH_SESSION_EPOCH ErrorCode = 71
 	// The leader epoch in the request is older than the broker's: refresh
 	// metadata and retry.
 	ErrorCode_FENCED_LEADER_EPOCH ErrorCode = 74
@@ -280,6 +289,8 @@ var (
 		60:  "REASSIGNMENT_IN_PROGRESS",
 		68:  "NON_EMPTY_GROUP",
 		69:  "GROUP_ID_NOT_FOUND",
+		70:  "FETCH_SESSION_ID_NOT_FOUND",
+		71:  "INVALID_FETCH_SESSION_EPOCH",
 		74:  "FENCED_LEADER_EPOCH",
 		75:  "UNKNOWN_LEADER_EPOCH",
 		76:  "UNSUPPORTED_COMPRESSION_TYPE",
@@ -347,6 +358,8 @@ var (
 		"REASSIGNMENT_IN_PROGRESS":         60,
 		"NON_EMPTY_GROUP":                  68,
 		"GROUP_ID_NOT_FOUND":               69,
+		"FETCH_SESSION_ID_NOT_FOUND":       70,
+		"INVALID_FETCH_SESSION_EPOCH":      71,
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
 		"UNSUPPORTED_COMPRESSION_TYPE":     76,
@@ -421,7 +434,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xaf\x0e\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xfc\x0e\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -468,7 +481,9 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x1c\n" +
 	"\x18REASSIGNMENT_IN_PROGRESS\x10<\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
-	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x1d\n" +
+	"\x12GROUP_ID_NOT_FOUND\x10E\x12$\n" +
+	"\x1aFETCH_SESSION_ID_NOT_FOUND\x10F\x1a\x04\x88\xb5\x18\x01\x12%\n" +
+	"\x1bINVALID_FETCH_SESSION_EPOCH\x10G\x1a\x04\x88\xb5\x18\x01\x12\x1d\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x1a\x04\x88\xb5\x18\x01\x12 \n" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
