@@ -11,7 +11,7 @@ TESTTIMEOUT ?= 20m
 # the image without it.
 TESTTAGS := sluicetest
 
-.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-scale bench-cluster bench-jetstream lint vet cross fmt clean chaos
+.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-scale bench-restart bench-cluster bench-jetstream lint vet cross fmt clean chaos
 
 all: build
 
@@ -123,6 +123,14 @@ bench-failover:
 # `make test`. See e2e/scale_bench_test.go.
 bench-scale:
 	$(GO) test -tags $(TESTTAGS) -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 60m ./e2e/
+
+# Opening logs after a SIGKILL (issue 31: "10 GB in 1,000 segments"): 10 GiB
+# as one log of 1,000 segments and as 100 logs of 10, recovered with a warm
+# and a dropped page cache (storage BenchmarkOpenAfterCrash); needs about
+# 11 GB free in $$TMPDIR and a few minutes. Not part of `make test`. See
+# docs/benchmarks.md, "Restart after a crash".
+bench-restart:
+	SLUICE_BENCH_RESTART_BYTES=10737418240 $(GO) test -run '^$$' -bench BenchmarkOpenAfterCrash -benchtime 2x -timeout 60m ./storage/
 
 # Produce throughput and latency of a local 3-node cluster, replication
 # factor 3 (acks=1 and acks=all, 100 B and 1 KiB records, and one record

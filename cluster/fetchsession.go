@@ -409,7 +409,7 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 	}
 	defer func() { s.release(time.Now()) }()
 
-	f := sessionFetch{m: m, p: p, s: s, full: full, index: map[*sessionPart]int{}}
+	f := sessionFetch{m: m, p: p, s: s, full: full, index: map[*sessionPart]int{}, listed: map[*sessionPart]bool{}}
 	// The listed partitions: each one's position is recorded (the HW and
 	// ISR may move), then it is read like any partition with news.
 	listed := make([]*sessionPart, 0, len(p.Partitions))
@@ -425,6 +425,7 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 		sp := s.upsert(r, fp)
 		f.add(sp, fp.TopicPartition, out)
 		listed = append(listed, sp)
+		f.listed[sp] = true
 	}
 	if sr.AnswerBudget != nil {
 		s.mu.Lock()
@@ -448,8 +449,12 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 		for _, sp := range s.takeDirty() {
 			f.read(sp)
 		}
-		// An error is news too (Kafka answers at once when a read
-		// fails): a partition whose leadership moved is told now.
+		// An error found while waiting is news too (a partition whose
+		// leadership moved is told at once). An error of a partition the
+		// follower listed is not: it waits as before (and is answered at
+		// the end of the wait), or else partitions refused while the
+		// leader's metadata lags (thousands during a creation or a
+		// failover) would each cut a poll short.
 		if f.total >= max(1, p.MinBytes) || f.failed || time.Until(deadline) <= 0 {
 			break
 		}
@@ -488,12 +493,15 @@ type sessionFetch struct {
 	bytes   []int
 	index   map[*sessionPart]int
 	total   int
-	failed  bool // a partition failed
+	// failed: a partition the follower did not list in this fetch
+	// failed (its leadership moved): answer at once.
+	failed bool
+	// listed are the partitions the follower listed in this fetch.
+	listed map[*sessionPart]bool
 }
 
 func (f *sessionFetch) add(sp *sessionPart, tp TopicPartition, out FetchPartitionResult) int {
 	f.results = append(f.results, SessionPartitionResult{TopicPartition: tp, FetchPartitionResult: out})
-	f.failed = f.failed || out.Err != nil
 	f.parts = append(f.parts, sp)
 	f.bytes = append(f.bytes, 0)
 	i := len(f.results) - 1
@@ -522,7 +530,7 @@ func (f *sessionFetch) read(sp *sessionPart) {
 		}
 		*res = emptyResult(sp.req)
 		res.Err = err
-		f.failed = true
+		f.failed = f.failed || !f.listed[sp]
 		return
 	}
 	hw := res.HighWatermark
@@ -530,7 +538,7 @@ func (f *sessionFetch) read(sp *sessionPart) {
 	r := partitionRead{req: sp.req, out: res, replica: sp.replica}
 	_, n := f.m.readPartition(&r, f.p, true, f.total)
 	if res.Err != nil {
-		f.failed = true
+		f.failed = f.failed || !f.listed[sp]
 	} else if res.HighWatermark < hw {
 		res.HighWatermark = hw
 	}

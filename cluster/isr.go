@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/replication"
@@ -63,10 +64,60 @@ func (p *Replica) recordFollowerFetch(replica, leaderEpoch int32, offset int64, 
 	if upd.HWChanged {
 		p.publishHWLocked()
 	}
-	if upd.ExpandISR && !slices.Contains(p.expand, replica) {
-		p.expand = append(p.expand, replica)
+	if upd.ExpandISR {
+		p.queueExpansionLocked(replica)
 	}
 	return upd.HW, nil
+}
+
+// queueExpansionLocked queues replica's addition to the ISR for the ISR
+// loop's next tick. The caller holds roleMu.
+func (p *Replica) queueExpansionLocked(replica int32) {
+	if slices.Contains(p.expand, replica) {
+		return
+	}
+	p.expand = append(p.expand, replica)
+	if p.isrQueue != nil {
+		p.isrQueue.add(p)
+	}
+}
+
+// isrQueue is the replicas with ISR expansions queued: the ISR loop
+// looks at them at every tick, and at every leader only every
+// shrinkScanEvery (a shrink waits for LagTimeMax anyway).
+type isrQueue struct {
+	mu      sync.Mutex
+	pending map[*Replica]struct{}
+}
+
+func (q *isrQueue) add(p *Replica) {
+	q.mu.Lock()
+	if q.pending == nil {
+		q.pending = map[*Replica]struct{}{}
+	}
+	q.pending[p] = struct{}{}
+	q.mu.Unlock()
+}
+
+func (q *isrQueue) take() []*Replica {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		return nil
+	}
+	out := make([]*Replica, 0, len(q.pending))
+	for p := range q.pending {
+		out = append(out, p)
+	}
+	clear(q.pending)
+	return out
+}
+
+// shrinkScanEvery is how often the ISR loop looks at every partition this
+// broker leads for followers out of sync: an eighth of LagTimeMax, within
+// [isrCheckInterval, 5s] (Kafka checks every LagTimeMax/2).
+func shrinkScanEvery(lagTimeMax time.Duration) time.Duration {
+	return min(max(lagTimeMax/8, isrCheckInterval), 5*time.Second)
 }
 
 // queueExpansionsLocked queues the followers that may join the ISR now
@@ -77,9 +128,7 @@ func (p *Replica) queueExpansionsLocked() {
 		return
 	}
 	for _, id := range p.tracker.ExpandCandidates() {
-		if !slices.Contains(p.expand, id) {
-			p.expand = append(p.expand, id)
-		}
+		p.queueExpansionLocked(id)
 	}
 }
 
@@ -88,18 +137,26 @@ func (p *Replica) queueExpansionsLocked() {
 func (m *ReplicaManager) isrLoop() {
 	t := time.NewTicker(isrCheckInterval)
 	defer t.Stop()
-	lastCkpt := time.Now()
+	lastCkpt, lastScan := time.Now(), time.Now()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case now := <-t.C:
-			self := m.cfg.NodeID
-			for _, p := range m.healthyReplicas() {
-				// Followers (most replicas) have nothing to check: their
-				// leadership is read without the role lock.
-				if leader, _ := p.Leadership(); leader == self {
+			for _, p := range m.isrQueue.take() {
+				if !p.Offline() {
 					m.maybeAlterISR(p, now)
+				}
+			}
+			if now.Sub(lastScan) >= shrinkScanEvery(m.lagTimeMax()) {
+				lastScan = now
+				self := m.cfg.NodeID
+				for _, p := range m.healthyReplicas() {
+					// Followers (most replicas) have nothing to check:
+					// their leadership is read without the role lock.
+					if leader, _ := p.Leadership(); leader == self {
+						m.maybeAlterISR(p, now)
+					}
 				}
 			}
 			if now.Sub(lastCkpt) >= hwCheckpointEvery {

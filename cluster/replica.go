@@ -48,9 +48,11 @@ type Replica struct {
 	// (controller.NoLeader when not a follower).
 	following   int32
 	followEpoch int32
-	// expand queues followers that qualify for the ISR; altering is set
-	// while an AlterPartition is in flight.
+	// expand queues followers that qualify for the ISR (and isrQueue,
+	// the manager's, the replica); altering is set while an
+	// AlterPartition is in flight.
 	expand   []int32
+	isrQueue *isrQueue
 	altering bool
 
 	// watchMu guards watchers, the fetch sessions' entries for p

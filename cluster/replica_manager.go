@@ -110,6 +110,9 @@ type ReplicaManager struct {
 	resources resourceErrors
 	reopen    reopenState
 
+	// isrQueue is the replicas with ISR expansions queued (isr.go).
+	isrQueue isrQueue
+
 	// sessions are the followers' fetch sessions with this broker as
 	// their leader (fetchsession.go).
 	sessions *fetchSessions
@@ -117,7 +120,10 @@ type ReplicaManager struct {
 	// hws is the high-watermark checkpoint of every log in logsDir (one
 	// file; issue 31): the logs record their high watermarks in it and
 	// isrLoop flushes it every hwCheckpointEvery when one changed.
-	hws *storage.HighWatermarks
+	hws *storage.OffsetCheckpoint
+	// rps is the recovery-point checkpoint of every log in logsDir, kept
+	// the same way and flushed with hws (decision 57).
+	rps *storage.OffsetCheckpoint
 
 	// applied is the last image applyLocked went through (guarded by
 	// applyMu): the next one skips what it shares with it.
@@ -182,6 +188,11 @@ func NewReplicaManager(cfg ReplicaManagerConfig) (*ReplicaManager, error) {
 		return nil, fmt.Errorf("high-watermark checkpoint: %w (move it aside to start every log from what it can prove committed)", err)
 	}
 	m.hws = hws
+	rps, err := storage.OpenRecoveryPoints(m.logsDir())
+	if err != nil {
+		return nil, fmt.Errorf("recovery-point checkpoint: %w (move it aside to recover every log from its first segment)", err)
+	}
+	m.rps = rps
 	if data, err := os.ReadFile(filepath.Join(cfg.DataDir, "meta", clusterFile)); err == nil {
 		var cm clusterMeta
 		if err := json.Unmarshal(data, &cm); err != nil {
@@ -447,6 +458,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		OnResourceError: func(f *storage.Failure) { m.resourceError(tp, f) },
 		PageCacheWindow: m.cfg.PageCacheWindow,
 		HighWatermarks:  m.hws,
+		RecoveryPoints:  m.rps,
 	})
 	if err != nil {
 		return nil, failed("open log", err)
@@ -454,7 +466,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	if err := l.ProducerStateError(); err != nil {
 		m.log.Error("idempotent-producer state rebuilt only partly: retries of later batches may not be deduplicated", tp.LogAttr(), "err", err)
 	}
-	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, events: m.events, hwCh: make(chan struct{}),
+	p = &Replica{TopicPartition: tp, TopicID: topicID, log: l, events: m.events, isrQueue: &m.isrQueue, hwCh: make(chan struct{}),
 		following: controller.NoLeader, followEpoch: -1}
 	p.setLeadership(controller.NoLeader, -1)
 	p.config.Store(&tc)
@@ -560,23 +572,35 @@ func (m *ReplicaManager) Close() error {
 	return first
 }
 
-// flushHighWatermarks writes the high-watermark checkpoint if a value
-// changed (storage.HighWatermarks.Flush). A failure is the data
+// flushHighWatermarks writes the data directory's shared checkpoints —
+// high watermarks and recovery points — each only if a value in it
+// changed (storage.OffsetCheckpoint.Flush). A failure is the data
 // directory's: every log in it recorded its value there, so it is logged
 // and retried at the next interval; the logs stay online (a disk that
-// cannot take this write fails their own writes soon enough).
+// cannot take this write fails their own writes soon enough). A recovery
+// point that is not written only makes a recovery after a crash scan
+// more.
 func (m *ReplicaManager) flushHighWatermarks() error {
-	if err := m.hws.Flush(m.cfg.StorageFaults); err != nil {
-		if storage.IsResourceError(err) {
+	var first error
+	for _, c := range []struct {
+		what  string
+		store *storage.OffsetCheckpoint
+	}{{"high watermark", m.hws}, {"recovery point", m.rps}} {
+		err := c.store.Flush(m.cfg.StorageFaults)
+		switch {
+		case err == nil:
+		case storage.IsResourceError(err):
 			// Out of descriptors: counted and logged; the next interval
 			// tries again (resource.go).
-			m.resourceError(TopicPartition{}, &storage.Failure{Op: storage.OpWrite, Path: m.hws.Path(), Err: err})
-			return nil
+			m.resourceError(TopicPartition{}, &storage.Failure{Op: storage.OpWrite, Path: c.store.Path(), Err: err})
+		default:
+			m.log.Warn(c.what+" checkpoint failed", "path", c.store.Path(), "err", err)
+			if first == nil {
+				first = fmt.Errorf("%s checkpoint %s: %w", c.what, c.store.Path(), err)
+			}
 		}
-		m.log.Warn("high watermark checkpoint failed", "path", m.hws.Path(), "err", err)
-		return fmt.Errorf("high watermark checkpoint %s: %w", m.hws.Path(), err)
 	}
-	return nil
+	return first
 }
 
 // ReplicationConfig connects a ReplicaManager to the cluster: where

@@ -286,8 +286,9 @@ func TestMetadataCacheFollowsDeltas(t *testing.T) {
 	}
 }
 
-// The high watermarks of a broker's logs are in one file
-// (storage.HighWatermarkFile in logs/), written at Close (and every
+// The high watermarks (and recovery points) of a broker's logs are in one
+// file each (storage.HighWatermarkFile, storage.RecoveryPointFile in
+// logs/), written at Close (and every
 // hwCheckpointEvery when one changed), restored at the next start, and a
 // deleted topic's lines go with it (issue 31).
 func TestReplicaManagerHighWatermarksInOneFile(t *testing.T) {
@@ -316,6 +317,14 @@ func TestReplicaManagerHighWatermarksInOneFile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "logs", "hw-0", "high-watermark-checkpoint")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a partition has a high-watermark file of its own: %v", err)
+	}
+	// The recovery points likewise (decision 57).
+	data, err = os.ReadFile(filepath.Join(dir, "logs", storage.RecoveryPointFile))
+	if want := "0\n3\nhw 0 2\nhw 1 3\nhw 2 4\n"; err != nil || string(data) != want {
+		t.Fatalf("%s: %q %v, want %q", storage.RecoveryPointFile, data, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "hw-0", storage.RecoveryPointFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a partition has a recovery-point file of its own: %v", err)
 	}
 	m2 := newManager(t, dir, 1)
 	if err := m2.Apply(b.snapshot(), now, true); err != nil {

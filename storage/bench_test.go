@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/sluice-io/sluice/proto/batch"
@@ -195,4 +196,74 @@ func BenchmarkClean(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.RecordsRead)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(st.BytesWritten)/float64(st.BytesRead)*100, "%kept")
+}
+
+// BenchmarkAppendFlushEach appends with flush.messages=1 (an fsync per
+// batch): "own-file" checkpoints the recovery point in the log's own file
+// at every flush, as every log did before decision 57 (temp file, fsync,
+// rename, directory fsync: two more fsyncs per batch); "shared" records
+// it in the data directory's checkpoint, written on an interval.
+func BenchmarkAppendFlushEach(b *testing.B) {
+	for _, mode := range []string{"own-file", "shared"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.FlushMessages = 1
+			dir := b.TempDir()
+			var opts Options
+			if mode == "shared" {
+				rps, err := OpenRecoveryPoints(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts.RecoveryPoints = rps
+			}
+			l, err := OpenWith(filepath.Join(dir, "t-0"), cfg, t0, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { b.StopTimer(); l.Close() }()
+			src := benchBatch()
+			buf := make([]byte, len(src))
+			b.SetBytes(int64(len(src)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				copy(buf, src)
+				if _, err := l.Append(buf, 1, t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCreateLog measures the open of a new, empty log, as a broker
+// creates one per replica of a new partition (issue 31: 10,000 of them on
+// a node), with the data directory's shared checkpoints and a file
+// budget. The partition.metadata the replica manager writes first is not
+// part of it.
+func BenchmarkCreateLog(b *testing.B) {
+	dir := b.TempDir()
+	hws, err := OpenHighWatermarks(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rps, err := OpenRecoveryPoints(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := Options{Files: NewFileCache(5000), HighWatermarks: hws, RecoveryPoints: rps}
+	logs := make([]*Log, 0, b.N)
+	defer func() {
+		b.StopTimer()
+		for _, l := range logs {
+			l.Close()
+		}
+	}()
+	for i := range b.N {
+		l, err := OpenWith(filepath.Join(dir, fmt.Sprintf("t-%d", i)), DefaultConfig(), t0, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		logs = append(logs, l)
+	}
 }

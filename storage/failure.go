@@ -113,7 +113,13 @@ type Options struct {
 	// than in a file of its own, and whoever owns it Flushes it (on an
 	// interval, and after closing the logs). The log's directory must be
 	// named "topic-partition"; any other name keeps a file of its own.
-	HighWatermarks *HighWatermarks
+	HighWatermarks *OffsetCheckpoint
+	// RecoveryPoints, when set, is the recovery-point checkpoint of the
+	// log's parent directory, shared the same way (recoverypoint.go): the
+	// log records its recovery point there in memory, and whoever owns
+	// it Flushes it on an interval and after closing the logs. Same
+	// naming rule as HighWatermarks.
+	RecoveryPoints *OffsetCheckpoint
 }
 
 // Failure returns why the log went offline, or nil while it is healthy.

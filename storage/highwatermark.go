@@ -45,18 +45,18 @@ func (l *Log) SetHighWatermark(hw int64) {
 
 // hwStore is the shared checkpoint the log records its high watermark
 // in, and its name there; nil when it writes its own file.
-func (l *Log) hwStore() (*HighWatermarks, string) {
-	if l.hwName == "" {
+func (l *Log) hwStore() (*OffsetCheckpoint, string) {
+	if l.ckptName == "" || l.opts.HighWatermarks == nil {
 		return nil, ""
 	}
-	return l.opts.HighWatermarks, l.hwName
+	return l.opts.HighWatermarks, l.ckptName
 }
 
-// sharedHighWatermarkName is the name under which the log in dir records
-// its high watermark in a shared checkpoint: dir's name when it is
+// sharedCheckpointName is the name under which the log in dir records
+// its values in the shared checkpoints: dir's name when it is
 // "topic-partition" (the checkpoint's lines are "topic partition
 // offset"), else "" (the log keeps a file of its own).
-func sharedHighWatermarkName(dir string) string {
+func sharedCheckpointName(dir string) string {
 	name := filepath.Base(dir)
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || strings.ContainsAny(name, " \t\n") {

@@ -11,7 +11,7 @@ import (
 
 // openShared opens the log dir/name with the directory's shared
 // high-watermark checkpoint hws.
-func openShared(t *testing.T, dir, name string, hws *HighWatermarks) *Log {
+func openShared(t *testing.T, dir, name string, hws *OffsetCheckpoint) *Log {
 	t.Helper()
 	l, err := OpenWith(filepath.Join(dir, name), truncationConfig(), t0, Options{HighWatermarks: hws})
 	if err != nil {
@@ -20,7 +20,7 @@ func openShared(t *testing.T, dir, name string, hws *HighWatermarks) *Log {
 	return l
 }
 
-func mustOpenHighWatermarks(t *testing.T, dir string) *HighWatermarks {
+func mustOpenHighWatermarks(t *testing.T, dir string) *OffsetCheckpoint {
 	t.Helper()
 	hws, err := OpenHighWatermarks(dir)
 	if err != nil {

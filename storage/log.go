@@ -87,9 +87,29 @@ type Log struct {
 	sealedSyncs goroutine.Group
 
 	ckptMu sync.Mutex // serialises writes of the high watermark (its own file, or its entry in Options.HighWatermarks)
-	// hwName is the log's name in Options.HighWatermarks ("": it keeps
-	// its own high-watermark file); set at Open.
-	hwName string
+	// ckptName is the log's name in the shared checkpoints
+	// (Options.HighWatermarks, Options.RecoveryPoints; "": it keeps files
+	// of its own); set at Open.
+	ckptName string
+
+	// rpMu guards the following and serialises writes of the recovery
+	// point (recoverypoint.go). It is taken after appendMu, or alone by
+	// the background fsyncs of rolled segments.
+	rpMu sync.Mutex
+	// recoveryPoint: every byte of the log below it is on disk (fsynced),
+	// so a recovery after a crash need not scan it.
+	recoveryPoint int64
+	// rpWritten is the value the log's own recovery-point file holds (-1:
+	// unknown); with a shared checkpoint it is unused.
+	rpWritten int64
+	// syncsTo is where the fsyncs handed to background goroutines end:
+	// the next roll's goroutine syncs the segments from there on. Guarded
+	// by appendMu.
+	syncsTo int64
+	// lastSync is closed when the latest background fsync goroutine is
+	// done; each waits for the one before, so that they advance the
+	// recovery point in order. Guarded by appendMu.
+	lastSync chan struct{}
 
 	mu          sync.RWMutex // guards the following (writes also need appendMu, except hw)
 	cfg         Config
@@ -141,6 +161,9 @@ type Log struct {
 const (
 	cleanShutdownFile = ".clean_shutdown"
 	startOffsetFile   = "log-start-offset-checkpoint"
+	// recoveryPointFile is a log's own recovery-point checkpoint: logs
+	// with a shared one (Options.RecoveryPoints) read it only once, to
+	// migrate (RecoveryPointFile).
 	recoveryPointFile = "recovery-point-offset-checkpoint"
 )
 
@@ -175,11 +198,14 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 			return nil, err
 		}
 	}
-	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), dataChanged: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1}
-	if opts.HighWatermarks != nil {
-		l.hwName = sharedHighWatermarkName(dir)
+	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), dataChanged: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1, rpWritten: -1}
+	if opts.HighWatermarks != nil || opts.RecoveryPoints != nil {
+		l.ckptName = sharedCheckpointName(dir)
 	}
-	err := l.recover(now)
+	ckptClean, err := l.recover(now)
+	if err == nil {
+		err = l.fitRecoveryPoint(l.recoveryPoint, ckptClean)
+	}
 	if err == nil {
 		l.loadHighWatermark()
 		err = l.loadEpochs()
@@ -641,21 +667,31 @@ func (l *Log) rollLocked(now time.Time) (*segment, error) {
 // Kafka flushes a rolled segment on its scheduler: appends go on in the
 // new segment meanwhile. (Done in the roll, the fsync of a 1 GiB segment
 // held a partition's appends — and so its followers and acks=all
-// producers — for about half a second.) A failure takes the log offline
-// as a foreground one does; a segment closed meanwhile (retention, a
-// cleaner swap, a truncation) has nothing left to sync. flushLocked,
-// Close and Delete wait for these first: the recovery point and the
-// clean-shutdown marker claim every sealed segment is on disk. The caller
-// holds appendMu.
-func (l *Log) syncSealed(s *segment) {
+// producers — for about half a second.) With it go the earlier segments
+// not yet synced (after a recovery, those it scanned), and once all are
+// on disk the recovery point advances to the sealed segment's end
+// (recoverypoint.go): a crash then rescans no more than the segments
+// after it. Each such goroutine waits for the previous one, so the
+// recovery point advances in order and no two sync the same segment. A
+// failure takes the log offline as a foreground one does; a segment
+// closed meanwhile (retention, a cleaner swap, a truncation) has nothing
+// left to sync. flushLocked, Close, Delete and the truncations wait for
+// these first. The caller holds appendMu.
+func (l *Log) syncSealed(old *segment) {
+	segs := l.segmentsFromLocked(l.syncsTo, old)
+	end := old.next
+	l.syncsTo = max(l.syncsTo, end)
+	prev, done := l.lastSync, make(chan struct{})
+	l.lastSync = done
 	l.sealedSyncs.Go(func() {
-		err := l.inject(OpSync, s.path)
-		if err == nil {
-			err = s.sync()
+		defer close(done)
+		if prev != nil {
+			<-prev
 		}
-		if err != nil && !errors.Is(err, os.ErrClosed) {
-			l.fail(OpSync, s.path, err)
+		if l.syncSegments(segs, true) != nil || l.offlineErr() != nil {
+			return // offline: this or an earlier sync failed
 		}
+		l.advanceRecoveryPoint(end)
 	})
 }
 
@@ -882,8 +918,10 @@ func (l *Log) Config() Config {
 }
 
 // Flush fsyncs the active segment and its indexes (sealed segments were
-// synced when rolled) and checkpoints the recovery point at the log end
-// offset.
+// synced when rolled; any not yet synced are now) and advances the
+// recovery point to the log end offset: written to the log's own file,
+// or recorded in the shared checkpoint (Options.RecoveryPoints), which
+// its owner writes.
 func (l *Log) Flush() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -903,17 +941,19 @@ func (l *Log) flushLocked(now time.Time) error {
 	if err := l.offlineErr(); err != nil {
 		return err // a sealed segment's fsync failed
 	}
+	// The active segment, and any earlier one not yet known to be on
+	// disk (after a recovery, those it scanned).
 	s := l.active()
-	err := l.inject(OpSync, s.path)
-	if err == nil {
-		err = s.sync()
-	}
-	if err != nil {
-		return l.fail(OpSync, s.path, err)
+	if err := l.syncSegments(l.segmentsFromLocked(l.RecoveryPoint(), s), false); err != nil {
+		return err
 	}
 	l.unflushed, l.lastFlush = 0, now
-	if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), s.next); err != nil {
-		return l.fail(OpWrite, filepath.Join(l.dir, recoveryPointFile), err)
+	l.syncsTo = max(l.syncsTo, s.next)
+	l.rpMu.Lock()
+	defer l.rpMu.Unlock()
+	l.recoveryPoint = max(l.recoveryPoint, s.next)
+	if err := l.writeRecoveryPoint(l.recoveryPoint, false); err != nil {
+		return l.fail(OpWrite, l.rpPath(), err)
 	}
 	return nil
 }
@@ -988,6 +1028,9 @@ func (l *Log) Delete() error {
 		s.close()
 	}
 	if store, name := l.hwStore(); store != nil {
+		store.Remove(name)
+	}
+	if store, name := l.rpStore(); store != nil {
 		store.Remove(name)
 	}
 	return os.RemoveAll(l.dir)

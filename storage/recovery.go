@@ -28,44 +28,48 @@ import (
 //     Scanned segments get rebuilt indexes.
 //   - First of all, a segment swap of the log cleaner that a crash
 //     interrupted is finished or discarded (recoverCleanerFiles).
+//   - The recovery point comes from the shared checkpoint
+//     (Options.RecoveryPoints) or the log's own file; Open then fits it
+//     to the recovered log (fitRecoveryPoint).
 //   - The log start offset comes from its checkpoint, raised to the first
 //     segment base. A checkpoint past the log end offset (an interrupted
 //     TruncateFullyAndStartAt) empties the log and starts it there.
-func (l *Log) recover(now time.Time) error {
+func (l *Log) recover(now time.Time) (clean bool, err error) {
 	marker := filepath.Join(l.dir, cleanShutdownFile)
-	clean := fileExists(marker)
+	clean = fileExists(marker)
 	// The marker describes the state at the last Close; once the log is
 	// open again a crash must rescan.
 	if clean {
 		if err := os.Remove(marker); err != nil {
-			return err
+			return clean, err
 		}
 	}
 	// Finish or discard a segment swap of the log cleaner that a crash
 	// interrupted (cleaner.go) before looking at the segments.
 	if err := recoverCleanerFiles(l.dir); err != nil {
-		return err
+		return clean, err
 	}
-	recoveryPoint, _ := readCheckpoint(filepath.Join(l.dir, recoveryPointFile))
+	recoveryPoint := l.loadRecoveryPoint()
+	l.recoveryPoint = recoveryPoint
 	start, _ := readCheckpoint(filepath.Join(l.dir, startOffsetFile))
 	bases, err := listSegments(l.dir)
 	if err != nil {
-		return err
+		return clean, err
 	}
 	if len(bases) == 0 {
 		s, err := openSegment(l.files(), l.dir, start, now)
 		if err != nil {
-			return err
+			return clean, err
 		}
 		l.segments = []*segment{s}
 		l.startOffset = start
-		return nil
+		return clean, nil
 	}
 	interval := l.cfg.IndexIntervalBytes
 	for i, base := range bases {
 		s, err := openSegment(l.files(), l.dir, base, now)
 		if err != nil {
-			return err
+			return clean, err
 		}
 		l.segments = append(l.segments, s)
 		last := i == len(bases)-1
@@ -83,7 +87,7 @@ func (l *Log) recover(now time.Time) error {
 				s.rewind(from)
 				end, ok, err := s.scan(pos, interval)
 				if err != nil {
-					return err
+					return clean, err
 				}
 				if ok {
 					s.size = end
@@ -91,7 +95,7 @@ func (l *Log) recover(now time.Time) error {
 						l.rebuildTxnFrom(base)
 					}
 					if err := s.truncateIndexFiles(); err != nil {
-						return err
+						return clean, err
 					}
 					continue
 				}
@@ -103,15 +107,15 @@ func (l *Log) recover(now time.Time) error {
 		s.rewind(0)
 		end, ok, err := s.scan(0, interval)
 		if err != nil {
-			return err
+			return clean, err
 		}
 		// Loaded without a scan next time, it needs its maximum as
 		// its last time entry.
 		if err := s.sealTimeIndex(nil); err != nil {
-			return err
+			return clean, err
 		}
 		if err := s.truncateIndexFiles(); err != nil {
-			return err
+			return clean, err
 		}
 		if ok && (last || s.next == bases[i+1]) {
 			s.size = end
@@ -120,12 +124,12 @@ func (l *Log) recover(now time.Time) error {
 		// Corruption, a torn tail or a gap: keep what verified, drop the
 		// rest of this segment and every later one.
 		if err := s.log.Truncate(end); err != nil {
-			return err
+			return clean, err
 		}
 		s.size = end
 		for _, b := range bases[i+1:] {
 			if err := removeSegmentFiles(l.dir, b); err != nil {
-				return err
+				return clean, err
 			}
 		}
 		break
@@ -141,29 +145,29 @@ func (l *Log) recover(now time.Time) error {
 		// so no offset below it is ever reused.
 		for _, s := range l.segments {
 			if err := s.remove(); err != nil {
-				return err
+				return clean, err
 			}
 		}
 		s, err := openSegment(l.files(), l.dir, l.startOffset, now)
 		if err != nil {
 			l.segments = nil
-			return err
+			return clean, err
 		}
 		l.segments = []*segment{s}
 		if s.size != 0 {
-			return fmt.Errorf("stale segment file %s", s.path)
+			return clean, fmt.Errorf("stale segment file %s", s.path)
 		}
-		return s.truncateIndexFiles()
+		return clean, s.truncateIndexFiles()
 	}
 	// Retention checkpoints the start offset before deleting files; finish
 	// deletions a crash interrupted (segments wholly below the start).
 	for len(l.segments) > 1 && l.segments[1].base <= l.startOffset {
 		if err := l.segments[0].remove(); err != nil {
-			return err
+			return clean, err
 		}
 		l.segments = l.segments[1:]
 	}
-	return nil
+	return clean, nil
 }
 
 // rebuildTxnFrom notes that the aborted-transaction indexes from the

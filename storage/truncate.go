@@ -100,10 +100,9 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		}
 		return nil
 	}
-	rpPath := filepath.Join(l.dir, recoveryPointFile)
-	if rp, err := readCheckpoint(rpPath); err == nil && rp > offset {
-		if err := writeCheckpoint(rpPath, offset); err != nil {
-			return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
+	if l.RecoveryPoint() > offset {
+		if err := l.lowerRecoveryPointLocked(offset); err != nil {
+			return l.fileErr("checkpoint recovery point", OpWrite, l.rpPath(), err)
 		}
 		l.crashPoint("recovery point lowered")
 	}
@@ -128,9 +127,9 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		return l.fileErr(fmt.Sprintf("truncate to %d", offset), OpTruncate, l.dir, err)
 	}
 	l.crashPoint("cut done")
-	if err := writeCheckpoint(rpPath, offset); err != nil {
-		return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
-	}
+	// The recovery point was lowered to the cut before it, if above; it
+	// is not raised to it (the bytes between it and the cut may not be
+	// synced).
 	return nil
 }
 
@@ -281,9 +280,8 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 		return l.fileErr("checkpoint log start offset", OpWrite, filepath.Join(l.dir, startOffsetFile), err)
 	}
 	l.crashPoint("start offset moved")
-	rpPath := filepath.Join(l.dir, recoveryPointFile)
-	if err := writeCheckpoint(rpPath, 0); err != nil {
-		return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
+	if err := l.lowerRecoveryPointLocked(0); err != nil {
+		return l.fileErr("checkpoint recovery point", OpWrite, l.rpPath(), err)
 	}
 	l.crashPoint("recovery point reset")
 
@@ -351,9 +349,9 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) (err error) {
 		return l.fileErr(fmt.Sprintf("start log at %d", offset), OpTruncate, l.dir, err)
 	}
 	l.crashPoint("segments replaced")
-	if err := writeCheckpoint(rpPath, offset); err != nil {
-		return l.fileErr("checkpoint recovery point", OpWrite, rpPath, err)
-	}
+	// Nothing is below the new start: the next checkpoint may say so.
+	l.syncsTo = max(l.syncsTo, offset)
+	l.advanceRecoveryPoint(offset)
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
 	if store, name := l.hwStore(); store != nil {

@@ -17,25 +17,34 @@ import (
 // checkpoint (Kafka's replication-offset-checkpoint, same format).
 const HighWatermarkFile = "replication-offset-checkpoint"
 
-// highWatermarkFileVersion is the format's version line.
-const highWatermarkFileVersion = 0
+// RecoveryPointFile is the name of a data directory's recovery-point
+// checkpoint (Kafka's recovery-point-offset-checkpoint, same format). A
+// log written before it existed kept a file of the same name in its own
+// directory (recoveryPointFile).
+const RecoveryPointFile = "recovery-point-offset-checkpoint"
 
-// HighWatermarks is the high-watermark checkpoint of every log in one
-// directory (issue 31): one file, HighWatermarkFile, holding one line per
-// log — Kafka's replication-offset-checkpoint — instead of one file per
-// log. Logs opened with it (Options.HighWatermarks) record their high
-// watermark here in memory (Log.CheckpointHighWatermark, Close); Flush
-// writes the file, atomically and durably, only when a value changed since
-// the last write. So a node of 10,000 idle replicas writes nothing per
-// interval, and a busy one one file and one fsync, not 10,000.
+// offsetCheckpointVersion is the format's version line.
+const offsetCheckpointVersion = 0
+
+// OffsetCheckpoint is one offset per log for every log in one directory
+// (issue 31): one file holding one line per log — Kafka's
+// OffsetCheckpointFile, the format of its replication-offset-checkpoint
+// and recovery-point-offset-checkpoint — instead of one file per log.
+// Logs opened with one (Options.HighWatermarks, Options.RecoveryPoints)
+// record their value here in memory; Flush writes the file, atomically
+// and durably, only when a value changed since the last write. So a node
+// of 10,000 idle replicas writes nothing per interval, and a busy one one
+// file and one fsync, not 10,000.
 //
 // A log's entry is keyed by its directory's name (the partition's
 // "topic-partition"). A log whose entry is missing reads its old
-// per-log high-watermark-checkpoint instead (logs written before this
-// file existed); that file is removed once a Flush has written the value
-// here. Safe for concurrent use.
-type HighWatermarks struct {
+// per-log file instead (logs written before the shared file existed);
+// that file is removed once a Flush has written the value here. Safe for
+// concurrent use.
+type OffsetCheckpoint struct {
 	path string
+	// legacyFile is the name of the per-log file a log kept before.
+	legacyFile string
 
 	mu      sync.Mutex // guards the following; never held across file IO
 	vals    map[string]int64
@@ -51,8 +60,22 @@ type HighWatermarks struct {
 // their log start offsets and serve as committed only what they can
 // prove, but an operator should know (rename or remove the file to start
 // over; Kafka does the same).
-func OpenHighWatermarks(dir string) (*HighWatermarks, error) {
-	h := &HighWatermarks{path: filepath.Join(dir, HighWatermarkFile), vals: map[string]int64{}, legacy: map[string]bool{}}
+func OpenHighWatermarks(dir string) (*OffsetCheckpoint, error) {
+	return openOffsetCheckpoint(dir, HighWatermarkFile, highWatermarkFile)
+}
+
+// OpenRecoveryPoints reads dir's RecoveryPointFile (none: empty); a file
+// that cannot be parsed is an error, as for OpenHighWatermarks (removing
+// it makes every log past its clean-shutdown marker recover from its
+// first segment).
+func OpenRecoveryPoints(dir string) (*OffsetCheckpoint, error) {
+	return openOffsetCheckpoint(dir, RecoveryPointFile, recoveryPointFile)
+}
+
+// openOffsetCheckpoint reads dir's file (none: empty); legacy is the name
+// of the per-log file it replaces.
+func openOffsetCheckpoint(dir, file, legacy string) (*OffsetCheckpoint, error) {
+	h := &OffsetCheckpoint{path: filepath.Join(dir, file), legacyFile: legacy, vals: map[string]int64{}, legacy: map[string]bool{}}
 	data, err := os.ReadFile(h.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -60,7 +83,7 @@ func OpenHighWatermarks(dir string) (*HighWatermarks, error) {
 	case err != nil:
 		return nil, err
 	}
-	vals, err := parseHighWatermarks(data)
+	vals, err := parseOffsetCheckpoint(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", h.path, err)
 	}
@@ -68,9 +91,9 @@ func OpenHighWatermarks(dir string) (*HighWatermarks, error) {
 	return h, nil
 }
 
-// parseHighWatermarks reads the file's format: a version line (0), a count
+// parseOffsetCheckpoint reads the file's format: a version line (0), a count
 // line, then count lines "topic partition offset".
-func parseHighWatermarks(data []byte) (map[string]int64, error) {
+func parseOffsetCheckpoint(data []byte) (map[string]int64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	line := func() (string, bool) {
@@ -80,8 +103,8 @@ func parseHighWatermarks(data []byte) (map[string]int64, error) {
 		return strings.TrimSpace(sc.Text()), true
 	}
 	v, ok := line()
-	if !ok || v != strconv.Itoa(highWatermarkFileVersion) {
-		return nil, fmt.Errorf("version %q, want %d", v, highWatermarkFileVersion)
+	if !ok || v != strconv.Itoa(offsetCheckpointVersion) {
+		return nil, fmt.Errorf("version %q, want %d", v, offsetCheckpointVersion)
 	}
 	c, ok := line()
 	n, err := strconv.Atoi(c)
@@ -112,19 +135,20 @@ func parseHighWatermarks(data []byte) (map[string]int64, error) {
 }
 
 // Path is the file's path.
-func (h *HighWatermarks) Path() string { return h.path }
+func (h *OffsetCheckpoint) Path() string { return h.path }
 
-// Get returns the high watermark recorded for the log whose directory is
-// named name.
-func (h *HighWatermarks) Get(name string) (int64, bool) {
+// Get returns the value recorded for the log whose directory is named
+// name.
+func (h *OffsetCheckpoint) Get(name string) (int64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	v, ok := h.vals[name]
 	return v, ok
 }
 
-// Set records hw for the log named name, in memory; Flush writes it.
-func (h *HighWatermarks) Set(name string, hw int64) {
+// Set records hw (the log's value) for the log named name, in memory;
+// Flush writes it.
+func (h *OffsetCheckpoint) Set(name string, hw int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cur, ok := h.vals[name]; ok && cur == hw {
@@ -136,7 +160,7 @@ func (h *HighWatermarks) Set(name string, hw int64) {
 
 // setLegacy records a value read from name's per-log file, which the next
 // Flush removes once the value is in HighWatermarkFile.
-func (h *HighWatermarks) setLegacy(name string, hw int64) {
+func (h *OffsetCheckpoint) setLegacy(name string, hw int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.vals[name] = hw
@@ -146,7 +170,7 @@ func (h *HighWatermarks) setLegacy(name string, hw int64) {
 
 // Remove forgets the log named name (deleted); the next Flush drops its
 // line.
-func (h *HighWatermarks) Remove(name string) {
+func (h *OffsetCheckpoint) Remove(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.vals[name]; ok {
@@ -157,7 +181,7 @@ func (h *HighWatermarks) Remove(name string) {
 }
 
 // Len is the number of logs recorded.
-func (h *HighWatermarks) Len() int {
+func (h *OffsetCheckpoint) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.vals)
@@ -168,7 +192,7 @@ func (h *HighWatermarks) Len() int {
 // returns once the file holds at least every change made before the
 // call: concurrent callers share one write. faults, if not nil, is asked
 // first (OpWrite).
-func (h *HighWatermarks) Flush(faults FaultInjector) error {
+func (h *OffsetCheckpoint) Flush(faults FaultInjector) error {
 	h.mu.Lock()
 	want := h.gen
 	h.mu.Unlock()
@@ -187,7 +211,7 @@ func (h *HighWatermarks) Flush(faults FaultInjector) error {
 	slices.Sort(names)
 	var b bytes.Buffer
 	b.Grow(16 + 32*len(names))
-	fmt.Fprintf(&b, "%d\n%d\n", highWatermarkFileVersion, len(names))
+	fmt.Fprintf(&b, "%d\n%d\n", offsetCheckpointVersion, len(names))
 	for _, name := range names {
 		i := strings.LastIndexByte(name, '-')
 		b.WriteString(name[:i])
@@ -223,7 +247,7 @@ func (h *HighWatermarks) Flush(faults FaultInjector) error {
 		// Written above: the per-log file is no longer read. A failure
 		// leaves a stale file that is only read if this one loses the
 		// entry, which only Remove (the log deleted) does.
-		_ = os.Remove(filepath.Join(filepath.Dir(h.path), name, highWatermarkFile))
+		_ = os.Remove(filepath.Join(filepath.Dir(h.path), name, h.legacyFile))
 	}
 	return nil
 }
