@@ -90,6 +90,18 @@ func BenchmarkAdminScale(b *testing.B) {
 		{"Metadata/one", func() (proto.Message, error) {
 			return s.Metadata(ctx, &sluicev1.MetadataRequest{Topics: []string{"topic-0500"}})
 		}},
+		{"Metadata/list", func() (proto.Message, error) {
+			return s.Metadata(ctx, &sluicev1.MetadataRequest{ExcludePartitions: true, ExcludeConfigs: true})
+		}},
+		{"Metadata/page-2000", func() (proto.Message, error) {
+			return s.Metadata(ctx, &sluicev1.MetadataRequest{PageSize: 2000, PageToken: "topic-0500"})
+		}},
+		{"Metadata/under-replicated", func() (proto.Message, error) {
+			return s.Metadata(ctx, &sluicev1.MetadataRequest{PartitionFilter: sluicev1.PartitionFilter_PARTITION_FILTER_UNDER_REPLICATED})
+		}},
+		{"Metadata/under-replicated/disk-failed/page-2000", func() (proto.Message, error) {
+			return failed.Metadata(ctx, &sluicev1.MetadataRequest{PartitionFilter: sluicev1.PartitionFilter_PARTITION_FILTER_UNDER_REPLICATED, PageSize: 2000})
+		}},
 		{"DescribeCluster", func() (proto.Message, error) { return s.DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{}) }},
 		{"DescribeCluster/disk-failed", func() (proto.Message, error) {
 			return failed.DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{})
