@@ -70,6 +70,10 @@ var scaleCommands = [][]string{
 	{"topic", "list"},
 	{"--output", "json", "topic", "list"},
 	{"topic", "describe", "topic-0100"},
+	{"topic", "list", "--prefix", "topic-01"},
+	{"topic", "describe", "--under-replicated-partitions"},
+	{"topic", "describe", "--prefix", "topic-01"},
+	{"topic", "describe"},
 	{"cluster", "status"},
 	{"--output", "json", "cluster", "status"},
 }
