@@ -26,9 +26,9 @@ type (
 )
 
 // describeOffsetsBudget bounds the time topic describe spends asking
-// leaders for offsets (per page of partitions), so that a cluster with a
-// leader down still gets described (its partitions' offsets shown as
-// unknown).
+// leaders for offsets (all leaders at once, whatever the number of
+// partitions), so that a cluster with a leader down still gets described
+// (its partitions' offsets shown as unknown).
 const describeOffsetsBudget = 3 * time.Second
 
 // partitionFilters are topic describe's filter flags (kafka-topics.sh
