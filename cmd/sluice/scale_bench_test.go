@@ -52,15 +52,17 @@ func BenchmarkCLIScale(b *testing.B) {
 	brokers := "--brokers=" + s.Node.Addr()
 	for _, args := range scaleCommands {
 		b.Run(fmt.Sprint(args), func(b *testing.B) {
-			var size int
+			var size, errSize int
 			for b.Loop() {
 				var out, stderr bytes.Buffer
 				if err := run(context.Background(), append([]string{brokers}, args...), nil, &out, &stderr); err != nil {
 					b.Fatalf("%v: %s", err, stderr.String())
 				}
-				size = out.Len()
+				size, errSize = out.Len(), stderr.Len()
 			}
 			b.ReportMetric(float64(size), "stdout-bytes")
+			// A note (no partition matched) or offsets unknown.
+			b.ReportMetric(float64(errSize), "stderr-bytes")
 		})
 	}
 }
