@@ -3,8 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,65 +16,6 @@ import (
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
-
-// Metadata describes the live brokers and the requested topics (all when
-// none are named) from this broker's metadata image. Unknown topics answer
-// UNKNOWN_TOPIC_OR_PARTITION; topics are never created by Metadata.
-func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*sluicev1.MetadataResponse, error) {
-	if err := s.metadataLoaded(); err != nil {
-		// A restarted broker's image is empty until its first metadata
-		// snapshot: "topic does not exist" would be a lie that clients
-		// cache. UNAVAILABLE sends them to another broker or a retry.
-		return nil, errs.Status(err, nil)
-	}
-	im := s.cache.Image()
-	resp := &sluicev1.MetadataResponse{ClusterId: im.ClusterID, ControllerId: s.cache.ControllerLeader()}
-	for _, id := range im.LiveBrokers() {
-		b := im.Brokers[id]
-		resp.Brokers = append(resp.Brokers, &sluicev1.BrokerMetadata{NodeId: b.ID, Address: b.Address, Rack: b.Rack})
-	}
-	names := req.Topics
-	if len(names) == 0 {
-		names = im.TopicNames()
-	}
-	for _, name := range names {
-		t := im.Topics[name]
-		if t == nil {
-			resp.Topics = append(resp.Topics, &sluicev1.TopicMetadata{Name: name, ErrorCode: sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: "topic " + strconv.Quote(name) + " does not exist"})
-			continue
-		}
-		resp.Topics = append(resp.Topics, topicMetadata(im, t))
-	}
-	return resp, nil
-}
-
-func topicMetadata(im *controller.Image, t *controller.Topic) *sluicev1.TopicMetadata {
-	tm := &sluicev1.TopicMetadata{Name: t.Name, Internal: cluster.IsInternalTopic(t.Name)}
-	rf := int32(0)
-	if len(t.Partitions) > 0 {
-		rf = int32(len(t.Partitions[0].Replicas))
-	}
-	if tc, err := cluster.ParseTopicConfig(t.Configs, rf); err == nil {
-		tm.Configs = tc.Map()
-	}
-	for i, p := range t.Partitions {
-		pm := &sluicev1.PartitionMetadata{Partition: int32(i), LeaderId: p.Leader, LeaderEpoch: p.LeaderEpoch,
-			Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
-			AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas)}
-		for _, r := range p.Replicas {
-			// Fenced brokers, and replicas their broker reported failed
-			// on its disk (decision 42).
-			if !im.ReplicaLive(t.Name, int32(i), r) {
-				pm.OfflineReplicas = append(pm.OfflineReplicas, r)
-			}
-		}
-		if p.Leader == controller.NoLeader {
-			pm.ErrorCode, pm.ErrorMessage = partitionError(noLeaderError(im, t.Name, int32(i)))
-		}
-		tm.Partitions = append(tm.Partitions, pm)
-	}
-	return tm
-}
 
 // adminTimeout is the time a forwarded admin request may take: the
 // request's timeout_ms, else 30 s.
@@ -273,20 +214,56 @@ func (s *Server) ListPartitionReassignments(ctx context.Context, req *sluicev1.L
 
 // DescribeCluster reports the quorum (each voter asked for its own state,
 // in parallel, bounded), the brokers and partition health from this
-// broker's image.
+// broker's image. The answer is a summary whatever the cluster's size:
+// counts per broker and for the cluster, and at most the request's
+// offline_replicas_limit offline replicas per broker (issue 31).
 func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClusterRequest) (*sluicev1.DescribeClusterResponse, error) {
+	limit := int(req.OfflineReplicasLimit)
+	switch {
+	case limit == 0:
+		limit = defaultOfflineReplicasLimit
+	case limit < 0:
+		limit = math.MaxInt
+	}
 	im := s.cache.Image()
-	resp := &sluicev1.DescribeClusterResponse{ClusterId: im.ClusterID, MetadataOffset: im.Offset, NodeId: s.self.NodeID}
-	leads := map[int32]int32{}
+	resp := &sluicev1.DescribeClusterResponse{ClusterId: im.ClusterID, MetadataOffset: im.Offset, NodeId: s.self.NodeID,
+		Topics: int32(len(im.Topics))}
+	type counts struct{ leaders, replicas, outOfSync int32 }
+	per := map[int32]*counts{}
+	of := func(id int32) *counts {
+		c := per[id]
+		if c == nil {
+			c = &counts{}
+			per[id] = c
+		}
+		return c
+	}
 	for _, name := range im.TopicNames() {
-		for _, p := range im.Topics[name].Partitions {
+		t := im.Topics[name]
+		minISR := t.MinInsyncReplicas()
+		for i, p := range t.Partitions {
+			resp.Partitions++
 			if p.Leader == controller.NoLeader {
 				resp.OfflinePartitions++
 			} else {
-				leads[p.Leader]++
+				of(p.Leader).leaders++
 			}
-			if p.UnderReplicated() {
+			h := im.PartitionHealth(t, int32(i), minISR)
+			if h.UnderReplicated {
 				resp.UnderReplicatedPartitions++
+			}
+			if h.UnderMinISR {
+				resp.UnderMinIsrPartitions++
+			}
+			if h.AtMinISR {
+				resp.AtMinIsrPartitions++
+			}
+			for _, r := range p.Replicas {
+				c := of(r)
+				c.replicas++
+				if !slices.Contains(p.ISR, r) && !slices.Contains(p.AddingReplicas, r) {
+					c.outOfSync++
+				}
 			}
 		}
 	}
@@ -297,8 +274,10 @@ func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClus
 	slices.Sort(ids)
 	for _, id := range ids {
 		b := im.Brokers[id]
-		bs := &sluicev1.BrokerStatus{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced, LeaderPartitions: leads[id]}
-		for _, r := range b.OfflineReplicas {
+		c := of(id)
+		bs := &sluicev1.BrokerStatus{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced,
+			LeaderPartitions: c.leaders, Replicas: c.replicas, OutOfSyncReplicas: c.outOfSync, OfflineReplicaCount: int32(len(b.OfflineReplicas))}
+		for _, r := range b.OfflineReplicas[:min(limit, len(b.OfflineReplicas))] {
 			bs.OfflineReplicas = append(bs.OfflineReplicas, &sluicev1.OfflineReplica{Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition, Path: r.Path, Error: r.Error})
 		}
 		resp.Brokers = append(resp.Brokers, bs)
@@ -312,6 +291,12 @@ func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClus
 	}
 	return resp, nil
 }
+
+// defaultOfflineReplicasLimit is the most offline replicas DescribeCluster
+// lists per broker when the request leaves offline_replicas_limit 0 (as a
+// client from before the field does): a failed disk under ten thousand
+// partitions would otherwise make a 1.5 MB answer.
+const defaultOfflineReplicasLimit = 100
 
 // quorumStatus asks every known voter for its Raft state (1 s each, in
 // parallel). Voters that do not answer are "unreachable".

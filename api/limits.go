@@ -177,6 +177,8 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	"sluice.v1.ListOffsetsTopic.partitions":              partitionEntries(1),
 	// sluice.v1.Admin and sluice.v1.Transactions
 	"sluice.v1.MetadataRequest.topics":                        topicNames(),
+	"sluice.v1.MetadataRequest.topic_prefix":                  topicName(),
+	"sluice.v1.MetadataRequest.page_token":                    topicName(), // a topic name, opaque to clients
 	"sluice.v1.CreateTopicsRequest.topics":                    topicEntries(1),
 	"sluice.v1.CreatableTopic.name":                           topicName(),
 	"sluice.v1.CreatableTopic.configs":                        {Max: MaxTopicConfigs, Why: "configs per topic"}, // a map: keys are unique

@@ -35,10 +35,14 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*sluicev1.Meta
 // LEADER_NOT_AVAILABLE and the next one is asked, under invokeAny's retry
 // policy; a broker that predates the RPC answers codes.Unimplemented,
 // returned wrapped.
-func (c *Client) DescribeCluster(ctx context.Context) (*sluicev1.DescribeClusterResponse, error) {
+func (c *Client) DescribeCluster(ctx context.Context, opts ...DescribeClusterOption) (*sluicev1.DescribeClusterResponse, error) {
+	req := &sluicev1.DescribeClusterRequest{}
+	for _, o := range opts {
+		o(req)
+	}
 	var resp *sluicev1.DescribeClusterResponse
 	err := c.invokeAny(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-		r, err := sluicev1.NewAdminClient(cc).DescribeCluster(ctx, &sluicev1.DescribeClusterRequest{})
+		r, err := sluicev1.NewAdminClient(cc).DescribeCluster(ctx, req)
 		if err == nil && r.MetadataOffset == 0 {
 			// A broker starting up answers an empty cluster: ask another.
 			return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", r.NodeId)

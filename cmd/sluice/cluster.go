@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/cmd/sluice/output"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-const clusterUsage = `usage: sluice cluster status
+const clusterUsage = `usage: sluice cluster status [--offline-replicas-limit N]
        sluice cluster elect-leaders [--topic T [--partition P]...]
        sluice cluster unregister-broker --broker N
 `
@@ -28,16 +30,23 @@ func (e *env) cluster(ctx context.Context, args []string) error {
 }
 
 func (e *env) clusterStatus(ctx context.Context, args []string) error {
-	fs := e.newFlags("cluster status", "cluster status")
+	fs := e.newFlags("cluster status", "cluster status [--offline-replicas-limit N]\n\n"+
+		"A summary whatever the cluster's size: the quorum, per broker its leaders, replicas, replicas out of sync\n"+
+		"and offline replicas, and the partitions offline, under-replicated, under and at min.insync.replicas.\n"+
+		"To see the partitions behind a count: sluice topic describe --under-replicated-partitions (and its siblings).")
+	limit := fs.Int("offline-replicas-limit", 20, "list at most N offline replicas per broker (-1: all); the count covers them all")
 	if _, err := e.parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *limit == 0 || *limit < -1 {
+		return fmt.Errorf("cluster status: --offline-replicas-limit must be >= 1, or -1 for all; got %d", *limit)
 	}
 	c, err := e.g.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	resp, err := c.DescribeCluster(ctx)
+	resp, err := c.DescribeCluster(ctx, client.OfflineReplicasLimit(int32(min(*limit, math.MaxInt32))))
 	if err != nil {
 		return fmt.Errorf("cluster status: %w", err)
 	}
@@ -126,6 +135,10 @@ func newClusterJSON(resp *sluicev1.DescribeClusterResponse) clusterJSON {
 		Brokers:                   []brokerJSON{},
 		OfflinePartitions:         resp.GetOfflinePartitions(),
 		UnderReplicatedPartitions: resp.GetUnderReplicatedPartitions(),
+		Topics:                    resp.GetTopics(),
+		Partitions:                resp.GetPartitions(),
+		UnderMinISRPartitions:     resp.GetUnderMinIsrPartitions(),
+		AtMinISRPartitions:        resp.GetAtMinIsrPartitions(),
 	}
 	for _, v := range resp.GetVoters() {
 		if v == nil {
@@ -146,7 +159,9 @@ func newClusterJSON(resp *sluicev1.DescribeClusterResponse) clusterJSON {
 		}
 		bj := brokerJSON{
 			ID: b.NodeId, Address: b.Address, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced, LeaderPartitions: b.LeaderPartitions,
-			OfflineReplicas: []output.OfflineReplica{},
+			OfflineReplicas: []output.OfflineReplica{}, Replicas: b.Replicas, OutOfSyncReplicas: b.OutOfSyncReplicas,
+			// A broker from before the count lists them all.
+			OfflineReplicaCount: max(b.OfflineReplicaCount, int32(len(b.OfflineReplicas))),
 		}
 		for _, r := range b.OfflineReplicas {
 			if r != nil {
@@ -191,16 +206,17 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 
 	fmt.Fprintln(w, "\nBrokers:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tRACK\tEPOCH\tSTATUS\tLEADERS")
+	fmt.Fprintln(tw, "ID\tADDRESS\tRACK\tEPOCH\tSTATUS\tLEADERS\tREPLICAS\tOUT_OF_SYNC")
 	for _, b := range s.Brokers {
 		status := "active"
 		if b.Fenced {
 			status = "fenced"
 		}
-		if n := len(b.OfflineReplicas); n > 0 {
+		if n := b.OfflineReplicaCount; n > 0 {
 			status += fmt.Sprintf(", %d offline replicas", n)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\n", b.ID, dash(b.Address), dash(b.Rack), b.Epoch, status, b.LeaderPartitions)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", b.ID, dash(b.Address), dash(b.Rack), b.Epoch, status,
+			b.LeaderPartitions, b.Replicas, b.OutOfSyncReplicas)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -209,6 +225,9 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 	for _, b := range s.Brokers {
 		for _, r := range b.OfflineReplicas {
 			offline = append(offline, fmt.Sprintf("  node %d: %s-%d at %s: %s\n", b.ID, r.Topic, r.Partition, dash(r.Path), dash(r.Error)))
+		}
+		if more := int(b.OfflineReplicaCount) - len(b.OfflineReplicas); more > 0 {
+			offline = append(offline, fmt.Sprintf("  node %d: and %d more (--offline-replicas-limit -1 lists all)\n", b.ID, more))
 		}
 	}
 	if len(offline) > 0 {
@@ -220,8 +239,11 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 		}
 	}
 
-	fmt.Fprintf(w, "\noffline partitions: %d\n", s.OfflinePartitions)
-	_, err := fmt.Fprintf(w, "under-replicated partitions: %d\n", s.UnderReplicatedPartitions)
+	fmt.Fprintf(w, "\ntopics: %d, partitions: %d\n", s.Topics, s.Partitions)
+	fmt.Fprintf(w, "offline partitions: %d\n", s.OfflinePartitions)
+	fmt.Fprintf(w, "under-replicated partitions: %d\n", s.UnderReplicatedPartitions)
+	fmt.Fprintf(w, "under-min-isr partitions: %d\n", s.UnderMinISRPartitions)
+	_, err := fmt.Fprintf(w, "at-min-isr partitions: %d\n", s.AtMinISRPartitions)
 	return err
 }
 

@@ -27,11 +27,13 @@ const usage = `usage: sluice [--brokers host:port[,...]] [--output text|json] CO
 
 Commands:
   topic create NAME --partitions N --replication-factor R [--config k=v]...
-  topic list
-  topic describe NAME
+  topic list [--prefix P] [--match GLOB] [--exclude-internal]
+  topic describe [NAME...] [--prefix P] [--match GLOB] [--exclude-internal]
+                 [--under-replicated-partitions | --under-min-isr-partitions |
+                  --at-min-isr-partitions | --unavailable-partitions]
   topic delete NAME
   topic reassign NAME --partition P --replicas 1,2,3 [--wait] [--timeout D]
-  cluster status
+  cluster status [--offline-replicas-limit N]
   cluster elect-leaders [--topic T [--partition P]...]
   cluster unregister-broker --broker N
   produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]

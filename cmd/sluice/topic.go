@@ -5,21 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-io/sluice/client"
-	"github.com/sluice-io/sluice/cmd/sluice/output"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 const topicUsage = `usage: sluice topic create NAME --partitions N --replication-factor R [--config k=v]...
-       sluice topic list
-       sluice topic describe NAME
+       sluice topic list [--prefix P] [--match GLOB] [--exclude-internal]
+       sluice topic describe [NAME...] [--prefix P] [--match GLOB] [--exclude-internal]
+                             [--under-replicated-partitions | --under-min-isr-partitions |
+                              --at-min-isr-partitions | --unavailable-partitions]
        sluice topic delete NAME
        sluice topic reassign NAME --partition P --replicas 1,2,3 [--wait] [--timeout 60s]
 `
@@ -90,137 +89,6 @@ func (e *env) topicDelete(ctx context.Context, args []string) error {
 		return fmt.Errorf("topic delete: topic %q: %w", pos[0], err)
 	}
 	fmt.Fprintf(e.stdout, "deleted topic %q\n", pos[0])
-	return nil
-}
-
-func (e *env) topicList(ctx context.Context, args []string) error {
-	fs := e.newFlags("topic list", "topic list")
-	if _, err := e.parse(fs, args, 0); err != nil {
-		return err
-	}
-	c, err := e.g.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	md, err := c.Metadata(ctx)
-	if err != nil {
-		return fmt.Errorf("topic list: %w", err)
-	}
-	type row struct {
-		Name       string `json:"name"`
-		Partitions int    `json:"partitions"`
-	}
-	rows := []row{}
-	for _, t := range md.Topics {
-		rows = append(rows, row{t.Name, len(t.Partitions)})
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	if e.g.json() {
-		return json.NewEncoder(e.stdout).Encode(rows)
-	}
-	for _, r := range rows {
-		fmt.Fprintln(e.stdout, r.Name)
-	}
-	return nil
-}
-
-// The CLI's JSON documents are defined in cmd/sluice/output (the e2e
-// suites decode them with the same types).
-type (
-	partitionJSON = output.Partition
-	topicJSON     = output.Topic
-)
-
-// describeOffsetsBudget bounds the time topic describe spends asking
-// leaders for offsets, so that a cluster with a leader down still gets
-// described (its partitions' offsets shown as unknown).
-const describeOffsetsBudget = 3 * time.Second
-
-func (e *env) topicDescribe(ctx context.Context, args []string) error {
-	fs := e.newFlags("topic describe", "topic describe NAME")
-	pos, err := e.parse(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	c, err := e.g.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	md, err := c.Metadata(ctx, pos[0])
-	if err != nil {
-		return fmt.Errorf("topic describe: %w", err)
-	}
-	var tm *sluicev1.TopicMetadata
-	for _, t := range md.Topics {
-		if t.Name == pos[0] {
-			tm = t
-		}
-	}
-	if tm == nil {
-		return fmt.Errorf("topic describe: topic %q: not in the metadata response", pos[0])
-	}
-	if tm.ErrorCode != sluicev1.ErrorCode_NONE {
-		return fmt.Errorf("topic describe: topic %q: %w", pos[0], &errs.Error{Code: tm.ErrorCode, Message: tm.ErrorMessage})
-	}
-	out := topicJSON{Name: tm.Name, Partitions: []partitionJSON{}, Configs: tm.Configs}
-	if out.Configs == nil {
-		out.Configs = map[string]string{}
-	}
-	reassigning := false
-	for _, p := range tm.Partitions {
-		out.Partitions = append(out.Partitions, partitionJSON{Partition: p.Partition, Leader: p.LeaderId, LeaderEpoch: p.LeaderEpoch,
-			Replicas: nonNil(p.Replicas), ISR: nonNil(p.Isr), AddingReplicas: nonNil(p.AddingReplicas), RemovingReplicas: nonNil(p.RemovingReplicas)})
-		reassigning = reassigning || len(p.AddingReplicas)+len(p.RemovingReplicas) > 0
-	}
-	octx, cancel := context.WithTimeout(ctx, describeOffsetsBudget)
-	var unknown []string
-	for i := range out.Partitions {
-		p := &out.Partitions[i]
-		hw, lso, err := c.Watermarks(octx, out.Name, p.Partition)
-		if err != nil {
-			unknown = append(unknown, fmt.Sprintf("%d (%v)", p.Partition, err))
-			continue
-		}
-		p.HighWatermark, p.LastStableOffset = &hw, &lso
-	}
-	cancel()
-	if len(unknown) > 0 {
-		fmt.Fprintf(e.stderr, "sluice: topic describe: offsets unknown for partition %s\n", strings.Join(unknown, ", "))
-	}
-	if e.g.json() {
-		return json.NewEncoder(e.stdout).Encode(out)
-	}
-	fmt.Fprintf(e.stdout, "Topic: %s\tPartitions: %d\n", out.Name, len(out.Partitions))
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	// The reassignment columns appear only while one runs.
-	if reassigning {
-		fmt.Fprintln(tw, "PARTITION\tLEADER\tLEADER_EPOCH\tREPLICAS\tISR\tHIGH_WATERMARK\tLAST_STABLE_OFFSET\tADDING\tREMOVING")
-	} else {
-		fmt.Fprintln(tw, "PARTITION\tLEADER\tLEADER_EPOCH\tREPLICAS\tISR\tHIGH_WATERMARK\tLAST_STABLE_OFFSET")
-	}
-	for _, p := range out.Partitions {
-		if reassigning {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
-				offset(p.HighWatermark), offset(p.LastStableOffset), orDash(ints(p.AddingReplicas)), orDash(ints(p.RemovingReplicas)))
-			continue
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR),
-			offset(p.HighWatermark), offset(p.LastStableOffset))
-	}
-	tw.Flush()
-	if len(out.Configs) > 0 {
-		keys := make([]string, 0, len(out.Configs))
-		for k := range out.Configs {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		fmt.Fprintln(e.stdout, "Configs:")
-		for _, k := range keys {
-			fmt.Fprintf(e.stdout, "  %s=%s\n", k, out.Configs[k])
-		}
-	}
 	return nil
 }
 

@@ -194,6 +194,71 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
 }
 
+// PartitionFilter selects partitions by state (MetadataRequest).
+type PartitionFilter int32
+
+const (
+	// Every partition.
+	PartitionFilter_PARTITION_FILTER_UNSPECIFIED PartitionFilter = 0
+	// A replica is out of the ISR (replicas a reassignment is still adding
+	// do not count): --under-replicated-partitions.
+	PartitionFilter_PARTITION_FILTER_UNDER_REPLICATED PartitionFilter = 1
+	// Fewer in-sync replicas than the topic's min.insync.replicas, so
+	// acks=all produce fails: --under-min-isr-partitions.
+	PartitionFilter_PARTITION_FILTER_UNDER_MIN_ISR PartitionFilter = 2
+	// Exactly min.insync.replicas in sync: one more loss stops acks=all
+	// produce. --at-min-isr-partitions.
+	PartitionFilter_PARTITION_FILTER_AT_MIN_ISR PartitionFilter = 3
+	// No leader, or a leader whose broker is not live:
+	// --unavailable-partitions.
+	PartitionFilter_PARTITION_FILTER_UNAVAILABLE PartitionFilter = 4
+)
+
+// Enum value maps for PartitionFilter.
+var (
+	PartitionFilter_name = map[int32]string{
+		0: "PARTITION_FILTER_UNSPECIFIED",
+		1: "PARTITION_FILTER_UNDER_REPLICATED",
+		2: "PARTITION_FILTER_UNDER_MIN_ISR",
+		3: "PARTITION_FILTER_AT_MIN_ISR",
+		4: "PARTITION_FILTER_UNAVAILABLE",
+	}
+	PartitionFilter_value = map[string]int32{
+		"PARTITION_FILTER_UNSPECIFIED":      0,
+		"PARTITION_FILTER_UNDER_REPLICATED": 1,
+		"PARTITION_FILTER_UNDER_MIN_ISR":    2,
+		"PARTITION_FILTER_AT_MIN_ISR":       3,
+		"PARTITION_FILTER_UNAVAILABLE":      4,
+	}
+)
+
+func (x PartitionFilter) Enum() *PartitionFilter {
+	p := new(PartitionFilter)
+	*p = x
+	return p
+}
+
+func (x PartitionFilter) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PartitionFilter) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_sluice_proto_enumTypes[3].Descriptor()
+}
+
+func (PartitionFilter) Type() protoreflect.EnumType {
+	return &file_sluice_v1_sluice_proto_enumTypes[3]
+}
+
+func (x PartitionFilter) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PartitionFilter.Descriptor instead.
+func (PartitionFilter) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
+}
+
 // LeaderHint tells a client where a partition's leader is after
 // NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH; absent when the answering
 // broker knows no leader.
@@ -1625,11 +1690,44 @@ func (x *ListOffsetsPartitionResponse) GetLeaderEpoch() int32 {
 	return 0
 }
 
-// MetadataRequest asks for brokers and topics.
+// MetadataRequest asks for brokers and topics. With every field but
+// topics unset (what a client from before these fields sends) it answers
+// the named topics, or all of them, whole, in one response.
 type MetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Topics to describe; empty means all.
-	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Topics to describe, answered in this order; empty means all, in
+	// name order. topic_prefix, exclude_internal, page_size and page_token
+	// apply to "all" only: with topics named they must be unset
+	// (INVALID_REQUEST).
+	Topics []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Only topics whose name starts with this prefix.
+	TopicPrefix string `protobuf:"bytes,2,opt,name=topic_prefix,json=topicPrefix,proto3" json:"topic_prefix,omitempty"`
+	// Leave out Sluice's own topics (TopicMetadata.internal).
+	ExcludeInternal bool `protobuf:"varint,3,opt,name=exclude_internal,json=excludeInternal,proto3" json:"exclude_internal,omitempty"`
+	// Answer no PartitionMetadata, only each topic's counts
+	// (partition_count, replication_factor, the health counts): a topic
+	// listing costs a few dozen bytes a topic instead of its partitions.
+	ExcludePartitions bool `protobuf:"varint,4,opt,name=exclude_partitions,json=excludePartitions,proto3" json:"exclude_partitions,omitempty"`
+	// Answer no configs.
+	ExcludeConfigs bool `protobuf:"varint,5,opt,name=exclude_configs,json=excludeConfigs,proto3" json:"exclude_configs,omitempty"`
+	// Only the partitions in this state (Kafka's kafka-topics.sh --describe
+	// --under-replicated-partitions and its siblings). When listing all
+	// topics, a topic with no such partition is left out; a named topic is
+	// answered with the partitions that match, possibly none. The topic's
+	// counts still cover all its partitions.
+	PartitionFilter PartitionFilter `protobuf:"varint,6,opt,name=partition_filter,json=partitionFilter,proto3,enum=sluice.v1.PartitionFilter" json:"partition_filter,omitempty"`
+	// The most partitions in one answer (Kafka's
+	// DescribeTopicPartitions response_partition_limit, KIP-966): whole
+	// topics are added in name order while their partitions (those
+	// answered: after partition_filter, and 1 a topic with
+	// exclude_partitions) fit, and an answer holds at least one topic, so a
+	// topic larger than page_size comes alone. 0 means no limit; negative
+	// is INVALID_REQUEST.
+	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous answer, to continue a listing
+	// with the same other fields; empty starts at the first topic. Opaque:
+	// build none yourself.
+	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1671,6 +1769,55 @@ func (x *MetadataRequest) GetTopics() []string {
 	return nil
 }
 
+func (x *MetadataRequest) GetTopicPrefix() string {
+	if x != nil {
+		return x.TopicPrefix
+	}
+	return ""
+}
+
+func (x *MetadataRequest) GetExcludeInternal() bool {
+	if x != nil {
+		return x.ExcludeInternal
+	}
+	return false
+}
+
+func (x *MetadataRequest) GetExcludePartitions() bool {
+	if x != nil {
+		return x.ExcludePartitions
+	}
+	return false
+}
+
+func (x *MetadataRequest) GetExcludeConfigs() bool {
+	if x != nil {
+		return x.ExcludeConfigs
+	}
+	return false
+}
+
+func (x *MetadataRequest) GetPartitionFilter() PartitionFilter {
+	if x != nil {
+		return x.PartitionFilter
+	}
+	return PartitionFilter_PARTITION_FILTER_UNSPECIFIED
+}
+
+func (x *MetadataRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *MetadataRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // MetadataResponse is the answering broker's view of the cluster metadata.
 type MetadataResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1678,8 +1825,12 @@ type MetadataResponse struct {
 	// The active controller's node id; 0 when unknown.
 	ControllerId int32 `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
 	// Live (registered, unfenced) brokers.
-	Brokers       []*BrokerMetadata `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	Topics        []*TopicMetadata  `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Brokers []*BrokerMetadata `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Topics  []*TopicMetadata  `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Set when the request's page_size left topics out: send it as
+	// page_token (with the same other fields) for the next answer. Empty on
+	// the last page.
+	NextPageToken string `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1740,6 +1891,13 @@ func (x *MetadataResponse) GetTopics() []*TopicMetadata {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *MetadataResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // BrokerMetadata is a broker's identity and address.
@@ -1817,9 +1975,20 @@ type TopicMetadata struct {
 	Internal   bool                 `protobuf:"varint,4,opt,name=internal,proto3" json:"internal,omitempty"`
 	Partitions []*PartitionMetadata `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Effective topic configs, defaults included.
-	Configs       map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Configs map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The topic's counts, over all its partitions whatever the request's
+	// partition_filter and exclude_partitions: partitions, replicas per
+	// partition (of the first), min.insync.replicas, and the partitions
+	// in each state of PartitionFilter.
+	PartitionCount            int32 `protobuf:"varint,7,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	ReplicationFactor         int32 `protobuf:"varint,8,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	MinInsyncReplicas         int32 `protobuf:"varint,9,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	UnderReplicatedPartitions int32 `protobuf:"varint,10,opt,name=under_replicated_partitions,json=underReplicatedPartitions,proto3" json:"under_replicated_partitions,omitempty"`
+	UnderMinIsrPartitions     int32 `protobuf:"varint,11,opt,name=under_min_isr_partitions,json=underMinIsrPartitions,proto3" json:"under_min_isr_partitions,omitempty"`
+	AtMinIsrPartitions        int32 `protobuf:"varint,12,opt,name=at_min_isr_partitions,json=atMinIsrPartitions,proto3" json:"at_min_isr_partitions,omitempty"`
+	UnavailablePartitions     int32 `protobuf:"varint,13,opt,name=unavailable_partitions,json=unavailablePartitions,proto3" json:"unavailable_partitions,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *TopicMetadata) Reset() {
@@ -1892,6 +2061,55 @@ func (x *TopicMetadata) GetConfigs() map[string]string {
 		return x.Configs
 	}
 	return nil
+}
+
+func (x *TopicMetadata) GetPartitionCount() int32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *TopicMetadata) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *TopicMetadata) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
+}
+
+func (x *TopicMetadata) GetUnderReplicatedPartitions() int32 {
+	if x != nil {
+		return x.UnderReplicatedPartitions
+	}
+	return 0
+}
+
+func (x *TopicMetadata) GetUnderMinIsrPartitions() int32 {
+	if x != nil {
+		return x.UnderMinIsrPartitions
+	}
+	return 0
+}
+
+func (x *TopicMetadata) GetAtMinIsrPartitions() int32 {
+	if x != nil {
+		return x.AtMinIsrPartitions
+	}
+	return 0
+}
+
+func (x *TopicMetadata) GetUnavailablePartitions() int32 {
+	if x != nil {
+		return x.UnavailablePartitions
+	}
+	return 0
 }
 
 // PartitionMetadata describes one partition: where to send produce and
@@ -2473,11 +2691,15 @@ func (x *DeletableTopicResult) GetErrorMessage() string {
 	return ""
 }
 
-// DescribeClusterRequest has no fields.
+// DescribeClusterRequest asks for the cluster's health summary.
 type DescribeClusterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most entries of each broker's offline_replicas (a failed disk
+	// can take thousands of replicas offline); BrokerStatus.offline_replica_count
+	// has them all. 0 means the default, 100; negative means no limit.
+	OfflineReplicasLimit int32 `protobuf:"varint,1,opt,name=offline_replicas_limit,json=offlineReplicasLimit,proto3" json:"offline_replicas_limit,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DescribeClusterRequest) Reset() {
@@ -2510,6 +2732,13 @@ func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{34}
 }
 
+func (x *DescribeClusterRequest) GetOfflineReplicasLimit() int32 {
+	if x != nil {
+		return x.OfflineReplicasLimit
+	}
+	return 0
+}
+
 // DescribeClusterResponse is the cluster's health as one broker sees it.
 type DescribeClusterResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2527,9 +2756,17 @@ type DescribeClusterResponse struct {
 	// applied.
 	MetadataOffset uint64 `protobuf:"varint,7,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
 	// The node that answered.
-	NodeId        int32 `protobuf:"varint,8,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeId int32 `protobuf:"varint,8,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Topics and partitions in the cluster.
+	Topics     int32 `protobuf:"varint,9,opt,name=topics,proto3" json:"topics,omitempty"`
+	Partitions int32 `protobuf:"varint,10,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Partitions with fewer in-sync replicas than their topic's
+	// min.insync.replicas (acks=all produce fails), and with exactly that
+	// many (one more loss and it fails).
+	UnderMinIsrPartitions int32 `protobuf:"varint,11,opt,name=under_min_isr_partitions,json=underMinIsrPartitions,proto3" json:"under_min_isr_partitions,omitempty"`
+	AtMinIsrPartitions    int32 `protobuf:"varint,12,opt,name=at_min_isr_partitions,json=atMinIsrPartitions,proto3" json:"at_min_isr_partitions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -2614,6 +2851,34 @@ func (x *DescribeClusterResponse) GetMetadataOffset() uint64 {
 func (x *DescribeClusterResponse) GetNodeId() int32 {
 	if x != nil {
 		return x.NodeId
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetTopics() int32 {
+	if x != nil {
+		return x.Topics
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetUnderMinIsrPartitions() int32 {
+	if x != nil {
+		return x.UnderMinIsrPartitions
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetAtMinIsrPartitions() int32 {
+	if x != nil {
+		return x.AtMinIsrPartitions
 	}
 	return 0
 }
@@ -2738,10 +3003,19 @@ type BrokerStatus struct {
 	LeaderPartitions int32 `protobuf:"varint,6,opt,name=leader_partitions,json=leaderPartitions,proto3" json:"leader_partitions,omitempty"`
 	// Its replicas whose logs failed on its disk (docs/operations.md, "A
 	// failed disk"): they lead nothing and are out of the ISR until the
-	// broker restarts with a healthy directory.
+	// broker restarts with a healthy directory. At most the request's
+	// offline_replicas_limit of them, by topic and partition;
+	// offline_replica_count counts them all.
 	OfflineReplicas []*OfflineReplica `protobuf:"bytes,7,rep,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Partition replicas assigned to it.
+	Replicas int32 `protobuf:"varint,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Its replicas out of their partition's ISR (not counting those a
+	// reassignment is still adding).
+	OutOfSyncReplicas int32 `protobuf:"varint,9,opt,name=out_of_sync_replicas,json=outOfSyncReplicas,proto3" json:"out_of_sync_replicas,omitempty"`
+	// All its replicas whose logs failed on its disk.
+	OfflineReplicaCount int32 `protobuf:"varint,10,opt,name=offline_replica_count,json=offlineReplicaCount,proto3" json:"offline_replica_count,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *BrokerStatus) Reset() {
@@ -2821,6 +3095,27 @@ func (x *BrokerStatus) GetOfflineReplicas() []*OfflineReplica {
 		return x.OfflineReplicas
 	}
 	return nil
+}
+
+func (x *BrokerStatus) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *BrokerStatus) GetOutOfSyncReplicas() int32 {
+	if x != nil {
+		return x.OutOfSyncReplicas
+	}
+	return 0
+}
+
+func (x *BrokerStatus) GetOfflineReplicaCount() int32 {
+	if x != nil {
+		return x.OfflineReplicaCount
+	}
+	return 0
 }
 
 // OfflineReplica is a broker's replica of a partition whose log failed on
@@ -3672,19 +3967,28 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x1c\n" +
 	"\ttimestamp\x18\x05 \x01(\x03R\ttimestamp\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\")\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xd2\x02\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xbd\x01\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\x12!\n" +
+	"\ftopic_prefix\x18\x02 \x01(\tR\vtopicPrefix\x12)\n" +
+	"\x10exclude_internal\x18\x03 \x01(\bR\x0fexcludeInternal\x12-\n" +
+	"\x12exclude_partitions\x18\x04 \x01(\bR\x11excludePartitions\x12'\n" +
+	"\x0fexclude_configs\x18\x05 \x01(\bR\x0eexcludeConfigs\x12E\n" +
+	"\x10partition_filter\x18\x06 \x01(\x0e2\x1a.sluice.v1.PartitionFilterR\x0fpartitionFilter\x12\x1b\n" +
+	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"\xe5\x01\n" +
 	"\x10MetadataResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x123\n" +
 	"\abrokers\x18\x03 \x03(\v2\x19.sluice.v1.BrokerMetadataR\abrokers\x120\n" +
-	"\x06topics\x18\x04 \x03(\v2\x18.sluice.v1.TopicMetadataR\x06topics\"W\n" +
+	"\x06topics\x18\x04 \x03(\v2\x18.sluice.v1.TopicMetadataR\x06topics\x12&\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"W\n" +
 	"\x0eBrokerMetadata\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xd4\x02\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xbf\x05\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
@@ -3694,7 +3998,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1c.sluice.v1.PartitionMetadataR\n" +
 	"partitions\x12?\n" +
-	"\aconfigs\x18\x06 \x03(\v2%.sluice.v1.TopicMetadata.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x06 \x03(\v2%.sluice.v1.TopicMetadata.ConfigsEntryR\aconfigs\x12'\n" +
+	"\x0fpartition_count\x18\a \x01(\x05R\x0epartitionCount\x12-\n" +
+	"\x12replication_factor\x18\b \x01(\x05R\x11replicationFactor\x12.\n" +
+	"\x13min_insync_replicas\x18\t \x01(\x05R\x11minInsyncReplicas\x12>\n" +
+	"\x1bunder_replicated_partitions\x18\n" +
+	" \x01(\x05R\x19underReplicatedPartitions\x127\n" +
+	"\x18under_min_isr_partitions\x18\v \x01(\x05R\x15underMinIsrPartitions\x121\n" +
+	"\x15at_min_isr_partitions\x18\f \x01(\x05R\x12atMinIsrPartitions\x125\n" +
+	"\x16unavailable_partitions\x18\r \x01(\x05R\x15unavailablePartitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\x02\n" +
@@ -3748,8 +4060,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\x18\n" +
-	"\x16DescribeClusterRequest\"\xf9\x02\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"N\n" +
+	"\x16DescribeClusterRequest\x124\n" +
+	"\x16offline_replicas_limit\x18\x01 \x01(\x05R\x14offlineReplicasLimit\"\x9d\x04\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12+\n" +
@@ -3759,7 +4072,14 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12offline_partitions\x18\x05 \x01(\x05R\x11offlinePartitions\x12>\n" +
 	"\x1bunder_replicated_partitions\x18\x06 \x01(\x05R\x19underReplicatedPartitions\x12'\n" +
 	"\x0fmetadata_offset\x18\a \x01(\x04R\x0emetadataOffset\x12\x17\n" +
-	"\anode_id\x18\b \x01(\x05R\x06nodeId\"\xfb\x01\n" +
+	"\anode_id\x18\b \x01(\x05R\x06nodeId\x12\x16\n" +
+	"\x06topics\x18\t \x01(\x05R\x06topics\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\n" +
+	" \x01(\x05R\n" +
+	"partitions\x127\n" +
+	"\x18under_min_isr_partitions\x18\v \x01(\x05R\x15underMinIsrPartitions\x121\n" +
+	"\x15at_min_isr_partitions\x18\f \x01(\x05R\x12atMinIsrPartitions\"\xfb\x01\n" +
 	"\vVoterStatus\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x14\n" +
@@ -3768,7 +4088,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0elast_log_index\x18\x05 \x01(\x04R\flastLogIndex\x12!\n" +
 	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x18\n" +
-	"\aaddress\x18\b \x01(\tR\aaddress\"\xf6\x01\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\"\xf7\x02\n" +
 	"\fBrokerStatus\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -3776,7 +4096,11 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12+\n" +
 	"\x11leader_partitions\x18\x06 \x01(\x05R\x10leaderPartitions\x12D\n" +
-	"\x10offline_replicas\x18\a \x03(\v2\x19.sluice.v1.OfflineReplicaR\x0fofflineReplicas\"\x89\x01\n" +
+	"\x10offline_replicas\x18\a \x03(\v2\x19.sluice.v1.OfflineReplicaR\x0fofflineReplicas\x12\x1a\n" +
+	"\breplicas\x18\b \x01(\x05R\breplicas\x12/\n" +
+	"\x14out_of_sync_replicas\x18\t \x01(\x05R\x11outOfSyncReplicas\x122\n" +
+	"\x15offline_replica_count\x18\n" +
+	" \x01(\x05R\x13offlineReplicaCount\"\x89\x01\n" +
 	"\x0eOfflineReplica\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
@@ -3844,7 +4168,13 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12OFFSET_SPEC_LATEST\x10\x01\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x02\x12\x19\n" +
 	"\x15OFFSET_SPEC_TIMESTAMP\x10\x03\x12\x1d\n" +
-	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\xa9\x02\n" +
+	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x04*\xc1\x01\n" +
+	"\x0fPartitionFilter\x12 \n" +
+	"\x1cPARTITION_FILTER_UNSPECIFIED\x10\x00\x12%\n" +
+	"!PARTITION_FILTER_UNDER_REPLICATED\x10\x01\x12\"\n" +
+	"\x1ePARTITION_FILTER_UNDER_MIN_ISR\x10\x02\x12\x1f\n" +
+	"\x1bPARTITION_FILTER_AT_MIN_ISR\x10\x03\x12 \n" +
+	"\x1cPARTITION_FILTER_UNAVAILABLE\x10\x042\xa9\x02\n" +
 	"\x03Log\x12@\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
@@ -3875,154 +4205,156 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_sluice_proto_rawDescData
 }
 
-var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(Acks)(0),                                   // 0: sluice.v1.Acks
 	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
 	(OffsetSpec)(0),                             // 2: sluice.v1.OffsetSpec
-	(*LeaderHint)(nil),                          // 3: sluice.v1.LeaderHint
-	(*ProduceRequest)(nil),                      // 4: sluice.v1.ProduceRequest
-	(*ProduceStreamRequest)(nil),                // 5: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil),               // 6: sluice.v1.ProduceStreamResponse
-	(*TopicProduceData)(nil),                    // 7: sluice.v1.TopicProduceData
-	(*PartitionProduceData)(nil),                // 8: sluice.v1.PartitionProduceData
-	(*ProduceResponse)(nil),                     // 9: sluice.v1.ProduceResponse
-	(*TopicProduceResponse)(nil),                // 10: sluice.v1.TopicProduceResponse
-	(*PartitionProduceResponse)(nil),            // 11: sluice.v1.PartitionProduceResponse
-	(*FetchRequest)(nil),                        // 12: sluice.v1.FetchRequest
-	(*FetchTopic)(nil),                          // 13: sluice.v1.FetchTopic
-	(*FetchPartition)(nil),                      // 14: sluice.v1.FetchPartition
-	(*FetchResponse)(nil),                       // 15: sluice.v1.FetchResponse
-	(*FetchableTopicResponse)(nil),              // 16: sluice.v1.FetchableTopicResponse
-	(*AbortedTransaction)(nil),                  // 17: sluice.v1.AbortedTransaction
-	(*PartitionData)(nil),                       // 18: sluice.v1.PartitionData
-	(*ListOffsetsRequest)(nil),                  // 19: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsTopic)(nil),                    // 20: sluice.v1.ListOffsetsTopic
-	(*ListOffsetsPartition)(nil),                // 21: sluice.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 22: sluice.v1.ListOffsetsResponse
-	(*ListOffsetsTopicResponse)(nil),            // 23: sluice.v1.ListOffsetsTopicResponse
-	(*ListOffsetsPartitionResponse)(nil),        // 24: sluice.v1.ListOffsetsPartitionResponse
-	(*MetadataRequest)(nil),                     // 25: sluice.v1.MetadataRequest
-	(*MetadataResponse)(nil),                    // 26: sluice.v1.MetadataResponse
-	(*BrokerMetadata)(nil),                      // 27: sluice.v1.BrokerMetadata
-	(*TopicMetadata)(nil),                       // 28: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),                   // 29: sluice.v1.PartitionMetadata
-	(*CreateTopicsRequest)(nil),                 // 30: sluice.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),                      // 31: sluice.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),                // 32: sluice.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),                // 33: sluice.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),                 // 34: sluice.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                // 35: sluice.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),                // 36: sluice.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),              // 37: sluice.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 38: sluice.v1.DescribeClusterResponse
-	(*VoterStatus)(nil),                         // 39: sluice.v1.VoterStatus
-	(*BrokerStatus)(nil),                        // 40: sluice.v1.BrokerStatus
-	(*OfflineReplica)(nil),                      // 41: sluice.v1.OfflineReplica
-	(*AlterPartitionReassignmentsRequest)(nil),  // 42: sluice.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 43: sluice.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 44: sluice.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 45: sluice.v1.ListPartitionReassignmentsResponse
-	(*OngoingPartitionReassignment)(nil),        // 46: sluice.v1.OngoingPartitionReassignment
-	(*ElectLeadersRequest)(nil),                 // 47: sluice.v1.ElectLeadersRequest
-	(*TopicPartitions)(nil),                     // 48: sluice.v1.TopicPartitions
-	(*ElectLeadersResponse)(nil),                // 49: sluice.v1.ElectLeadersResponse
-	(*ElectedLeader)(nil),                       // 50: sluice.v1.ElectedLeader
-	(*UnregisterBrokerRequest)(nil),             // 51: sluice.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),            // 52: sluice.v1.UnregisterBrokerResponse
-	nil,                                         // 53: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                         // 54: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 55: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(ErrorCode)(0),                              // 56: sluice.v1.ErrorCode
-	(*RecordBatch)(nil),                         // 57: sluice.v1.RecordBatch
-	(*DescribeProducersRequest)(nil),            // 58: sluice.v1.DescribeProducersRequest
-	(*AbortTransactionRequest)(nil),             // 59: sluice.v1.AbortTransactionRequest
-	(*DescribeProducersResponse)(nil),           // 60: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),            // 61: sluice.v1.AbortTransactionResponse
+	(PartitionFilter)(0),                        // 3: sluice.v1.PartitionFilter
+	(*LeaderHint)(nil),                          // 4: sluice.v1.LeaderHint
+	(*ProduceRequest)(nil),                      // 5: sluice.v1.ProduceRequest
+	(*ProduceStreamRequest)(nil),                // 6: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),               // 7: sluice.v1.ProduceStreamResponse
+	(*TopicProduceData)(nil),                    // 8: sluice.v1.TopicProduceData
+	(*PartitionProduceData)(nil),                // 9: sluice.v1.PartitionProduceData
+	(*ProduceResponse)(nil),                     // 10: sluice.v1.ProduceResponse
+	(*TopicProduceResponse)(nil),                // 11: sluice.v1.TopicProduceResponse
+	(*PartitionProduceResponse)(nil),            // 12: sluice.v1.PartitionProduceResponse
+	(*FetchRequest)(nil),                        // 13: sluice.v1.FetchRequest
+	(*FetchTopic)(nil),                          // 14: sluice.v1.FetchTopic
+	(*FetchPartition)(nil),                      // 15: sluice.v1.FetchPartition
+	(*FetchResponse)(nil),                       // 16: sluice.v1.FetchResponse
+	(*FetchableTopicResponse)(nil),              // 17: sluice.v1.FetchableTopicResponse
+	(*AbortedTransaction)(nil),                  // 18: sluice.v1.AbortedTransaction
+	(*PartitionData)(nil),                       // 19: sluice.v1.PartitionData
+	(*ListOffsetsRequest)(nil),                  // 20: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsTopic)(nil),                    // 21: sluice.v1.ListOffsetsTopic
+	(*ListOffsetsPartition)(nil),                // 22: sluice.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 23: sluice.v1.ListOffsetsResponse
+	(*ListOffsetsTopicResponse)(nil),            // 24: sluice.v1.ListOffsetsTopicResponse
+	(*ListOffsetsPartitionResponse)(nil),        // 25: sluice.v1.ListOffsetsPartitionResponse
+	(*MetadataRequest)(nil),                     // 26: sluice.v1.MetadataRequest
+	(*MetadataResponse)(nil),                    // 27: sluice.v1.MetadataResponse
+	(*BrokerMetadata)(nil),                      // 28: sluice.v1.BrokerMetadata
+	(*TopicMetadata)(nil),                       // 29: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),                   // 30: sluice.v1.PartitionMetadata
+	(*CreateTopicsRequest)(nil),                 // 31: sluice.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),                      // 32: sluice.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),                // 33: sluice.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                // 34: sluice.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                 // 35: sluice.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 36: sluice.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                // 37: sluice.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),              // 38: sluice.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 39: sluice.v1.DescribeClusterResponse
+	(*VoterStatus)(nil),                         // 40: sluice.v1.VoterStatus
+	(*BrokerStatus)(nil),                        // 41: sluice.v1.BrokerStatus
+	(*OfflineReplica)(nil),                      // 42: sluice.v1.OfflineReplica
+	(*AlterPartitionReassignmentsRequest)(nil),  // 43: sluice.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 44: sluice.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 45: sluice.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 46: sluice.v1.ListPartitionReassignmentsResponse
+	(*OngoingPartitionReassignment)(nil),        // 47: sluice.v1.OngoingPartitionReassignment
+	(*ElectLeadersRequest)(nil),                 // 48: sluice.v1.ElectLeadersRequest
+	(*TopicPartitions)(nil),                     // 49: sluice.v1.TopicPartitions
+	(*ElectLeadersResponse)(nil),                // 50: sluice.v1.ElectLeadersResponse
+	(*ElectedLeader)(nil),                       // 51: sluice.v1.ElectedLeader
+	(*UnregisterBrokerRequest)(nil),             // 52: sluice.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 53: sluice.v1.UnregisterBrokerResponse
+	nil,                                         // 54: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                         // 55: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 56: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(ErrorCode)(0),                              // 57: sluice.v1.ErrorCode
+	(*RecordBatch)(nil),                         // 58: sluice.v1.RecordBatch
+	(*DescribeProducersRequest)(nil),            // 59: sluice.v1.DescribeProducersRequest
+	(*AbortTransactionRequest)(nil),             // 60: sluice.v1.AbortTransactionRequest
+	(*DescribeProducersResponse)(nil),           // 61: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),            // 62: sluice.v1.AbortTransactionResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
-	7,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
-	4,  // 2: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
-	56, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
-	9,  // 4: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
-	8,  // 5: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
-	57, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
-	10, // 7: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
-	11, // 8: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
-	56, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
-	3,  // 10: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
+	8,  // 1: sluice.v1.ProduceRequest.topics:type_name -> sluice.v1.TopicProduceData
+	5,  // 2: sluice.v1.ProduceStreamRequest.request:type_name -> sluice.v1.ProduceRequest
+	57, // 3: sluice.v1.ProduceStreamResponse.error_code:type_name -> sluice.v1.ErrorCode
+	10, // 4: sluice.v1.ProduceStreamResponse.response:type_name -> sluice.v1.ProduceResponse
+	9,  // 5: sluice.v1.TopicProduceData.partitions:type_name -> sluice.v1.PartitionProduceData
+	58, // 6: sluice.v1.PartitionProduceData.batch:type_name -> sluice.v1.RecordBatch
+	11, // 7: sluice.v1.ProduceResponse.topics:type_name -> sluice.v1.TopicProduceResponse
+	12, // 8: sluice.v1.TopicProduceResponse.partitions:type_name -> sluice.v1.PartitionProduceResponse
+	57, // 9: sluice.v1.PartitionProduceResponse.error_code:type_name -> sluice.v1.ErrorCode
+	4,  // 10: sluice.v1.PartitionProduceResponse.current_leader:type_name -> sluice.v1.LeaderHint
 	1,  // 11: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
-	13, // 12: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
-	14, // 13: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
-	16, // 14: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
-	18, // 15: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
-	56, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
-	17, // 17: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
-	3,  // 18: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
-	57, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
+	14, // 12: sluice.v1.FetchRequest.topics:type_name -> sluice.v1.FetchTopic
+	15, // 13: sluice.v1.FetchTopic.partitions:type_name -> sluice.v1.FetchPartition
+	17, // 14: sluice.v1.FetchResponse.topics:type_name -> sluice.v1.FetchableTopicResponse
+	19, // 15: sluice.v1.FetchableTopicResponse.partitions:type_name -> sluice.v1.PartitionData
+	57, // 16: sluice.v1.PartitionData.error_code:type_name -> sluice.v1.ErrorCode
+	18, // 17: sluice.v1.PartitionData.aborted_transactions:type_name -> sluice.v1.AbortedTransaction
+	4,  // 18: sluice.v1.PartitionData.current_leader:type_name -> sluice.v1.LeaderHint
+	58, // 19: sluice.v1.PartitionData.batches:type_name -> sluice.v1.RecordBatch
 	1,  // 20: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
-	20, // 21: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
-	21, // 22: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
+	21, // 21: sluice.v1.ListOffsetsRequest.topics:type_name -> sluice.v1.ListOffsetsTopic
+	22, // 22: sluice.v1.ListOffsetsTopic.partitions:type_name -> sluice.v1.ListOffsetsPartition
 	2,  // 23: sluice.v1.ListOffsetsPartition.spec:type_name -> sluice.v1.OffsetSpec
-	23, // 24: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
-	24, // 25: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
-	56, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
-	27, // 27: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
-	28, // 28: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	56, // 29: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
-	29, // 30: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	53, // 31: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
-	56, // 32: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
-	31, // 33: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
-	54, // 34: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
-	33, // 35: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
-	56, // 36: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	55, // 37: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
-	36, // 38: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
-	56, // 39: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
-	39, // 40: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
-	40, // 41: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
-	41, // 42: sluice.v1.BrokerStatus.offline_replicas:type_name -> sluice.v1.OfflineReplica
-	56, // 43: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
-	46, // 44: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
-	48, // 45: sluice.v1.ElectLeadersRequest.topics:type_name -> sluice.v1.TopicPartitions
-	50, // 46: sluice.v1.ElectLeadersResponse.elected:type_name -> sluice.v1.ElectedLeader
-	56, // 47: sluice.v1.UnregisterBrokerResponse.error_code:type_name -> sluice.v1.ErrorCode
-	4,  // 48: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
-	5,  // 49: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
-	12, // 50: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
-	19, // 51: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	25, // 52: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
-	30, // 53: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	34, // 54: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	37, // 55: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
-	42, // 56: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	44, // 57: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
-	47, // 58: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	51, // 59: sluice.v1.Admin.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
-	58, // 60: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
-	59, // 61: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
-	9,  // 62: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	6,  // 63: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	15, // 64: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	22, // 65: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	26, // 66: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	32, // 67: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	35, // 68: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	38, // 69: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	43, // 70: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	45, // 71: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	49, // 72: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
-	52, // 73: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
-	60, // 74: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	61, // 75: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	62, // [62:76] is the sub-list for method output_type
-	48, // [48:62] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	24, // 24: sluice.v1.ListOffsetsResponse.topics:type_name -> sluice.v1.ListOffsetsTopicResponse
+	25, // 25: sluice.v1.ListOffsetsTopicResponse.partitions:type_name -> sluice.v1.ListOffsetsPartitionResponse
+	57, // 26: sluice.v1.ListOffsetsPartitionResponse.error_code:type_name -> sluice.v1.ErrorCode
+	3,  // 27: sluice.v1.MetadataRequest.partition_filter:type_name -> sluice.v1.PartitionFilter
+	28, // 28: sluice.v1.MetadataResponse.brokers:type_name -> sluice.v1.BrokerMetadata
+	29, // 29: sluice.v1.MetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
+	57, // 30: sluice.v1.TopicMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	30, // 31: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
+	54, // 32: sluice.v1.TopicMetadata.configs:type_name -> sluice.v1.TopicMetadata.ConfigsEntry
+	57, // 33: sluice.v1.PartitionMetadata.error_code:type_name -> sluice.v1.ErrorCode
+	32, // 34: sluice.v1.CreateTopicsRequest.topics:type_name -> sluice.v1.CreatableTopic
+	55, // 35: sluice.v1.CreatableTopic.configs:type_name -> sluice.v1.CreatableTopic.ConfigsEntry
+	34, // 36: sluice.v1.CreateTopicsResponse.topics:type_name -> sluice.v1.CreatableTopicResult
+	57, // 37: sluice.v1.CreatableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	56, // 38: sluice.v1.CreatableTopicResult.configs:type_name -> sluice.v1.CreatableTopicResult.ConfigsEntry
+	37, // 39: sluice.v1.DeleteTopicsResponse.topics:type_name -> sluice.v1.DeletableTopicResult
+	57, // 40: sluice.v1.DeletableTopicResult.error_code:type_name -> sluice.v1.ErrorCode
+	40, // 41: sluice.v1.DescribeClusterResponse.voters:type_name -> sluice.v1.VoterStatus
+	41, // 42: sluice.v1.DescribeClusterResponse.brokers:type_name -> sluice.v1.BrokerStatus
+	42, // 43: sluice.v1.BrokerStatus.offline_replicas:type_name -> sluice.v1.OfflineReplica
+	57, // 44: sluice.v1.AlterPartitionReassignmentsResponse.error_code:type_name -> sluice.v1.ErrorCode
+	47, // 45: sluice.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> sluice.v1.OngoingPartitionReassignment
+	49, // 46: sluice.v1.ElectLeadersRequest.topics:type_name -> sluice.v1.TopicPartitions
+	51, // 47: sluice.v1.ElectLeadersResponse.elected:type_name -> sluice.v1.ElectedLeader
+	57, // 48: sluice.v1.UnregisterBrokerResponse.error_code:type_name -> sluice.v1.ErrorCode
+	5,  // 49: sluice.v1.Log.Produce:input_type -> sluice.v1.ProduceRequest
+	6,  // 50: sluice.v1.Log.ProduceStream:input_type -> sluice.v1.ProduceStreamRequest
+	13, // 51: sluice.v1.Log.Fetch:input_type -> sluice.v1.FetchRequest
+	20, // 52: sluice.v1.Log.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	26, // 53: sluice.v1.Admin.Metadata:input_type -> sluice.v1.MetadataRequest
+	31, // 54: sluice.v1.Admin.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	35, // 55: sluice.v1.Admin.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	38, // 56: sluice.v1.Admin.DescribeCluster:input_type -> sluice.v1.DescribeClusterRequest
+	43, // 57: sluice.v1.Admin.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	45, // 58: sluice.v1.Admin.ListPartitionReassignments:input_type -> sluice.v1.ListPartitionReassignmentsRequest
+	48, // 59: sluice.v1.Admin.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	52, // 60: sluice.v1.Admin.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
+	59, // 61: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
+	60, // 62: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
+	10, // 63: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	7,  // 64: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	16, // 65: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	23, // 66: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	27, // 67: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	33, // 68: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	36, // 69: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	39, // 70: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	44, // 71: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	46, // 72: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	50, // 73: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	53, // 74: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
+	61, // 75: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	62, // 76: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	63, // [63:77] is the sub-list for method output_type
+	49, // [49:63] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -4038,7 +4370,7 @@ func file_sluice_v1_sluice_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   2,

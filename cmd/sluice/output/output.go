@@ -22,6 +22,13 @@ type Cluster struct {
 	Brokers                   []Broker `json:"brokers"`
 	OfflinePartitions         int32    `json:"offline_partitions"`
 	UnderReplicatedPartitions int32    `json:"under_replicated_partitions"`
+	// Topics and Partitions count the cluster's; UnderMinISRPartitions and
+	// AtMinISRPartitions its partitions with fewer in-sync replicas than
+	// their topic's min.insync.replicas, and with exactly that many.
+	Topics                int32 `json:"topics"`
+	Partitions            int32 `json:"partitions"`
+	UnderMinISRPartitions int32 `json:"under_min_isr_partitions"`
+	AtMinISRPartitions    int32 `json:"at_min_isr_partitions"`
 }
 
 // Voter is one controller voter in Cluster.Quorum.
@@ -45,8 +52,15 @@ type Broker struct {
 	Fenced           bool   `json:"fenced"`
 	LeaderPartitions int32  `json:"leader_partitions"`
 	// OfflineReplicas are its replicas whose logs failed on its disk
-	// (docs/operations.md, "A failed disk"); [] when none.
+	// (docs/operations.md, "A failed disk"), at most
+	// --offline-replicas-limit of them; [] when none.
 	OfflineReplicas []OfflineReplica `json:"offline_replicas"`
+	// Replicas are the partition replicas assigned to it, OutOfSyncReplicas
+	// those of them out of their ISR, OfflineReplicaCount all of its
+	// offline replicas (OfflineReplicas lists the first ones).
+	Replicas            int32 `json:"replicas"`
+	OutOfSyncReplicas   int32 `json:"out_of_sync_replicas"`
+	OfflineReplicaCount int32 `json:"offline_replica_count"`
 }
 
 // OfflineReplica is one replica in Broker.OfflineReplicas.
@@ -76,10 +90,31 @@ type Partition struct {
 	LastStableOffset *int64  `json:"last_stable_offset"`
 }
 
+// Topic is "topic describe NAME --output json"; every other form of
+// topic describe prints a JSON array of them. With a partition filter
+// (--under-replicated-partitions, ...) Partitions holds only the
+// partitions it selects.
 type Topic struct {
 	Name       string            `json:"name"`
 	Partitions []Partition       `json:"partitions"`
 	Configs    map[string]string `json:"configs"`
+}
+
+// TopicListing is one entry of "topic list --output json" (a JSON array
+// by name, [] when there is none): the topic's counts over all its
+// partitions.
+type TopicListing struct {
+	Name              string `json:"name"`
+	Partitions        int32  `json:"partitions"`
+	ReplicationFactor int32  `json:"replication_factor"`
+	MinInsyncReplicas int32  `json:"min_insync_replicas"`
+	// Internal marks Sluice's own topics (__consumer_offsets,
+	// __transaction_state).
+	Internal                  bool  `json:"internal"`
+	UnderReplicatedPartitions int32 `json:"under_replicated_partitions"`
+	UnderMinISRPartitions     int32 `json:"under_min_isr_partitions"`
+	AtMinISRPartitions        int32 `json:"at_min_isr_partitions"`
+	UnavailablePartitions     int32 `json:"unavailable_partitions"`
 }
 
 // BenchResult is the final summary of a benchmark.
