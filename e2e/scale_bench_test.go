@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,6 +205,18 @@ func runScale(b *testing.B, n int) scaleResult {
 		return checkClusterHealthy(before, all)
 	})
 	want := totalPartitions(before) + n
+	var profiles sync.WaitGroup
+	if dir := os.Getenv("SCALE_CPUPROFILE"); dir != "" {
+		// Every node's CPU during the first scaleProfile of the creation.
+		for _, id := range all {
+			path := filepath.Join(dir, fmt.Sprintf("scale-%d-create-node-%d.pprof", n, id))
+			profiles.Go(func() {
+				if err := cpuProfile(c.node(id).HTTP, scaleProfile, path); err != nil {
+					b.Errorf("CPU profile of node %d during the creation: %v", id, err)
+				}
+			})
+		}
+	}
 	start := time.Now()
 	createScaleTopics(b, admin(1), n/scalePartitionsPerTopic)
 	b.Logf("%d CreateTopics requests answered after %v", (n/scalePartitionsPerTopic+scaleTopicsPerRequest-1)/scaleTopicsPerRequest,
@@ -222,6 +235,7 @@ func runScale(b *testing.B, n int) scaleResult {
 	})
 	r.create = led.Sub(start)
 	b.Logf("create: %d partitions led on every node after %v", n, r.create.Round(time.Millisecond))
+	profiles.Wait()
 
 	time.Sleep(scaleSettle) // a measured pause, not a wait for a condition
 	r.use = measureIdle(b, c, all, scaleWindow)
