@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -69,8 +70,10 @@ type ReplicaManager struct {
 	// first image that names one); guarded by applyMu.
 	clusterID string
 	// onDisk are partition directories found at start and not yet
-	// claimed by the image, by directory name; guarded by applyMu.
-	onDisk map[string]string // dir name -> topic id ("" for legacy dirs)
+	// claimed by the image, by directory name; guarded by applyMu and
+	// onDiskMu (Apply opens new logs in parallel: claimOnDisk).
+	onDiskMu sync.Mutex
+	onDisk   map[string]string // dir name -> topic id ("" for legacy dirs)
 
 	mu         sync.RWMutex // guards the following
 	partitions map[TopicPartition]*Replica
@@ -284,8 +287,25 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 	// is open and online (issue 31: an update costs what it changes).
 	prev := m.applied
 	brokersSame := prev != nil && sameBrokers(prev, im)
+	// A topic at the same pointer as in prev is wholly unchanged (a
+	// copy-on-write image copies a topic to change any of its
+	// partitions): with the brokers the same and no open to retry, it
+	// needs nothing, and an update costs what it changes, not the number
+	// of topics' partitions.
+	fullPass := !brokersSame || m.reopen.image != nil
+	type hostedPartition struct {
+		tp    TopicPartition
+		topic *controller.Topic
+		ps    *controller.PartitionState
+		tc    TopicConfig
+	}
+	var todo []hostedPartition
+	var opens []int // indexes in todo of the partitions with no open replica
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
+		if !fullPass && prev.Topics[name] == t {
+			continue
+		}
 		var pt *controller.Topic // the same topic in prev, its id and configs unchanged
 		if brokersSame {
 			if pt = prev.Topics[name]; pt != nil && (pt.ID != t.ID || !maps.Equal(pt.Configs, t.Configs)) {
@@ -298,8 +318,9 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 			}
 			tp := TopicPartition{Topic: name, Partition: int32(i)}
 			want[tp] = true
+			hosted := m.hostedReplica(tp)
 			if pt != nil && i < len(pt.Partitions) && pt.Partitions[i] == ps {
-				if p := m.hostedReplica(tp); p != nil && !p.Offline() {
+				if hosted != nil && !hosted.Offline() {
 					continue
 				}
 			}
@@ -310,33 +331,56 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 				m.log.Error("topic has an invalid config; using defaults", "topic", name, "err", err)
 				tc, _ = ParseTopicConfig(nil, int32(len(ps.Replicas)))
 			}
-			p, err := m.ensureReplica(tp, t.ID, tc, now)
-			if err != nil {
-				if _, offline := m.failure(tp); offline {
-					continue // offline after a disk error: logged once (offline.go)
-				}
-				reopen = reopen || storage.IsResourceError(err)
-				if firstErr == nil {
-					firstErr = err
-				}
-				continue
+			if hosted == nil {
+				opens = append(opens, len(todo))
 			}
-			p.setLeadership(ps.Leader, ps.LeaderEpoch)
-			if old := p.config.Load(); old.Storage != tc.Storage {
-				p.log.SetConfig(tc.Storage)
-			}
-			p.config.Store(&tc)
-			if p.Offline() {
-				// Decision 42: an offline replica neither leads nor
-				// follows, whatever the image says.
-				m.stopServingLocked(p)
-				continue
-			}
-			m.updateRole(p, ps, im, tc, now)
+			todo = append(todo, hostedPartition{tp: tp, topic: t, ps: ps, tc: tc})
 		}
+	}
+	// New logs (a creation: thousands at once) are opened in parallel:
+	// each is a few file creations and fsyncs, mostly waiting (issue 31).
+	// ensureReplica is safe for that (onDisk has its own lock).
+	opened := make([]*Replica, len(todo))
+	openErrs := make([]error, len(todo))
+	m.parallel(len(opens), func(j int) {
+		i := opens[j]
+		h := todo[i]
+		opened[i], openErrs[i] = m.ensureReplica(h.tp, h.topic.ID, h.tc, now)
+	})
+	for i, h := range todo {
+		tp, ps, tc := h.tp, h.ps, h.tc
+		p, err := opened[i], openErrs[i]
+		if p == nil && err == nil {
+			p, err = m.ensureReplica(tp, h.topic.ID, tc, now)
+		}
+		if err != nil {
+			if _, offline := m.failure(tp); offline {
+				continue // offline after a disk error: logged once (offline.go)
+			}
+			reopen = reopen || storage.IsResourceError(err)
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		p.setLeadership(ps.Leader, ps.LeaderEpoch)
+		if old := p.config.Load(); old.Storage != tc.Storage {
+			p.log.SetConfig(tc.Storage)
+		}
+		p.config.Store(&tc)
+		if p.Offline() {
+			// Decision 42: an offline replica neither leads nor
+			// follows, whatever the image says.
+			m.stopServingLocked(p)
+			continue
+		}
+		m.updateRole(p, ps, im, tc, now)
 	}
 	m.applied = im
 	for _, p := range m.allReplicas() {
+		if t := im.Topics[p.Topic]; !fullPass && t != nil && prev.Topics[p.Topic] == t {
+			continue // an unchanged topic: its replicas stay
+		}
 		if !want[p.TopicPartition] {
 			m.removeReplica(p)
 		}
@@ -396,6 +440,46 @@ func (m *ReplicaManager) writeClusterMeta(id string) error {
 	return storage.WriteFileAtomic(filepath.Join(dir, clusterFile), data)
 }
 
+// maxParallelOpens bounds the logs Apply opens at once.
+const maxParallelOpens = 8
+
+// parallel runs fn(0..n-1) on up to maxParallelOpens goroutines and
+// waits for them.
+func (m *ReplicaManager) parallel(n int, fn func(i int)) {
+	if n <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, maxParallelOpens) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// claimOnDisk removes name from the directories found at start and
+// returns its topic id, if it was one of them.
+func (m *ReplicaManager) claimOnDisk(name string) (string, bool) {
+	m.onDiskMu.Lock()
+	defer m.onDiskMu.Unlock()
+	id, found := m.onDisk[name]
+	if found {
+		delete(m.onDisk, name)
+	}
+	return id, found
+}
+
 // ensureReplica returns the hosted replica of tp for topic id, opening
 // its log from disk or creating it. A hosted replica or a directory of a
 // different topic id is deleted first. Caller holds applyMu.
@@ -430,8 +514,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		m.replicaFailed(tp, topicID, dir, &storage.Failure{Op: storage.OpOpen, Path: dir, Err: err})
 		return errs.New(sluicev1.ErrorCode_KAFKA_STORAGE_ERROR, "%s %s: %w", what, tp, err)
 	}
-	if id, found := m.onDisk[tp.String()]; found {
-		delete(m.onDisk, tp.String())
+	if id, found := m.claimOnDisk(tp.String()); found {
 		if id != "" && id != topicID {
 			m.log.Info("deleting log of an earlier topic with the same name", tp.LogAttr(), "old_topic_id", id)
 			if err := os.RemoveAll(dir); err != nil {
@@ -439,7 +522,9 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 			}
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The logs directory exists (NewReplicaManager): one mkdir, not
+	// MkdirAll's stat and mkdir.
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, failed("create log", err)
 	}
 	// Written once, durably (two fsyncs): at a restart the file is

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"sync"
@@ -260,12 +261,19 @@ type segFile struct {
 // create or truncate it) into cache and returns it, unused: the open's
 // error, EMFILE included, comes back here rather than at a later use.
 func openSegFile(cache *FileCache, path string, flag int) (*segFile, error) {
-	sf := &segFile{cache: cache, path: path, flag: flag, dirty: flag&(os.O_CREATE|os.O_TRUNC) != 0}
+	sf := newSegFile(cache, path, flag)
 	if _, err := sf.acquire(); err != nil {
 		return nil, err
 	}
 	sf.release()
 	return sf, nil
+}
+
+// newSegFile is openSegFile without the open: the file is opened (with
+// flag: created, if O_CREATE) at its first use. A file created so is
+// dirty until synced, so a Sync creates it at the latest.
+func newSegFile(cache *FileCache, path string, flag int) *segFile {
+	return &segFile{cache: cache, path: path, flag: flag, dirty: flag&(os.O_CREATE|os.O_TRUNC) != 0}
 }
 
 // acquire returns the open file, opening it if needed; the caller must
@@ -347,7 +355,11 @@ func (sf *segFile) rename(newPath string) error {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if err := os.Rename(sf.path, newPath); err != nil {
-		return err
+		// A file not created yet (newSegFile) is empty wherever it is:
+		// it is created at the new path at its first use.
+		if !errors.Is(err, os.ErrNotExist) || sf.f != nil || sf.flag&os.O_CREATE == 0 {
+			return err
+		}
 	}
 	sf.path = newPath
 	return nil

@@ -57,7 +57,7 @@ func (l *Log) recover(now time.Time) (clean bool, err error) {
 		return clean, err
 	}
 	if len(bases) == 0 {
-		s, err := openSegment(l.files(), l.dir, start, now)
+		s, err := createFirstSegment(l.files(), l.dir, start, now)
 		if err != nil {
 			return clean, err
 		}

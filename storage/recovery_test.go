@@ -544,3 +544,59 @@ func TestRecoveryCorruptMiddleSegmentDropsLaterSegments(t *testing.T) {
 	}
 	readAll(t, r)
 }
+
+// A new log creates only its log file; its index files come at their
+// first use (createFirstSegment). A log abandoned before they exist (a
+// SIGKILL after a few small appends) recovers whole, and one that rolls
+// has every file of its sealed segment once that is synced.
+func TestNewLogCreatesIndexFilesAtFirstUse(t *testing.T) {
+	indexes := []string{".index", ".timeindex", ".txnindex"}
+	exist := func(dir string, base int64) (out []string) {
+		for _, ext := range append([]string{".log"}, indexes...) {
+			if fileExists(segmentName(dir, base, ext)) {
+				out = append(out, ext)
+			}
+		}
+		return out
+	}
+	dir := t.TempDir()
+	l := openLog(t, dir, testConfig())
+	if got := exist(dir, 0); !slices.Equal(got, []string{".log"}) {
+		t.Fatalf("a new log created %v, want the log file alone", got)
+	}
+	want := fill(t, l, 3, 2, t0.UnixMilli())
+	// Abandoned: no Close, no flush.
+	l2 := openLog(t, dir, testConfig())
+	got := readAll(t, l2)
+	if len(got) != len(want) {
+		t.Fatalf("recovered %d batches, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !sameBatch(got[i], want[i].bytes) {
+			t.Fatalf("batch %d differs after recovery", i)
+		}
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := exist(dir, 0); len(got) != 4 {
+		t.Fatalf("after a clean close %v exist, want all four files", got)
+	}
+
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	dir = t.TempDir()
+	l3 := openLog(t, dir, cfg)
+	defer l3.Close()
+	fill(t, l3, 40, 4, t0.UnixMilli())
+	if err := l3.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	segs := l3.Segments()
+	if len(segs) < 2 {
+		t.Fatalf("%d segments, want a roll", len(segs))
+	}
+	if got := exist(dir, segs[0].BaseOffset); len(got) != 4 {
+		t.Fatalf("the first segment, sealed and flushed, has %v, want all four files", got)
+	}
+}

@@ -201,6 +201,37 @@ func openSegment(cache *FileCache, dir string, base int64, now time.Time) (*segm
 	if s.log, err = openSegFile(cache, s.path, flag); err != nil {
 		return nil, err
 	}
+	return s.openIndexes(cache, dir, now)
+}
+
+// createFirstSegment starts a new, empty log's first segment at base:
+// its log file is created now, its index files (empty) at their first
+// use. A new log thus costs one file creation instead of four, which is
+// most of creating thousands of partitions (issue 31). Crash safety is
+// unchanged: the active segment is always scanned at an unclean open, its
+// missing indexes rebuilt from it (and a missing transaction index from
+// it, the log's only segment, or the first of several: nothing before
+// it), and a rolled segment's files are created by its sync at the latest
+// (segFile.Sync of a created file) before the recovery point passes it.
+func createFirstSegment(cache *FileCache, dir string, base int64, now time.Time) (*segment, error) {
+	s := &segment{base: base, path: segmentName(dir, base, ".log"), next: base, maxTS: -1, maxTSBase: -1, created: now}
+	var err error
+	const flag = os.O_CREATE | os.O_RDWR
+	if s.log, err = openSegFile(cache, s.path, flag); err != nil {
+		return nil, err
+	}
+	s.idxFile = newSegFile(cache, segmentName(dir, base, ".index"), flag)
+	s.timeIdx = newSegFile(cache, segmentName(dir, base, ".timeindex"), flag)
+	s.txnIdx = newSegFile(cache, segmentName(dir, base, ".txnindex"), flag)
+	return s, nil
+}
+
+// openIndexes opens (creating) s's index files and reads its log file's
+// size and age; on failure s is closed.
+func (s *segment) openIndexes(cache *FileCache, dir string, now time.Time) (*segment, error) {
+	var err error
+	base := s.base
+	const flag = os.O_CREATE | os.O_RDWR
 	if s.idxFile, err = openSegFile(cache, segmentName(dir, base, ".index"), flag); err != nil {
 		s.close()
 		return nil, err
