@@ -523,8 +523,12 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		}
 	}
 	// The logs directory exists (NewReplicaManager): one mkdir, not
-	// MkdirAll's stat and mkdir.
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	// MkdirAll's stat and mkdir. A directory it creates is new and empty:
+	// the log starts without a recovery (storage.Options.Created).
+	created := true
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+		created = false
+	} else if err != nil {
 		return nil, failed("create log", err)
 	}
 	// Written once, durably (two fsyncs): at a restart the file is
@@ -532,7 +536,11 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	// be most of the restart's time (issue 31).
 	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
 	metaPath := filepath.Join(dir, partitionMetaFile)
-	if cur, err := os.ReadFile(metaPath); err != nil || !bytes.Equal(cur, meta) {
+	var cur []byte
+	if !created {
+		cur, _ = os.ReadFile(metaPath)
+	}
+	if !bytes.Equal(cur, meta) {
 		if err := storage.WriteFileAtomic(metaPath, meta); err != nil {
 			return nil, failed("write metadata of", err)
 		}
@@ -544,6 +552,7 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 		PageCacheWindow: m.cfg.PageCacheWindow,
 		HighWatermarks:  m.hws,
 		RecoveryPoints:  m.rps,
+		Created:         created,
 	})
 	if err != nil {
 		return nil, failed("open log", err)

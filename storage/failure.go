@@ -120,6 +120,13 @@ type Options struct {
 	// it Flushes it on an interval and after closing the logs. Same
 	// naming rule as HighWatermarks.
 	RecoveryPoints *OffsetCheckpoint
+	// Created says that the caller has just created the log's directory,
+	// empty: there is nothing to recover or load, and OpenWith starts an
+	// empty log at offset 0 with two file-system calls instead of a
+	// dozen (issue 31: a topic creation opens thousands of logs). The
+	// shared checkpoints' entries under its name (left by a deleted log of
+	// the same name, if a crash came before their next write) are reset.
+	Created bool
 }
 
 // Failure returns why the log went offline, or nil while it is healthy.

@@ -190,8 +190,10 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if !opts.Created {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Faults != nil {
 		if err := opts.Faults.Fault(OpOpen, dir); err != nil {
@@ -201,6 +203,12 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 	l := &Log{dir: dir, opts: opts, cfg: cfg, changed: make(chan struct{}), dataChanged: make(chan struct{}), lastFlush: now, firstUnstable: -1, txnRebuildFrom: -1, rpWritten: -1}
 	if opts.HighWatermarks != nil || opts.RecoveryPoints != nil {
 		l.ckptName = sharedCheckpointName(dir)
+	}
+	if opts.Created {
+		if err := l.startEmpty(now); err != nil {
+			return nil, errRecover(dir, err)
+		}
+		return l, nil
 	}
 	ckptClean, err := l.recover(now)
 	if err == nil {
@@ -220,6 +228,27 @@ func OpenWith(dir string, cfg Config, now time.Time, opts Options) (*Log, error)
 		return nil, errRecover(dir, err)
 	}
 	return l, nil
+}
+
+// startEmpty is OpenWith of a directory just created (Options.Created):
+// an empty log at offset 0, as recovering an empty directory gives, with
+// none of its reads.
+func (l *Log) startEmpty(now time.Time) error {
+	s, err := createFirstSegment(l.files(), l.dir, 0, now)
+	if err != nil {
+		return err
+	}
+	l.segments = []*segment{s}
+	if store, name := l.rpStore(); store != nil {
+		store.Set(name, 0)
+	} else {
+		l.rpWritten = 0 // no file reads as 0
+	}
+	if store, name := l.hwStore(); store != nil {
+		store.Set(name, 0)
+	}
+	l.producers = NewProducerState(DefaultMaxProducers)
+	return nil
 }
 
 func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }

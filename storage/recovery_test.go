@@ -600,3 +600,58 @@ func TestNewLogCreatesIndexFilesAtFirstUse(t *testing.T) {
 		t.Fatalf("the first segment, sealed and flushed, has %v, want all four files", got)
 	}
 }
+
+// A log opened as just created (Options.Created) is an empty log at 0, as
+// an empty directory recovers to, and resets what the shared checkpoints
+// still say under its name (a deleted log of the same name whose entries
+// a crash kept): a stale recovery point would make the next unclean open
+// trust unsynced bytes.
+func TestCreatedLogStartsEmptyAndResetsStaleCheckpoints(t *testing.T) {
+	base := t.TempDir()
+	hws, err := OpenHighWatermarks(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rps, err := OpenRecoveryPoints(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "t-0")
+	name := sharedCheckpointName(dir)
+	hws.Set(name, 400)
+	rps.Set(name, 500)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{HighWatermarks: hws, RecoveryPoints: rps, Files: NewFileCache(100)}
+	created := opts
+	created.Created = true
+	l, err := OpenWith(dir, testConfig(), t0, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 0 || l.EndOffset() != 0 || l.HighWatermark() != 0 || l.RecoveryPoint() != 0 || l.LatestEpoch() >= 0 {
+		t.Fatalf("created log: start %d end %d hw %d recovery point %d epoch %d", l.StartOffset(), l.EndOffset(), l.HighWatermark(), l.RecoveryPoint(), l.LatestEpoch())
+	}
+	for what, c := range map[string]*OffsetCheckpoint{"high watermark": hws, "recovery point": rps} {
+		if v, ok := c.Get(name); !ok || v != 0 {
+			t.Fatalf("shared %s entry %d %v, want reset to 0", what, v, ok)
+		}
+	}
+	want := fill(t, l, 5, 3, t0.UnixMilli())
+	// Abandoned (a SIGKILL): the next open scans from the reset recovery point.
+	l2, err := OpenWith(dir, testConfig(), t0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	got := readAll(t, l2)
+	if len(got) != len(want) {
+		t.Fatalf("recovered %d batches, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !sameBatch(got[i], want[i].bytes) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+}
