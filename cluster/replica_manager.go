@@ -441,7 +441,7 @@ func (m *ReplicaManager) writeClusterMeta(id string) error {
 }
 
 // maxParallelOpens bounds the logs Apply opens at once.
-const maxParallelOpens = 8
+const maxParallelOpens = 4
 
 // parallel runs fn(0..n-1) on up to maxParallelOpens goroutines and
 // waits for them.
@@ -536,11 +536,15 @@ func (m *ReplicaManager) ensureReplica(tp TopicPartition, topicID string, tc Top
 	// be most of the restart's time (issue 31).
 	meta, _ := json.Marshal(partitionMeta{Version: 1, TopicID: topicID})
 	metaPath := filepath.Join(dir, partitionMetaFile)
-	var cur []byte
-	if !created {
-		cur, _ = os.ReadFile(metaPath)
-	}
-	if !bytes.Equal(cur, meta) {
+	// In a directory just made, before the log exists: a crash that
+	// tears it leaves an empty directory with unreadable metadata, which
+	// the next start treats as legacy (adopted by the same partition, or
+	// left alone) — no data is at stake, so no temp file and rename.
+	if created {
+		if err := storage.WriteFileNew(metaPath, meta); err != nil {
+			return nil, failed("write metadata of", err)
+		}
+	} else if cur, err := os.ReadFile(metaPath); err != nil || !bytes.Equal(cur, meta) {
 		if err := storage.WriteFileAtomic(metaPath, meta); err != nil {
 			return nil, failed("write metadata of", err)
 		}

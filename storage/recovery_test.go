@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -653,5 +654,20 @@ func TestCreatedLogStartsEmptyAndResetsStaleCheckpoints(t *testing.T) {
 		if !sameBatch(got[i], want[i].bytes) {
 			t.Fatalf("batch %d differs", i)
 		}
+	}
+}
+
+// WriteFileNew creates a file durably and refuses one that exists (it
+// must never replace data: that is WriteFileAtomic's job).
+func TestWriteFileNewCreatesOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "partition.metadata")
+	if err := WriteFileNew(path, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileNew(path, []byte("two")); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("second create: %v, want ErrExist", err)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != "one" {
+		t.Fatalf("file holds %q (%v), want the first write", got, err)
 	}
 }
