@@ -183,6 +183,17 @@ func (r scaleResult) max(f func(nodeUse) float64) float64 {
 // its own, stopped (SIGKILL) when b ends.
 func runScale(b *testing.B, n int) scaleResult {
 	c := startTestCluster(b, 3)
+	if dir := os.Getenv("SCALE_CPUPROFILE"); dir != "" {
+		// The nodes' logs too, for the phases' timelines (registered
+		// after the cluster: runs before its data is removed).
+		b.Cleanup(func() {
+			for _, id := range c.ids() {
+				if data, err := os.ReadFile(c.node(id).LogPath); err == nil {
+					_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("scale-%d-node-%d.log", n, id)), data, 0o644)
+				}
+			}
+		})
+	}
 	all := c.ids()
 	admins := make([]sluicev1.AdminClient, len(all)) // by node id - 1
 	for i, addr := range c.addrs(all) {
