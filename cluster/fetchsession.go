@@ -103,7 +103,8 @@ type fetchSession struct {
 	parts     map[TopicPartition]*sessionPart
 	nameBytes int // of the topic names of parts
 	dirty     []*sessionPart
-	busy      bool // a fetch is being served on the session
+	busy      bool   // a fetch is being served on the session
+	fetches   uint64 // fetches served (sessionFetch.gen); used by the one being served
 	lastUsed  time.Time
 	closed    bool
 }
@@ -119,6 +120,11 @@ type sessionPart struct {
 	sentHW, sentLogStart int64
 	// dirty and removed are guarded by s.mu.
 	dirty, removed bool
+	// Used by the fetch being served (busy): listedIn is the number of
+	// the last fetch that listed the entry, index its place in the answer
+	// of fetch indexIn (sessionFetch.gen).
+	listedIn, indexIn uint64
+	index             int
 }
 
 func newFetchSessions() *fetchSessions {
@@ -409,7 +415,8 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 	}
 	defer func() { s.release(time.Now()) }()
 
-	f := sessionFetch{m: m, p: p, s: s, full: full, index: map[*sessionPart]int{}, listed: map[*sessionPart]bool{}}
+	s.fetches++ // the entries' fetch-scoped fields below belong to this fetch
+	f := sessionFetch{m: m, p: p, s: s, full: full, gen: s.fetches}
 	// The listed partitions: each one's position is recorded (the HW and
 	// ISR may move), then it is read like any partition with news.
 	listed := make([]*sessionPart, 0, len(p.Partitions))
@@ -425,7 +432,7 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 		sp := s.upsert(r, fp)
 		f.add(sp, fp.TopicPartition, out)
 		listed = append(listed, sp)
-		f.listed[sp] = true
+		sp.listedIn = f.gen
 	}
 	if sr.AnswerBudget != nil {
 		s.mu.Lock()
@@ -439,15 +446,27 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 		}
 		f.p.MaxBytes = min(f.p.MaxBytes, sr.AnswerBudget(n, names))
 	}
+	// The first pass reads the listed partitions and those marked since
+	// the last fetch, each once; a later pass (after a wake-up) those
+	// marked since. A partition already answered with batches is not
+	// read again (its next batches come with the next fetch).
+	dirty := s.takeDirty()
+	f.pass++
 	for _, sp := range listed {
+		f.read(sp)
+	}
+	for _, sp := range dirty {
 		f.read(sp)
 	}
 	deadline := now.Add(p.MaxWait)
 	timer := time.NewTimer(p.MaxWait)
 	defer timer.Stop()
-	for {
-		for _, sp := range s.takeDirty() {
-			f.read(sp)
+	for first := true; ; first = false {
+		if !first {
+			f.pass++
+			for _, sp := range s.takeDirty() {
+				f.read(sp)
+			}
 		}
 		// An error found while waiting is news too (a partition whose
 		// leadership moved is told at once). An error of a partition the
@@ -485,28 +504,33 @@ type sessionFetch struct {
 	p    FetchParams
 	s    *fetchSession
 	full bool
+	// gen is this fetch's number in the session (sessionPart.listedIn,
+	// indexIn); pass counts the reading passes (read reads a partition
+	// once per pass).
+	gen  uint64
+	pass int
 	// results are the partitions answered so far, parts their session
-	// entries (nil for a listed partition that failed), index a
-	// partition's place in both, bytes its batch bytes; total is the sum.
+	// entries (nil for a listed partition that failed), bytes their batch
+	// bytes and readIn the pass that last read them; total is the bytes'
+	// sum. An entry's place in them is its index (when indexIn is gen).
 	results []SessionPartitionResult
 	parts   []*sessionPart
 	bytes   []int
-	index   map[*sessionPart]int
+	readIn  []int
 	total   int
 	// failed: a partition the follower did not list in this fetch
 	// failed (its leadership moved): answer at once.
 	failed bool
-	// listed are the partitions the follower listed in this fetch.
-	listed map[*sessionPart]bool
 }
 
 func (f *sessionFetch) add(sp *sessionPart, tp TopicPartition, out FetchPartitionResult) int {
 	f.results = append(f.results, SessionPartitionResult{TopicPartition: tp, FetchPartitionResult: out})
 	f.parts = append(f.parts, sp)
 	f.bytes = append(f.bytes, 0)
+	f.readIn = append(f.readIn, 0)
 	i := len(f.results) - 1
 	if sp != nil {
-		f.index[sp] = i
+		sp.index, sp.indexIn = i, f.gen
 	}
 	return i
 }
@@ -514,13 +538,23 @@ func (f *sessionFetch) add(sp *sessionPart, tp TopicPartition, out FetchPartitio
 // read (re)reads sp into the answer, within what is left of the fetch's
 // byte budget.
 func (f *sessionFetch) read(sp *sessionPart) {
-	i, ok := f.index[sp]
-	if !ok {
+	i := sp.index
+	if sp.indexIn != f.gen {
 		i = f.add(sp, sp.req.TopicPartition, emptyResult(sp.req))
 	}
+	if f.readIn[i] == f.pass {
+		return
+	}
+	f.readIn[i] = f.pass
 	res := &f.results[i].FetchPartitionResult
 	if res.Err != nil {
 		return // failed in this fetch: answered as it is
+	}
+	if f.bytes[i] > 0 {
+		// Answered with batches already: only the watermarks move.
+		res.HighWatermark = max(res.HighWatermark, sp.replica.log.HighWatermark())
+		res.LogStartOffset = sp.replica.log.StartOffset()
+		return
 	}
 	f.total -= f.bytes[i]
 	f.bytes[i] = 0
@@ -530,7 +564,7 @@ func (f *sessionFetch) read(sp *sessionPart) {
 		}
 		*res = emptyResult(sp.req)
 		res.Err = err
-		f.failed = f.failed || !f.listed[sp]
+		f.failed = f.failed || sp.listedIn != f.gen
 		return
 	}
 	hw := res.HighWatermark
@@ -538,7 +572,7 @@ func (f *sessionFetch) read(sp *sessionPart) {
 	r := partitionRead{req: sp.req, out: res, replica: sp.replica}
 	_, n := f.m.readPartition(&r, f.p, true, f.total)
 	if res.Err != nil {
-		f.failed = f.failed || !f.listed[sp]
+		f.failed = f.failed || sp.listedIn != f.gen
 	} else if res.HighWatermark < hw {
 		res.HighWatermark = hw
 	}

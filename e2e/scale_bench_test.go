@@ -279,8 +279,20 @@ func runScale(b *testing.B, n int) scaleResult {
 	r.victim = slices.Max(without(all, r.controller))
 	victimEpoch := brokerStatus(st, r.victim).GetEpoch()
 
+	var failoverProfile sync.WaitGroup
+	if dir := os.Getenv("SCALE_CPUPROFILE"); dir != "" {
+		// The controller leader's CPU from the kill on.
+		path := filepath.Join(dir, fmt.Sprintf("scale-%d-failover-node-%d.pprof", n, r.controller))
+		failoverProfile.Go(func() {
+			if err := cpuProfile(c.node(r.controller).HTTP, 10*time.Second, path); err != nil {
+				b.Errorf("CPU profile of the controller during the failover: %v", err)
+			}
+		})
+		time.Sleep(100 * time.Millisecond) // the profile has started
+	}
 	killed := time.Now()
 	c.kill(r.victim)
+	defer failoverProfile.Wait()
 	soft := &softTB{B: b}
 	moved := wait.For(soft, scaleFailoverTimeout, fmt.Sprintf("no partition led by the killed broker %d", r.victim), func() error {
 		if err := c.Err(); err != nil {
