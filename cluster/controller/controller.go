@@ -44,6 +44,9 @@ const (
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultApplyTimeout       = 5 * time.Second
 	DefaultShutdownTimeout    = 5 * time.Second
+	// raftMaxAppendEntries bounds the entries of one log write and of one
+	// AppendEntries (hashicorp/raft's default is 64; its maximum 1024).
+	raftMaxAppendEntries = 512
 	// DefaultSessionTimeout is broker.session.timeout.ms: a broker that
 	// has not heartbeated for this long is fenced. Kafka's default is 9 s;
 	// Sluice aims to move leadership within 3 s of a crash.
@@ -313,6 +316,17 @@ func (c *Controller) Start() (err error) {
 	rc.ElectionTimeout = c.cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = c.cfg.LeaderLeaseTimeout
 	rc.CommitTimeout = c.cfg.CommitTimeout
+	// Group commit for pipelined proposals (proposeEach: the thousands of
+	// re-elections of a failover, a creation's topics): with an
+	// unbuffered apply channel the leader took one entry per log fsync
+	// while the proposer waited to hand it the next; a buffer lets the
+	// entries queue up while it writes, and each write (and each
+	// AppendEntries to a follower) takes up to raftMaxAppendEntries of
+	// them (issue 31). The cost is hashicorp/raft's: an entry already
+	// buffered is no longer bound by its Apply timeout to start, only its
+	// future by the caller's wait.
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = raftMaxAppendEntries
 	if c.cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = c.cfg.SnapshotThreshold
 	}
