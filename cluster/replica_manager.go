@@ -301,11 +301,16 @@ func (m *ReplicaManager) applyLocked(im *controller.Image, now time.Time, caught
 	}
 	var todo []hostedPartition
 	var opens []int // indexes in todo of the partitions with no open replica
-	for _, name := range im.TopicNames() {
-		t := im.Topics[name]
-		if !fullPass && prev.Topics[name] == t {
-			continue
+	// The changed topics, in name order (only they need the sort).
+	names := make([]string, 0, len(im.Topics))
+	for name, t := range im.Topics {
+		if fullPass || prev.Topics[name] != t {
+			names = append(names, name)
 		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		t := im.Topics[name]
 		var pt *controller.Topic // the same topic in prev, its id and configs unchanged
 		if brokersSame {
 			if pt = prev.Topics[name]; pt != nil && (pt.ID != t.ID || !maps.Equal(pt.Configs, t.Configs)) {

@@ -232,7 +232,7 @@ func runScale(b *testing.B, n int) scaleResult {
 	createScaleTopics(b, admin(1), n/scalePartitionsPerTopic)
 	b.Logf("%d CreateTopics requests answered after %v", (n/scalePartitionsPerTopic+scaleTopicsPerRequest-1)/scaleTopicsPerRequest,
 		time.Since(start).Round(time.Millisecond))
-	led := c.eventually(timeout, fmt.Sprintf("every node sees %d partitions led", want), func() error {
+	led := c.eventually(timeout, fmt.Sprintf("every node sees %d partitions led", want), scalePoll(func() error {
 		for _, id := range all {
 			d, err := describeCluster(admin(id))
 			if err != nil {
@@ -243,7 +243,7 @@ func runScale(b *testing.B, n int) scaleResult {
 			}
 		}
 		return nil
-	})
+	}))
 	r.create = led.Sub(start)
 	b.Logf("create: %d partitions led on every node after %v", n, r.create.Round(time.Millisecond))
 	profiles.Wait()
@@ -294,7 +294,7 @@ func runScale(b *testing.B, n int) scaleResult {
 	c.kill(r.victim)
 	defer failoverProfile.Wait()
 	soft := &softTB{B: b}
-	moved := wait.For(soft, scaleFailoverTimeout, fmt.Sprintf("no partition led by the killed broker %d", r.victim), func() error {
+	moved := wait.For(soft, scaleFailoverTimeout, fmt.Sprintf("no partition led by the killed broker %d", r.victim), scalePoll(func() error {
 		if err := c.Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -307,7 +307,7 @@ func runScale(b *testing.B, n int) scaleResult {
 			return fmt.Errorf("broker %d leads %d partitions, %d offline", r.victim, r.stuck, d.OfflinePartitions)
 		}
 		return nil
-	})
+	}))
 	if !soft.failed {
 		r.failover = moved.Sub(killed)
 		b.Logf("failover: no partition led by the killed broker %d after %v", r.victim, r.failover.Round(time.Millisecond))
@@ -317,7 +317,7 @@ func runScale(b *testing.B, n int) scaleResult {
 	if err := c.Restart(r.victim); err != nil {
 		b.Fatal(err)
 	}
-	serving := c.eventually(timeout, fmt.Sprintf("restarted broker %d unfenced and back in every ISR", r.victim), func() error {
+	serving := c.eventually(timeout, fmt.Sprintf("restarted broker %d unfenced and back in every ISR", r.victim), scalePoll(func() error {
 		d, err := describeCluster(admin(r.controller))
 		if err != nil {
 			return err
@@ -330,10 +330,26 @@ func runScale(b *testing.B, n int) scaleResult {
 			return fmt.Errorf("%d partitions under-replicated, %d offline", d.UnderReplicatedPartitions, d.OfflinePartitions)
 		}
 		return nil
-	})
+	}))
 	r.serving = serving.Sub(restarted)
 	b.Logf("restart: broker %d serving again after %v", r.victim, r.serving.Round(time.Millisecond))
 	return r
+}
+
+// scalePoll paces a phase's condition to one check per 50 ms (wait.For
+// checks every 10 ms): each check is a DescribeCluster that sums up every
+// partition, and at 10,000 partitions checking that often took an eighth
+// of the controller's CPU in the phase it timed. A phase's time is thus
+// up to 50 ms late.
+func scalePoll(cond func() error) func() error {
+	first := true
+	return func() error {
+		if !first {
+			time.Sleep(40 * time.Millisecond)
+		}
+		first = false
+		return cond()
+	}
 }
 
 // softTB is b for wait.For, whose Fatalf it turns into an Errorf: a phase
