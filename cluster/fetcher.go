@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -367,6 +368,10 @@ type sessionClient struct {
 	epoch int32 // the next incremental fetch's epoch
 	round uint64
 	sent  map[TopicPartition]*sentPartition
+	// listed and forgotten are what the last fetch built listed and
+	// forgot (undo sends them again); toForget is forgotten partitions to
+	// send again.
+	listed, forgotten, toForget []TopicPartition
 }
 
 // sentPartition is a partition as the session holds it.
@@ -378,6 +383,21 @@ type sentPartition struct {
 
 // reset makes the next fetch a full one (a new session).
 func (c *sessionClient) reset() { *c = sessionClient{} }
+
+// undo takes back the last fetch, which the follower cancelled before its
+// answer (a partition was added): the leader either never saw it or
+// undid its epoch (FetchInSession), and the next fetch, at the same
+// epoch, lists and forgets again what it did.
+func (c *sessionClient) undo() {
+	if c.id == 0 {
+		return // a full fetch: the next one is full again
+	}
+	for _, tp := range c.listed {
+		delete(c.sent, tp)
+	}
+	c.toForget = append(c.toForget, c.forgotten...)
+	c.listed, c.forgotten = nil, nil
+}
 
 // build fills req for states, the partitions wanted now: all of them in
 // a full fetch, otherwise those the session does not hold as they are
@@ -393,6 +413,7 @@ func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, states []*fet
 		req.SessionId, req.SessionEpoch = c.id, c.epoch
 	}
 	listed := states[:0:0]
+	c.listed, c.forgotten = c.listed[:0], c.forgotten[:0]
 	for _, s := range states {
 		off := s.p.log.EndOffset()
 		e := c.sent[s.p.TopicPartition]
@@ -406,6 +427,7 @@ func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, states []*fet
 		}
 		e.s, e.offset = s, off
 		listed = append(listed, s)
+		c.listed = append(c.listed, s.p.TopicPartition)
 		req.Partitions = append(req.Partitions, &internalv1.ReplicaFetchPartition{Topic: s.p.Topic, Partition: s.p.Partition,
 			FetchOffset: off, CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
 	}
@@ -413,10 +435,20 @@ func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, states []*fet
 		for tp, e := range c.sent {
 			if e.round != c.round {
 				delete(c.sent, tp)
-				req.Forgotten = append(req.Forgotten, &internalv1.ForgottenPartition{Topic: tp.Topic, Partition: tp.Partition})
+				c.forgotten = append(c.forgotten, tp)
 			}
 		}
+		// Forgets of a fetch taken back, unless wanted again meanwhile.
+		for _, tp := range c.toForget {
+			if c.sent[tp] == nil && !slices.Contains(c.forgotten, tp) {
+				c.forgotten = append(c.forgotten, tp)
+			}
+		}
+		for _, tp := range c.forgotten {
+			req.Forgotten = append(req.Forgotten, &internalv1.ForgottenPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
 	}
+	c.toForget = c.toForget[:0]
 	return listed
 }
 
@@ -470,11 +502,12 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 			err = f.callUnary(cc, req, resp)
 		}
 	}
+	if errors.Is(err, errPartitionAdded) {
+		f.session.undo()
+		return nil // fetch again at once, with the new partition
+	}
 	if err != nil {
 		f.session.reset()
-		if errors.Is(err, errPartitionAdded) {
-			return nil // fetch again at once, with the new partition
-		}
 		return err
 	}
 	if resp.ErrorCode != sluicev1.ErrorCode_NONE {

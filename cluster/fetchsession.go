@@ -481,6 +481,18 @@ func (m *ReplicaManager) FetchInSession(ctx context.Context, p FetchParams, sr F
 		case <-s.wake:
 		case <-timer.C:
 		case <-ctx.Done():
+			// The follower cancelled (a partition was added on its side)
+			// or went away before any answer: this fetch did not happen,
+			// so its epoch stays the next. What it listed and forgot is
+			// applied already; the follower sends it again (the same
+			// changes again change nothing). An answer that was built
+			// and then lost is not undone: the follower's next fetch
+			// fails on the epoch and starts over.
+			if !full {
+				s.mu.Lock()
+				s.nextEpoch = sr.Epoch
+				s.mu.Unlock()
+			}
 			return SessionFetchResult{}, ctx.Err()
 		}
 	}

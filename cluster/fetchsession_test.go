@@ -247,9 +247,52 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 	if s := c.stateOf("m", 2); s != states[2] {
 		t.Fatal("an answer for m-2 is not taken for its new state")
 	}
+	// Cancelled before its answer (a partition was added): the next fetch
+	// has the same epoch and lists and forgets the same again.
+	c.undo()
+	req = &internalv1.ReplicaFetchRequest{}
+	c.build(req, states[:3])
+	if l, f := listedOf(req); !slices.Equal(l, []string{"1@1", "2@0"}) || !slices.Equal(f, []string{"3"}) || req.SessionEpoch != 2 {
+		t.Fatalf("after undo: listed %v forgotten %v epoch %d, want the same fetch again", l, f, req.SessionEpoch)
+	}
+	c.answered(req, &internalv1.ReplicaFetchResponse{})
+	req = &internalv1.ReplicaFetchRequest{}
+	c.build(req, states[:3])
+	if l, f := listedOf(req); len(l)+len(f) != 0 || req.SessionEpoch != 3 {
+		t.Fatalf("then: listed %v forgotten %v epoch %d, want nothing at epoch 3", l, f, req.SessionEpoch)
+	}
+
 	c.reset()
 	req = &internalv1.ReplicaFetchRequest{}
 	if got := c.build(req, states); len(got) != 4 || req.SessionEpoch != FetchSessionInitial {
 		t.Fatal("after a reset the next fetch is not a full one")
+	}
+}
+
+// A fetch the follower cancels while it waits did not happen: its epoch
+// is the next again, and the follower's same fetch is served.
+func TestFetchSessionCancelledFetchKeepsItsEpoch(t *testing.T) {
+	r := newSessionRig(t)
+	r.fetch(0, nil, mp(0, 0), mp(1, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		p := FetchParams{ReplicaID: 3, BrokerEpoch: r.brokerEpoch, Isolation: FetchLogEnd, MinBytes: 1, MaxWait: 10 * time.Second, MaxBytes: 1 << 20,
+			Partitions: []FetchPartition{mp(1, 0)}}
+		_, err := r.m.FetchInSession(ctx, p, FetchSessionRequest{ID: r.id, Epoch: r.epoch, Forgotten: []TopicPartition{{Topic: "m", Partition: 0}}})
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled fetch answered")
+	}
+	// The same fetch again, at the same epoch.
+	if _, err := r.try(0, []TopicPartition{{Topic: "m", Partition: 0}}, mp(1, 0)); err != nil {
+		t.Fatalf("the cancelled fetch's epoch again: %v", err)
+	}
+	r.append(0)
+	if got := answered(r.fetch(50*time.Millisecond, nil)); len(got) != 0 {
+		t.Fatalf("a forgotten partition answered: %v", got)
 	}
 }
