@@ -119,7 +119,9 @@ bench-failover:
 # creation, each node's idle CPU, RSS, descriptors and goroutines, and the
 # failover and restart of a broker. Minutes per count; 10000 is the most
 # an open-files limit of 20000 allows (ulimit -n). SCALE_CPUPROFILE=DIR
-# keeps a CPU profile of the idle controller leader. Not part of
+# keeps CPU profiles of every node during the creation, of the idle
+# controller leader and of the controller during the failover, and the
+# nodes' logs. Not part of
 # `make test`. See e2e/scale_bench_test.go.
 bench-scale:
 	$(GO) test -tags $(TESTTAGS) -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 60m ./e2e/
