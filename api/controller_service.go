@@ -101,7 +101,8 @@ func (s *ControllerService) AllocateProducerIds(ctx context.Context, req *intern
 // CreateTopics implements the Controller service: each topic gets the
 // cluster defaults for what it leaves unset (controller.TopicDefaults), is
 // validated (name, partition count, replication factor against the live
-// brokers, configs) and created on its own.
+// brokers, configs), and the valid ones are created together, each with
+// its own outcome.
 func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsRequest) (*internalv1.ControllerCreateTopicsResponse, error) {
 	if !s.ctl.IsLeader() {
 		return nil, s.status(errs.New(sluicev1.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller", s.ctl.NodeID()))
@@ -111,24 +112,55 @@ func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.Crea
 	for _, ct := range req.Topics {
 		seen[ct.Name]++
 	}
+	// Each topic is checked first; the valid ones are created together
+	// (controller.CreateTopics: one pipeline of records, not two Raft
+	// round trips per topic), and each answer then filled in.
+	type pending struct {
+		r   *sluicev1.CreatableTopicResult
+		nt  *sluicev1.CreatableTopic
+		tc  cluster.TopicConfig
+		d   controller.NewTopic
+		err error
+	}
+	todo := make([]*pending, 0, len(req.Topics))
+	var create []controller.TopicToCreate
+	var created []*pending
 	for _, ct := range req.Topics {
-		r := &sluicev1.CreatableTopicResult{Name: ct.Name}
-		resp.Topics = append(resp.Topics, r)
+		pt := &pending{r: &sluicev1.CreatableTopicResult{Name: ct.Name}}
+		resp.Topics = append(resp.Topics, pt.r)
+		todo = append(todo, pt)
 		if seen[ct.Name] > 1 {
-			r.ErrorCode, r.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "topic listed more than once in the request"
+			pt.r.ErrorCode, pt.r.ErrorMessage = sluicev1.ErrorCode_INVALID_REQUEST, "topic listed more than once in the request"
 			continue
 		}
 		// The cluster defaults (controller.TopicDefaults) fill in an unset
 		// replication factor and min.insync.replicas before the checks.
-		d := s.ctl.TopicDefaults().Apply(ct.ReplicationFactor, ct.Configs)
-		nt := &sluicev1.CreatableTopic{Name: ct.Name, NumPartitions: ct.NumPartitions, ReplicationFactor: d.ReplicationFactor, Configs: d.Configs}
-		tc, err := validateNewTopic(nt)
-		if err == nil && req.ValidateOnly {
-			_, err = s.ctl.PlanTopic(nt.Name, nt.NumPartitions, nt.ReplicationFactor)
-		} else if err == nil {
-			_, err = s.ctl.CreateTopic(ctx, nt.Name, nt.NumPartitions, nt.ReplicationFactor, nt.Configs)
+		pt.d = s.ctl.TopicDefaults().Apply(ct.ReplicationFactor, ct.Configs)
+		pt.nt = &sluicev1.CreatableTopic{Name: ct.Name, NumPartitions: ct.NumPartitions, ReplicationFactor: pt.d.ReplicationFactor, Configs: pt.d.Configs}
+		pt.tc, pt.err = validateNewTopic(pt.nt)
+		switch {
+		case pt.err == nil && req.ValidateOnly:
+			_, pt.err = s.ctl.PlanTopic(pt.nt.Name, pt.nt.NumPartitions, pt.nt.ReplicationFactor)
+		case pt.err == nil:
+			create = append(create, controller.TopicToCreate{Name: pt.nt.Name, Partitions: pt.nt.NumPartitions, ReplicationFactor: pt.nt.ReplicationFactor, Configs: pt.nt.Configs})
+			created = append(created, pt)
 		}
+	}
+	if len(create) > 0 {
+		_, perTopic, err := s.ctl.CreateTopics(ctx, create)
 		if err != nil {
+			return nil, s.status(err)
+		}
+		for i, pt := range created {
+			pt.err = perTopic[i]
+		}
+	}
+	for _, pt := range todo {
+		if pt.nt == nil {
+			continue // refused above
+		}
+		r, nt, d := pt.r, pt.nt, pt.d
+		if err := pt.err; err != nil {
 			if errs.Code(err) == sluicev1.ErrorCode_NOT_CONTROLLER {
 				return nil, s.status(err)
 			}
@@ -138,7 +170,7 @@ func (s *ControllerService) CreateTopics(ctx context.Context, req *sluicev1.Crea
 			}
 			continue
 		}
-		r.NumPartitions, r.ReplicationFactor, r.Configs = nt.NumPartitions, nt.ReplicationFactor, tc.Map()
+		r.NumPartitions, r.ReplicationFactor, r.Configs = nt.NumPartitions, nt.ReplicationFactor, pt.tc.Map()
 		if d.MinISRCapped {
 			r.Note = fmt.Sprintf("the cluster default min.insync.replicas %d is above the replication factor %d: the topic has min.insync.replicas %d",
 				s.ctl.TopicDefaults().MinInsyncReplicas, nt.ReplicationFactor, nt.ReplicationFactor)

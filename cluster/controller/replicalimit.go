@@ -53,6 +53,15 @@ func CheckReplicaLimits(im *Image, what string, added map[int32]int) error {
 	if len(added) == 0 {
 		return nil
 	}
+	return checkReplicaLimits(im, ReplicaCounts(im), what, added)
+}
+
+// checkReplicaLimits is CheckReplicaLimits with the replicas per broker
+// already counted (ReplicaCounts, plus what a batch added before).
+func checkReplicaLimits(im *Image, counts map[int32]int, what string, added map[int32]int) error {
+	if len(added) == 0 {
+		return nil
+	}
 	var over []int32
 	for id, k := range added {
 		if b := im.Brokers[id]; b != nil && b.MaxReplicas > 0 && k > 0 {
@@ -62,7 +71,6 @@ func CheckReplicaLimits(im *Image, what string, added map[int32]int) error {
 	if len(over) == 0 {
 		return nil // no broker concerned declares a limit
 	}
-	counts := ReplicaCounts(im)
 	over = slices.DeleteFunc(over, func(id int32) bool {
 		return counts[id]+added[id] <= int(im.Brokers[id].MaxReplicas)
 	})

@@ -137,3 +137,59 @@ func TestCreateTopicRefusedAboveBrokerReplicaLimit(t *testing.T) {
 		t.Fatalf("reassignment onto broker 3, without a limit: %v", err)
 	}
 }
+
+// CreateTopics creates several topics in one call with an outcome each:
+// an existing or repeated name, an invalid one and a topic that would
+// pass a broker's limit only counting the topics before it in the same
+// call are refused; the rest are created.
+func TestCreateTopicsInOneCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := startController(t, Config{NodeID: 1, DataDir: t.TempDir(), RaftBind: freeAddr(t), Logger: testLogger()})
+	wait.For(t, 10*time.Second, "single voter leads", func() error {
+		if !c.IsLeader() {
+			return fmt.Errorf("not leader yet")
+		}
+		return nil
+	})
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, RegisterBroker{BrokerID: id, Address: fmt.Sprintf("h%d:1", id), IncarnationID: "first",
+			MaxReplicas: 200, OpenFilesLimit: 400})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnfenceBroker(ctx, id, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTopic(ctx, "old", 3, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	recs, perTopic, err := c.CreateTopics(ctx, []TopicToCreate{
+		{Name: "a", Partitions: 150, ReplicationFactor: 3}, // 150 per broker: with old's 3, 153
+		{Name: "old", Partitions: 1, ReplicationFactor: 3}, // exists
+		{Name: "b", Partitions: 2, ReplicationFactor: 3, Configs: map[string]string{"cleanup.policy": "compact"}},
+		{Name: "bad name!", Partitions: 1, ReplicationFactor: 1},
+		{Name: "b", Partitions: 1, ReplicationFactor: 1},  // repeated in the call
+		{Name: "c", Partitions: 50, ReplicationFactor: 3}, // 155 + 50 > 200 only with a's
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sluicev1.ErrorCode{sluicev1.ErrorCode_NONE, sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS, sluicev1.ErrorCode_NONE,
+		sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, sluicev1.ErrorCode_TOPIC_ALREADY_EXISTS, sluicev1.ErrorCode_INVALID_PARTITIONS}
+	for i, w := range want {
+		if got := errs.Code(perTopic[i]); got != w {
+			t.Errorf("topic %d: %v, want %v", i, perTopic[i], w)
+		}
+	}
+	im := c.Image()
+	for _, name := range []string{"a", "b"} {
+		if tp := im.Topics[name]; tp == nil || tp.ID != recs[slices.IndexFunc(recs, func(r CreateTopic) bool { return r.Name == name })].TopicID {
+			t.Errorf("topic %s not created as its record says", name)
+		}
+	}
+	if im.Topics["c"] != nil || im.Topics["bad name!"] != nil || len(im.Topics["b"].Partitions) != 2 || im.Topics["b"].Configs["cleanup.policy"] != "compact" {
+		t.Fatalf("image topics after the call: %v", im.TopicNames())
+	}
+}
