@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-io/sluice/internal/wait"
@@ -95,9 +97,20 @@ func (tc *testCluster) reassign(t *testing.T, node int32, partition int32, repli
 func (tc *testCluster) waitReassigned(t *testing.T, target []int32) *sluicev1.PartitionMetadata {
 	t.Helper()
 	var last *sluicev1.PartitionMetadata
+	// One connection per node for the whole wait (a new one per check
+	// had reached the listener's 1,000 connections per IP within 10 s).
+	admins := map[int32]sluicev1.AdminClient{}
+	for id, n := range tc.Nodes() {
+		cc, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		admins[id] = sluicev1.NewAdminClient(cc)
+	}
 	wait.Until(t, 30*time.Second, fmt.Sprintf("m-0 reassigned to %v", target), func() bool {
-		for _, n := range tc.Nodes() {
-			md, err := sluicev1.NewAdminClient(nodetest.Dial(t, n.Addr())).Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"m"}})
+		for _, admin := range admins {
+			md, err := admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{"m"}})
 			if err != nil {
 				return false
 			}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
@@ -37,7 +40,14 @@ func replCluster(t *testing.T, lag time.Duration) (*testCluster, *sluicev1.Parti
 func (tc *testCluster) partition(t *testing.T, topic string, p int32) *sluicev1.PartitionMetadata {
 	t.Helper()
 	for id, n := range tc.Nodes() {
-		admin := sluicev1.NewAdminClient(nodetest.Dial(t, n.Addr()))
+		// Closed on return: callers check in loops, and a connection
+		// kept per call reached the listener's limit per IP.
+		cc, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		admin := sluicev1.NewAdminClient(cc)
 		var pm *sluicev1.PartitionMetadata
 		wait.For(t, 10*time.Second, fmt.Sprintf("node %d has %s-%d", id, topic, p), func() error {
 			md, err := admin.Metadata(ctx(t), &sluicev1.MetadataRequest{Topics: []string{topic}})

@@ -469,6 +469,18 @@ func (c *sessionClient) answered(req *internalv1.ReplicaFetchRequest, resp *inte
 	}
 }
 
+// drop takes tp out of what the session holds, as the leader may have
+// (it forgets a listed partition that failed) or should (a partition the
+// follower backs off from or must truncate): its next fetch lists it
+// anew, and forgets it until then.
+func (c *sessionClient) drop(tp TopicPartition) {
+	if c.id == 0 || c.sent[tp] == nil {
+		return
+	}
+	delete(c.sent, tp)
+	c.toForget = append(c.toForget, tp)
+}
+
 // stateOf is the fetch state an incremental answer's partition is for
 // (nil: not one the session holds).
 func (c *sessionClient) stateOf(topic string, partition int32) *fetchState {
@@ -531,14 +543,17 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		if s == nil || !f.current(s) {
 			continue
 		}
-		f.apply(s, r, now)
+		if !f.apply(s, r, now) {
+			f.session.drop(s.p.TopicPartition)
+		}
 	}
 	return nil
 }
 
 // apply takes in one partition's answer: its batches appended, its high
-// watermark taken, or its error acted on.
-func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, now time.Time) {
+// watermark taken, or its error acted on. It reports whether the answer
+// was taken in whole (false: an error, or an append that failed).
+func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, now time.Time) bool {
 	rm := f.fm.rm
 	switch r.ErrorCode {
 	case sluicev1.ErrorCode_NONE:
@@ -559,18 +574,19 @@ func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, 
 			s.truncate = true
 			f.mu.Unlock()
 		}
-		return
+		return false
 	default:
 		// Not the leader (yet or any more), stale epochs: wait for the
 		// metadata to move this partition.
 		s.retryAt = now.Add(fetchBackoff)
-		return
+		return false
 	}
 	// Append under the role lock, so a partition that became leader
 	// (or moved to another leader) meanwhile never takes these bytes.
 	if !s.p.lockAsFollower(f.source, s.leaderEpoch) {
-		return
+		return false
 	}
+	taken := true
 	for _, b := range r.Batches {
 		if _, err := s.p.log.AppendVerbatim(b, now); err != nil {
 			if storage.IsResourceError(err) {
@@ -583,11 +599,13 @@ func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, 
 			f.mu.Lock()
 			s.truncate = true
 			f.mu.Unlock()
+			taken = false
 			break
 		}
 	}
 	s.p.log.SetHighWatermark(min(r.HighWatermark, s.p.log.EndOffset()))
 	s.p.roleMu.Unlock()
+	return taken
 }
 
 // setCancelPoll publishes (or, with nil, withdraws) the cancel of the

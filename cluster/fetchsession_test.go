@@ -262,6 +262,23 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 		t.Fatalf("then: listed %v forgotten %v epoch %d, want nothing at epoch 3", l, f, req.SessionEpoch)
 	}
 
+	// A partition whose answer was an error is no longer held: the leader
+	// forgets a listed one that fails. Backed off (not wanted), it is
+	// forgotten; wanted again, it is listed even at the same offset.
+	c.drop(TopicPartition{Topic: "m", Partition: 0})
+	req = &internalv1.ReplicaFetchRequest{}
+	c.build(req, states[1:3])
+	if l, f := listedOf(req); len(l) != 0 || !slices.Equal(f, []string{"0"}) {
+		t.Fatalf("after a drop, backed off: listed %v forgotten %v, want m-0 forgotten", l, f)
+	}
+	c.answered(req, &internalv1.ReplicaFetchResponse{})
+	req = &internalv1.ReplicaFetchRequest{}
+	c.build(req, states[:3])
+	if l, f := listedOf(req); !slices.Equal(l, []string{"0@0"}) || len(f) != 0 {
+		t.Fatalf("wanted again: listed %v forgotten %v, want m-0 listed at its unchanged offset", l, f)
+	}
+	c.answered(req, &internalv1.ReplicaFetchResponse{})
+
 	c.reset()
 	req = &internalv1.ReplicaFetchRequest{}
 	if got := c.build(req, states); len(got) != 4 || req.SessionEpoch != FetchSessionInitial {

@@ -145,7 +145,7 @@ func (m *ReplicaManager) isrLoop() {
 		case now := <-t.C:
 			for _, p := range m.isrQueue.take() {
 				if !p.Offline() {
-					m.maybeAlterISR(p, now)
+					m.maybeAlterISR(p, now, false)
 				}
 			}
 			if now.Sub(lastScan) >= shrinkScanEvery(m.lagTimeMax()) {
@@ -155,7 +155,7 @@ func (m *ReplicaManager) isrLoop() {
 					// Followers (most replicas) have nothing to check:
 					// their leadership is read without the role lock.
 					if leader, _ := p.Leadership(); leader == self {
-						m.maybeAlterISR(p, now)
+						m.maybeAlterISR(p, now, true)
 					}
 				}
 			}
@@ -178,13 +178,24 @@ func (m *ReplicaManager) isrLoop() {
 // followers out of sync for LagTimeMax, or adding queued caught-up ones.
 // The AlterPartition call runs in its own goroutine; one per partition at a
 // time.
-func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time) {
+//
+// scan is set by the periodic look at every led partition: it also looks
+// for followers that may join without having been queued. With fetch
+// sessions a caught-up follower does not fetch an idle partition again,
+// so an expansion queued from its fetch and then dropped (an ISR change
+// in flight at that tick, a proposal refused because the high watermark
+// moved meanwhile) would otherwise wait for its next write; the scan
+// (every shrinkScanEvery) bounds that.
+func (m *ReplicaManager) maybeAlterISR(p *Replica, now time.Time, scan bool) {
 	p.roleMu.Lock()
 	t := p.tracker
 	if t == nil || p.altering {
 		p.expand = nil
 		p.roleMu.Unlock()
 		return
+	}
+	if scan && len(p.expand) == 0 {
+		p.expand = t.ExpandCandidates()
 	}
 	var next []int32
 	var isr []int32
