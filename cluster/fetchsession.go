@@ -570,14 +570,18 @@ func (f *sessionFetch) read(sp *sessionPart) {
 	}
 	f.total -= f.bytes[i]
 	f.bytes[i] = 0
-	if cur, err := f.m.Replica(sp.req.Topic, sp.req.Partition); err != nil || cur != sp.replica {
-		if err == nil {
-			err = errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s was replaced on this broker", sp.req.TopicPartition)
+	// A partition listed in this fetch was looked up just now
+	// (followerFetched); one woken later may have been replaced since.
+	if sp.listedIn != f.gen {
+		if cur, err := f.m.Replica(sp.req.Topic, sp.req.Partition); err != nil || cur != sp.replica {
+			if err == nil {
+				err = errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s was replaced on this broker", sp.req.TopicPartition)
+			}
+			*res = emptyResult(sp.req)
+			res.Err = err
+			f.failed = true // not listed: news
+			return
 		}
-		*res = emptyResult(sp.req)
-		res.Err = err
-		f.failed = f.failed || sp.listedIn != f.gen
-		return
 	}
 	hw := res.HighWatermark
 	res.Batches, res.NextFetchOffset = nil, sp.req.FetchOffset

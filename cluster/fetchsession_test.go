@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -80,6 +81,24 @@ func answered(res SessionFetchResult) []string {
 	return out
 }
 
+// waitServing waits until a fetch is being served in the rig's session
+// (started in another goroutine), so that what the test does next
+// happens while it waits rather than before it began.
+func (r *sessionRig) waitServing() {
+	r.t.Helper()
+	wait.Until(r.t, 5*time.Second, "a fetch served in the session", func() bool {
+		r.m.sessions.mu.Lock()
+		s := r.m.sessions.byID[r.id]
+		r.m.sessions.mu.Unlock()
+		if s == nil {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.busy
+	})
+}
+
 func (r *sessionRig) append(partition int32) {
 	r.t.Helper()
 	if _, err := r.m.Append("m", partition, plainBatch(1), r.now); err != nil {
@@ -111,7 +130,7 @@ func TestFetchSessionAnswersOnlyNews(t *testing.T) {
 		res, _ := r.try(10*time.Second, nil)
 		done <- res
 	}()
-	time.Sleep(20 * time.Millisecond)
+	r.waitServing()
 	r.append(2)
 	select {
 	case res := <-done:
@@ -184,7 +203,7 @@ func TestFetchSessionAnswersLeadershipChange(t *testing.T) {
 		res, _ := r.try(10*time.Second, nil)
 		done <- res
 	}()
-	time.Sleep(20 * time.Millisecond)
+	r.waitServing()
 	ps := r.im.Topics["m"].Partitions[3]
 	ed := controller.EditImage(r.im)
 	if _, err := ed.Apply(controller.PartitionChange{Topic: "m", Partition: 3, PartitionEpoch: ps.PartitionEpoch, LeaderEpoch: ps.LeaderEpoch,
@@ -299,7 +318,7 @@ func TestFetchSessionCancelledFetchKeepsItsEpoch(t *testing.T) {
 		_, err := r.m.FetchInSession(ctx, p, FetchSessionRequest{ID: r.id, Epoch: r.epoch, Forgotten: []TopicPartition{{Topic: "m", Partition: 0}}})
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	r.waitServing()
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a cancelled fetch answered")

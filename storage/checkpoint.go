@@ -17,19 +17,7 @@ func writeCheckpoint(path string, v int64) error {
 // never a torn one.
 func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeSynced(tmp, os.O_TRUNC, data); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -50,19 +38,7 @@ func WriteFileAtomic(path string, data []byte) error {
 // directory's partition.metadata, written before the log holds a byte
 // (issue 31: a creation writes thousands).
 func WriteFileNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeSynced(path, os.O_EXCL, data); err != nil {
 		return err
 	}
 	d, err := os.Open(filepath.Dir(path))
@@ -74,6 +50,24 @@ func WriteFileNew(path string, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// writeSynced creates path (os.O_CREATE|os.O_WRONLY|flag) with data and
+// fsyncs it.
+func writeSynced(path string, flag int, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|flag, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // readCheckpoint reads a checkpoint; a missing or unreadable one is 0.
