@@ -134,9 +134,16 @@ type fetcher struct {
 	fm     *fetcherManager
 	source int32
 
-	mu    sync.Mutex // guards parts, cancelPoll, lastCancel, cancelLater and the truncate flags of the states
+	mu    sync.Mutex // guards parts, changed, truncating, cancelPoll, lastCancel, cancelLater and the truncate flags of the states
 	parts map[TopicPartition]*fetchState
-	wake  chan struct{} // capacity 1: a partition was added
+	// changed is the partitions whose state changed since the fetch
+	// session last looked at them (added, removed, truncate flag set or
+	// cleared, answered, backed off or back from it): an incremental
+	// fetch examines these alone, not every partition (issue 31).
+	changed map[TopicPartition]struct{}
+	// truncating is the states whose truncate flag is set.
+	truncating map[TopicPartition]*fetchState
+	wake       chan struct{} // capacity 1: a partition was added
 	// cancelPoll cancels the fetch in flight (nil when none): a partition
 	// added meanwhile is then fetched soon instead of after the leader's
 	// long poll (up to replicaFetchWait) for the others ends.
@@ -157,9 +164,15 @@ type fetcher struct {
 	// unaryUntil: the source did not serve the stream; use ReplicaFetch
 	// until then.
 	unaryUntil time.Time
-	// session is the fetch session with the source; used by run's
+	// session is the fetch session with the source; retrying is the
+	// states backed off from (retryAt ahead), which become changed when
+	// it passes; rescanAt is when the next incremental fetch compares
+	// every partition with the session, a check for a change not marked
+	// (counted in the ReplicaManager's fetchRescanFound). Used by run's
 	// goroutine only.
-	session sessionClient
+	session  sessionClient
+	retrying map[TopicPartition]*fetchState
+	rescanAt time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -169,7 +182,9 @@ type fetcher struct {
 func newFetcher(fm *fetcherManager, source int32) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &fetcher{fm: fm, source: source, parts: map[TopicPartition]*fetchState{},
-		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+		changed: map[TopicPartition]struct{}{}, truncating: map[TopicPartition]*fetchState{},
+		retrying: map[TopicPartition]*fetchState{},
+		wake:     make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 func (f *fetcher) stop() {
@@ -186,6 +201,12 @@ func (f *fetcher) stop() {
 func (f *fetcher) add(s *fetchState) {
 	f.mu.Lock()
 	f.parts[s.p.TopicPartition] = s
+	f.changed[s.p.TopicPartition] = struct{}{}
+	if s.truncate {
+		f.truncating[s.p.TopicPartition] = s
+	} else {
+		delete(f.truncating, s.p.TopicPartition)
+	}
 	if f.cancelPoll != nil && f.cancelLater == nil {
 		if wait := addCancelEvery - time.Since(f.lastCancel); wait <= 0 {
 			f.cancelPoll()
@@ -221,7 +242,45 @@ func (f *fetcher) cancelForAdds() {
 
 func (f *fetcher) remove(tp TopicPartition) {
 	f.mu.Lock()
-	delete(f.parts, tp)
+	if f.parts[tp] != nil {
+		delete(f.parts, tp)
+		delete(f.truncating, tp)
+		f.changed[tp] = struct{}{}
+	}
+	f.mu.Unlock()
+}
+
+// setTruncate sets or clears s's truncate flag.
+func (f *fetcher) setTruncate(s *fetchState, truncate bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.truncate = truncate
+	if f.parts[s.p.TopicPartition] != s {
+		return // replaced or removed: its successor's flag stands
+	}
+	if truncate {
+		f.truncating[s.p.TopicPartition] = s
+	} else {
+		delete(f.truncating, s.p.TopicPartition)
+	}
+	f.changed[s.p.TopicPartition] = struct{}{}
+}
+
+// retry backs s off until at (run's goroutine only).
+func (f *fetcher) retry(s *fetchState, at time.Time) {
+	s.retryAt = at
+	f.retrying[s.p.TopicPartition] = s
+}
+
+// markChanged marks tps changed (an answer for them came).
+func (f *fetcher) markChanged(tps []TopicPartition) {
+	if len(tps) == 0 {
+		return
+	}
+	f.mu.Lock()
+	for _, tp := range tps {
+		f.changed[tp] = struct{}{}
+	}
 	f.mu.Unlock()
 }
 
@@ -232,20 +291,87 @@ func (f *fetcher) current(s *fetchState) bool {
 	return f.parts[s.p.TopicPartition] == s
 }
 
-func (f *fetcher) snapshot(now time.Time) (truncate, fetch []*fetchState) {
+// sessionRescanEvery is how often an incremental fetch compares every
+// partition with what the session holds rather than the changed ones
+// alone: a change that was not marked costs at most this much delay
+// (and is logged).
+const sessionRescanEvery = 30 * time.Second
+
+// fetchRound is what one round of run fetches: the partitions to truncate
+// first, the states the fetch wants (all of them when all is set,
+// otherwise those changed) and, when not all, the changed partitions it
+// does not want (removed, backed off or truncating).
+type fetchRound struct {
+	truncate, fetch []*fetchState
+	gone            []TopicPartition
+	all             bool
+}
+
+func (r *fetchRound) empty() bool {
+	return len(r.truncate) == 0 && len(r.fetch) == 0 && len(r.gone) == 0
+}
+
+// snapshot takes the round's partitions at now (run's goroutine only).
+// A full fetch (no session), and a rescan every sessionRescanEvery, walk
+// every partition; an incremental fetch examines only the changed ones,
+// those whose back-off passed and those the session itself must list
+// again (so an idle fetcher costs nothing per partition).
+func (f *fetcher) snapshot(now time.Time) fetchRound {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, s := range f.parts {
-		if now.Before(s.retryAt) {
-			continue
-		}
-		if s.truncate {
-			truncate = append(truncate, s)
-		} else {
-			fetch = append(fetch, s)
+	var r fetchRound
+	for tp, s := range f.retrying {
+		if f.parts[tp] != s {
+			delete(f.retrying, tp)
+		} else if !now.Before(s.retryAt) {
+			delete(f.retrying, tp)
+			f.changed[tp] = struct{}{}
 		}
 	}
-	return truncate, fetch
+	for _, s := range f.truncating {
+		if !now.Before(s.retryAt) {
+			r.truncate = append(r.truncate, s)
+		}
+	}
+	wanted := func(s *fetchState) bool { return !s.truncate && !now.Before(s.retryAt) }
+	r.all = f.session.id == 0 || !now.Before(f.rescanAt)
+	if r.all {
+		if f.session.id != 0 {
+			f.rescanAt = now.Add(sessionRescanEvery)
+		}
+		clear(f.changed)
+		clear(f.session.pending)
+		for _, s := range f.parts {
+			if wanted(s) {
+				r.fetch = append(r.fetch, s)
+			}
+		}
+		return r
+	}
+	for tp := range f.session.pending {
+		f.changed[tp] = struct{}{}
+	}
+	clear(f.session.pending)
+	for tp := range f.changed {
+		if s := f.parts[tp]; s != nil && wanted(s) {
+			r.fetch = append(r.fetch, s)
+		} else {
+			r.gone = append(r.gone, tp)
+		}
+	}
+	clear(f.changed)
+	return r
+}
+
+// merge adds a later snapshot's partitions to fetch (the truncation of r
+// done): the later one's alone when it walked every partition.
+func (r *fetchRound) merge(later fetchRound) {
+	if later.all {
+		r.fetch, r.gone, r.all = later.fetch, nil, true
+		return
+	}
+	r.fetch = append(r.fetch, later.fetch...)
+	r.gone = append(r.gone, later.gone...)
 }
 
 func (f *fetcher) client() (*grpc.ClientConn, error) {
@@ -264,12 +390,18 @@ func (f *fetcher) run() {
 	defer f.closeStream()
 	backoff := fetchBackoff
 	for f.ctx.Err() == nil {
-		now := time.Now()
-		truncate, fetch := f.snapshot(now)
-		if f.fm.rm.fetchPaused.Load() {
-			truncate, fetch = nil, nil
+		if f.fm.rm.fetchPaused.Load() || !f.busy() {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-f.wake:
+			case <-time.After(fetchBackoff):
+			}
+			continue
 		}
-		if len(truncate) == 0 && len(fetch) == 0 {
+		round := f.snapshot(time.Now())
+		if round.empty() && len(f.session.sent) == 0 {
+			// Nothing wanted now (every partition backed off): wait.
 			select {
 			case <-f.ctx.Done():
 				return
@@ -279,18 +411,21 @@ func (f *fetcher) run() {
 			continue
 		}
 		cc, err := f.client()
-		if err == nil && len(truncate) > 0 {
-			err = f.truncate(internalv1.NewReplicaClient(cc), truncate)
+		if err == nil && len(round.truncate) > 0 {
+			err = f.truncate(internalv1.NewReplicaClient(cc), round.truncate)
 			if err == nil && !f.fm.rm.fetchPaused.Load() {
 				// The partitions just truncated join this round's fetch
 				// instead of waiting for its long poll to end.
-				_, fetch = f.snapshot(time.Now())
+				round.merge(f.snapshot(time.Now()))
 			}
 		}
-		if err == nil && len(fetch) > 0 {
-			err = f.fetch(cc, fetch)
+		if err == nil && (len(round.fetch) > 0 || len(round.gone) > 0 || len(f.session.sent) > 0) {
+			err = f.fetch(cc, round)
 		}
 		if err != nil {
+			// The round's changes were taken from the marks: the next
+			// fetch is a full one, which looks at every partition again.
+			f.session.reset()
 			if f.ctx.Err() != nil {
 				return
 			}
@@ -307,6 +442,13 @@ func (f *fetcher) run() {
 		}
 		backoff = fetchBackoff
 	}
+}
+
+// busy reports whether the fetcher holds any partition.
+func (f *fetcher) busy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.parts) > 0
 }
 
 // truncate asks the leader where each partition's log diverges from its
@@ -333,7 +475,7 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 		}
 		if r.ErrorCode != sluicev1.ErrorCode_NONE {
 			f.fm.log.Debug("offset for leader epoch refused", s.p.LogAttr(), "code", r.ErrorCode, "msg", r.ErrorMessage)
-			s.retryAt = time.Now().Add(fetchBackoff)
+			f.retry(s, time.Now().Add(fetchBackoff))
 			continue
 		}
 		var again bool
@@ -349,13 +491,11 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 			if !s.p.Offline() && !storage.IsResourceError(err) {
 				f.fm.log.Error("follower truncation failed", s.p.LogAttr(), "err", err)
 			}
-			s.retryAt = time.Now().Add(time.Second)
+			f.retry(s, time.Now().Add(time.Second))
 			continue
 		}
 		if !again {
-			f.mu.Lock()
-			s.truncate = false
-			f.mu.Unlock()
+			f.setTruncate(s, false)
 		}
 	}
 	return nil
@@ -372,6 +512,10 @@ type sessionClient struct {
 	// forgot (undo sends them again); toForget is forgotten partitions to
 	// send again.
 	listed, forgotten, toForget []TopicPartition
+	// pending is partitions taken out of sent (undo, drop) that the next
+	// incremental fetch must examine although nothing marked them
+	// changed: the fetcher's snapshot adds them to its changed ones.
+	pending map[TopicPartition]struct{}
 }
 
 // sentPartition is a partition as the session holds it.
@@ -394,32 +538,38 @@ func (c *sessionClient) undo() {
 	}
 	for _, tp := range c.listed {
 		delete(c.sent, tp)
+		c.repend(tp)
 	}
 	c.toForget = append(c.toForget, c.forgotten...)
 	c.listed, c.forgotten = nil, nil
 }
 
-// build fills req for states, the partitions wanted now: all of them in
-// a full fetch, otherwise those the session does not hold as they are
-// (new, another state, another fetch offset), and the session's others as
-// forgotten. It returns the states listed, in request order.
-func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, states []*fetchState) []*fetchState {
+// build fills req for round: in a full fetch every wanted partition; in
+// an incremental one those of round.fetch the session does not hold as
+// they are (new, another state, another fetch offset), and as forgotten
+// the session's partitions round no longer wants (round.gone, or when
+// round.all every partition the session holds that round.fetch lacks).
+// It returns the states listed, in request order.
+func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, round fetchRound) []*fetchState {
 	c.round++
 	full := c.id == 0
 	if full {
 		req.SessionId, req.SessionEpoch = 0, FetchSessionInitial
-		c.sent = make(map[TopicPartition]*sentPartition, len(states))
+		c.sent = make(map[TopicPartition]*sentPartition, len(round.fetch))
 	} else {
 		req.SessionId, req.SessionEpoch = c.id, c.epoch
 	}
-	listed := states[:0:0]
+	listed := round.fetch[:0:0]
 	c.listed, c.forgotten = c.listed[:0], c.forgotten[:0]
-	for _, s := range states {
+	for _, s := range round.fetch {
 		off := s.p.log.EndOffset()
 		e := c.sent[s.p.TopicPartition]
 		if e == nil {
 			e = &sentPartition{}
 			c.sent[s.p.TopicPartition] = e
+		}
+		if e.round == c.round && e.s == s {
+			continue // twice in the round (merged snapshots)
 		}
 		e.round = c.round
 		if !full && e.s == s && e.offset == off {
@@ -432,10 +582,19 @@ func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, states []*fet
 			FetchOffset: off, CurrentLeaderEpoch: s.leaderEpoch, PartitionMaxBytes: replicaFetchPartitionBytes})
 	}
 	if !full {
-		for tp, e := range c.sent {
-			if e.round != c.round {
+		forget := func(tp TopicPartition) {
+			if e := c.sent[tp]; e != nil && e.round != c.round {
 				delete(c.sent, tp)
 				c.forgotten = append(c.forgotten, tp)
+			}
+		}
+		if round.all {
+			for tp := range c.sent {
+				forget(tp)
+			}
+		} else {
+			for _, tp := range round.gone {
+				forget(tp)
 			}
 		}
 		// Forgets of a fetch taken back, unless wanted again meanwhile.
@@ -479,6 +638,15 @@ func (c *sessionClient) drop(tp TopicPartition) {
 	}
 	delete(c.sent, tp)
 	c.toForget = append(c.toForget, tp)
+	c.repend(tp)
+}
+
+// repend makes the next incremental fetch examine tp.
+func (c *sessionClient) repend(tp TopicPartition) {
+	if c.pending == nil {
+		c.pending = map[TopicPartition]struct{}{}
+	}
+	c.pending[tp] = struct{}{}
 }
 
 // stateOf is the fetch state an incremental answer's partition is for
@@ -495,11 +663,18 @@ func (c *sessionClient) stateOf(topic string, partition int32) *fetchState {
 // place (its batches are slices of the received buffer, appended
 // verbatim), and the buffer is released once every batch is in its log.
 // Any failure ends the session: the next fetch is a full one.
-func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
+func (f *fetcher) fetch(cc *grpc.ClientConn, round fetchRound) error {
 	rm := f.fm.rm
 	req := &internalv1.ReplicaFetchRequest{ReplicaId: rm.cfg.NodeID, BrokerEpoch: rm.brokerEpoch(),
 		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
-	listed := f.session.build(req, states)
+	listed := f.session.build(req, round)
+	if round.all && req.SessionEpoch != FetchSessionInitial && len(listed) > 0 {
+		// A rescan found partitions changed that no mark named: fetched
+		// now, but up to sessionRescanEvery late.
+		f.fm.rm.fetchRescanFound.Add(int64(len(listed)))
+		f.fm.log.Info("fetch session rescan found partitions changed without a mark", "source", f.source,
+			"partitions", len(listed), "first", listed[0].p.TopicPartition)
+	}
 	resp := &codec.ReplicaFetchResponse{}
 	defer resp.Release()
 	var err error
@@ -532,6 +707,10 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 	full := req.SessionEpoch == FetchSessionInitial
 	f.session.answered(req, &resp.ReplicaFetchResponse)
 	now := time.Now()
+	// Every partition answered is looked at again by the next fetch (its
+	// offset moved, or it failed and is backed off or truncating).
+	answered := make([]TopicPartition, 0, len(resp.Partitions))
+	defer func() { f.markChanged(answered) }()
 	for i, r := range resp.Partitions {
 		var s *fetchState
 		switch {
@@ -543,6 +722,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, states []*fetchState) error {
 		if s == nil || !f.current(s) {
 			continue
 		}
+		answered = append(answered, s.p.TopicPartition)
 		if !f.apply(s, r, now) {
 			f.session.drop(s.p.TopicPartition)
 		}
@@ -570,15 +750,13 @@ func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, 
 				s.p.roleMu.Unlock()
 			}
 		} else {
-			f.mu.Lock()
-			s.truncate = true
-			f.mu.Unlock()
+			f.setTruncate(s, true)
 		}
 		return false
 	default:
 		// Not the leader (yet or any more), stale epochs: wait for the
 		// metadata to move this partition.
-		s.retryAt = now.Add(fetchBackoff)
+		f.retry(s, now.Add(fetchBackoff))
 		return false
 	}
 	// Append under the role lock, so a partition that became leader
@@ -592,13 +770,11 @@ func (f *fetcher) apply(s *fetchState, r *internalv1.ReplicaFetchPartitionData, 
 			if storage.IsResourceError(err) {
 				// Out of file descriptors (a roll): logged by
 				// resourceError; fetch again after a pause.
-				s.retryAt = now.Add(resourceRetryBackoff)
+				f.retry(s, now.Add(resourceRetryBackoff))
 			} else if !s.p.Offline() { // an offline replica's failure is logged once (offline.go)
 				f.fm.log.Warn("follower append failed", s.p.LogAttr(), "err", err)
 			}
-			f.mu.Lock()
-			s.truncate = true
-			f.mu.Unlock()
+			f.setTruncate(s, true)
 			taken = false
 			break
 		}

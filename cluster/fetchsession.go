@@ -371,6 +371,12 @@ func (p *Replica) signalWatchers(data bool) {
 // as a leader.
 func (m *ReplicaManager) FetchSessions() int { return m.sessions.count() }
 
+// FetchRescanFound is how many partitions this broker's fetchers found,
+// in their periodic rescan, changed with no mark of it: each was fetched
+// up to sessionRescanEvery late. It stays 0 unless a change of a
+// follower partition is not marked (fetcher.go).
+func (m *ReplicaManager) FetchRescanFound() int64 { return m.fetchRescanFound.Load() }
+
 // FetchInSession serves a follower's fetch in a fetch session (the
 // ReplicaID of p must be a follower's): with sr.Epoch FetchSessionInitial
 // it opens a session holding p.Partitions (a full fetch, answered for

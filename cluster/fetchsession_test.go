@@ -242,15 +242,18 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 		}
 		return listed, forgotten
 	}
+	// every is a round that walks every partition, as a full fetch and a
+	// rescan do.
+	every := func(ss []*fetchState) fetchRound { return fetchRound{fetch: ss, all: true} }
 	var c sessionClient
 	req := &internalv1.ReplicaFetchRequest{}
-	if got := c.build(req, states); len(got) != 4 || req.SessionEpoch != FetchSessionInitial || req.SessionId != 0 {
+	if got := c.build(req, every(states)); len(got) != 4 || req.SessionEpoch != FetchSessionInitial || req.SessionId != 0 {
 		t.Fatalf("first fetch is full: %d listed, session %d epoch %d", len(got), req.SessionId, req.SessionEpoch)
 	}
 	c.answered(req, &internalv1.ReplicaFetchResponse{SessionId: 7})
 
 	req = &internalv1.ReplicaFetchRequest{}
-	c.build(req, states)
+	c.build(req, every(states))
 	if l, f := listedOf(req); len(l)+len(f) != 0 || req.SessionId != 7 || req.SessionEpoch != 1 {
 		t.Fatalf("nothing changed: listed %v forgotten %v, session %d epoch %d", l, f, req.SessionId, req.SessionEpoch)
 	}
@@ -259,7 +262,7 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 	r.append(1) // the "follower's" log end moves
 	states[2] = &fetchState{p: states[2].p, leaderEpoch: 1}
 	req = &internalv1.ReplicaFetchRequest{}
-	c.build(req, states[:3])
+	c.build(req, every(states[:3]))
 	if l, f := listedOf(req); !slices.Equal(l, []string{"1@1", "2@0"}) || !slices.Equal(f, []string{"3"}) || req.SessionEpoch != 2 {
 		t.Fatalf("listed %v forgotten %v epoch %d, want m-1 (moved), m-2 (new state) and m-3 forgotten at epoch 2", l, f, req.SessionEpoch)
 	}
@@ -270,13 +273,13 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 	// has the same epoch and lists and forgets the same again.
 	c.undo()
 	req = &internalv1.ReplicaFetchRequest{}
-	c.build(req, states[:3])
+	c.build(req, every(states[:3]))
 	if l, f := listedOf(req); !slices.Equal(l, []string{"1@1", "2@0"}) || !slices.Equal(f, []string{"3"}) || req.SessionEpoch != 2 {
 		t.Fatalf("after undo: listed %v forgotten %v epoch %d, want the same fetch again", l, f, req.SessionEpoch)
 	}
 	c.answered(req, &internalv1.ReplicaFetchResponse{})
 	req = &internalv1.ReplicaFetchRequest{}
-	c.build(req, states[:3])
+	c.build(req, every(states[:3]))
 	if l, f := listedOf(req); len(l)+len(f) != 0 || req.SessionEpoch != 3 {
 		t.Fatalf("then: listed %v forgotten %v epoch %d, want nothing at epoch 3", l, f, req.SessionEpoch)
 	}
@@ -286,13 +289,13 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 	// forgotten; wanted again, it is listed even at the same offset.
 	c.drop(TopicPartition{Topic: "m", Partition: 0})
 	req = &internalv1.ReplicaFetchRequest{}
-	c.build(req, states[1:3])
+	c.build(req, every(states[1:3]))
 	if l, f := listedOf(req); len(l) != 0 || !slices.Equal(f, []string{"0"}) {
 		t.Fatalf("after a drop, backed off: listed %v forgotten %v, want m-0 forgotten", l, f)
 	}
 	c.answered(req, &internalv1.ReplicaFetchResponse{})
 	req = &internalv1.ReplicaFetchRequest{}
-	c.build(req, states[:3])
+	c.build(req, every(states[:3]))
 	if l, f := listedOf(req); !slices.Equal(l, []string{"0@0"}) || len(f) != 0 {
 		t.Fatalf("wanted again: listed %v forgotten %v, want m-0 listed at its unchanged offset", l, f)
 	}
@@ -300,7 +303,7 @@ func TestSessionClientListsChangesOnly(t *testing.T) {
 
 	c.reset()
 	req = &internalv1.ReplicaFetchRequest{}
-	if got := c.build(req, states); len(got) != 4 || req.SessionEpoch != FetchSessionInitial {
+	if got := c.build(req, every(states)); len(got) != 4 || req.SessionEpoch != FetchSessionInitial {
 		t.Fatal("after a reset the next fetch is not a full one")
 	}
 }
@@ -330,5 +333,103 @@ func TestFetchSessionCancelledFetchKeepsItsEpoch(t *testing.T) {
 	r.append(0)
 	if got := answered(r.fetch(50*time.Millisecond, nil)); len(got) != 0 {
 		t.Fatalf("a forgotten partition answered: %v", got)
+	}
+}
+
+// An incremental fetch examines only the partitions marked changed (so
+// an idle fetcher costs nothing per partition), and each kind of change
+// is marked: an answer, an add or remove, a truncate flag, a back-off
+// passing, a fetch taken back; a rescan walks every partition.
+func TestFetcherIncrementalRoundsExamineChangesOnly(t *testing.T) {
+	r := newSessionRig(t)
+	f := newFetcher(&fetcherManager{rm: r.m, log: r.m.log}, 2)
+	tp := func(i int32) TopicPartition { return TopicPartition{Topic: "m", Partition: i} }
+	states := map[int32]*fetchState{}
+	for i := range int32(4) {
+		p, err := r.m.Replica("m", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[i] = &fetchState{p: p}
+		f.add(states[i])
+	}
+	now := time.Now()
+	// round builds the next fetch at now and returns what it lists and
+	// forgets, as "partition@offset" and "partition", and truncates.
+	round := func(wantAll bool) (listed, forgotten, truncate []string) {
+		t.Helper()
+		rd := f.snapshot(now)
+		if rd.all != wantAll {
+			t.Fatalf("round walks every partition: %v, want %v", rd.all, wantAll)
+		}
+		for _, s := range rd.truncate {
+			truncate = append(truncate, fmt.Sprint(s.p.Partition))
+		}
+		req := &internalv1.ReplicaFetchRequest{}
+		f.session.build(req, rd)
+		for _, p := range req.Partitions {
+			listed = append(listed, fmt.Sprintf("%d@%d", p.Partition, p.FetchOffset))
+		}
+		for _, p := range req.Forgotten {
+			forgotten = append(forgotten, fmt.Sprint(p.Partition))
+		}
+		slices.Sort(listed)
+		slices.Sort(forgotten)
+		f.session.answered(req, &internalv1.ReplicaFetchResponse{SessionId: 9})
+		return listed, forgotten, truncate
+	}
+	expect := func(what string, wantAll bool, listed, forgotten []string) {
+		t.Helper()
+		l, fg, _ := round(wantAll)
+		if !slices.Equal(l, listed) || !slices.Equal(fg, forgotten) {
+			t.Fatalf("%s: listed %v forgotten %v, want %v and %v", what, l, fg, listed, forgotten)
+		}
+	}
+	expect("full fetch", true, []string{"0@0", "1@0", "2@0", "3@0"}, nil)
+	f.rescanAt = now.Add(time.Hour)
+	expect("nothing changed", false, nil, nil)
+
+	r.append(1) // the "follower's" log end moves, unmarked
+	expect("an unmarked change is not looked at", false, nil, nil)
+	f.markChanged([]TopicPartition{tp(1)}) // as an answer for it does
+	expect("answered", false, []string{"1@1"}, nil)
+
+	f.remove(tp(3))
+	expect("removed", false, nil, []string{"3"})
+	f.add(states[3])
+	expect("added again", false, []string{"3@0"}, nil)
+
+	f.retry(states[0], now.Add(time.Minute))
+	f.markChanged([]TopicPartition{tp(0)})
+	expect("backed off", false, nil, []string{"0"})
+	now = now.Add(2 * time.Minute)
+	expect("back-off passed", false, []string{"0@0"}, nil)
+
+	f.setTruncate(states[2], true)
+	if _, fg, tr := round(false); !slices.Equal(fg, []string{"2"}) || !slices.Equal(tr, []string{"2"}) {
+		t.Fatalf("truncating: forgotten %v truncate %v, want m-2 both", fg, tr)
+	}
+	f.setTruncate(states[2], false)
+	expect("truncated", false, []string{"2@0"}, nil)
+
+	// A fetch taken back (cancelled for an add) is listed again.
+	f.markChanged([]TopicPartition{tp(1)})
+	r.append(1)
+	expect("moved again", false, []string{"1@2"}, nil)
+	f.session.epoch-- // the answer did not come: undo
+	f.session.undo()
+	expect("after undo", false, []string{"1@2"}, nil)
+	// A partition dropped by the session (its answer failed) is listed
+	// again when wanted.
+	f.session.drop(tp(0))
+	expect("dropped", false, []string{"0@0"}, nil)
+
+	// A rescan compares every partition: an unmarked change is listed.
+	r.append(3)
+	expect("unmarked", false, nil, nil)
+	f.rescanAt = now
+	expect("rescan", true, []string{"3@1"}, nil)
+	if !f.rescanAt.After(now) {
+		t.Fatal("a rescan does not schedule the next one")
 	}
 }

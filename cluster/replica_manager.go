@@ -83,6 +83,9 @@ type ReplicaManager struct {
 	repl        atomic.Pointer[ReplicationConfig]
 	fetchers    *fetcherManager
 	fetchPaused atomic.Bool
+	// fetchRescanFound counts partitions a fetcher's rescan found changed
+	// without a mark (fetcher.go): 0 unless a change is not marked.
+	fetchRescanFound atomic.Int64
 
 	// ctx ends at Close: it stops the loops and AlterPartition calls.
 	ctx    context.Context

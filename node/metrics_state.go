@@ -57,7 +57,7 @@ type stateCollector struct {
 	// Replicas offline on this broker after a disk error (decision 42).
 	storageFailed *prometheus.Desc
 	// Followers' replica fetch sessions held by this broker as a leader.
-	fetchSessions *prometheus.Desc
+	fetchSessions, fetchRescanFound *prometheus.Desc
 }
 
 var partitionLabels = []string{"topic", "partition"}
@@ -68,6 +68,7 @@ func newStateCollector(n *Node) *stateCollector {
 	}
 	return &stateCollector{
 		fetchSessions:         d("sluice_replica_fetch_sessions", "Followers' replica fetch sessions this broker holds as a leader (one per follower broker fetching from it)."),
+		fetchRescanFound:      d("sluice_replica_fetch_rescan_found_total", "Follower partitions a fetcher's periodic rescan found changed with no mark of it (fetched late; 0 unless a change was missed)."),
 		cleanerRuns:           d("sluice_log_cleaner_runs_total", "Cleaning passes that rewrote segments of a compacted partition."),
 		cleanerBytesRead:      d("sluice_log_cleaner_bytes_read_total", "Segment bytes the log cleaner read and rewrote."),
 		cleanerBytesWritten:   d("sluice_log_cleaner_bytes_written_total", "Segment bytes the log cleaner wrote."),
@@ -162,7 +163,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.txnQueueDepth, c.txnAppendSeconds, c.groupQueueDepth, c.groupAppendSeconds,
 		c.groups, c.groupLoading, c.groupLoadSeconds, c.rebalances, c.groupLag, c.groupSkippedRecords,
 		c.cleanerRuns, c.cleanerBytesRead, c.cleanerBytesWritten, c.cleanerRecordsRemoved, c.cleanerFailures,
-		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed, c.fetchSessions,
+		c.cleanerLastDuration, c.cleanerMaxDirtyRatio, c.storageFailed, c.fetchSessions, c.fetchRescanFound,
 	} {
 		ch <- d
 	}
@@ -180,6 +181,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(ch, c.storageFailed, float64(len(n.replicas.OfflineReplicas())))
 	gauge(ch, c.fetchSessions, float64(n.replicas.FetchSessions()))
+	constMetric(ch, c.fetchRescanFound, prometheus.CounterValue, float64(n.replicas.FetchRescanFound()))
 	now := time.Now()
 	c.collectPartitions(ch, now)
 	c.collectPartitionHealth(ch, im)
