@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -305,6 +306,9 @@ type fetchRound struct {
 	truncate, fetch []*fetchState
 	gone            []TopicPartition
 	all             bool
+	// marked is, in a rescan (all, in a session), the partitions marked
+	// changed: what it lists beyond them is a change with no mark.
+	marked map[TopicPartition]struct{}
 }
 
 func (r *fetchRound) empty() bool {
@@ -336,8 +340,12 @@ func (f *fetcher) snapshot(now time.Time) fetchRound {
 	wanted := func(s *fetchState) bool { return !s.truncate && !now.Before(s.retryAt) }
 	r.all = f.session.id == 0 || !now.Before(f.rescanAt)
 	if r.all {
+		f.rescanAt = now.Add(sessionRescanEvery)
 		if f.session.id != 0 {
-			f.rescanAt = now.Add(sessionRescanEvery)
+			r.marked = maps.Clone(f.changed)
+			for tp := range f.session.pending {
+				r.marked[tp] = struct{}{}
+			}
 		}
 		clear(f.changed)
 		clear(f.session.pending)
@@ -367,7 +375,7 @@ func (f *fetcher) snapshot(now time.Time) fetchRound {
 // done): the later one's alone when it walked every partition.
 func (r *fetchRound) merge(later fetchRound) {
 	if later.all {
-		r.fetch, r.gone, r.all = later.fetch, nil, true
+		r.fetch, r.gone, r.all, r.marked = later.fetch, nil, true, later.marked
 		return
 	}
 	r.fetch = append(r.fetch, later.fetch...)
@@ -441,6 +449,26 @@ func (f *fetcher) run() {
 			continue
 		}
 		backoff = fetchBackoff
+	}
+}
+
+// noteRescan counts and logs what a rescan round lists with no mark of
+// a change: a change missed, fetched now but up to sessionRescanEvery
+// late.
+func (f *fetcher) noteRescan(round fetchRound, listed []*fetchState) {
+	if round.marked == nil {
+		return // not a rescan
+	}
+	var unmarked []TopicPartition
+	for _, s := range listed {
+		if _, ok := round.marked[s.p.TopicPartition]; !ok {
+			unmarked = append(unmarked, s.p.TopicPartition)
+		}
+	}
+	if len(unmarked) > 0 {
+		f.fm.rm.fetchRescanFound.Add(int64(len(unmarked)))
+		f.fm.log.Info("fetch session rescan found partitions changed without a mark", "source", f.source,
+			"partitions", len(unmarked), "first", unmarked[0])
 	}
 }
 
@@ -668,13 +696,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, round fetchRound) error {
 	req := &internalv1.ReplicaFetchRequest{ReplicaId: rm.cfg.NodeID, BrokerEpoch: rm.brokerEpoch(),
 		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
 	listed := f.session.build(req, round)
-	if round.all && req.SessionEpoch != FetchSessionInitial && len(listed) > 0 {
-		// A rescan found partitions changed that no mark named: fetched
-		// now, but up to sessionRescanEvery late.
-		f.fm.rm.fetchRescanFound.Add(int64(len(listed)))
-		f.fm.log.Info("fetch session rescan found partitions changed without a mark", "source", f.source,
-			"partitions", len(listed), "first", listed[0].p.TopicPartition)
-	}
+	f.noteRescan(round, listed)
 	resp := &codec.ReplicaFetchResponse{}
 	defer resp.Release()
 	var err error

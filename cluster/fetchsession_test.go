@@ -366,7 +366,7 @@ func TestFetcherIncrementalRoundsExamineChangesOnly(t *testing.T) {
 			truncate = append(truncate, fmt.Sprint(s.p.Partition))
 		}
 		req := &internalv1.ReplicaFetchRequest{}
-		f.session.build(req, rd)
+		f.noteRescan(rd, f.session.build(req, rd))
 		for _, p := range req.Partitions {
 			listed = append(listed, fmt.Sprintf("%d@%d", p.Partition, p.FetchOffset))
 		}
@@ -424,12 +424,21 @@ func TestFetcherIncrementalRoundsExamineChangesOnly(t *testing.T) {
 	f.session.drop(tp(0))
 	expect("dropped", false, []string{"0@0"}, nil)
 
-	// A rescan compares every partition: an unmarked change is listed.
+	// A rescan compares every partition: an unmarked change is listed,
+	// and counted; a marked one is listed and not counted.
 	r.append(3)
 	expect("unmarked", false, nil, nil)
+	r.append(1)
+	f.markChanged([]TopicPartition{tp(1)})
 	f.rescanAt = now
-	expect("rescan", true, []string{"3@1"}, nil)
+	if n := r.m.FetchRescanFound(); n != 0 {
+		t.Fatalf("%d changes counted as missed before the rescan", n)
+	}
+	expect("rescan", true, []string{"1@3", "3@1"}, nil)
 	if !f.rescanAt.After(now) {
 		t.Fatal("a rescan does not schedule the next one")
+	}
+	if n := r.m.FetchRescanFound(); n != 1 {
+		t.Fatalf("the rescan counted %d changes with no mark, want 1 (m-3)", n)
 	}
 }
