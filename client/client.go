@@ -9,9 +9,12 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -40,6 +44,51 @@ type clientConfig struct {
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
 	dialer         func(ctx context.Context, addr string) (net.Conn, error)
+	tls            *tls.Config // nil: plaintext
+}
+
+// WithTLS makes every connection to a broker TLS with cfg (cloned): set
+// RootCAs to the CA of the brokers' certificates (nil: the system's), and
+// Certificates or GetClientCertificate for a client certificate when the
+// brokers ask for one. A broker's certificate is checked against the host
+// it is dialed at (ServerName overrides it). LoadTLSConfig builds one
+// from PEM files.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *clientConfig) error {
+		if cfg == nil {
+			return errors.New("sluice: TLS config must not be nil")
+		}
+		c.tls = cfg.Clone()
+		return nil
+	}
+}
+
+// LoadTLSConfig is a client TLS configuration from PEM files: caFile the
+// CA that signed the brokers' certificates (empty: the system's roots),
+// certFile and keyFile a client certificate (both or neither).
+func LoadTLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: TLS CA file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("sluice: TLS CA file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("sluice: a TLS client certificate needs its key file, and a key file its certificate")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // WithDialer makes every connection to a broker with dial instead of a
@@ -181,8 +230,12 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if err := checkBrokerAddr(addr); err != nil {
 		return nil, err
 	}
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if c.cfg.tls != nil {
+		creds = credentials.NewTLS(c.cfg.tls)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},

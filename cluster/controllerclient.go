@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -42,6 +43,9 @@ type ConnPool struct {
 	// dialMap redirects dials (fault injection, testing only); nil in
 	// production. Read-only.
 	dialMap faultnet.DialMap
+	// creds secure the connections (mutual TLS between nodes); nil:
+	// plaintext. Read-only.
+	creds credentials.TransportCredentials
 
 	mu     sync.Mutex // guards the following
 	conns  map[string]*grpc.ClientConn
@@ -56,10 +60,18 @@ func NewConnPool() *ConnPool { return &ConnPool{conns: map[string]*grpc.ClientCo
 // injection proxy stands there). Connections are still keyed, and their
 // gRPC authority set, by the real address. An empty m is NewConnPool.
 func NewConnPoolWithDialMap(m faultnet.DialMap) *ConnPool {
+	return NewConnPoolWith(m, nil)
+}
+
+// NewConnPoolWith returns an empty pool dialing with creds (nil:
+// plaintext) and, with a non-empty m, redirecting dials as
+// NewConnPoolWithDialMap does.
+func NewConnPoolWith(m faultnet.DialMap, creds credentials.TransportCredentials) *ConnPool {
 	p := NewConnPool()
 	if len(m) > 0 {
 		p.dialMap = m
 	}
+	p.creds = creds
 	return p
 }
 
@@ -74,8 +86,12 @@ func (p *ConnPool) Get(addr string) (*grpc.ClientConn, error) {
 	if cc := p.conns[addr]; cc != nil {
 		return cc, nil
 	}
+	creds := p.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxInterNodeMessage), grpc.MaxCallSendMsgSize(MaxInterNodeMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},

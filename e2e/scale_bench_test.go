@@ -182,7 +182,11 @@ func (r scaleResult) max(f func(nodeUse) float64) float64 {
 // runScale runs BenchmarkScale's phases for n partitions on a cluster of
 // its own, stopped (SIGKILL) when b ends.
 func runScale(b *testing.B, n int) scaleResult {
-	c := startTestCluster(b, 3)
+	var args []string
+	if os.Getenv("SCALE_CPUPROFILE") != "" {
+		args = append(args, "--pprof")
+	}
+	c := startTestCluster(b, 3, args...)
 	if dir := os.Getenv("SCALE_CPUPROFILE"); dir != "" {
 		// The nodes' logs too, for the phases' timelines (registered
 		// after the cluster: runs before its data is removed).

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/sluice-io/sluice/auth"
 	"log/slog"
 	"net"
 	"slices"
@@ -50,8 +51,35 @@ type Config struct {
 	// is a wildcard IP (0.0.0.0), Advertise's host with its port.
 	InternalListen    string
 	InternalAdvertise string
-	HTTPListen        string // /healthz, /readyz, /metrics, pprof; empty disables
+	HTTPListen        string // /healthz, /readyz, /metrics (and /debug/pprof with Pprof); empty disables
 	Rack              string
+	// Pprof serves /debug/pprof on HTTPListen (off by default: a CPU
+	// profile is for an operator, not for whoever reaches the port).
+	Pprof bool
+
+	// TLS (docs/security.md, decision 61). TLSCertFile and TLSKeyFile
+	// are this node's certificate, naming it with a node URI of
+	// ClusterName (auth.NodeURI; `sluice cert create-node`), and
+	// TLSCAFile the cluster's CA. Set, they turn on mutual TLS between
+	// nodes — the internal listener, the Raft transport and this node's
+	// calls to the others accept only certificates of that CA naming a
+	// node of ClusterName — and TLS on the client listener. Files are
+	// read again when they change (auth.Reloader).
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// ClusterName is the cluster name node certificates must carry
+	// (auth.DefaultClusterName when empty).
+	ClusterName string
+	// ClientTLSCertFile/ClientTLSKeyFile: another certificate for the
+	// client listener (one from a public CA, say); default the node's.
+	// ClientTLSCAFile verifies client certificates (default TLSCAFile).
+	ClientTLSCertFile, ClientTLSKeyFile, ClientTLSCAFile string
+	// ClientAuth is the client listener's client-certificate policy:
+	// none, request (verified if given) or require (ssl.client.auth).
+	ClientAuth string
+	// HTTPTLS serves HTTPListen over TLS with HTTPTLSCertFile/KeyFile
+	// (default the node's certificate).
+	HTTPTLS                         bool
+	HTTPTLSCertFile, HTTPTLSKeyFile string
 	// RaftListen / RaftAdvertise: the controller quorum transport.
 	RaftListen    string
 	RaftAdvertise string
@@ -409,6 +437,9 @@ func (c Config) Validate() error {
 	if c.FaultDropProduceResponses < 0 || c.FaultDropProduceResponses > 1 {
 		return fmt.Errorf("fault drop produce responses must be within [0, 1], got %v", c.FaultDropProduceResponses)
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	if c.FaultInjection && c.HTTPListen == "" {
 		return errors.New("fault injection needs an http listen address (it serves /debug/faults there)")
 	}
@@ -473,4 +504,51 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// TLSEnabled reports whether the node runs with TLS (TLSCertFile set).
+func (c Config) TLSEnabled() bool { return c.TLSCertFile != "" }
+
+// clusterName is ClusterName or its default.
+func (c Config) clusterName() string {
+	if c.ClusterName == "" {
+		return auth.DefaultClusterName
+	}
+	return c.ClusterName
+}
+
+func (c Config) validateTLS() error {
+	if c.ClusterName != "" {
+		if err := auth.ValidateClusterName(c.ClusterName); err != nil {
+			return err
+		}
+	}
+	if _, err := auth.ParseClientAuth(c.ClientAuth); err != nil {
+		return err
+	}
+	node := c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != ""
+	if node && (c.TLSCertFile == "" || c.TLSKeyFile == "" || c.TLSCAFile == "") {
+		return errors.New("TLS needs all three of the node's certificate, key and the cluster CA file (--tls-cert-file, --tls-key-file, --tls-ca-file)")
+	}
+	if !node {
+		for _, f := range []struct{ name, v string }{{"--client-tls-cert-file", c.ClientTLSCertFile}, {"--client-tls-key-file", c.ClientTLSKeyFile},
+			{"--client-tls-ca-file", c.ClientTLSCAFile}, {"--http-tls-cert-file", c.HTTPTLSCertFile}, {"--http-tls-key-file", c.HTTPTLSKeyFile}} {
+			if f.v != "" {
+				return fmt.Errorf("%s is set but TLS is off: it needs the node's certificate (--tls-cert-file, --tls-key-file, --tls-ca-file)", f.name)
+			}
+		}
+		if a, _ := auth.ParseClientAuth(c.ClientAuth); a != auth.ClientAuthNone {
+			return fmt.Errorf("client auth %q needs TLS (--tls-cert-file, --tls-key-file, --tls-ca-file)", c.ClientAuth)
+		}
+		if c.HTTPTLS {
+			return errors.New("HTTP over TLS needs the node's certificate (--tls-cert-file, --tls-key-file, --tls-ca-file)")
+		}
+	}
+	if (c.ClientTLSCertFile == "") != (c.ClientTLSKeyFile == "") {
+		return errors.New("the client listener's certificate needs its key, and the key its certificate (--client-tls-cert-file, --client-tls-key-file)")
+	}
+	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
+		return errors.New("the HTTP listener's certificate needs its key, and the key its certificate (--http-tls-cert-file, --http-tls-key-file)")
+	}
+	return nil
 }

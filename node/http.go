@@ -32,8 +32,10 @@ func (n *Node) httpMux() *http.ServeMux {
 	})
 	mux.Handle("/metrics", n.metrics.handler(n.log))
 	n.registerFaults(mux) // /debug/faults: sluicetest builds with FaultInjection only
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if n.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

@@ -51,6 +51,7 @@ type Node struct {
 	internalGRPC *grpc.Server
 	internalLis  net.Listener
 	httpSrv      *http.Server
+	tls          *tlsMaterial // the listeners' certificates; nil fields without TLS
 	httpLis      net.Listener
 	// limited are the three listeners' connection limiters (connlimit.go),
 	// for the metrics; set by Start.
@@ -132,9 +133,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsm, err := newTLSMaterial(cfg, logger)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, log: logger, stopped: make(chan struct{}), draining: make(chan struct{}), ctx: ctx, cancel: cancel,
-		pool: cluster.NewConnPoolWithDialMap(cfg.FaultDialMap), cache: cluster.NewMetadataCache()}
+		pool: cluster.NewConnPoolWith(cfg.FaultDialMap, tlsm.peerCredentials()), cache: cluster.NewMetadataCache(), tls: tlsm}
 	cfg = cfg.withHosts(logger)
 	if len(cfg.FaultDialMap) > 0 {
 		logger.Warn("fault injection (testing only): outgoing inter-node connections are redirected", "dial_map", cfg.FaultDialMap.String())
@@ -193,6 +199,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			Voters: cfg.ControllerVoters, Logger: logger, SessionTimeout: cfg.SessionTimeout, DialMap: cfg.FaultDialMap,
 			LeaderRebalanceInterval: cfg.LeaderRebalanceInterval, LeaderImbalanceThreshold: cfg.LeaderImbalanceThreshold,
 			DefaultReplicationFactor: cfg.DefaultReplicationFactor, DefaultMinInsyncReplicas: cfg.DefaultMinInsyncReplicas,
+			RaftTLS: tlsm.raft(),
 		})
 		if err != nil {
 			return nil, err
@@ -245,8 +252,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	// budgetedServer below.
 	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
 	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
-	n.grpc = grpc.NewServer(append(slices.Clip(opts), grpc.StatsHandler(budgetStats{clientBudget}))...)
-	n.internalGRPC = grpc.NewServer(append(slices.Clip(opts), grpc.StatsHandler(budgetStats{internalBudget}))...)
+	n.grpc = grpc.NewServer(append(slices.Clip(opts), append(tlsm.clientServerOptions(), grpc.StatsHandler(budgetStats{clientBudget}))...)...)
+	n.internalGRPC = grpc.NewServer(append(slices.Clip(opts), append(tlsm.internalServerOptions(), grpc.StatsHandler(budgetStats{internalBudget}))...)...)
 	// Services register through codec.Server: a request whose bytes do
 	// not decode is answered InvalidArgument, not grpc-go's Internal; and
 	// through budgetedServer: a request is read once its listener's
@@ -306,6 +313,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		hl = n.limitListener(listenerHTTP, hl, cfg)
 		n.httpLis = hl
+		hl = tlsm.httpListener(hl)
 		n.httpSrv = &http.Server{Handler: n.httpMux(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout(cfg)}
 		n.goroutines.Go(func() {
 			if err := n.httpSrv.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -335,7 +343,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		<-n.stopped
 		unlock()
 	})
-	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(),
+	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(), "tls", tlsm.describe(),
 		"advertise", cfg.Advertise, "internal_listen", ilis.Addr().String(), "internal_advertise", cfg.InternalAdvertise,
 		"gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
 	return n, nil

@@ -145,8 +145,8 @@ func TestHTTPEndpoints(t *testing.T) {
 	} else if v, _, _ := strings.Cut(rest, "\n"); !atLeast(v, 60000) {
 		t.Errorf("/metrics: oldest open transaction age %s ms, want at least 60000 (its first batch was appended a minute ago)", v)
 	}
-	if code, _ := get("/debug/pprof/"); code != http.StatusOK {
-		t.Errorf("/debug/pprof/: %d", code)
+	if code, _ := get("/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without --pprof: %d, want 404", code)
 	}
 }
 

@@ -88,7 +88,7 @@ for i in 1 2 3; do
 	mkdir -p "$work/node$i"
 	GODEBUG=${GODEBUG:-schedtrace=2147483647} ${NODE_GOMAXPROCS:+env GOMAXPROCS=$NODE_GOMAXPROCS} "$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
-		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
+		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" ${PROFILE_DIR:+--pprof} \
 		--internal-listen "127.0.0.1:$(port "$i" 4)" \
 		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s \
 		--log-level warn >"$work/node$i.log" 2>&1 &

@@ -81,6 +81,9 @@ type Config struct {
 	// map's target whenever it connects to a voter address in the map;
 	// the Raft configuration keeps the real addresses. Nil in production.
 	DialMap faultnet.DialMap
+	// RaftTLS secures the Raft transport with mutual TLS (nil:
+	// plaintext TCP).
+	RaftTLS *TransportTLS
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -289,7 +292,7 @@ func (c *Controller) Start() (err error) {
 		}
 		adv = a
 	}
-	transport, err := newTransport(c.cfg.RaftBind, adv, c.cfg.DialMap, hlog)
+	transport, err := newTransport(c.cfg.RaftBind, adv, c.cfg.DialMap, c.cfg.RaftTLS, hlog)
 	if err != nil {
 		return fmt.Errorf("controller: raft transport: %w", err)
 	}
