@@ -48,7 +48,7 @@ func newMetrics(n *Node) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.isrShrinks, m.isrExpands,
+		m.isrShrinks, m.isrExpands, n.tls.refusals,
 		newStateCollector(n), newLimitsCollector(n),
 	)
 	m.reg.MustRegister(m.grpc.collectors()...)

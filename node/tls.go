@@ -2,9 +2,15 @@ package node
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -28,12 +34,22 @@ type tlsMaterial struct {
 	clientAuth            auth.ClientAuth
 	// http is the HTTP listener's certificate; nil: plaintext HTTP.
 	http *auth.Reloader
+
+	// refusals counts refused handshakes by listener and reason;
+	// refusalLog rate-limits their log lines.
+	refusals   *prometheus.CounterVec
+	refusalLog *rateLog
+	log        *slog.Logger
 }
 
 var h2 = []string{"h2"}
 
 func newTLSMaterial(cfg Config, log *slog.Logger) (*tlsMaterial, error) {
-	m := &tlsMaterial{cluster: cfg.clusterName()}
+	m := &tlsMaterial{cluster: cfg.clusterName(), log: log, refusalLog: &rateLog{every: 10 * time.Second},
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_tls_handshake_refusals_total",
+			Help: "TLS handshakes refused, by listener (client, internal, raft) and reason (not_tls, no_certificate, unknown_ca, expired, not_a_node, bad_certificate, handshake).",
+		}, []string{"listener", "reason"})}
 	if !cfg.TLSEnabled() {
 		return m, nil
 	}
@@ -89,7 +105,8 @@ func (m *tlsMaterial) raft() *controller.TransportTLS {
 	if !m.enabled() {
 		return nil
 	}
-	return &controller.TransportTLS{Server: auth.NodeServerConfig(m.node, m.cluster, nil), Client: m.peerConfig}
+	return &controller.TransportTLS{Server: auth.NodeServerConfig(m.node, m.cluster, nil), Client: m.peerConfig,
+		OnRefused: func(peer net.Addr, err error) { m.refused("raft", peer, err) }}
 }
 
 // clientServerOptions secure the client listener.
@@ -97,7 +114,8 @@ func (m *tlsMaterial) clientServerOptions() []grpc.ServerOption {
 	if !m.enabled() {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(auth.ServerConfig(m.clientCert, m.clientCAs, m.clientAuth, h2)))}
+	return []grpc.ServerOption{grpc.Creds(countingCreds{TransportCredentials: credentials.NewTLS(auth.ServerConfig(m.clientCert, m.clientCAs, m.clientAuth, h2)),
+		refused: func(peer net.Addr, err error) { m.refused("client", peer, err) }})}
 }
 
 // internalServerOptions secure the internal listener: mutual TLS with
@@ -106,7 +124,8 @@ func (m *tlsMaterial) internalServerOptions() []grpc.ServerOption {
 	if !m.enabled() {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(auth.NodeServerConfig(m.node, m.cluster, h2)))}
+	return []grpc.ServerOption{grpc.Creds(countingCreds{TransportCredentials: credentials.NewTLS(auth.NodeServerConfig(m.node, m.cluster, h2)),
+		refused: func(peer net.Addr, err error) { m.refused("internal", peer, err) }})}
 }
 
 // httpListener wraps the HTTP listener in TLS when HTTP TLS is on.
@@ -127,4 +146,75 @@ func (m *tlsMaterial) describe() string {
 		parts = append(parts, "http")
 	}
 	return strings.Join(parts, ",")
+}
+
+// refused counts and logs (rate-limited, with the peer's address) a
+// handshake listener refused.
+func (m *tlsMaterial) refused(listener string, peer net.Addr, err error) {
+	reason := refusalReason(err)
+	m.refusals.WithLabelValues(listener, reason).Inc()
+	if m.refusalLog.allow(listener + "/" + reason) {
+		m.log.Warn("TLS handshake refused", "listener", listener, "peer", peer.String(), "reason", reason, "err", err)
+	}
+}
+
+// refusalReason classifies a failed server handshake.
+func refusalReason(err error) string {
+	var rec tls.RecordHeaderError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &rec):
+		return "not_tls" // a plaintext client on a TLS port
+	case errors.Is(err, auth.ErrNotANode):
+		return "not_a_node"
+	case errors.As(err, &unknown):
+		return "unknown_ca"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "expired"
+	case errors.As(err, &invalid):
+		return "bad_certificate"
+	case strings.Contains(err.Error(), "didn't provide a certificate"):
+		return "no_certificate"
+	}
+	return "handshake"
+}
+
+// countingCreds reports each refused server handshake.
+type countingCreds struct {
+	credentials.TransportCredentials
+	refused func(peer net.Addr, err error)
+}
+
+func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.refused(conn.RemoteAddr(), err)
+	}
+	return out, info, err
+}
+
+func (c countingCreds) Clone() credentials.TransportCredentials {
+	return countingCreds{TransportCredentials: c.TransportCredentials.Clone(), refused: c.refused}
+}
+
+// rateLog allows one line per key per every.
+type rateLog struct {
+	every time.Duration
+	mu    sync.Mutex // guards last
+	last  map[string]time.Time
+}
+
+func (r *rateLog) allow(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if t, ok := r.last[key]; ok && now.Sub(t) < r.every {
+		return false
+	}
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	r.last[key] = now
+	return true
 }

@@ -30,6 +30,9 @@ const (
 type TransportTLS struct {
 	Server *tls.Config
 	Client func() *tls.Config
+	// OnRefused, if set, is told of each incoming connection whose
+	// handshake failed (counted and logged by the node).
+	OnRefused func(peer net.Addr, err error)
 }
 
 // newTransport listens on bind and returns the Raft transport. advertise
@@ -78,7 +81,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	if err != nil || s.tls == nil {
 		return c, err
 	}
-	return &serverConn{Conn: tls.Server(c, s.tls.Server)}, nil
+	return &serverConn{Conn: tls.Server(c, s.tls.Server), refused: s.tls.OnRefused}, nil
 }
 
 // Dial implements raft.StreamLayer.
@@ -114,8 +117,9 @@ func (s *streamLayer) Addr() net.Addr {
 // hold raft's goroutine for ever).
 type serverConn struct {
 	*tls.Conn
-	once sync.Once
-	err  error
+	refused func(net.Addr, error) // nil: not told
+	once    sync.Once
+	err     error
 }
 
 func (c *serverConn) handshake() error {
@@ -124,6 +128,9 @@ func (c *serverConn) handshake() error {
 		defer cancel()
 		c.err = c.Conn.HandshakeContext(ctx)
 		if c.err != nil {
+			if c.refused != nil {
+				c.refused(c.Conn.RemoteAddr(), c.err)
+			}
 			_ = c.Conn.Close()
 		}
 	})
