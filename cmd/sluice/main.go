@@ -55,6 +55,10 @@ Global flags (also accepted after the command):
   --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
   --output    text or json, for commands that print results
   --request-timeout  how long one request may take, retries included (default 30s)
+  --tls, --tls-ca-file F, --tls-cert-file F, --tls-key-file F, --tls-server-name N
+              connect with TLS: the brokers' CA (default: the system's), a client
+              certificate, the name to check (env SLUICE_TLS, SLUICE_TLS_CA_FILE, ...)
+  --command-config F  key=value file of these settings (env SLUICE_COMMAND_CONFIG)
 
 Run "sluice COMMAND --help" for a command's flags.
 `
@@ -64,12 +68,14 @@ type globals struct {
 	brokers string
 	output  string
 	timeout time.Duration
+	sec     security
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.brokers, "brokers", g.brokers, "bootstrap brokers, comma separated (env SLUICE_BROKERS)")
 	fs.StringVar(&g.output, "output", g.output, "output format: text or json")
 	fs.DurationVar(&g.timeout, "request-timeout", g.timeout, "how long one request may take, retries included")
+	g.sec.register(fs)
 }
 
 func (g *globals) validate() error {
@@ -91,7 +97,11 @@ func (g *globals) client() (*client.Client, error) {
 	for i, a := range addrs {
 		addrs[i] = strings.TrimSpace(a)
 	}
-	c, err := client.New(addrs, client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))
+	opts, err := g.sec.options()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(addrs, append(opts, client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))...)
 	var bad *client.BrokerAddrError
 	if errors.As(err, &bad) {
 		return nil, fmt.Errorf("--brokers: %w", err)
@@ -119,9 +129,9 @@ func main() {
 
 // run executes one command line.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	g := &globals{brokers: os.Getenv("SLUICE_BROKERS"), output: "text", timeout: 30 * time.Second}
-	if g.brokers == "" {
-		g.brokers = "127.0.0.1:9400"
+	g, err := newGlobals(args, os.LookupEnv)
+	if err != nil {
+		return err
 	}
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
 	fs.SetOutput(stderr)
