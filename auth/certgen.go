@@ -118,7 +118,7 @@ func CreateCA(opts CAOptions) (certPEM, keyPEM []byte, err error) {
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true, // it signs leaves, not intermediate CAs
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
 	return create(tmpl, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -313,6 +314,22 @@ func TestCreateNodeHosts(t *testing.T) {
 	for _, name := range []string{"", "a/b", "a b", "a\nb"} {
 		if _, _, err := CreateNode(ca, NodeOptions{Name: name}); err == nil {
 			t.Errorf("node name %q accepted", name)
+		}
+	}
+}
+
+// ParseNodeURI reads back NodeURI, and nothing else.
+func TestParseNodeURI(t *testing.T) {
+	if c, n, ok := ParseNodeURI(NodeURI("prod", "n1")); !ok || c != "prod" || n != "n1" {
+		t.Errorf("ParseNodeURI(NodeURI(prod, n1)) = %q, %q, %v", c, n, ok)
+	}
+	for _, s := range []string{"https://prod/node/n1", "sluice://prod/user/n1", "sluice://prod/node/", "sluice:///node/n1"} {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := ParseNodeURI(u); ok {
+			t.Errorf("ParseNodeURI(%s) ok", s)
 		}
 	}
 }

@@ -62,3 +62,16 @@ func NodeName(cert *x509.Certificate, cluster string) (string, error) {
 	}
 	return "", fmt.Errorf("%w %q (subject %q, no %s:// URI)", ErrNotANode, cluster, cert.Subject.String(), nodeURIScheme)
 }
+
+// ParseNodeURI is the cluster and node name of a node URI (NodeURI), ok
+// false for any other URI.
+func ParseNodeURI(u *url.URL) (cluster, name string, ok bool) {
+	if u.Scheme != nodeURIScheme {
+		return "", "", false
+	}
+	name, ok = strings.CutPrefix(u.Path, "/node/")
+	if !ok || name == "" || u.Host == "" {
+		return "", "", false
+	}
+	return u.Host, name, true
+}

@@ -1,7 +1,8 @@
 // Command sluice is the command-line client of Sluice: topic admin,
 // cluster status, produce (optionally in transactions) and consume from
 // stdin/stdout (alone or in a consumer group), consumer groups,
-// transaction listing, offline segment dumps, and benchmarks.
+// transaction listing, offline segment dumps, benchmarks, and the TLS
+// certificates of a cluster's CA, nodes and clients.
 //
 //	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
 //
@@ -50,6 +51,10 @@ Commands:
   dump-log PATH [--records]
   bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--sync]
   bench consume --topic T [--records N]
+  cert create-ca --certs-dir DIR [--ca-key-file F] [--validity D] [--overwrite]
+  cert create-node --certs-dir DIR --name NAME [--cluster-name C] [--host H]... [--validity D] [--overwrite]
+  cert create-client --certs-dir DIR --name USER [--org O] [--ou U] [--validity D] [--overwrite]
+  cert list --certs-dir DIR
 
 Global flags (also accepted after the command):
   --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
@@ -170,6 +175,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return env.dumpLog(rest)
 	case "bench":
 		return env.bench(ctx, rest)
+	case "cert":
+		return env.cert(ctx, rest)
 	default:
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
 		return errUsage
