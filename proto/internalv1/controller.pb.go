@@ -1267,11 +1267,64 @@ func (x *ControllerUnregisterBrokerResponse) GetMetadataOffset() uint64 {
 	return 0
 }
 
+type ControllerAlterUserScramCredentialsResponse struct {
+	state    protoimpl.MessageState                      `protogen:"open.v1"`
+	Response *sluicev1.AlterUserScramCredentialsResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The metadata offset after the change.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControllerAlterUserScramCredentialsResponse) Reset() {
+	*x = ControllerAlterUserScramCredentialsResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerAlterUserScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerAlterUserScramCredentialsResponse) ProtoMessage() {}
+
+func (x *ControllerAlterUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerAlterUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*ControllerAlterUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ControllerAlterUserScramCredentialsResponse) GetResponse() *sluicev1.AlterUserScramCredentialsResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ControllerAlterUserScramCredentialsResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
 var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/sluice.proto\"\x81\x02\n" +
+	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/sluice.proto\"\x81\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -1358,7 +1411,11 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x8e\x01\n" +
 	"\"ControllerUnregisterBrokerResponse\x12?\n" +
 	"\bresponse\x18\x01 \x01(\v2#.sluice.v1.UnregisterBrokerResponseR\bresponse\x12'\n" +
-	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xb3\t\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\xa0\x01\n" +
+	"+ControllerAlterUserScramCredentialsResponse\x12H\n" +
+	"\bresponse\x18\x01 \x01(\v2,.sluice.v1.AlterUserScramCredentialsResponseR\bresponse\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xbf\n" +
+	"\n" +
 	"\n" +
 	"Controller\x12g\n" +
 	"\x0eRegisterBroker\x12).sluice.internal.v1.RegisterBrokerRequest\x1a*.sluice.internal.v1.RegisterBrokerResponse\x12j\n" +
@@ -1368,7 +1425,8 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\fDeleteTopics\x12\x1e.sluice.v1.DeleteTopicsRequest\x1a2.sluice.internal.v1.ControllerDeleteTopicsResponse\x12\x8f\x01\n" +
 	"\x1bAlterPartitionReassignments\x12-.sluice.v1.AlterPartitionReassignmentsRequest\x1aA.sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse\x12b\n" +
 	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a2.sluice.internal.v1.ControllerElectLeadersResponse\x12n\n" +
-	"\x10UnregisterBroker\x12\".sluice.v1.UnregisterBrokerRequest\x1a6.sluice.internal.v1.ControllerUnregisterBrokerResponse\x12a\n" +
+	"\x10UnregisterBroker\x12\".sluice.v1.UnregisterBrokerRequest\x1a6.sluice.internal.v1.ControllerUnregisterBrokerResponse\x12\x89\x01\n" +
+	"\x19AlterUserScramCredentials\x12+.sluice.v1.AlterUserScramCredentialsRequest\x1a?.sluice.internal.v1.ControllerAlterUserScramCredentialsResponse\x12a\n" +
 	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12g\n" +
 	"\x0eAlterPartition\x12).sluice.internal.v1.AlterPartitionRequest\x1a*.sluice.internal.v1.AlterPartitionResponse\x12^\n" +
 	"\vQuorumState\x12&.sluice.internal.v1.QuorumStateRequest\x1a'.sluice.internal.v1.QuorumStateResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
@@ -1385,7 +1443,7 @@ func file_sluice_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_controller_proto_rawDescData
 }
 
-var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),                         // 0: sluice.internal.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),                        // 1: sluice.internal.v1.RegisterBrokerResponse
@@ -1406,56 +1464,62 @@ var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*AlterPartitionResponse)(nil),                        // 16: sluice.internal.v1.AlterPartitionResponse
 	(*ControllerElectLeadersResponse)(nil),                // 17: sluice.internal.v1.ControllerElectLeadersResponse
 	(*ControllerUnregisterBrokerResponse)(nil),            // 18: sluice.internal.v1.ControllerUnregisterBrokerResponse
-	(*sluicev1.OfflineReplica)(nil),                       // 19: sluice.v1.OfflineReplica
-	(*sluicev1.CreateTopicsResponse)(nil),                 // 20: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),                 // 21: sluice.v1.DeleteTopicsResponse
-	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 22: sluice.v1.AlterPartitionReassignmentsResponse
-	(sluicev1.ErrorCode)(0),                               // 23: sluice.v1.ErrorCode
-	(*sluicev1.ElectLeadersResponse)(nil),                 // 24: sluice.v1.ElectLeadersResponse
-	(*sluicev1.UnregisterBrokerResponse)(nil),             // 25: sluice.v1.UnregisterBrokerResponse
-	(*sluicev1.CreateTopicsRequest)(nil),                  // 26: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),                  // 27: sluice.v1.DeleteTopicsRequest
-	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 28: sluice.v1.AlterPartitionReassignmentsRequest
-	(*sluicev1.ElectLeadersRequest)(nil),                  // 29: sluice.v1.ElectLeadersRequest
-	(*sluicev1.UnregisterBrokerRequest)(nil),              // 30: sluice.v1.UnregisterBrokerRequest
+	(*ControllerAlterUserScramCredentialsResponse)(nil),   // 19: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
+	(*sluicev1.OfflineReplica)(nil),                       // 20: sluice.v1.OfflineReplica
+	(*sluicev1.CreateTopicsResponse)(nil),                 // 21: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil),                 // 22: sluice.v1.DeleteTopicsResponse
+	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 23: sluice.v1.AlterPartitionReassignmentsResponse
+	(sluicev1.ErrorCode)(0),                               // 24: sluice.v1.ErrorCode
+	(*sluicev1.ElectLeadersResponse)(nil),                 // 25: sluice.v1.ElectLeadersResponse
+	(*sluicev1.UnregisterBrokerResponse)(nil),             // 26: sluice.v1.UnregisterBrokerResponse
+	(*sluicev1.AlterUserScramCredentialsResponse)(nil),    // 27: sluice.v1.AlterUserScramCredentialsResponse
+	(*sluicev1.CreateTopicsRequest)(nil),                  // 28: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),                  // 29: sluice.v1.DeleteTopicsRequest
+	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 30: sluice.v1.AlterPartitionReassignmentsRequest
+	(*sluicev1.ElectLeadersRequest)(nil),                  // 31: sluice.v1.ElectLeadersRequest
+	(*sluicev1.UnregisterBrokerRequest)(nil),              // 32: sluice.v1.UnregisterBrokerRequest
+	(*sluicev1.AlterUserScramCredentialsRequest)(nil),     // 33: sluice.v1.AlterUserScramCredentialsRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	19, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
-	20, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	21, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
-	22, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
+	20, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
+	21, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	22, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	23, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
 	11, // 4: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
 	14, // 5: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	23, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
-	24, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
-	25, // 8: sluice.internal.v1.ControllerUnregisterBrokerResponse.response:type_name -> sluice.v1.UnregisterBrokerResponse
-	0,  // 9: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
-	2,  // 10: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
-	4,  // 11: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	26, // 12: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	27, // 13: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	28, // 14: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	29, // 15: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	30, // 16: sluice.internal.v1.Controller.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
-	9,  // 17: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	15, // 18: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
-	12, // 19: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 20: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 21: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 22: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 23: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 24: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	8,  // 25: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
-	17, // 26: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
-	18, // 27: sluice.internal.v1.Controller.UnregisterBroker:output_type -> sluice.internal.v1.ControllerUnregisterBrokerResponse
-	10, // 28: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	16, // 29: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
-	13, // 30: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	20, // [20:31] is the sub-list for method output_type
-	9,  // [9:20] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	24, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	25, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
+	26, // 8: sluice.internal.v1.ControllerUnregisterBrokerResponse.response:type_name -> sluice.v1.UnregisterBrokerResponse
+	27, // 9: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse.response:type_name -> sluice.v1.AlterUserScramCredentialsResponse
+	0,  // 10: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
+	2,  // 11: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
+	4,  // 12: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
+	28, // 13: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	29, // 14: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	30, // 15: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	31, // 16: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	32, // 17: sluice.internal.v1.Controller.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
+	33, // 18: sluice.internal.v1.Controller.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
+	9,  // 19: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
+	15, // 20: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	12, // 21: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 22: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 23: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 24: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 25: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 26: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	8,  // 27: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	17, // 28: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
+	18, // 29: sluice.internal.v1.Controller.UnregisterBroker:output_type -> sluice.internal.v1.ControllerUnregisterBrokerResponse
+	19, // 30: sluice.internal.v1.Controller.AlterUserScramCredentials:output_type -> sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
+	10, // 31: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	16, // 32: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	13, // 33: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	22, // [22:34] is the sub-list for method output_type
+	10, // [10:22] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_controller_proto_init() }
@@ -1469,7 +1533,7 @@ func file_sluice_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_controller_proto_rawDesc), len(file_sluice_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Controller_AlterPartitionReassignments_FullMethodName = "/sluice.internal.v1.Controller/AlterPartitionReassignments"
 	Controller_ElectLeaders_FullMethodName                = "/sluice.internal.v1.Controller/ElectLeaders"
 	Controller_UnregisterBroker_FullMethodName            = "/sluice.internal.v1.Controller/UnregisterBroker"
+	Controller_AlterUserScramCredentials_FullMethodName   = "/sluice.internal.v1.Controller/AlterUserScramCredentials"
 	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
 	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
@@ -66,6 +67,8 @@ type ControllerClient interface {
 	// UnregisterBroker is the public request, forwarded by the broker: a
 	// broker's registration removed, unless it is live or hosts replicas.
 	UnregisterBroker(ctx context.Context, in *sluicev1.UnregisterBrokerRequest, opts ...grpc.CallOption) (*ControllerUnregisterBrokerResponse, error)
+	// AlterUserScramCredentials stores and deletes SCRAM credentials.
+	AlterUserScramCredentials(ctx context.Context, in *sluicev1.AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*ControllerAlterUserScramCredentialsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -164,6 +167,16 @@ func (c *controllerClient) UnregisterBroker(ctx context.Context, in *sluicev1.Un
 	return out, nil
 }
 
+func (c *controllerClient) AlterUserScramCredentials(ctx context.Context, in *sluicev1.AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*ControllerAlterUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerAlterUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Controller_ServiceDesc.Streams[0], Controller_MetadataStream_FullMethodName, cOpts...)
@@ -236,6 +249,8 @@ type ControllerServer interface {
 	// UnregisterBroker is the public request, forwarded by the broker: a
 	// broker's registration removed, unless it is live or hosts replicas.
 	UnregisterBroker(context.Context, *sluicev1.UnregisterBrokerRequest) (*ControllerUnregisterBrokerResponse, error)
+	// AlterUserScramCredentials stores and deletes SCRAM credentials.
+	AlterUserScramCredentials(context.Context, *sluicev1.AlterUserScramCredentialsRequest) (*ControllerAlterUserScramCredentialsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -277,6 +292,9 @@ func (UnimplementedControllerServer) ElectLeaders(context.Context, *sluicev1.Ele
 }
 func (UnimplementedControllerServer) UnregisterBroker(context.Context, *sluicev1.UnregisterBrokerRequest) (*ControllerUnregisterBrokerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedControllerServer) AlterUserScramCredentials(context.Context, *sluicev1.AlterUserScramCredentialsRequest) (*ControllerAlterUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -452,6 +470,24 @@ func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.AlterUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterUserScramCredentials(ctx, req.(*sluicev1.AlterUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -537,6 +573,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterBroker",
 			Handler:    _Controller_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "AlterUserScramCredentials",
+			Handler:    _Controller_AlterUserScramCredentials_Handler,
 		},
 		{
 			MethodName: "AlterPartition",

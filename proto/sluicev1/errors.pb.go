@@ -101,6 +101,9 @@ const (
 	// Not sent by Sluice: timestamps are not range-checked (Kafka's
 	// message.timestamp.*.max.ms).
 	ErrorCode_INVALID_TIMESTAMP ErrorCode = 32
+	// The SASL mechanism asked for is not one the broker serves (SCRAM-SHA-256,
+	// SCRAM-SHA-512).
+	ErrorCode_UNSUPPORTED_SASL_MECHANISM ErrorCode = 33
 	// A topic with this name already exists.
 	ErrorCode_TOPIC_ALREADY_EXISTS ErrorCode = 36
 	// The partition count is invalid (zero, negative, or a decrease), or
@@ -159,6 +162,10 @@ const (
 	// until an operator fixes the disk and restarts that broker, and Sluice's
 	// clients stop retrying after a few seconds.
 	ErrorCode_KAFKA_STORAGE_ERROR ErrorCode = 56
+	// Authentication failed: a wrong password, an unknown or deleted user,
+	// a SASL exchange out of order or expired. Sent in SaslAuthenticate's
+	// gRPC UNAUTHENTICATED status.
+	ErrorCode_SASL_AUTHENTICATION_FAILED ErrorCode = 58
 	// Not sent by Sluice on produce: a partition with no state for a producer
 	// id accepts any first sequence (0 for a transactional batch, else
 	// OUT_OF_ORDER_SEQUENCE_NUMBER), as Kafka does after retention removed
@@ -211,6 +218,13 @@ const (
 	// send EndTxn(abort) at the same epoch; NONE means the producer is
 	// healthy and goes on at the answered epoch (docs/transactions.md).
 	ErrorCode_PRODUCER_FENCED ErrorCode = 90
+	// The named resource does not exist (a user without the SCRAM
+	// credential a deletion names).
+	ErrorCode_RESOURCE_NOT_FOUND ErrorCode = 91
+	// A credential the request would store is not acceptable (a SCRAM
+	// iteration count outside 4096..16384, a salt or salted password of the
+	// wrong length, an empty user name).
+	ErrorCode_UNACCEPTABLE_CREDENTIAL ErrorCode = 93
 	// A partition change named a partition epoch that is not the current
 	// one: re-read the partition and decide again.
 	ErrorCode_INVALID_UPDATE_VERSION ErrorCode = 95
@@ -268,6 +282,7 @@ var (
 		25:  "UNKNOWN_MEMBER_ID",
 		26:  "INVALID_SESSION_TIMEOUT",
 		32:  "INVALID_TIMESTAMP",
+		33:  "UNSUPPORTED_SASL_MECHANISM",
 		36:  "TOPIC_ALREADY_EXISTS",
 		37:  "INVALID_PARTITIONS",
 		38:  "INVALID_REPLICATION_FACTOR",
@@ -285,6 +300,7 @@ var (
 		51:  "CONCURRENT_TRANSACTIONS",
 		52:  "TRANSACTION_COORDINATOR_FENCED",
 		56:  "KAFKA_STORAGE_ERROR",
+		58:  "SASL_AUTHENTICATION_FAILED",
 		59:  "UNKNOWN_PRODUCER_ID",
 		60:  "REASSIGNMENT_IN_PROGRESS",
 		68:  "NON_EMPTY_GROUP",
@@ -301,6 +317,8 @@ var (
 		87:  "INVALID_RECORD",
 		88:  "UNSTABLE_OFFSET_COMMIT",
 		90:  "PRODUCER_FENCED",
+		91:  "RESOURCE_NOT_FOUND",
+		93:  "UNACCEPTABLE_CREDENTIAL",
 		95:  "INVALID_UPDATE_VERSION",
 		102: "BROKER_ID_NOT_REGISTERED",
 		105: "TRANSACTIONAL_ID_NOT_FOUND",
@@ -337,6 +355,7 @@ var (
 		"UNKNOWN_MEMBER_ID":                25,
 		"INVALID_SESSION_TIMEOUT":          26,
 		"INVALID_TIMESTAMP":                32,
+		"UNSUPPORTED_SASL_MECHANISM":       33,
 		"TOPIC_ALREADY_EXISTS":             36,
 		"INVALID_PARTITIONS":               37,
 		"INVALID_REPLICATION_FACTOR":       38,
@@ -354,6 +373,7 @@ var (
 		"CONCURRENT_TRANSACTIONS":          51,
 		"TRANSACTION_COORDINATOR_FENCED":   52,
 		"KAFKA_STORAGE_ERROR":              56,
+		"SASL_AUTHENTICATION_FAILED":       58,
 		"UNKNOWN_PRODUCER_ID":              59,
 		"REASSIGNMENT_IN_PROGRESS":         60,
 		"NON_EMPTY_GROUP":                  68,
@@ -370,6 +390,8 @@ var (
 		"INVALID_RECORD":                   87,
 		"UNSTABLE_OFFSET_COMMIT":           88,
 		"PRODUCER_FENCED":                  90,
+		"RESOURCE_NOT_FOUND":               91,
+		"UNACCEPTABLE_CREDENTIAL":          93,
 		"INVALID_UPDATE_VERSION":           95,
 		"BROKER_ID_NOT_REGISTERED":         102,
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
@@ -434,7 +456,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xfc\x0e\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xf1\x0f\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -460,7 +482,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
 	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x15\n" +
-	"\x11INVALID_TIMESTAMP\x10 \x12\x18\n" +
+	"\x11INVALID_TIMESTAMP\x10 \x12\x1e\n" +
+	"\x1aUNSUPPORTED_SASL_MECHANISM\x10!\x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
 	"\x12INVALID_PARTITIONS\x10%\x12\x1e\n" +
 	"\x1aINVALID_REPLICATION_FACTOR\x10&\x12\x1e\n" +
@@ -477,7 +500,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12!\n" +
 	"\x17CONCURRENT_TRANSACTIONS\x103\x1a\x04\x88\xb5\x18\x01\x12\"\n" +
 	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12\x1d\n" +
-	"\x13KAFKA_STORAGE_ERROR\x108\x1a\x04\x88\xb5\x18\x01\x12\x17\n" +
+	"\x13KAFKA_STORAGE_ERROR\x108\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
+	"\x1aSASL_AUTHENTICATION_FAILED\x10:\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x1c\n" +
 	"\x18REASSIGNMENT_IN_PROGRESS\x10<\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
@@ -493,7 +517,9 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12 \n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x1a\x04\x88\xb5\x18\x01\x12\x13\n" +
-	"\x0fPRODUCER_FENCED\x10Z\x12\x1a\n" +
+	"\x0fPRODUCER_FENCED\x10Z\x12\x16\n" +
+	"\x12RESOURCE_NOT_FOUND\x10[\x12\x1b\n" +
+	"\x17UNACCEPTABLE_CREDENTIAL\x10]\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x1c\n" +
 	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +

@@ -3855,7 +3855,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12!\n" +
@@ -4179,7 +4179,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xac\a\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xa5\t\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
@@ -4190,7 +4190,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\fElectLeaders\x12\x1e.sluice.v1.ElectLeadersRequest\x1a\x1f.sluice.v1.ElectLeadersResponse\x12[\n" +
 	"\x10UnregisterBroker\x12\".sluice.v1.UnregisterBrokerRequest\x1a#.sluice.v1.UnregisterBrokerResponse\x12^\n" +
 	"\x11DescribeProducers\x12#.sluice.v1.DescribeProducersRequest\x1a$.sluice.v1.DescribeProducersResponse\x12[\n" +
-	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponseBp\n" +
+	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponse\x12v\n" +
+	"\x19AlterUserScramCredentials\x12+.sluice.v1.AlterUserScramCredentialsRequest\x1a,.sluice.v1.AlterUserScramCredentialsResponse\x12\x7f\n" +
+	"\x1cDescribeUserScramCredentials\x12..sluice.v1.DescribeUserScramCredentialsRequest\x1a/.sluice.v1.DescribeUserScramCredentialsResponseBp\n" +
 	"\fio.sluice.v1B\vSluiceProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
@@ -4208,69 +4210,73 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 var file_sluice_v1_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_sluice_v1_sluice_proto_goTypes = []any{
-	(Acks)(0),                                   // 0: sluice.v1.Acks
-	(IsolationLevel)(0),                         // 1: sluice.v1.IsolationLevel
-	(OffsetSpec)(0),                             // 2: sluice.v1.OffsetSpec
-	(PartitionFilter)(0),                        // 3: sluice.v1.PartitionFilter
-	(*LeaderHint)(nil),                          // 4: sluice.v1.LeaderHint
-	(*ProduceRequest)(nil),                      // 5: sluice.v1.ProduceRequest
-	(*ProduceStreamRequest)(nil),                // 6: sluice.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil),               // 7: sluice.v1.ProduceStreamResponse
-	(*TopicProduceData)(nil),                    // 8: sluice.v1.TopicProduceData
-	(*PartitionProduceData)(nil),                // 9: sluice.v1.PartitionProduceData
-	(*ProduceResponse)(nil),                     // 10: sluice.v1.ProduceResponse
-	(*TopicProduceResponse)(nil),                // 11: sluice.v1.TopicProduceResponse
-	(*PartitionProduceResponse)(nil),            // 12: sluice.v1.PartitionProduceResponse
-	(*FetchRequest)(nil),                        // 13: sluice.v1.FetchRequest
-	(*FetchTopic)(nil),                          // 14: sluice.v1.FetchTopic
-	(*FetchPartition)(nil),                      // 15: sluice.v1.FetchPartition
-	(*FetchResponse)(nil),                       // 16: sluice.v1.FetchResponse
-	(*FetchableTopicResponse)(nil),              // 17: sluice.v1.FetchableTopicResponse
-	(*AbortedTransaction)(nil),                  // 18: sluice.v1.AbortedTransaction
-	(*PartitionData)(nil),                       // 19: sluice.v1.PartitionData
-	(*ListOffsetsRequest)(nil),                  // 20: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsTopic)(nil),                    // 21: sluice.v1.ListOffsetsTopic
-	(*ListOffsetsPartition)(nil),                // 22: sluice.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 23: sluice.v1.ListOffsetsResponse
-	(*ListOffsetsTopicResponse)(nil),            // 24: sluice.v1.ListOffsetsTopicResponse
-	(*ListOffsetsPartitionResponse)(nil),        // 25: sluice.v1.ListOffsetsPartitionResponse
-	(*MetadataRequest)(nil),                     // 26: sluice.v1.MetadataRequest
-	(*MetadataResponse)(nil),                    // 27: sluice.v1.MetadataResponse
-	(*BrokerMetadata)(nil),                      // 28: sluice.v1.BrokerMetadata
-	(*TopicMetadata)(nil),                       // 29: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),                   // 30: sluice.v1.PartitionMetadata
-	(*CreateTopicsRequest)(nil),                 // 31: sluice.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),                      // 32: sluice.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),                // 33: sluice.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),                // 34: sluice.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),                 // 35: sluice.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                // 36: sluice.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),                // 37: sluice.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),              // 38: sluice.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 39: sluice.v1.DescribeClusterResponse
-	(*VoterStatus)(nil),                         // 40: sluice.v1.VoterStatus
-	(*BrokerStatus)(nil),                        // 41: sluice.v1.BrokerStatus
-	(*OfflineReplica)(nil),                      // 42: sluice.v1.OfflineReplica
-	(*AlterPartitionReassignmentsRequest)(nil),  // 43: sluice.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 44: sluice.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 45: sluice.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 46: sluice.v1.ListPartitionReassignmentsResponse
-	(*OngoingPartitionReassignment)(nil),        // 47: sluice.v1.OngoingPartitionReassignment
-	(*ElectLeadersRequest)(nil),                 // 48: sluice.v1.ElectLeadersRequest
-	(*TopicPartitions)(nil),                     // 49: sluice.v1.TopicPartitions
-	(*ElectLeadersResponse)(nil),                // 50: sluice.v1.ElectLeadersResponse
-	(*ElectedLeader)(nil),                       // 51: sluice.v1.ElectedLeader
-	(*UnregisterBrokerRequest)(nil),             // 52: sluice.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),            // 53: sluice.v1.UnregisterBrokerResponse
-	nil,                                         // 54: sluice.v1.TopicMetadata.ConfigsEntry
-	nil,                                         // 55: sluice.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 56: sluice.v1.CreatableTopicResult.ConfigsEntry
-	(ErrorCode)(0),                              // 57: sluice.v1.ErrorCode
-	(*RecordBatch)(nil),                         // 58: sluice.v1.RecordBatch
-	(*DescribeProducersRequest)(nil),            // 59: sluice.v1.DescribeProducersRequest
-	(*AbortTransactionRequest)(nil),             // 60: sluice.v1.AbortTransactionRequest
-	(*DescribeProducersResponse)(nil),           // 61: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),            // 62: sluice.v1.AbortTransactionResponse
+	(Acks)(0),                                    // 0: sluice.v1.Acks
+	(IsolationLevel)(0),                          // 1: sluice.v1.IsolationLevel
+	(OffsetSpec)(0),                              // 2: sluice.v1.OffsetSpec
+	(PartitionFilter)(0),                         // 3: sluice.v1.PartitionFilter
+	(*LeaderHint)(nil),                           // 4: sluice.v1.LeaderHint
+	(*ProduceRequest)(nil),                       // 5: sluice.v1.ProduceRequest
+	(*ProduceStreamRequest)(nil),                 // 6: sluice.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil),                // 7: sluice.v1.ProduceStreamResponse
+	(*TopicProduceData)(nil),                     // 8: sluice.v1.TopicProduceData
+	(*PartitionProduceData)(nil),                 // 9: sluice.v1.PartitionProduceData
+	(*ProduceResponse)(nil),                      // 10: sluice.v1.ProduceResponse
+	(*TopicProduceResponse)(nil),                 // 11: sluice.v1.TopicProduceResponse
+	(*PartitionProduceResponse)(nil),             // 12: sluice.v1.PartitionProduceResponse
+	(*FetchRequest)(nil),                         // 13: sluice.v1.FetchRequest
+	(*FetchTopic)(nil),                           // 14: sluice.v1.FetchTopic
+	(*FetchPartition)(nil),                       // 15: sluice.v1.FetchPartition
+	(*FetchResponse)(nil),                        // 16: sluice.v1.FetchResponse
+	(*FetchableTopicResponse)(nil),               // 17: sluice.v1.FetchableTopicResponse
+	(*AbortedTransaction)(nil),                   // 18: sluice.v1.AbortedTransaction
+	(*PartitionData)(nil),                        // 19: sluice.v1.PartitionData
+	(*ListOffsetsRequest)(nil),                   // 20: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsTopic)(nil),                     // 21: sluice.v1.ListOffsetsTopic
+	(*ListOffsetsPartition)(nil),                 // 22: sluice.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                  // 23: sluice.v1.ListOffsetsResponse
+	(*ListOffsetsTopicResponse)(nil),             // 24: sluice.v1.ListOffsetsTopicResponse
+	(*ListOffsetsPartitionResponse)(nil),         // 25: sluice.v1.ListOffsetsPartitionResponse
+	(*MetadataRequest)(nil),                      // 26: sluice.v1.MetadataRequest
+	(*MetadataResponse)(nil),                     // 27: sluice.v1.MetadataResponse
+	(*BrokerMetadata)(nil),                       // 28: sluice.v1.BrokerMetadata
+	(*TopicMetadata)(nil),                        // 29: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),                    // 30: sluice.v1.PartitionMetadata
+	(*CreateTopicsRequest)(nil),                  // 31: sluice.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),                       // 32: sluice.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),                 // 33: sluice.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                 // 34: sluice.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                  // 35: sluice.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 36: sluice.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                 // 37: sluice.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),               // 38: sluice.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),              // 39: sluice.v1.DescribeClusterResponse
+	(*VoterStatus)(nil),                          // 40: sluice.v1.VoterStatus
+	(*BrokerStatus)(nil),                         // 41: sluice.v1.BrokerStatus
+	(*OfflineReplica)(nil),                       // 42: sluice.v1.OfflineReplica
+	(*AlterPartitionReassignmentsRequest)(nil),   // 43: sluice.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil),  // 44: sluice.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),    // 45: sluice.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),   // 46: sluice.v1.ListPartitionReassignmentsResponse
+	(*OngoingPartitionReassignment)(nil),         // 47: sluice.v1.OngoingPartitionReassignment
+	(*ElectLeadersRequest)(nil),                  // 48: sluice.v1.ElectLeadersRequest
+	(*TopicPartitions)(nil),                      // 49: sluice.v1.TopicPartitions
+	(*ElectLeadersResponse)(nil),                 // 50: sluice.v1.ElectLeadersResponse
+	(*ElectedLeader)(nil),                        // 51: sluice.v1.ElectedLeader
+	(*UnregisterBrokerRequest)(nil),              // 52: sluice.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),             // 53: sluice.v1.UnregisterBrokerResponse
+	nil,                                          // 54: sluice.v1.TopicMetadata.ConfigsEntry
+	nil,                                          // 55: sluice.v1.CreatableTopic.ConfigsEntry
+	nil,                                          // 56: sluice.v1.CreatableTopicResult.ConfigsEntry
+	(ErrorCode)(0),                               // 57: sluice.v1.ErrorCode
+	(*RecordBatch)(nil),                          // 58: sluice.v1.RecordBatch
+	(*DescribeProducersRequest)(nil),             // 59: sluice.v1.DescribeProducersRequest
+	(*AbortTransactionRequest)(nil),              // 60: sluice.v1.AbortTransactionRequest
+	(*AlterUserScramCredentialsRequest)(nil),     // 61: sluice.v1.AlterUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsRequest)(nil),  // 62: sluice.v1.DescribeUserScramCredentialsRequest
+	(*DescribeProducersResponse)(nil),            // 63: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),             // 64: sluice.v1.AbortTransactionResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 65: sluice.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 66: sluice.v1.DescribeUserScramCredentialsResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
@@ -4336,22 +4342,26 @@ var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	52, // 60: sluice.v1.Admin.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
 	59, // 61: sluice.v1.Admin.DescribeProducers:input_type -> sluice.v1.DescribeProducersRequest
 	60, // 62: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
-	10, // 63: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	7,  // 64: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	16, // 65: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	23, // 66: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	27, // 67: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	33, // 68: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	36, // 69: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	39, // 70: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	44, // 71: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	46, // 72: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	50, // 73: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
-	53, // 74: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
-	61, // 75: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	62, // 76: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	63, // [63:77] is the sub-list for method output_type
-	49, // [49:63] is the sub-list for method input_type
+	61, // 63: sluice.v1.Admin.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
+	62, // 64: sluice.v1.Admin.DescribeUserScramCredentials:input_type -> sluice.v1.DescribeUserScramCredentialsRequest
+	10, // 65: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	7,  // 66: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	16, // 67: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	23, // 68: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	27, // 69: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	33, // 70: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	36, // 71: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	39, // 72: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	44, // 73: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	46, // 74: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	50, // 75: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	53, // 76: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
+	63, // 77: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	64, // 78: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	65, // 79: sluice.v1.Admin.AlterUserScramCredentials:output_type -> sluice.v1.AlterUserScramCredentialsResponse
+	66, // 80: sluice.v1.Admin.DescribeUserScramCredentials:output_type -> sluice.v1.DescribeUserScramCredentialsResponse
+	65, // [65:81] is the sub-list for method output_type
+	49, // [49:65] is the sub-list for method input_type
 	49, // [49:49] is the sub-list for extension type_name
 	49, // [49:49] is the sub-list for extension extendee
 	0,  // [0:49] is the sub-list for field type_name
@@ -4362,6 +4372,7 @@ func file_sluice_v1_sluice_proto_init() {
 	if File_sluice_v1_sluice_proto != nil {
 		return
 	}
+	file_sluice_v1_auth_proto_init()
 	file_sluice_v1_errors_proto_init()
 	file_sluice_v1_record_proto_init()
 	file_sluice_v1_transactions_proto_init()

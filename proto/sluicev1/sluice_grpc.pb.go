@@ -288,16 +288,18 @@ var Log_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Metadata_FullMethodName                    = "/sluice.v1.Admin/Metadata"
-	Admin_CreateTopics_FullMethodName                = "/sluice.v1.Admin/CreateTopics"
-	Admin_DeleteTopics_FullMethodName                = "/sluice.v1.Admin/DeleteTopics"
-	Admin_DescribeCluster_FullMethodName             = "/sluice.v1.Admin/DescribeCluster"
-	Admin_AlterPartitionReassignments_FullMethodName = "/sluice.v1.Admin/AlterPartitionReassignments"
-	Admin_ListPartitionReassignments_FullMethodName  = "/sluice.v1.Admin/ListPartitionReassignments"
-	Admin_ElectLeaders_FullMethodName                = "/sluice.v1.Admin/ElectLeaders"
-	Admin_UnregisterBroker_FullMethodName            = "/sluice.v1.Admin/UnregisterBroker"
-	Admin_DescribeProducers_FullMethodName           = "/sluice.v1.Admin/DescribeProducers"
-	Admin_AbortTransaction_FullMethodName            = "/sluice.v1.Admin/AbortTransaction"
+	Admin_Metadata_FullMethodName                     = "/sluice.v1.Admin/Metadata"
+	Admin_CreateTopics_FullMethodName                 = "/sluice.v1.Admin/CreateTopics"
+	Admin_DeleteTopics_FullMethodName                 = "/sluice.v1.Admin/DeleteTopics"
+	Admin_DescribeCluster_FullMethodName              = "/sluice.v1.Admin/DescribeCluster"
+	Admin_AlterPartitionReassignments_FullMethodName  = "/sluice.v1.Admin/AlterPartitionReassignments"
+	Admin_ListPartitionReassignments_FullMethodName   = "/sluice.v1.Admin/ListPartitionReassignments"
+	Admin_ElectLeaders_FullMethodName                 = "/sluice.v1.Admin/ElectLeaders"
+	Admin_UnregisterBroker_FullMethodName             = "/sluice.v1.Admin/UnregisterBroker"
+	Admin_DescribeProducers_FullMethodName            = "/sluice.v1.Admin/DescribeProducers"
+	Admin_AbortTransaction_FullMethodName             = "/sluice.v1.Admin/AbortTransaction"
+	Admin_AlterUserScramCredentials_FullMethodName    = "/sluice.v1.Admin/AlterUserScramCredentials"
+	Admin_DescribeUserScramCredentials_FullMethodName = "/sluice.v1.Admin/DescribeUserScramCredentials"
 )
 
 // AdminClient is the client API for Admin service.
@@ -367,6 +369,14 @@ type AdminClient interface {
 	// (TRANSACTION_COORDINATOR_FENCED). It does not ask the coordinator: the
 	// tool checks that the coordinator does not own the transaction first.
 	AbortTransaction(ctx context.Context, in *AbortTransactionRequest, opts ...grpc.CallOption) (*AbortTransactionResponse, error)
+	// AlterUserScramCredentials stores and deletes users' SCRAM credentials
+	// through the controller (any broker forwards it; Kafka's
+	// AlterUserScramCredentials, KIP-554): a deleted user's sessions end at
+	// their next call.
+	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
+	// DescribeUserScramCredentials lists users' SCRAM mechanisms and
+	// iteration counts (never keys).
+	DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error)
 }
 
 type adminClient struct {
@@ -477,6 +487,26 @@ func (c *adminClient) AbortTransaction(ctx context.Context, in *AbortTransaction
 	return out, nil
 }
 
+func (c *adminClient) AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -544,6 +574,14 @@ type AdminServer interface {
 	// (TRANSACTION_COORDINATOR_FENCED). It does not ask the coordinator: the
 	// tool checks that the coordinator does not own the transaction first.
 	AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error)
+	// AlterUserScramCredentials stores and deletes users' SCRAM credentials
+	// through the controller (any broker forwards it; Kafka's
+	// AlterUserScramCredentials, KIP-554): a deleted user's sessions end at
+	// their next call.
+	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
+	// DescribeUserScramCredentials lists users' SCRAM mechanisms and
+	// iteration counts (never keys).
+	DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -583,6 +621,12 @@ func (UnimplementedAdminServer) DescribeProducers(context.Context, *DescribeProd
 }
 func (UnimplementedAdminServer) AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AbortTransaction not implemented")
+}
+func (UnimplementedAdminServer) AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
+}
+func (UnimplementedAdminServer) DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeUserScramCredentials not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -785,6 +829,42 @@ func _Admin_AbortTransaction_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterUserScramCredentials(ctx, req.(*AlterUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeUserScramCredentials(ctx, req.(*DescribeUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -831,6 +911,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AbortTransaction",
 			Handler:    _Admin_AbortTransaction_Handler,
+		},
+		{
+			MethodName: "AlterUserScramCredentials",
+			Handler:    _Admin_AlterUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "DescribeUserScramCredentials",
+			Handler:    _Admin_DescribeUserScramCredentials_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
