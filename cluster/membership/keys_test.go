@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/sluice-io/sluice/cluster/faultnet"
 	"github.com/sluice-io/sluice/internal/wait"
 )
 
@@ -308,10 +309,12 @@ func installWhileReading(t *testing.T, from, set [][]byte) {
 
 // Nodes with the same key join and see each other; a node with another
 // key, or with none, is refused: it stays alone and the others do not
-// take it in.
+// take it in. The seed has a dial map (for no address in use), so it
+// gossips over this package's transport: encryption, above the transport,
+// applies there too (node 2 refuses plaintext).
 func TestEncryptedGossipRefusesOtherKeysAndPlaintext(t *testing.T) {
 	key := newKey(t, 32)
-	n1 := startNode(t, 1, nil, withKeyFile(newKeyFile(t, key)))
+	n1 := startNode(t, 1, nil, withKeyFile(newKeyFile(t, key)), withDialMap(faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"}))
 	n2 := startNode(t, 2, []string{n1.LocalAddr()}, withKeyFile(newKeyFile(t, key)))
 	members := []*testNode{n1, n2}
 	allSee(t, convergeTimeout, members, metas(n1, n2))
@@ -331,6 +334,12 @@ func TestEncryptedGossipRefusesOtherKeysAndPlaintext(t *testing.T) {
 		isRefused(t, outsider, n1, "no installed keys could decrypt", members)
 	})
 	allSee(t, convergeTimeout, members, metas(n1, n2))
+	// Meta updates travel by UDP gossip, which node 2 accepts from node 1
+	// only encrypted (the outsiders only tried TCP joins).
+	gossipFlows(t, members, "after")
+	if refused := n2.logs.find(slog.LevelWarn, "Decrypt packet failed"); len(refused) > 0 {
+		t.Errorf("node 2 refused UDP packets: %v", refused)
+	}
 }
 
 // The three-step rotation of docs/operations.md, with the key files
