@@ -92,6 +92,13 @@ type Config struct {
 	GossipAdvertise string
 	// Join lists gossip seeds (host:port).
 	Join []string
+	// GossipKeyFile, if set, encrypts gossip with the keys it lists (one
+	// base64 key of 16, 24 or 32 bytes per line, the first the primary;
+	// membership.ReadKeyFile), read again every few seconds so that keys
+	// rotate without a restart (docs/operations.md, Gossip encryption).
+	// Every node of a cluster needs it, with a key in common. Empty:
+	// plaintext gossip.
+	GossipKeyFile string
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
 	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the log
@@ -360,6 +367,11 @@ func (c Config) Validate() error {
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {
 			return fmt.Errorf("join address %q: %w", j, err)
+		}
+	}
+	if c.GossipKeyFile != "" {
+		if _, err := membership.ReadKeyFile(c.GossipKeyFile); err != nil {
+			return fmt.Errorf("gossip key file: %w", err)
 		}
 	}
 	if len(c.ControllerVoters) > 0 {

@@ -12,6 +12,7 @@ import (
 func TestNodeConfigValidate(t *testing.T) {
 	base := node.DefaultConfig()
 	voters := []controller.Voter{{ID: 1, Address: "127.0.0.1:1"}, {ID: 2, Address: "127.0.0.1:2"}}
+	goodKeys, badKeys := writeGossipKeyFile(t, t.TempDir(), 16), writeGossipKeyFile(t, t.TempDir(), 17)
 	cases := []struct {
 		name string
 		mod  func(c *node.Config)
@@ -38,6 +39,9 @@ func TestNodeConfigValidate(t *testing.T) {
 		{"log cleaner backoff", func(c *node.Config) { c.LogCleanerBackoff = 0 }, "log cleaner backoff"},
 		{"fault injection without http", func(c *node.Config) { c.FaultInjection, c.HTTPListen = true, "" }, "fault injection needs an http listen address"},
 		{"dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "127.0.0.1:2"} }, ""},
+		{"gossip key file", func(c *node.Config) { c.GossipKeyFile = goodKeys }, ""},
+		{"gossip key file of a bad key", func(c *node.Config) { c.GossipKeyFile = badKeys }, "gossip key file: " + badKeys + ": line 2: key of 17 bytes"},
+		{"gossip key file missing", func(c *node.Config) { c.GossipKeyFile = badKeys + ".missing" }, "gossip key file: open " + badKeys + ".missing"},
 		{"bad dial map", func(c *node.Config) { c.FaultDialMap = faultnet.DialMap{"127.0.0.1:1": "nowhere"} }, "fault dial map: to address for 127.0.0.1:1"},
 	}
 	for _, tc := range cases {

@@ -221,7 +221,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.peers = loadGossipPeers(cfg.DataDir, cfg.NodeID, logger)
 	n.members, err = membership.Start(membership.Config{
 		Meta: meta, BindAddr: gossipBind, AdvertiseAddr: cfg.GossipAdvertise, Join: joinSeeds(cfg.Join, n.peers),
-		Logger: logger, OnEvent: n.onMemberEvent, DialMap: cfg.FaultDialMap,
+		KeyFile: cfg.GossipKeyFile, Logger: logger, OnEvent: n.onMemberEvent, DialMap: cfg.FaultDialMap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gossip: %w", err)

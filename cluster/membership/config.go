@@ -103,6 +103,22 @@ type Config struct {
 	// seeds again anyway, to merge back a partition. Negative disables it.
 	RejoinInterval time.Duration
 
+	// KeyFile, if set, encrypts gossip (AES-GCM, memberlist's keyring)
+	// with the keys it lists: one base64 key per line, the first the
+	// primary (see ReadKeyFile). Every UDP packet and TCP stream is then
+	// encrypted with the primary and authenticated, and whatever no listed
+	// key decrypts, plaintext included, is refused. Start fails if the file
+	// cannot be read or parsed. The file is read again every
+	// KeyReloadInterval and by ReloadKeys: the keys it lists are added, the
+	// first becomes the primary, and the keys no longer listed are removed;
+	// a file that fails then is logged at Error and the keys in force stay.
+	// Empty means plaintext gossip; encryption cannot be turned on or off
+	// without a restart.
+	KeyFile string
+	// KeyReloadInterval is how often the key file is read again (0 takes
+	// DefaultKeyReloadInterval; negative: only on ReloadKeys).
+	KeyReloadInterval time.Duration
+
 	// DialMap (fault injection, testing only) redirects every outgoing
 	// gossip packet and stream, seeds included, whose destination is in
 	// the map to the map's target. Members, events and logs keep the real
@@ -179,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RejoinInterval == 0 {
 		c.RejoinInterval = DefaultRejoinInterval
+	}
+	if c.KeyReloadInterval == 0 {
+		c.KeyReloadInterval = DefaultKeyReloadInterval
 	}
 	if c.ProbeTimeout > c.ProbeInterval {
 		return fmt.Errorf("%w: probe timeout %v exceeds probe interval %v", ErrInvalidConfig, c.ProbeTimeout, c.ProbeInterval)

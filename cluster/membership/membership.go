@@ -38,7 +38,8 @@ var (
 //
 // Goroutines: memberlist's own, stopped by its Shutdown; eventLoop (when
 // OnEvent is set), the only caller of OnEvent; joinLoop (when there are
-// seeds other than this node). Both stop on Shutdown, tracked by goroutines.
+// seeds other than this node); keyLoop (when there is a key file to read
+// again). All stop on Shutdown, tracked by goroutines.
 type Membership struct {
 	cfg   Config
 	log   *slog.Logger
@@ -68,6 +69,19 @@ type Membership struct {
 
 	metaMu sync.Mutex // guards the following
 	meta   []byte     // this node's encoded Meta, served to memberlist
+
+	// keyring holds the gossip keys (memberlist reads it); nil without a
+	// key file.
+	keyring *memberlist.Keyring
+	keysMu  sync.Mutex // serializes key reloads; guards the following
+	// keys are the keys installed in keyring, in the key file's order.
+	keys [][]byte
+	// keyFileData is the key file's content as last read and parsed
+	// (nil after a failure); keyFileErr the last read's error ("" if
+	// none).
+	keyFileData []byte
+	keyFileErr  string
+	keyPolls    atomic.Int64 // key file polls done by keyLoop (for tests)
 
 	// lifeMu serializes Leave, UpdateMeta and Shutdown and guards
 	// shutdown. Lock order: lifeMu, then metaMu; neither is held while
@@ -103,6 +117,17 @@ func Start(cfg Config) (*Membership, error) {
 		stop:      make(chan struct{}),
 	}
 
+	if cfg.KeyFile != "" {
+		data, keys, err := loadKeyFile(cfg.KeyFile)
+		if err == nil {
+			m.keyring, err = memberlist.NewKeyring(keys[1:], keys[0])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: gossip key file: %w", ErrInvalidConfig, err)
+		}
+		m.keys, m.keyFileData = keys, data
+	}
+
 	bindIP, bindPort, _ := splitIPPort(cfg.BindAddr, true) // checked by Validate
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = m.name
@@ -131,6 +156,14 @@ func Start(cfg Config) (*Membership, error) {
 	mc.Conflict = delegate{m}
 	mc.Merge = delegate{m}
 	mc.Logger = newMemberlistLogger(cfg.Logger)
+	if m.keyring != nil {
+		// Encrypt everything sent, refuse everything that is not
+		// encrypted with a key of the ring (memberlist encrypts above the
+		// transport, so the dial map transport below is covered too).
+		mc.Keyring = m.keyring
+		mc.GossipVerifyIncoming = true
+		mc.GossipVerifyOutgoing = true
+	}
 
 	if len(cfg.DialMap) > 0 {
 		// Fault injection: our own transport, so that dials can be
@@ -174,8 +207,11 @@ func Start(cfg Config) (*Membership, error) {
 	boundAP := netip.AddrPortFrom(bindIP, uint16(mc.BindPort))
 	m.seeds = newSelfAddrs(netip.AddrPortFrom(advAP.Addr().Unmap(), advAP.Port()), boundAP).otherSeeds(cfg.Join)
 
-	m.log.Info("membership: started", "node", m.name, "bind", m.bound,
-		"advertise", advertise, "seeds", m.seeds)
+	logArgs := []any{"node", m.name, "bind", m.bound, "advertise", advertise, "seeds", m.seeds, "encrypted", m.keyring != nil}
+	if m.keyring != nil {
+		logArgs = append(logArgs, "key_file", cfg.KeyFile, "primary_key_id", keyID(m.keys[0]), "keys", len(m.keys))
+	}
+	m.log.Info("membership: started", logArgs...)
 	if len(m.seeds) > 0 {
 		m.join("start", m.seeds)
 	}
@@ -184,6 +220,9 @@ func Start(cfg Config) (*Membership, error) {
 	}
 	if len(m.seeds) > 0 {
 		m.goroutines.Go(m.joinLoop)
+	}
+	if m.keyring != nil && cfg.KeyReloadInterval > 0 {
+		m.goroutines.Go(m.keyLoop)
 	}
 	return m, nil
 }
@@ -252,9 +291,9 @@ func (m *Membership) UpdateMeta(meta Meta, timeout time.Duration) error {
 	return nil
 }
 
-// Shutdown stops the join and event goroutines (waiting for a join attempt
-// in progress, at most 3 s per target, and for an OnEvent call in progress)
-// and then memberlist,
+// Shutdown stops the join, event and key reload goroutines (waiting for a
+// join attempt in progress, at most 3 s per target, and for an OnEvent call
+// in progress) and then memberlist,
 // without telling the cluster: the others detect the node as failed unless
 // Leave was called first. Events still queued are dropped; OnEvent is not
 // called after Shutdown returns. Shutdown is idempotent and safe after

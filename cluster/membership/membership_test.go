@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -275,6 +276,8 @@ func TestUpdateMetaReportedAsUpdate(t *testing.T) {
 
 // Start refuses a config it cannot run with, and starts nothing.
 func TestStartRejectsInvalidConfig(t *testing.T) {
+	badKeys := newKeyFileText(t, "# no key yet\n")
+	missingKeys := filepath.Join(t.TempDir(), "missing.keys")
 	tests := []struct {
 		name string
 		edit func(*Config)
@@ -292,6 +295,8 @@ func TestStartRejectsInvalidConfig(t *testing.T) {
 		{"probe timeout above interval", func(c *Config) { c.ProbeInterval, c.ProbeTimeout = time.Second, 2*time.Second }},
 		{"negative gossip interval", func(c *Config) { c.GossipInterval = -time.Second }},
 		{"negative suspicion multiplier", func(c *Config) { c.SuspicionMult = -1 }},
+		{"key file without a key", func(c *Config) { c.KeyFile = badKeys }},
+		{"key file missing", func(c *Config) { c.KeyFile = missingKeys }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,7 +325,7 @@ func TestValidateFillsDefaults(t *testing.T) {
 	if cfg.BindAddr != "0.0.0.0:7946" || cfg.ProbeInterval != DefaultProbeInterval ||
 		cfg.ProbeTimeout != DefaultProbeTimeout || cfg.GossipInterval != DefaultGossipInterval ||
 		cfg.SuspicionMult != DefaultSuspicionMult || cfg.JoinRetryInterval != DefaultJoinRetryInterval ||
-		cfg.RejoinInterval != DefaultRejoinInterval || cfg.Logger == nil {
+		cfg.RejoinInterval != DefaultRejoinInterval || cfg.KeyReloadInterval != DefaultKeyReloadInterval || cfg.Logger == nil {
 		t.Errorf("defaults not filled: %+v", cfg)
 	}
 }

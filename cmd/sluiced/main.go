@@ -78,6 +78,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.StringVar(&cfg.GossipListen, "gossip-listen", cfg.GossipListen, "gossip (memberlist) listen IP:port, TCP and UDP")
 	fs.StringVar(&cfg.GossipAdvertise, "gossip-advertise", cfg.GossipAdvertise, "gossip IP:port other nodes use (default: the gossip listen address)")
 	join := fs.String("join", "", "gossip seeds host:port,... to join a cluster")
+	fs.StringVar(&cfg.GossipKeyFile, "gossip-key-file", cfg.GossipKeyFile, "file of gossip encryption keys, one base64 key (16, 24 or 32 bytes) a line, the first encrypting; read again every few seconds, so keys rotate without a restart (empty: plaintext gossip)")
 	fs.DurationVar(&cfg.SessionTimeout, "broker-session-timeout", cfg.SessionTimeout, "a broker silent this long is fenced (controller)")
 	fs.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", cfg.LeaderRebalanceInterval, "how often the active controller moves leaderships back to preferred replicas of imbalanced brokers (controller; negative: never)")
 	fs.Float64Var(&cfg.LeaderImbalanceThreshold, "leader-imbalance-threshold", cfg.LeaderImbalanceThreshold, "share of a broker's preferred partitions led elsewhere above which they are moved back (controller)")
