@@ -45,6 +45,7 @@ type clientConfig struct {
 	requestTimeout time.Duration
 	dialer         func(ctx context.Context, addr string) (net.Conn, error)
 	tls            *tls.Config // nil: plaintext
+	scram          *scramLogin // nil: no SCRAM
 }
 
 // WithTLS makes every connection to a broker TLS with cfg (cloned): set
@@ -175,6 +176,9 @@ func New(brokers []string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	if cfg.scram != nil && cfg.tls == nil {
+		return nil, errors.New("sluice: SCRAM needs TLS (WithTLS): the session token must not travel in the clear")
+	}
 	var seeds []string
 	for _, b := range brokers {
 		if b == "" {
@@ -249,9 +253,17 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if c.cfg.dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(c.cfg.dialer))
 	}
+	var session *scramSession
+	if c.cfg.scram != nil {
+		session = &scramSession{login: c.cfg.scram}
+		opts = append(opts, session.dialOptions()...)
+	}
 	cc, err := grpc.NewClient(addr, append(opts, codec.DialOptions()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: connect %s: %w", addr, err)
+	}
+	if session != nil {
+		session.cc = cc
 	}
 	c.conns[addr] = cc
 	return cc, nil

@@ -76,6 +76,17 @@ type Config struct {
 	// ClientAuth is the client listener's client-certificate policy:
 	// none, request (verified if given) or require (ssl.client.auth).
 	ClientAuth string
+	// Authentication is optional (anonymous callers are User:ANONYMOUS)
+	// or required (anonymous callers are refused on the client listener,
+	// but for gRPC health and the Auth service). Empty is optional.
+	Authentication string
+	// TLSPrincipalMappingRules turn a client certificate's subject into
+	// its principal's name (Kafka's ssl.principal.mapping.rules, KIP-371;
+	// empty: DEFAULT, the whole subject).
+	TLSPrincipalMappingRules string
+	// SASLSessionLifetime is how long a SCRAM session lasts before the
+	// client must authenticate again (auth.DefaultSessionLifetime when 0).
+	SASLSessionLifetime time.Duration
 	// HTTPTLS serves HTTPListen over TLS with HTTPTLSCertFile/KeyFile
 	// (default the node's certificate).
 	HTTPTLS                         bool
@@ -537,6 +548,20 @@ func (c Config) validateTLS() error {
 	}
 	if _, err := auth.ParseClientAuth(c.ClientAuth); err != nil {
 		return err
+	}
+	switch c.Authentication {
+	case "", AuthenticationOptional, AuthenticationRequired:
+	default:
+		return fmt.Errorf("authentication %q: %w", c.Authentication, errAuthenticationValue)
+	}
+	if c.Authentication == AuthenticationRequired && !c.TLSEnabled() {
+		return errors.New("authentication required needs TLS (--tls-cert-file, --tls-key-file, --tls-ca-file): SCRAM and client certificates are served over TLS only")
+	}
+	if _, err := auth.ParsePrincipalMappingRules(c.TLSPrincipalMappingRules); err != nil {
+		return err
+	}
+	if c.SASLSessionLifetime < 0 {
+		return fmt.Errorf("SASL session lifetime must be >= 0 (0 for the default), got %v", c.SASLSessionLifetime)
 	}
 	node := c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != ""
 	if node && (c.TLSCertFile == "" || c.TLSKeyFile == "" || c.TLSCAFile == "") {

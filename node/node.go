@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-io/sluice/auth"
 	"log/slog"
 	"net"
 	"net/http"
@@ -52,6 +53,7 @@ type Node struct {
 	internalLis  net.Listener
 	httpSrv      *http.Server
 	tls          *tlsMaterial // the listeners' certificates; nil fields without TLS
+	authn        *auth.Authenticator
 	httpLis      net.Listener
 	// limited are the three listeners' connection limiters (connlimit.go),
 	// for the metrics; set by Start.
@@ -250,9 +252,16 @@ func Start(cfg Config) (_ *Node, err error) {
 	// Each also has a budget of request bytes in flight of its own
 	// (decision 51, requestbudget_grpc.go): its stats handler and
 	// budgetedServer below.
+	n.authn = auth.NewAuthenticator(n.scramCredential, cfg.SASLSessionLifetime)
+	gate, err := newAuthGate(cfg, n.authn, logger)
+	if err != nil {
+		return nil, err
+	}
+	n.metrics.reg.MustRegister(gate.failures, gate.logins)
 	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
 	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
-	n.grpc = grpc.NewServer(append(slices.Clip(opts), append(tlsm.clientServerOptions(), grpc.StatsHandler(budgetStats{clientBudget}))...)...)
+	clientOpts := append(tlsm.clientServerOptions(), gate.serverOptions()...)
+	n.grpc = grpc.NewServer(append(slices.Clip(opts), append(clientOpts, grpc.StatsHandler(budgetStats{clientBudget}))...)...)
 	n.internalGRPC = grpc.NewServer(append(slices.Clip(opts), append(tlsm.internalServerOptions(), grpc.StatsHandler(budgetStats{internalBudget}))...)...)
 	// Services register through codec.Server: a request whose bytes do
 	// not decode is answered InvalidArgument, not grpc-go's Internal; and
@@ -288,6 +297,10 @@ func Start(cfg Config) (_ *Node, err error) {
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(limitedPub)
 	}
+	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
+		Required: gate.required, Logger: logger,
+		Refused:   func(reason string) { gate.failures.WithLabelValues(reason).Inc() },
+		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() }}))
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	n.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)

@@ -26,6 +26,9 @@ func addTLSFlags(fs *flag.FlagSet, cfg *node.Config) {
 	} {
 		fs.StringVar(f.v, f.name, *f.v, f.help)
 	}
+	fs.StringVar(&cfg.Authentication, "authentication", cfg.Authentication, "optional (anonymous callers are User:ANONYMOUS) or required (they are refused on the client listener, but for health and the Auth service); required needs TLS (empty: optional)")
+	fs.StringVar(&cfg.TLSPrincipalMappingRules, "tls-principal-mapping-rules", cfg.TLSPrincipalMappingRules, "rules from a client certificate's subject to its principal, as Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (empty: DEFAULT, the whole subject)")
+	fs.DurationVar(&cfg.SASLSessionLifetime, "sasl-session-lifetime", cfg.SASLSessionLifetime, "how long a SCRAM session lasts before the client authenticates again (0: 1h)")
 	fs.BoolVar(&cfg.HTTPTLS, "http-tls", cfg.HTTPTLS, "serve the HTTP listener (/healthz, /readyz, /metrics) over TLS, with the node's certificate unless --http-tls-cert-file is set")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP listener (off: a CPU profile is for operators, not whoever reaches the port)")
 }
