@@ -50,7 +50,15 @@ func (e *env) clusterStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cluster status: %w", err)
 	}
-	return writeClusterStatus(e.stdout, resp, e.g.json())
+	s := newClusterJSON(resp)
+	if who, err := c.WhoAmI(ctx); err == nil {
+		s.Connection = &output.Connection{Principal: who.Principal, AuthenticatedBy: who.AuthenticatedBy, TLS: who.Tls,
+			TLSVersion: who.TlsVersion, NodeID: who.NodeId, AuthenticationRequired: who.AuthenticationRequired}
+	}
+	if e.g.json() {
+		return json.NewEncoder(e.stdout).Encode(s)
+	}
+	return writeClusterText(e.stdout, s)
 }
 
 // clusterElectLeaders moves leaderships back to the preferred replicas
@@ -193,6 +201,17 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 	}
 	fmt.Fprintf(w, "Cluster: %s\tController leader: %s\tAnswered by: node %d at metadata offset %d\n",
 		s.ClusterID, leader, s.NodeID, s.MetadataOffset)
+	if c := s.Connection; c != nil {
+		secured := "plaintext (not encrypted)"
+		if c.TLS {
+			secured = c.TLSVersion
+		}
+		required := ""
+		if c.AuthenticationRequired {
+			required = "; the brokers require authentication"
+		}
+		fmt.Fprintf(w, "Connection: %s (authenticated by %s) over %s%s\n", c.Principal, c.AuthenticatedBy, secured, required)
+	}
 
 	fmt.Fprintln(w, "\nVoters:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -63,6 +63,9 @@ Global flags (also accepted after the command):
   --tls, --tls-ca-file F, --tls-cert-file F, --tls-key-file F, --tls-server-name N
               connect with TLS: the brokers' CA (default: the system's), a client
               certificate, the name to check (env SLUICE_TLS, SLUICE_TLS_CA_FILE, ...)
+  --sasl-mechanism M, --sasl-username U, --sasl-password-file F
+              authenticate with SCRAM-SHA-256 or SCRAM-SHA-512 (over TLS; the password
+              from the file or SLUICE_SASL_PASSWORD, never a flag)
   --command-config F  key=value file of these settings (env SLUICE_COMMAND_CONFIG)
 
 Run "sluice COMMAND --help" for a command's flags.

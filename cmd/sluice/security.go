@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,12 +20,18 @@ type security struct {
 	caFile, certFile, keyFile string
 	serverName                string
 	commandConfig             string
+	// SCRAM: mechanism, user, and the file of the password (or the
+	// password from SLUICE_SASL_PASSWORD; never a flag).
+	saslMechanism, saslUsername, saslPasswordFile string
+	saslPassword                                  string
 }
 
 // securityEnv maps each setting to its environment variable.
 var securityEnv = map[string]string{
 	"tls": "SLUICE_TLS", "tls-ca-file": "SLUICE_TLS_CA_FILE", "tls-cert-file": "SLUICE_TLS_CERT_FILE",
 	"tls-key-file": "SLUICE_TLS_KEY_FILE", "tls-server-name": "SLUICE_TLS_SERVER_NAME", "command-config": "SLUICE_COMMAND_CONFIG",
+	"sasl-mechanism": "SLUICE_SASL_MECHANISM", "sasl-username": "SLUICE_SASL_USERNAME", "sasl-password-file": "SLUICE_SASL_PASSWORD_FILE",
+	"sasl-password": "SLUICE_SASL_PASSWORD",
 }
 
 func (s *security) register(fs *flag.FlagSet) {
@@ -33,6 +40,9 @@ func (s *security) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.certFile, "tls-cert-file", s.certFile, "client certificate, PEM, for brokers that ask for one (env SLUICE_TLS_CERT_FILE)")
 	fs.StringVar(&s.keyFile, "tls-key-file", s.keyFile, "key of --tls-cert-file, PEM (env SLUICE_TLS_KEY_FILE)")
 	fs.StringVar(&s.serverName, "tls-server-name", s.serverName, "name to check the brokers' certificates against instead of the host dialed (env SLUICE_TLS_SERVER_NAME)")
+	fs.StringVar(&s.saslMechanism, "sasl-mechanism", s.saslMechanism, "authenticate with SCRAM-SHA-256 or SCRAM-SHA-512 (needs TLS; env SLUICE_SASL_MECHANISM)")
+	fs.StringVar(&s.saslUsername, "sasl-username", s.saslUsername, "the SCRAM user (env SLUICE_SASL_USERNAME)")
+	fs.StringVar(&s.saslPasswordFile, "sasl-password-file", s.saslPasswordFile, "file whose first line is the SCRAM password (env SLUICE_SASL_PASSWORD_FILE; or the password itself in SLUICE_SASL_PASSWORD)")
 	fs.StringVar(&s.commandConfig, "command-config", s.commandConfig, "file of connection settings, one key=value a line, keys as these flags' names (env SLUICE_COMMAND_CONFIG)")
 }
 
@@ -67,6 +77,14 @@ func (s *security) set(key, v string) error {
 		s.serverName = v
 	case "command-config":
 		s.commandConfig = v
+	case "sasl-mechanism":
+		s.saslMechanism = v
+	case "sasl-username":
+		s.saslUsername = v
+	case "sasl-password-file":
+		s.saslPasswordFile = v
+	case "sasl-password":
+		s.saslPassword = v
 	default:
 		return fmt.Errorf("unknown setting %q", key)
 	}
@@ -113,15 +131,47 @@ func (s *security) applyCommandConfig(g *globals) error {
 
 // options are the client options the settings ask for.
 func (s *security) options() ([]client.Option, error) {
-	if !s.tls && s.caFile == "" && s.certFile == "" && s.keyFile == "" && s.serverName == "" {
-		return nil, nil
+	var opts []client.Option
+	if s.tls || s.caFile != "" || s.certFile != "" || s.keyFile != "" || s.serverName != "" || s.saslMechanism != "" {
+		cfg, err := client.LoadTLSConfig(s.caFile, s.certFile, s.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ServerName = s.serverName
+		opts = append(opts, client.WithTLS(cfg))
 	}
-	cfg, err := client.LoadTLSConfig(s.caFile, s.certFile, s.keyFile)
+	if s.saslMechanism == "" {
+		if s.saslUsername != "" {
+			return nil, errors.New("--sasl-username needs --sasl-mechanism (SCRAM-SHA-256 or SCRAM-SHA-512)")
+		}
+		return opts, nil
+	}
+	if s.saslUsername == "" {
+		return nil, errors.New("--sasl-mechanism needs --sasl-username")
+	}
+	password := s.saslPassword
+	if s.saslPasswordFile != "" {
+		p, err := readPasswordFile(s.saslPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--sasl-password-file: %w", err)
+		}
+		password = p
+	}
+	if password == "" {
+		return nil, errors.New("--sasl-mechanism needs a password: --sasl-password-file, or SLUICE_SASL_PASSWORD")
+	}
+	return append(opts, client.WithSCRAM(s.saslMechanism, s.saslUsername, password)), nil
+}
+
+// readPasswordFile is the first line of a password file (its line end
+// removed).
+func readPasswordFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	cfg.ServerName = s.serverName
-	return []client.Option{client.WithTLS(cfg)}, nil
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSuffix(line, "\r"), nil
 }
 
 // newGlobals is the global settings before the command line is parsed:

@@ -9,9 +9,12 @@ package output
 // present, lists never null. docs/operations.md documents every field; keep
 // the two in step.
 type Cluster struct {
-	ClusterID      string `json:"cluster_id"`
-	NodeID         int32  `json:"node_id"`
-	MetadataOffset uint64 `json:"metadata_offset"`
+	// Connection is how the CLI is connected: absent when the broker does
+	// not answer WhoAmI (an older version).
+	Connection     *Connection `json:"connection,omitempty"`
+	ClusterID      string      `json:"cluster_id"`
+	NodeID         int32       `json:"node_id"`
+	MetadataOffset uint64      `json:"metadata_offset"`
 	// ControllerLeader is 0 when no leader is known.
 	ControllerLeader int32 `json:"controller_leader"`
 	// Voters are the voters' node ids, ascending.
@@ -259,4 +262,14 @@ type ElectedLeader struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Leader    int32  `json:"leader"`
+}
+
+// Connection is the CLI's connection as a broker sees it (WhoAmI).
+type Connection struct {
+	Principal              string `json:"principal"`
+	AuthenticatedBy        string `json:"authenticated_by"`
+	TLS                    bool   `json:"tls"`
+	TLSVersion             string `json:"tls_version,omitempty"`
+	NodeID                 int32  `json:"node_id"`
+	AuthenticationRequired bool   `json:"authentication_required"`
 }
