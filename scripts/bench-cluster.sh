@@ -31,7 +31,9 @@
 # the nodes run with GOMAXPROCS set to it; the load generator keeps Go's
 # default), GODEBUG (the nodes' Go runtime settings; default
 # schedtrace=2147483647, as the image, the manifests and `make run` set it:
-# docs/design.md decision 47), GO (go).
+# docs/design.md decision 47), TLS=1 (every listener with TLS, mutual
+# between nodes, certificates made with `sluice cert` for the run; the
+# load generator trusts their CA: docs/security.md), GO (go).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -84,13 +86,25 @@ for i in 1 2 3; do
 	join+="${join:+,}127.0.0.1:$(port "$i" 2)"
 	brokers+="${brokers:+,}127.0.0.1:$(port "$i" 0)"
 done
+tls_args=() # per node: the node's certificate files, with TLS=1
+if [[ -n ${TLS:-} ]]; then
+	"$BIN/sluice" cert create-ca --certs-dir "$work/certs" >/dev/null
+	for i in 1 2 3; do
+		"$BIN/sluice" cert create-node --certs-dir "$work/certs" --name "node$i" \
+			--cert-file "$work/certs/node$i.crt" --key-file "$work/certs/node$i.key" >/dev/null
+	done
+	export SLUICE_TLS_CA_FILE="$work/certs/ca.crt"
+fi
 for i in 1 2 3; do
 	mkdir -p "$work/node$i"
+	if [[ -n ${TLS:-} ]]; then
+		tls_args=(--tls-cert-file "$work/certs/node$i.crt" --tls-key-file "$work/certs/node$i.key" --tls-ca-file "$work/certs/ca.crt")
+	fi
 	GODEBUG=${GODEBUG:-schedtrace=2147483647} ${NODE_GOMAXPROCS:+env GOMAXPROCS=$NODE_GOMAXPROCS} "$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" ${PROFILE_DIR:+--pprof} \
 		--internal-listen "127.0.0.1:$(port "$i" 4)" \
-		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s \
+		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s ${tls_args[@]+"${tls_args[@]}"} \
 		--log-level warn >"$work/node$i.log" 2>&1 &
 	pids+=($!)
 done
