@@ -44,8 +44,9 @@ type clientConfig struct {
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
 	dialer         func(ctx context.Context, addr string) (net.Conn, error)
-	tls            *tls.Config // nil: plaintext
-	scram          *scramLogin // nil: no SCRAM
+	tls            *tls.Config                           // nil: plaintext
+	scram          *scramLogin                           // nil: no SCRAM
+	bearer         func(context.Context) (string, error) // nil: no bearer token
 }
 
 // WithTLS makes every connection to a broker TLS with cfg (cloned): set
@@ -179,6 +180,12 @@ func New(brokers []string, opts ...Option) (*Client, error) {
 	if cfg.scram != nil && cfg.tls == nil {
 		return nil, errors.New("sluice: SCRAM needs TLS (WithTLS): the session token must not travel in the clear")
 	}
+	if cfg.bearer != nil && cfg.tls == nil {
+		return nil, errors.New("sluice: a bearer token needs TLS (WithTLS): it must not travel in the clear")
+	}
+	if cfg.bearer != nil && cfg.scram != nil {
+		return nil, errors.New("sluice: WithSCRAM and WithBearerToken: choose one")
+	}
 	var seeds []string
 	for _, b := range brokers {
 		if b == "" {
@@ -257,6 +264,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if c.cfg.scram != nil {
 		session = &scramSession{login: c.cfg.scram}
 		opts = append(opts, session.dialOptions()...)
+	}
+	if c.cfg.bearer != nil {
+		opts = append(opts, bearerOptions(c.cfg.bearer)...)
 	}
 	cc, err := grpc.NewClient(addr, append(opts, codec.DialOptions()...)...)
 	if err != nil {

@@ -208,3 +208,45 @@ func (c *Client) WhoAmI(ctx context.Context) (*sluicev1.WhoAmIResponse, error) {
 	}
 	return resp, nil
 }
+
+// WithBearerToken sends a bearer token (a JWT from an OAuth 2 / OIDC
+// provider; Kafka's OAUTHBEARER) with every call: token is asked for one
+// at each call, so it may cache and renew as it likes. Brokers check it
+// against their JWKS (sluiced --jwt-jwks-file or --jwt-jwks-url). It needs
+// WithTLS.
+func WithBearerToken(token func(ctx context.Context) (string, error)) Option {
+	return func(c *clientConfig) error {
+		if token == nil {
+			return errors.New("sluice: bearer token source must not be nil")
+		}
+		c.bearer = token
+		return nil
+	}
+}
+
+// bearerOptions send the token of source with every call.
+func bearerOptions(source func(context.Context) (string, error)) []grpc.DialOption {
+	with := func(ctx context.Context) (context.Context, error) {
+		tok, err := source(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: bearer token: %w", err)
+		}
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok), nil
+	}
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			ctx, err := with(ctx)
+			if err != nil {
+				return err
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			ctx, err := with(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+}

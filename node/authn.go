@@ -32,6 +32,7 @@ const (
 // health (probes) and the Auth service (how one authenticates).
 type authGate struct {
 	authn    *auth.Authenticator
+	jwt      *auth.JWTValidator // nil: bearer JWTs refused
 	mapper   auth.PrincipalMapper
 	required bool
 	log      *slog.Logger
@@ -46,11 +47,18 @@ func newAuthGate(cfg Config, authn *auth.Authenticator, log *slog.Logger) (*auth
 	if err != nil {
 		return nil, err
 	}
-	return &authGate{authn: authn, mapper: mapper, required: cfg.Authentication == AuthenticationRequired, log: log,
+	var jwtv *auth.JWTValidator
+	if cfg.JWTJWKSFile != "" || cfg.JWTJWKSURL != "" {
+		if jwtv, err = auth.NewJWTValidator(auth.JWTConfig{JWKSFile: cfg.JWTJWKSFile, JWKSURL: cfg.JWTJWKSURL, Issuer: cfg.JWTIssuer,
+			Audience: cfg.JWTAudience, PrincipalClaim: cfg.JWTPrincipalClaim, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+	return &authGate{authn: authn, jwt: jwtv, mapper: mapper, required: cfg.Authentication == AuthenticationRequired, log: log,
 		logs: &rateLog{every: 10 * time.Second},
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_authentication_failures_total",
-			Help: "Calls and SCRAM exchanges refused on the client listener, by reason (sasl_failed, unsupported_mechanism, not_tls, session_invalid, token_unsupported, anonymous, principal_mapping).",
+			Help: "Calls and SCRAM exchanges refused on the client listener, by reason (sasl_failed, unsupported_mechanism, not_tls, session_invalid, jwt_invalid, token_unsupported, anonymous, principal_mapping).",
 		}, []string{"reason"}),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_authentications_total",
@@ -86,7 +94,14 @@ func (g *authGate) caller(ctx context.Context, method string) (auth.Caller, erro
 				return auth.Caller{}, g.refuse(ctx, "token_unsupported", "the authorization metadata must be `Bearer <token>`", nil)
 			}
 			if !auth.IsSessionToken(token) {
-				return auth.Caller{}, g.refuse(ctx, "token_unsupported", "bearer token not accepted: this broker takes Sluice session tokens (SaslAuthenticate) only", nil)
+				if g.jwt == nil {
+					return auth.Caller{}, g.refuse(ctx, "token_unsupported", "bearer token not accepted: this broker takes Sluice session tokens (SaslAuthenticate) only, not JWTs", nil)
+				}
+				c, err := g.jwt.Validate(token, time.Now())
+				if err != nil {
+					return auth.Caller{}, g.refuse(ctx, "jwt_invalid", "bearer token refused: invalid signature, audience, issuer or expiry", err)
+				}
+				return c, nil
 			}
 			c, err := g.authn.Session(token, time.Now())
 			if err != nil {

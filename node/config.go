@@ -84,6 +84,11 @@ type Config struct {
 	// its principal's name (Kafka's ssl.principal.mapping.rules, KIP-371;
 	// empty: DEFAULT, the whole subject).
 	TLSPrincipalMappingRules string
+	// JWT bearer tokens (Kafka's OAUTHBEARER): signed by a key of the
+	// JWKS in JWTJWKSFile or at JWTJWKSURL, for JWTAudience (and from
+	// JWTIssuer when set); the principal is User:<JWTPrincipalClaim>
+	// ("sub" when empty). Off when neither JWKS is set.
+	JWTJWKSFile, JWTJWKSURL, JWTIssuer, JWTAudience, JWTPrincipalClaim string
 	// SASLSessionLifetime is how long a SCRAM session lasts before the
 	// client must authenticate again (auth.DefaultSessionLifetime when 0).
 	SASLSessionLifetime time.Duration
@@ -559,6 +564,15 @@ func (c Config) validateTLS() error {
 	}
 	if _, err := auth.ParsePrincipalMappingRules(c.TLSPrincipalMappingRules); err != nil {
 		return err
+	}
+	if c.JWTJWKSFile != "" && c.JWTJWKSURL != "" {
+		return errors.New("JWT: set one of --jwt-jwks-file and --jwt-jwks-url")
+	}
+	if (c.JWTJWKSFile != "" || c.JWTJWKSURL != "") && c.JWTAudience == "" {
+		return errors.New("JWT: --jwt-audience is required (a token meant for another service must be refused)")
+	}
+	if (c.JWTJWKSFile != "" || c.JWTJWKSURL != "") && !c.TLSEnabled() {
+		return errors.New("JWT needs TLS (--tls-cert-file, --tls-key-file, --tls-ca-file): a bearer token must not travel in the clear")
 	}
 	if c.SASLSessionLifetime < 0 {
 		return fmt.Errorf("SASL session lifetime must be >= 0 (0 for the default), got %v", c.SASLSessionLifetime)

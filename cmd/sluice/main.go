@@ -66,6 +66,8 @@ Global flags (also accepted after the command):
   --sasl-mechanism M, --sasl-username U, --sasl-password-file F
               authenticate with SCRAM-SHA-256 or SCRAM-SHA-512 (over TLS; the password
               from the file or SLUICE_SASL_PASSWORD, never a flag)
+  --sasl-mechanism OAUTHBEARER --sasl-token-file F
+              send a bearer token (JWT), the file read at each call (or SLUICE_SASL_TOKEN)
   --command-config F  key=value file of these settings (env SLUICE_COMMAND_CONFIG)
 
 Run "sluice COMMAND --help" for a command's flags.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,9 @@ type security struct {
 	// password from SLUICE_SASL_PASSWORD; never a flag).
 	saslMechanism, saslUsername, saslPasswordFile string
 	saslPassword                                  string
+	// OAUTHBEARER: the file of the token (read at each call), or the
+	// token from SLUICE_SASL_TOKEN.
+	saslTokenFile, saslToken string
 }
 
 // securityEnv maps each setting to its environment variable.
@@ -31,7 +35,7 @@ var securityEnv = map[string]string{
 	"tls": "SLUICE_TLS", "tls-ca-file": "SLUICE_TLS_CA_FILE", "tls-cert-file": "SLUICE_TLS_CERT_FILE",
 	"tls-key-file": "SLUICE_TLS_KEY_FILE", "tls-server-name": "SLUICE_TLS_SERVER_NAME", "command-config": "SLUICE_COMMAND_CONFIG",
 	"sasl-mechanism": "SLUICE_SASL_MECHANISM", "sasl-username": "SLUICE_SASL_USERNAME", "sasl-password-file": "SLUICE_SASL_PASSWORD_FILE",
-	"sasl-password": "SLUICE_SASL_PASSWORD",
+	"sasl-password": "SLUICE_SASL_PASSWORD", "sasl-token-file": "SLUICE_SASL_TOKEN_FILE", "sasl-token": "SLUICE_SASL_TOKEN",
 }
 
 func (s *security) register(fs *flag.FlagSet) {
@@ -40,7 +44,8 @@ func (s *security) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.certFile, "tls-cert-file", s.certFile, "client certificate, PEM, for brokers that ask for one (env SLUICE_TLS_CERT_FILE)")
 	fs.StringVar(&s.keyFile, "tls-key-file", s.keyFile, "key of --tls-cert-file, PEM (env SLUICE_TLS_KEY_FILE)")
 	fs.StringVar(&s.serverName, "tls-server-name", s.serverName, "name to check the brokers' certificates against instead of the host dialed (env SLUICE_TLS_SERVER_NAME)")
-	fs.StringVar(&s.saslMechanism, "sasl-mechanism", s.saslMechanism, "authenticate with SCRAM-SHA-256 or SCRAM-SHA-512 (needs TLS; env SLUICE_SASL_MECHANISM)")
+	fs.StringVar(&s.saslMechanism, "sasl-mechanism", s.saslMechanism, "authenticate with SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (a JWT; needs TLS; env SLUICE_SASL_MECHANISM)")
+	fs.StringVar(&s.saslTokenFile, "sasl-token-file", s.saslTokenFile, "OAUTHBEARER: file holding the bearer token (JWT), read again at each call (env SLUICE_SASL_TOKEN_FILE; or the token itself in SLUICE_SASL_TOKEN)")
 	fs.StringVar(&s.saslUsername, "sasl-username", s.saslUsername, "the SCRAM user (env SLUICE_SASL_USERNAME)")
 	fs.StringVar(&s.saslPasswordFile, "sasl-password-file", s.saslPasswordFile, "file whose first line is the SCRAM password (env SLUICE_SASL_PASSWORD_FILE; or the password itself in SLUICE_SASL_PASSWORD)")
 	fs.StringVar(&s.commandConfig, "command-config", s.commandConfig, "file of connection settings, one key=value a line, keys as these flags' names (env SLUICE_COMMAND_CONFIG)")
@@ -85,6 +90,10 @@ func (s *security) set(key, v string) error {
 		s.saslPasswordFile = v
 	case "sasl-password":
 		s.saslPassword = v
+	case "sasl-token-file":
+		s.saslTokenFile = v
+	case "sasl-token":
+		s.saslToken = v
 	default:
 		return fmt.Errorf("unknown setting %q", key)
 	}
@@ -145,6 +154,9 @@ func (s *security) options() ([]client.Option, error) {
 			return nil, errors.New("--sasl-username needs --sasl-mechanism (SCRAM-SHA-256 or SCRAM-SHA-512)")
 		}
 		return opts, nil
+	}
+	if s.saslMechanism == "OAUTHBEARER" {
+		return append(opts, client.WithBearerToken(s.bearerToken)), nil
 	}
 	if s.saslUsername == "" {
 		return nil, errors.New("--sasl-mechanism needs --sasl-username")
@@ -216,4 +228,20 @@ func commandConfigArg(args []string) string {
 		}
 	}
 	return path
+}
+
+// bearerToken is the OAUTHBEARER token: the file's first line, read again
+// each time (a sidecar may renew it), or SLUICE_SASL_TOKEN.
+func (s *security) bearerToken(context.Context) (string, error) {
+	if s.saslTokenFile != "" {
+		tok, err := readPasswordFile(s.saslTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--sasl-token-file: %w", err)
+		}
+		return strings.TrimSpace(tok), nil
+	}
+	if s.saslToken == "" {
+		return "", errors.New("OAUTHBEARER needs a token: --sasl-token-file, or SLUICE_SASL_TOKEN")
+	}
+	return s.saslToken, nil
 }

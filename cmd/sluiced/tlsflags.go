@@ -28,6 +28,11 @@ func addTLSFlags(fs *flag.FlagSet, cfg *node.Config) {
 	}
 	fs.StringVar(&cfg.Authentication, "authentication", cfg.Authentication, "optional (anonymous callers are User:ANONYMOUS) or required (they are refused on the client listener, but for health and the Auth service); required needs TLS (empty: optional)")
 	fs.StringVar(&cfg.TLSPrincipalMappingRules, "tls-principal-mapping-rules", cfg.TLSPrincipalMappingRules, "rules from a client certificate's subject to its principal, as Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT (empty: DEFAULT, the whole subject)")
+	fs.StringVar(&cfg.JWTJWKSFile, "jwt-jwks-file", cfg.JWTJWKSFile, "accept bearer JWTs signed by a key of this JWKS file (read again when it changes; Kafka's OAUTHBEARER)")
+	fs.StringVar(&cfg.JWTJWKSURL, "jwt-jwks-url", cfg.JWTJWKSURL, "accept bearer JWTs signed by a key of the JWKS at this URL (an OIDC provider's jwks_uri; fetched every 5 min and for an unknown key id)")
+	fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", cfg.JWTIssuer, "the iss a JWT must carry (empty: not checked)")
+	fs.StringVar(&cfg.JWTAudience, "jwt-audience", cfg.JWTAudience, "an aud a JWT must carry (required with JWT)")
+	fs.StringVar(&cfg.JWTPrincipalClaim, "jwt-principal-claim", cfg.JWTPrincipalClaim, "the JWT claim naming the principal (empty: sub)")
 	fs.DurationVar(&cfg.SASLSessionLifetime, "sasl-session-lifetime", cfg.SASLSessionLifetime, "how long a SCRAM session lasts before the client authenticates again (0: 1h)")
 	fs.BoolVar(&cfg.HTTPTLS, "http-tls", cfg.HTTPTLS, "serve the HTTP listener (/healthz, /readyz, /metrics) over TLS, with the node's certificate unless --http-tls-cert-file is set")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP listener (off: a CPU profile is for operators, not whoever reaches the port)")

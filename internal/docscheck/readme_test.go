@@ -119,7 +119,7 @@ func TestOperationsListsEveryTestingFlag(t *testing.T) {
 
 // globalFlags are the CLI's flags of every command, documented once
 // above README's table of commands.
-var globalFlags = []string{"brokers", "output", "request-timeout", "tls", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "command-config", "sasl-mechanism", "sasl-username", "sasl-password-file"}
+var globalFlags = []string{"brokers", "output", "request-timeout", "tls", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "command-config", "sasl-mechanism", "sasl-username", "sasl-password-file", "sasl-token-file"}
 
 // README's table of CLI commands has a row for every command of sluice
 // --help, and the rows of a command name every flag of sluice COMMAND
