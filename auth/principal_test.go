@@ -19,8 +19,8 @@ func TestPrincipalMappingRules(t *testing.T) {
 		{`RULE:^CN=(.*?),OU=(.*?),O=(.*?)$/$1@$2/L`, "CN=Alice,OU=ENG,O=Acme", "alice@eng"},
 		{`RULE:^CN=(.*?),OU=(.*?),O=(.*?)$/$1@$2/U`, "CN=Alice,OU=eng,O=Acme", "ALICE@ENG"},
 		{`RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L, DEFAULT`, "OU=x,CN=Duke.Ellington", "duke.ellington"},
-		{`RULE:^CN=([^,]+)$/$1x/`, "CN=a", "ax"}, // $1 then "x", as Java reads it
-		{`RULE:^CN=(.*)\/(.*)$/$2/`, "CN=a/b", "b"}, // an escaped '/'
+		{`RULE:^CN=([^,]+)$/$1x/`, "CN=a", "ax"},          // $1 then "x", as Java reads it
+		{`RULE:^CN=(.*)\/(.*)$/$2/`, "CN=a/b", "b"},       // an escaped '/'
 		{`RULE:^O=(.*)$/$1/`, "CN=nomatch", "CN=nomatch"}, // no rule matches: the whole name
 	} {
 		m, err := ParsePrincipalMappingRules(tc.rules)
