@@ -15,6 +15,9 @@ type ClusterConfig struct {
 	Dir     string // run directory: data-N/ and node-N.log per node
 	// Extra sluiced flags for every node.
 	Extra []string
+	// NodeExtra, if set, returns extra sluiced flags for node id (its
+	// certificate in a secured run).
+	NodeExtra func(id int32) []string
 	// OnExit is called when a node exits without a fault having killed
 	// it (see proccluster.Config.OnExit).
 	OnExit func(n *proccluster.Node, err error)
@@ -46,7 +49,11 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		Sluiced: cfg.Sluiced, Dir: cfg.Dir, Nodes: cfg.Nodes, OnExit: cfg.OnExit,
 		Args: append([]string{"--fault-injection"}, cfg.Extra...),
 		NodeArgs: func(n *proccluster.Node) []string {
-			return []string{"--fault-dial-map", c.dialMap(n.ID)}
+			args := []string{"--fault-dial-map", c.dialMap(n.ID)}
+			if cfg.NodeExtra != nil {
+				args = append(args, cfg.NodeExtra(n.ID)...)
+			}
+			return args
 		},
 	})
 	if err != nil {

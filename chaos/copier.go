@@ -106,7 +106,7 @@ func copierPositions(ctx context.Context, cl *client.Client, wc WorkloadConfig) 
 // done (caught up after producing stopped).
 func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
 	wc := w.cfg
-	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout))
+	cl, err := wc.newClient(w.addrs, client.WithRequestTimeout(wc.RequestTimeout))
 	if err != nil {
 		w.pace(time.Second)
 		return false

@@ -74,7 +74,7 @@ func (w *workload) groupCopy() {
 	defer wg.Wait()
 	defer close(stop)
 	var give time.Time
-	cl, err := client.New(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
+	cl, err := w.cfg.newClient(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
 	if err != nil {
 		w.log.Warn("group copier: no client", "err", err)
 		return
@@ -155,7 +155,7 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 	zombieAt := 1 + rng.IntN(5) // early: an instance may end before long
 	gate := &ioGate{}
 	defer gate.release()
-	cl, err := client.New(w.addrs, client.WithRequestTimeout(wc.RequestTimeout), client.WithDialer(gate.dial))
+	cl, err := wc.newClient(w.addrs, client.WithRequestTimeout(wc.RequestTimeout), client.WithDialer(gate.dial))
 	if err != nil {
 		w.pace(time.Second)
 		return

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -54,6 +55,9 @@ type Config struct {
 	// SessionTimeout and ReplicaLagTimeMax are the nodes' broker session
 	// and ISR lag timeouts (Pause lasts longer than both).
 	SessionTimeout, ReplicaLagTimeMax time.Duration
+	// Security secures the cluster (TLS, SCRAM; security.go): the run
+	// makes its PKI in Dir/pki, and every client of the harness uses it.
+	Security Security
 	// Out receives the progress log and the summary.
 	Out io.Writer
 }
@@ -138,7 +142,9 @@ type runner struct {
 	// nodes other than the faulted one, so that a paused node cannot make
 	// every sample time out.
 	nodeAdmins map[int32]sluicev1.AdminClient
-	rec        *recorder
+	// pki is a secured run's certificates (nil: plaintext).
+	pki *pki
+	rec *recorder
 	// phases is the workload's phase hook (phase kinds wait on it).
 	phases *phaseHook
 }
@@ -160,7 +166,8 @@ func Run(cfg Config) (Result, error) {
 		Script: cfg.Script, FaultMin: cfg.FaultMin, FaultMax: cfg.FaultMax, GapMin: cfg.GapMin, GapMax: cfg.GapMax,
 		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout, Transactions: cfg.Workload.TxnProducers > 0,
 		MinPause: max(cfg.SessionTimeout, cfg.ReplicaLagTimeMax) + pauseMargin})
-	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d nodes, %v of faults, run directory %s\nchaos: schedule (%d faults):\n", cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Dir, len(res.Schedule))
+	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d nodes, %v of faults, security %s, run directory %s\nchaos: schedule (%d faults):\n",
+		cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Security, cfg.Dir, len(res.Schedule))
 	for _, f := range res.Schedule {
 		fmt.Fprintf(cfg.Out, "  %s\n", f)
 	}
@@ -174,15 +181,32 @@ func Run(cfg Config) (Result, error) {
 		cfg.Sluiced = bins.Sluiced
 		r.cfg.Sluiced = bins.Sluiced
 	}
-	c, err := NewCluster(ClusterConfig{Sluiced: cfg.Sluiced, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: []string{
+	extra := []string{
 		"--broker-session-timeout", cfg.SessionTimeout.String(),
 		"--replica-lag-time-max", cfg.ReplicaLagTimeMax.String(),
 		// Transactions left open by a killed or fenced producer are
 		// aborted within a second of their timeout, not ten.
 		"--transaction-abort-timed-out-interval", txnAbortScan.String(),
-	}, OnExit: func(n *proccluster.Node, err error) {
-		r.log.Error("node exited without a fault killing it", "node", n.ID, "err", err)
-	}})
+	}
+	var nodeExtra func(int32) []string
+	if cfg.Security.tls() {
+		ids := make([]int32, cfg.Nodes)
+		for i := range ids {
+			ids[i] = int32(i + 1)
+		}
+		p, err := newPKI(cfg.Dir, cfg.Security, ids)
+		if err != nil {
+			return res, fmt.Errorf("chaos: certificates: %w", err)
+		}
+		r.pki = p
+		extra, nodeExtra = append(extra, p.args()...), p.nodeArgs
+		cfg.Workload.Security = p.clientSecurity()
+		r.cfg.Workload.Security = cfg.Workload.Security
+	}
+	c, err := NewCluster(ClusterConfig{Sluiced: cfg.Sluiced, Nodes: cfg.Nodes, Dir: cfg.Dir, Extra: extra, NodeExtra: nodeExtra,
+		OnExit: func(n *proccluster.Node, err error) {
+			r.log.Error("node exited without a fault killing it", "node", n.ID, "err", err)
+		}})
 	if err != nil {
 		return res, err
 	}
@@ -194,17 +218,30 @@ func Run(cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	r.admin, err = client.New(c.Addrs(), client.WithRequestTimeout(3*time.Second))
+	if err := r.createUsers(); err != nil {
+		return res, err
+	}
+	r.admin, err = cfg.Workload.newClient(c.Addrs(), client.WithRequestTimeout(3*time.Second))
 	if err != nil {
 		return res, err
 	}
 	defer r.admin.Close()
 	// Plain gRPC connections, one per node: the client's retry policy
 	// would try the brokers of its last metadata first, whichever node a
-	// client was created for.
+	// client was created for. In a secured run they are TLS, and with
+	// SCRAM present the harness's client certificate instead (no session
+	// to renew after a node's restart).
+	creds := insecure.NewCredentials()
+	if r.pki != nil {
+		tc, err := r.pki.adminTLS()
+		if err != nil {
+			return res, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
 	r.nodeAdmins = map[int32]sluicev1.AdminClient{}
 	for _, id := range c.IDs() {
-		cc, err := grpc.NewClient(c.Addrs(id)[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(c.Addrs(id)[0], grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return res, err
 		}
@@ -724,7 +761,7 @@ func (r *runner) waitLSO(until time.Time) {
 // partition: 0 where it committed none).
 func (r *runner) copierEnds() (*checker.Copier, error) {
 	wc := r.cfg.Workload
-	cl, err := client.New(r.cluster.Addrs(), client.WithRequestTimeout(5*time.Second))
+	cl, err := wc.newClient(r.cluster.Addrs(), client.WithRequestTimeout(5*time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -109,7 +109,7 @@ const txnCommitPatience = 45 * time.Second
 func (w *workload) transact(n int) {
 	id := fmt.Sprintf("chaos-txn-%d", n)
 	rng := rand.New(rand.NewPCG(uint64(n), 0x7e4))
-	cl, err := client.New(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
+	cl, err := w.cfg.newClient(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
 	if err != nil {
 		w.log.Error("transactional client", "err", err)
 		return

@@ -145,6 +145,9 @@ type WorkloadConfig struct {
 	// simulate their crashes, instead of processes killed with SIGKILL
 	// (copier_member.go).
 	CopierInProcess bool
+	// Security is how the clients reach a secured cluster (TLS, SCRAM);
+	// Run sets it from Config.Security.
+	Security ClientSecurity
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when
@@ -230,7 +233,7 @@ func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &workload{cfg: cfg, addrs: addrs, rec: rec, log: log, ctx: ctx, cancel: cancel, stopProd: make(chan struct{}), phases: &phaseHook{}}
 	for i := 0; i < cfg.Producers; i++ {
-		cl, err := client.New(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
+		cl, err := cfg.newClient(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
 		if err != nil {
 			w.stop()
 			return nil, err
@@ -324,7 +327,7 @@ loop:
 // consume tails every partition from the beginning with isolation iso,
 // recording what it reads, until the workload stops.
 func (w *workload) consume(name string, iso client.Isolation) {
-	cl, err := client.New(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
+	cl, err := w.cfg.newClient(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
 	if err != nil {
 		w.log.Error("consumer client", "err", err)
 		return
@@ -393,7 +396,7 @@ func (w *workload) stop() {
 func readAll(addrs []string, wc WorkloadConfig, session string, d time.Duration, rec *recorder) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	cl, err := client.New(addrs, client.WithRequestTimeout(5*time.Second))
+	cl, err := wc.newClient(addrs, client.WithRequestTimeout(5*time.Second))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@
 //	sluice-chaos --duration 10m --seed 42
 //	sluice-chaos --faults kill:leader,partition:controller,pause
 //	sluice-chaos --faults kill:coordinator,drop-responses:leader:WriteTxnMarkers
+//	sluice-chaos --security tls+scram
 package main
 
 import (
@@ -44,6 +45,7 @@ func run(args []string) int {
 	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out)")
 	fs.IntVar(&cfg.Workload.CopierMembers, "copier-members", cfg.Workload.CopierMembers, "copier members in one consumer group, offsets committed in their transactions (0: one copier with its positions in chaos-pos)")
 	fs.BoolVar(&cfg.Workload.CopierInProcess, "copier-in-process", cfg.Workload.CopierInProcess, "run the copier members as goroutines simulating their crashes instead of processes killed with SIGKILL")
+	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on every listener, mutual between nodes, gossip encrypted; clients trust the run's CA) or tls+scram (and --authentication required: the clients authenticate with SCRAM); certificates in the run directory's pki/")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary built with -tags sluicetest (default: built so from this module)")
 	if err := fs.Parse(args); err != nil {
@@ -55,6 +57,12 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.Workload.Partitions = int32(*partitions)
+	sec, err := chaos.ParseSecurity(*security)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-chaos:", err)
+		return 2
+	}
+	cfg.Security = sec
 	if cfg.Nodes != 3 && cfg.Nodes != 5 {
 		fmt.Fprintln(os.Stderr, "sluice-chaos: --nodes must be 3 or 5")
 		return 2
