@@ -118,6 +118,9 @@ type Result struct {
 	// Zombies counts copier members stopped (SIGSTOP) or frozen (in
 	// process) past their transaction and session timeouts, then resumed.
 	Zombies int
+	// Security is what the nodes' TLS and authentication counted, in a
+	// secured run (nil otherwise, or when no node's metrics could be read).
+	Security *SecurityCounts
 }
 
 // txnAbortScan is the nodes' --transaction-abort-timed-out-interval;
@@ -319,6 +322,13 @@ func Run(cfg Config) (Result, error) {
 	}
 	w.stop()
 	stopSampling()
+	if r.pki != nil {
+		sc, err := r.securityCounts()
+		if err != nil {
+			r.log.Warn("security counters not read from every node", "err", err)
+		}
+		res.Security = &sc
+	}
 	c.Stop(30 * time.Second)
 	h := r.rec.history()
 	if cfg.Workload.TxnProducers == 0 {
@@ -355,6 +365,9 @@ func Run(cfg Config) (Result, error) {
 		} else {
 			fmt.Fprintf(cfg.Out, "chaos: copier member processes: %d SIGKILLed, %d SIGSTOPped past their transaction and session timeouts (zombies)\n", k, z)
 		}
+	}
+	if res.Security != nil {
+		fmt.Fprintf(cfg.Out, "chaos: security %s (counters since each node's last start): %s\n", cfg.Security, res.Security)
 	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)

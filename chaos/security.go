@@ -8,11 +8,18 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/client"
@@ -319,4 +326,82 @@ func whoAmI(ctx context.Context, addr string, sec ClientSecurity) (*sluicev1.Who
 // certificate. Not until client.UpsertScramUser lands (branch users).
 func (r *runner) upsertScramUser(context.Context) error {
 	return errors.New("chaos: SCRAM users cannot be created yet")
+}
+
+// SecurityCounts are what the nodes' TLS and authentication did in a
+// secured run, summed over the nodes from their /metrics at the end of the
+// run: counters since each node's last start (a restart resets them).
+type SecurityCounts struct {
+	// Authentications are the SCRAM exchanges completed, by mechanism.
+	Authentications map[string]int
+	// Failures are the calls and exchanges refused, by reason
+	// (session_invalid: a session token the node does not know, e.g.
+	// one from before its restart; the client authenticates again).
+	Failures map[string]int
+	// Refusals are the TLS handshakes refused, by "listener/reason"
+	// (handshake: a connection cut in the middle, as partitions do).
+	Refusals map[string]int
+}
+
+// String is the counts for the run's log.
+func (s SecurityCounts) String() string {
+	f := func(m map[string]int) string {
+		if len(m) == 0 {
+			return "none"
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+		}
+		return strings.Join(parts, " ")
+	}
+	return fmt.Sprintf("authentications %s; authentication failures %s; TLS handshake refusals %s",
+		f(s.Authentications), f(s.Failures), f(s.Refusals))
+}
+
+// securityCounts reads SecurityCounts from every node that answers.
+func (r *runner) securityCounts() (SecurityCounts, error) {
+	s := SecurityCounts{Authentications: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{}}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var errs []error
+	for _, n := range r.cluster.Nodes {
+		mfs, err := scrape(hc, n.HTTP)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %d: %w", n.ID, err))
+			continue
+		}
+		add := func(into map[string]int, family string, labels ...string) {
+			for _, m := range mfs[family].GetMetric() {
+				var key []string
+				for _, l := range labels {
+					for _, lp := range m.GetLabel() {
+						if lp.GetName() == l {
+							key = append(key, lp.GetValue())
+						}
+					}
+				}
+				if v := int(m.GetCounter().GetValue()); v > 0 {
+					into[strings.Join(key, "/")] += v
+				}
+			}
+		}
+		add(s.Authentications, "sluice_authentications_total", "mechanism")
+		add(s.Failures, "sluice_authentication_failures_total", "reason")
+		add(s.Refusals, "sluice_tls_handshake_refusals_total", "listener", "reason")
+	}
+	return s, errors.Join(errs...)
+}
+
+// scrape reads the metrics a node serves on its (plaintext) HTTP port.
+func scrape(hc *http.Client, httpAddr string) (map[string]*dto.MetricFamily, error) {
+	resp, err := hc.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
 }
