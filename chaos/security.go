@@ -303,6 +303,7 @@ func whoAmI(ctx context.Context, addr string, sec ClientSecurity) (*sluicev1.Who
 		return nil, err
 	}
 	defer cl.Close()
+	var last error // the last answer that was not the deadline's
 	for {
 		who, err := cl.WhoAmI(ctx)
 		if err == nil {
@@ -315,8 +316,11 @@ func whoAmI(ctx context.Context, addr string, sec ClientSecurity) (*sluicev1.Who
 				return who, nil
 			}
 		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, last
 		}
 		time.Sleep(200 * time.Millisecond) // retry pacing within ctx (the user reaches every broker within moments)
 	}
