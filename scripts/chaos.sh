@@ -3,6 +3,7 @@
 # processes. Usage: scripts/chaos.sh [sluice-chaos flags], e.g.
 #   scripts/chaos.sh --duration 10m --seed 42
 #   scripts/chaos.sh --duration 2m --faults kill:leader,partition,pause
+#   scripts/chaos.sh --duration 5m --security tls+scram
 # `make chaos` runs it with CHAOS_DURATION and CHAOS_SEED. See docs/chaos.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
