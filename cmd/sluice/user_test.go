@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -144,5 +145,32 @@ func TestUserCreateRefusesWhatIsNoPassword(t *testing.T) {
 	}
 	if _, _, err := runWithStdin(t, "pw\n", "user", "create", "--password-stdin", nowhere); err == nil {
 		t.Error("user create without a name succeeded")
+	}
+}
+
+// A missing or unknown user command, a missing name, a second one and an
+// unknown flag are usage errors (exit 2), before any broker is contacted;
+// help lists the commands.
+func TestUserCommandUsage(t *testing.T) {
+	nowhere := "--brokers=127.0.0.1:1"
+	for _, args := range [][]string{
+		{"user"},
+		{"user", "bogus"},
+		{"user", "create", "--password-stdin", nowhere},
+		{"user", "create", "alice", "bob", "--password-stdin", nowhere},
+		{"user", "create", "alice", "--password", "secret", nowhere},
+		{"user", "delete", nowhere},
+		{"user", "delete", "alice", "bob", nowhere},
+	} {
+		out, _, err := runWithStdin(t, "pw\n", args...)
+		if !errors.Is(err, errUsage) || out != "" {
+			t.Errorf("%q: %v, stdout %q; want a usage error", args, err, out)
+		}
+	}
+	out, _, err := runArgs(t, "help")
+	for _, cmd := range []string{"user create NAME", "user delete NAME", "user list [NAME...]"} {
+		if err != nil || !strings.Contains(out, cmd) {
+			t.Errorf("help does not list %q: %v", cmd, err)
+		}
 	}
 }
