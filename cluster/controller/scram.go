@@ -248,7 +248,7 @@ type UserScramResult struct {
 	Err error
 }
 
-// PlanScramAlterations decides, from im, which users' alterations of a
+// planScramAlterations decides, from im, which users' alterations of a
 // request can be made (pure). Alterations are grouped by user, users in
 // the order first named (deletions, then upserts); a user's alterations
 // are made all or none: the first of these refuses them all, in this
@@ -265,7 +265,7 @@ type UserScramResult struct {
 // records to propose (nil when refused): its deletions, then its upserts,
 // in request order. Since no mechanism of a user is named twice, the
 // records of a user commute and each one applies to im alone.
-func PlanScramAlterations(im *Image, upserts []UserScramCredential, deletions []RemoveUserScramCredential) (results []UserScramResult, records [][]Record) {
+func planScramAlterations(im *Image, upserts []UserScramCredential, deletions []RemoveUserScramCredential) (results []UserScramResult, records [][]Record) {
 	index := map[string]int{}
 	type alteration struct {
 		mechanism string
@@ -320,7 +320,7 @@ func PlanScramAlterations(im *Image, upserts []UserScramCredential, deletions []
 
 // AlterUserScramCredentials stores upserts and removes deletions (the
 // credentials already derived: the controller never sees a password or a
-// salted password), each user's all or none (PlanScramAlterations, on
+// salted password), each user's all or none (planScramAlterations, on
 // the leader's image after a barrier; the FSM checks each record again).
 // It returns one result per user, in the order first named (deletions,
 // then upserts), and the metadata offset that holds every change made.
@@ -333,7 +333,7 @@ func (c *Controller) AlterUserScramCredentials(ctx context.Context, upserts []Us
 	var perUser [][]Record
 	var offset uint64
 	if err := c.readForProposal(ctx, func(im *Image) {
-		results, perUser = PlanScramAlterations(im, upserts, deletions)
+		results, perUser = planScramAlterations(im, upserts, deletions)
 		offset = im.Offset
 	}); err != nil {
 		return nil, 0, err

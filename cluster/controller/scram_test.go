@@ -227,7 +227,7 @@ func TestSnapshotWithoutUsersHasNoUsersKey(t *testing.T) {
 	}
 }
 
-// PlanScramAlterations: one result per user in the order first named,
+// planScramAlterations: one result per user in the order first named,
 // deletions first; a user's alterations are made all or none, the first
 // failed check naming the reason.
 func TestPlanScramAlterations(t *testing.T) {
@@ -280,7 +280,7 @@ func TestPlanScramAlterations(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			results, records := PlanScramAlterations(im, tc.upserts, tc.deletions)
+			results, records := planScramAlterations(im, tc.upserts, tc.deletions)
 			if len(results) != len(tc.want) || len(records) != len(tc.want) {
 				t.Fatalf("%d results and %d record lists, want %d: %+v", len(results), len(records), len(tc.want), results)
 			}
