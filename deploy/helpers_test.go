@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -96,10 +97,11 @@ var overlays = []string{"combined", "split"}
 
 // manifests is one rendered overlay, decoded strictly into the API types.
 type manifests struct {
-	Services     []corev1.Service
-	StatefulSets []appsv1.StatefulSet
-	PDBs         []policyv1.PodDisruptionBudget
-	ConfigMaps   []corev1.ConfigMap
+	Services        []corev1.Service
+	StatefulSets    []appsv1.StatefulSet
+	PDBs            []policyv1.PodDisruptionBudget
+	ConfigMaps      []corev1.ConfigMap
+	NetworkPolicies []networkingv1.NetworkPolicy
 }
 
 // render runs kustomize's build of dir on fSys (the krusty library, what
@@ -118,21 +120,24 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 			return nil, err
 		}
 		var into any
-		switch kind := res.GetKind(); kind {
-		case "Service":
+		switch kind := res.GetKind(); {
+		case res.GetApiVersion() == "networking.k8s.io/v1" && kind == "NetworkPolicy":
+			m.NetworkPolicies = append(m.NetworkPolicies, networkingv1.NetworkPolicy{})
+			into = &m.NetworkPolicies[len(m.NetworkPolicies)-1]
+		case kind == "Service":
 			m.Services = append(m.Services, corev1.Service{})
 			into = &m.Services[len(m.Services)-1]
-		case "StatefulSet":
+		case kind == "StatefulSet":
 			m.StatefulSets = append(m.StatefulSets, appsv1.StatefulSet{})
 			into = &m.StatefulSets[len(m.StatefulSets)-1]
-		case "PodDisruptionBudget":
+		case kind == "PodDisruptionBudget":
 			m.PDBs = append(m.PDBs, policyv1.PodDisruptionBudget{})
 			into = &m.PDBs[len(m.PDBs)-1]
-		case "ConfigMap":
+		case kind == "ConfigMap":
 			m.ConfigMaps = append(m.ConfigMaps, corev1.ConfigMap{})
 			into = &m.ConfigMaps[len(m.ConfigMaps)-1]
 		default:
-			return nil, fmt.Errorf("%s: %s %s is a kind this test does not check", dir, kind, res.GetName())
+			return nil, fmt.Errorf("%s: %s %s (%s) is a kind this test does not check", dir, kind, res.GetName(), res.GetApiVersion())
 		}
 		if err := yaml.UnmarshalStrict(y, into); err != nil {
 			return nil, fmt.Errorf("%s: %s %s does not decode strictly: %w\n%s", dir, res.GetKind(), res.GetName(), err, y)

@@ -6,14 +6,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/sluice-io/sluice/node"
@@ -30,9 +34,9 @@ func TestOverlaysRenderAndDecodeStrictly(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
 			m := renderOverlay(t, name)
-			if len(m.StatefulSets) == 0 || len(m.Services) != 2 || len(m.ConfigMaps) != 1 || len(m.PDBs) != len(m.StatefulSets) {
-				t.Fatalf("%d StatefulSets, %d Services, %d ConfigMaps, %d PodDisruptionBudgets; want >= 1, 2, 1, one per StatefulSet",
-					len(m.StatefulSets), len(m.Services), len(m.ConfigMaps), len(m.PDBs))
+			if len(m.StatefulSets) == 0 || len(m.Services) != 2 || len(m.ConfigMaps) != 1 || len(m.PDBs) != len(m.StatefulSets) || len(m.NetworkPolicies) != 1 {
+				t.Fatalf("%d StatefulSets, %d Services, %d ConfigMaps, %d PodDisruptionBudgets, %d NetworkPolicies; want >= 1, 2, 1, one per StatefulSet, 1",
+					len(m.StatefulSets), len(m.Services), len(m.ConfigMaps), len(m.PDBs), len(m.NetworkPolicies))
 			}
 		})
 	}
@@ -427,6 +431,178 @@ func TestConfigChangeRollsThePods(t *testing.T) {
 	}
 	if equality.Semantic.DeepEqual(before.StatefulSets[0].Spec.Template, after.StatefulSets[0].Spec.Template) {
 		t.Fatal("the pod template is the same after a ConfigMap change: the pods would not roll")
+	}
+}
+
+// The NetworkPolicy (base/networkpolicy.yaml): one per overlay, in the
+// pods' namespace, selecting every sluice pod and nothing else; the
+// internal gRPC, Raft and gossip (TCP and UDP) ports admit only sluice
+// pods of the namespace (in the split overlay: controllers and brokers
+// alike, so they reach each other), the client gRPC and HTTP ports anyone
+// (applications, probes, Prometheus).
+func TestManifestNetworkPolicy(t *testing.T) {
+	for _, name := range overlays {
+		t.Run(name, func(t *testing.T) {
+			m := renderOverlay(t, name)
+			if len(m.NetworkPolicies) != 1 {
+				t.Fatalf("%d NetworkPolicies, want 1", len(m.NetworkPolicies))
+			}
+			np := &m.NetworkPolicies[0]
+			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+				t.Errorf("NetworkPolicy %s: policyTypes %v lack Ingress", np.Name, np.Spec.PolicyTypes)
+			}
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSluiceOnly(t, m, "NetworkPolicy "+np.Name+": podSelector", sel)
+			for i := range m.StatefulSets {
+				sts := &m.StatefulSets[i]
+				if np.Namespace != sts.Namespace {
+					t.Errorf("NetworkPolicy %s is in namespace %q, StatefulSet %s in %q", np.Name, np.Namespace, sts.Name, sts.Namespace)
+				}
+				p := podOf(t, m, sts, 0, "default", "10.0.0.1")
+				c := sts.Spec.Template.Spec.Containers[0]
+				for _, port := range []struct {
+					what   string
+					port   int32
+					proto  corev1.Protocol
+					anyone bool
+				}{
+					{"client gRPC", listenPort(t, p, "listen"), corev1.ProtocolTCP, true},
+					{"HTTP", listenPort(t, p, "http-listen"), corev1.ProtocolTCP, true},
+					{"internal gRPC", listenPort(t, p, "internal-listen"), corev1.ProtocolTCP, false},
+					{"Raft", listenPort(t, p, "raft-listen"), corev1.ProtocolTCP, false},
+					{"gossip", listenPort(t, p, "gossip-listen"), corev1.ProtocolTCP, false},
+					{"gossip", listenPort(t, p, "gossip-listen"), corev1.ProtocolUDP, false},
+				} {
+					what := fmt.Sprintf("%s: the %s port %d/%s", sts.Name, port.what, port.port, port.proto)
+					var rules []networkingv1.NetworkPolicyIngressRule
+					for _, r := range np.Spec.Ingress {
+						if ruleAdmitsPort(c, r, port.port, port.proto) {
+							rules = append(rules, r)
+						}
+					}
+					if len(rules) == 0 {
+						t.Errorf("%s: no ingress rule admits it", what)
+						continue
+					}
+					open := false
+					for _, r := range rules {
+						if len(r.From) == 0 {
+							open = true
+							continue
+						}
+						for _, peer := range r.From {
+							if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+								t.Errorf("%s: admitted from %+v, not pods of the namespace", what, peer)
+								continue
+							}
+							ps, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if !port.anyone {
+								checkSluiceOnly(t, m, what+": admitted from", ps)
+							}
+						}
+					}
+					switch {
+					case port.anyone && !open:
+						t.Errorf("%s: not admitted from any source (clients, probes, Prometheus)", what)
+					case !port.anyone && open:
+						t.Errorf("%s: admitted from any source; want sluice pods only", what)
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkSluiceOnly checks that sel selects every sluice pod of m (every
+// StatefulSet's pod template) and no other: not a pod with a template's
+// labels less app.kubernetes.io/name, nor an unlabelled one.
+func checkSluiceOnly(t *testing.T, m *manifests, what string, sel labels.Selector) {
+	t.Helper()
+	if sel.Matches(labels.Set{}) {
+		t.Errorf("%s %q selects every pod of the namespace", what, sel)
+	}
+	for i := range m.StatefulSets {
+		sts := &m.StatefulSets[i]
+		l := labels.Set(sts.Spec.Template.Labels)
+		if !sel.Matches(l) {
+			t.Errorf("%s %q does not select the pods of %s (labels %v)", what, sel, sts.Name, l)
+		}
+		other := labels.Set{}
+		for k, v := range l {
+			if k != "app.kubernetes.io/name" {
+				other[k] = v
+			}
+		}
+		if sel.Matches(other) {
+			t.Errorf("%s %q selects pods that are not sluice's (labels %v)", what, sel, other)
+		}
+	}
+}
+
+// ruleAdmitsPort reports whether an ingress rule's ports include port
+// (of protocol proto) of container c: a rule with no ports admits all.
+func ruleAdmitsPort(c corev1.Container, r networkingv1.NetworkPolicyIngressRule, port int32, proto corev1.Protocol) bool {
+	if len(r.Ports) == 0 {
+		return true
+	}
+	for _, p := range r.Ports {
+		pp := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			pp = *p.Protocol
+		}
+		if pp != proto {
+			continue
+		}
+		if p.Port == nil {
+			return true
+		}
+		if p.Port.Type == intstr.String {
+			for _, cp := range c.Ports {
+				if cp.Name == p.Port.StrVal && cp.ContainerPort == port && protocol(cp.Protocol) == proto {
+					return true
+				}
+			}
+			continue
+		}
+		lo, hi := p.Port.IntVal, p.Port.IntVal
+		if p.EndPort != nil {
+			hi = *p.EndPort
+		}
+		if lo <= port && port <= hi {
+			return true
+		}
+	}
+	return false
+}
+
+// No overlay turns /debug/pprof on (decision 61: a CPU profile is for
+// operators, not whoever reaches the HTTP port): no --pprof argument, no
+// SLUICE_PPROF but false.
+func TestManifestsLeavePprofOff(t *testing.T) {
+	for _, name := range overlays {
+		t.Run(name, func(t *testing.T) {
+			m := renderOverlay(t, name)
+			for i := range m.StatefulSets {
+				sts := &m.StatefulSets[i]
+				for _, a := range sts.Spec.Template.Spec.Containers[0].Args {
+					if f, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); f == "pprof" {
+						t.Errorf("%s: argument %q turns /debug/pprof on", sts.Name, a)
+					}
+				}
+				p := podOf(t, m, sts, 0, "default", "10.0.0.1")
+				if v, ok := p.setting("pprof"); ok {
+					if on, err := strconv.ParseBool(v); err != nil || on {
+						t.Errorf("%s: pprof is %q (an argument or SLUICE_PPROF)", sts.Name, v)
+					}
+				}
+			}
+		})
 	}
 }
 
