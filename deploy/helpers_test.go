@@ -92,16 +92,20 @@ func flagOfEnv(name string) string {
 	return strings.ToLower(strings.ReplaceAll(rest, "_", "-"))
 }
 
-// overlays are the kustomize overlays, by name, under kubernetes/overlays.
-var overlays = []string{"combined", "split"}
+// overlays are the kustomize overlays, by name, under kubernetes/overlays
+// (and extraOverlays).
+var overlays = []string{"combined", "split", "tls", "split-tls"}
 
-// manifests is one rendered overlay, decoded strictly into the API types.
+// manifests is one rendered overlay, decoded strictly into the API types
+// (cert-manager's into the types of certmanager_test.go).
 type manifests struct {
 	Services        []corev1.Service
 	StatefulSets    []appsv1.StatefulSet
 	PDBs            []policyv1.PodDisruptionBudget
 	ConfigMaps      []corev1.ConfigMap
 	NetworkPolicies []networkingv1.NetworkPolicy
+	Certificates    []certificate
+	Issuers         []issuer
 }
 
 // render runs kustomize's build of dir on fSys (the krusty library, what
@@ -121,6 +125,12 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 		}
 		var into any
 		switch kind := res.GetKind(); {
+		case res.GetApiVersion() == certManagerV1 && kind == "Certificate":
+			m.Certificates = append(m.Certificates, certificate{})
+			into = &m.Certificates[len(m.Certificates)-1]
+		case res.GetApiVersion() == certManagerV1 && kind == "Issuer":
+			m.Issuers = append(m.Issuers, issuer{})
+			into = &m.Issuers[len(m.Issuers)-1]
 		case res.GetApiVersion() == "networking.k8s.io/v1" && kind == "NetworkPolicy":
 			m.NetworkPolicies = append(m.NetworkPolicies, networkingv1.NetworkPolicy{})
 			into = &m.NetworkPolicies[len(m.NetworkPolicies)-1]
@@ -146,14 +156,50 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 	return m, nil
 }
 
-// renderOverlay renders kubernetes/overlays/name from disk.
+// extraOverlays are overlays the tests render that the repository does
+// not ship, by name: their kustomization.yaml, as if it were in
+// kubernetes/overlays/<name>. split-tls is what docs/kubernetes.md tells
+// users of the split overlay to write for TLS.
+var extraOverlays = map[string]string{
+	"split-tls": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: sluice
+resources:
+  - ../split
+components:
+  - ../../components/tls
+`,
+}
+
+// renderOverlay renders kubernetes/overlays/name from disk, or the
+// extra overlay name in memory.
 func renderOverlay(tb testing.TB, name string) *manifests {
 	tb.Helper()
+	if k, ok := extraOverlays[name]; ok {
+		fSys := copyToMemory(tb, "kubernetes")
+		if err := fSys.WriteFile("/kubernetes/overlays/"+name+"/kustomization.yaml", []byte(k)); err != nil {
+			tb.Fatal(err)
+		}
+		m, err := render(fSys, "/kubernetes/overlays/"+name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	}
 	m, err := render(filesys.MakeFsOnDisk(), filepath.Join("kubernetes", "overlays", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return m
+}
+
+// namespaceOf is the namespace sts's pods run in: its own, or "default"
+// for an overlay that names none (kubectl's namespace, "default" here).
+func namespaceOf(sts *appsv1.StatefulSet) string {
+	if sts.Namespace == "" {
+		return "default"
+	}
+	return sts.Namespace
 }
 
 func (m *manifests) service(name string) *corev1.Service {

@@ -118,8 +118,9 @@ func listenPort(t *testing.T, p pod, flag string) int32 {
 
 // The ports: the container ports are the ones sluiced listens on, the
 // probes ask gRPC health on the client gRPC port (service "liveness" for
-// startup and liveness, "" for readiness), and the Services' target ports
-// name container ports with those numbers. The headless Service, through
+// startup and liveness, "" for readiness) or, where that port speaks TLS,
+// the HTTP port's /healthz and /readyz (checkProbes), and the Services'
+// target ports name container ports with those numbers. The headless Service, through
 // which the pods reach each other, has the internal gRPC port; the client
 // Service must not (decision 41: the inter-node services are not for
 // clients).
@@ -149,24 +150,7 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 				if ports["gossip-udp"].Protocol != corev1.ProtocolUDP {
 					t.Errorf("%s: gossip-udp is not UDP", sts.Name)
 				}
-				probes := []struct {
-					what    string
-					probe   *corev1.Probe
-					service string
-				}{{"startup", c.StartupProbe, node.LivenessService}, {"liveness", c.LivenessProbe, node.LivenessService}, {"readiness", c.ReadinessProbe, ""}}
-				for _, pr := range probes {
-					if pr.probe == nil || pr.probe.GRPC == nil {
-						t.Errorf("%s: %s probe is not a gRPC probe", sts.Name, pr.what)
-						continue
-					}
-					svc := ""
-					if pr.probe.GRPC.Service != nil {
-						svc = *pr.probe.GRPC.Service
-					}
-					if pr.probe.GRPC.Port != want["grpc"] || svc != pr.service {
-						t.Errorf("%s: %s probe asks service %q on port %d, want %q on %d", sts.Name, pr.what, svc, pr.probe.GRPC.Port, pr.service, want["grpc"])
-					}
-				}
+				checkProbes(t, p, c, want)
 				for _, svc := range m.Services {
 					if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)) {
 						continue
@@ -192,6 +176,79 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkProbes checks the probes of p's container c against the ports
+// sluiced listens on (want, by container port name). The kubelet's gRPC
+// probes speak plaintext only: with TLS on the client port (--tls-cert-file)
+// the probes must be HTTP GETs on the HTTP port, /healthz for startup and
+// liveness (200 while the process serves, as health service "liveness"),
+// /readyz for readiness (as health service ""), over HTTPS exactly when
+// sluiced serves HTTP over TLS (--http-tls).
+func checkProbes(t *testing.T, p pod, c corev1.Container, want map[string]int32) {
+	t.Helper()
+	_, clientTLS := p.setting("tls-cert-file")
+	httpTLS, _ := p.setting("http-tls")
+	scheme := corev1.URISchemeHTTP
+	if b, _ := strconv.ParseBool(httpTLS); b {
+		scheme = corev1.URISchemeHTTPS
+	}
+	probes := []struct {
+		what    string
+		probe   *corev1.Probe
+		service string // gRPC health service
+		path    string // HTTP path
+	}{
+		{"startup", c.StartupProbe, node.LivenessService, "/healthz"},
+		{"liveness", c.LivenessProbe, node.LivenessService, "/healthz"},
+		{"readiness", c.ReadinessProbe, "", "/readyz"},
+	}
+	for _, pr := range probes {
+		switch {
+		case pr.probe == nil:
+			t.Errorf("%s: no %s probe", p.Name, pr.what)
+		case clientTLS:
+			g := pr.probe.HTTPGet
+			if g == nil {
+				t.Errorf("%s: %s probe is not an HTTP probe, and the client port speaks TLS (the kubelet's gRPC probes cannot)", p.Name, pr.what)
+				continue
+			}
+			port := containerPortNumber(c, g.Port)
+			gotScheme := g.Scheme
+			if gotScheme == "" {
+				gotScheme = corev1.URISchemeHTTP
+			}
+			if port != want["http"] || g.Path != pr.path || gotScheme != scheme {
+				t.Errorf("%s: %s probe GETs %s %s on port %d, want %s %s on %d", p.Name, pr.what, gotScheme, g.Path, port, scheme, pr.path, want["http"])
+			}
+		default:
+			if pr.probe.GRPC == nil {
+				t.Errorf("%s: %s probe is not a gRPC probe", p.Name, pr.what)
+				continue
+			}
+			svc := ""
+			if pr.probe.GRPC.Service != nil {
+				svc = *pr.probe.GRPC.Service
+			}
+			if pr.probe.GRPC.Port != want["grpc"] || svc != pr.service {
+				t.Errorf("%s: %s probe asks service %q on port %d, want %q on %d", p.Name, pr.what, svc, pr.probe.GRPC.Port, pr.service, want["grpc"])
+			}
+		}
+	}
+}
+
+// containerPortNumber resolves a port given by number or by the name of
+// one of c's container ports (0: no such port).
+func containerPortNumber(c corev1.Container, port intstr.IntOrString) int32 {
+	if port.Type == intstr.Int {
+		return port.IntVal
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return cp.ContainerPort
+		}
+	}
+	return 0
 }
 
 func protocol(p corev1.Protocol) corev1.Protocol {
@@ -608,7 +665,7 @@ func TestManifestsLeavePprofOff(t *testing.T) {
 
 // copyToMemory copies the directory dir (relative to this package) into an
 // in-memory file system, under /dir.
-func copyToMemory(t *testing.T, dir string) filesys.FileSystem {
+func copyToMemory(t testing.TB, dir string) filesys.FileSystem {
 	t.Helper()
 	mem := filesys.MakeFsInMemory()
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
