@@ -94,7 +94,7 @@ func flagOfEnv(name string) string {
 
 // overlays are the kustomize overlays, by name, under kubernetes/overlays
 // (and extraOverlays).
-var overlays = []string{"combined", "split", "tls", "split-tls"}
+var overlays = []string{"combined", "split", "tls", "split-tls", "tls-kafka"}
 
 // manifests is one rendered overlay, decoded strictly into the API types
 // (cert-manager's into the types of certmanager_test.go).
@@ -158,8 +158,9 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 
 // extraOverlays are overlays the tests render that the repository does
 // not ship, by name: their kustomization.yaml, as if it were in
-// kubernetes/overlays/<name>. split-tls is what docs/kubernetes.md tells
-// users of the split overlay to write for TLS.
+// kubernetes/overlays/<name>. They are the overlays docs/kubernetes.md
+// ("TLS") tells users to write: split-tls for the split overlay with TLS,
+// tls-kafka for the tls overlay in another namespace.
 var extraOverlays = map[string]string{
 	"split-tls": `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -168,6 +169,27 @@ resources:
   - ../split
 components:
   - ../../components/tls
+`,
+	"tls-kafka": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: kafka
+resources:
+  - ../tls
+patches:
+  - target:
+      kind: Certificate
+      name: sluice-node
+    patch: |-
+      - op: replace
+        path: /spec/dnsNames
+        value:
+          - "*.sluice-headless.kafka.svc"
+          - "*.sluice-headless.kafka.svc.cluster.local"
+          - sluice
+          - sluice.kafka
+          - sluice.kafka.svc
+          - sluice.kafka.svc.cluster.local
+          - localhost
 `,
 }
 

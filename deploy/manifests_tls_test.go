@@ -18,7 +18,7 @@ import (
 )
 
 // tlsOverlays are the overlays whose pods must run with TLS on.
-var tlsOverlays = map[string]bool{"tls": true, "split-tls": true}
+var tlsOverlays = map[string]bool{"tls": true, "split-tls": true, "tls-kafka": true}
 
 // The TLS of the manifests (components/tls): wherever the pods turn TLS
 // on, their certificate, key and CA files are tls.crt, tls.key and ca.crt
