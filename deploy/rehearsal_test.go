@@ -37,8 +37,9 @@ import (
 	"github.com/sluice-io/sluice/node"
 )
 
-// The StatefulSet rehearsal runs the combined overlay's pods as real
-// sluiced processes on one machine. What a pod would have and this test
+// The StatefulSet rehearsal runs the combined overlay's pods (and the tls
+// overlay's: rehearsal_tls_test.go) as real sluiced processes on one
+// machine. What a pod would have and this test
 // stands in for:
 //
 //   - its IP: 127.0.0.11, .12, .13 for ordinals 0, 1, 2 (Linux routes all
@@ -48,9 +49,12 @@ import (
 //     address on 0.0.0.0 binds the pod's IP instead;
 //   - the cluster's DNS: sluiced --hosts (and the same table in this test
 //     process, for the client) resolves the pods' names under the headless
-//     Service to their IPs;
+//     Service to their IPs (and the client Service's name to pod 0's);
 //   - its volume (the PersistentVolumeClaim): a directory per pod, kept
 //     across deletions, in place of the --data-dir mount path;
+//   - its Secret volumes and cert-manager, which writes them: certManager
+//     (rehearsal_tls_test.go);
+//   - its namespace: the overlay's, or "default";
 //   - the image: the sluiced built from this module in place of the
 //     command's /usr/local/bin/sluiced.
 //
@@ -60,8 +64,6 @@ import (
 
 // rehearsalIP is the IP of the pod with ordinal.
 func rehearsalIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 11+ordinal) }
-
-const rehearsalNamespace = "default"
 
 // podProcess is a pod's sluiced process.
 type podProcess struct {
