@@ -73,7 +73,7 @@ func (s *authService) SaslAuthenticate(ctx context.Context, req *sluicev1.SaslAu
 			"authentication failed: invalid credentials, or the exchange is out of order or expired", ctx, err)
 	}
 	if res.Complete && s.cfg.Succeeded != nil {
-		s.cfg.Succeeded(req.GetMechanism())
+		s.cfg.Succeeded(string(res.Mechanism))
 	}
 	return &sluicev1.SaslAuthenticateResponse{ConversationId: res.ConversationID, AuthBytes: res.Message, Complete: res.Complete,
 		SessionToken: res.Token, SessionLifetimeMs: res.Lifetime.Milliseconds(), Principal: principalString(res)}, nil

@@ -65,6 +65,12 @@ const (
 	// MaxStateFilters bounds a state filter list (ListGroups,
 	// ListTransactions): more than there are states.
 	MaxStateFilters = 32
+	// MaxRequestCredentials bounds the credential deletions, and apart
+	// the upsertions, of an AlterUserScramCredentials, and the users a
+	// DescribeUserScramCredentials names. An upsertion costs the
+	// controller a proposal: a client with more users asks in several
+	// requests.
+	MaxRequestCredentials = 1_000
 
 	// MaxTopicNameLength bounds a topic name anywhere in a request: no
 	// topic can have a longer name (a name is echoed in answers, per
@@ -197,6 +203,11 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	"sluice.v1.DescribeTransactionsRequest.transactional_ids": ids(),
 	"sluice.v1.ListTransactionsRequest.state_filters":         stateFilters(),
 	"sluice.v1.ListTransactionsRequest.producer_id_filters":   {Max: MaxRequestIDs, Why: "ids per request"},
+	// A user or mechanism named twice is the controller's to refuse, per
+	// user (INVALID_REQUEST), as are long names (UNACCEPTABLE_CREDENTIAL).
+	"sluice.v1.AlterUserScramCredentialsRequest.deletions":  {Max: MaxRequestCredentials, Why: "credential deletions per request"},
+	"sluice.v1.AlterUserScramCredentialsRequest.upsertions": {Max: MaxRequestCredentials, Why: "credential upsertions per request"},
+	"sluice.v1.DescribeUserScramCredentialsRequest.users":   {Max: MaxRequestCredentials, Why: "users per request", Unique: true},
 	// sluice.v1.Groups
 	"sluice.v1.ConsumerGroupHeartbeatRequest.subscribed_topic_names": topicNames(),
 	"sluice.v1.ConsumerGroupHeartbeatRequest.topic_partitions":       topicEntries(1),

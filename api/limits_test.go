@@ -94,6 +94,13 @@ var probes = []probe{
 	{name: "DescribeProducers of many partitions", method: sluicev1.Admin_DescribeProducers_FullMethodName, req: func(n int) proto.Message {
 		return &sluicev1.DescribeProducersRequest{Topics: []*sluicev1.DescribeProducersTopic{{Name: "t", Partitions: ints(n)}}}
 	}},
+	{name: "AlterUserScramCredentials of empty deletions", method: sluicev1.Admin_AlterUserScramCredentials_FullMethodName, req: func(n int) proto.Message {
+		return &sluicev1.AlterUserScramCredentialsRequest{Deletions: times(n, same(&sluicev1.ScramCredentialDeletion{}))}
+	}},
+	{name: "AlterUserScramCredentials of empty upsertions", method: sluicev1.Admin_AlterUserScramCredentials_FullMethodName, req: scramUpsertions},
+	{name: "DescribeUserScramCredentials of many users", method: sluicev1.Admin_DescribeUserScramCredentials_FullMethodName, req: func(n int) proto.Message {
+		return &sluicev1.DescribeUserScramCredentialsRequest{Users: times(n, func(i int) string { return fmt.Sprint("user-", i) })}
+	}},
 	{name: "FindCoordinator of many keys", method: sluicev1.Transactions_FindCoordinator_FullMethodName, req: func(n int) proto.Message {
 		return &sluicev1.FindCoordinatorRequest{Keys: times(n, func(i int) string { return fmt.Sprint("key-", i) })}
 	}},
@@ -140,6 +147,7 @@ var probes = []probe{
 	{name: "controller ElectLeaders of many partitions", internal: true, method: internalv1.Controller_ElectLeaders_FullMethodName, req: func(n int) proto.Message {
 		return &sluicev1.ElectLeadersRequest{Topics: []*sluicev1.TopicPartitions{{Name: "nope", Partitions: ints(n)}}}
 	}},
+	{name: "controller AlterUserScramCredentials of empty upsertions", internal: true, method: internalv1.Controller_AlterUserScramCredentials_FullMethodName, req: scramUpsertions},
 	{name: "ReplicaFetch of many partitions", internal: true, method: internalv1.Replica_ReplicaFetch_FullMethodName, req: replicaFetch},
 	{name: "ReplicaFetchStream of many partitions", internal: true, method: internalv1.Replica_ReplicaFetchStream_FullMethodName, stream: true, req: replicaFetch},
 	{name: "OffsetForLeaderEpoch of many partitions", internal: true, method: internalv1.Replica_OffsetForLeaderEpoch_FullMethodName, req: func(n int) proto.Message {
@@ -168,6 +176,12 @@ func createTopics(n int) proto.Message {
 
 func deleteTopics(n int) proto.Message {
 	return &sluicev1.DeleteTopicsRequest{Names: times(n, func(i int) string { return fmt.Sprint("nope-", i) })}
+}
+
+// scramUpsertions are n upsertions (empty: each would be answered for
+// its user).
+func scramUpsertions(n int) proto.Message {
+	return &sluicev1.AlterUserScramCredentialsRequest{Upsertions: times(n, same(&sluicev1.ScramCredentialUpsertion{}))}
 }
 
 func commitPartitions(n int) []*sluicev1.OffsetCommitPartition {

@@ -83,6 +83,7 @@ type StepResult struct {
 	Message        []byte
 	// Complete, with a Token, when the exchange succeeded.
 	Complete  bool
+	Mechanism ScramMechanism
 	Token     string
 	Lifetime  time.Duration
 	Principal Principal
@@ -116,7 +117,7 @@ func (a *Authenticator) Step(mechanism, conversationID string, msg []byte, now t
 	if err != nil {
 		return StepResult{}, err
 	}
-	return StepResult{Message: []byte(out), Complete: true, Token: token, Lifetime: a.lifetime, Principal: User(user)}, nil
+	return StepResult{Message: []byte(out), Complete: true, Mechanism: c.mech, Token: token, Lifetime: a.lifetime, Principal: User(user)}, nil
 }
 
 func errOr(err error, s string) string {

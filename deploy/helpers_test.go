@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -91,15 +92,20 @@ func flagOfEnv(name string) string {
 	return strings.ToLower(strings.ReplaceAll(rest, "_", "-"))
 }
 
-// overlays are the kustomize overlays, by name, under kubernetes/overlays.
-var overlays = []string{"combined", "split"}
+// overlays are the kustomize overlays, by name, under kubernetes/overlays
+// (and extraOverlays).
+var overlays = []string{"combined", "split", "tls", "split-tls", "tls-kafka"}
 
-// manifests is one rendered overlay, decoded strictly into the API types.
+// manifests is one rendered overlay, decoded strictly into the API types
+// (cert-manager's into the types of certmanager_test.go).
 type manifests struct {
-	Services     []corev1.Service
-	StatefulSets []appsv1.StatefulSet
-	PDBs         []policyv1.PodDisruptionBudget
-	ConfigMaps   []corev1.ConfigMap
+	Services        []corev1.Service
+	StatefulSets    []appsv1.StatefulSet
+	PDBs            []policyv1.PodDisruptionBudget
+	ConfigMaps      []corev1.ConfigMap
+	NetworkPolicies []networkingv1.NetworkPolicy
+	Certificates    []certificate
+	Issuers         []issuer
 }
 
 // render runs kustomize's build of dir on fSys (the krusty library, what
@@ -118,21 +124,30 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 			return nil, err
 		}
 		var into any
-		switch kind := res.GetKind(); kind {
-		case "Service":
+		switch kind := res.GetKind(); {
+		case res.GetApiVersion() == certManagerV1 && kind == "Certificate":
+			m.Certificates = append(m.Certificates, certificate{})
+			into = &m.Certificates[len(m.Certificates)-1]
+		case res.GetApiVersion() == certManagerV1 && kind == "Issuer":
+			m.Issuers = append(m.Issuers, issuer{})
+			into = &m.Issuers[len(m.Issuers)-1]
+		case res.GetApiVersion() == "networking.k8s.io/v1" && kind == "NetworkPolicy":
+			m.NetworkPolicies = append(m.NetworkPolicies, networkingv1.NetworkPolicy{})
+			into = &m.NetworkPolicies[len(m.NetworkPolicies)-1]
+		case kind == "Service":
 			m.Services = append(m.Services, corev1.Service{})
 			into = &m.Services[len(m.Services)-1]
-		case "StatefulSet":
+		case kind == "StatefulSet":
 			m.StatefulSets = append(m.StatefulSets, appsv1.StatefulSet{})
 			into = &m.StatefulSets[len(m.StatefulSets)-1]
-		case "PodDisruptionBudget":
+		case kind == "PodDisruptionBudget":
 			m.PDBs = append(m.PDBs, policyv1.PodDisruptionBudget{})
 			into = &m.PDBs[len(m.PDBs)-1]
-		case "ConfigMap":
+		case kind == "ConfigMap":
 			m.ConfigMaps = append(m.ConfigMaps, corev1.ConfigMap{})
 			into = &m.ConfigMaps[len(m.ConfigMaps)-1]
 		default:
-			return nil, fmt.Errorf("%s: %s %s is a kind this test does not check", dir, kind, res.GetName())
+			return nil, fmt.Errorf("%s: %s %s (%s) is a kind this test does not check", dir, kind, res.GetName(), res.GetApiVersion())
 		}
 		if err := yaml.UnmarshalStrict(y, into); err != nil {
 			return nil, fmt.Errorf("%s: %s %s does not decode strictly: %w\n%s", dir, res.GetKind(), res.GetName(), err, y)
@@ -141,14 +156,72 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 	return m, nil
 }
 
-// renderOverlay renders kubernetes/overlays/name from disk.
+// extraOverlays are overlays the tests render that the repository does
+// not ship, by name: their kustomization.yaml, as if it were in
+// kubernetes/overlays/<name>. They are the overlays docs/kubernetes.md
+// ("TLS") tells users to write: split-tls for the split overlay with TLS,
+// tls-kafka for the tls overlay in another namespace.
+var extraOverlays = map[string]string{
+	"split-tls": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: sluice
+resources:
+  - ../split
+components:
+  - ../../components/tls
+`,
+	"tls-kafka": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: kafka
+resources:
+  - ../tls
+patches:
+  - target:
+      kind: Certificate
+      name: sluice-node
+    patch: |-
+      - op: replace
+        path: /spec/dnsNames
+        value:
+          - "*.sluice-headless.kafka.svc"
+          - "*.sluice-headless.kafka.svc.cluster.local"
+          - sluice
+          - sluice.kafka
+          - sluice.kafka.svc
+          - sluice.kafka.svc.cluster.local
+          - localhost
+`,
+}
+
+// renderOverlay renders kubernetes/overlays/name from disk, or the
+// extra overlay name in memory.
 func renderOverlay(tb testing.TB, name string) *manifests {
 	tb.Helper()
+	if k, ok := extraOverlays[name]; ok {
+		fSys := copyToMemory(tb, "kubernetes")
+		if err := fSys.WriteFile("/kubernetes/overlays/"+name+"/kustomization.yaml", []byte(k)); err != nil {
+			tb.Fatal(err)
+		}
+		m, err := render(fSys, "/kubernetes/overlays/"+name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	}
 	m, err := render(filesys.MakeFsOnDisk(), filepath.Join("kubernetes", "overlays", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return m
+}
+
+// namespaceOf is the namespace sts's pods run in: its own, or "default"
+// for an overlay that names none (kubectl's namespace, "default" here).
+func namespaceOf(sts *appsv1.StatefulSet) string {
+	if sts.Namespace == "" {
+		return "default"
+	}
+	return sts.Namespace
 }
 
 func (m *manifests) service(name string) *corev1.Service {

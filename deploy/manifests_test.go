@@ -6,14 +6,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/sluice-io/sluice/node"
@@ -30,9 +34,9 @@ func TestOverlaysRenderAndDecodeStrictly(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
 			m := renderOverlay(t, name)
-			if len(m.StatefulSets) == 0 || len(m.Services) != 2 || len(m.ConfigMaps) != 1 || len(m.PDBs) != len(m.StatefulSets) {
-				t.Fatalf("%d StatefulSets, %d Services, %d ConfigMaps, %d PodDisruptionBudgets; want >= 1, 2, 1, one per StatefulSet",
-					len(m.StatefulSets), len(m.Services), len(m.ConfigMaps), len(m.PDBs))
+			if len(m.StatefulSets) == 0 || len(m.Services) != 2 || len(m.ConfigMaps) != 1 || len(m.PDBs) != len(m.StatefulSets) || len(m.NetworkPolicies) != 1 {
+				t.Fatalf("%d StatefulSets, %d Services, %d ConfigMaps, %d PodDisruptionBudgets, %d NetworkPolicies; want >= 1, 2, 1, one per StatefulSet, 1",
+					len(m.StatefulSets), len(m.Services), len(m.ConfigMaps), len(m.PDBs), len(m.NetworkPolicies))
 			}
 		})
 	}
@@ -114,8 +118,9 @@ func listenPort(t *testing.T, p pod, flag string) int32 {
 
 // The ports: the container ports are the ones sluiced listens on, the
 // probes ask gRPC health on the client gRPC port (service "liveness" for
-// startup and liveness, "" for readiness), and the Services' target ports
-// name container ports with those numbers. The headless Service, through
+// startup and liveness, "" for readiness) or, where that port speaks TLS,
+// the HTTP port's /healthz and /readyz (checkProbes), and the Services'
+// target ports name container ports with those numbers. The headless Service, through
 // which the pods reach each other, has the internal gRPC port; the client
 // Service must not (decision 41: the inter-node services are not for
 // clients).
@@ -145,24 +150,7 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 				if ports["gossip-udp"].Protocol != corev1.ProtocolUDP {
 					t.Errorf("%s: gossip-udp is not UDP", sts.Name)
 				}
-				probes := []struct {
-					what    string
-					probe   *corev1.Probe
-					service string
-				}{{"startup", c.StartupProbe, node.LivenessService}, {"liveness", c.LivenessProbe, node.LivenessService}, {"readiness", c.ReadinessProbe, ""}}
-				for _, pr := range probes {
-					if pr.probe == nil || pr.probe.GRPC == nil {
-						t.Errorf("%s: %s probe is not a gRPC probe", sts.Name, pr.what)
-						continue
-					}
-					svc := ""
-					if pr.probe.GRPC.Service != nil {
-						svc = *pr.probe.GRPC.Service
-					}
-					if pr.probe.GRPC.Port != want["grpc"] || svc != pr.service {
-						t.Errorf("%s: %s probe asks service %q on port %d, want %q on %d", sts.Name, pr.what, svc, pr.probe.GRPC.Port, pr.service, want["grpc"])
-					}
-				}
+				checkProbes(t, p, c, want)
 				for _, svc := range m.Services {
 					if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)) {
 						continue
@@ -188,6 +176,79 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkProbes checks the probes of p's container c against the ports
+// sluiced listens on (want, by container port name). The kubelet's gRPC
+// probes speak plaintext only: with TLS on the client port (--tls-cert-file)
+// the probes must be HTTP GETs on the HTTP port, /healthz for startup and
+// liveness (200 while the process serves, as health service "liveness"),
+// /readyz for readiness (as health service ""), over HTTPS exactly when
+// sluiced serves HTTP over TLS (--http-tls).
+func checkProbes(t *testing.T, p pod, c corev1.Container, want map[string]int32) {
+	t.Helper()
+	_, clientTLS := p.setting("tls-cert-file")
+	httpTLS, _ := p.setting("http-tls")
+	scheme := corev1.URISchemeHTTP
+	if b, _ := strconv.ParseBool(httpTLS); b {
+		scheme = corev1.URISchemeHTTPS
+	}
+	probes := []struct {
+		what    string
+		probe   *corev1.Probe
+		service string // gRPC health service
+		path    string // HTTP path
+	}{
+		{"startup", c.StartupProbe, node.LivenessService, "/healthz"},
+		{"liveness", c.LivenessProbe, node.LivenessService, "/healthz"},
+		{"readiness", c.ReadinessProbe, "", "/readyz"},
+	}
+	for _, pr := range probes {
+		switch {
+		case pr.probe == nil:
+			t.Errorf("%s: no %s probe", p.Name, pr.what)
+		case clientTLS:
+			g := pr.probe.HTTPGet
+			if g == nil {
+				t.Errorf("%s: %s probe is not an HTTP probe, and the client port speaks TLS (the kubelet's gRPC probes cannot)", p.Name, pr.what)
+				continue
+			}
+			port := containerPortNumber(c, g.Port)
+			gotScheme := g.Scheme
+			if gotScheme == "" {
+				gotScheme = corev1.URISchemeHTTP
+			}
+			if port != want["http"] || g.Path != pr.path || gotScheme != scheme {
+				t.Errorf("%s: %s probe GETs %s %s on port %d, want %s %s on %d", p.Name, pr.what, gotScheme, g.Path, port, scheme, pr.path, want["http"])
+			}
+		default:
+			if pr.probe.GRPC == nil {
+				t.Errorf("%s: %s probe is not a gRPC probe", p.Name, pr.what)
+				continue
+			}
+			svc := ""
+			if pr.probe.GRPC.Service != nil {
+				svc = *pr.probe.GRPC.Service
+			}
+			if pr.probe.GRPC.Port != want["grpc"] || svc != pr.service {
+				t.Errorf("%s: %s probe asks service %q on port %d, want %q on %d", p.Name, pr.what, svc, pr.probe.GRPC.Port, pr.service, want["grpc"])
+			}
+		}
+	}
+}
+
+// containerPortNumber resolves a port given by number or by the name of
+// one of c's container ports (0: no such port).
+func containerPortNumber(c corev1.Container, port intstr.IntOrString) int32 {
+	if port.Type == intstr.Int {
+		return port.IntVal
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return cp.ContainerPort
+		}
+	}
+	return 0
 }
 
 func protocol(p corev1.Protocol) corev1.Protocol {
@@ -430,9 +491,181 @@ func TestConfigChangeRollsThePods(t *testing.T) {
 	}
 }
 
+// The NetworkPolicy (base/networkpolicy.yaml): one per overlay, in the
+// pods' namespace, selecting every sluice pod and nothing else; the
+// internal gRPC, Raft and gossip (TCP and UDP) ports admit only sluice
+// pods of the namespace (in the split overlay: controllers and brokers
+// alike, so they reach each other), the client gRPC and HTTP ports anyone
+// (applications, probes, Prometheus).
+func TestManifestNetworkPolicy(t *testing.T) {
+	for _, name := range overlays {
+		t.Run(name, func(t *testing.T) {
+			m := renderOverlay(t, name)
+			if len(m.NetworkPolicies) != 1 {
+				t.Fatalf("%d NetworkPolicies, want 1", len(m.NetworkPolicies))
+			}
+			np := &m.NetworkPolicies[0]
+			if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+				t.Errorf("NetworkPolicy %s: policyTypes %v lack Ingress", np.Name, np.Spec.PolicyTypes)
+			}
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSluiceOnly(t, m, "NetworkPolicy "+np.Name+": podSelector", sel)
+			for i := range m.StatefulSets {
+				sts := &m.StatefulSets[i]
+				if np.Namespace != sts.Namespace {
+					t.Errorf("NetworkPolicy %s is in namespace %q, StatefulSet %s in %q", np.Name, np.Namespace, sts.Name, sts.Namespace)
+				}
+				p := podOf(t, m, sts, 0, "default", "10.0.0.1")
+				c := sts.Spec.Template.Spec.Containers[0]
+				for _, port := range []struct {
+					what   string
+					port   int32
+					proto  corev1.Protocol
+					anyone bool
+				}{
+					{"client gRPC", listenPort(t, p, "listen"), corev1.ProtocolTCP, true},
+					{"HTTP", listenPort(t, p, "http-listen"), corev1.ProtocolTCP, true},
+					{"internal gRPC", listenPort(t, p, "internal-listen"), corev1.ProtocolTCP, false},
+					{"Raft", listenPort(t, p, "raft-listen"), corev1.ProtocolTCP, false},
+					{"gossip", listenPort(t, p, "gossip-listen"), corev1.ProtocolTCP, false},
+					{"gossip", listenPort(t, p, "gossip-listen"), corev1.ProtocolUDP, false},
+				} {
+					what := fmt.Sprintf("%s: the %s port %d/%s", sts.Name, port.what, port.port, port.proto)
+					var rules []networkingv1.NetworkPolicyIngressRule
+					for _, r := range np.Spec.Ingress {
+						if ruleAdmitsPort(c, r, port.port, port.proto) {
+							rules = append(rules, r)
+						}
+					}
+					if len(rules) == 0 {
+						t.Errorf("%s: no ingress rule admits it", what)
+						continue
+					}
+					open := false
+					for _, r := range rules {
+						if len(r.From) == 0 {
+							open = true
+							continue
+						}
+						for _, peer := range r.From {
+							if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+								t.Errorf("%s: admitted from %+v, not pods of the namespace", what, peer)
+								continue
+							}
+							ps, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if !port.anyone {
+								checkSluiceOnly(t, m, what+": admitted from", ps)
+							}
+						}
+					}
+					switch {
+					case port.anyone && !open:
+						t.Errorf("%s: not admitted from any source (clients, probes, Prometheus)", what)
+					case !port.anyone && open:
+						t.Errorf("%s: admitted from any source; want sluice pods only", what)
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkSluiceOnly checks that sel selects every sluice pod of m (every
+// StatefulSet's pod template) and no other: not a pod with a template's
+// labels less app.kubernetes.io/name, nor an unlabelled one.
+func checkSluiceOnly(t *testing.T, m *manifests, what string, sel labels.Selector) {
+	t.Helper()
+	if sel.Matches(labels.Set{}) {
+		t.Errorf("%s %q selects every pod of the namespace", what, sel)
+	}
+	for i := range m.StatefulSets {
+		sts := &m.StatefulSets[i]
+		l := labels.Set(sts.Spec.Template.Labels)
+		if !sel.Matches(l) {
+			t.Errorf("%s %q does not select the pods of %s (labels %v)", what, sel, sts.Name, l)
+		}
+		other := labels.Set{}
+		for k, v := range l {
+			if k != "app.kubernetes.io/name" {
+				other[k] = v
+			}
+		}
+		if sel.Matches(other) {
+			t.Errorf("%s %q selects pods that are not sluice's (labels %v)", what, sel, other)
+		}
+	}
+}
+
+// ruleAdmitsPort reports whether an ingress rule's ports include port
+// (of protocol proto) of container c: a rule with no ports admits all.
+func ruleAdmitsPort(c corev1.Container, r networkingv1.NetworkPolicyIngressRule, port int32, proto corev1.Protocol) bool {
+	if len(r.Ports) == 0 {
+		return true
+	}
+	for _, p := range r.Ports {
+		pp := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			pp = *p.Protocol
+		}
+		if pp != proto {
+			continue
+		}
+		if p.Port == nil {
+			return true
+		}
+		if p.Port.Type == intstr.String {
+			for _, cp := range c.Ports {
+				if cp.Name == p.Port.StrVal && cp.ContainerPort == port && protocol(cp.Protocol) == proto {
+					return true
+				}
+			}
+			continue
+		}
+		lo, hi := p.Port.IntVal, p.Port.IntVal
+		if p.EndPort != nil {
+			hi = *p.EndPort
+		}
+		if lo <= port && port <= hi {
+			return true
+		}
+	}
+	return false
+}
+
+// No overlay turns /debug/pprof on (decision 61: a CPU profile is for
+// operators, not whoever reaches the HTTP port): no --pprof argument, no
+// SLUICE_PPROF but false.
+func TestManifestsLeavePprofOff(t *testing.T) {
+	for _, name := range overlays {
+		t.Run(name, func(t *testing.T) {
+			m := renderOverlay(t, name)
+			for i := range m.StatefulSets {
+				sts := &m.StatefulSets[i]
+				for _, a := range sts.Spec.Template.Spec.Containers[0].Args {
+					if f, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); f == "pprof" {
+						t.Errorf("%s: argument %q turns /debug/pprof on", sts.Name, a)
+					}
+				}
+				p := podOf(t, m, sts, 0, "default", "10.0.0.1")
+				if v, ok := p.setting("pprof"); ok {
+					if on, err := strconv.ParseBool(v); err != nil || on {
+						t.Errorf("%s: pprof is %q (an argument or SLUICE_PPROF)", sts.Name, v)
+					}
+				}
+			}
+		})
+	}
+}
+
 // copyToMemory copies the directory dir (relative to this package) into an
 // in-memory file system, under /dir.
-func copyToMemory(t *testing.T, dir string) filesys.FileSystem {
+func copyToMemory(t testing.TB, dir string) filesys.FileSystem {
 	t.Helper()
 	mem := filesys.MakeFsInMemory()
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {

@@ -4,10 +4,13 @@ package deploy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +27,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/sluice-io/sluice/client"
 	"github.com/sluice-io/sluice/internal/proccluster"
@@ -31,8 +37,9 @@ import (
 	"github.com/sluice-io/sluice/node"
 )
 
-// The StatefulSet rehearsal runs the combined overlay's pods as real
-// sluiced processes on one machine. What a pod would have and this test
+// The StatefulSet rehearsal runs the combined overlay's pods (and the tls
+// overlay's: rehearsal_tls_test.go) as real sluiced processes on one
+// machine. What a pod would have and this test
 // stands in for:
 //
 //   - its IP: 127.0.0.11, .12, .13 for ordinals 0, 1, 2 (Linux routes all
@@ -42,9 +49,12 @@ import (
 //     address on 0.0.0.0 binds the pod's IP instead;
 //   - the cluster's DNS: sluiced --hosts (and the same table in this test
 //     process, for the client) resolves the pods' names under the headless
-//     Service to their IPs;
+//     Service to their IPs (and the client Service's name to pod 0's);
 //   - its volume (the PersistentVolumeClaim): a directory per pod, kept
 //     across deletions, in place of the --data-dir mount path;
+//   - its Secret volumes and cert-manager, which writes them: certManager
+//     (rehearsal_tls_test.go);
+//   - its namespace: the overlay's, or "default";
 //   - the image: the sluiced built from this module in place of the
 //     command's /usr/local/bin/sluiced.
 //
@@ -54,8 +64,6 @@ import (
 
 // rehearsalIP is the IP of the pod with ordinal.
 func rehearsalIP(ordinal int) string { return fmt.Sprintf("127.0.0.%d", 11+ordinal) }
-
-const rehearsalNamespace = "default"
 
 // podProcess is a pod's sluiced process.
 type podProcess struct {
@@ -140,19 +148,46 @@ func (pp *podProcess) tail() string {
 	return string(b)
 }
 
+// rehearsalHosts is the cluster DNS of sts's pods as the rehearsal
+// stands it in (name=ip): each pod's name under the headless Service,
+// short and in the namespace, and the name of each client Service that
+// selects sts's pods (a Service's virtual IP: ordinal 0's here).
+func rehearsalHosts(m *manifests, sts *appsv1.StatefulSet) []string {
+	ns := namespaceOf(sts)
+	var hosts []string
+	for ord := range int(*sts.Spec.Replicas) {
+		short := fmt.Sprintf("%s-%d.%s", sts.Name, ord, sts.Spec.ServiceName)
+		hosts = append(hosts, short+"="+rehearsalIP(ord), short+"."+ns+".svc="+rehearsalIP(ord))
+	}
+	for _, svc := range m.Services {
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)) {
+			hosts = append(hosts, svc.Name+"."+ns+".svc="+rehearsalIP(0))
+		}
+	}
+	return hosts
+}
+
 // rehearsalPods builds the pods of sts: the rendered pod spec with the
-// substitutions listed above.
-func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir string, ports map[int]int) []*podProcess {
+// substitutions listed above. mounts maps the mount path of each volume
+// other than the data volume to the directory that stands in for it
+// (the Secrets: certManager.mounts); a path under it in an argument is
+// rewritten to the directory.
+func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir string, ports map[int]int, mounts map[string]string) []*podProcess {
 	t.Helper()
 	replicas := int(*sts.Spec.Replicas)
-	var hosts []string
-	for ord := range replicas {
-		short := fmt.Sprintf("%s-%d.%s", sts.Name, ord, sts.Spec.ServiceName)
-		hosts = append(hosts, short+"="+rehearsalIP(ord), short+"."+rehearsalNamespace+".svc="+rehearsalIP(ord))
+	hosts := rehearsalHosts(m, sts)
+	for _, vm := range sts.Spec.Template.Spec.Containers[0].VolumeMounts {
+		isClaim := false
+		for _, vct := range sts.Spec.VolumeClaimTemplates {
+			isClaim = isClaim || vct.Name == vm.Name
+		}
+		if _, ok := mounts[vm.MountPath]; !ok && !isClaim {
+			t.Fatalf("%s: volume %s at %s has no stand-in in the rehearsal", sts.Name, vm.Name, vm.MountPath)
+		}
 	}
 	var out []*podProcess
 	for ord := range replicas {
-		p := podOf(t, m, sts, ord, rehearsalNamespace, rehearsalIP(ord))
+		p := podOf(t, m, sts, ord, namespaceOf(sts), rehearsalIP(ord))
 		p.Args, p.Env = remapPorts(p.Args, ports), remapPorts(p.Env, ports)
 		p.Ports = ports
 		dataDir, _ := p.setting("data-dir")
@@ -165,6 +200,11 @@ func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir stri
 			case strings.HasSuffix(name, "listen") && strings.HasPrefix(value, "0.0.0.0:"):
 				value = p.IP + strings.TrimPrefix(value, "0.0.0.0")
 			}
+			for mountPath, standIn := range mounts {
+				if rest, ok := strings.CutPrefix(value, mountPath+"/"); ok {
+					value = filepath.Join(standIn, rest)
+				}
+			}
 			args = append(args, "--"+name+"="+value)
 		}
 		if dataDir == "" {
@@ -176,7 +216,49 @@ func rehearsalPods(t *testing.T, m *manifests, sts *appsv1.StatefulSet, dir stri
 	return out
 }
 
-var installHostsOnce sync.Once
+// rehearsedOverlays are the overlays the rehearsals run.
+var rehearsedOverlays = []string{"combined", "tls"}
+
+var (
+	hostsOnce sync.Once
+	hostsErr  error
+)
+
+// installRehearsalHosts makes the names of every rehearsed overlay's
+// pods and client Services resolve in this process as in the pods'
+// sluiced (--hosts): the client meets them. node.Hosts.Install changes
+// the whole process, so it is installed once, with all the names.
+func installRehearsalHosts(t *testing.T) {
+	t.Helper()
+	hostsOnce.Do(func() {
+		all := node.Hosts{}
+		for _, name := range rehearsedOverlays {
+			m, err := render(filesys.MakeFsOnDisk(), filepath.Join("kubernetes", "overlays", name))
+			if err != nil {
+				hostsErr = err
+				return
+			}
+			for i := range m.StatefulSets {
+				h, err := node.ParseHosts(strings.Join(rehearsalHosts(m, &m.StatefulSets[i]), ","))
+				if err != nil {
+					hostsErr = err
+					return
+				}
+				for n, ip := range h {
+					if have, ok := all[n]; ok && have != ip {
+						hostsErr = fmt.Errorf("%s is %v in one rehearsal and %v in another", n, have, ip)
+						return
+					}
+					all[n] = ip
+				}
+			}
+		}
+		all.Install()
+	})
+	if hostsErr != nil {
+		t.Fatal(hostsErr)
+	}
+}
 
 // freeRehearsalPorts maps each container port of the manifests to a port
 // free on all three rehearsal IPs, TCP and UDP (gossip uses both), so
@@ -260,22 +342,57 @@ func healthStatus(addr, service string, timeout time.Duration) (healthpb.HealthC
 	return resp.Status, nil
 }
 
-// probe runs a gRPC probe of the container spec against pod p once.
+// probe runs a probe of the container spec (gRPC or HTTP GET) against
+// pod p once, as the kubelet does.
 func probe(p pod, pr *corev1.Probe) error {
-	svc := ""
-	if pr.GRPC.Service != nil {
-		svc = *pr.GRPC.Service
+	timeout := time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second
+	mapped := func(port int) string {
+		if m, ok := p.Ports[port]; ok {
+			port = m
+		}
+		return net.JoinHostPort(p.IP, fmt.Sprint(port))
 	}
-	port := int(pr.GRPC.Port)
-	if mapped, ok := p.Ports[port]; ok {
-		port = mapped
+	switch {
+	case pr.GRPC != nil:
+		svc := ""
+		if pr.GRPC.Service != nil {
+			svc = *pr.GRPC.Service
+		}
+		st, err := healthStatus(mapped(int(pr.GRPC.Port)), svc, timeout)
+		if err != nil {
+			return err
+		}
+		if st != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("%s: health of %q is %v", p.Name, svc, st)
+		}
+		return nil
+	case pr.HTTPGet != nil:
+		if pr.HTTPGet.Port.Type != intstr.Int {
+			return fmt.Errorf("%s: HTTP probe port %s: the rehearsal takes numbers only", p.Name, pr.HTTPGet.Port.String())
+		}
+		return httpProbe(pr.HTTPGet.Scheme, mapped(pr.HTTPGet.Port.IntValue()), pr.HTTPGet.Path, timeout)
 	}
-	st, err := healthStatus(net.JoinHostPort(p.IP, fmt.Sprint(port)), svc, time.Duration(max(pr.TimeoutSeconds, 1))*time.Second)
+	return fmt.Errorf("%s: a probe the rehearsal does not run", p.Name)
+}
+
+// httpProbe GETs path at addr as the kubelet's HTTP probe does: any
+// status from 200 to 399 passes; over HTTPS the certificate is not
+// verified.
+func httpProbe(scheme corev1.URIScheme, addr, path string, timeout time.Duration) error {
+	u := "http://" + addr + path
+	hc := &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if scheme == corev1.URISchemeHTTPS {
+		u = "https://" + addr + path
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // as the kubelet
+	}
+	resp, err := hc.Get(u)
 	if err != nil {
 		return err
 	}
-	if st != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("%s: health of %q is %v", p.Name, svc, st)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }
@@ -292,6 +409,38 @@ func TestStatefulSetRehearsal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three sluiced processes and rolls them (about a minute)")
 	}
+	rehearseRollingUpdate(t, "combined", rehearsalHooks{})
+}
+
+// rehearsalHooks are what a variant of the rehearsal adds to it.
+type rehearsalHooks struct {
+	// clientOptions returns the options of the test's clients (TLS).
+	clientOptions func(*rehearsalRun) []client.Option
+	// ready runs once every pod is ready, before the roll.
+	ready func(*rehearsalRun)
+	// available runs after the pod of ordinal ord is recreated and
+	// available, before the next one is deleted.
+	available func(run *rehearsalRun, ord int)
+	// rolled runs after the roll, once the cluster is checked.
+	rolled func(*rehearsalRun)
+}
+
+// rehearsalRun is one run of rehearseRollingUpdate, for its hooks.
+type rehearsalRun struct {
+	m    *manifests
+	sts  *appsv1.StatefulSet
+	pods []*podProcess
+	// cm issues the Certificates of an overlay that has some (nil
+	// otherwise), and writes their Secrets.
+	cm *certManager
+}
+
+// rehearseRollingUpdate runs the rehearsal of TestStatefulSetRehearsal on
+// overlay (one StatefulSet), with the hooks of a variant. The Secrets of
+// an overlay's cert-manager Certificates are issued and written by a
+// certManager (rehearsal_tls_test.go) standing in for cert-manager and
+// the kubelet.
+func rehearseRollingUpdate(t *testing.T, overlay string, hooks rehearsalHooks) {
 	for ord := range 3 {
 		l, err := net.Listen("tcp", rehearsalIP(ord)+":0")
 		if err != nil {
@@ -300,9 +449,9 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		l.Close()
 	}
 	b := testBins.Get(t) // --hosts: a testing flag
-	m := renderOverlay(t, "combined")
+	m := renderOverlay(t, overlay)
 	if len(m.StatefulSets) != 1 {
-		t.Fatalf("combined overlay: %d StatefulSets, want 1", len(m.StatefulSets))
+		t.Fatalf("%s overlay: %d StatefulSets, want 1", overlay, len(m.StatefulSets))
 	}
 	sts := &m.StatefulSets[0]
 	spec := sts.Spec.Template.Spec
@@ -313,7 +462,14 @@ func TestStatefulSetRehearsal(t *testing.T) {
 	startupBudget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
 
 	dir := t.TempDir()
-	pods := rehearsalPods(t, m, sts, dir, freeRehearsalPorts(t, c.Ports))
+	var cm *certManager
+	var mounts map[string]string
+	if len(m.Certificates) > 0 {
+		cm = newCertManager(t, m, filepath.Join(dir, "secrets"))
+		mounts = cm.mounts(t, sts)
+	}
+	pods := rehearsalPods(t, m, sts, dir, freeRehearsalPorts(t, c.Ports), mounts)
+	run := &rehearsalRun{m: m, sts: sts, pods: pods, cm: cm}
 	t.Cleanup(func() {
 		for _, pp := range pods {
 			pp.kill()
@@ -326,17 +482,7 @@ func TestStatefulSetRehearsal(t *testing.T) {
 	})
 	// The names the client meets (the pods' advertised addresses) resolve
 	// in this process as in sluiced.
-	var names []string
-	for _, a := range pods[0].args {
-		if v, ok := strings.CutPrefix(a, "--hosts="); ok {
-			names = append(names, v)
-		}
-	}
-	hosts, err := node.ParseHosts(strings.Join(names, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	installHostsOnce.Do(hosts.Install)
+	installRehearsalHosts(t)
 
 	// Parallel pod management: every pod at once.
 	for _, pp := range pods {
@@ -364,6 +510,13 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		waitProbes(pp)
 	}
 	t.Logf("%d pods ready", len(pods))
+	if hooks.ready != nil {
+		hooks.ready(run)
+	}
+	var clientOpts []client.Option
+	if hooks.clientOptions != nil {
+		clientOpts = hooks.clientOptions(run)
+	}
 
 	// The client bootstraps from the pods' stable names, as from the
 	// client Service.
@@ -372,7 +525,7 @@ func TestStatefulSetRehearsal(t *testing.T) {
 		adv, _ := pp.pod.setting("advertise")
 		bootstrap = append(bootstrap, adv)
 	}
-	cl, err := client.New(bootstrap, client.WithRequestTimeout(5*time.Second))
+	cl, err := client.New(bootstrap, append([]client.Option{client.WithRequestTimeout(5 * time.Second)}, clientOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,6 +628,9 @@ func TestStatefulSetRehearsal(t *testing.T) {
 			t.Fatalf("%s not ready %v after it became ready: %v", pp.pod.Name, minReady, err)
 		}
 		t.Logf("%s recreated and available; %d records acknowledged meanwhile", pp.pod.Name, ackedNow()-before)
+		if hooks.available != nil {
+			hooks.available(run, ord)
+		}
 	}
 	// A little more traffic on the rolled cluster, then the producer stops.
 	target := ackedNow() + 500
@@ -495,6 +651,9 @@ func TestStatefulSetRehearsal(t *testing.T) {
 	}
 
 	checkCluster(t, cl, wantBrokers, "the cluster after the roll")
+	if hooks.rolled != nil {
+		hooks.rolled(run)
+	}
 
 	// Every record, exactly once.
 	got := readAll(t, cl, topic, partitions)

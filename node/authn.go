@@ -161,5 +161,9 @@ var errAuthenticationValue = errors.New("authentication must be optional or requ
 // scramCredential is a user's SCRAM credential from this node's metadata
 // image.
 func (n *Node) scramCredential(user string, m auth.ScramMechanism) (auth.ScramCredential, bool) {
-	return auth.ScramCredential{}, false // wired to the image's users (next commit)
+	c, ok := n.cache.Image().ScramCredential(user, string(m))
+	if !ok {
+		return auth.ScramCredential{}, false
+	}
+	return auth.ScramCredential{Mechanism: m, Iterations: c.Iterations, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, true
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // With --authentication required, a client certificate is a principal
@@ -168,4 +169,121 @@ func TestJWTBearerTokens(t *testing.T) {
 			t.Errorf("%s: %v, want the token refused", bad.what, err)
 		}
 	}
+}
+
+// SCRAM end to end: a user stored through the admin API (here by a
+// client-certificate principal: with authentication required, the first
+// user comes from a certificate) logs in with SCRAM-SHA-256 and -512 and
+// produces as User:NAME; a wrong password, a deleted user and a plaintext
+// exchange are refused; a new password ends the old sessions.
+func TestSCRAMAuthentication(t *testing.T) {
+	p := newPKI(t)
+	p.node("node1", auth.DefaultClusterName, p.ca)
+	p.client("admin", p.ca, time.Time{})
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
+		p.useTLS(cfg, "node1")
+		cfg.ClientAuth = "request"
+		cfg.Authentication = node.AuthenticationRequired
+		cfg.TLSPrincipalMappingRules = `RULE:^CN=([^,]+)$/$1/`
+		cfg.HTTPListen = "127.0.0.1:0"
+	})
+	cx := ctx(t)
+	admin, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("admin")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.UpsertScramUser(cx, "alice", "SCRAM-SHA-256", "s3cret", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.UpsertScramUser(cx, "bob", "SCRAM-SHA-512", "hunter2", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic(cx, "scram", 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	login := func(mech, user, password string) (*client.Client, error) {
+		cl, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("")), client.WithSCRAM(mech, user, password),
+			client.WithRequestTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		who, err := cl.WhoAmI(cx)
+		if err != nil {
+			cl.Close()
+			return nil, err
+		}
+		if who.Principal != "User:"+user || who.AuthenticatedBy != mech {
+			t.Fatalf("%s: %+v", user, who)
+		}
+		return cl, nil
+	}
+	alice, err := login("SCRAM-SHA-256", "alice", "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	pr, err := alice.NewProducer(client.WithAcks(client.AcksAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.SendSync(cx, client.Record{Topic: "scram", Value: []byte("by alice")}); err != nil {
+		t.Fatalf("alice produces: %v", err)
+	}
+	pr.Close()
+	bob, err := login("SCRAM-SHA-512", "bob", "hunter2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	for _, bad := range []struct{ what, mech, user, password string }{
+		{"a wrong password", "SCRAM-SHA-256", "alice", "wrong"},
+		{"an unknown user", "SCRAM-SHA-256", "mallory", "x"},
+		{"the other mechanism", "SCRAM-SHA-512", "alice", "s3cret"},
+	} {
+		if cl, err := login(bad.mech, bad.user, bad.password); err == nil {
+			cl.Close()
+			t.Errorf("%s: logged in", bad.what)
+		} else if !strings.Contains(err.Error(), "authentication failed") {
+			t.Errorf("%s: %v", bad.what, err)
+		}
+	}
+	// A new password ends alice's session at its next call; her client
+	// authenticates again with the old password and is refused.
+	if err := admin.UpsertScramUser(cx, "alice", "SCRAM-SHA-256", "n3w", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Metadata(cx); err == nil {
+		t.Fatal("a session of the old password still serves")
+	}
+	if cl, err := login("SCRAM-SHA-256", "alice", "n3w"); err != nil {
+		t.Fatalf("the new password: %v", err)
+	} else {
+		cl.Close()
+	}
+	// Deleted: refused.
+	if err := admin.DeleteScramUser(cx, "alice", "SCRAM-SHA-256"); err != nil {
+		t.Fatal(err)
+	}
+	if cl, err := login("SCRAM-SHA-256", "alice", "n3w"); err == nil {
+		cl.Close()
+		t.Fatal("a deleted user logged in")
+	}
+	// SCRAM over plaintext is refused by the broker itself (a node
+	// without TLS; the client library would refuse first).
+	plain := nodetest.StartSingle(t, t.TempDir(), nil)
+	_, err = sluicev1.NewAuthClient(plain.Conn).SaslAuthenticate(cx, &sluicev1.SaslAuthenticateRequest{Mechanism: "SCRAM-SHA-256", AuthBytes: []byte("n,,n=bob,r=abc")})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "TLS only") {
+		t.Fatalf("SCRAM over plaintext: %v", err)
+	}
+	wait.For(t, 5*time.Second, "logins and refusals counted", func() error {
+		_, body := httpGet(t, s.Node.HTTPAddr(), "/metrics")
+		for _, want := range []string{`sluice_authentications_total{mechanism="SCRAM-SHA-256"}`, `sluice_authentications_total{mechanism="SCRAM-SHA-512"}`,
+			`sluice_authentication_failures_total{reason="sasl_failed"}`, `sluice_authentication_failures_total{reason="session_invalid"}`} {
+			if !strings.Contains(body, want) {
+				return errString("no " + want)
+			}
+		}
+		return nil
+	})
 }

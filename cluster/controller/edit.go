@@ -7,18 +7,20 @@ import (
 
 // ImageEditor applies records to a copy of an image that shares with the
 // original everything the records leave alone (copy-on-write, issue 31):
-// the maps of brokers and topics are copied, and a broker, topic or
-// partition is deep-copied only before a record changes it. So a broker
-// applying one partition change to an image of 10,000 partitions copies
-// one partition and one topic's slice of pointers, not the whole image,
-// and a reader comparing the two images finds every untouched topic,
-// partition and broker at the same pointer (Same*). The original is never
+// the maps of brokers, topics and users are copied, and a broker, topic,
+// partition or user's map of credentials is copied only before a record
+// changes it. So a broker applying one partition change to an image of
+// 10,000 partitions copies one partition and one topic's slice of
+// pointers, not the whole image, and a reader comparing the two images
+// finds every untouched topic, partition and broker at the same pointer
+// (Same*). The original is never
 // modified and stays safe to read concurrently.
 type ImageEditor struct {
 	im      *Image
 	topics  map[string]map[int32]bool // topics copied by this edit → partitions copied
 	configs map[string]bool           // topics whose Configs map was copied
 	brokers map[int32]bool            // brokers copied by this edit
+	users   map[string]bool           // users whose credential map was copied
 	full    bool                      // everything copied (an unknown record)
 }
 
@@ -32,6 +34,7 @@ func EditImage(base *Image) *ImageEditor {
 		NextProducerIDBlockStart: base.NextProducerIDBlockStart,
 		Features:                 cloneMap(base.Features),
 		Configs:                  cloneMap(base.Configs),
+		Users:                    maps.Clone(base.Users),
 	}
 	if im.Brokers == nil {
 		im.Brokers = map[int32]*Broker{}
@@ -39,7 +42,11 @@ func EditImage(base *Image) *ImageEditor {
 	if im.Topics == nil {
 		im.Topics = map[string]*Topic{}
 	}
-	return &ImageEditor{im: im, topics: map[string]map[int32]bool{}, configs: map[string]bool{}, brokers: map[int32]bool{}}
+	if im.Users == nil {
+		im.Users = map[string]map[string]ScramCredential{}
+	}
+	return &ImageEditor{im: im, topics: map[string]map[int32]bool{}, configs: map[string]bool{}, brokers: map[int32]bool{},
+		users: map[string]bool{}}
 }
 
 // Image is the edited image. Once published it must not be edited
@@ -78,6 +85,10 @@ func (e *ImageEditor) own(r Record) {
 				e.configs[r.Topic] = true
 			}
 		}
+	case UserScramCredential:
+		e.ownUser(r.User)
+	case RemoveUserScramCredential:
+		e.ownUser(r.User)
 	case CreateTopic, DeleteTopic, UnregisterBroker, ProducerIDsBlock, FeatureLevel, BootstrapCluster:
 		// Map entries added or removed, scalars, or the edit's own
 		// Features and Configs maps.
@@ -89,7 +100,17 @@ func (e *ImageEditor) own(r Record) {
 		for name, t := range e.im.Topics {
 			e.im.Topics[name] = t.Clone()
 		}
+		e.im.Users = cloneUsers(e.im.Users)
 		e.full = true
+	}
+}
+
+// ownUser copies user's map of credentials (not the credentials: a
+// record replaces a credential, never modifies one).
+func (e *ImageEditor) ownUser(name string) {
+	if creds := e.im.Users[name]; creds != nil && !e.users[name] {
+		e.im.Users[name] = maps.Clone(creds)
+		e.users[name] = true
 	}
 }
 

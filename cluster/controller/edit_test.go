@@ -32,6 +32,9 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 	}
 	apply(CreateTopic{Name: "a", TopicID: "id-a", Partitions: assign(4)})
 	apply(CreateTopic{Name: "b", TopicID: "id-b", Partitions: assign(3), Configs: map[string]string{"retention.ms": "1"}})
+	apply(scram("alice", ScramSHA256, 1))
+	apply(scram("bob", ScramSHA256, 2))
+	apply(scram("carol", ScramSHA256, 3))
 	frozen := base.Clone()
 
 	pa := base.Topics["a"].Partitions[2]
@@ -45,6 +48,10 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 		CreateTopic{Name: "c", TopicID: "id-c", Partitions: assign(2)},
 		DeleteTopic{Name: "c"},
 		ProducerIDsBlock{BrokerID: 1, NextBlockStart: base.nextBlockStart()},
+		scram("alice", ScramSHA512, 4),
+		scram("bob", ScramSHA256, 5),
+		RemoveUserScramCredential{User: "carol", Mechanism: ScramSHA256},
+		scram("dave", ScramSHA256, 6),
 	}
 	ed := EditImage(base)
 	deep := base.Clone()
@@ -72,6 +79,9 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 	}
 	if got.Topics["b"] == base.Topics["b"] || got.Topics["b"].Partitions[0] != base.Topics["b"].Partitions[0] {
 		t.Error("topic b: want the topic copied (its configs changed) and its partitions shared")
+	}
+	if _, ok := got.Users["carol"]; ok || len(got.Users["alice"]) != 2 || len(base.Users["alice"]) != 1 {
+		t.Errorf("users: %v, from %v", got.Users, base.Users)
 	}
 }
 

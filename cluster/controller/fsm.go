@@ -86,6 +86,10 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyOfflineReplicas(im, r)
 	case UnregisterBroker:
 		err = applyUnregisterBroker(im, r)
+	case UserScramCredential:
+		err = applyUserScramCredential(im, r)
+	case RemoveUserScramCredential:
+		err = applyRemoveUserScramCredential(im, r)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}
@@ -110,6 +114,9 @@ func ensureMaps(im *Image) {
 	}
 	if im.Configs == nil {
 		im.Configs = map[string]string{}
+	}
+	if im.Users == nil {
+		im.Users = map[string]map[string]ScramCredential{}
 	}
 }
 

@@ -28,6 +28,10 @@ type Image struct {
 	Features map[string]int16 `json:"features"`
 	// Configs holds cluster-wide config overrides (ConfigChange with no topic).
 	Configs map[string]string `json:"configs"`
+	// Users holds the SCRAM credentials (scram.go) by user name, then
+	// mechanism. A user is here only while it has a credential: no inner
+	// map is empty. Absent from the snapshots of clusters without users.
+	Users map[string]map[string]ScramCredential `json:"users,omitempty"`
 }
 
 // Broker is a registered broker.
@@ -154,6 +158,7 @@ func NewImage() *Image {
 		NextProducerIDBlockStart: FirstProducerIDBlockStart,
 		Features:                 map[string]int16{},
 		Configs:                  map[string]string{},
+		Users:                    map[string]map[string]ScramCredential{},
 	}
 }
 
@@ -169,6 +174,7 @@ func (im *Image) Clone() *Image {
 		NextProducerIDBlockStart: im.NextProducerIDBlockStart,
 		Features:                 cloneMap(im.Features),
 		Configs:                  cloneMap(im.Configs),
+		Users:                    cloneUsers(im.Users),
 	}
 	for id, b := range im.Brokers {
 		out.Brokers[id] = b.clone()

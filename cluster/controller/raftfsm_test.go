@@ -28,6 +28,10 @@ func fullLog() []Record {
 		ConfigChange{Topic: "t", Key: "a", Value: "b"},
 		ConfigChange{Key: "c", Value: "d"},
 		FenceBroker{BrokerID: 3, BrokerEpoch: 3},
+		scram("alice", ScramSHA256, 1),
+		scram("alice", ScramSHA512, 2),
+		scram("bob", ScramSHA256, 3),
+		RemoveUserScramCredential{User: "alice", Mechanism: ScramSHA256},
 	)
 }
 

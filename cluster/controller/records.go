@@ -16,6 +16,7 @@
 //   - preferred.go: preferred-leader election, on demand and automatic.
 //   - unregister.go: removing a broker's registration (KIP-631).
 //   - topicdefaults.go: the cluster defaults for new topics.
+//   - scram.go: users' SCRAM credentials (issue 32).
 //   - controller.go: the Raft node, proposals and the convenience wrappers.
 package controller
 
@@ -46,6 +47,9 @@ const (
 	TypeBootstrapCluster RecordType = "BootstrapCluster"
 	TypeOfflineReplicas  RecordType = "OfflineReplicas"
 	TypeUnregisterBroker RecordType = "UnregisterBroker"
+	// The SCRAM credentials of users (scram.go).
+	TypeUserScramCredential       RecordType = "UserScramCredential"
+	TypeRemoveUserScramCredential RecordType = "RemoveUserScramCredential"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -355,6 +359,10 @@ func newRecord(t RecordType) (any, bool) {
 		return &OfflineReplicas{}, true
 	case TypeUnregisterBroker:
 		return &UnregisterBroker{}, true
+	case TypeUserScramCredential:
+		return &UserScramCredential{}, true
+	case TypeRemoveUserScramCredential:
+		return &RemoveUserScramCredential{}, true
 	}
 	return nil, false
 }
@@ -384,6 +392,10 @@ func derefRecord(p any) Record {
 	case *OfflineReplicas:
 		return *r
 	case *UnregisterBroker:
+		return *r
+	case *UserScramCredential:
+		return *r
+	case *RemoveUserScramCredential:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

@@ -27,6 +27,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		ConfigChange{Topic: "t", Key: "k", Value: "v"},
 		DeleteTopic{},
 		BootstrapCluster{ClusterID: "c1"},
+		UserScramCredential{User: "u", Mechanism: ScramSHA512, Iterations: 4096, Salt: []byte{1}, StoredKey: []byte{2}, ServerKey: []byte{3}},
+		RemoveUserScramCredential{User: "u", Mechanism: ScramSHA512},
 	}
 	for i, r := range recs {
 		t.Run(fmt.Sprintf("%d-%s", i, r.Type()), func(t *testing.T) {

@@ -1,8 +1,9 @@
 // Command sluice is the command-line client of Sluice: topic admin,
 // cluster status, produce (optionally in transactions) and consume from
 // stdin/stdout (alone or in a consumer group), consumer groups,
-// transaction listing, offline segment dumps, benchmarks, and the TLS
-// certificates of a cluster's CA, nodes and clients.
+// transaction listing, offline segment dumps, benchmarks, the TLS
+// certificates of a cluster's CA, nodes and clients, and users' SCRAM
+// credentials.
 //
 //	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
 //
@@ -55,6 +56,9 @@ Commands:
   cert create-node --certs-dir DIR --name NAME [--cluster-name C] [--host H]... [--validity D] [--overwrite]
   cert create-client --certs-dir DIR --name USER [--org O] [--ou U] [--validity D] [--overwrite]
   cert list --certs-dir DIR
+  user create NAME [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N] (--password-file F | --password-stdin)
+  user delete NAME [--mechanism M]
+  user list [NAME...]
 
 Global flags (also accepted after the command):
   --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
@@ -182,6 +186,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return env.bench(ctx, rest)
 	case "cert":
 		return env.cert(ctx, rest)
+	case "user":
+		return env.user(ctx, rest)
 	default:
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
 		return errUsage
