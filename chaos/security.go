@@ -326,10 +326,35 @@ func whoAmI(ctx context.Context, addr string, sec ClientSecurity) (*sluicev1.Who
 	}
 }
 
-// upsertScramUser creates the SCRAM user, as the harness's client
-// certificate. Not until client.UpsertScramUser lands (branch users).
-func (r *runner) upsertScramUser(context.Context) error {
-	return errors.New("chaos: SCRAM users cannot be created yet")
+// upsertScramUser creates the SCRAM user, a credential per mechanism with
+// the run's password, as the harness (its client certificate: no user
+// exists yet to authenticate as), retrying until ctx ends (the controller
+// may still be electing).
+func (r *runner) upsertScramUser(ctx context.Context) error {
+	tc, err := r.pki.adminTLS()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(r.cluster.Addrs(), client.WithTLS(tc), client.WithRequestTimeout(10*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for _, m := range scramMechanisms {
+		for {
+			err := cl.UpsertScramUser(ctx, chaosScramUser, m, r.pki.password, 0)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("chaos: create SCRAM user %s (%s): %w", chaosScramUser, m, err)
+			}
+			r.log.Info("SCRAM user not created yet", "mechanism", m, "err", err)
+			time.Sleep(500 * time.Millisecond) // retry pacing within ctx
+		}
+	}
+	r.log.Info("SCRAM user created", "user", chaosScramUser, "mechanisms", scramMechanisms, "password_file", r.pki.passwordFile)
+	return nil
 }
 
 // SecurityCounts are what the nodes' TLS and authentication did in a
