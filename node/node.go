@@ -300,7 +300,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
 		Required: gate.required, Logger: logger,
 		Refused:   func(reason string) { gate.failures.WithLabelValues(reason).Inc() },
-		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() }}))
+		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() },
+		// As api.Server's metadataLoaded.
+		MetadataLoaded: func() bool { return n.cache.Offset() != 0 && n.cache.Image().Offset != 0 }}))
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	n.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
