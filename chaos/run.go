@@ -368,6 +368,9 @@ func Run(cfg Config) (Result, error) {
 	}
 	if res.Security != nil {
 		fmt.Fprintf(cfg.Out, "chaos: security %s (counters since each node's last start): %s\n", cfg.Security, res.Security)
+		for _, l := range r.refusalLines(10) {
+			fmt.Fprintf(cfg.Out, "  %s\n", l)
+		}
 	}
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)

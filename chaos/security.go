@@ -434,3 +434,25 @@ func scrape(hc *http.Client, httpAddr string) (map[string]*dto.MetricFamily, err
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(resp.Body)
 }
+
+// refusalLines returns up to n lines of the nodes' logs about a refused
+// authentication other than a forgotten session (session_invalid, expected
+// after a restart), prefixed with the node: what a failure count names.
+func (r *runner) refusalLines(n int) []string {
+	var out []string
+	for _, node := range r.cluster.Nodes {
+		data, err := os.ReadFile(node.LogPath)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if (strings.Contains(l, "authentication refused") || strings.Contains(l, "call refused")) && !strings.Contains(l, "reason=session_invalid") {
+				out = append(out, fmt.Sprintf("node %d: %s", node.ID, l))
+				if len(out) == n {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
