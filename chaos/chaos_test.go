@@ -130,6 +130,83 @@ func TestChaosShortProfile(t *testing.T) {
 	}
 }
 
+// TestChaosShortProfileSecure is the short profile's secured variant
+// (`make chaos CHAOS_ARGS="--security tls+scram"` is the long form): TLS
+// on every listener (mutual between nodes, through the fault proxies),
+// encrypted gossip, authentication required, every workload client
+// authenticating with SCRAM (both mechanisms) as a user the harness
+// creates first, and 30 s of the faults that break connections and
+// sessions: a killed node restarts reading its certificate files and has
+// lost every session, a paused one resumes with its connections, a
+// partition cuts TLS connections mid-stream. Any anomaly fails it, and so
+// does a client that was not authenticated, a SCRAM exchange refused, or
+// a fault that did not bite.
+func TestChaosShortProfileSecure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos run (about 1.5 minutes)")
+	}
+	cfg := DefaultConfig()
+	cfg.Seed = 20261205
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+		cfg.Seed = v
+	}
+	cfg.Security = SecurityTLSSCRAM
+	script, err := ParseScript("kill:leader,partition:controller,pause:follower,kill:coordinator,kill-two:leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Script = script
+	cfg.Duration = 30 * time.Second // the script once
+	cfg.FaultMin, cfg.FaultMax = 3*time.Second, 4*time.Second
+	cfg.GapMin, cfg.GapMax = 2*time.Second, 3*time.Second
+	cfg.Workload.CopierInProcess = true // as in TestChaosShortProfile
+	cfg.Dir = t.TempDir()
+	var out bytes.Buffer
+	cfg.Out = &out
+	res, err := Run(cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("chaos run failed to run: %v", err)
+	}
+	if !res.Report.OK() {
+		t.Errorf("anomalies found (seed %d):\n%s", res.Seed, strings.Join(res.Report.Summary(), "\n"))
+		t.Log(nodeLogTails(res, cfg.Dir))
+	}
+	for _, k := range []Kind{Kill, Partition, Pause} {
+		bit := false
+		for _, a := range res.Applied {
+			bit = bit || a.Fault.Kind == k && a.Err == "" && a.Observed && a.OutOfISR
+		}
+		if !bit {
+			t.Errorf("no %s fault took its node out of every ISR", k)
+		}
+	}
+	if res.Report.Stats.WritesOK == 0 || res.Report.Stats.Reads == 0 || res.TxnsCommitted == 0 {
+		t.Errorf("the workload did little: %+v, %d transactions committed", res.Report.Stats, res.TxnsCommitted)
+	}
+	if res.Security == nil {
+		t.Fatal("no security counters")
+	}
+	for _, m := range scramMechanisms {
+		if res.Security.Authentications[m] == 0 {
+			t.Errorf("no %s exchange counted: %s", m, res.Security)
+		}
+	}
+	// Every client authenticated (none was refused as anonymous), and no
+	// SCRAM exchange failed: the one refusal expected is a session a
+	// restarted node forgot (session_invalid; the client authenticates
+	// again).
+	for reason, n := range res.Security.Failures {
+		if reason != "session_invalid" {
+			t.Errorf("%d authentication failures %s: %s", n, reason, res.Security)
+		}
+	}
+}
+
 // nodeLogTails returns the last lines of every node's log.
 func nodeLogTails(_ Result, dir string) string {
 	var b strings.Builder
