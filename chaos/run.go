@@ -119,7 +119,7 @@ type Result struct {
 	// process) past their transaction and session timeouts, then resumed.
 	Zombies int
 	// Security is what the nodes' TLS and authentication counted, in a
-	// secured run (nil otherwise, or when no node's metrics could be read).
+	// secured run (nil otherwise), summed over the nodes that answered.
 	Security *SecurityCounts
 }
 
@@ -375,6 +375,9 @@ func Run(cfg Config) (Result, error) {
 	if e := topErrors(h.Writes, 3); e != "" {
 		fmt.Fprintf(cfg.Out, "chaos: writes without an acknowledgement, by error: %s\n", e)
 	}
+	if e := inFlightByProducer(h.Writes, 5); e != "" {
+		fmt.Fprintf(cfg.Out, "chaos: writes still in flight at the end (unknown), by producer: %s\n", e)
+	}
 	for _, l := range res.Report.Summary() {
 		fmt.Fprintf(cfg.Out, "chaos: %s\n", l)
 	}
@@ -421,6 +424,28 @@ func topErrors(ws []checker.Write, n int) string {
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)
+
+// inFlightByProducer counts the writes that never completed by producer
+// (a copier member SIGKILLed with a transaction open leaves its writes so)
+// and returns the n producers with most.
+func inFlightByProducer(ws []checker.Write, n int) string {
+	counts := map[string]int{}
+	for _, w := range ws {
+		if w.Complete.IsZero() {
+			counts[w.Producer]++
+		}
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	var parts []string
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, counts[k]))
+	}
+	if len(keys) > n {
+		parts = append(parts, fmt.Sprintf("(%d producers in all)", len(keys)))
+	}
+	return strings.Join(parts, " ")
+}
 
 // runFault resolves, injects, holds and heals one fault.
 func (r *runner) runFault(f Fault) Applied {
