@@ -30,6 +30,10 @@ type AuthConfig struct {
 	Logger    *slog.Logger
 }
 
+// maxSaslMessage bounds one SCRAM message (a few hundred bytes in
+// practice).
+const maxSaslMessage = 64 << 10
+
 type authService struct {
 	sluicev1.UnimplementedAuthServer
 	cfg AuthConfig
@@ -60,6 +64,10 @@ func (s *authService) SaslAuthenticate(ctx context.Context, req *sluicev1.SaslAu
 	if _, ok := tlsState(ctx); !ok {
 		return nil, s.refuse("not_tls", sluicev1.ErrorCode_SASL_AUTHENTICATION_FAILED,
 			"SCRAM is served over TLS only (the session token would travel in the clear): connect with TLS", ctx, nil)
+	}
+	if len(req.GetAuthBytes()) > maxSaslMessage || len(req.GetMechanism()) > 64 || len(req.GetConversationId()) > 128 {
+		return nil, s.refuse("sasl_failed", sluicev1.ErrorCode_SASL_AUTHENTICATION_FAILED,
+			"authentication failed: a SASL message above 64 KiB", ctx, nil)
 	}
 	res, err := s.cfg.Authenticator.Step(req.GetMechanism(), req.GetConversationId(), req.GetAuthBytes(), time.Now())
 	switch {
