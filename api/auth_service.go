@@ -27,6 +27,8 @@ type AuthConfig struct {
 	Refused func(reason string)
 	// Succeeded, if set, is told of each completed exchange.
 	Succeeded func(mechanism string)
+	// Listeners says how the broker's listeners are secured (WhoAmI).
+	Listeners []*sluicev1.ListenerSecurity
 	Logger    *slog.Logger
 }
 
@@ -98,7 +100,7 @@ func principalString(res auth.StepResult) string {
 func (s *authService) WhoAmI(ctx context.Context, _ *sluicev1.WhoAmIRequest) (*sluicev1.WhoAmIResponse, error) {
 	c := auth.CallerFrom(ctx)
 	resp := &sluicev1.WhoAmIResponse{Principal: c.Principal.String(), AuthenticatedBy: string(c.Method),
-		NodeId: s.cfg.NodeID, AuthenticationRequired: s.cfg.Required}
+		NodeId: s.cfg.NodeID, AuthenticationRequired: s.cfg.Required, Listeners: s.cfg.Listeners}
 	if st, ok := tlsState(ctx); ok {
 		resp.Tls, resp.TlsVersion = true, tls.VersionName(st.Version)
 	}

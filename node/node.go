@@ -298,7 +298,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(limitedPub)
 	}
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
-		Required: gate.required, Logger: logger,
+		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg),
 		Refused:   func(reason string) { gate.failures.WithLabelValues(reason).Inc() },
 		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() }}))
 	n.health = health.NewServer()
