@@ -96,9 +96,11 @@ type Resource struct {
 var Cluster = Resource{Type: ResourceCluster, Name: ClusterResourceName}
 
 // Topic, Group and TransactionalID name resources.
-func Topic(name string) Resource           { return Resource{Type: ResourceTopic, Name: name} }
-func Group(name string) Resource           { return Resource{Type: ResourceGroup, Name: name} }
-func TransactionalID(name string) Resource { return Resource{Type: ResourceTransactionalID, Name: name} }
+func Topic(name string) Resource { return Resource{Type: ResourceTopic, Name: name} }
+func Group(name string) Resource { return Resource{Type: ResourceGroup, Name: name} }
+func TransactionalID(name string) Resource {
+	return Resource{Type: ResourceTransactionalID, Name: name}
+}
 
 // Authorizer decides from an index of ACLs (Kafka's StandardAuthorizer
 // rules): super users may do anything; otherwise a DENY that matches

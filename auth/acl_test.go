@@ -34,7 +34,7 @@ func TestAuthorizerRules(t *testing.T) {
 		{alice, "1.2.3.4", OpRead, Topic("orders"), false},    // WRITE does not imply READ
 		{alice, "1.2.3.4", OpDescribe, Topic("orders"), true}, // WRITE implies DESCRIBE (and the * ACL)
 		{bob, "1.2.3.4", OpWrite, Topic("orders"), false},
-		{bob, "1.2.3.4", OpDescribe, Topic("anything"), true}, // User:* on *
+		{bob, "1.2.3.4", OpDescribe, Topic("anything"), true},                           // User:* on *
 		{Principal{Type: "Node", Name: "n1"}, "1.2.3.4", OpDescribe, Topic("x"), false}, // User:* is users only
 		{alice, "1.2.3.4", OpRead, Topic("payments-eu"), true},
 		{alice, "1.2.3.4", OpRead, Topic("payments-secret"), false}, // deny wins
