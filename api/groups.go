@@ -38,6 +38,13 @@ type GroupsService struct {
 
 	coord  GroupCoordinator
 	nodeID int32
+	authz  *Authz // nil: everything allowed
+}
+
+// WithAuthz makes s authorize its callers with z.
+func (s *GroupsService) WithAuthz(z *Authz) *GroupsService {
+	s.authz = z
+	return s
 }
 
 // NewGroupsService returns the service of the broker nodeID.

@@ -49,6 +49,8 @@ type TransactionsConfig struct {
 	GroupLocator CoordinatorLocator
 	// Now may be nil (time.Now); ListTransactions' durations use it.
 	Now func() time.Time
+	// Authz authorizes the callers (nil: everything allowed).
+	Authz *Authz
 }
 
 // TransactionsService serves sluice.v1.Transactions: it validates, routes
