@@ -37,7 +37,7 @@ var Operations = map[string][]Requirement{
 	"/sluice.v1.Admin/ListPartitionReassignments":   {{ResourceCluster, OpDescribe, "request", ""}},
 	"/sluice.v1.Admin/ElectLeaders":                 {{ResourceCluster, OpAlter, "request", ""}},
 	"/sluice.v1.Admin/UnregisterBroker":             {{ResourceCluster, OpAlter, "request", ""}},
-	"/sluice.v1.Admin/DescribeProducers":            {{ResourceTopic, OpRead, "request", ""}},
+	"/sluice.v1.Admin/DescribeProducers":            {{ResourceTopic, OpRead, "each", ""}},
 	"/sluice.v1.Admin/AbortTransaction":             {{ResourceCluster, OpClusterAction, "request", ""}},
 	"/sluice.v1.Admin/AlterUserScramCredentials":    {{ResourceCluster, OpAlter, "request", ""}},
 	"/sluice.v1.Admin/DescribeUserScramCredentials": {{ResourceCluster, OpDescribe, "request", ""}},
