@@ -1,0 +1,118 @@
+package node_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/client"
+	"github.com/sluice-io/sluice/internal/wait"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// With --authorizer acl, the Log and Admin services of a node authorize
+// the principal its client listener found (here a client certificate's
+// CN): a super user may do everything; a user no ACL allows, and an
+// anonymous caller, are refused per topic (TOPIC_AUTHORIZATION_FAILED)
+// or per request (PERMISSION_DENIED) and see no topic in a listing,
+// though they see the brokers; each denial is counted. Also through the
+// client library, which gives up at once (not retriable).
+func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
+	p := newPKI(t)
+	p.node("node1", auth.DefaultClusterName, p.ca)
+	p.client("admin", p.ca, time.Time{})
+	p.client("alice", p.ca, time.Time{})
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
+		p.useTLS(cfg, "node1")
+		cfg.ClientAuth = "request"
+		cfg.TLSPrincipalMappingRules = `RULE:^CN=([^,]+)$/$1/`
+		cfg.Authorizer = node.AuthorizerACL
+		cfg.SuperUsers = []string{"User:admin"}
+		cfg.HTTPListen = "127.0.0.1:0"
+	})
+	dial := func(cert string) *grpc.ClientConn {
+		cfg := p.clientTLS(cert)
+		cfg.ServerName = "localhost"
+		cc, err := grpc.NewClient(s.Node.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	cx := ctx(t)
+	admin := dial("admin")
+	created, err := sluicev1.NewAdminClient(admin).CreateTopics(cx, &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "t", NumPartitions: 1, ReplicationFactor: 1}}})
+	if err != nil || created.Topics[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("a super user creates a topic: %v %v", created, err)
+	}
+	produced, err := sluicev1.NewLogClient(admin).Produce(cx, publicRequest(t, sluicev1.Acks_ACKS_ALL, "t", 0, "v", 1))
+	if err != nil || produced.Topics[0].Partitions[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("a super user produces: %v %v", produced, err)
+	}
+	if _, err := sluicev1.NewAdminClient(admin).DescribeCluster(cx, &sluicev1.DescribeClusterRequest{}); err != nil {
+		t.Fatalf("a super user describes the cluster: %v", err)
+	}
+
+	for _, who := range []struct{ name, cert string }{{"User:alice", "alice"}, {"User:ANONYMOUS", ""}} {
+		conn := dial(who.cert)
+		logc, adminc := sluicev1.NewLogClient(conn), sluicev1.NewAdminClient(conn)
+		pr, err := logc.Produce(cx, publicRequest(t, sluicev1.Acks_ACKS_ALL, "t", 0, "x", 1))
+		if err != nil || pr.Topics[0].Partitions[0].ErrorCode != sluicev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED ||
+			!strings.Contains(pr.Topics[0].Partitions[0].ErrorMessage, who.name+` may not write topic "t"`) {
+			t.Errorf("%s produces: %v %v", who.name, pr, err)
+		}
+		fr, err := logc.Fetch(cx, &sluicev1.FetchRequest{Topics: []*sluicev1.FetchTopic{{Name: "t", Partitions: []*sluicev1.FetchPartition{{Partition: 0, CurrentLeaderEpoch: -1}}}}})
+		if err != nil || fr.Topics[0].Partitions[0].ErrorCode != sluicev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED || len(fr.Topics[0].Partitions[0].Batches) != 0 {
+			t.Errorf("%s fetches: %v %v", who.name, fr, err)
+		}
+		md, err := adminc.Metadata(cx, &sluicev1.MetadataRequest{})
+		if err != nil || len(md.Topics) != 0 || len(md.Brokers) != 1 {
+			t.Errorf("%s lists topics: %v %v; want the broker and no topic", who.name, md, err)
+		}
+		ct, err := adminc.CreateTopics(cx, &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "u", NumPartitions: 1, ReplicationFactor: 1}}})
+		if err != nil || ct.Topics[0].ErrorCode != sluicev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+			t.Errorf("%s creates a topic: %v %v", who.name, ct, err)
+		}
+		_, err = adminc.DescribeCluster(cx, &sluicev1.DescribeClusterRequest{})
+		if e, _ := errs.FromStatus(err); status.Code(err) != codes.PermissionDenied || errs.Code(e) != sluicev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED {
+			t.Errorf("%s describes the cluster: %v", who.name, err)
+		}
+	}
+
+	alice, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("alice")), client.WithRequestTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	pr, err := alice.NewProducer(client.WithAcks(client.AcksAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	start := time.Now()
+	if _, err := pr.SendSync(cx, client.Record{Topic: "t", Value: []byte("by alice")}); err == nil || !strings.Contains(err.Error(), "TOPIC_AUTHORIZATION_FAILED") {
+		t.Errorf("alice's producer: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	} else if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("alice's producer gave up after %v: a refusal is not retriable", d)
+	}
+
+	wait.For(t, 5*time.Second, "the denials counted", func() error {
+		_, body := httpGet(t, s.Node.HTTPAddr(), "/metrics")
+		for _, want := range []string{`sluice_authorization_denials_total{resource_type="TOPIC"}`, `sluice_authorization_denials_total{resource_type="CLUSTER"}`} {
+			if !strings.Contains(body, want) {
+				return errString("no " + want)
+			}
+		}
+		return nil
+	})
+}
