@@ -82,8 +82,8 @@ func TestCoordinatorRequestsAuthorizedOnTheNode(t *testing.T) {
 	}
 	body, _ := io.ReadAll(hr.Body)
 	hr.Body.Close()
-	for _, want := range []string{`sluice_authorization_denials_total{resource_type="TRANSACTIONAL_ID"} 3`,
-		`sluice_authorization_denials_total{resource_type="GROUP"} 3`, `sluice_authorization_denials_total{resource_type="CLUSTER"} 1`} {
+	for _, want := range []string{`sluice_authorization_denials_total{resource_type="transactional_id"} 3`,
+		`sluice_authorization_denials_total{resource_type="group"} 3`, `sluice_authorization_denials_total{resource_type="cluster"} 1`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
