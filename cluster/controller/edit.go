@@ -9,12 +9,12 @@ import (
 // original everything the records leave alone (copy-on-write, issue 31):
 // the maps of brokers, topics and users are copied, and a broker, topic,
 // partition, user's map of credentials or the set of ACLs is copied only
-// before a record changes it. So a broker applying one partition change to an image of
-// 10,000 partitions copies one partition and one topic's slice of
-// pointers, not the whole image, and a reader comparing the two images
-// finds every untouched topic, partition and broker at the same pointer
-// (Same*). The original is never
-// modified and stays safe to read concurrently.
+// before a record changes it. So a broker applying one partition change
+// to an image of 10,000 partitions copies one partition and one topic's
+// slice of pointers, not the whole image, and a reader comparing the two
+// images finds every untouched topic, partition and broker at the same
+// pointer (Same*). The original is never modified and stays safe to read
+// concurrently.
 type ImageEditor struct {
 	im      *Image
 	topics  map[string]map[int32]bool // topics copied by this edit → partitions copied
