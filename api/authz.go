@@ -131,3 +131,27 @@ func (z *Authz) Require(ctx context.Context, op auth.Operation, r auth.Resource)
 func ItemError(ctx context.Context, op auth.Operation, r auth.Resource) (sluicev1.ErrorCode, string) {
 	return DeniedCode(r.Type), DeniedMessage(ctx, op, r)
 }
+
+// Check is nil when the caller may do op on r, else the refusal as an
+// *errs.Error: the *_AUTHORIZATION_FAILED code of r's type and a message
+// naming r. It is Require for the handlers that answer a request's
+// failure in its response's error_code rather than in a gRPC status
+// (Transactions, Groups). A denial is logged and counted as by Allowed.
+func (z *Authz) Check(ctx context.Context, op auth.Operation, r auth.Resource) error {
+	if z.Allowed(ctx, op, r) {
+		return nil
+	}
+	return errs.New(DeniedCode(r.Type), "%s", DeniedMessage(ctx, op, r))
+}
+
+// AllowedAny reports whether the caller may do op on at least one
+// resource of type t (auth.Authorizer.AuthorizeAny, Kafka's
+// authorizeByResourceType). No audit line: it is the alternative of a
+// check whose denial the handler logs (InitProducerId: IDEMPOTENT_WRITE
+// on the cluster, or WRITE on any topic).
+func (z *Authz) AllowedAny(ctx context.Context, op auth.Operation, t auth.ResourceType) bool {
+	if !z.Enabled() {
+		return true
+	}
+	return z.cur.Load().AuthorizeAny(auth.CallerFrom(ctx).Principal, hostOf(ctx), op, t)
+}

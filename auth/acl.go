@@ -201,6 +201,95 @@ func (a *Authorizer) Authorize(p Principal, host string, op Operation, r Resourc
 	return allowed
 }
 
+// AuthorizeAny reports whether p, calling from host, may do op on at
+// least one resource of type t: Kafka's authorizeByResourceType
+// (KIP-679), which InitProducerId uses to let a producer with WRITE on
+// some topic be idempotent without IDEMPOTENT_WRITE on the cluster.
+//
+// The rules are Kafka's, over the ACLs of type t whose principal (or
+// User:* for a user) and host (or *) match and whose operation is op or
+// ALL (no implied operations):
+//   - a super user may;
+//   - a DENY on the literal "*" denies;
+//   - an ALLOW on the literal "*" allows;
+//   - an ALLOW on a literal name allows unless a DENY on that literal name,
+//     or a prefixed DENY whose prefix starts the name, covers it;
+//   - an ALLOW on a prefix allows unless a prefixed DENY whose prefix
+//     starts that prefix (it covers every name the ALLOW does) covers it;
+//   - otherwise it denies.
+//
+// Like Kafka's, it reads the ACLs, not the resources that exist: an
+// ALLOW on the literal "orders" counts with no topic "orders", and
+// DENYs on some names under an allowed prefix do not cancel it (other
+// names under it remain allowed). It walks every ACL of type t: meant
+// for rare requests (InitProducerId), not per record.
+func (a *Authorizer) AuthorizeAny(p Principal, host string, op Operation, t ResourceType) bool {
+	if a.super[p.String()] {
+		return true
+	}
+	principal := p.String()
+	matches := func(acl ACL) bool {
+		return (acl.Principal == principal || acl.Principal == WildcardPrincipal && p.Type == UserType) &&
+			(acl.Host == WildcardHost || acl.Host == host) && (acl.Operation == op || acl.Operation == OpAll)
+	}
+	deniedLiteral := map[string]bool{}
+	deniedPrefixes := map[string]bool{}
+	var allowLiteral, allowPrefixed []string
+	wildcardAllow := false
+	for name, acls := range a.literal[t] {
+		for _, acl := range acls {
+			if !matches(acl) {
+				continue
+			}
+			switch {
+			case acl.Permission == Deny && name == "*":
+				return false
+			case acl.Permission == Deny:
+				deniedLiteral[name] = true
+			case name == "*":
+				wildcardAllow = true
+			default:
+				allowLiteral = append(allowLiteral, name)
+			}
+		}
+	}
+	for prefix, acls := range a.prefixed[t] {
+		for _, acl := range acls {
+			if !matches(acl) {
+				continue
+			}
+			if acl.Permission == Deny {
+				deniedPrefixes[prefix] = true
+			} else {
+				allowPrefixed = append(allowPrefixed, prefix)
+			}
+		}
+	}
+	if wildcardAllow {
+		return true
+	}
+	// coveredByPrefix: a prefixed DENY's prefix starts name.
+	coveredByPrefix := func(name string) bool {
+		for i := 1; i <= len(name); i++ {
+			if deniedPrefixes[name[:i]] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, name := range allowLiteral {
+		if !deniedLiteral[name] && !coveredByPrefix(name) {
+			return true
+		}
+	}
+	for _, prefix := range allowPrefixed {
+		if !coveredByPrefix(prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // allows reports whether an ALLOW of have permits want.
 func allows(have, want Operation) bool {
 	if have == want || have == OpAll {

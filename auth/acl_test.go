@@ -60,6 +60,62 @@ func TestAuthorizerRules(t *testing.T) {
 	}
 }
 
+// AuthorizeAny follows Kafka's authorizeByResourceType (KIP-679): an
+// ALLOW of the operation (or ALL) on some pattern that no DENY covers.
+func TestAuthorizeAnyRules(t *testing.T) {
+	allow := func(name string, pat PatternType) ACL {
+		return acl(ResourceTopic, name, pat, "User:alice", OpWrite, Allow)
+	}
+	deny := func(name string, pat PatternType) ACL {
+		return acl(ResourceTopic, name, pat, "User:alice", OpWrite, Deny)
+	}
+	alice := User("alice")
+	for _, tc := range []struct {
+		rule string
+		acls []ACL
+		p    Principal
+		host string
+		want bool
+	}{
+		{"no ACL denies", nil, alice, "1.2.3.4", false},
+		{"an ALLOW on a literal name allows", []ACL{allow("orders", PatternLiteral)}, alice, "1.2.3.4", true},
+		{"an ALLOW on a prefix allows", []ACL{allow("orders-", PatternPrefixed)}, alice, "1.2.3.4", true},
+		{"ALL counts", []ACL{acl(ResourceTopic, "orders", PatternLiteral, "User:alice", OpAll, Allow)}, alice, "1.2.3.4", true},
+		{"User:* counts for a user", []ACL{acl(ResourceTopic, "orders", PatternLiteral, "User:*", OpWrite, Allow)}, alice, "1.2.3.4", true},
+		{"User:* is users only", []ACL{acl(ResourceTopic, "orders", PatternLiteral, "User:*", OpWrite, Allow)},
+			Principal{Type: "Node", Name: "n1"}, "1.2.3.4", false},
+		{"another operation does not count", []ACL{acl(ResourceTopic, "orders", PatternLiteral, "User:alice", OpRead, Allow)}, alice, "1.2.3.4", false},
+		{"no implied operation", []ACL{acl(ResourceTopic, "orders", PatternLiteral, "User:alice", OpDescribe, Allow)}, alice, "1.2.3.4", false},
+		{"another resource type does not count", []ACL{acl(ResourceGroup, "orders", PatternLiteral, "User:alice", OpWrite, Allow)}, alice, "1.2.3.4", false},
+		{"another principal does not count", []ACL{acl(ResourceTopic, "orders", PatternLiteral, "User:bob", OpWrite, Allow)}, alice, "1.2.3.4", false},
+		{"another host does not count", []ACL{{ResourceType: ResourceTopic, Name: "orders", Pattern: PatternLiteral, Principal: "User:alice",
+			Host: "10.0.0.1", Operation: OpWrite, Permission: Allow}}, alice, "10.0.0.2", false},
+		{"the host's own ACL counts", []ACL{{ResourceType: ResourceTopic, Name: "orders", Pattern: PatternLiteral, Principal: "User:alice",
+			Host: "10.0.0.1", Operation: OpWrite, Permission: Allow}}, alice, "10.0.0.1", true},
+		{"a literal DENY on the name covers its ALLOW", []ACL{allow("orders", PatternLiteral), deny("orders", PatternLiteral)}, alice, "1.2.3.4", false},
+		{"a prefixed DENY starting the name covers it", []ACL{allow("orders", PatternLiteral), deny("ord", PatternPrefixed)}, alice, "1.2.3.4", false},
+		{"a prefixed DENY starting the prefix covers it", []ACL{allow("orders-", PatternPrefixed), deny("orders-", PatternPrefixed)}, alice, "1.2.3.4", false},
+		{"a literal DENY under an allowed prefix leaves other names", []ACL{allow("orders-", PatternPrefixed), deny("orders-eu", PatternLiteral)}, alice, "1.2.3.4", true},
+		{"a longer prefixed DENY leaves other names", []ACL{allow("orders-", PatternPrefixed), deny("orders-eu", PatternPrefixed)}, alice, "1.2.3.4", true},
+		{"a DENY on another name leaves the allowed one", []ACL{allow("orders", PatternLiteral), deny("payments", PatternLiteral)}, alice, "1.2.3.4", true},
+		{"one uncovered ALLOW is enough", []ACL{allow("orders", PatternLiteral), deny("orders", PatternLiteral), allow("payments", PatternLiteral)}, alice, "1.2.3.4", true},
+		{"an ALLOW on * allows", []ACL{allow("*", PatternLiteral), deny("orders", PatternLiteral)}, alice, "1.2.3.4", true},
+		{"a DENY on * denies", []ACL{allow("*", PatternLiteral), allow("orders", PatternLiteral), deny("*", PatternLiteral)}, alice, "1.2.3.4", false},
+		{"a DENY of another operation does not cover", []ACL{allow("orders", PatternLiteral),
+			acl(ResourceTopic, "orders", PatternLiteral, "User:alice", OpRead, Deny)}, alice, "1.2.3.4", true},
+		{"a DENY of ALL covers", []ACL{allow("orders", PatternLiteral),
+			acl(ResourceTopic, "orders", PatternLiteral, "User:alice", OpAll, Deny)}, alice, "1.2.3.4", false},
+		{"a DENY to User:* covers", []ACL{allow("orders", PatternLiteral),
+			acl(ResourceTopic, "orders", PatternLiteral, "User:*", OpWrite, Deny)}, alice, "1.2.3.4", false},
+		{"a super user may", []ACL{deny("*", PatternLiteral)}, User("admin"), "1.2.3.4", true},
+	} {
+		a := NewAuthorizer(tc.acls, []string{"User:admin"})
+		if got := a.AuthorizeAny(tc.p, tc.host, OpWrite, ResourceTopic); got != tc.want {
+			t.Errorf("%s: AuthorizeAny(%s, WRITE, TOPIC) = %v, want %v", tc.rule, tc.p, got, tc.want)
+		}
+	}
+}
+
 func TestValidateACL(t *testing.T) {
 	good := acl(ResourceTopic, "t", PatternLiteral, "User:alice", OpRead, Allow)
 	if err := ValidateACL(good); err != nil {

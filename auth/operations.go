@@ -49,18 +49,29 @@ var Operations = map[string][]Requirement{
 		{ResourceCluster, OpIdempotentWrite, "if idempotent", "WRITE on any topic"}},
 	"/sluice.v1.Transactions/FindCoordinator": {{ResourceTransactionalID, OpDescribe, "if a transaction coordinator", ""},
 		{ResourceGroup, OpDescribe, "if a group coordinator", ""}},
-	"/sluice.v1.Transactions/EndTxn":               {{ResourceTransactionalID, OpWrite, "request", ""}},
-	"/sluice.v1.Transactions/DescribeTransactions": {{ResourceTransactionalID, OpDescribe, "each", ""}},
-	"/sluice.v1.Transactions/ListTransactions":     {{ResourceTransactionalID, OpDescribe, "filter", ""}},
+	"/sluice.v1.Transactions/EndTxn": {{ResourceTransactionalID, OpWrite, "request", ""}},
+	// Kafka lists a transaction's partitions only for the topics the
+	// caller may describe.
+	"/sluice.v1.Transactions/DescribeTransactions": {{ResourceTransactionalID, OpDescribe, "each", ""},
+		{ResourceTopic, OpDescribe, "filter", ""}},
+	"/sluice.v1.Transactions/ListTransactions": {{ResourceTransactionalID, OpDescribe, "filter", ""}},
 
-	"/sluice.v1.Groups/ConsumerGroupHeartbeat": {{ResourceGroup, OpRead, "request", ""}},
-	"/sluice.v1.Groups/OffsetCommit":           {{ResourceGroup, OpRead, "request", ""}, {ResourceTopic, OpRead, "each", ""}},
-	"/sluice.v1.Groups/OffsetFetch":            {{ResourceGroup, OpDescribe, "request", ""}, {ResourceTopic, OpDescribe, "filter", ""}},
+	// Kafka 4 (KAFKA-18813): a heartbeat naming its subscribed topics
+	// needs DESCRIBE on each, else the request is refused
+	// (TOPIC_AUTHORIZATION_FAILED); a described group whose members are
+	// assigned a topic the caller may not describe is answered
+	// TOPIC_AUTHORIZATION_FAILED.
+	"/sluice.v1.Groups/ConsumerGroupHeartbeat": {{ResourceGroup, OpRead, "request", ""},
+		{ResourceTopic, OpDescribe, "request (each subscribed topic named)", ""}},
+	"/sluice.v1.Groups/OffsetCommit": {{ResourceGroup, OpRead, "request", ""}, {ResourceTopic, OpRead, "each", ""}},
+	"/sluice.v1.Groups/OffsetFetch": {{ResourceGroup, OpDescribe, "request", ""},
+		{ResourceTopic, OpDescribe, "each; filter when listing all", ""}},
 	"/sluice.v1.Groups/TxnOffsetCommit": {{ResourceTransactionalID, OpWrite, "request", ""},
 		{ResourceGroup, OpRead, "request", ""}, {ResourceTopic, OpRead, "each", ""}},
-	"/sluice.v1.Groups/ListGroups":     {{ResourceGroup, OpDescribe, "filter", ""}},
-	"/sluice.v1.Groups/DescribeGroups": {{ResourceGroup, OpDescribe, "each", ""}},
-	"/sluice.v1.Groups/DeleteGroups":   {{ResourceGroup, OpDelete, "each", ""}},
+	"/sluice.v1.Groups/ListGroups": {{ResourceGroup, OpDescribe, "filter", "DESCRIBE on the cluster"}},
+	"/sluice.v1.Groups/DescribeGroups": {{ResourceGroup, OpDescribe, "each", ""},
+		{ResourceTopic, OpDescribe, "each group (the topics it is assigned)", ""}},
+	"/sluice.v1.Groups/DeleteGroups": {{ResourceGroup, OpDelete, "each", ""}},
 }
 
 // Open are the public RPCs that need no authorization.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,7 +23,7 @@ func newNodeAuthz(cfg Config, log *slog.Logger, reg *prometheus.Registry) *api.A
 	}, []string{"resource_type"})
 	reg.MustRegister(denials)
 	z := api.NewAuthz(auth.NewAuthorizer(nil, cfg.SuperUsers), log)
-	z.Denied = func(t auth.ResourceType) { denials.WithLabelValues(string(t)).Inc() }
+	z.Denied = func(t auth.ResourceType) { denials.WithLabelValues(strings.ToLower(string(t))).Inc() }
 	z.AuditAllowed = cfg.AuditAllowedAdmin
 	return z
 }
