@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -158,8 +159,12 @@ func (s *ControllerService) DeleteAcls(ctx context.Context, req *sluicev1.Delete
 // until this broker's image holds them, so that a DescribeAcls sent here
 // next shows them and this broker enforces them. An invalid ACL is
 // refused alone (INVALID_REQUEST in its result); NOT_CONTROLLER and
-// timeouts are request errors.
+// timeouts are request errors. It needs ALTER on the cluster, as Kafka's
+// (else PERMISSION_DENIED, nothing forwarded).
 func (s *Server) CreateAcls(ctx context.Context, req *sluicev1.CreateAclsRequest) (*sluicev1.CreateAclsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpAlter, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
@@ -203,8 +208,12 @@ const aclAnswerOverhead = 32
 // filter matches (controller.AclFilter), in AclList's order. A filter
 // with a value no ACL can have is INVALID_REQUEST in the answer; so is
 // one that matches more ACLs than an answer carries. A broker without
-// metadata yet answers LEADER_NOT_AVAILABLE rather than "no ACL".
+// metadata yet answers LEADER_NOT_AVAILABLE rather than "no ACL". It
+// needs DESCRIBE on the cluster, as Kafka's (else PERMISSION_DENIED).
 func (s *Server) DescribeAcls(ctx context.Context, req *sluicev1.DescribeAclsRequest) (*sluicev1.DescribeAclsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpDescribe, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if err := s.metadataLoaded(); err != nil {
 		return nil, errs.Status(err, nil)
 	}
@@ -230,8 +239,12 @@ func (s *Server) DescribeAcls(ctx context.Context, req *sluicev1.DescribeAclsReq
 // refused alone (INVALID_REQUEST in its result). Filters that together
 // match more than controller.MaxAclDeletions ACLs refuse the request
 // (INVALID_REQUEST, nothing deleted); NOT_CONTROLLER and timeouts are
-// request errors.
+// request errors. It needs ALTER on the cluster, as Kafka's (else
+// PERMISSION_DENIED, nothing forwarded).
 func (s *Server) DeleteAcls(ctx context.Context, req *sluicev1.DeleteAclsRequest) (*sluicev1.DeleteAclsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpAlter, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
