@@ -108,7 +108,7 @@ func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 
 	wait.For(t, 5*time.Second, "the denials counted", func() error {
 		_, body := httpGet(t, s.Node.HTTPAddr(), "/metrics")
-		for _, want := range []string{`sluice_authorization_denials_total{resource_type="TOPIC"}`, `sluice_authorization_denials_total{resource_type="CLUSTER"}`} {
+		for _, want := range []string{`sluice_authorization_denials_total{resource_type="topic"}`, `sluice_authorization_denials_total{resource_type="cluster"}`} {
 			if !strings.Contains(body, want) {
 				return errString("no " + want)
 			}
