@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 
@@ -55,6 +56,10 @@ func hostOf(ctx context.Context) string {
 		return ""
 	}
 	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		// As ACLs write hosts: unmapped, without a zone.
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return ip.WithZone("").Unmap().String()
+		}
 		return a.IP.String()
 	}
 	host, _, err := net.SplitHostPort(p.Addr.String())

@@ -17,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -54,7 +55,8 @@ type Node struct {
 	httpSrv      *http.Server
 	tls          *tlsMaterial // the listeners' certificates; nil fields without TLS
 	authn        *auth.Authenticator
-	authz        *api.Authz // nil: no authorization
+	authz        *api.Authz    // nil: no authorization
+	aclsVersion  atomic.Uint64 // the image ACL version authz was built from
 	httpLis      net.Listener
 	// limited are the three listeners' connection limiters (connlimit.go),
 	// for the metrics; set by Start.
@@ -450,6 +452,7 @@ func (n *Node) TxnVerifier() cluster.TxnVerifier {
 // counts the ISR changes it brings (metrics.observeImage).
 func (n *Node) applyImage(im *controller.Image) {
 	n.metrics.observeImage(n.cfg.NodeID, im)
+	n.refreshAuthorizer(im)
 	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
 		if errors.Is(err, cluster.ErrClusterMismatch) {
 			n.log.Error("refusing to serve: this data dir belongs to another cluster", "err", err)
