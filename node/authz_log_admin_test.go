@@ -25,7 +25,8 @@ import (
 // anonymous caller, are refused per topic (TOPIC_AUTHORIZATION_FAILED)
 // or per request (PERMISSION_DENIED) and see no topic in a listing,
 // though they see the brokers; each denial is counted. Also through the
-// client library, which gives up at once (not retriable).
+// client library, which gives up at once (not retriable). Then the ACLs
+// the super user creates through the client API decide.
 func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 	p := newPKI(t)
 	p.node("node1", auth.DefaultClusterName, p.ca)
@@ -115,4 +116,72 @@ func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 		}
 		return nil
 	})
+
+	// ACLs created through the client API by the super user are in force
+	// when CreateAcls returns, and a deletion ends them: alice writes
+	// topic t from her host, reads topics by a prefix (but a DENY
+	// from every host wins on t-secret), describes the cluster; an ACL
+	// for another host does not apply.
+	adminc, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("admin")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adminc.Close()
+	binding := func(rt sluicev1.ResourceType, name string, pattern sluicev1.PatternType, host string, op sluicev1.AclOperation, perm sluicev1.AclPermission) *sluicev1.AclBinding {
+		return &sluicev1.AclBinding{ResourceType: rt, ResourceName: name, PatternType: pattern, Principal: "User:alice", Host: host, Operation: op, Permission: perm}
+	}
+	topic, cluster := sluicev1.ResourceType_RESOURCE_TYPE_TOPIC, sluicev1.ResourceType_RESOURCE_TYPE_CLUSTER
+	literal, prefixed := sluicev1.PatternType_PATTERN_TYPE_LITERAL, sluicev1.PatternType_PATTERN_TYPE_PREFIXED
+	allow, deny := sluicev1.AclPermission_ACL_PERMISSION_ALLOW, sluicev1.AclPermission_ACL_PERMISSION_DENY
+	if _, err := sluicev1.NewAdminClient(admin).CreateTopics(cx, &sluicev1.CreateTopicsRequest{Topics: []*sluicev1.CreatableTopic{{Name: "t-secret", NumPartitions: 1, ReplicationFactor: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	results, err := adminc.CreateAcls(cx, []*sluicev1.AclBinding{
+		binding(topic, "t", literal, "127.0.0.1", sluicev1.AclOperation_ACL_OPERATION_WRITE, allow),
+		binding(topic, "t", prefixed, "*", sluicev1.AclOperation_ACL_OPERATION_READ, allow),
+		binding(topic, "t-secret", literal, "*", sluicev1.AclOperation_ACL_OPERATION_READ, deny),
+		binding(cluster, "kafka-cluster", literal, "*", sluicev1.AclOperation_ACL_OPERATION_DESCRIBE, allow),
+		binding(cluster, "kafka-cluster", literal, "10.9.9.9", sluicev1.AclOperation_ACL_OPERATION_ALTER, allow),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range results {
+		if e != nil {
+			t.Fatalf("ACL %d: %v", i, e)
+		}
+	}
+	conn := dial("alice")
+	logc, adminAlice := sluicev1.NewLogClient(conn), sluicev1.NewAdminClient(conn)
+	if pr, err := logc.Produce(cx, publicRequest(t, sluicev1.Acks_ACKS_ALL, "t", 0, "a", 1)); err != nil || pr.Topics[0].Partitions[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Errorf("alice produces with WRITE: %v %v", pr, err)
+	}
+	fetch := func(name string) sluicev1.ErrorCode {
+		fr, err := logc.Fetch(cx, &sluicev1.FetchRequest{Topics: []*sluicev1.FetchTopic{{Name: name, Partitions: []*sluicev1.FetchPartition{{Partition: 0, CurrentLeaderEpoch: -1}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fr.Topics[0].Partitions[0].ErrorCode
+	}
+	if c := fetch("t"); c != sluicev1.ErrorCode_NONE {
+		t.Errorf("alice fetches t with a prefixed READ: %v", c)
+	}
+	if c := fetch("t-secret"); c != sluicev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+		t.Errorf("alice fetches t-secret, READ denied: %v", c)
+	}
+	if md, err := adminAlice.Metadata(cx, &sluicev1.MetadataRequest{}); err != nil || len(md.Topics) != 2 || md.Topics[0].Name != "t" || md.Topics[1].Name != "t-secret" {
+		t.Errorf("alice lists the topics she may describe (READ, WRITE imply it; a DENY of READ does not deny DESCRIBE): %v %v", md, err)
+	}
+	if _, err := adminAlice.DescribeCluster(cx, &sluicev1.DescribeClusterRequest{}); err != nil {
+		t.Errorf("alice describes the cluster: %v", err)
+	}
+	if _, err := adminAlice.ElectLeaders(cx, &sluicev1.ElectLeadersRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("alice elects leaders with ALTER from another host only: %v", err)
+	}
+	if _, err := adminc.DeleteAcls(cx, []*sluicev1.AclBindingFilter{{ResourceType: topic, ResourceName: "t", PatternType: prefixed}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := fetch("t"); c != sluicev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+		t.Errorf("alice fetches t once the READ is deleted: %v", c)
+	}
 }
