@@ -1,5 +1,10 @@
 package auth
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Requirement is one authorization a request needs: an operation on a
 // resource, named by where the request says it (docs/security.md,
 // "What each request needs").
@@ -81,4 +86,18 @@ var Open = []string{
 	// The API's schema (server reflection), no data.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+}
+
+// Describe is the requirements of an RPC in words, as docs/security.md's
+// table gives them ("WRITE on each topic; ...").
+func Describe(reqs []Requirement) string {
+	var parts []string
+	for _, r := range reqs {
+		s := fmt.Sprintf("%s on %s (%s)", r.Op, strings.ToLower(strings.ReplaceAll(string(r.Resource), "_", " ")), r.Of)
+		if r.Alt != "" {
+			s += ", or " + r.Alt
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
