@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -30,14 +31,27 @@ func adminTimeout(ms int32) time.Duration {
 // broker's image shows the result, so a Metadata sent here next sees it.
 // Names reserved for internal topics are refused here
 // (INVALID_TOPIC_EXCEPTION) and never forwarded.
+//
+// Authorization (auth.Operations, as Kafka's CreateTopics): CREATE on the
+// cluster allows every topic; without it, CREATE on each topic. A topic
+// refused answers TOPIC_AUTHORIZATION_FAILED and is not forwarded; the
+// others are.
 func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsRequest) (*sluicev1.CreateTopicsResponse, error) {
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
+	// Quiet, as Kafka's: without it the topics' own ACLs decide, and
+	// those denials are the ones logged.
+	anyTopic := s.authz.AllowedQuiet(ctx, auth.OpCreate, auth.Cluster)
 	results := make([]*sluicev1.CreatableTopicResult, len(req.Topics))
 	fwd := &sluicev1.CreateTopicsRequest{TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
 	var fwdAt []int // index in req.Topics of each forwarded topic
 	for i, ct := range req.Topics {
+		if !anyTopic && !s.authz.Allowed(ctx, auth.OpCreate, auth.Topic(ct.Name)) {
+			code, msg := ItemError(ctx, auth.OpCreate, auth.Topic(ct.Name))
+			results[i] = &sluicev1.CreatableTopicResult{Name: ct.Name, ErrorCode: code, ErrorMessage: msg}
+			continue
+		}
 		if cluster.IsInternalTopic(ct.Name) {
 			err := cluster.ValidateTopicName(ct.Name) // refuses it, saying why
 			results[i] = &sluicev1.CreatableTopicResult{Name: ct.Name, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)}
@@ -82,6 +96,10 @@ func (s *Server) CreateTopics(ctx context.Context, req *sluicev1.CreateTopicsReq
 // topics (__transaction_state: deleting it would forget every
 // transaction) are refused here (INVALID_TOPIC_EXCEPTION) and never
 // forwarded.
+//
+// Authorization (auth.Operations, as Kafka's DeleteTopics): DELETE on
+// each topic. A topic refused answers TOPIC_AUTHORIZATION_FAILED, whether
+// or not it exists, and is not forwarded; the others are.
 func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsRequest) (*sluicev1.DeleteTopicsResponse, error) {
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
@@ -90,6 +108,11 @@ func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsReq
 	fwd := &sluicev1.DeleteTopicsRequest{TimeoutMs: req.TimeoutMs}
 	var fwdAt []int // index in req.Names of each forwarded name
 	for i, name := range req.Names {
+		if !s.authz.Allowed(ctx, auth.OpDelete, auth.Topic(name)) {
+			code, msg := ItemError(ctx, auth.OpDelete, auth.Topic(name))
+			results[i] = &sluicev1.DeletableTopicResult{Name: name, ErrorCode: code, ErrorMessage: msg}
+			continue
+		}
 		if cluster.IsInternalTopic(name) {
 			results[i] = &sluicev1.DeletableTopicResult{Name: name, ErrorCode: sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION,
 				ErrorMessage: fmt.Sprintf("topic %q is reserved for internal topics and cannot be deleted", errs.Echo(name))}
@@ -133,8 +156,12 @@ func (s *Server) DeleteTopics(ctx context.Context, req *sluicev1.DeleteTopicsReq
 // Metadata or ListPartitionReassignments sent here next sees it. The
 // checks' failures (INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION,
 // REASSIGNMENT_IN_PROGRESS) are in the response; NOT_CONTROLLER and
-// timeouts are request errors.
+// timeouts are request errors. It needs ALTER on the cluster (else
+// PERMISSION_DENIED, nothing forwarded).
 func (s *Server) AlterPartitionReassignments(ctx context.Context, req *sluicev1.AlterPartitionReassignmentsRequest) (*sluicev1.AlterPartitionReassignmentsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpAlter, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
@@ -163,7 +190,12 @@ func (s *Server) AlterPartitionReassignments(ctx context.Context, req *sluicev1.
 // controller, then waits until this broker's image shows its outcome.
 // NOT_CONTROLLER, timeouts and a named topic or partition that does not
 // exist (UNKNOWN_TOPIC_OR_PARTITION, nothing elected) are request errors.
+// It needs ALTER on the cluster (else PERMISSION_DENIED, nothing
+// forwarded).
 func (s *Server) ElectLeaders(ctx context.Context, req *sluicev1.ElectLeadersRequest) (*sluicev1.ElectLeadersResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpAlter, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
@@ -189,8 +221,12 @@ func (s *Server) ElectLeaders(ctx context.Context, req *sluicev1.ElectLeadersReq
 
 // ListPartitionReassignments lists the running reassignments of the named
 // topics (all when none are named; unknown ones are skipped) from this
-// broker's image.
+// broker's image. It needs DESCRIBE on the cluster (else
+// PERMISSION_DENIED).
 func (s *Server) ListPartitionReassignments(ctx context.Context, req *sluicev1.ListPartitionReassignmentsRequest) (*sluicev1.ListPartitionReassignmentsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpDescribe, auth.Cluster); err != nil {
+		return nil, err
+	}
 	im := s.cache.Image()
 	names := req.Topics
 	if len(names) == 0 {
@@ -217,7 +253,14 @@ func (s *Server) ListPartitionReassignments(ctx context.Context, req *sluicev1.L
 // broker's image. The answer is a summary whatever the cluster's size:
 // counts per broker and for the cluster, and at most the request's
 // offline_replicas_limit offline replicas per broker (issue 31).
+// It needs DESCRIBE on the cluster (else PERMISSION_DENIED, no voter
+// asked): it tells what Kafka's DescribeQuorum and DescribeLogDirs tell,
+// which need it, not only the brokers Kafka's DescribeCluster lists to
+// anyone.
 func (s *Server) DescribeCluster(ctx context.Context, req *sluicev1.DescribeClusterRequest) (*sluicev1.DescribeClusterResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpDescribe, auth.Cluster); err != nil {
+		return nil, err
+	}
 	limit := int(req.OfflineReplicasLimit)
 	switch {
 	case limit == 0:
@@ -356,6 +399,11 @@ func (s *Server) quorumStatus(ctx context.Context) []*sluicev1.VoterStatus {
 // stable offset under read_committed (the default, as for Fetch) and the
 // high watermark under read_uncommitted (Kafka's ListOffsets isolation
 // level).
+//
+// Authorization (auth.Operations, as Kafka's ListOffsets): DESCRIBE on
+// each topic, once per topic; a topic refused answers
+// TOPIC_AUTHORIZATION_FAILED in each of its partitions, the others are
+// served.
 func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error) {
 	committed := true
 	switch req.IsolationLevel {
@@ -369,6 +417,14 @@ func (s *Server) ListOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 	for _, t := range req.Topics {
 		tr := &sluicev1.ListOffsetsTopicResponse{Name: t.Name}
 		resp.Topics = append(resp.Topics, tr)
+		if !s.authz.Allowed(ctx, auth.OpDescribe, auth.Topic(t.Name)) {
+			code, msg := ItemError(ctx, auth.OpDescribe, auth.Topic(t.Name))
+			for _, lp := range t.Partitions {
+				tr.Partitions = append(tr.Partitions, &sluicev1.ListOffsetsPartitionResponse{Partition: lp.Partition, Offset: -1, Timestamp: -1,
+					ErrorCode: code, ErrorMessage: msg})
+			}
+			continue
+		}
 		for _, lp := range t.Partitions {
 			pr := &sluicev1.ListOffsetsPartitionResponse{Partition: lp.Partition, Offset: -1, Timestamp: -1}
 			tr.Partitions = append(tr.Partitions, pr)

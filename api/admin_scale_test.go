@@ -3,11 +3,16 @@ package api
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"testing"
 
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -72,7 +77,8 @@ func scaleServer(tb testing.TB, im *controller.Image) *Server {
 // BenchmarkAdminScale measures the answers of the admin RPCs behind
 // `sluice topic list|describe` and `cluster status` at 1,000 topics of 10
 // partitions (10,000 partitions, replication factor 3): bytes on the wire
-// (proto size) and handler time. Run it with
+// (proto size) and handler time; Metadata/list/authorized is the listing
+// with every topic checked by the authorizer. Run it with
 // go test -run '^$' -bench AdminScale ./api/.
 func BenchmarkAdminScale(b *testing.B) {
 	s := scaleServer(b, scaleImage(1000, 10))
@@ -81,6 +87,17 @@ func BenchmarkAdminScale(b *testing.B) {
 	im := scaleImage(1000, 10)
 	failDisk(im, 1)
 	failed := scaleServer(b, im)
+	// The same cluster with authorization: the caller may describe the
+	// topics of 100 prefixes (every topic), so a listing checks each.
+	authorized := scaleServer(b, scaleImage(1000, 10))
+	var acls []auth.ACL
+	for i := range 100 {
+		acls = append(acls, auth.ACL{ResourceType: auth.ResourceTopic, Name: fmt.Sprintf("topic-%02d", i), Pattern: auth.PatternPrefixed,
+			Principal: "User:alice", Host: auth.WildcardHost, Operation: auth.OpDescribe, Permission: auth.Allow})
+	}
+	authorized.authz = NewAuthz(auth.NewAuthorizer(acls, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	alice := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 50000}})
+	alice = auth.WithCaller(alice, auth.Caller{Principal: auth.User("alice")})
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -92,6 +109,9 @@ func BenchmarkAdminScale(b *testing.B) {
 		}},
 		{"Metadata/list", func() (proto.Message, error) {
 			return s.Metadata(ctx, &sluicev1.MetadataRequest{ExcludePartitions: true, ExcludeConfigs: true})
+		}},
+		{"Metadata/list/authorized", func() (proto.Message, error) {
+			return authorized.Metadata(alice, &sluicev1.MetadataRequest{ExcludePartitions: true, ExcludeConfigs: true})
 		}},
 		{"Metadata/page-2000", func() (proto.Message, error) {
 			return s.Metadata(ctx, &sluicev1.MetadataRequest{PageSize: 2000, PageToken: "topic-0500"})

@@ -33,8 +33,14 @@ type AuthConfig struct {
 	// it, so before it an exchange is answered LEADER_NOT_AVAILABLE
 	// (retriable), not refused as for an unknown user.
 	MetadataLoaded func() bool
-	Logger         *slog.Logger
+	// Listeners says how the broker's listeners are secured (WhoAmI).
+	Listeners []*sluicev1.ListenerSecurity
+	Logger    *slog.Logger
 }
+
+// maxSaslMessage bounds one SCRAM message (a few hundred bytes in
+// practice).
+const maxSaslMessage = 64 << 10
 
 type authService struct {
 	sluicev1.UnimplementedAuthServer
@@ -66,6 +72,10 @@ func (s *authService) SaslAuthenticate(ctx context.Context, req *sluicev1.SaslAu
 	if _, ok := tlsState(ctx); !ok {
 		return nil, s.refuse("not_tls", sluicev1.ErrorCode_SASL_AUTHENTICATION_FAILED,
 			"SCRAM is served over TLS only (the session token would travel in the clear): connect with TLS", ctx, nil)
+	}
+	if len(req.GetAuthBytes()) > maxSaslMessage || len(req.GetMechanism()) > 64 || len(req.GetConversationId()) > 128 {
+		return nil, s.refuse("sasl_failed", sluicev1.ErrorCode_SASL_AUTHENTICATION_FAILED,
+			"authentication failed: a SASL message above 64 KiB", ctx, nil)
 	}
 	if s.cfg.MetadataLoaded != nil && !s.cfg.MetadataLoaded() {
 		// As every RPC of a broker starting up (decision 24): an empty
@@ -105,7 +115,7 @@ func principalString(res auth.StepResult) string {
 func (s *authService) WhoAmI(ctx context.Context, _ *sluicev1.WhoAmIRequest) (*sluicev1.WhoAmIResponse, error) {
 	c := auth.CallerFrom(ctx)
 	resp := &sluicev1.WhoAmIResponse{Principal: c.Principal.String(), AuthenticatedBy: string(c.Method),
-		NodeId: s.cfg.NodeID, AuthenticationRequired: s.cfg.Required}
+		NodeId: s.cfg.NodeID, AuthenticationRequired: s.cfg.Required, Listeners: s.cfg.Listeners}
 	if st, ok := tlsState(ctx); ok {
 		resp.Tls, resp.TlsVersion = true, tls.VersionName(st.Version)
 	}

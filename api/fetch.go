@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/proto/codec"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
@@ -20,6 +21,11 @@ import (
 // buffers back once it has written the answer (codec.OutgoingFetchResponse).
 // The rules are cluster.ReplicaManager.Fetch's; this validates and
 // translates.
+//
+// Authorization (auth.Operations, as Kafka's Fetch): READ on each topic,
+// once per topic. A topic refused answers TOPIC_AUTHORIZATION_FAILED in
+// each of its partitions, with no data and whether or not it exists; it
+// is not read, and does not count towards min_bytes or the wait.
 func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (any, error) {
 	bufs := &codec.BatchBuffers{}
 	resp, err := s.fetch(ctx, req, bufs.Alloc)
@@ -56,7 +62,17 @@ func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc fu
 	maxBytes = min(maxBytes, batchBudget(overhead))
 	params := cluster.FetchParams{ReplicaID: cluster.NoReplica, Isolation: isolation,
 		MaxWait: min(time.Duration(req.MaxWaitMs)*time.Millisecond, MaxFetchWait), MinBytes: int(req.MinBytes), MaxBytes: maxBytes, Alloc: alloc}
-	for _, t := range req.Topics {
+	// denied[j] is set when req.Topics[j] may not be read (nil when
+	// every topic may: no allocation then).
+	var denied []bool
+	for j, t := range req.Topics {
+		if !s.authz.Allowed(ctx, auth.OpRead, auth.Topic(t.Name)) {
+			if denied == nil {
+				denied = make([]bool, len(req.Topics))
+			}
+			denied[j] = true
+			continue
+		}
 		for _, fp := range t.Partitions {
 			limit := int(fp.PartitionMaxBytes)
 			if limit == 0 {
@@ -72,8 +88,17 @@ func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc fu
 	}
 	resp := &internalv1.FetchResponseView{Topics: make([]*internalv1.FetchableTopicResponseView, 0, len(req.Topics))}
 	i := 0
-	for _, t := range req.Topics {
+	for j, t := range req.Topics {
 		tr := &internalv1.FetchableTopicResponseView{Name: t.Name, Partitions: make([]*internalv1.PartitionDataView, 0, len(t.Partitions))}
+		resp.Topics = append(resp.Topics, tr)
+		if denied != nil && denied[j] {
+			code, msg := ItemError(ctx, auth.OpRead, auth.Topic(t.Name))
+			for _, fp := range t.Partitions {
+				tr.Partitions = append(tr.Partitions, &internalv1.PartitionDataView{Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1,
+					LogStartOffset: -1, NextFetchOffset: fp.FetchOffset, ErrorCode: code, ErrorMessage: msg})
+			}
+			continue
+		}
 		for _, fp := range t.Partitions {
 			r := res.Partitions[i]
 			i++
@@ -89,7 +114,6 @@ func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc fu
 			}
 			tr.Partitions = append(tr.Partitions, pd)
 		}
-		resp.Topics = append(resp.Topics, tr)
 	}
 	return resp, nil
 }

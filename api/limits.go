@@ -71,6 +71,11 @@ const (
 	// controller a proposal: a client with more users asks in several
 	// requests.
 	MaxRequestCredentials = 1_000
+	// MaxRequestAcls bounds the creations of a CreateAcls and the filters
+	// of a DeleteAcls. A creation costs the controller a proposal, and a
+	// filter a pass over every ACL: a client with more asks in several
+	// requests.
+	MaxRequestAcls = 1_000
 
 	// MaxTopicNameLength bounds a topic name anywhere in a request: no
 	// topic can have a longer name (a name is echoed in answers, per
@@ -208,6 +213,10 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	"sluice.v1.AlterUserScramCredentialsRequest.deletions":  {Max: MaxRequestCredentials, Why: "credential deletions per request"},
 	"sluice.v1.AlterUserScramCredentialsRequest.upsertions": {Max: MaxRequestCredentials, Why: "credential upsertions per request"},
 	"sluice.v1.DescribeUserScramCredentialsRequest.users":   {Max: MaxRequestCredentials, Why: "users per request", Unique: true},
+	// An ACL created twice is one ACL, and two filters may overlap: the
+	// controller's to answer, as Kafka's does.
+	"sluice.v1.CreateAclsRequest.creations": {Max: MaxRequestAcls, Why: "ACL creations per request"},
+	"sluice.v1.DeleteAclsRequest.filters":   {Max: MaxRequestAcls, Why: "ACL filters per request"},
 	// sluice.v1.Groups
 	"sluice.v1.ConsumerGroupHeartbeatRequest.subscribed_topic_names": topicNames(),
 	"sluice.v1.ConsumerGroupHeartbeatRequest.topic_partitions":       topicEntries(1),

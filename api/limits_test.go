@@ -101,6 +101,8 @@ var probes = []probe{
 	{name: "DescribeUserScramCredentials of many users", method: sluicev1.Admin_DescribeUserScramCredentials_FullMethodName, req: func(n int) proto.Message {
 		return &sluicev1.DescribeUserScramCredentialsRequest{Users: times(n, func(i int) string { return fmt.Sprint("user-", i) })}
 	}},
+	{name: "CreateAcls of empty creations", method: sluicev1.Admin_CreateAcls_FullMethodName, req: aclCreations},
+	{name: "DeleteAcls of empty filters", method: sluicev1.Admin_DeleteAcls_FullMethodName, req: aclFilters},
 	{name: "FindCoordinator of many keys", method: sluicev1.Transactions_FindCoordinator_FullMethodName, req: func(n int) proto.Message {
 		return &sluicev1.FindCoordinatorRequest{Keys: times(n, func(i int) string { return fmt.Sprint("key-", i) })}
 	}},
@@ -148,6 +150,8 @@ var probes = []probe{
 		return &sluicev1.ElectLeadersRequest{Topics: []*sluicev1.TopicPartitions{{Name: "nope", Partitions: ints(n)}}}
 	}},
 	{name: "controller AlterUserScramCredentials of empty upsertions", internal: true, method: internalv1.Controller_AlterUserScramCredentials_FullMethodName, req: scramUpsertions},
+	{name: "controller CreateAcls of empty creations", internal: true, method: internalv1.Controller_CreateAcls_FullMethodName, req: aclCreations},
+	{name: "controller DeleteAcls of empty filters", internal: true, method: internalv1.Controller_DeleteAcls_FullMethodName, req: aclFilters},
 	{name: "ReplicaFetch of many partitions", internal: true, method: internalv1.Replica_ReplicaFetch_FullMethodName, req: replicaFetch},
 	{name: "ReplicaFetchStream of many partitions", internal: true, method: internalv1.Replica_ReplicaFetchStream_FullMethodName, stream: true, req: replicaFetch},
 	{name: "OffsetForLeaderEpoch of many partitions", internal: true, method: internalv1.Replica_OffsetForLeaderEpoch_FullMethodName, req: func(n int) proto.Message {
@@ -182,6 +186,16 @@ func deleteTopics(n int) proto.Message {
 // its user).
 func scramUpsertions(n int) proto.Message {
 	return &sluicev1.AlterUserScramCredentialsRequest{Upsertions: times(n, same(&sluicev1.ScramCredentialUpsertion{}))}
+}
+
+// aclCreations are n empty creations (each would be refused for itself).
+func aclCreations(n int) proto.Message {
+	return &sluicev1.CreateAclsRequest{Creations: times(n, same(&sluicev1.AclBinding{}))}
+}
+
+// aclFilters are n empty filters (each would match every ACL).
+func aclFilters(n int) proto.Message {
+	return &sluicev1.DeleteAclsRequest{Filters: times(n, same(&sluicev1.AclBindingFilter{}))}
 }
 
 func commitPartitions(n int) []*sluicev1.OffsetCommitPartition {

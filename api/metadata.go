@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -23,6 +24,13 @@ import (
 // partition_filter), slimmed (exclude_partitions, exclude_configs) and
 // paged (page_size, page_token), so that a client of a cluster with tens
 // of thousands of partitions asks for what it shows (issue 31).
+//
+// Authorization (auth.Operations, as Kafka's Metadata): DESCRIBE on each
+// topic. A named topic refused answers TOPIC_AUTHORIZATION_FAILED whether
+// or not it exists (its existence is not revealed); a listing leaves out
+// the topics the caller may not describe, silently (no audit line: not
+// seeing a topic is not an attempt to act on it), before it pages them.
+// The brokers are always listed.
 func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*sluicev1.MetadataResponse, error) {
 	if err := s.metadataLoaded(); err != nil {
 		// A restarted broker's image is empty until its first metadata
@@ -41,6 +49,11 @@ func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*
 	}
 	if len(req.Topics) > 0 {
 		for _, name := range req.Topics {
+			if !s.authz.Allowed(ctx, auth.OpDescribe, auth.Topic(name)) {
+				code, msg := ItemError(ctx, auth.OpDescribe, auth.Topic(name))
+				resp.Topics = append(resp.Topics, &sluicev1.TopicMetadata{Name: name, ErrorCode: code, ErrorMessage: msg})
+				continue
+			}
 			t := im.Topics[name]
 			if t == nil {
 				resp.Topics = append(resp.Topics, &sluicev1.TopicMetadata{Name: name, ErrorCode: sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: "topic " + strconv.Quote(name) + " does not exist"})
@@ -60,6 +73,9 @@ func (s *Server) Metadata(ctx context.Context, req *sluicev1.MetadataRequest) (*
 			break
 		}
 		if req.ExcludeInternal && cluster.IsInternalTopic(name) {
+			continue
+		}
+		if !s.authz.AllowedQuiet(ctx, auth.OpDescribe, auth.Topic(name)) {
 			continue
 		}
 		tm, matched := topicMetadata(im, im.Topics[name], req)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -29,6 +30,15 @@ import (
 // must all be transactional (else INVALID_RECORD for that partition); a
 // transactional batch in a request without transactional_id is
 // INVALID_TXN_STATE. Either way nothing of that partition is stored.
+//
+// Authorization (auth.Operations, as Kafka's Produce): WRITE on each
+// topic, checked once per topic of the request, never per record — a
+// topic refused answers TOPIC_AUTHORIZATION_FAILED in each of its
+// partitions and nothing of it is appended, the other topics are served;
+// with a transactional_id, WRITE on it, else the whole request is refused
+// (PERMISSION_DENIED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED). No
+// permission lets a client write an internal topic (INVALID_TOPIC_EXCEPTION:
+// cluster.ReplicaManager.AppendTo refuses it, issue 29).
 func (s *Server) Produce(ctx context.Context, req *internalv1.ProduceRequestView) (*sluicev1.ProduceResponse, error) {
 	return s.produce(ctx, req, nil)
 }
@@ -138,6 +148,12 @@ func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceReque
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
+	if req.TransactionalId != "" {
+		// Kafka refuses the whole request, before looking at a topic.
+		if err := s.authz.Require(ctx, auth.OpWrite, auth.TransactionalID(req.TransactionalId)); err != nil {
+			return nil, err
+		}
+	}
 	// acks=all: every appended batch must reach the high watermark within
 	// the request timeout.
 	timeout := DefaultProduceTimeout
@@ -151,6 +167,15 @@ func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceReque
 	resp := &sluicev1.ProduceResponse{Topics: make([]*sluicev1.TopicProduceResponse, 0, len(req.Topics))}
 	for _, t := range req.Topics {
 		tr := &sluicev1.TopicProduceResponse{Name: t.Name, Partitions: make([]*sluicev1.PartitionProduceResponse, 0, len(t.Partitions))}
+		resp.Topics = append(resp.Topics, tr)
+		if !s.authz.Allowed(ctx, auth.OpWrite, auth.Topic(t.Name)) {
+			code, msg := ItemError(ctx, auth.OpWrite, auth.Topic(t.Name))
+			for _, p := range t.Partitions {
+				tr.Partitions = append(tr.Partitions, &sluicev1.PartitionProduceResponse{Partition: p.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1,
+					ErrorCode: code, ErrorMessage: msg})
+			}
+			continue
+		}
 		seen := make(map[int32]bool, len(t.Partitions))
 		for _, p := range t.Partitions {
 			pr := &sluicev1.PartitionProduceResponse{Partition: p.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1}
@@ -173,7 +198,6 @@ func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceReque
 			res, err := s.replicas.AppendTo(part, p.Batch, now, acksAll)
 			waits = s.answerAppend(pr, t.Name, part, res, err, req.Acks, waits)
 		}
-		resp.Topics = append(resp.Topics, tr)
 	}
 	pp := &pendingProduce{resp: resp, timeout: timeout}
 	if len(txn) > 0 {

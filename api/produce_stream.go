@@ -20,8 +20,11 @@ import (
 const MaxProduceStreamInFlight = 64
 
 // produceStream serves sluice.v1.Log/ProduceStream: Produce's rules for
-// each request, appended in arrival order (so a client's pipelined
-// batches of one partition arrive in sequence), answered as each is done.
+// each request (its authorization too, checked per request, so that a
+// change of ACLs applies to an open stream's next request; a request
+// refused as a whole is answered its code and the stream goes on),
+// appended in arrival order (so a client's pipelined batches of one
+// partition arrive in sequence), answered as each is done.
 // A transactional request's verifications (AppendTxnTo) also run before
 // the next request is read, which keeps that order.
 // A goroutine reads and appends, and answers what needs no wait; the

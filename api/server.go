@@ -51,6 +51,7 @@ type Server struct {
 	log         *slog.Logger
 	now         func() time.Time
 	draining    <-chan struct{}
+	authz       *Authz // nil: no authorization
 }
 
 // ServerConfig is what a Server needs.
@@ -66,6 +67,8 @@ type ServerConfig struct {
 	Draining <-chan struct{}
 	// Now may be nil (time.Now).
 	Now func() time.Time
+	// Authz authorizes the callers (nil: everything allowed).
+	Authz *Authz
 }
 
 // NewServer returns a broker's server.
@@ -77,7 +80,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{replicas: cfg.Replicas, cache: cfg.Metadata, controllers: cfg.Controllers, pool: cfg.Pool,
-		self: cfg.Self, log: cfg.Logger, now: cfg.Now, draining: cfg.Draining}
+		self: cfg.Self, log: cfg.Logger, now: cfg.Now, draining: cfg.Draining, authz: cfg.Authz}
 }
 
 // metadataLoaded is nil once the broker has received cluster metadata

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/coordinator"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -49,14 +50,20 @@ type TransactionsConfig struct {
 	GroupLocator CoordinatorLocator
 	// Now may be nil (time.Now); ListTransactions' durations use it.
 	Now func() time.Time
+	// Authz authorizes the callers (nil: everything allowed).
+	Authz *Authz
 }
 
-// TransactionsService serves sluice.v1.Transactions: it validates, routes
-// to the producer-id manager or the transaction coordinator, and puts
-// their errors in the answers (error_code, error_message); a gRPC status
-// is never used for a request's own failure, except a request over the
-// request limits, refused before it is decoded (InvalidArgument
-// INVALID_REQUEST, LimitRequests).
+// TransactionsService serves sluice.v1.Transactions: it authorizes
+// (auth.Operations), validates, routes to the producer-id manager or the
+// transaction coordinator, and puts their errors in the answers
+// (error_code, error_message); a gRPC status is never used for a
+// request's own failure, except a request over the request limits,
+// refused before it is decoded (InvalidArgument INVALID_REQUEST,
+// LimitRequests). A refusal is answered in error_code too
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
+// GROUP_AUTHORIZATION_FAILED), before anything is asked of a
+// coordinator: a refused request changes nothing.
 type TransactionsService struct {
 	sluicev1.UnimplementedTransactionsServer
 
@@ -93,7 +100,11 @@ func producerEpoch(e int32) (int16, error) {
 // NOT_COORDINATOR on another broker), after making sure
 // __transaction_state exists (COORDINATOR_NOT_AVAILABLE until the id's
 // partition has a leader). A timeout of 0 is the default, 60 s.
+// Authorization first (authorizeInit).
 func (s *TransactionsService) InitProducerId(ctx context.Context, req *sluicev1.InitProducerIdRequest) (*sluicev1.InitProducerIdResponse, error) {
+	if err := s.authorizeInit(ctx, req.TransactionalId); err != nil {
+		return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)}, nil
+	}
 	if req.TransactionalId != "" {
 		r, err := s.initTransactional(ctx, req)
 		if err != nil {
@@ -112,6 +123,28 @@ func (s *TransactionsService) InitProducerId(ctx context.Context, req *sluicev1.
 		return &sluicev1.InitProducerIdResponse{ProducerId: -1, ProducerEpoch: -1, ErrorCode: code, ErrorMessage: msg}, nil
 	}
 	return &sluicev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}, nil
+}
+
+// authorizeInit is InitProducerId's authorization, Kafka's: WRITE on the
+// transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without
+// one, an idempotent producer, IDEMPOTENT_WRITE on the cluster or (Kafka
+// 3) WRITE on any topic (else CLUSTER_AUTHORIZATION_FAILED). It runs
+// before the coordinator is asked anything, so a refused caller can
+// neither bump the id's epoch, fencing the producer that owns it, nor
+// abort its transaction, nor create __transaction_state.
+func (s *TransactionsService) authorizeInit(ctx context.Context, transactionalID string) error {
+	z := s.cfg.Authz
+	if transactionalID != "" {
+		return z.Check(ctx, auth.OpWrite, auth.TransactionalID(transactionalID))
+	}
+	if z.AllowedQuiet(ctx, auth.OpIdempotentWrite, auth.Cluster) || z.AllowedAny(ctx, auth.OpWrite, auth.ResourceTopic) {
+		return nil
+	}
+	// Check again, for the audit line and count of the denial.
+	if err := z.Check(ctx, auth.OpIdempotentWrite, auth.Cluster); err != nil {
+		return errs.New(errs.Code(err), "%s, nor write any topic", errs.Message(err))
+	}
+	return nil
 }
 
 func (s *TransactionsService) initTransactional(ctx context.Context, req *sluicev1.InitProducerIdRequest) (txn.ProducerIDAndEpoch, error) {
@@ -145,7 +178,9 @@ func (s *TransactionsService) initTransactional(ctx context.Context, req *sluice
 // the first call creates the topic. Errors per key (node_id -1):
 // INVALID_REQUEST or INVALID_GROUP_ID for a bad key,
 // COORDINATOR_NOT_AVAILABLE (retriable) until the key's partition has a
-// leader.
+// leader. A key needs DESCRIBE on its transactional id or group
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED
+// for that key, which creates no topic).
 func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1.FindCoordinatorRequest) (*sluicev1.FindCoordinatorResponse, error) {
 	resp := &sluicev1.FindCoordinatorResponse{}
 	for _, key := range req.Keys {
@@ -154,6 +189,9 @@ func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1
 		var err error
 		switch req.KeyType {
 		case sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED, sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION:
+			if err = s.cfg.Authz.Check(ctx, auth.OpDescribe, auth.TransactionalID(key)); err != nil {
+				break
+			}
 			if err = s.servesTransactions(); err == nil {
 				var n coordinator.CoordinatorNode
 				if n, err = s.cfg.Locator.Locate(ctx, key); err == nil {
@@ -161,6 +199,9 @@ func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1
 				}
 			}
 		case sluicev1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP:
+			if err = s.cfg.Authz.Check(ctx, auth.OpDescribe, auth.Group(key)); err != nil {
+				break
+			}
 			if s.cfg.GroupLocator == nil {
 				err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "this broker serves no consumer groups")
 				break
@@ -180,7 +221,8 @@ func (s *TransactionsService) FindCoordinator(ctx context.Context, req *sluicev1
 // EndTxn implements the Transactions service
 // (txn.Coordinator.EndTxn): answered once PrepareCommit
 // or PrepareAbort is durable, with the producer id and epoch of the next
-// transaction.
+// transaction. It needs WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: nothing committed or aborted).
 func (s *TransactionsService) EndTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (*sluicev1.EndTxnResponse, error) {
 	r, err := s.endTxn(ctx, req)
 	if err != nil {
@@ -190,6 +232,9 @@ func (s *TransactionsService) EndTxn(ctx context.Context, req *sluicev1.EndTxnRe
 }
 
 func (s *TransactionsService) endTxn(ctx context.Context, req *sluicev1.EndTxnRequest) (txn.ProducerIDAndEpoch, error) {
+	if err := s.cfg.Authz.Check(ctx, auth.OpWrite, auth.TransactionalID(req.TransactionalId)); err != nil {
+		return txn.ProducerIDAndEpoch{}, err
+	}
 	if err := s.servesTransactions(); err != nil {
 		return txn.ProducerIDAndEpoch{}, err
 	}
@@ -205,14 +250,22 @@ func (s *TransactionsService) endTxn(ctx context.Context, req *sluicev1.EndTxnRe
 
 // DescribeTransactions implements the Transactions service: the applied
 // state of each id this broker coordinates (per id: NOT_COORDINATOR,
-// COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND, ...).
+// COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND, ...). An id
+// needs DESCRIBE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that id);
+// the partitions of a transaction are listed only for the topics the
+// caller may DESCRIBE (as Kafka).
 func (s *TransactionsService) DescribeTransactions(ctx context.Context, req *sluicev1.DescribeTransactionsRequest) (*sluicev1.DescribeTransactionsResponse, error) {
 	resp := &sluicev1.DescribeTransactionsResponse{}
+	z := s.cfg.Authz
+	described := map[string]bool{} // topic -> may DESCRIBE, asked once
 	for _, id := range req.TransactionalIds {
 		ts := &sluicev1.TransactionState{TransactionalId: id, ProducerId: -1, ProducerEpoch: -1, TransactionStartTimeMs: -1,
 			LastUpdateTimeMs: -1, PreviousProducerId: -1, NextProducerId: -1, LastProducerEpoch: -1, CoordinatorEpoch: -1}
 		resp.TransactionStates = append(resp.TransactionStates, ts)
-		err := s.servesTransactions()
+		err := z.Check(ctx, auth.OpDescribe, auth.TransactionalID(id))
+		if err == nil {
+			err = s.servesTransactions()
+		}
 		var d txn.Description
 		if err == nil {
 			d, err = s.cfg.Coordinator.Describe(id)
@@ -234,6 +287,14 @@ func (s *TransactionsService) DescribeTransactions(ctx context.Context, req *slu
 		ts.LastProducerEpoch = int32(d.LastProducerEpoch)
 		ts.CoordinatorEpoch = d.CoordinatorEpoch
 		for _, tp := range d.Partitions { // sorted by topic, then partition
+			ok, asked := described[tp.Topic]
+			if !asked {
+				ok = z.AllowedQuiet(ctx, auth.OpDescribe, auth.Topic(tp.Topic))
+				described[tp.Topic] = ok
+			}
+			if !ok {
+				continue
+			}
 			if n := len(ts.Topics); n == 0 || ts.Topics[n-1].Name != tp.Topic {
 				ts.Topics = append(ts.Topics, &sluicev1.TxnTopic{Name: tp.Topic})
 			}
@@ -249,7 +310,8 @@ func (s *TransactionsService) DescribeTransactions(ctx context.Context, req *slu
 // (txn.ParseState); names that match no state are answered in
 // unknown_state_filters, and when every state filter is unknown nothing
 // is listed (as Kafka). A coordinator still loading a partition answers
-// COORDINATOR_LOAD_IN_PROGRESS.
+// COORDINATOR_LOAD_IN_PROGRESS. Only the ids the caller may DESCRIBE are
+// listed.
 func (s *TransactionsService) ListTransactions(ctx context.Context, req *sluicev1.ListTransactionsRequest) (*sluicev1.ListTransactionsResponse, error) {
 	resp := &sluicev1.ListTransactionsResponse{}
 	if err := s.servesTransactions(); err != nil {
@@ -278,6 +340,9 @@ func (s *TransactionsService) ListTransactions(ctx context.Context, req *sluicev
 	}
 	nowMs := s.cfg.Now().UnixMilli()
 	for _, l := range list {
+		if !s.cfg.Authz.AllowedQuiet(ctx, auth.OpDescribe, auth.TransactionalID(l.TransactionalID)) {
+			continue
+		}
 		d := int64(-1)
 		if (l.State == txn.Ongoing || l.State.IsPrepare()) && l.StartTimeMs != txn.NoTimestamp {
 			d = max(nowMs-l.StartTimeMs, 0)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -16,12 +17,23 @@ const defaultAbortTimeout = 30 * time.Second
 // this broker leads, its producer state (cluster.Replica.Producers); per
 // partition it does not, the leader error (NOT_LEADER_OR_FOLLOWER,
 // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE).
+//
+// Authorization (auth.Operations, as Kafka's DescribeProducers): READ on
+// each topic; a topic refused answers TOPIC_AUTHORIZATION_FAILED in each
+// of its partitions, whether or not it exists, the others are served.
 func (s *Server) DescribeProducers(ctx context.Context, req *sluicev1.DescribeProducersRequest) (*sluicev1.DescribeProducersResponse, error) {
 	nowMs := s.now().UnixMilli()
 	resp := &sluicev1.DescribeProducersResponse{}
 	for _, t := range req.Topics {
 		tr := &sluicev1.DescribeProducersTopicResponse{Name: t.Name}
 		resp.Topics = append(resp.Topics, tr)
+		if !s.authz.Allowed(ctx, auth.OpRead, auth.Topic(t.Name)) {
+			code, msg := ItemError(ctx, auth.OpRead, auth.Topic(t.Name))
+			for _, part := range t.Partitions {
+				tr.Partitions = append(tr.Partitions, &sluicev1.DescribeProducersPartition{Partition: part, ErrorCode: code, ErrorMessage: msg})
+			}
+			continue
+		}
 		for _, part := range t.Partitions {
 			pr := &sluicev1.DescribeProducersPartition{Partition: part}
 			tr.Partitions = append(tr.Partitions, pr)
@@ -53,8 +65,13 @@ func (s *Server) DescribeProducers(ctx context.Context, req *sluicev1.DescribePr
 // AbortTransaction implements the Admin service: the ABORT marker of a
 // hanging transaction, written by this broker as the partition's leader
 // (cluster.ReplicaManager.AbortTransaction, which holds the rules).
-// Failures are answered in error_code.
+// Failures are answered in error_code, but for authorization: it needs
+// CLUSTER_ACTION on the cluster, as Kafka's WriteTxnMarkers, which its
+// abortTransaction sends (else PERMISSION_DENIED, nothing written).
 func (s *Server) AbortTransaction(ctx context.Context, req *sluicev1.AbortTransactionRequest) (*sluicev1.AbortTransactionResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpClusterAction, auth.Cluster); err != nil {
+		return nil, err
+	}
 	resp := &sluicev1.AbortTransactionResponse{MarkerOffset: -1}
 	epoch, err := producerEpoch(req.ProducerEpoch)
 	if err == nil && (req.ProducerId <= 0 || epoch < 0) {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -33,8 +34,12 @@ func (s *ControllerService) UnregisterBroker(ctx context.Context, req *sluicev1.
 // controller, then waits until this broker's image shows it, so a
 // DescribeCluster sent here next no longer lists it. The controller's
 // refusals are in the response; NOT_CONTROLLER and timeouts are request
-// errors.
+// errors. It needs ALTER on the cluster (else PERMISSION_DENIED, nothing
+// forwarded).
 func (s *Server) UnregisterBroker(ctx context.Context, req *sluicev1.UnregisterBrokerRequest) (*sluicev1.UnregisterBrokerResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpAlter, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}

@@ -110,8 +110,12 @@ func scramCredential(u *sluicev1.ScramCredentialUpsertion) (controller.UserScram
 // DescribeUserScramCredentials sent here next shows them and this broker
 // authenticates with them. Per-user refusals are in the response;
 // NOT_CONTROLLER and timeouts are request errors. The request is never
-// logged: its salted passwords are as good as the passwords.
+// logged: its salted passwords are as good as the passwords. It needs
+// ALTER on the cluster (else PERMISSION_DENIED, nothing forwarded).
 func (s *Server) AlterUserScramCredentials(ctx context.Context, req *sluicev1.AlterUserScramCredentialsRequest) (*sluicev1.AlterUserScramCredentialsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpAlter, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if req.TimeoutMs < 0 {
 		return nil, invalidRequest("timeout_ms must be >= 0, got %d", req.TimeoutMs)
 	}
@@ -146,7 +150,11 @@ func (s *Server) AlterUserScramCredentials(ctx context.Context, req *sluicev1.Al
 // With no user named, every user that has a credential, by name; a named
 // user without one is answered RESOURCE_NOT_FOUND. A broker without
 // metadata yet answers LEADER_NOT_AVAILABLE rather than "no such user".
+// It needs DESCRIBE on the cluster (else PERMISSION_DENIED).
 func (s *Server) DescribeUserScramCredentials(ctx context.Context, req *sluicev1.DescribeUserScramCredentialsRequest) (*sluicev1.DescribeUserScramCredentialsResponse, error) {
+	if err := s.authz.Require(ctx, auth.OpDescribe, auth.Cluster); err != nil {
+		return nil, err
+	}
 	if err := s.metadataLoaded(); err != nil {
 		return nil, errs.Status(err, nil)
 	}

@@ -25,6 +25,9 @@ const (
 	AuthenticationRequired = "required"
 )
 
+// AuthorizerACL is Config.Authorizer's one authorizer.
+const AuthorizerACL = "acl"
+
 // authGate finds the caller of each call on the client listener
 // (decision 62): a session token in the `authorization` metadata, else a
 // verified client certificate through the principal mapping rules, else

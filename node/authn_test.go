@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -54,6 +55,13 @@ func TestAuthenticationRequiredWithClientCertificates(t *testing.T) {
 	}
 	if who.Principal != "User:alice" || who.AuthenticatedBy != "TLS" || !who.Tls || !who.AuthenticationRequired {
 		t.Fatalf("alice: %+v", who)
+	}
+	var listeners []string
+	for _, l := range who.Listeners {
+		listeners = append(listeners, fmt.Sprintf("%s:%v:%s", l.Name, l.Encrypted, l.ClientAuth))
+	}
+	if got := strings.Join(listeners, " "); got != "client:true:request internal:true:mutual raft:true:mutual gossip:false:none http:false:none" {
+		t.Fatalf("listeners: %s", got)
 	}
 	if _, err := alice.Metadata(cx); err != nil {
 		t.Fatalf("alice's metadata: %v", err)

@@ -89,6 +89,15 @@ type Config struct {
 	// JWTIssuer when set); the principal is User:<JWTPrincipalClaim>
 	// ("sub" when empty). Off when neither JWKS is set.
 	JWTJWKSFile, JWTJWKSURL, JWTIssuer, JWTAudience, JWTPrincipalClaim string
+	// Authorizer is "" (off: every principal may do everything) or
+	// "acl" (Kafka's StandardAuthorizer: the ACLs in the metadata decide;
+	// no ACL matching denies). SuperUsers are principals (User:admin)
+	// allowed everything.
+	Authorizer string
+	SuperUsers []string
+	// AuditAllowedAdmin logs allowed operations on the cluster resource
+	// too (denials are always logged).
+	AuditAllowedAdmin bool
 	// SASLSessionLifetime is how long a SCRAM session lasts before the
 	// client must authenticate again (auth.DefaultSessionLifetime when 0).
 	SASLSessionLifetime time.Duration
@@ -573,6 +582,16 @@ func (c Config) validateTLS() error {
 	}
 	if (c.JWTJWKSFile != "" || c.JWTJWKSURL != "") && !c.TLSEnabled() {
 		return errors.New("JWT needs TLS (--tls-cert-file, --tls-key-file, --tls-ca-file): a bearer token must not travel in the clear")
+	}
+	switch c.Authorizer {
+	case "", AuthorizerACL:
+	default:
+		return fmt.Errorf("authorizer %q: want acl, or empty for none", c.Authorizer)
+	}
+	for _, u := range c.SuperUsers {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			return fmt.Errorf("super user %q: want TYPE:NAME (User:admin)", u)
+		}
 	}
 	if c.SASLSessionLifetime < 0 {
 		return fmt.Errorf("SASL session lifetime must be >= 0 (0 for the default), got %v", c.SASLSessionLifetime)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -54,6 +55,8 @@ type Node struct {
 	httpSrv      *http.Server
 	tls          *tlsMaterial // the listeners' certificates; nil fields without TLS
 	authn        *auth.Authenticator
+	authz        *api.Authz    // nil: no authorization
+	aclsVersion  atomic.Uint64 // the image ACL version authz was built from
 	httpLis      net.Listener
 	// limited are the three listeners' connection limiters (connlimit.go),
 	// for the metrics; set by Start.
@@ -258,6 +261,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.metrics.reg.MustRegister(gate.failures, gate.logins)
+	n.authz = newNodeAuthz(cfg, logger, n.metrics.reg)
 	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
 	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
 	clientOpts := append(tlsm.clientServerOptions(), gate.serverOptions()...)
@@ -289,16 +293,17 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.startGroups()
 		cleanups = append(cleanups, n.closeGroups)
 		sluicev1.RegisterTransactionsServer(limitedPub, api.NewTransactionsService(api.TransactionsConfig{
-			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator, GroupLocator: n.groupLocator}))
-		sluicev1.RegisterGroupsServer(limitedPub, api.NewGroupsService(n.groupCoord, cfg.NodeID))
+			ProducerIDs: n.producerIDs, Coordinator: n.txnCoord, Locator: n.txnLocator, GroupLocator: n.groupLocator, Authz: n.authz}))
+		sluicev1.RegisterGroupsServer(limitedPub, api.NewGroupsService(n.groupCoord, cfg.NodeID).WithAuthz(n.authz))
 		internalv1.RegisterTxnBrokerServer(limitedInternal, api.NewTxnBrokerService(n.txnCoord,
 			coordinator.PartitionMarkers{Replicas: n.replicas, Metadata: n.cache, Barrier: n.broker.MetadataBarrier}))
 		internalv1.RegisterReplicaServer(limitedInternal, api.NewReplicaService(n.replicas, n.cache, n.draining))
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
-			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining}).Register(limitedPub)
+			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining,
+			Authz: n.authz}).Register(limitedPub)
 	}
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
-		Required: gate.required, Logger: logger,
+		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg),
 		Refused:   func(reason string) { gate.failures.WithLabelValues(reason).Inc() },
 		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() },
 		// As api.Server's metadataLoaded.
@@ -449,6 +454,7 @@ func (n *Node) TxnVerifier() cluster.TxnVerifier {
 // counts the ISR changes it brings (metrics.observeImage).
 func (n *Node) applyImage(im *controller.Image) {
 	n.metrics.observeImage(n.cfg.NodeID, im)
+	n.refreshAuthorizer(im)
 	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
 		if errors.Is(err, cluster.ErrClusterMismatch) {
 			n.log.Error("refusing to serve: this data dir belongs to another cluster", "err", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/internal/grpctls"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // tlsMaterial is a node's TLS: the certificate files of each listener,
@@ -217,4 +218,29 @@ func (r *rateLog) allow(key string) bool {
 	}
 	r.last[key] = now
 	return true
+}
+
+// listeners says how each listener is secured (WhoAmI).
+func (m *tlsMaterial) listeners(cfg Config) []*sluicev1.ListenerSecurity {
+	on := m.enabled()
+	client := string(auth.ClientAuthNone)
+	if on {
+		client = string(m.clientAuth)
+	}
+	mutual := "none"
+	if on {
+		mutual = "mutual"
+	}
+	out := []*sluicev1.ListenerSecurity{
+		{Name: "client", Encrypted: on, ClientAuth: client},
+		{Name: "internal", Encrypted: on, ClientAuth: mutual},
+	}
+	if cfg.hasRole(RoleController) {
+		out = append(out, &sluicev1.ListenerSecurity{Name: "raft", Encrypted: on, ClientAuth: mutual})
+	}
+	out = append(out, &sluicev1.ListenerSecurity{Name: "gossip", Encrypted: cfg.GossipKeyFile != "", ClientAuth: "none"})
+	if cfg.HTTPListen != "" {
+		out = append(out, &sluicev1.ListenerSecurity{Name: "http", Encrypted: m.http != nil, ClientAuth: "none"})
+	}
+	return out
 }

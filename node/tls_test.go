@@ -172,7 +172,8 @@ func TestTLSRefusesBadCallers(t *testing.T) {
 	p.node("node1", auth.DefaultClusterName, p.ca)
 	p.node("intruder", "other", p.ca) // a node of another cluster, same CA
 	p.client("alice", p.ca, time.Time{})
-	p.client("old", p.ca, time.Now().Add(-3*time.Hour)) // expired an hour ago... made valid for an hour, two hours ago
+	p.client("old", p.ca, time.Now().Add(-3*time.Hour))  // valid for an hour from four hours ago: expired
+	p.client("early", p.ca, time.Now().Add(3*time.Hour)) // valid from two hours from now
 	foreign := p.writeCA("foreign")
 	p.node("foreignnode", auth.DefaultClusterName, foreign)
 	p.client("mallory", foreign, time.Time{})
@@ -241,6 +242,7 @@ func TestTLSRefusesBadCallers(t *testing.T) {
 		{"no client certificate (required)", n.Addr(), tlsWith("", ""), false},
 		{"a client certificate of another CA", n.Addr(), tlsWith("", "mallory"), false},
 		{"an expired client certificate", n.Addr(), tlsWith("", "old"), false},
+		{"a client certificate not valid yet", n.Addr(), tlsWith("", "early"), false},
 		{"a client that trusts another CA", n.Addr(), tlsWith(p.path("foreign.crt"), "alice"), false},
 		{"plaintext on the internal listener", n.InternalAddr(), insecure.NewCredentials(), true},
 		{"a client certificate on the internal listener", n.InternalAddr(), nodeTLS("alice"), true},

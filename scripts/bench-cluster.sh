@@ -33,7 +33,10 @@
 # schedtrace=2147483647, as the image, the manifests and `make run` set it:
 # docs/design.md decision 47), TLS=1 (every listener with TLS, mutual
 # between nodes, certificates made with `sluice cert` for the run; the
-# load generator trusts their CA: docs/security.md), GO (go).
+# load generator trusts their CA: docs/security.md), AUTHZ=1 (TLS=1 and
+# --authorizer acl: the load generator is User:loadgen by its client
+# certificate, allowed everything on topics by one ACL among 10,800 others
+# on other principals and topics, created by a super user first), GO (go).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -87,6 +90,9 @@ for i in 1 2 3; do
 	brokers+="${brokers:+,}127.0.0.1:$(port "$i" 0)"
 done
 tls_args=() # per node: the node's certificate files, with TLS=1
+if [[ -n ${AUTHZ:-} ]]; then
+	TLS=1
+fi
 if [[ -n ${TLS:-} ]]; then
 	"$BIN/sluice" cert create-ca --certs-dir "$work/certs" >/dev/null
 	for i in 1 2 3; do
@@ -94,6 +100,15 @@ if [[ -n ${TLS:-} ]]; then
 			--cert-file "$work/certs/node$i.crt" --key-file "$work/certs/node$i.key" >/dev/null
 	done
 	export SLUICE_TLS_CA_FILE="$work/certs/ca.crt"
+	if [[ -n ${AUTHZ:-} ]]; then
+		for u in admin loadgen; do
+			"$BIN/sluice" cert create-client --certs-dir "$work/certs" --name "$u" >/dev/null
+		done
+	fi
+fi
+authz_args=()
+if [[ -n ${AUTHZ:-} ]]; then
+	authz_args=(--client-auth request --authorizer acl --super-users User:admin --tls-principal-mapping-rules 'RULE:^CN=([^,]+)$/$1/,DEFAULT')
 fi
 for i in 1 2 3; do
 	mkdir -p "$work/node$i"
@@ -104,7 +119,7 @@ for i in 1 2 3; do
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" ${PROFILE_DIR:+--pprof} \
 		--internal-listen "127.0.0.1:$(port "$i" 4)" \
-		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s ${tls_args[@]+"${tls_args[@]}"} \
+		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s ${tls_args[@]+"${tls_args[@]}"} ${authz_args[@]+"${authz_args[@]}"} \
 		--log-level warn >"$work/node$i.log" 2>&1 &
 	pids+=($!)
 done
@@ -133,6 +148,22 @@ for i in 1 2 3; do
 	fi
 done
 echo "three nodes ready: $brokers" >&2
+if [[ -n ${AUTHZ:-} ]]; then
+	# As the super user: 10,800 ACLs of other principals (100 principals x
+	# 9 operations x 12 topics), then the load generator's own.
+	as_admin=(env SLUICE_TLS_CERT_FILE="$work/certs/client.admin.crt" SLUICE_TLS_KEY_FILE="$work/certs/client.admin.key")
+	principals=()
+	for p in $(seq 100); do principals+=(--allow-principal "User:p$p"); done
+	for t in $(seq 12); do
+		"${as_admin[@]}" "$BIN/sluice" --brokers "$brokers" acl create "${principals[@]}" --operation Read --operation Write --operation Create \
+			--operation Delete --operation Alter --operation Describe --operation DescribeConfigs --operation AlterConfigs --operation All \
+			--topic "filler-$t" >/dev/null
+	done
+	"${as_admin[@]}" "$BIN/sluice" --brokers "$brokers" acl create --allow-principal User:loadgen --operation All --topic '*' >/dev/null
+	"${as_admin[@]}" "$BIN/sluice" --brokers "$brokers" acl create --allow-principal User:loadgen --operation IdempotentWrite --cluster >/dev/null
+	echo "ACLs: $("${as_admin[@]}" "$BIN/sluice" --brokers "$brokers" --output json acl list | grep -o '"principal"' | wc -l)" >&2
+	export SLUICE_TLS_CERT_FILE="$work/certs/client.loadgen.crt" SLUICE_TLS_KEY_FILE="$work/certs/client.loadgen.key"
+fi
 
 export SLUICE_BROKERS=$brokers
 results=()

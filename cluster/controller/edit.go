@@ -8,19 +8,20 @@ import (
 // ImageEditor applies records to a copy of an image that shares with the
 // original everything the records leave alone (copy-on-write, issue 31):
 // the maps of brokers, topics and users are copied, and a broker, topic,
-// partition or user's map of credentials is copied only before a record
-// changes it. So a broker applying one partition change to an image of
-// 10,000 partitions copies one partition and one topic's slice of
-// pointers, not the whole image, and a reader comparing the two images
-// finds every untouched topic, partition and broker at the same pointer
-// (Same*). The original is never
-// modified and stays safe to read concurrently.
+// partition, user's map of credentials or the set of ACLs is copied only
+// before a record changes it. So a broker applying one partition change
+// to an image of 10,000 partitions copies one partition and one topic's
+// slice of pointers, not the whole image, and a reader comparing the two
+// images finds every untouched topic, partition and broker at the same
+// pointer (Same*). The original is never modified and stays safe to read
+// concurrently.
 type ImageEditor struct {
 	im      *Image
 	topics  map[string]map[int32]bool // topics copied by this edit → partitions copied
 	configs map[string]bool           // topics whose Configs map was copied
 	brokers map[int32]bool            // brokers copied by this edit
 	users   map[string]bool           // users whose credential map was copied
+	acls    bool                      // the Acls set was copied
 	full    bool                      // everything copied (an unknown record)
 }
 
@@ -35,6 +36,8 @@ func EditImage(base *Image) *ImageEditor {
 		Features:                 cloneMap(base.Features),
 		Configs:                  cloneMap(base.Configs),
 		Users:                    maps.Clone(base.Users),
+		Acls:                     base.Acls, // copied before a record changes it (ownAcls)
+		AclsVersion:              base.AclsVersion,
 	}
 	if im.Brokers == nil {
 		im.Brokers = map[int32]*Broker{}
@@ -45,8 +48,12 @@ func EditImage(base *Image) *ImageEditor {
 	if im.Users == nil {
 		im.Users = map[string]map[string]ScramCredential{}
 	}
+	owned := false
+	if im.Acls == nil {
+		im.Acls, owned = AclSet{}, true
+	}
 	return &ImageEditor{im: im, topics: map[string]map[int32]bool{}, configs: map[string]bool{}, brokers: map[int32]bool{},
-		users: map[string]bool{}}
+		users: map[string]bool{}, acls: owned}
 }
 
 // Image is the edited image. Once published it must not be edited
@@ -89,6 +96,15 @@ func (e *ImageEditor) own(r Record) {
 		e.ownUser(r.User)
 	case RemoveUserScramCredential:
 		e.ownUser(r.User)
+	case CreateAcl:
+		// An ACL already held (a no-op) or refused leaves the set alone.
+		if !e.im.HasAcl(r.Acl) {
+			e.ownAcls()
+		}
+	case RemoveAcl:
+		if e.im.HasAcl(r.Acl) {
+			e.ownAcls()
+		}
 	case CreateTopic, DeleteTopic, UnregisterBroker, ProducerIDsBlock, FeatureLevel, BootstrapCluster:
 		// Map entries added or removed, scalars, or the edit's own
 		// Features and Configs maps.
@@ -101,6 +117,7 @@ func (e *ImageEditor) own(r Record) {
 			e.im.Topics[name] = t.Clone()
 		}
 		e.im.Users = cloneUsers(e.im.Users)
+		e.ownAcls()
 		e.full = true
 	}
 }
@@ -111,6 +128,16 @@ func (e *ImageEditor) ownUser(name string) {
 	if creds := e.im.Users[name]; creds != nil && !e.users[name] {
 		e.im.Users[name] = maps.Clone(creds)
 		e.users[name] = true
+	}
+}
+
+// ownAcls copies the set of ACLs (an ACL is a value: the set is all
+// there is to copy). One copy serves every record of the edit: a broker
+// applying a thousand creations copies the set once.
+func (e *ImageEditor) ownAcls() {
+	if !e.acls {
+		e.im.Acls = maps.Clone(e.im.Acls)
+		e.acls = true
 	}
 }
 

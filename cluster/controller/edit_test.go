@@ -35,6 +35,8 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 	apply(scram("alice", ScramSHA256, 1))
 	apply(scram("bob", ScramSHA256, 2))
 	apply(scram("carol", ScramSHA256, 3))
+	readA := acl(ResourceTopic, "a", PatternLiteral, "User:alice", OperationRead, PermissionAllow)
+	apply(CreateAcl{Acl: readA})
 	frozen := base.Clone()
 
 	pa := base.Topics["a"].Partitions[2]
@@ -52,6 +54,9 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 		scram("bob", ScramSHA256, 5),
 		RemoveUserScramCredential{User: "carol", Mechanism: ScramSHA256},
 		scram("dave", ScramSHA256, 6),
+		CreateAcl{Acl: readA}, // already held: no change
+		CreateAcl{Acl: acl(ResourceTopic, "b", PatternLiteral, "User:alice", OperationRead, PermissionAllow)},
+		RemoveAcl{Acl: readA},
 	}
 	ed := EditImage(base)
 	deep := base.Clone()
@@ -83,6 +88,36 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 	if _, ok := got.Users["carol"]; ok || len(got.Users["alice"]) != 2 || len(base.Users["alice"]) != 1 {
 		t.Errorf("users: %v, from %v", got.Users, base.Users)
 	}
+	if got.HasAcl(readA) || !base.HasAcl(readA) || len(got.Acls) != 1 || got.AclsVersion != off+uint64(len(records)) {
+		t.Errorf("ACLs %v (version %d), from %v", got.AclList(), got.AclsVersion, base.AclList())
+	}
+
+	// An edit without ACL records shares the set, and its version.
+	ed = EditImage(base)
+	if _, err := ed.Apply(CreateAcl{Acl: readA}, base.Offset+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ed.Apply(ConfigChange{Key: "k", Value: "v"}, base.Offset+2); err != nil {
+		t.Fatal(err)
+	}
+	if !sameMap(ed.Image().Acls, base.Acls) || ed.Image().AclsVersion != base.AclsVersion {
+		t.Error("an edit that changes no ACL copied the set, or moved its version")
+	}
+	// Each ACL record alone copies the set before changing it.
+	for _, r := range []Record{RemoveAcl{Acl: readA}, CreateAcl{Acl: acl(ResourceGroup, "g", PatternLiteral, "User:bob", OperationRead, PermissionAllow)}} {
+		ed = EditImage(base)
+		if _, err := ed.Apply(r, base.Offset+1); err != nil {
+			t.Fatal(err)
+		}
+		if sameMap(ed.Image().Acls, base.Acls) || !reflect.DeepEqual(base, frozen) || ed.Image().AclsVersion != base.Offset+1 {
+			t.Errorf("%T: the edit changed the set it started from, or did not move the version", r)
+		}
+	}
+}
+
+// sameMap reports whether a and b are the same map (not equal ones).
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func firstFeature(t *testing.T) string {

@@ -90,6 +90,10 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyUserScramCredential(im, r)
 	case RemoveUserScramCredential:
 		err = applyRemoveUserScramCredential(im, r)
+	case CreateAcl:
+		err = applyCreateAcl(im, r, offset)
+	case RemoveAcl:
+		err = applyRemoveAcl(im, r, offset)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}
@@ -117,6 +121,9 @@ func ensureMaps(im *Image) {
 	}
 	if im.Users == nil {
 		im.Users = map[string]map[string]ScramCredential{}
+	}
+	if im.Acls == nil {
+		im.Acls = AclSet{}
 	}
 }
 

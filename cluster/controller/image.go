@@ -32,6 +32,14 @@ type Image struct {
 	// mechanism. A user is here only while it has a credential: no inner
 	// map is empty. Absent from the snapshots of clusters without users.
 	Users map[string]map[string]ScramCredential `json:"users,omitempty"`
+	// Acls holds the access control lists (acl.go), each ACL once.
+	// Absent from the snapshots of clusters without ACLs.
+	Acls AclSet `json:"acls,omitempty"`
+	// AclsVersion is the offset of the last record that changed Acls (0:
+	// none has): an authorizer's index of the ACLs built at one version
+	// is current while the version stays. It is the same on every voter
+	// and broker at the same offset.
+	AclsVersion uint64 `json:"acls_version,omitempty"`
 }
 
 // Broker is a registered broker.
@@ -159,6 +167,7 @@ func NewImage() *Image {
 		Features:                 map[string]int16{},
 		Configs:                  map[string]string{},
 		Users:                    map[string]map[string]ScramCredential{},
+		Acls:                     AclSet{},
 	}
 }
 
@@ -175,6 +184,8 @@ func (im *Image) Clone() *Image {
 		Features:                 cloneMap(im.Features),
 		Configs:                  cloneMap(im.Configs),
 		Users:                    cloneUsers(im.Users),
+		Acls:                     cloneMap(im.Acls),
+		AclsVersion:              im.AclsVersion,
 	}
 	for id, b := range im.Brokers {
 		out.Brokers[id] = b.clone()

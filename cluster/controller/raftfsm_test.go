@@ -32,6 +32,10 @@ func fullLog() []Record {
 		scram("alice", ScramSHA512, 2),
 		scram("bob", ScramSHA256, 3),
 		RemoveUserScramCredential{User: "alice", Mechanism: ScramSHA256},
+		CreateAcl{Acl: acl(ResourceTopic, "t", PatternLiteral, "User:alice", OperationRead, PermissionAllow)},
+		CreateAcl{Acl: acl(ResourceGroup, "g-", PatternPrefixed, "User:alice", OperationRead, PermissionAllow)},
+		CreateAcl{Acl: acl(ResourceCluster, ClusterResourceName, PatternLiteral, "User:*", OperationAlter, PermissionDeny)},
+		RemoveAcl{Acl: acl(ResourceTopic, "t", PatternLiteral, "User:alice", OperationRead, PermissionAllow)},
 	)
 }
 

@@ -17,6 +17,7 @@
 //   - unregister.go: removing a broker's registration (KIP-631).
 //   - topicdefaults.go: the cluster defaults for new topics.
 //   - scram.go: users' SCRAM credentials (issue 32).
+//   - acl.go: access control lists (issue 33).
 //   - controller.go: the Raft node, proposals and the convenience wrappers.
 package controller
 
@@ -50,6 +51,9 @@ const (
 	// The SCRAM credentials of users (scram.go).
 	TypeUserScramCredential       RecordType = "UserScramCredential"
 	TypeRemoveUserScramCredential RecordType = "RemoveUserScramCredential"
+	// Access control lists (acl.go).
+	TypeCreateAcl RecordType = "CreateAcl"
+	TypeRemoveAcl RecordType = "RemoveAcl"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -363,6 +367,10 @@ func newRecord(t RecordType) (any, bool) {
 		return &UserScramCredential{}, true
 	case TypeRemoveUserScramCredential:
 		return &RemoveUserScramCredential{}, true
+	case TypeCreateAcl:
+		return &CreateAcl{}, true
+	case TypeRemoveAcl:
+		return &RemoveAcl{}, true
 	}
 	return nil, false
 }
@@ -396,6 +404,10 @@ func derefRecord(p any) Record {
 	case *UserScramCredential:
 		return *r
 	case *RemoveUserScramCredential:
+		return *r
+	case *CreateAcl:
+		return *r
+	case *RemoveAcl:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

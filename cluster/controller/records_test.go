@@ -29,6 +29,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		BootstrapCluster{ClusterID: "c1"},
 		UserScramCredential{User: "u", Mechanism: ScramSHA512, Iterations: 4096, Salt: []byte{1}, StoredKey: []byte{2}, ServerKey: []byte{3}},
 		RemoveUserScramCredential{User: "u", Mechanism: ScramSHA512},
+		CreateAcl{Acl: acl(ResourceTopic, "t", PatternLiteral, "User:u", OperationRead, PermissionAllow)},
+		RemoveAcl{Acl: acl(ResourceGroup, "g-", PatternPrefixed, "User:*", OperationAll, PermissionDeny)},
 	}
 	for i, r := range recs {
 		t.Run(fmt.Sprintf("%d-%s", i, r.Type()), func(t *testing.T) {

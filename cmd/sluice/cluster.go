@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/sluice-io/sluice/client"
@@ -54,6 +55,9 @@ func (e *env) clusterStatus(ctx context.Context, args []string) error {
 	if who, err := c.WhoAmI(ctx); err == nil {
 		s.Connection = &output.Connection{Principal: who.Principal, AuthenticatedBy: who.AuthenticatedBy, TLS: who.Tls,
 			TLSVersion: who.TlsVersion, NodeID: who.NodeId, AuthenticationRequired: who.AuthenticationRequired}
+		for _, l := range who.Listeners {
+			s.Connection.Listeners = append(s.Connection.Listeners, output.ListenerSecurity{Name: l.Name, Encrypted: l.Encrypted, ClientAuth: l.ClientAuth})
+		}
 	}
 	if e.g.json() {
 		return json.NewEncoder(e.stdout).Encode(s)
@@ -211,6 +215,20 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 			required = "; the brokers require authentication"
 		}
 		fmt.Fprintf(w, "Connection: %s (authenticated by %s) over %s%s\n", c.Principal, c.AuthenticatedBy, secured, required)
+		if len(c.Listeners) > 0 {
+			var parts []string
+			for _, l := range c.Listeners {
+				state := "plaintext"
+				if l.Encrypted {
+					state = "encrypted"
+					if l.ClientAuth != "" && l.ClientAuth != "none" {
+						state += ", client certificates " + l.ClientAuth
+					}
+				}
+				parts = append(parts, l.Name+" "+state)
+			}
+			fmt.Fprintf(w, "Listeners of node %d: %s\n", c.NodeID, strings.Join(parts, "; "))
+		}
 	}
 
 	fmt.Fprintln(w, "\nVoters:")

@@ -2,8 +2,8 @@
 // cluster status, produce (optionally in transactions) and consume from
 // stdin/stdout (alone or in a consumer group), consumer groups,
 // transaction listing, offline segment dumps, benchmarks, the TLS
-// certificates of a cluster's CA, nodes and clients, and users' SCRAM
-// credentials.
+// certificates of a cluster's CA, nodes and clients, users' SCRAM
+// credentials, and ACLs.
 //
 //	sluice [--brokers host:port,...] [--output text|json] COMMAND [ARGS]
 //
@@ -59,6 +59,10 @@ Commands:
   user create NAME [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N] (--password-file F | --password-stdin)
   user delete NAME [--mechanism M]
   user list [NAME...]
+  acl create (--allow-principal P | --deny-principal P)... (--operation OP... | --producer | --consumer) RESOURCE...
+  acl list [RESOURCE]... [--resource-pattern-type any|match|literal|prefixed] [--principal P]...
+  acl delete (RESOURCE | --principal P)... [--resource-pattern-type T] [--operation OP]...
+             RESOURCE: --topic T, --group G, --transactional-id ID or --cluster ("sluice acl" says more)
 
 Global flags (also accepted after the command):
   --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
@@ -188,6 +192,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return env.cert(ctx, rest)
 	case "user":
 		return env.user(ctx, rest)
+	case "acl":
+		return env.acl(ctx, rest)
 	default:
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
 		return errUsage

@@ -72,6 +72,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	addConnectionFlags(fs, &cfg)
 	addTLSFlags(fs, &cfg)
 	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "controller, broker, or controller,broker")
+	supers := fs.String("super-users", "", "principals allowed everything with --authorizer acl, separated by ';' as Kafka's super.users (User:admin;User:ops)")
 	voters := fs.String("controller-voters", "", "static controller quorum id@host:raftport,... (same on every node; default: this node alone)")
 	fs.StringVar(&cfg.RaftListen, "raft-listen", cfg.RaftListen, "controller Raft listen address")
 	fs.StringVar(&cfg.RaftAdvertise, "raft-advertise", cfg.RaftAdvertise, "Raft address other voters dial (default: the raft listen address)")
@@ -172,6 +173,11 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	}
 	cfg.Roles = node.ParseList(*roles)
 	cfg.Join = node.ParseList(*join)
+	for _, u := range strings.Split(*supers, ";") {
+		if u = strings.TrimSpace(u); u != "" {
+			cfg.SuperUsers = append(cfg.SuperUsers, u)
+		}
+	}
 	var err error
 	if cfg.ControllerVoters, err = node.ParseVoters(*voters); err != nil {
 		return node.Config{}, fmt.Errorf("%s: %w", where("controller-voters"), err)

@@ -34,6 +34,8 @@ func addTLSFlags(fs *flag.FlagSet, cfg *node.Config) {
 	fs.StringVar(&cfg.JWTAudience, "jwt-audience", cfg.JWTAudience, "an aud a JWT must carry (required with JWT)")
 	fs.StringVar(&cfg.JWTPrincipalClaim, "jwt-principal-claim", cfg.JWTPrincipalClaim, "the JWT claim naming the principal (empty: sub)")
 	fs.DurationVar(&cfg.SASLSessionLifetime, "sasl-session-lifetime", cfg.SASLSessionLifetime, "how long a SCRAM session lasts before the client authenticates again (0: 1h)")
+	fs.StringVar(&cfg.Authorizer, "authorizer", cfg.Authorizer, "acl: the ACLs in the cluster metadata decide what each principal may do, and no ACL matching denies (Kafka's StandardAuthorizer); empty: no authorization")
+	fs.BoolVar(&cfg.AuditAllowedAdmin, "audit-allowed-admin", cfg.AuditAllowedAdmin, "log allowed operations on the cluster resource too (denials are always logged)")
 	fs.BoolVar(&cfg.HTTPTLS, "http-tls", cfg.HTTPTLS, "serve the HTTP listener (/healthz, /readyz, /metrics) over TLS, with the node's certificate unless --http-tls-cert-file is set")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof on the HTTP listener (off: a CPU profile is for operators, not whoever reaches the port)")
 }

@@ -36,6 +36,11 @@ func GRPCCode(c sluicev1.ErrorCode) codes.Code {
 		return codes.NotFound
 	case sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, sluicev1.ErrorCode_KAFKA_STORAGE_ERROR:
 		return codes.Internal
+	case sluicev1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, sluicev1.ErrorCode_GROUP_AUTHORIZATION_FAILED,
+		sluicev1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, sluicev1.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+		return codes.PermissionDenied
+	case sluicev1.ErrorCode_SASL_AUTHENTICATION_FAILED:
+		return codes.Unauthenticated
 	}
 	return codes.InvalidArgument
 }

@@ -29,6 +29,8 @@ const (
 	Controller_ElectLeaders_FullMethodName                = "/sluice.internal.v1.Controller/ElectLeaders"
 	Controller_UnregisterBroker_FullMethodName            = "/sluice.internal.v1.Controller/UnregisterBroker"
 	Controller_AlterUserScramCredentials_FullMethodName   = "/sluice.internal.v1.Controller/AlterUserScramCredentials"
+	Controller_CreateAcls_FullMethodName                  = "/sluice.internal.v1.Controller/CreateAcls"
+	Controller_DeleteAcls_FullMethodName                  = "/sluice.internal.v1.Controller/DeleteAcls"
 	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
 	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
@@ -69,6 +71,9 @@ type ControllerClient interface {
 	UnregisterBroker(ctx context.Context, in *sluicev1.UnregisterBrokerRequest, opts ...grpc.CallOption) (*ControllerUnregisterBrokerResponse, error)
 	// AlterUserScramCredentials stores and deletes SCRAM credentials.
 	AlterUserScramCredentials(ctx context.Context, in *sluicev1.AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*ControllerAlterUserScramCredentialsResponse, error)
+	// CreateAcls and DeleteAcls store and delete ACLs.
+	CreateAcls(ctx context.Context, in *sluicev1.CreateAclsRequest, opts ...grpc.CallOption) (*ControllerCreateAclsResponse, error)
+	DeleteAcls(ctx context.Context, in *sluicev1.DeleteAclsRequest, opts ...grpc.CallOption) (*ControllerDeleteAclsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -177,6 +182,26 @@ func (c *controllerClient) AlterUserScramCredentials(ctx context.Context, in *sl
 	return out, nil
 }
 
+func (c *controllerClient) CreateAcls(ctx context.Context, in *sluicev1.CreateAclsRequest, opts ...grpc.CallOption) (*ControllerCreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerCreateAclsResponse)
+	err := c.cc.Invoke(ctx, Controller_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DeleteAcls(ctx context.Context, in *sluicev1.DeleteAclsRequest, opts ...grpc.CallOption) (*ControllerDeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerDeleteAclsResponse)
+	err := c.cc.Invoke(ctx, Controller_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Controller_ServiceDesc.Streams[0], Controller_MetadataStream_FullMethodName, cOpts...)
@@ -251,6 +276,9 @@ type ControllerServer interface {
 	UnregisterBroker(context.Context, *sluicev1.UnregisterBrokerRequest) (*ControllerUnregisterBrokerResponse, error)
 	// AlterUserScramCredentials stores and deletes SCRAM credentials.
 	AlterUserScramCredentials(context.Context, *sluicev1.AlterUserScramCredentialsRequest) (*ControllerAlterUserScramCredentialsResponse, error)
+	// CreateAcls and DeleteAcls store and delete ACLs.
+	CreateAcls(context.Context, *sluicev1.CreateAclsRequest) (*ControllerCreateAclsResponse, error)
+	DeleteAcls(context.Context, *sluicev1.DeleteAclsRequest) (*ControllerDeleteAclsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -295,6 +323,12 @@ func (UnimplementedControllerServer) UnregisterBroker(context.Context, *sluicev1
 }
 func (UnimplementedControllerServer) AlterUserScramCredentials(context.Context, *sluicev1.AlterUserScramCredentialsRequest) (*ControllerAlterUserScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) CreateAcls(context.Context, *sluicev1.CreateAclsRequest) (*ControllerCreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedControllerServer) DeleteAcls(context.Context, *sluicev1.DeleteAclsRequest) (*ControllerDeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -488,6 +522,42 @@ func _Controller_AlterUserScramCredentials_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).CreateAcls(ctx, req.(*sluicev1.CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DeleteAcls(ctx, req.(*sluicev1.DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -577,6 +647,14 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterUserScramCredentials",
 			Handler:    _Controller_AlterUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _Controller_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _Controller_DeleteAcls_Handler,
 		},
 		{
 			MethodName: "AlterPartition",

@@ -223,8 +223,10 @@ type WhoAmIResponse struct {
 	NodeId int32 `protobuf:"varint,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// Whether the broker refuses anonymous callers.
 	AuthenticationRequired bool `protobuf:"varint,6,opt,name=authentication_required,json=authenticationRequired,proto3" json:"authentication_required,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// How each of the broker's listeners is secured.
+	Listeners     []*ListenerSecurity `protobuf:"bytes,7,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WhoAmIResponse) Reset() {
@@ -299,6 +301,78 @@ func (x *WhoAmIResponse) GetAuthenticationRequired() bool {
 	return false
 }
 
+func (x *WhoAmIResponse) GetListeners() []*ListenerSecurity {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+// ListenerSecurity is how one listener of a broker is secured.
+type ListenerSecurity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// client, internal, raft, gossip or http.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// TLS (gossip: memberlist's encryption) on.
+	Encrypted bool `protobuf:"varint,2,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	// Client certificates: none, request, require; "mutual" for the
+	// inter-node listeners (internal, raft).
+	ClientAuth    string `protobuf:"bytes,3,opt,name=client_auth,json=clientAuth,proto3" json:"client_auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListenerSecurity) Reset() {
+	*x = ListenerSecurity{}
+	mi := &file_sluice_v1_auth_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListenerSecurity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListenerSecurity) ProtoMessage() {}
+
+func (x *ListenerSecurity) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_auth_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListenerSecurity.ProtoReflect.Descriptor instead.
+func (*ListenerSecurity) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListenerSecurity) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListenerSecurity) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
+func (x *ListenerSecurity) GetClientAuth() string {
+	if x != nil {
+		return x.ClientAuth
+	}
+	return ""
+}
+
 // A user's SCRAM credential to store (Kafka's
 // AlterUserScramCredentials): the client salts and hashes the password
 // (SaltedPassword = Hi(password, salt, iterations), RFC 5802), so the
@@ -321,7 +395,7 @@ type ScramCredentialUpsertion struct {
 
 func (x *ScramCredentialUpsertion) Reset() {
 	*x = ScramCredentialUpsertion{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[4]
+	mi := &file_sluice_v1_auth_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +407,7 @@ func (x *ScramCredentialUpsertion) String() string {
 func (*ScramCredentialUpsertion) ProtoMessage() {}
 
 func (x *ScramCredentialUpsertion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[4]
+	mi := &file_sluice_v1_auth_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +420,7 @@ func (x *ScramCredentialUpsertion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialUpsertion.ProtoReflect.Descriptor instead.
 func (*ScramCredentialUpsertion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ScramCredentialUpsertion) GetName() string {
@@ -394,7 +468,7 @@ type ScramCredentialDeletion struct {
 
 func (x *ScramCredentialDeletion) Reset() {
 	*x = ScramCredentialDeletion{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[5]
+	mi := &file_sluice_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +480,7 @@ func (x *ScramCredentialDeletion) String() string {
 func (*ScramCredentialDeletion) ProtoMessage() {}
 
 func (x *ScramCredentialDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[5]
+	mi := &file_sluice_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +493,7 @@ func (x *ScramCredentialDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialDeletion.ProtoReflect.Descriptor instead.
 func (*ScramCredentialDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ScramCredentialDeletion) GetName() string {
@@ -448,7 +522,7 @@ type AlterUserScramCredentialsRequest struct {
 
 func (x *AlterUserScramCredentialsRequest) Reset() {
 	*x = AlterUserScramCredentialsRequest{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[6]
+	mi := &file_sluice_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +534,7 @@ func (x *AlterUserScramCredentialsRequest) String() string {
 func (*AlterUserScramCredentialsRequest) ProtoMessage() {}
 
 func (x *AlterUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[6]
+	mi := &file_sluice_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +547,7 @@ func (x *AlterUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUserScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*AlterUserScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AlterUserScramCredentialsRequest) GetDeletions() []*ScramCredentialDeletion {
@@ -507,7 +581,7 @@ type AlterUserScramCredentialsResponse struct {
 
 func (x *AlterUserScramCredentialsResponse) Reset() {
 	*x = AlterUserScramCredentialsResponse{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[7]
+	mi := &file_sluice_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +593,7 @@ func (x *AlterUserScramCredentialsResponse) String() string {
 func (*AlterUserScramCredentialsResponse) ProtoMessage() {}
 
 func (x *AlterUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[7]
+	mi := &file_sluice_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +606,7 @@ func (x *AlterUserScramCredentialsResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use AlterUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*AlterUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AlterUserScramCredentialsResponse) GetResults() []*AlterUserScramCredentialsResult {
@@ -556,7 +630,7 @@ type AlterUserScramCredentialsResult struct {
 
 func (x *AlterUserScramCredentialsResult) Reset() {
 	*x = AlterUserScramCredentialsResult{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[8]
+	mi := &file_sluice_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +642,7 @@ func (x *AlterUserScramCredentialsResult) String() string {
 func (*AlterUserScramCredentialsResult) ProtoMessage() {}
 
 func (x *AlterUserScramCredentialsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[8]
+	mi := &file_sluice_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +655,7 @@ func (x *AlterUserScramCredentialsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUserScramCredentialsResult.ProtoReflect.Descriptor instead.
 func (*AlterUserScramCredentialsResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AlterUserScramCredentialsResult) GetUser() string {
@@ -615,7 +689,7 @@ type DescribeUserScramCredentialsRequest struct {
 
 func (x *DescribeUserScramCredentialsRequest) Reset() {
 	*x = DescribeUserScramCredentialsRequest{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[9]
+	mi := &file_sluice_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +701,7 @@ func (x *DescribeUserScramCredentialsRequest) String() string {
 func (*DescribeUserScramCredentialsRequest) ProtoMessage() {}
 
 func (x *DescribeUserScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[9]
+	mi := &file_sluice_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +714,7 @@ func (x *DescribeUserScramCredentialsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribeUserScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeUserScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DescribeUserScramCredentialsRequest) GetUsers() []string {
@@ -659,7 +733,7 @@ type DescribeUserScramCredentialsResponse struct {
 
 func (x *DescribeUserScramCredentialsResponse) Reset() {
 	*x = DescribeUserScramCredentialsResponse{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[10]
+	mi := &file_sluice_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +745,7 @@ func (x *DescribeUserScramCredentialsResponse) String() string {
 func (*DescribeUserScramCredentialsResponse) ProtoMessage() {}
 
 func (x *DescribeUserScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[10]
+	mi := &file_sluice_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +758,7 @@ func (x *DescribeUserScramCredentialsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use DescribeUserScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeUserScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DescribeUserScramCredentialsResponse) GetUsers() []*UserScramCredentials {
@@ -706,7 +780,7 @@ type UserScramCredentials struct {
 
 func (x *UserScramCredentials) Reset() {
 	*x = UserScramCredentials{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[11]
+	mi := &file_sluice_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +792,7 @@ func (x *UserScramCredentials) String() string {
 func (*UserScramCredentials) ProtoMessage() {}
 
 func (x *UserScramCredentials) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[11]
+	mi := &file_sluice_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +805,7 @@ func (x *UserScramCredentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserScramCredentials.ProtoReflect.Descriptor instead.
 func (*UserScramCredentials) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UserScramCredentials) GetUser() string {
@@ -765,7 +839,7 @@ type ScramCredentialInfo struct {
 
 func (x *ScramCredentialInfo) Reset() {
 	*x = ScramCredentialInfo{}
-	mi := &file_sluice_v1_auth_proto_msgTypes[12]
+	mi := &file_sluice_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +851,7 @@ func (x *ScramCredentialInfo) String() string {
 func (*ScramCredentialInfo) ProtoMessage() {}
 
 func (x *ScramCredentialInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_auth_proto_msgTypes[12]
+	mi := &file_sluice_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +864,7 @@ func (x *ScramCredentialInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialInfo.ProtoReflect.Descriptor instead.
 func (*ScramCredentialInfo) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScramCredentialInfo) GetMechanism() string {
@@ -825,7 +899,7 @@ const file_sluice_v1_auth_proto_rawDesc = "" +
 	"\rsession_token\x18\x04 \x01(\tR\fsessionToken\x12.\n" +
 	"\x13session_lifetime_ms\x18\x05 \x01(\x03R\x11sessionLifetimeMs\x12\x1c\n" +
 	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"\x0f\n" +
-	"\rWhoAmIRequest\"\xde\x01\n" +
+	"\rWhoAmIRequest\"\x99\x02\n" +
 	"\x0eWhoAmIResponse\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12)\n" +
 	"\x10authenticated_by\x18\x02 \x01(\tR\x0fauthenticatedBy\x12\x10\n" +
@@ -833,7 +907,13 @@ const file_sluice_v1_auth_proto_rawDesc = "" +
 	"\vtls_version\x18\x04 \x01(\tR\n" +
 	"tlsVersion\x12\x17\n" +
 	"\anode_id\x18\x05 \x01(\x05R\x06nodeId\x127\n" +
-	"\x17authentication_required\x18\x06 \x01(\bR\x16authenticationRequired\"\xa9\x01\n" +
+	"\x17authentication_required\x18\x06 \x01(\bR\x16authenticationRequired\x129\n" +
+	"\tlisteners\x18\a \x03(\v2\x1b.sluice.v1.ListenerSecurityR\tlisteners\"e\n" +
+	"\x10ListenerSecurity\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tencrypted\x18\x02 \x01(\bR\tencrypted\x12\x1f\n" +
+	"\vclient_auth\x18\x03 \x01(\tR\n" +
+	"clientAuth\"\xa9\x01\n" +
 	"\x18ScramCredentialUpsertion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x1e\n" +
@@ -890,40 +970,42 @@ func file_sluice_v1_auth_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_auth_proto_rawDescData
 }
 
-var file_sluice_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_v1_auth_proto_goTypes = []any{
 	(*SaslAuthenticateRequest)(nil),              // 0: sluice.v1.SaslAuthenticateRequest
 	(*SaslAuthenticateResponse)(nil),             // 1: sluice.v1.SaslAuthenticateResponse
 	(*WhoAmIRequest)(nil),                        // 2: sluice.v1.WhoAmIRequest
 	(*WhoAmIResponse)(nil),                       // 3: sluice.v1.WhoAmIResponse
-	(*ScramCredentialUpsertion)(nil),             // 4: sluice.v1.ScramCredentialUpsertion
-	(*ScramCredentialDeletion)(nil),              // 5: sluice.v1.ScramCredentialDeletion
-	(*AlterUserScramCredentialsRequest)(nil),     // 6: sluice.v1.AlterUserScramCredentialsRequest
-	(*AlterUserScramCredentialsResponse)(nil),    // 7: sluice.v1.AlterUserScramCredentialsResponse
-	(*AlterUserScramCredentialsResult)(nil),      // 8: sluice.v1.AlterUserScramCredentialsResult
-	(*DescribeUserScramCredentialsRequest)(nil),  // 9: sluice.v1.DescribeUserScramCredentialsRequest
-	(*DescribeUserScramCredentialsResponse)(nil), // 10: sluice.v1.DescribeUserScramCredentialsResponse
-	(*UserScramCredentials)(nil),                 // 11: sluice.v1.UserScramCredentials
-	(*ScramCredentialInfo)(nil),                  // 12: sluice.v1.ScramCredentialInfo
-	(ErrorCode)(0),                               // 13: sluice.v1.ErrorCode
+	(*ListenerSecurity)(nil),                     // 4: sluice.v1.ListenerSecurity
+	(*ScramCredentialUpsertion)(nil),             // 5: sluice.v1.ScramCredentialUpsertion
+	(*ScramCredentialDeletion)(nil),              // 6: sluice.v1.ScramCredentialDeletion
+	(*AlterUserScramCredentialsRequest)(nil),     // 7: sluice.v1.AlterUserScramCredentialsRequest
+	(*AlterUserScramCredentialsResponse)(nil),    // 8: sluice.v1.AlterUserScramCredentialsResponse
+	(*AlterUserScramCredentialsResult)(nil),      // 9: sluice.v1.AlterUserScramCredentialsResult
+	(*DescribeUserScramCredentialsRequest)(nil),  // 10: sluice.v1.DescribeUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsResponse)(nil), // 11: sluice.v1.DescribeUserScramCredentialsResponse
+	(*UserScramCredentials)(nil),                 // 12: sluice.v1.UserScramCredentials
+	(*ScramCredentialInfo)(nil),                  // 13: sluice.v1.ScramCredentialInfo
+	(ErrorCode)(0),                               // 14: sluice.v1.ErrorCode
 }
 var file_sluice_v1_auth_proto_depIdxs = []int32{
-	5,  // 0: sluice.v1.AlterUserScramCredentialsRequest.deletions:type_name -> sluice.v1.ScramCredentialDeletion
-	4,  // 1: sluice.v1.AlterUserScramCredentialsRequest.upsertions:type_name -> sluice.v1.ScramCredentialUpsertion
-	8,  // 2: sluice.v1.AlterUserScramCredentialsResponse.results:type_name -> sluice.v1.AlterUserScramCredentialsResult
-	13, // 3: sluice.v1.AlterUserScramCredentialsResult.error_code:type_name -> sluice.v1.ErrorCode
-	11, // 4: sluice.v1.DescribeUserScramCredentialsResponse.users:type_name -> sluice.v1.UserScramCredentials
-	13, // 5: sluice.v1.UserScramCredentials.error_code:type_name -> sluice.v1.ErrorCode
-	12, // 6: sluice.v1.UserScramCredentials.credentials:type_name -> sluice.v1.ScramCredentialInfo
-	0,  // 7: sluice.v1.Auth.SaslAuthenticate:input_type -> sluice.v1.SaslAuthenticateRequest
-	2,  // 8: sluice.v1.Auth.WhoAmI:input_type -> sluice.v1.WhoAmIRequest
-	1,  // 9: sluice.v1.Auth.SaslAuthenticate:output_type -> sluice.v1.SaslAuthenticateResponse
-	3,  // 10: sluice.v1.Auth.WhoAmI:output_type -> sluice.v1.WhoAmIResponse
-	9,  // [9:11] is the sub-list for method output_type
-	7,  // [7:9] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	4,  // 0: sluice.v1.WhoAmIResponse.listeners:type_name -> sluice.v1.ListenerSecurity
+	6,  // 1: sluice.v1.AlterUserScramCredentialsRequest.deletions:type_name -> sluice.v1.ScramCredentialDeletion
+	5,  // 2: sluice.v1.AlterUserScramCredentialsRequest.upsertions:type_name -> sluice.v1.ScramCredentialUpsertion
+	9,  // 3: sluice.v1.AlterUserScramCredentialsResponse.results:type_name -> sluice.v1.AlterUserScramCredentialsResult
+	14, // 4: sluice.v1.AlterUserScramCredentialsResult.error_code:type_name -> sluice.v1.ErrorCode
+	12, // 5: sluice.v1.DescribeUserScramCredentialsResponse.users:type_name -> sluice.v1.UserScramCredentials
+	14, // 6: sluice.v1.UserScramCredentials.error_code:type_name -> sluice.v1.ErrorCode
+	13, // 7: sluice.v1.UserScramCredentials.credentials:type_name -> sluice.v1.ScramCredentialInfo
+	0,  // 8: sluice.v1.Auth.SaslAuthenticate:input_type -> sluice.v1.SaslAuthenticateRequest
+	2,  // 9: sluice.v1.Auth.WhoAmI:input_type -> sluice.v1.WhoAmIRequest
+	1,  // 10: sluice.v1.Auth.SaslAuthenticate:output_type -> sluice.v1.SaslAuthenticateResponse
+	3,  // 11: sluice.v1.Auth.WhoAmI:output_type -> sluice.v1.WhoAmIResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_auth_proto_init() }
@@ -938,7 +1020,7 @@ func file_sluice_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_auth_proto_rawDesc), len(file_sluice_v1_auth_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -98,6 +98,15 @@ const (
 	// The session timeout is outside the broker's
 	// group.consumer.min/max.session.timeout.ms.
 	ErrorCode_INVALID_SESSION_TIMEOUT ErrorCode = 26
+	// The caller may not act on the topic (an ACL: WRITE to produce, READ to
+	// fetch, DESCRIBE to see it, CREATE, DELETE, ...). Not retriable.
+	ErrorCode_TOPIC_AUTHORIZATION_FAILED ErrorCode = 29
+	// The caller may not act on the group (READ to commit or join, DESCRIBE,
+	// DELETE). Not retriable.
+	ErrorCode_GROUP_AUTHORIZATION_FAILED ErrorCode = 30
+	// The caller may not do this to the cluster (ALTER, CLUSTER_ACTION,
+	// DESCRIBE, ...). Not retriable.
+	ErrorCode_CLUSTER_AUTHORIZATION_FAILED ErrorCode = 31
 	// Not sent by Sluice: timestamps are not range-checked (Kafka's
 	// message.timestamp.*.max.ms).
 	ErrorCode_INVALID_TIMESTAMP ErrorCode = 32
@@ -153,6 +162,9 @@ const (
 	ErrorCode_CONCURRENT_TRANSACTIONS ErrorCode = 51
 	// The transaction coordinator has been replaced by a newer one.
 	ErrorCode_TRANSACTION_COORDINATOR_FENCED ErrorCode = 52
+	// The caller may not use the transactional id (WRITE, DESCRIBE). Not
+	// retriable.
+	ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ErrorCode = 53
 	// A disk error on the broker took its replica of the partition offline
 	// (until the broker restarts); the controller moves the leadership to
 	// another in-sync replica: refresh the metadata and retry. When the
@@ -281,6 +293,9 @@ var (
 		24:  "INVALID_GROUP_ID",
 		25:  "UNKNOWN_MEMBER_ID",
 		26:  "INVALID_SESSION_TIMEOUT",
+		29:  "TOPIC_AUTHORIZATION_FAILED",
+		30:  "GROUP_AUTHORIZATION_FAILED",
+		31:  "CLUSTER_AUTHORIZATION_FAILED",
 		32:  "INVALID_TIMESTAMP",
 		33:  "UNSUPPORTED_SASL_MECHANISM",
 		36:  "TOPIC_ALREADY_EXISTS",
@@ -299,6 +314,7 @@ var (
 		50:  "INVALID_TRANSACTION_TIMEOUT",
 		51:  "CONCURRENT_TRANSACTIONS",
 		52:  "TRANSACTION_COORDINATOR_FENCED",
+		53:  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 		56:  "KAFKA_STORAGE_ERROR",
 		58:  "SASL_AUTHENTICATION_FAILED",
 		59:  "UNKNOWN_PRODUCER_ID",
@@ -331,77 +347,81 @@ var (
 		120: "TRANSACTION_ABORTABLE",
 	}
 	ErrorCode_value = map[string]int32{
-		"NONE":                             0,
-		"UNKNOWN_SERVER_ERROR":             1,
-		"OFFSET_OUT_OF_RANGE":              2,
-		"CORRUPT_RECORD":                   3,
-		"UNKNOWN_TOPIC_OR_PARTITION":       4,
-		"INVALID_FETCH_SIZE":               5,
-		"LEADER_NOT_AVAILABLE":             6,
-		"NOT_LEADER_OR_FOLLOWER":           7,
-		"REQUEST_TIMED_OUT":                8,
-		"MESSAGE_TOO_LARGE":                10,
-		"OFFSET_METADATA_TOO_LARGE":        12,
-		"COORDINATOR_LOAD_IN_PROGRESS":     14,
-		"COORDINATOR_NOT_AVAILABLE":        15,
-		"NOT_COORDINATOR":                  16,
-		"INVALID_TOPIC_EXCEPTION":          17,
-		"RECORD_LIST_TOO_LARGE":            18,
-		"NOT_ENOUGH_REPLICAS":              19,
-		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
-		"INVALID_REQUIRED_ACKS":            21,
-		"ILLEGAL_GENERATION":               22,
-		"INVALID_GROUP_ID":                 24,
-		"UNKNOWN_MEMBER_ID":                25,
-		"INVALID_SESSION_TIMEOUT":          26,
-		"INVALID_TIMESTAMP":                32,
-		"UNSUPPORTED_SASL_MECHANISM":       33,
-		"TOPIC_ALREADY_EXISTS":             36,
-		"INVALID_PARTITIONS":               37,
-		"INVALID_REPLICATION_FACTOR":       38,
-		"INVALID_REPLICA_ASSIGNMENT":       39,
-		"INVALID_CONFIG":                   40,
-		"NOT_CONTROLLER":                   41,
-		"INVALID_REQUEST":                  42,
-		"POLICY_VIOLATION":                 44,
-		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
-		"DUPLICATE_SEQUENCE_NUMBER":        46,
-		"INVALID_PRODUCER_EPOCH":           47,
-		"INVALID_TXN_STATE":                48,
-		"INVALID_PRODUCER_ID_MAPPING":      49,
-		"INVALID_TRANSACTION_TIMEOUT":      50,
-		"CONCURRENT_TRANSACTIONS":          51,
-		"TRANSACTION_COORDINATOR_FENCED":   52,
-		"KAFKA_STORAGE_ERROR":              56,
-		"SASL_AUTHENTICATION_FAILED":       58,
-		"UNKNOWN_PRODUCER_ID":              59,
-		"REASSIGNMENT_IN_PROGRESS":         60,
-		"NON_EMPTY_GROUP":                  68,
-		"GROUP_ID_NOT_FOUND":               69,
-		"FETCH_SESSION_ID_NOT_FOUND":       70,
-		"INVALID_FETCH_SESSION_EPOCH":      71,
-		"FENCED_LEADER_EPOCH":              74,
-		"UNKNOWN_LEADER_EPOCH":             75,
-		"UNSUPPORTED_COMPRESSION_TYPE":     76,
-		"STALE_BROKER_EPOCH":               77,
-		"OFFSET_NOT_AVAILABLE":             78,
-		"GROUP_MAX_SIZE_REACHED":           81,
-		"FENCED_INSTANCE_ID":               82,
-		"INVALID_RECORD":                   87,
-		"UNSTABLE_OFFSET_COMMIT":           88,
-		"PRODUCER_FENCED":                  90,
-		"RESOURCE_NOT_FOUND":               91,
-		"UNACCEPTABLE_CREDENTIAL":          93,
-		"INVALID_UPDATE_VERSION":           95,
-		"BROKER_ID_NOT_REGISTERED":         102,
-		"TRANSACTIONAL_ID_NOT_FOUND":       105,
-		"INELIGIBLE_REPLICA":               107,
-		"NEW_LEADER_ELECTED":               108,
-		"FENCED_MEMBER_EPOCH":              110,
-		"UNRELEASED_INSTANCE_ID":           111,
-		"UNSUPPORTED_ASSIGNOR":             112,
-		"STALE_MEMBER_EPOCH":               113,
-		"TRANSACTION_ABORTABLE":            120,
+		"NONE":                                  0,
+		"UNKNOWN_SERVER_ERROR":                  1,
+		"OFFSET_OUT_OF_RANGE":                   2,
+		"CORRUPT_RECORD":                        3,
+		"UNKNOWN_TOPIC_OR_PARTITION":            4,
+		"INVALID_FETCH_SIZE":                    5,
+		"LEADER_NOT_AVAILABLE":                  6,
+		"NOT_LEADER_OR_FOLLOWER":                7,
+		"REQUEST_TIMED_OUT":                     8,
+		"MESSAGE_TOO_LARGE":                     10,
+		"OFFSET_METADATA_TOO_LARGE":             12,
+		"COORDINATOR_LOAD_IN_PROGRESS":          14,
+		"COORDINATOR_NOT_AVAILABLE":             15,
+		"NOT_COORDINATOR":                       16,
+		"INVALID_TOPIC_EXCEPTION":               17,
+		"RECORD_LIST_TOO_LARGE":                 18,
+		"NOT_ENOUGH_REPLICAS":                   19,
+		"NOT_ENOUGH_REPLICAS_AFTER_APPEND":      20,
+		"INVALID_REQUIRED_ACKS":                 21,
+		"ILLEGAL_GENERATION":                    22,
+		"INVALID_GROUP_ID":                      24,
+		"UNKNOWN_MEMBER_ID":                     25,
+		"INVALID_SESSION_TIMEOUT":               26,
+		"TOPIC_AUTHORIZATION_FAILED":            29,
+		"GROUP_AUTHORIZATION_FAILED":            30,
+		"CLUSTER_AUTHORIZATION_FAILED":          31,
+		"INVALID_TIMESTAMP":                     32,
+		"UNSUPPORTED_SASL_MECHANISM":            33,
+		"TOPIC_ALREADY_EXISTS":                  36,
+		"INVALID_PARTITIONS":                    37,
+		"INVALID_REPLICATION_FACTOR":            38,
+		"INVALID_REPLICA_ASSIGNMENT":            39,
+		"INVALID_CONFIG":                        40,
+		"NOT_CONTROLLER":                        41,
+		"INVALID_REQUEST":                       42,
+		"POLICY_VIOLATION":                      44,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":          45,
+		"DUPLICATE_SEQUENCE_NUMBER":             46,
+		"INVALID_PRODUCER_EPOCH":                47,
+		"INVALID_TXN_STATE":                     48,
+		"INVALID_PRODUCER_ID_MAPPING":           49,
+		"INVALID_TRANSACTION_TIMEOUT":           50,
+		"CONCURRENT_TRANSACTIONS":               51,
+		"TRANSACTION_COORDINATOR_FENCED":        52,
+		"TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53,
+		"KAFKA_STORAGE_ERROR":                   56,
+		"SASL_AUTHENTICATION_FAILED":            58,
+		"UNKNOWN_PRODUCER_ID":                   59,
+		"REASSIGNMENT_IN_PROGRESS":              60,
+		"NON_EMPTY_GROUP":                       68,
+		"GROUP_ID_NOT_FOUND":                    69,
+		"FETCH_SESSION_ID_NOT_FOUND":            70,
+		"INVALID_FETCH_SESSION_EPOCH":           71,
+		"FENCED_LEADER_EPOCH":                   74,
+		"UNKNOWN_LEADER_EPOCH":                  75,
+		"UNSUPPORTED_COMPRESSION_TYPE":          76,
+		"STALE_BROKER_EPOCH":                    77,
+		"OFFSET_NOT_AVAILABLE":                  78,
+		"GROUP_MAX_SIZE_REACHED":                81,
+		"FENCED_INSTANCE_ID":                    82,
+		"INVALID_RECORD":                        87,
+		"UNSTABLE_OFFSET_COMMIT":                88,
+		"PRODUCER_FENCED":                       90,
+		"RESOURCE_NOT_FOUND":                    91,
+		"UNACCEPTABLE_CREDENTIAL":               93,
+		"INVALID_UPDATE_VERSION":                95,
+		"BROKER_ID_NOT_REGISTERED":              102,
+		"TRANSACTIONAL_ID_NOT_FOUND":            105,
+		"INELIGIBLE_REPLICA":                    107,
+		"NEW_LEADER_ELECTED":                    108,
+		"FENCED_MEMBER_EPOCH":                   110,
+		"UNRELEASED_INSTANCE_ID":                111,
+		"UNSUPPORTED_ASSIGNOR":                  112,
+		"STALE_MEMBER_EPOCH":                    113,
+		"TRANSACTION_ABORTABLE":                 120,
 	}
 )
 
@@ -456,7 +476,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xf1\x0f\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xfe\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -481,7 +501,10 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x12ILLEGAL_GENERATION\x10\x16\x12\x14\n" +
 	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
-	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x15\n" +
+	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x1e\n" +
+	"\x1aTOPIC_AUTHORIZATION_FAILED\x10\x1d\x12\x1e\n" +
+	"\x1aGROUP_AUTHORIZATION_FAILED\x10\x1e\x12 \n" +
+	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
 	"\x11INVALID_TIMESTAMP\x10 \x12\x1e\n" +
 	"\x1aUNSUPPORTED_SASL_MECHANISM\x10!\x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
@@ -499,7 +522,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x1bINVALID_PRODUCER_ID_MAPPING\x101\x12\x1f\n" +
 	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12!\n" +
 	"\x17CONCURRENT_TRANSACTIONS\x103\x1a\x04\x88\xb5\x18\x01\x12\"\n" +
-	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12\x1d\n" +
+	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12)\n" +
+	"%TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x105\x12\x1d\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x1a\x04\x88\xb5\x18\x01\x12\x1e\n" +
 	"\x1aSASL_AUTHENTICATION_FAILED\x10:\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x1c\n" +

@@ -3855,7 +3855,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12!\n" +
@@ -4179,7 +4179,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xa5\t\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\x8c\v\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
@@ -4192,7 +4192,12 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x11DescribeProducers\x12#.sluice.v1.DescribeProducersRequest\x1a$.sluice.v1.DescribeProducersResponse\x12[\n" +
 	"\x10AbortTransaction\x12\".sluice.v1.AbortTransactionRequest\x1a#.sluice.v1.AbortTransactionResponse\x12v\n" +
 	"\x19AlterUserScramCredentials\x12+.sluice.v1.AlterUserScramCredentialsRequest\x1a,.sluice.v1.AlterUserScramCredentialsResponse\x12\x7f\n" +
-	"\x1cDescribeUserScramCredentials\x12..sluice.v1.DescribeUserScramCredentialsRequest\x1a/.sluice.v1.DescribeUserScramCredentialsResponseBp\n" +
+	"\x1cDescribeUserScramCredentials\x12..sluice.v1.DescribeUserScramCredentialsRequest\x1a/.sluice.v1.DescribeUserScramCredentialsResponse\x12I\n" +
+	"\n" +
+	"CreateAcls\x12\x1c.sluice.v1.CreateAclsRequest\x1a\x1d.sluice.v1.CreateAclsResponse\x12O\n" +
+	"\fDescribeAcls\x12\x1e.sluice.v1.DescribeAclsRequest\x1a\x1f.sluice.v1.DescribeAclsResponse\x12I\n" +
+	"\n" +
+	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a\x1d.sluice.v1.DeleteAclsResponseBp\n" +
 	"\fio.sluice.v1B\vSluiceProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
@@ -4273,10 +4278,16 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*AbortTransactionRequest)(nil),              // 60: sluice.v1.AbortTransactionRequest
 	(*AlterUserScramCredentialsRequest)(nil),     // 61: sluice.v1.AlterUserScramCredentialsRequest
 	(*DescribeUserScramCredentialsRequest)(nil),  // 62: sluice.v1.DescribeUserScramCredentialsRequest
-	(*DescribeProducersResponse)(nil),            // 63: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),             // 64: sluice.v1.AbortTransactionResponse
-	(*AlterUserScramCredentialsResponse)(nil),    // 65: sluice.v1.AlterUserScramCredentialsResponse
-	(*DescribeUserScramCredentialsResponse)(nil), // 66: sluice.v1.DescribeUserScramCredentialsResponse
+	(*CreateAclsRequest)(nil),                    // 63: sluice.v1.CreateAclsRequest
+	(*DescribeAclsRequest)(nil),                  // 64: sluice.v1.DescribeAclsRequest
+	(*DeleteAclsRequest)(nil),                    // 65: sluice.v1.DeleteAclsRequest
+	(*DescribeProducersResponse)(nil),            // 66: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),             // 67: sluice.v1.AbortTransactionResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 68: sluice.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 69: sluice.v1.DescribeUserScramCredentialsResponse
+	(*CreateAclsResponse)(nil),                   // 70: sluice.v1.CreateAclsResponse
+	(*DescribeAclsResponse)(nil),                 // 71: sluice.v1.DescribeAclsResponse
+	(*DeleteAclsResponse)(nil),                   // 72: sluice.v1.DeleteAclsResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
@@ -4344,24 +4355,30 @@ var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	60, // 62: sluice.v1.Admin.AbortTransaction:input_type -> sluice.v1.AbortTransactionRequest
 	61, // 63: sluice.v1.Admin.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
 	62, // 64: sluice.v1.Admin.DescribeUserScramCredentials:input_type -> sluice.v1.DescribeUserScramCredentialsRequest
-	10, // 65: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	7,  // 66: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	16, // 67: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	23, // 68: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	27, // 69: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	33, // 70: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	36, // 71: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	39, // 72: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	44, // 73: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	46, // 74: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	50, // 75: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
-	53, // 76: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
-	63, // 77: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	64, // 78: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	65, // 79: sluice.v1.Admin.AlterUserScramCredentials:output_type -> sluice.v1.AlterUserScramCredentialsResponse
-	66, // 80: sluice.v1.Admin.DescribeUserScramCredentials:output_type -> sluice.v1.DescribeUserScramCredentialsResponse
-	65, // [65:81] is the sub-list for method output_type
-	49, // [49:65] is the sub-list for method input_type
+	63, // 65: sluice.v1.Admin.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
+	64, // 66: sluice.v1.Admin.DescribeAcls:input_type -> sluice.v1.DescribeAclsRequest
+	65, // 67: sluice.v1.Admin.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
+	10, // 68: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	7,  // 69: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	16, // 70: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	23, // 71: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	27, // 72: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	33, // 73: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	36, // 74: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	39, // 75: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	44, // 76: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	46, // 77: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	50, // 78: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	53, // 79: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
+	66, // 80: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	67, // 81: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	68, // 82: sluice.v1.Admin.AlterUserScramCredentials:output_type -> sluice.v1.AlterUserScramCredentialsResponse
+	69, // 83: sluice.v1.Admin.DescribeUserScramCredentials:output_type -> sluice.v1.DescribeUserScramCredentialsResponse
+	70, // 84: sluice.v1.Admin.CreateAcls:output_type -> sluice.v1.CreateAclsResponse
+	71, // 85: sluice.v1.Admin.DescribeAcls:output_type -> sluice.v1.DescribeAclsResponse
+	72, // 86: sluice.v1.Admin.DeleteAcls:output_type -> sluice.v1.DeleteAclsResponse
+	68, // [68:87] is the sub-list for method output_type
+	49, // [49:68] is the sub-list for method input_type
 	49, // [49:49] is the sub-list for extension type_name
 	49, // [49:49] is the sub-list for extension extendee
 	0,  // [0:49] is the sub-list for field type_name
@@ -4372,6 +4389,7 @@ func file_sluice_v1_sluice_proto_init() {
 	if File_sluice_v1_sluice_proto != nil {
 		return
 	}
+	file_sluice_v1_acl_proto_init()
 	file_sluice_v1_auth_proto_init()
 	file_sluice_v1_errors_proto_init()
 	file_sluice_v1_record_proto_init()

@@ -300,6 +300,9 @@ const (
 	Admin_AbortTransaction_FullMethodName             = "/sluice.v1.Admin/AbortTransaction"
 	Admin_AlterUserScramCredentials_FullMethodName    = "/sluice.v1.Admin/AlterUserScramCredentials"
 	Admin_DescribeUserScramCredentials_FullMethodName = "/sluice.v1.Admin/DescribeUserScramCredentials"
+	Admin_CreateAcls_FullMethodName                   = "/sluice.v1.Admin/CreateAcls"
+	Admin_DescribeAcls_FullMethodName                 = "/sluice.v1.Admin/DescribeAcls"
+	Admin_DeleteAcls_FullMethodName                   = "/sluice.v1.Admin/DeleteAcls"
 )
 
 // AdminClient is the client API for Admin service.
@@ -377,6 +380,16 @@ type AdminClient interface {
 	// DescribeUserScramCredentials lists users' SCRAM mechanisms and
 	// iteration counts (never keys).
 	DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error)
+	// CreateAcls stores ACLs through the controller (any broker forwards
+	// it; Kafka's CreateAcls); in force on every broker once its metadata
+	// has them.
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	// DescribeAcls lists the ACLs a filter matches, from the answering
+	// broker's metadata.
+	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
+	// DeleteAcls deletes the ACLs each filter matches, through the
+	// controller.
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 }
 
 type adminClient struct {
@@ -507,6 +520,36 @@ func (c *adminClient) DescribeUserScramCredentials(ctx context.Context, in *Desc
 	return out, nil
 }
 
+func (c *adminClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeAclsResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -582,6 +625,16 @@ type AdminServer interface {
 	// DescribeUserScramCredentials lists users' SCRAM mechanisms and
 	// iteration counts (never keys).
 	DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error)
+	// CreateAcls stores ACLs through the controller (any broker forwards
+	// it; Kafka's CreateAcls); in force on every broker once its metadata
+	// has them.
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	// DescribeAcls lists the ACLs a filter matches, from the answering
+	// broker's metadata.
+	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
+	// DeleteAcls deletes the ACLs each filter matches, through the
+	// controller.
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -627,6 +680,15 @@ func (UnimplementedAdminServer) AlterUserScramCredentials(context.Context, *Alte
 }
 func (UnimplementedAdminServer) DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeUserScramCredentials not implemented")
+}
+func (UnimplementedAdminServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedAdminServer) DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeAcls not implemented")
+}
+func (UnimplementedAdminServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -865,6 +927,60 @@ func _Admin_DescribeUserScramCredentials_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeAcls(ctx, req.(*DescribeAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -919,6 +1035,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeUserScramCredentials",
 			Handler:    _Admin_DescribeUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _Admin_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DescribeAcls",
+			Handler:    _Admin_DescribeAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _Admin_DeleteAcls_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

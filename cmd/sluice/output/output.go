@@ -272,4 +272,13 @@ type Connection struct {
 	TLSVersion             string `json:"tls_version,omitempty"`
 	NodeID                 int32  `json:"node_id"`
 	AuthenticationRequired bool   `json:"authentication_required"`
+	// Listeners: how the answering broker's listeners are secured.
+	Listeners []ListenerSecurity `json:"listeners,omitempty"`
+}
+
+// ListenerSecurity is how one listener is secured.
+type ListenerSecurity struct {
+	Name       string `json:"name"`
+	Encrypted  bool   `json:"encrypted"`
+	ClientAuth string `json:"client_auth"`
 }
