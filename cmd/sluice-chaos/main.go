@@ -45,7 +45,7 @@ func run(args []string) int {
 	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out)")
 	fs.IntVar(&cfg.Workload.CopierMembers, "copier-members", cfg.Workload.CopierMembers, "copier members in one consumer group, offsets committed in their transactions (0: one copier with its positions in chaos-pos)")
 	fs.BoolVar(&cfg.Workload.CopierInProcess, "copier-in-process", cfg.Workload.CopierInProcess, "run the copier members as goroutines simulating their crashes instead of processes killed with SIGKILL")
-	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on every listener, mutual between nodes, gossip encrypted; clients trust the run's CA) or tls+scram (and --authentication required: the clients authenticate with SCRAM); certificates in the run directory's pki/")
+	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on the client, internal and Raft listeners, mutual between nodes, gossip encrypted, HTTP plaintext; clients trust the run's CA) or tls+scram (and --authentication required: the clients authenticate with SCRAM); certificates in the run directory's pki/")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary built with -tags sluicetest (default: built so from this module)")
 	if err := fs.Parse(args); err != nil {
