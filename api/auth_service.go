@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -44,7 +45,28 @@ const maxSaslMessage = 64 << 10
 
 type authService struct {
 	sluicev1.UnimplementedAuthServer
-	cfg AuthConfig
+	cfg  AuthConfig
+	logs rateLimitedLog // one refusal line per reason every 10 s
+}
+
+// rateLimitedLog allows one line per key per 10 s.
+type rateLimitedLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (r *rateLimitedLog) allow(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if t, ok := r.last[key]; ok && now.Sub(t) < 10*time.Second {
+		return false
+	}
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	r.last[key] = now
+	return true
 }
 
 // NewAuthService returns the Auth service (SCRAM exchanges, WhoAmI).
@@ -63,7 +85,9 @@ func (s *authService) refuse(reason string, code sluicev1.ErrorCode, msg string,
 	if p, ok := peer.FromContext(ctx); ok {
 		addr = p.Addr.String()
 	}
-	s.cfg.Logger.Info("authentication refused", "peer", addr, "reason", reason, "err", err)
+	if s.logs.allow(reason) {
+		s.cfg.Logger.Info("authentication refused", "peer", addr, "reason", reason, "err", err)
+	}
 	return errs.NewStatus(codes.Unauthenticated, code, msg, nil)
 }
 
