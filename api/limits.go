@@ -76,6 +76,11 @@ const (
 	// filter a pass over every ACL: a client with more asks in several
 	// requests.
 	MaxRequestAcls = 1_000
+	// MaxRequestQuotaEntries bounds the entities of an
+	// AlterClientQuotas: each costs the controller a proposal.
+	MaxRequestQuotaEntries = 1_000
+	// MaxQuotaOps bounds the ops on one entity: there are three keys.
+	MaxQuotaOps = 16
 
 	// MaxTopicNameLength bounds a topic name anywhere in a request: no
 	// topic can have a longer name (a name is echoed in answers, per
@@ -217,6 +222,9 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	// controller's to answer, as Kafka's does.
 	"sluice.v1.CreateAclsRequest.creations": {Max: MaxRequestAcls, Why: "ACL creations per request"},
 	"sluice.v1.DeleteAclsRequest.filters":   {Max: MaxRequestAcls, Why: "ACL filters per request"},
+	// An entity or key named twice is the controller's to refuse.
+	"sluice.v1.AlterClientQuotasRequest.entries": {Max: MaxRequestQuotaEntries, Why: "quota entities per request"},
+	"sluice.v1.ClientQuotaAlteration.ops":        {Max: MaxQuotaOps, Why: "quota ops per entity"},
 	// sluice.v1.Groups
 	"sluice.v1.ConsumerGroupHeartbeatRequest.subscribed_topic_names": topicNames(),
 	"sluice.v1.ConsumerGroupHeartbeatRequest.topic_partitions":       topicEntries(1),

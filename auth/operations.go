@@ -49,6 +49,9 @@ var Operations = map[string][]Requirement{
 	"/sluice.v1.Admin/CreateAcls":                   {{ResourceCluster, OpAlter, "request", ""}},
 	"/sluice.v1.Admin/DescribeAcls":                 {{ResourceCluster, OpDescribe, "request", ""}},
 	"/sluice.v1.Admin/DeleteAcls":                   {{ResourceCluster, OpAlter, "request", ""}},
+	// Kafka's: quotas are configs of the cluster.
+	"/sluice.v1.Admin/AlterClientQuotas":    {{ResourceCluster, OpAlterConfigs, "request", ""}},
+	"/sluice.v1.Admin/DescribeClientQuotas": {{ResourceCluster, OpDescribeConfigs, "request", ""}},
 
 	"/sluice.v1.Transactions/InitProducerId": {{ResourceTransactionalID, OpWrite, "if transactional", ""},
 		{ResourceCluster, OpIdempotentWrite, "if idempotent", "WRITE on any topic"}},

@@ -1426,11 +1426,64 @@ func (x *ControllerDeleteAclsResponse) GetMetadataOffset() uint64 {
 	return 0
 }
 
+type ControllerAlterClientQuotasResponse struct {
+	state    protoimpl.MessageState              `protogen:"open.v1"`
+	Response *sluicev1.AlterClientQuotasResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The metadata offset after the change.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControllerAlterClientQuotasResponse) Reset() {
+	*x = ControllerAlterClientQuotasResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerAlterClientQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerAlterClientQuotasResponse) ProtoMessage() {}
+
+func (x *ControllerAlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerAlterClientQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ControllerAlterClientQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ControllerAlterClientQuotasResponse) GetResponse() *sluicev1.AlterClientQuotasResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ControllerAlterClientQuotasResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
 var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/sluice.proto\"\x81\x02\n" +
+	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x15sluice/v1/quota.proto\x1a\x16sluice/v1/sluice.proto\"\x81\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -1526,7 +1579,10 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x82\x01\n" +
 	"\x1cControllerDeleteAclsResponse\x129\n" +
 	"\bresponse\x18\x01 \x01(\v2\x1d.sluice.v1.DeleteAclsResponseR\bresponse\x12'\n" +
-	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xfb\v\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x90\x01\n" +
+	"#ControllerAlterClientQuotasResponse\x12@\n" +
+	"\bresponse\x18\x01 \x01(\v2$.sluice.v1.AlterClientQuotasResponseR\bresponse\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xee\f\n" +
 	"\n" +
 	"Controller\x12g\n" +
 	"\x0eRegisterBroker\x12).sluice.internal.v1.RegisterBrokerRequest\x1a*.sluice.internal.v1.RegisterBrokerResponse\x12j\n" +
@@ -1541,7 +1597,8 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"CreateAcls\x12\x1c.sluice.v1.CreateAclsRequest\x1a0.sluice.internal.v1.ControllerCreateAclsResponse\x12\\\n" +
 	"\n" +
-	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a0.sluice.internal.v1.ControllerDeleteAclsResponse\x12a\n" +
+	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a0.sluice.internal.v1.ControllerDeleteAclsResponse\x12q\n" +
+	"\x11AlterClientQuotas\x12#.sluice.v1.AlterClientQuotasRequest\x1a7.sluice.internal.v1.ControllerAlterClientQuotasResponse\x12a\n" +
 	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12g\n" +
 	"\x0eAlterPartition\x12).sluice.internal.v1.AlterPartitionRequest\x1a*.sluice.internal.v1.AlterPartitionResponse\x12^\n" +
 	"\vQuorumState\x12&.sluice.internal.v1.QuorumStateRequest\x1a'.sluice.internal.v1.QuorumStateResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
@@ -1558,7 +1615,7 @@ func file_sluice_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_controller_proto_rawDescData
 }
 
-var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),                         // 0: sluice.internal.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),                        // 1: sluice.internal.v1.RegisterBrokerResponse
@@ -1582,71 +1639,77 @@ var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*ControllerAlterUserScramCredentialsResponse)(nil),   // 19: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
 	(*ControllerCreateAclsResponse)(nil),                  // 20: sluice.internal.v1.ControllerCreateAclsResponse
 	(*ControllerDeleteAclsResponse)(nil),                  // 21: sluice.internal.v1.ControllerDeleteAclsResponse
-	(*sluicev1.OfflineReplica)(nil),                       // 22: sluice.v1.OfflineReplica
-	(*sluicev1.CreateTopicsResponse)(nil),                 // 23: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),                 // 24: sluice.v1.DeleteTopicsResponse
-	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 25: sluice.v1.AlterPartitionReassignmentsResponse
-	(sluicev1.ErrorCode)(0),                               // 26: sluice.v1.ErrorCode
-	(*sluicev1.ElectLeadersResponse)(nil),                 // 27: sluice.v1.ElectLeadersResponse
-	(*sluicev1.UnregisterBrokerResponse)(nil),             // 28: sluice.v1.UnregisterBrokerResponse
-	(*sluicev1.AlterUserScramCredentialsResponse)(nil),    // 29: sluice.v1.AlterUserScramCredentialsResponse
-	(*sluicev1.CreateAclsResponse)(nil),                   // 30: sluice.v1.CreateAclsResponse
-	(*sluicev1.DeleteAclsResponse)(nil),                   // 31: sluice.v1.DeleteAclsResponse
-	(*sluicev1.CreateTopicsRequest)(nil),                  // 32: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),                  // 33: sluice.v1.DeleteTopicsRequest
-	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 34: sluice.v1.AlterPartitionReassignmentsRequest
-	(*sluicev1.ElectLeadersRequest)(nil),                  // 35: sluice.v1.ElectLeadersRequest
-	(*sluicev1.UnregisterBrokerRequest)(nil),              // 36: sluice.v1.UnregisterBrokerRequest
-	(*sluicev1.AlterUserScramCredentialsRequest)(nil),     // 37: sluice.v1.AlterUserScramCredentialsRequest
-	(*sluicev1.CreateAclsRequest)(nil),                    // 38: sluice.v1.CreateAclsRequest
-	(*sluicev1.DeleteAclsRequest)(nil),                    // 39: sluice.v1.DeleteAclsRequest
+	(*ControllerAlterClientQuotasResponse)(nil),           // 22: sluice.internal.v1.ControllerAlterClientQuotasResponse
+	(*sluicev1.OfflineReplica)(nil),                       // 23: sluice.v1.OfflineReplica
+	(*sluicev1.CreateTopicsResponse)(nil),                 // 24: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil),                 // 25: sluice.v1.DeleteTopicsResponse
+	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 26: sluice.v1.AlterPartitionReassignmentsResponse
+	(sluicev1.ErrorCode)(0),                               // 27: sluice.v1.ErrorCode
+	(*sluicev1.ElectLeadersResponse)(nil),                 // 28: sluice.v1.ElectLeadersResponse
+	(*sluicev1.UnregisterBrokerResponse)(nil),             // 29: sluice.v1.UnregisterBrokerResponse
+	(*sluicev1.AlterUserScramCredentialsResponse)(nil),    // 30: sluice.v1.AlterUserScramCredentialsResponse
+	(*sluicev1.CreateAclsResponse)(nil),                   // 31: sluice.v1.CreateAclsResponse
+	(*sluicev1.DeleteAclsResponse)(nil),                   // 32: sluice.v1.DeleteAclsResponse
+	(*sluicev1.AlterClientQuotasResponse)(nil),            // 33: sluice.v1.AlterClientQuotasResponse
+	(*sluicev1.CreateTopicsRequest)(nil),                  // 34: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),                  // 35: sluice.v1.DeleteTopicsRequest
+	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 36: sluice.v1.AlterPartitionReassignmentsRequest
+	(*sluicev1.ElectLeadersRequest)(nil),                  // 37: sluice.v1.ElectLeadersRequest
+	(*sluicev1.UnregisterBrokerRequest)(nil),              // 38: sluice.v1.UnregisterBrokerRequest
+	(*sluicev1.AlterUserScramCredentialsRequest)(nil),     // 39: sluice.v1.AlterUserScramCredentialsRequest
+	(*sluicev1.CreateAclsRequest)(nil),                    // 40: sluice.v1.CreateAclsRequest
+	(*sluicev1.DeleteAclsRequest)(nil),                    // 41: sluice.v1.DeleteAclsRequest
+	(*sluicev1.AlterClientQuotasRequest)(nil),             // 42: sluice.v1.AlterClientQuotasRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	22, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
-	23, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	24, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
-	25, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
+	23, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
+	24, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	25, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	26, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
 	11, // 4: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
 	14, // 5: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	26, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
-	27, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
-	28, // 8: sluice.internal.v1.ControllerUnregisterBrokerResponse.response:type_name -> sluice.v1.UnregisterBrokerResponse
-	29, // 9: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse.response:type_name -> sluice.v1.AlterUserScramCredentialsResponse
-	30, // 10: sluice.internal.v1.ControllerCreateAclsResponse.response:type_name -> sluice.v1.CreateAclsResponse
-	31, // 11: sluice.internal.v1.ControllerDeleteAclsResponse.response:type_name -> sluice.v1.DeleteAclsResponse
-	0,  // 12: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
-	2,  // 13: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
-	4,  // 14: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	32, // 15: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	33, // 16: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	34, // 17: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	35, // 18: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	36, // 19: sluice.internal.v1.Controller.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
-	37, // 20: sluice.internal.v1.Controller.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
-	38, // 21: sluice.internal.v1.Controller.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
-	39, // 22: sluice.internal.v1.Controller.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
-	9,  // 23: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	15, // 24: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
-	12, // 25: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 26: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 27: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 28: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 29: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 30: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	8,  // 31: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
-	17, // 32: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
-	18, // 33: sluice.internal.v1.Controller.UnregisterBroker:output_type -> sluice.internal.v1.ControllerUnregisterBrokerResponse
-	19, // 34: sluice.internal.v1.Controller.AlterUserScramCredentials:output_type -> sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
-	20, // 35: sluice.internal.v1.Controller.CreateAcls:output_type -> sluice.internal.v1.ControllerCreateAclsResponse
-	21, // 36: sluice.internal.v1.Controller.DeleteAcls:output_type -> sluice.internal.v1.ControllerDeleteAclsResponse
-	10, // 37: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	16, // 38: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
-	13, // 39: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	26, // [26:40] is the sub-list for method output_type
-	12, // [12:26] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	27, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	28, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
+	29, // 8: sluice.internal.v1.ControllerUnregisterBrokerResponse.response:type_name -> sluice.v1.UnregisterBrokerResponse
+	30, // 9: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse.response:type_name -> sluice.v1.AlterUserScramCredentialsResponse
+	31, // 10: sluice.internal.v1.ControllerCreateAclsResponse.response:type_name -> sluice.v1.CreateAclsResponse
+	32, // 11: sluice.internal.v1.ControllerDeleteAclsResponse.response:type_name -> sluice.v1.DeleteAclsResponse
+	33, // 12: sluice.internal.v1.ControllerAlterClientQuotasResponse.response:type_name -> sluice.v1.AlterClientQuotasResponse
+	0,  // 13: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
+	2,  // 14: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
+	4,  // 15: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
+	34, // 16: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	35, // 17: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	36, // 18: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	37, // 19: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	38, // 20: sluice.internal.v1.Controller.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
+	39, // 21: sluice.internal.v1.Controller.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
+	40, // 22: sluice.internal.v1.Controller.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
+	41, // 23: sluice.internal.v1.Controller.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
+	42, // 24: sluice.internal.v1.Controller.AlterClientQuotas:input_type -> sluice.v1.AlterClientQuotasRequest
+	9,  // 25: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
+	15, // 26: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	12, // 27: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 28: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 29: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 30: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 31: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 32: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	8,  // 33: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	17, // 34: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
+	18, // 35: sluice.internal.v1.Controller.UnregisterBroker:output_type -> sluice.internal.v1.ControllerUnregisterBrokerResponse
+	19, // 36: sluice.internal.v1.Controller.AlterUserScramCredentials:output_type -> sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
+	20, // 37: sluice.internal.v1.Controller.CreateAcls:output_type -> sluice.internal.v1.ControllerCreateAclsResponse
+	21, // 38: sluice.internal.v1.Controller.DeleteAcls:output_type -> sluice.internal.v1.ControllerDeleteAclsResponse
+	22, // 39: sluice.internal.v1.Controller.AlterClientQuotas:output_type -> sluice.internal.v1.ControllerAlterClientQuotasResponse
+	10, // 40: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	16, // 41: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	13, // 42: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	28, // [28:43] is the sub-list for method output_type
+	13, // [13:28] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_controller_proto_init() }
@@ -1660,7 +1723,7 @@ func file_sluice_internal_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_controller_proto_rawDesc), len(file_sluice_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

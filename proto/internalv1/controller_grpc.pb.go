@@ -31,6 +31,7 @@ const (
 	Controller_AlterUserScramCredentials_FullMethodName   = "/sluice.internal.v1.Controller/AlterUserScramCredentials"
 	Controller_CreateAcls_FullMethodName                  = "/sluice.internal.v1.Controller/CreateAcls"
 	Controller_DeleteAcls_FullMethodName                  = "/sluice.internal.v1.Controller/DeleteAcls"
+	Controller_AlterClientQuotas_FullMethodName           = "/sluice.internal.v1.Controller/AlterClientQuotas"
 	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
 	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
@@ -74,6 +75,8 @@ type ControllerClient interface {
 	// CreateAcls and DeleteAcls store and delete ACLs.
 	CreateAcls(ctx context.Context, in *sluicev1.CreateAclsRequest, opts ...grpc.CallOption) (*ControllerCreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *sluicev1.DeleteAclsRequest, opts ...grpc.CallOption) (*ControllerDeleteAclsResponse, error)
+	// AlterClientQuotas sets and removes client quotas.
+	AlterClientQuotas(ctx context.Context, in *sluicev1.AlterClientQuotasRequest, opts ...grpc.CallOption) (*ControllerAlterClientQuotasResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -202,6 +205,16 @@ func (c *controllerClient) DeleteAcls(ctx context.Context, in *sluicev1.DeleteAc
 	return out, nil
 }
 
+func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *sluicev1.AlterClientQuotasRequest, opts ...grpc.CallOption) (*ControllerAlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerAlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Controller_ServiceDesc.Streams[0], Controller_MetadataStream_FullMethodName, cOpts...)
@@ -279,6 +292,8 @@ type ControllerServer interface {
 	// CreateAcls and DeleteAcls store and delete ACLs.
 	CreateAcls(context.Context, *sluicev1.CreateAclsRequest) (*ControllerCreateAclsResponse, error)
 	DeleteAcls(context.Context, *sluicev1.DeleteAclsRequest) (*ControllerDeleteAclsResponse, error)
+	// AlterClientQuotas sets and removes client quotas.
+	AlterClientQuotas(context.Context, *sluicev1.AlterClientQuotasRequest) (*ControllerAlterClientQuotasResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -329,6 +344,9 @@ func (UnimplementedControllerServer) CreateAcls(context.Context, *sluicev1.Creat
 }
 func (UnimplementedControllerServer) DeleteAcls(context.Context, *sluicev1.DeleteAclsRequest) (*ControllerDeleteAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *sluicev1.AlterClientQuotasRequest) (*ControllerAlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -558,6 +576,24 @@ func _Controller_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(sluicev1.AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, req.(*sluicev1.AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -655,6 +691,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _Controller_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Controller_AlterClientQuotas_Handler,
 		},
 		{
 			MethodName: "AlterPartition",

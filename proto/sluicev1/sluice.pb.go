@@ -642,10 +642,15 @@ func (x *PartitionProduceData) GetBatch() *RecordBatch {
 
 // ProduceResponse holds one result per partition sent.
 type ProduceResponse struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Topics        []*TopicProduceResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState  `protogen:"open.v1"`
+	Topics []*TopicProduceResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How long the broker delayed this answer because the caller is over a
+	// quota (docs/security.md "Quotas"); the data was appended all the
+	// same. A client waits as long again before its next request to this
+	// broker (KIP-219). 0 when not throttled.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
@@ -683,6 +688,13 @@ func (x *ProduceResponse) GetTopics() []*TopicProduceResponse {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *ProduceResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 // TopicProduceResponse holds the results for one topic.
@@ -1052,10 +1064,13 @@ func (x *FetchPartition) GetCurrentLeaderEpoch() int32 {
 
 // FetchResponse holds one result per partition asked for.
 type FetchResponse struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	Topics        []*FetchableTopicResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState    `protogen:"open.v1"`
+	Topics []*FetchableTopicResponse `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How long the broker delayed this answer because the caller is over a
+	// quota, as ProduceResponse's. 0 when not throttled.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -1093,6 +1108,13 @@ func (x *FetchResponse) GetTopics() []*FetchableTopicResponse {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *FetchResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 // FetchableTopicResponse holds the results for one topic.
@@ -3855,7 +3877,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/errors.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x16sluice/v1/errors.proto\x1a\x15sluice/v1/quota.proto\x1a\x16sluice/v1/record.proto\x1a\x1csluice/v1/transactions.proto\"f\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12!\n" +
@@ -3883,9 +3905,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"partitions\"b\n" +
 	"\x14PartitionProduceData\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12,\n" +
-	"\x05batch\x18\x02 \x01(\v2\x16.sluice.v1.RecordBatchR\x05batch\"J\n" +
+	"\x05batch\x18\x02 \x01(\v2\x16.sluice.v1.RecordBatchR\x05batch\"t\n" +
 	"\x0fProduceResponse\x127\n" +
-	"\x06topics\x18\x01 \x03(\v2\x1f.sluice.v1.TopicProduceResponseR\x06topics\"o\n" +
+	"\x06topics\x18\x01 \x03(\v2\x1f.sluice.v1.TopicProduceResponseR\x06topics\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"o\n" +
 	"\x14TopicProduceResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
 	"\n" +
@@ -3917,9 +3940,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x02 \x01(\x03R\vfetchOffset\x12.\n" +
 	"\x13partition_max_bytes\x18\x03 \x01(\x05R\x11partitionMaxBytes\x120\n" +
-	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\"J\n" +
+	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\"t\n" +
 	"\rFetchResponse\x129\n" +
-	"\x06topics\x18\x01 \x03(\v2!.sluice.v1.FetchableTopicResponseR\x06topics\"f\n" +
+	"\x06topics\x18\x01 \x03(\v2!.sluice.v1.FetchableTopicResponseR\x06topics\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"f\n" +
 	"\x16FetchableTopicResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\n" +
@@ -4179,7 +4203,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\x12V\n" +
 	"\rProduceStream\x12\x1f.sluice.v1.ProduceStreamRequest\x1a .sluice.v1.ProduceStreamResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\x12L\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\x8c\v\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse2\xd5\f\n" +
 	"\x05Admin\x12C\n" +
 	"\bMetadata\x12\x1a.sluice.v1.MetadataRequest\x1a\x1b.sluice.v1.MetadataResponse\x12O\n" +
 	"\fCreateTopics\x12\x1e.sluice.v1.CreateTopicsRequest\x1a\x1f.sluice.v1.CreateTopicsResponse\x12O\n" +
@@ -4197,7 +4221,9 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"CreateAcls\x12\x1c.sluice.v1.CreateAclsRequest\x1a\x1d.sluice.v1.CreateAclsResponse\x12O\n" +
 	"\fDescribeAcls\x12\x1e.sluice.v1.DescribeAclsRequest\x1a\x1f.sluice.v1.DescribeAclsResponse\x12I\n" +
 	"\n" +
-	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a\x1d.sluice.v1.DeleteAclsResponseBp\n" +
+	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a\x1d.sluice.v1.DeleteAclsResponse\x12^\n" +
+	"\x11AlterClientQuotas\x12#.sluice.v1.AlterClientQuotasRequest\x1a$.sluice.v1.AlterClientQuotasResponse\x12g\n" +
+	"\x14DescribeClientQuotas\x12&.sluice.v1.DescribeClientQuotasRequest\x1a'.sluice.v1.DescribeClientQuotasResponseBp\n" +
 	"\fio.sluice.v1B\vSluiceProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 
 var (
@@ -4281,13 +4307,17 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*CreateAclsRequest)(nil),                    // 63: sluice.v1.CreateAclsRequest
 	(*DescribeAclsRequest)(nil),                  // 64: sluice.v1.DescribeAclsRequest
 	(*DeleteAclsRequest)(nil),                    // 65: sluice.v1.DeleteAclsRequest
-	(*DescribeProducersResponse)(nil),            // 66: sluice.v1.DescribeProducersResponse
-	(*AbortTransactionResponse)(nil),             // 67: sluice.v1.AbortTransactionResponse
-	(*AlterUserScramCredentialsResponse)(nil),    // 68: sluice.v1.AlterUserScramCredentialsResponse
-	(*DescribeUserScramCredentialsResponse)(nil), // 69: sluice.v1.DescribeUserScramCredentialsResponse
-	(*CreateAclsResponse)(nil),                   // 70: sluice.v1.CreateAclsResponse
-	(*DescribeAclsResponse)(nil),                 // 71: sluice.v1.DescribeAclsResponse
-	(*DeleteAclsResponse)(nil),                   // 72: sluice.v1.DeleteAclsResponse
+	(*AlterClientQuotasRequest)(nil),             // 66: sluice.v1.AlterClientQuotasRequest
+	(*DescribeClientQuotasRequest)(nil),          // 67: sluice.v1.DescribeClientQuotasRequest
+	(*DescribeProducersResponse)(nil),            // 68: sluice.v1.DescribeProducersResponse
+	(*AbortTransactionResponse)(nil),             // 69: sluice.v1.AbortTransactionResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 70: sluice.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 71: sluice.v1.DescribeUserScramCredentialsResponse
+	(*CreateAclsResponse)(nil),                   // 72: sluice.v1.CreateAclsResponse
+	(*DescribeAclsResponse)(nil),                 // 73: sluice.v1.DescribeAclsResponse
+	(*DeleteAclsResponse)(nil),                   // 74: sluice.v1.DeleteAclsResponse
+	(*AlterClientQuotasResponse)(nil),            // 75: sluice.v1.AlterClientQuotasResponse
+	(*DescribeClientQuotasResponse)(nil),         // 76: sluice.v1.DescribeClientQuotasResponse
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
@@ -4358,27 +4388,31 @@ var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	63, // 65: sluice.v1.Admin.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
 	64, // 66: sluice.v1.Admin.DescribeAcls:input_type -> sluice.v1.DescribeAclsRequest
 	65, // 67: sluice.v1.Admin.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
-	10, // 68: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
-	7,  // 69: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
-	16, // 70: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
-	23, // 71: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	27, // 72: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
-	33, // 73: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
-	36, // 74: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
-	39, // 75: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
-	44, // 76: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
-	46, // 77: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
-	50, // 78: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
-	53, // 79: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
-	66, // 80: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
-	67, // 81: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
-	68, // 82: sluice.v1.Admin.AlterUserScramCredentials:output_type -> sluice.v1.AlterUserScramCredentialsResponse
-	69, // 83: sluice.v1.Admin.DescribeUserScramCredentials:output_type -> sluice.v1.DescribeUserScramCredentialsResponse
-	70, // 84: sluice.v1.Admin.CreateAcls:output_type -> sluice.v1.CreateAclsResponse
-	71, // 85: sluice.v1.Admin.DescribeAcls:output_type -> sluice.v1.DescribeAclsResponse
-	72, // 86: sluice.v1.Admin.DeleteAcls:output_type -> sluice.v1.DeleteAclsResponse
-	68, // [68:87] is the sub-list for method output_type
-	49, // [49:68] is the sub-list for method input_type
+	66, // 68: sluice.v1.Admin.AlterClientQuotas:input_type -> sluice.v1.AlterClientQuotasRequest
+	67, // 69: sluice.v1.Admin.DescribeClientQuotas:input_type -> sluice.v1.DescribeClientQuotasRequest
+	10, // 70: sluice.v1.Log.Produce:output_type -> sluice.v1.ProduceResponse
+	7,  // 71: sluice.v1.Log.ProduceStream:output_type -> sluice.v1.ProduceStreamResponse
+	16, // 72: sluice.v1.Log.Fetch:output_type -> sluice.v1.FetchResponse
+	23, // 73: sluice.v1.Log.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	27, // 74: sluice.v1.Admin.Metadata:output_type -> sluice.v1.MetadataResponse
+	33, // 75: sluice.v1.Admin.CreateTopics:output_type -> sluice.v1.CreateTopicsResponse
+	36, // 76: sluice.v1.Admin.DeleteTopics:output_type -> sluice.v1.DeleteTopicsResponse
+	39, // 77: sluice.v1.Admin.DescribeCluster:output_type -> sluice.v1.DescribeClusterResponse
+	44, // 78: sluice.v1.Admin.AlterPartitionReassignments:output_type -> sluice.v1.AlterPartitionReassignmentsResponse
+	46, // 79: sluice.v1.Admin.ListPartitionReassignments:output_type -> sluice.v1.ListPartitionReassignmentsResponse
+	50, // 80: sluice.v1.Admin.ElectLeaders:output_type -> sluice.v1.ElectLeadersResponse
+	53, // 81: sluice.v1.Admin.UnregisterBroker:output_type -> sluice.v1.UnregisterBrokerResponse
+	68, // 82: sluice.v1.Admin.DescribeProducers:output_type -> sluice.v1.DescribeProducersResponse
+	69, // 83: sluice.v1.Admin.AbortTransaction:output_type -> sluice.v1.AbortTransactionResponse
+	70, // 84: sluice.v1.Admin.AlterUserScramCredentials:output_type -> sluice.v1.AlterUserScramCredentialsResponse
+	71, // 85: sluice.v1.Admin.DescribeUserScramCredentials:output_type -> sluice.v1.DescribeUserScramCredentialsResponse
+	72, // 86: sluice.v1.Admin.CreateAcls:output_type -> sluice.v1.CreateAclsResponse
+	73, // 87: sluice.v1.Admin.DescribeAcls:output_type -> sluice.v1.DescribeAclsResponse
+	74, // 88: sluice.v1.Admin.DeleteAcls:output_type -> sluice.v1.DeleteAclsResponse
+	75, // 89: sluice.v1.Admin.AlterClientQuotas:output_type -> sluice.v1.AlterClientQuotasResponse
+	76, // 90: sluice.v1.Admin.DescribeClientQuotas:output_type -> sluice.v1.DescribeClientQuotasResponse
+	70, // [70:91] is the sub-list for method output_type
+	49, // [49:70] is the sub-list for method input_type
 	49, // [49:49] is the sub-list for extension type_name
 	49, // [49:49] is the sub-list for extension extendee
 	0,  // [0:49] is the sub-list for field type_name
@@ -4392,6 +4426,7 @@ func file_sluice_v1_sluice_proto_init() {
 	file_sluice_v1_acl_proto_init()
 	file_sluice_v1_auth_proto_init()
 	file_sluice_v1_errors_proto_init()
+	file_sluice_v1_quota_proto_init()
 	file_sluice_v1_record_proto_init()
 	file_sluice_v1_transactions_proto_init()
 	type x struct{}

@@ -303,6 +303,8 @@ const (
 	Admin_CreateAcls_FullMethodName                   = "/sluice.v1.Admin/CreateAcls"
 	Admin_DescribeAcls_FullMethodName                 = "/sluice.v1.Admin/DescribeAcls"
 	Admin_DeleteAcls_FullMethodName                   = "/sluice.v1.Admin/DeleteAcls"
+	Admin_AlterClientQuotas_FullMethodName            = "/sluice.v1.Admin/AlterClientQuotas"
+	Admin_DescribeClientQuotas_FullMethodName         = "/sluice.v1.Admin/DescribeClientQuotas"
 )
 
 // AdminClient is the client API for Admin service.
@@ -390,6 +392,13 @@ type AdminClient interface {
 	// DeleteAcls deletes the ACLs each filter matches, through the
 	// controller.
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// AlterClientQuotas sets and removes client quotas through the
+	// controller (Kafka's AlterClientQuotas); in force on every broker once
+	// its metadata has them.
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
+	// DescribeClientQuotas lists the quotas of the entities a filter
+	// selects, from the answering broker's metadata.
+	DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error)
 }
 
 type adminClient struct {
@@ -550,6 +559,26 @@ func (c *adminClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -635,6 +664,13 @@ type AdminServer interface {
 	// DeleteAcls deletes the ACLs each filter matches, through the
 	// controller.
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// AlterClientQuotas sets and removes client quotas through the
+	// controller (Kafka's AlterClientQuotas); in force on every broker once
+	// its metadata has them.
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
+	// DescribeClientQuotas lists the quotas of the entities a filter
+	// selects, from the answering broker's metadata.
+	DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -689,6 +725,12 @@ func (UnimplementedAdminServer) DescribeAcls(context.Context, *DescribeAclsReque
 }
 func (UnimplementedAdminServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedAdminServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedAdminServer) DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeClientQuotas not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -981,6 +1023,42 @@ func _Admin_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeClientQuotas(ctx, req.(*DescribeClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1047,6 +1125,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _Admin_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Admin_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "DescribeClientQuotas",
+			Handler:    _Admin_DescribeClientQuotas_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
