@@ -22,6 +22,7 @@ type ImageEditor struct {
 	brokers map[int32]bool            // brokers copied by this edit
 	users   map[string]bool           // users whose credential map was copied
 	acls    bool                      // the Acls set was copied
+	quotas  bool                      // the ClientQuotas map was copied
 	full    bool                      // everything copied (an unknown record)
 }
 
@@ -38,6 +39,8 @@ func EditImage(base *Image) *ImageEditor {
 		Users:                    maps.Clone(base.Users),
 		Acls:                     base.Acls, // copied before a record changes it (ownAcls)
 		AclsVersion:              base.AclsVersion,
+		ClientQuotas:             base.ClientQuotas, // copied before a record changes it (ownQuotas)
+		QuotasVersion:            base.QuotasVersion,
 	}
 	if im.Brokers == nil {
 		im.Brokers = map[int32]*Broker{}
@@ -52,8 +55,12 @@ func EditImage(base *Image) *ImageEditor {
 	if im.Acls == nil {
 		im.Acls, owned = AclSet{}, true
 	}
+	quotasOwned := false
+	if im.ClientQuotas == nil {
+		im.ClientQuotas, quotasOwned = QuotaMap{}, true
+	}
 	return &ImageEditor{im: im, topics: map[string]map[int32]bool{}, configs: map[string]bool{}, brokers: map[int32]bool{},
-		users: map[string]bool{}, acls: owned}
+		users: map[string]bool{}, acls: owned, quotas: quotasOwned}
 }
 
 // Image is the edited image. Once published it must not be edited
@@ -105,6 +112,12 @@ func (e *ImageEditor) own(r Record) {
 		if e.im.HasAcl(r.Acl) {
 			e.ownAcls()
 		}
+	case ClientQuota:
+		// A no-op or refused record leaves the map alone; the FSM's
+		// checks run after own, so copy whenever it may change.
+		if quotaChanges(e.im, r) {
+			e.ownQuotas()
+		}
 	case CreateTopic, DeleteTopic, UnregisterBroker, ProducerIDsBlock, FeatureLevel, BootstrapCluster:
 		// Map entries added or removed, scalars, or the edit's own
 		// Features and Configs maps.
@@ -118,6 +131,7 @@ func (e *ImageEditor) own(r Record) {
 		}
 		e.im.Users = cloneUsers(e.im.Users)
 		e.ownAcls()
+		e.ownQuotas()
 		e.full = true
 	}
 }
@@ -138,6 +152,15 @@ func (e *ImageEditor) ownAcls() {
 	if !e.acls {
 		e.im.Acls = maps.Clone(e.im.Acls)
 		e.acls = true
+	}
+}
+
+// ownQuotas copies the map of quotas (its values are scalars), once per
+// edit.
+func (e *ImageEditor) ownQuotas() {
+	if !e.quotas {
+		e.im.ClientQuotas = maps.Clone(e.im.ClientQuotas)
+		e.quotas = true
 	}
 }
 

@@ -94,6 +94,8 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyCreateAcl(im, r, offset)
 	case RemoveAcl:
 		err = applyRemoveAcl(im, r, offset)
+	case ClientQuota:
+		err = applyClientQuota(im, r, offset)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}
@@ -124,6 +126,9 @@ func ensureMaps(im *Image) {
 	}
 	if im.Acls == nil {
 		im.Acls = AclSet{}
+	}
+	if im.ClientQuotas == nil {
+		im.ClientQuotas = QuotaMap{}
 	}
 }
 

@@ -40,6 +40,13 @@ type Image struct {
 	// is current while the version stays. It is the same on every voter
 	// and broker at the same offset.
 	AclsVersion uint64 `json:"acls_version,omitempty"`
+	// ClientQuotas holds the client quotas (quota.go). Absent from the
+	// snapshots of clusters without quotas.
+	ClientQuotas QuotaMap `json:"client_quotas,omitempty"`
+	// QuotasVersion is the offset of the last record that changed
+	// ClientQuotas (0: none has), as AclsVersion is for Acls: a broker
+	// rebuilds its quota table only when it moves.
+	QuotasVersion uint64 `json:"quotas_version,omitempty"`
 }
 
 // Broker is a registered broker.
@@ -168,6 +175,7 @@ func NewImage() *Image {
 		Configs:                  map[string]string{},
 		Users:                    map[string]map[string]ScramCredential{},
 		Acls:                     AclSet{},
+		ClientQuotas:             QuotaMap{},
 	}
 }
 
@@ -186,6 +194,8 @@ func (im *Image) Clone() *Image {
 		Users:                    cloneUsers(im.Users),
 		Acls:                     cloneMap(im.Acls),
 		AclsVersion:              im.AclsVersion,
+		ClientQuotas:             cloneMap(im.ClientQuotas),
+		QuotasVersion:            im.QuotasVersion,
 	}
 	for id, b := range im.Brokers {
 		out.Brokers[id] = b.clone()

@@ -18,6 +18,7 @@
 //   - topicdefaults.go: the cluster defaults for new topics.
 //   - scram.go: users' SCRAM credentials (issue 32).
 //   - acl.go: access control lists (issue 33).
+//   - quota.go: client quotas (issue 33).
 //   - controller.go: the Raft node, proposals and the convenience wrappers.
 package controller
 
@@ -54,6 +55,8 @@ const (
 	// Access control lists (acl.go).
 	TypeCreateAcl RecordType = "CreateAcl"
 	TypeRemoveAcl RecordType = "RemoveAcl"
+	// Client quotas (quota.go).
+	TypeClientQuota RecordType = "ClientQuota"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -371,6 +374,8 @@ func newRecord(t RecordType) (any, bool) {
 		return &CreateAcl{}, true
 	case TypeRemoveAcl:
 		return &RemoveAcl{}, true
+	case TypeClientQuota:
+		return &ClientQuota{}, true
 	}
 	return nil, false
 }
@@ -408,6 +413,8 @@ func derefRecord(p any) Record {
 	case *CreateAcl:
 		return *r
 	case *RemoveAcl:
+		return *r
+	case *ClientQuota:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

@@ -31,6 +31,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		RemoveUserScramCredential{User: "u", Mechanism: ScramSHA512},
 		CreateAcl{Acl: acl(ResourceTopic, "t", PatternLiteral, "User:u", OperationRead, PermissionAllow)},
 		RemoveAcl{Acl: acl(ResourceGroup, "g-", PatternPrefixed, "User:*", OperationAll, PermissionDeny)},
+		ClientQuota{Entity: QuotaEntity{User: QuotaName{Name: "u"}, ClientID: QuotaName{Default: true}},
+			Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 1024}, {Key: QuotaConsumerByteRate, Remove: true}}},
 	}
 	for i, r := range recs {
 		t.Run(fmt.Sprintf("%d-%s", i, r.Type()), func(t *testing.T) {
