@@ -10,7 +10,8 @@ import (
 // Field numbers of sluice.internal.v1.FetchResponseView,
 // FetchableTopicResponseView and PartitionDataView (view.proto).
 const (
-	frTopics = 1
+	frTopics         = 1
+	frThrottleTimeMs = 2
 
 	ftName       = 1
 	ftPartitions = 2
@@ -80,6 +81,7 @@ func marshalFetchResponse(m *internalv1.FetchResponseView, bufs *BatchBuffers) (
 			}
 		}
 	}
+	w.varint(frThrottleTimeMs, uint64(int64(m.ThrottleTimeMs)))
 	return w.finish(), nil
 }
 

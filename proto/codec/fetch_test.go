@@ -28,6 +28,8 @@ func TestFetchResponseEncodingMatchesProtoMarshal(t *testing.T) {
 				NextFetchOffset:     1<<40 + 1, Batches: [][]byte{[]byte("one"), {}, big}}}},
 			{Name: "", Partitions: []*internalv1.PartitionDataView{{Partition: -1, Batches: [][]byte{big[:10]}}}},
 		}},
+		"throttled": {ThrottleTimeMs: 1500, Topics: []*internalv1.FetchableTopicResponseView{{Name: "t", Partitions: []*internalv1.PartitionDataView{
+			{Partition: 1, Batches: [][]byte{[]byte("x")}}}}}},
 	}
 	for name, m := range msgs {
 		t.Run(name, func(t *testing.T) {

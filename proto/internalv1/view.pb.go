@@ -251,10 +251,11 @@ func (x *PartitionProduceDataView) GetBatch() []byte {
 }
 
 type FetchResponseView struct {
-	state         protoimpl.MessageState        `protogen:"open.v1"`
-	Topics        []*FetchableTopicResponseView `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState        `protogen:"open.v1"`
+	Topics         []*FetchableTopicResponseView `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	ThrottleTimeMs int32                         `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchResponseView) Reset() {
@@ -292,6 +293,13 @@ func (x *FetchResponseView) GetTopics() []*FetchableTopicResponseView {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *FetchResponseView) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 type FetchableTopicResponseView struct {
@@ -484,9 +492,10 @@ const file_sluice_internal_v1_view_proto_rawDesc = "" +
 	"partitions\"N\n" +
 	"\x18PartitionProduceDataView\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
-	"\x05batch\x18\x02 \x01(\fR\x05batch\"[\n" +
+	"\x05batch\x18\x02 \x01(\fR\x05batch\"\x85\x01\n" +
 	"\x11FetchResponseView\x12F\n" +
-	"\x06topics\x18\x01 \x03(\v2..sluice.internal.v1.FetchableTopicResponseViewR\x06topics\"w\n" +
+	"\x06topics\x18\x01 \x03(\v2..sluice.internal.v1.FetchableTopicResponseViewR\x06topics\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"w\n" +
 	"\x1aFetchableTopicResponseView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12E\n" +
 	"\n" +
