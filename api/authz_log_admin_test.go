@@ -467,6 +467,18 @@ var authzProbes = map[string]authzProbe{
 		}
 		return authzRequestOutcome(err)
 	},
+	"/sluice.v1.Admin/AlterClientQuotas": func(t *testing.T, h *authzHarness, conn *grpc.ClientConn, c context.Context, name string) authzOutcome {
+		resp, err := sluicev1.NewAdminClient(conn).AlterClientQuotas(c, &sluicev1.AlterClientQuotasRequest{Entries: []*sluicev1.ClientQuotaAlteration{{
+			Entity: &sluicev1.QuotaEntity{User: &sluicev1.QuotaEntityName{Name: name}}, Ops: []*sluicev1.QuotaOp{{Key: "producer_byte_rate", Value: 1 << 30}}}}})
+		if err == nil && resp.Results[0].ErrorCode != sluicev1.ErrorCode_NONE {
+			t.Errorf("alter a quota: %v", resp.Results[0])
+		}
+		return authzRequestOutcome(err)
+	},
+	"/sluice.v1.Admin/DescribeClientQuotas": func(t *testing.T, h *authzHarness, conn *grpc.ClientConn, c context.Context, name string) authzOutcome {
+		_, err := sluicev1.NewAdminClient(conn).DescribeClientQuotas(c, &sluicev1.DescribeClientQuotasRequest{})
+		return authzRequestOutcome(err)
+	},
 }
 
 // authzBinding is an ACL of the principal User:name (so that each case

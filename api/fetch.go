@@ -33,6 +33,11 @@ func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (any, er
 		bufs.Free()
 		return nil, err
 	}
+	// Over a consumer_byte_rate quota, the data is answered all the same,
+	// held for the throttle time (throttle.go).
+	throttle := s.quotas.record(ctx, auth.QuotaFetch, float64(fetchBytes(resp)))
+	resp.ThrottleTimeMs = throttleMs(throttle)
+	hold(ctx, throttle)
 	return &codec.OutgoingFetchResponse{FetchResponseView: resp, Buffers: bufs}, nil
 }
 

@@ -54,7 +54,11 @@ func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) 
 
 // produce is Produce; appended (if not nil) is called once the request's
 // batches are no longer used.
+//
+// Over a producer_byte_rate quota, the answer is held for the throttle
+// time after the batches are appended (throttle.go).
 func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView, appended func()) (*sluicev1.ProduceResponse, error) {
+	size := produceBytes(req) // before appended releases the batches
 	pp, err := s.appendProduce(ctx, req)
 	if appended != nil {
 		appended()
@@ -63,6 +67,9 @@ func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView
 		return nil, err
 	}
 	pp.await(ctx)
+	throttle := s.quotas.record(ctx, auth.QuotaProduce, float64(size))
+	pp.resp.ThrottleTimeMs = throttleMs(throttle)
+	hold(ctx, throttle)
 	return pp.resp, nil
 }
 

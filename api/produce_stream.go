@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/internal/goroutine"
 	"github.com/sluice-io/sluice/proto/codec"
 	"github.com/sluice-io/sluice/proto/errs"
@@ -105,16 +107,26 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			return err
 		}
 		id := req.CorrelationID
+		size := produceBytes(&req.Request)
 		pp, err := s.appendProduce(ctx, &req.Request)
 		req.Release()
+		var throttle time.Duration
+		if err == nil {
+			// Over a producer_byte_rate quota: the answer says so, and
+			// the stream is not read for the throttle time (Kafka's
+			// muted channel; throttle.go).
+			throttle = s.quotas.record(ctx, auth.QuotaProduce, float64(size))
+			pp.resp.ThrottleTimeMs = throttleMs(throttle)
+		}
 		if err != nil || len(pp.waits) == 0 {
 			_ = out.send(produceStreamAnswer(id, pp, err))
 			<-slots
-			continue
+		} else {
+			waiting.Add(1)
+			pp.id = id
+			pp.startWaits(ctx, committed)
 		}
-		waiting.Add(1)
-		pp.id = id
-		pp.startWaits(ctx, committed)
+		hold(ctx, throttle)
 	}
 }
 

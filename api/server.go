@@ -51,7 +51,8 @@ type Server struct {
 	log         *slog.Logger
 	now         func() time.Time
 	draining    <-chan struct{}
-	authz       *Authz // nil: no authorization
+	authz       *Authz  // nil: no authorization
+	quotas      *Quotas // nil: no quotas
 }
 
 // ServerConfig is what a Server needs.
@@ -69,6 +70,9 @@ type ServerConfig struct {
 	Now func() time.Time
 	// Authz authorizes the callers (nil: everything allowed).
 	Authz *Authz
+	// Quotas throttles the callers over their client quotas (nil: none;
+	// throttle.go).
+	Quotas *Quotas
 }
 
 // NewServer returns a broker's server.
@@ -80,7 +84,8 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Logger = slog.Default()
 	}
 	return &Server{replicas: cfg.Replicas, cache: cfg.Metadata, controllers: cfg.Controllers, pool: cfg.Pool,
-		self: cfg.Self, log: cfg.Logger, now: cfg.Now, draining: cfg.Draining, authz: cfg.Authz}
+		self: cfg.Self, log: cfg.Logger, now: cfg.Now, draining: cfg.Draining, authz: cfg.Authz,
+		quotas: cfg.Quotas}
 }
 
 // metadataLoaded is nil once the broker has received cluster metadata

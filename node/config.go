@@ -98,6 +98,13 @@ type Config struct {
 	// AuditAllowedAdmin logs allowed operations on the cluster resource
 	// too (denials are always logged).
 	AuditAllowedAdmin bool
+	// QuotaWindowSamples and QuotaWindowSize are how client quotas
+	// measure rates (Kafka's quota.window.num and
+	// quota.window.size.seconds): over QuotaWindowSamples samples of
+	// QuotaWindowSize each; 11 and 1 s when 0. The longest throttle is
+	// their product.
+	QuotaWindowSamples int
+	QuotaWindowSize    time.Duration
 	// SASLSessionLifetime is how long a SCRAM session lasts before the
 	// client must authenticate again (auth.DefaultSessionLifetime when 0).
 	SASLSessionLifetime time.Duration
@@ -363,6 +370,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Roles) == 0 {
 		return errors.New("roles must name controller, broker or both")
+	}
+	if c.QuotaWindowSamples < 0 || c.QuotaWindowSamples == 1 || c.QuotaWindowSize < 0 {
+		return fmt.Errorf("quota window: %d samples of %v (want at least 2 samples of a positive span, or 0 for the defaults)", c.QuotaWindowSamples, c.QuotaWindowSize)
 	}
 	for _, r := range c.Roles {
 		if r != RoleController && r != RoleBroker {

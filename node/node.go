@@ -50,14 +50,16 @@ type Node struct {
 	// internalGRPC serves the inter-node services (Controller, Replica,
 	// TxnBroker) and health on internalLis; the client server does not
 	// serve them.
-	internalGRPC *grpc.Server
-	internalLis  net.Listener
-	httpSrv      *http.Server
-	tls          *tlsMaterial // the listeners' certificates; nil fields without TLS
-	authn        *auth.Authenticator
-	authz        *api.Authz    // nil: no authorization
-	aclsVersion  atomic.Uint64 // the image ACL version authz was built from
-	httpLis      net.Listener
+	internalGRPC  *grpc.Server
+	internalLis   net.Listener
+	httpSrv       *http.Server
+	tls           *tlsMaterial // the listeners' certificates; nil fields without TLS
+	authn         *auth.Authenticator
+	authz         *api.Authz    // nil: no authorization
+	aclsVersion   atomic.Uint64 // the image ACL version authz was built from
+	quotas        *api.Quotas   // client quota enforcement (quotas.go)
+	quotasVersion atomic.Uint64 // the image quota version quotas was built from
+	httpLis       net.Listener
 	// limited are the three listeners' connection limiters (connlimit.go),
 	// for the metrics; set by Start.
 	limited [listenerKinds]*limitListener
@@ -262,6 +264,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.metrics.reg.MustRegister(gate.failures, gate.logins)
 	n.authz = newNodeAuthz(cfg, logger, n.metrics.reg)
+	n.quotas = newNodeQuotas(cfg, n.metrics.reg)
 	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
 	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
 	clientOpts := append(tlsm.clientServerOptions(), gate.serverOptions()...)
@@ -300,7 +303,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		internalv1.RegisterReplicaServer(limitedInternal, api.NewReplicaService(n.replicas, n.cache, n.draining))
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining,
-			Authz: n.authz}).Register(limitedPub)
+			Authz: n.authz, Quotas: n.quotas}).Register(limitedPub)
 	}
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
 		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg),
@@ -455,6 +458,7 @@ func (n *Node) TxnVerifier() cluster.TxnVerifier {
 func (n *Node) applyImage(im *controller.Image) {
 	n.metrics.observeImage(n.cfg.NodeID, im)
 	n.refreshAuthorizer(im)
+	n.refreshQuotas(im)
 	if err := n.replicas.Apply(im, time.Now(), n.broker.CaughtUp(im.Offset)); err != nil {
 		if errors.Is(err, cluster.ErrClusterMismatch) {
 			n.log.Error("refusing to serve: this data dir belongs to another cluster", "err", err)
