@@ -47,6 +47,7 @@ type clientConfig struct {
 	tls            *tls.Config                           // nil: plaintext
 	scram          *scramLogin                           // nil: no SCRAM
 	bearer         func(context.Context) (string, error) // nil: no bearer token
+	clientID       string                                // "": none sent (throttle.go)
 }
 
 // WithTLS makes every connection to a broker TLS with cfg (cloned): set
@@ -267,6 +268,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	if c.cfg.bearer != nil {
 		opts = append(opts, bearerOptions(c.cfg.bearer)...)
+	}
+	if c.cfg.clientID != "" {
+		opts = append(opts, clientIDOptions(c.cfg.clientID)...)
 	}
 	cc, err := grpc.NewClient(addr, append(opts, codec.DialOptions()...)...)
 	if err != nil {

@@ -72,6 +72,10 @@ type FetchStats struct {
 	Latency time.Duration // request sent to response decoded
 	Bytes   int           // batch bytes in the response
 	Err     error
+	// Throttle is the response's throttle_time_ms (client quotas): the
+	// consumer fetches nothing more from the broker until it has passed
+	// since the request.
+	Throttle time.Duration
 }
 
 // WithFetchObserver calls fn after every fetch request, on the fetch
@@ -147,6 +151,9 @@ func WithPartitionMaxBytes(n int32) ConsumerOption {
 type Consumer struct {
 	c   *Client
 	cfg consumerConfig
+	// throttle holds fetches from a broker that answered a throttle
+	// (throttle.go).
+	throttle brokerThrottle
 
 	mu       sync.Mutex // guards the following
 	assigned map[topicPartition]*assignment
@@ -637,18 +644,31 @@ func (co *Consumer) fetchLoop(addr string, wake chan struct{}) {
 	}
 }
 
+// Throttled is the throttles the brokers answered this consumer's
+// fetches with (client quotas).
+func (co *Consumer) Throttled() ThrottleStats { return co.throttle.snapshot() }
+
 func (co *Consumer) fetch(addr string, req *sluicev1.FetchRequest) (*internalv1.FetchResponseView, error) {
 	cc, err := co.c.conn(addr)
 	if err != nil {
 		return nil, err
+	}
+	// A broker that answered a throttle gets no fetch until it has
+	// passed (KIP-219).
+	if !co.throttle.wait(addr, co.ctx.Done()) {
+		return nil, co.ctx.Err()
 	}
 	ctx, cancel := context.WithTimeout(co.ctx, co.c.cfg.requestTimeout+co.cfg.maxWait)
 	defer cancel()
 	resp := &internalv1.FetchResponseView{}
 	start := time.Now()
 	err = rpcError(cc.Invoke(ctx, "/sluice.v1.Log/Fetch", req, resp))
+	if err == nil {
+		co.throttle.observe(addr, start, resp.ThrottleTimeMs)
+	}
 	if fn := co.cfg.fetchObserver; fn != nil {
-		st := FetchStats{Broker: addr, Latency: time.Since(start), Err: err}
+		st := FetchStats{Broker: addr, Latency: time.Since(start), Err: err,
+			Throttle: time.Duration(resp.ThrottleTimeMs) * time.Millisecond}
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				for _, b := range p.Batches {

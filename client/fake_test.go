@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -97,6 +98,11 @@ type fakeState struct {
 	unaryCalls int
 
 	produceCalls map[int32]int  // produce requests per node
+	// throttleMs is answered in every produce response; produceAt and
+	// clientIDs are when each produce request came and its client id.
+	throttleMs int32
+	produceAt  []time.Time
+	clientIDs  []string
 	inflight     map[string]int // produce requests being served, per partition
 	maxInflight  map[string]int // the most seen at once
 	outOfOrder   int            // OUT_OF_ORDER_SEQUENCE_NUMBER answers
@@ -286,8 +292,25 @@ func (f *fakeBroker) Produce(ctx context.Context, req *sluicev1.ProduceRequest) 
 	return f.produce(ctx, req)
 }
 
-// produce serves one produce request, unary or from a stream.
-func (f *fakeBroker) produce(_ context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+// produce serves one produce request, unary or from a stream: it notes
+// when it came and its client id, and answers throttleMs without holding
+// the answer (as a broker whose hold a deadline cut short).
+func (f *fakeBroker) produce(ctx context.Context, req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
+	f.mu.Lock()
+	f.produceAt = append(f.produceAt, time.Now())
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		f.clientIDs = append(f.clientIDs, md.Get(ClientIDMetadataKey)...)
+	}
+	throttle := f.throttleMs
+	f.mu.Unlock()
+	resp, err := f.produceOnce(req)
+	if resp != nil {
+		resp.ThrottleTimeMs = throttle
+	}
+	return resp, err
+}
+
+func (f *fakeBroker) produceOnce(req *sluicev1.ProduceRequest) (*sluicev1.ProduceResponse, error) {
 	f.mu.Lock()
 	f.produceCalls[f.node]++
 	f.txn.produceIDs = append(f.txn.produceIDs, req.TransactionalId)

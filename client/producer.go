@@ -357,6 +357,9 @@ func (c *producerConfig) resolve() error {
 type Producer struct {
 	c   *Client
 	cfg producerConfig
+	// throttle holds requests to a broker that answered a throttle
+	// (throttle.go).
+	throttle brokerThrottle
 
 	mu          sync.Mutex // guards the following
 	acc         *accumulator
@@ -816,6 +819,11 @@ func (p *Producer) senderLoop() {
 	}
 }
 
+// Throttled is the throttles the brokers answered this producer with
+// (client quotas): it waited each out before its next request to that
+// broker.
+func (p *Producer) Throttled() ThrottleStats { return p.throttle.snapshot() }
+
 // queueFor returns the request queue of a broker, starting its workers on
 // first use. Only the sender loop calls it.
 func (p *Producer) queueFor(addr string) *brokerQueue {
@@ -849,6 +857,10 @@ func (p *Producer) brokerWorker(addr string, q *brokerQueue) {
 			q.sendMu.Unlock()
 			return
 		}
+		// A broker that answered a throttle gets nothing more until it
+		// has passed (KIP-219); stopping, bs is sent at once, as it
+		// would have been.
+		p.throttle.wait(addr, p.stop)
 		call := p.startProduce(addr, q.pc, bs)
 		q.sendMu.Unlock()
 		p.finishProduce(call)
@@ -859,6 +871,7 @@ func (p *Producer) brokerWorker(addr string, q *brokerQueue) {
 // ProduceStream (answer set), or as a unary Produce call (stream set).
 type produceCall struct {
 	bs   []*recordBatch // distinct partitions
+	sent time.Time
 	req  *internalv1.ProduceRequestView
 	addr string
 	err  error
@@ -878,7 +891,7 @@ var produceUnaryDesc = &grpc.StreamDesc{StreamName: "Produce"}
 // serve it) as a unary call split in two, NewStream and SendMsg here,
 // RecvMsg in finishProduce.
 func (p *Producer) startProduce(addr string, pc *produceConn, bs []*recordBatch) *produceCall {
-	call := &produceCall{bs: bs, addr: addr, pc: pc}
+	call := &produceCall{bs: bs, addr: addr, pc: pc, sent: time.Now()}
 	req := &internalv1.ProduceRequestView{
 		TransactionalId: p.cfg.transactionalID,
 		Acks:            p.cfg.acks.proto(),
@@ -965,6 +978,9 @@ func (p *Producer) finishProduce(call *produceCall) {
 		}
 	}
 	err = rpcError(err)
+	if err == nil {
+		p.throttle.observe(call.addr, call.sent, resp.ThrottleTimeMs)
+	}
 	results := make([]batchResult, len(call.bs))
 	if err != nil {
 		for i, b := range call.bs {
