@@ -97,16 +97,16 @@ type fakeState struct {
 	streams    int
 	unaryCalls int
 
-	produceCalls map[int32]int  // produce requests per node
+	produceCalls map[int32]int // produce requests per node
 	// throttleMs is answered in every produce response; produceAt and
 	// clientIDs are when each produce request came and its client id.
-	throttleMs int32
-	produceAt  []time.Time
-	clientIDs  []string
-	inflight     map[string]int // produce requests being served, per partition
-	maxInflight  map[string]int // the most seen at once
-	outOfOrder   int            // OUT_OF_ORDER_SEQUENCE_NUMBER answers
-	duplicates   int            // duplicate batches answered with their original offset
+	throttleMs  int32
+	produceAt   []time.Time
+	clientIDs   []string
+	inflight    map[string]int // produce requests being served, per partition
+	maxInflight map[string]int // the most seen at once
+	outOfOrder  int            // OUT_OF_ORDER_SEQUENCE_NUMBER answers
+	duplicates  int            // duplicate batches answered with their original offset
 
 	txn fakeTxnState   // the transaction coordinator (txn_fake_test.go)
 	grp fakeGroupState // the group coordinator (group_fake_test.go)

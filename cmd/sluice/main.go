@@ -63,6 +63,10 @@ Commands:
   acl list [RESOURCE]... [--resource-pattern-type any|match|literal|prefixed] [--principal P]...
   acl delete (RESOURCE | --principal P)... [--resource-pattern-type T] [--operation OP]...
              RESOURCE: --topic T, --group G, --transactional-id ID or --cluster ("sluice acl" says more)
+  quota set ENTITY [--producer-byte-rate N] [--consumer-byte-rate N] [--request-percentage P]
+  quota delete ENTITY [--producer-byte-rate] [--consumer-byte-rate] [--request-percentage]
+  quota list [--user U | --user-default] [--client-id C | --client-id-default]
+             ENTITY: (--user U | --user-default) and/or (--client-id C | --client-id-default)
 
 Global flags (also accepted after the command):
   --brokers   bootstrap brokers, comma separated (env SLUICE_BROKERS, default 127.0.0.1:9400)
@@ -194,6 +198,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return env.user(ctx, rest)
 	case "acl":
 		return env.acl(ctx, rest)
+	case "quota":
+		return env.quota(ctx, rest)
 	default:
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
 		return errUsage
