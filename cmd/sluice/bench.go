@@ -100,7 +100,19 @@ func (e *env) printBench(r benchResult) error {
 	}
 	fmt.Fprintf(e.stdout, "%s %s: %s in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, mean %.3f ms; errors %d\n",
 		r.Mode, r.Topic, plural(r.Records, "record"), r.Seconds, r.RecordsPerSec, r.MBPerSec, r.LatencyWhat, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyP999Ms, r.LatencyMeanMs, r.Errors)
+	if r.ThrottledRequests > 0 {
+		fmt.Fprintf(e.stdout, "throttled by quotas: %s, %.0f ms in all, at most %.0f ms\n",
+			plural(r.ThrottledRequests, "answer"), r.ThrottleTotalMs, r.ThrottleMaxMs)
+	}
 	return nil
+}
+
+// withThrottle is r with the throttles a client quota answered.
+func withThrottle(r benchResult, st client.ThrottleStats) benchResult {
+	r.ThrottledRequests = st.Count
+	r.ThrottleTotalMs = float64(st.Total) / 1e6
+	r.ThrottleMaxMs = float64(st.Max) / 1e6
+	return r
 }
 
 func (e *env) benchProduce(ctx context.Context, args []string) error {
@@ -192,7 +204,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return e.printBench(res)
+		return e.printBench(withThrottle(res, p.Throttled()))
 	}
 	if *syncMode {
 		res, err := e.benchSync(ctx, p, client.Record{Topic: *topic, Partition: int32(*partition), Value: value}, *records, *size)
@@ -200,7 +212,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return e.printBench(res)
+		return e.printBench(withThrottle(res, p.Throttled()))
 	}
 
 	var acked, ackedBytes, failures atomic.Int64
@@ -257,7 +269,7 @@ func (e *env) benchProduce(ctx context.Context, args []string) error {
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(ackedBytes.Load()) / elapsed.Seconds() / 1e6,
 		LatencyWhat: "send-to-ack", Errors: failures.Load()}
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
-	return e.printBench(res)
+	return e.printBench(withThrottle(res, p.Throttled()))
 }
 
 // benchSync sends records one at a time: each with SendSync, the next only
@@ -462,7 +474,7 @@ func (e *env) benchConsume(ctx context.Context, args []string) error {
 	res := benchResult{Mode: "consume", Topic: *topic, Records: n, Bytes: bytes.Load(), Seconds: elapsed.Seconds(),
 		RecordsPerSec: float64(n) / elapsed.Seconds(), MBPerSec: float64(bytes.Load()) / elapsed.Seconds() / 1e6, LatencyWhat: "fetch"}
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMeanMs = lat.percentiles()
-	if err := e.printBench(res); err != nil {
+	if err := e.printBench(withThrottle(res, co.Throttled())); err != nil {
 		return err
 	}
 	if n < target {

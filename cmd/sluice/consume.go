@@ -150,6 +150,7 @@ func (e *env) consume(ctx context.Context, args []string) error {
 		return fmt.Errorf("consume: %w", err)
 	}
 	defer co.Close()
+	defer e.reportThrottle("consume", co.Throttled)
 	if gc != nil {
 		gc.co = co
 		if err := co.Subscribe(topic); err != nil {

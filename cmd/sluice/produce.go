@@ -143,6 +143,7 @@ func (e *env) produce(ctx context.Context, args []string) error {
 		return fmt.Errorf("produce: %w", err)
 	}
 	defer p.Close()
+	defer e.reportThrottle("produce", p.Throttled)
 	txn := &txnRun{p: p, abort: pf.abort, on: pf.transactional != ""}
 	if err := txn.start(ctx); err != nil {
 		return fmt.Errorf("produce: %w", err)

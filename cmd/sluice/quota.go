@@ -172,6 +172,14 @@ func (e *env) alterQuotas(ctx context.Context, cmd string, entity *sluicev1.Quot
 	return nil
 }
 
+// reportThrottle tells on stderr, when the brokers throttled the command
+// for a client quota, how much: the records were all sent or read, later.
+func (e *env) reportThrottle(cmd string, stats func() client.ThrottleStats) {
+	if st := stats(); st.Count > 0 {
+		fmt.Fprintf(e.stderr, "%s: throttled by client quotas: %s, %v in all, at most %v\n", cmd, plural(st.Count, "answer"), st.Total, st.Max)
+	}
+}
+
 func nameString(n *sluicev1.QuotaEntityName) string {
 	switch {
 	case n == nil:

@@ -136,6 +136,12 @@ type BenchResult struct {
 	LatencyP999Ms float64 `json:"latency_p999_ms"`
 	LatencyMeanMs float64 `json:"latency_mean_ms"`
 	Errors        int64   `json:"errors"`
+	// ThrottledRequests are the answers a client quota throttled (absent
+	// when none was); ThrottleTotalMs and ThrottleMaxMs their throttle
+	// times' sum and largest.
+	ThrottledRequests int64   `json:"throttled_requests,omitempty"`
+	ThrottleTotalMs   float64 `json:"throttle_total_ms,omitempty"`
+	ThrottleMaxMs     float64 `json:"throttle_max_ms,omitempty"`
 }
 
 // TransactionListing is one entry of "txn list --output json" (a JSON
