@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/api"
 	"github.com/sluice-io/sluice/node"
@@ -133,5 +134,56 @@ func TestConsumerOverQuotaIsThrottled(t *testing.T) {
 	// capped at the window's 1.1 s.
 	if n := len(resp.Topics[0].Partitions[0].Batches); n != 4 || resp.ThrottleTimeMs != 1100 {
 		t.Errorf("%d batches, throttle_time_ms %d; want 4 and 1100", n, resp.ThrottleTimeMs)
+	}
+}
+
+// TestProduceStreamOverQuotaIsMuted: on a ProduceStream the throttled
+// answer is sent at once with throttle_time_ms, and the broker reads
+// nothing more from the stream for that long (Kafka's muted channel): the
+// next request's answer comes after it. Both are appended.
+func TestProduceStreamOverQuotaIsMuted(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) {
+		c.QuotaWindowSamples, c.QuotaWindowSize = 11, 100*time.Millisecond
+	})
+	tn.createTopic("s", 1, nil)
+	res, err := tn.admin.AlterClientQuotas(ctx(t), &sluicev1.AlterClientQuotasRequest{Entries: []*sluicev1.ClientQuotaAlteration{{
+		Entity: &sluicev1.QuotaEntity{ClientId: &sluicev1.QuotaEntityName{Name: "streamer"}},
+		Ops:    []*sluicev1.QuotaOp{{Key: "producer_byte_rate", Value: 32 * 1024}},
+	}}})
+	if err != nil || res.Results[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("AlterClientQuotas: %v %v", res, err)
+	}
+	var rb sluicev1.RecordBatch
+	if err := proto.Unmarshal(quotaBatch(64, 1024), &rb); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tn.log.ProduceStream(metadata.AppendToOutgoingContext(ctx(t), api.ClientIDMetadataKey, "streamer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for id := range int64(2) {
+		if err := st.Send(&sluicev1.ProduceStreamRequest{CorrelationId: id, Request: &sluicev1.ProduceRequest{Acks: sluicev1.Acks_ACKS_LEADER,
+			Topics: []*sluicev1.TopicProduceData{{Name: "s", Partitions: []*sluicev1.PartitionProduceData{{Partition: 0, Batch: &rb}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstAt := time.Since(start)
+	second, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondAt := time.Since(start)
+	// ~65 KiB against 32 KiB/s over the 1 s floor: ~1 s of throttle.
+	throttle := time.Duration(first.Response.GetThrottleTimeMs()) * time.Millisecond
+	if first.CorrelationId != 0 || throttle < 900*time.Millisecond || firstAt > throttle/2 {
+		t.Errorf("first answer %d after %v with throttle %v: want it at once, throttled about 1 s", first.CorrelationId, firstAt, throttle)
+	}
+	if secondAt < throttle-50*time.Millisecond || second.Response.GetTopics()[0].Partitions[0].BaseOffset != int64(64) {
+		t.Errorf("second answer after %v (throttle %v): %v", secondAt, throttle, second)
 	}
 }
