@@ -98,10 +98,12 @@ type fakeState struct {
 	unaryCalls int
 
 	produceCalls map[int32]int // produce requests per node
-	// throttleMs is answered in every produce response; produceAt and
-	// clientIDs are when each produce request came and its client id.
+	// throttleMs is answered in every produce and fetch response;
+	// produceAt and fetchAt are when each produce and fetch request came,
+	// clientIDs the client id of each produce request.
 	throttleMs  int32
 	produceAt   []time.Time
+	fetchAt     []time.Time
 	clientIDs   []string
 	inflight    map[string]int // produce requests being served, per partition
 	maxInflight map[string]int // the most seen at once
@@ -420,7 +422,8 @@ func (f *fakeBroker) Fetch(_ context.Context, req *sluicev1.FetchRequest) (*slui
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.txn.fetchIsolation = append(f.txn.fetchIsolation, req.IsolationLevel)
-	resp := &sluicev1.FetchResponse{}
+	f.fetchAt = append(f.fetchAt, time.Now())
+	resp := &sluicev1.FetchResponse{ThrottleTimeMs: f.throttleMs}
 	for _, t := range req.Topics {
 		tr := &sluicev1.FetchableTopicResponse{Name: t.Name}
 		resp.Topics = append(resp.Topics, tr)

@@ -55,3 +55,43 @@ func TestProducerWaitsOutThrottleAndSendsClientID(t *testing.T) {
 		})
 	}
 }
+
+// The consumer waits out a fetch answer's throttle before its next fetch
+// from that broker.
+func TestConsumerWaitsOutThrottle(t *testing.T) {
+	f := startFake(t, map[string]int{"t": 1})
+	const throttle = 200 * time.Millisecond
+	f.throttleMs = int32(throttle / time.Millisecond)
+	c, err := New([]string{f.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	co, err := c.NewConsumer(WithMaxWait(10 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	if err := co.Assign("t", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		co.Poll(ctx)
+	}
+	f.mu.Lock()
+	at := append([]time.Time(nil), f.fetchAt...)
+	f.mu.Unlock()
+	if len(at) < 2 || len(at) > 6 {
+		t.Fatalf("%d fetches in 1 s with a 200 ms throttle", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < throttle-10*time.Millisecond {
+			t.Errorf("fetch %d came %v after the throttled one", i, gap)
+		}
+	}
+	if st := co.Throttled(); st.Count != int64(len(at)) || st.Max != throttle {
+		t.Errorf("stats %+v after %d fetches", st, len(at))
+	}
+}
