@@ -117,6 +117,7 @@ func withThrottle(r benchResult, st client.ThrottleStats) benchResult {
 
 func (e *env) benchProduce(ctx context.Context, args []string) error {
 	fs := e.newFlags("bench produce", "bench produce --topic T [--records N] [--record-size B] [--acks all|1|0] [--create-partitions N] [--throughput R] [--sync]\n                    [--transactional-id ID [--commit-interval D]]")
+	fs.StringVar(&e.g.clientID, "client-id", "", "client id sent with every request (Kafka's client.id), which client quotas may name")
 	topic := fs.String("topic", "", "topic to produce to (required)")
 	records := fs.Int64("records", 1_000_000, "records to send")
 	size := fs.Int("record-size", 100, "value size in bytes")
@@ -372,6 +373,7 @@ func (e *env) benchTxn(ctx context.Context, p *client.Producer, r client.Record,
 
 func (e *env) benchConsume(ctx context.Context, args []string) error {
 	fs := e.newFlags("bench consume", "bench consume --topic T [--records N]\n\nReads from the earliest offset of every partition.")
+	fs.StringVar(&e.g.clientID, "client-id", "", "client id sent with every request (Kafka's client.id), which client quotas may name")
 	topic := fs.String("topic", "", "topic to read (required)")
 	records := fs.Int64("records", 0, "records to read (0: everything up to the current end)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up when no record arrives for this long")

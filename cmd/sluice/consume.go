@@ -29,6 +29,7 @@ type recordJSON struct {
 
 func (e *env) consume(ctx context.Context, args []string) error {
 	fs := e.newFlags("consume", "consume TOPIC [--partition P | --group G] [--from-beginning | --offset O] [--max-messages N]\n              [--timeout D] [--isolation read_committed|read_uncommitted] [--print-offsets] [--print-keys]\n\nPrints one record value per line. Starts at the latest offset unless told\notherwise; reads every partition unless --partition is given. With --group,\njoins the consumer group, reads the partitions the group assigns it from the\ngroup's committed offsets (--from-beginning: the earliest offset where none\nis committed), and commits the offsets of the records it printed.")
+	fs.StringVar(&e.g.clientID, "client-id", "", "client id sent with every request (Kafka's client.id), which client quotas may name")
 	partition := fs.Int("partition", -1, "partition to read (-1: all)")
 	group := fs.String("group", "", "consume as a member of this consumer group (excludes --partition and --offset)")
 	instanceID := fs.String("group-instance-id", "", "with --group: a static member id (group.instance.id); a restart within the session timeout keeps the assignment")

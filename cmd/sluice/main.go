@@ -90,7 +90,11 @@ type globals struct {
 	brokers string
 	output  string
 	timeout time.Duration
-	sec     security
+	// clientID is sent with every request (client quotas); "" none. Set
+	// by the commands with a --client-id flag (produce, consume, bench):
+	// "quota" has a --client-id of its own, so it is no global flag.
+	clientID string
+	sec      security
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -123,7 +127,11 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(addrs, append(opts, client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))...)
+	opts = append(opts, client.WithDialTimeout(5*time.Second), client.WithRequestTimeout(g.timeout))
+	if g.clientID != "" {
+		opts = append(opts, client.WithClientID(g.clientID))
+	}
+	c, err := client.New(addrs, opts...)
 	var bad *client.BrokerAddrError
 	if errors.As(err, &bad) {
 		return nil, fmt.Errorf("--brokers: %w", err)

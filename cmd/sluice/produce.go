@@ -79,6 +79,7 @@ func checkProduceFlags(acksFlag, transactionalID string, commitEvery int, abort 
 // aborted) every --commit-every records and at the end.
 func (e *env) produce(ctx context.Context, args []string) error {
 	fs := e.newFlags("produce", "produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]\n              [--transactional-id ID [--commit-every N] [--abort] [--transaction-timeout D]]\n\nReads one record per line from stdin (the key is the text before the\nseparator when --key-separator is given) and exits once all are acknowledged.\nWith --transactional-id the records are written in transactions: committed\nevery --commit-every records and at the end of the input, or aborted with\n--abort (read_committed consumers then never see them).")
+	fs.StringVar(&e.g.clientID, "client-id", "", "client id sent with every request (Kafka's client.id), which client quotas may name")
 	partition := fs.Int("partition", -1, "partition to produce to (-1: by key hash, sticky when keyless)")
 	keySep := fs.String("key-separator", "", "split each line into key and value at the first occurrence of this string")
 	acksFlag := fs.String("acks", "all", "acknowledgement: all, 1 (leader) or 0 (none); transactions need all")

@@ -60,3 +60,26 @@ func TestQuotaSetListDelete(t *testing.T) {
 		}
 	}
 }
+
+// produce --client-id sends the client id, and tells on stderr how much a
+// client quota on it throttled the run; every record is written.
+func TestProduceReportsQuotaThrottle(t *testing.T) {
+	s := nodetest.StartSingle(t, t.TempDir(), nil)
+	brokers := "--brokers=" + s.Node.Addr()
+	if _, errOut, err := runArgs(t, "topic", "create", "q", "--partitions", "1", "--replication-factor", "1", brokers); err != nil {
+		t.Fatal(err, errOut)
+	}
+	// 1 B/s: the first request is throttled, by the cap (11 s) at most;
+	// the answer is held that long, within the request timeout.
+	if _, errOut, err := runArgs(t, "quota", "set", "--client-id", "slow", "--producer-byte-rate", "1", brokers); err != nil {
+		t.Fatal(err, errOut)
+	}
+	_, errOut, err := runWithStdin(t, "a\nb\nc\n", "produce", "q", "--client-id", "slow", brokers)
+	if err != nil || !strings.Contains(errOut, "produce: throttled by client quotas: 1 answer") {
+		t.Fatalf("produce: %v, stderr %q", err, errOut)
+	}
+	out, _, err := runArgs(t, "consume", "q", "--from-beginning", "--max-messages", "3", "--timeout", "10s", brokers)
+	if err != nil || out != "a\nb\nc\n" {
+		t.Errorf("consume: %q %v", out, err)
+	}
+}
