@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/internal/ratelog"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -46,27 +46,7 @@ const maxSaslMessage = 64 << 10
 type authService struct {
 	sluicev1.UnimplementedAuthServer
 	cfg  AuthConfig
-	logs rateLimitedLog // one refusal line per reason every 10 s
-}
-
-// rateLimitedLog allows one line per key per 10 s.
-type rateLimitedLog struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-}
-
-func (r *rateLimitedLog) allow(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	if t, ok := r.last[key]; ok && now.Sub(t) < 10*time.Second {
-		return false
-	}
-	if r.last == nil {
-		r.last = map[string]time.Time{}
-	}
-	r.last[key] = now
-	return true
+	logs ratelog.Limiter // one refusal line per reason every 10 s
 }
 
 // NewAuthService returns the Auth service (SCRAM exchanges, WhoAmI).
@@ -74,7 +54,7 @@ func NewAuthService(cfg AuthConfig) sluicev1.AuthServer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &authService{cfg: cfg}
+	return &authService{cfg: cfg, logs: ratelog.Limiter{Every: 10 * time.Second}}
 }
 
 func (s *authService) refuse(reason string, code sluicev1.ErrorCode, msg string, ctx context.Context, err error) error {
@@ -85,7 +65,7 @@ func (s *authService) refuse(reason string, code sluicev1.ErrorCode, msg string,
 	if p, ok := peer.FromContext(ctx); ok {
 		addr = p.Addr.String()
 	}
-	if s.logs.allow(reason) {
+	if s.logs.Allow(reason) {
 		s.cfg.Logger.Info("authentication refused", "peer", addr, "reason", reason, "err", err)
 	}
 	return errs.NewStatus(codes.Unauthenticated, code, msg, nil)

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -24,7 +26,13 @@ import (
 type Authz struct {
 	on  bool
 	cur atomic.Pointer[auth.Authorizer]
-	log *slog.Logger
+	// loaded is closed once the node's first metadata image has set the
+	// ACLs (MarkLoaded): until then a check waits (a restarted broker
+	// would otherwise deny every caller with an empty ACL set, as
+	// Kafka's authorizer answers "not ready" before its initial load).
+	loaded     chan struct{}
+	loadedOnce sync.Once
+	log        *slog.Logger
 	// Denied, if set, is told of each denial (a metric by resource type).
 	Denied func(auth.ResourceType)
 	// AuditAllowed logs allowed operations on the cluster (admin
@@ -38,9 +46,46 @@ func NewAuthz(a *auth.Authorizer, log *slog.Logger) *Authz {
 	if log == nil {
 		log = slog.Default()
 	}
-	z := &Authz{on: true, log: log}
-	z.cur.Store(a)
+	z := NewAuthzLoading(log)
+	z.Set(a)
+	z.MarkLoaded()
 	return z
+}
+
+// NewAuthzLoading returns an Authz whose checks wait (bounded) for the
+// first ACLs: Set, then MarkLoaded. Until then no ACL is in force.
+func NewAuthzLoading(log *slog.Logger) *Authz {
+	if log == nil {
+		log = slog.Default()
+	}
+	z := &Authz{on: true, log: log, loaded: make(chan struct{})}
+	z.cur.Store(auth.NewAuthorizer(nil, nil))
+	return z
+}
+
+// MarkLoaded says the ACLs of the node's metadata are in (Set has been
+// called with them, or there are none): checks stop waiting.
+func (z *Authz) MarkLoaded() { z.loadedOnce.Do(func() { close(z.loaded) }) }
+
+// authzLoadWait bounds how long a check waits for the first ACLs.
+const authzLoadWait = 10 * time.Second
+
+// current is the authorizer in force, once the first ACLs are in (or
+// after ctx ends or authzLoadWait passes: then the ACLs known, none,
+// decide — a denial).
+func (z *Authz) current(ctx context.Context) *auth.Authorizer {
+	select {
+	case <-z.loaded:
+	default:
+		t := time.NewTimer(authzLoadWait)
+		select {
+		case <-z.loaded:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return z.cur.Load()
 }
 
 // Set replaces the authorizer (the ACLs changed).
@@ -78,7 +123,7 @@ func (z *Authz) Allowed(ctx context.Context, op auth.Operation, r auth.Resource)
 	}
 	c := auth.CallerFrom(ctx)
 	host := hostOf(ctx)
-	if z.cur.Load().Authorize(c.Principal, host, op, r) {
+	if z.current(ctx).Authorize(c.Principal, host, op, r) {
 		if z.AuditAllowed && r.Type == auth.ResourceCluster {
 			z.log.Info("authorization allowed", "principal", c.Principal.String(), "host", host, "operation", op,
 				"resource_type", r.Type, "resource", r.Name)
@@ -100,7 +145,7 @@ func (z *Authz) AllowedQuiet(ctx context.Context, op auth.Operation, r auth.Reso
 	if !z.Enabled() {
 		return true
 	}
-	return z.cur.Load().Authorize(auth.CallerFrom(ctx).Principal, hostOf(ctx), op, r)
+	return z.current(ctx).Authorize(auth.CallerFrom(ctx).Principal, hostOf(ctx), op, r)
 }
 
 // DeniedCode is the error code of a denial on a resource of type t.
@@ -158,5 +203,5 @@ func (z *Authz) AllowedAny(ctx context.Context, op auth.Operation, t auth.Resour
 	if !z.Enabled() {
 		return true
 	}
-	return z.cur.Load().AuthorizeAny(auth.CallerFrom(ctx).Principal, hostOf(ctx), op, t)
+	return z.current(ctx).AuthorizeAny(auth.CallerFrom(ctx).Principal, hostOf(ctx), op, t)
 }

@@ -131,16 +131,17 @@ func TestChaosShortProfile(t *testing.T) {
 }
 
 // TestChaosShortProfileSecure is the short profile's secured variant
-// (`make chaos CHAOS_ARGS="--security tls+scram"` is the long form): TLS
+// (`make chaos CHAOS_ARGS="--security tls+scram+acl"` is the long form): TLS
 // on every listener (mutual between nodes, through the fault proxies),
 // encrypted gossip, authentication required, every workload client
 // authenticating with SCRAM (both mechanisms) as a user the harness
-// creates first, and 30 s of the faults that break connections and
+// creates first, authorization on with only the ACLs that user needs
+// (workloadAcls), and 30 s of the faults that break connections and
 // sessions: a killed node restarts reading its certificate files and has
 // lost every session, a paused one resumes with its connections, a
 // partition cuts TLS connections mid-stream. Any anomaly fails it, and so
 // does a client that was not authenticated, a SCRAM exchange refused, or
-// a fault that did not bite.
+// a fault that did not bite, or any authorization denial.
 func TestChaosShortProfileSecure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process chaos run (about 1.5 minutes)")
@@ -154,7 +155,7 @@ func TestChaosShortProfileSecure(t *testing.T) {
 		}
 		cfg.Seed = v
 	}
-	cfg.Security = SecurityTLSSCRAM
+	cfg.Security = SecurityTLSSCRAMACL
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,kill:coordinator,kill-two:leader")
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +205,11 @@ func TestChaosShortProfileSecure(t *testing.T) {
 		if reason != "session_invalid" {
 			t.Errorf("%d authentication failures %s: %s", n, reason, res.Security)
 		}
+	}
+	// The ACLs were exactly sufficient: nothing the workload did was
+	// denied (Run checked first that every node authorizes).
+	if !res.Security.ACL || res.Denials > 0 {
+		t.Errorf("authorization: ACL %v, %d denials: %s", res.Security.ACL, res.Denials, res.Security)
 	}
 }
 

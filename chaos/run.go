@@ -121,6 +121,24 @@ type Result struct {
 	// Security is what the nodes' TLS and authentication counted, in a
 	// secured run (nil otherwise), summed over the nodes that answered.
 	Security *SecurityCounts
+	// ACL marks a tls+scram+acl run; Denials are its authorization
+	// denials (the more of the nodes' counters and their logs' lines):
+	// any fails the run.
+	ACL         bool
+	Denials     int
+	denialLines []string
+}
+
+// OK reports whether the run passed: no anomaly, and no authorization
+// denial in a tls+scram+acl run.
+func (r Result) OK() bool { return r.Report.OK() && r.Denials == 0 }
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // txnAbortScan is the nodes' --transaction-abort-timed-out-interval;
@@ -133,6 +151,9 @@ const (
 
 // SummaryLine is the run's last line.
 func (r Result) SummaryLine() string {
+	if r.ACL {
+		return fmt.Sprintf("chaos: %d ops, %d faults, %d anomalies, %d authorization denials, seed %d", r.Ops, r.Faults, r.Report.Anomalies(), r.Denials, r.Seed)
+	}
 	return fmt.Sprintf("chaos: %d ops, %d faults, %d anomalies, seed %d", r.Ops, r.Faults, r.Report.Anomalies(), r.Seed)
 }
 
@@ -164,7 +185,7 @@ func Run(cfg Config) (Result, error) {
 	}
 	r := &runner{cfg: cfg, rec: &recorder{},
 		log: slog.New(slog.NewTextHandler(cfg.Out, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	res := Result{Seed: cfg.Seed}
+	res := Result{Seed: cfg.Seed, ACL: cfg.Security.acl()}
 	res.Schedule = NewSchedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Partitions: cfg.Workload.Partitions,
 		Script: cfg.Script, FaultMin: cfg.FaultMin, FaultMax: cfg.FaultMax, GapMin: cfg.GapMin, GapMax: cfg.GapMax,
 		Methods: cfg.Methods, RequestTimeout: cfg.Workload.RequestTimeout, Transactions: cfg.Workload.TxnProducers > 0,
@@ -224,8 +245,19 @@ func Run(cfg Config) (Result, error) {
 	if err := r.createUsers(); err != nil {
 		return res, err
 	}
-	r.admin, err = cfg.Workload.newClient(c.Addrs(), client.WithRequestTimeout(3*time.Second))
-	if err != nil {
+	if cfg.Security.acl() {
+		// The harness's admin calls (topic creation, metadata, watermarks,
+		// coordinators) as chaos-admin, the super user: User:chaos gets
+		// only what the workload needs.
+		tc, err := r.pki.adminTLS()
+		if err != nil {
+			return res, err
+		}
+		r.admin, err = client.New(c.Addrs(), client.WithTLS(tc), client.WithRequestTimeout(3*time.Second))
+		if err != nil {
+			return res, err
+		}
+	} else if r.admin, err = cfg.Workload.newClient(c.Addrs(), client.WithRequestTimeout(3*time.Second)); err != nil {
 		return res, err
 	}
 	defer r.admin.Close()
@@ -251,8 +283,18 @@ func Run(cfg Config) (Result, error) {
 		defer cc.Close()
 		r.nodeAdmins[id] = sluicev1.NewAdminClient(cc)
 	}
+	if cfg.Security.acl() {
+		if err := r.createAcls(); err != nil {
+			return res, err
+		}
+	}
 	if err := r.createTopic(); err != nil {
 		return res, err
+	}
+	if cfg.Security.acl() {
+		if err := r.checkAuthorizing(); err != nil {
+			return res, err
+		}
 	}
 	stopSampling := r.sampleWatermarks()
 	defer stopSampling()
@@ -327,6 +369,12 @@ func Run(cfg Config) (Result, error) {
 		if err != nil {
 			r.log.Warn("security counters not read from every node", "err", err)
 		}
+		if sc.ACL {
+			var lines []string
+			lines, sc.DeniedLogLines = r.denialLines(10)
+			res.Denials = max(sc.DeniedLogLines, sumCounts(sc.Denials))
+			res.denialLines = lines
+		}
 		res.Security = &sc
 	}
 	c.Stop(30 * time.Second)
@@ -370,6 +418,12 @@ func Run(cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Out, "chaos: security %s (counters since each node's last start): %s\n", cfg.Security, res.Security)
 		for _, l := range r.refusalLines(10) {
 			fmt.Fprintf(cfg.Out, "  %s\n", l)
+		}
+		if res.Denials > 0 {
+			fmt.Fprintf(cfg.Out, "chaos: AUTHORIZATION DENIED %d times: the workload's ACLs are not sufficient (run fails); first denials:\n", res.Denials)
+			for _, l := range res.denialLines {
+				fmt.Fprintf(cfg.Out, "  %s\n", l)
+			}
 		}
 	}
 	if e := topErrors(h.Writes, 3); e != "" {

@@ -48,21 +48,28 @@ const (
 	// workload's clients authenticate with SCRAM, the harness's own
 	// per-node samplers with a client certificate.
 	SecurityTLSSCRAM Security = "tls+scram"
+	// SecurityTLSSCRAMACL: SecurityTLSSCRAM and --authorizer acl with
+	// User:chaos-admin (the harness's client certificate) the only super
+	// user: the harness creates, as it, exactly the ACLs the workload's
+	// SCRAM user needs (workloadAcls), and any denial fails the run.
+	SecurityTLSSCRAMACL Security = "tls+scram+acl"
 )
 
-// ParseSecurity parses a --security value: none (or ""), tls, tls+scram.
+// ParseSecurity parses a --security value: none (or ""), tls, tls+scram,
+// tls+scram+acl.
 func ParseSecurity(s string) (Security, error) {
 	switch Security(s) {
 	case SecurityNone, "none":
 		return SecurityNone, nil
-	case SecurityTLS, SecurityTLSSCRAM:
+	case SecurityTLS, SecurityTLSSCRAM, SecurityTLSSCRAMACL:
 		return Security(s), nil
 	}
-	return "", fmt.Errorf("chaos: security %q: want none, %s or %s", s, SecurityTLS, SecurityTLSSCRAM)
+	return "", fmt.Errorf("chaos: security %q: want none, %s, %s or %s", s, SecurityTLS, SecurityTLSSCRAM, SecurityTLSSCRAMACL)
 }
 
 func (s Security) tls() bool   { return s != SecurityNone }
-func (s Security) scram() bool { return s == SecurityTLSSCRAM }
+func (s Security) scram() bool { return s == SecurityTLSSCRAM || s == SecurityTLSSCRAMACL }
+func (s Security) acl() bool   { return s == SecurityTLSSCRAMACL }
 
 // String is the mode as --security takes it.
 func (s Security) String() string {
@@ -231,6 +238,9 @@ func (p *pki) args() []string {
 		a = append(a, "--authentication", "required", "--client-auth", "request",
 			"--tls-principal-mapping-rules", "RULE:^CN=(.*)$/$1/,DEFAULT")
 	}
+	if p.mode.acl() {
+		a = append(a, "--authorizer", "acl", "--super-users", "User:"+chaosAdminUser)
+	}
 	return a
 }
 
@@ -370,6 +380,14 @@ type SecurityCounts struct {
 	// Refusals are the TLS handshakes refused, by "listener/reason"
 	// (handshake: a connection cut in the middle, as partitions do).
 	Refusals map[string]int
+	// With ACLs (tls+scram+acl): Denials are the authorizer's denials
+	// (sluice_authorization_denials_total) by resource type, since each
+	// node's last start, and DeniedLogLines the "authorization denied"
+	// lines in the nodes' logs, every incarnation's. Either nonzero fails
+	// the run: the workload's ACLs were not sufficient.
+	ACL            bool
+	Denials        map[string]int
+	DeniedLogLines int
 }
 
 // String is the counts for the run's log.
@@ -384,13 +402,18 @@ func (s SecurityCounts) String() string {
 		}
 		return strings.Join(parts, " ")
 	}
-	return fmt.Sprintf("authentications %s; authentication failures %s; TLS handshake refusals %s",
+	out := fmt.Sprintf("authentications %s; authentication failures %s; TLS handshake refusals %s",
 		f(s.Authentications), f(s.Failures), f(s.Refusals))
+	if s.ACL {
+		out += fmt.Sprintf("; authorization denials %s (%d logged)", f(s.Denials), s.DeniedLogLines)
+	}
+	return out
 }
 
 // securityCounts reads SecurityCounts from every node that answers.
 func (r *runner) securityCounts() (SecurityCounts, error) {
-	s := SecurityCounts{Authentications: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{}}
+	s := SecurityCounts{Authentications: map[string]int{}, Failures: map[string]int{}, Refusals: map[string]int{},
+		ACL: r.pki.mode.acl(), Denials: map[string]int{}}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var errs []error
 	for _, n := range r.cluster.Nodes {
@@ -417,6 +440,9 @@ func (r *runner) securityCounts() (SecurityCounts, error) {
 		add(s.Authentications, "sluice_authentications_total", "mechanism")
 		add(s.Failures, "sluice_authentication_failures_total", "reason")
 		add(s.Refusals, "sluice_tls_handshake_refusals_total", "listener", "reason")
+		if s.ACL {
+			add(s.Denials, "sluice_authorization_denials_total", "resource_type")
+		}
 	}
 	return s, errors.Join(errs...)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func TestParseSecurity(t *testing.T) {
-	for in, want := range map[string]Security{"": SecurityNone, "none": SecurityNone, "tls": SecurityTLS, "tls+scram": SecurityTLSSCRAM} {
+	for in, want := range map[string]Security{"": SecurityNone, "none": SecurityNone, "tls": SecurityTLS, "tls+scram": SecurityTLSSCRAM, "tls+scram+acl": SecurityTLSSCRAMACL} {
 		got, err := ParseSecurity(in)
 		if err != nil || got != want {
 			t.Errorf("ParseSecurity(%q) = %q, %v; want %q", in, got, err, want)

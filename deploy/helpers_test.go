@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -106,6 +107,7 @@ type manifests struct {
 	NetworkPolicies []networkingv1.NetworkPolicy
 	Certificates    []certificate
 	Issuers         []issuer
+	Jobs            []batchv1.Job
 }
 
 // render runs kustomize's build of dir on fSys (the krusty library, what
@@ -143,6 +145,9 @@ func render(fSys filesys.FileSystem, dir string) (*manifests, error) {
 		case kind == "PodDisruptionBudget":
 			m.PDBs = append(m.PDBs, policyv1.PodDisruptionBudget{})
 			into = &m.PDBs[len(m.PDBs)-1]
+		case res.GetApiVersion() == "batch/v1" && kind == "Job":
+			m.Jobs = append(m.Jobs, batchv1.Job{})
+			into = &m.Jobs[len(m.Jobs)-1]
 		case kind == "ConfigMap":
 			m.ConfigMaps = append(m.ConfigMaps, corev1.ConfigMap{})
 			into = &m.ConfigMaps[len(m.ConfigMaps)-1]

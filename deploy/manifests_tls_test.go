@@ -3,10 +3,13 @@ package deploy
 import (
 	"crypto/x509"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
+	"os/exec"
 	"path"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,4 +314,106 @@ func parseNodeURI(s string) (cluster, name string, ok bool) {
 		return "", "", false
 	}
 	return auth.ParseNodeURI(u)
+}
+
+// TestManifestACLBootstrap checks the tls overlay's ACL bootstrap
+// (overlays/tls/acl-bootstrap.yaml): the pods authorize with one super
+// user, the principal the administrator's Certificate maps to by the pods'
+// own mapping rules; the Job's containers are `sluice acl create`
+// commands whose every flag `sluice acl create --help` lists, run as the administrator (the Secret of
+// that Certificate mounted where their TLS flags point, read-only) through
+// the client Service; and each principal they grant is a client
+// Certificate's.
+func TestManifestACLBootstrap(t *testing.T) {
+	m := renderOverlay(t, "tls")
+	sts := &m.StatefulSets[0]
+	p := podOf(t, m, sts, 0, namespaceOf(sts), "10.0.0.1")
+	if v, _ := p.setting("authorizer"); v != "acl" {
+		t.Fatalf("--authorizer=%q, want acl", v)
+	}
+	rules, _ := p.setting("tls-principal-mapping-rules")
+	mapper, err := auth.ParsePrincipalMappingRules(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	principalOf := map[string]string{} // Secret -> principal
+	for _, c := range m.Certificates {
+		if c.Spec.CommonName != "" && !c.Spec.IsCA {
+			name, err := mapper.Map("CN=" + c.Spec.CommonName)
+			if err != nil {
+				t.Fatalf("Certificate %s: %v", c.Name, err)
+			}
+			principalOf[c.Spec.SecretName] = "User:" + name
+		}
+	}
+	supers, _ := p.setting("super-users")
+	if principalOf["sluice-admin-tls"] == "" || supers != principalOf["sluice-admin-tls"] {
+		t.Fatalf("--super-users=%q, but the administrator's Certificate maps to %q", supers, principalOf["sluice-admin-tls"])
+	}
+	if len(m.Jobs) != 1 {
+		t.Fatalf("%d Jobs, want the ACL bootstrap", len(m.Jobs))
+	}
+	job := &m.Jobs[0]
+	if job.Namespace != sts.Namespace {
+		t.Errorf("Job %s in namespace %q, the pods in %q", job.Name, job.Namespace, sts.Namespace)
+	}
+	help := aclCreateFlags(t)
+	granted := map[string]bool{}
+	spec := job.Spec.Template.Spec
+	for _, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+		if len(c.Command) != 1 || path.Base(c.Command[0]) != "sluice" || len(c.Args) < 2 || c.Args[0] != "acl" || c.Args[1] != "create" {
+			t.Errorf("Job container %s: %q %q, want sluice acl create", c.Name, c.Command, c.Args)
+			continue
+		}
+		for _, a := range c.Args[2:] {
+			name := strings.SplitN(strings.TrimLeft(a, "-"), "=", 2)[0]
+			if !strings.HasPrefix(a, "--") || !help[name] {
+				t.Errorf("Job container %s: %q is not a flag of sluice acl create", c.Name, a)
+			}
+		}
+		args := c.Args[2:]
+		if b, _ := flagValue(args, "brokers"); !strings.HasPrefix(b, "sluice:") || m.service("sluice") == nil {
+			t.Errorf("Job container %s: --brokers=%q, want the client Service sluice", c.Name, b)
+		}
+		for _, f := range []struct{ flag, key string }{{"tls-ca-file", "ca.crt"}, {"tls-cert-file", "tls.crt"}, {"tls-key-file", "tls.key"}} {
+			file, _ := flagValue(args, f.flag)
+			ok := false
+			for _, vm := range c.VolumeMounts {
+				for _, v := range spec.Volumes {
+					if v.Name == vm.Name && v.Secret != nil && v.Secret.SecretName == "sluice-admin-tls" && vm.ReadOnly && path.Join(vm.MountPath, f.key) == file {
+						ok = true
+					}
+				}
+			}
+			if !ok {
+				t.Errorf("Job container %s: --%s=%q is not %s of the administrator's Secret, mounted read-only", c.Name, f.flag, file, f.key)
+			}
+		}
+		who, _ := flagValue(args, "allow-principal")
+		if !slices.Contains(slices.Collect(maps.Values(principalOf)), who) || who == supers {
+			t.Errorf("Job container %s: --allow-principal=%q is no application Certificate's principal", c.Name, who)
+		}
+		granted[who] = true
+	}
+	for _, want := range []string{"User:orders-producer", "User:orders-consumer"} {
+		if !granted[want] {
+			t.Errorf("the Job grants nothing to %s", want)
+		}
+	}
+}
+
+// aclCreateFlags are the flags `sluice acl create --help` lists.
+func aclCreateFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	out, _ := exec.Command(binaries(t).Sluice, "acl", "create", "--help").CombinedOutput()
+	flags := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if m := helpFlag.FindStringSubmatch(l); m != nil {
+			flags[m[1]] = true
+		}
+	}
+	if len(flags) == 0 {
+		t.Fatalf("sluice acl create --help lists no flag:\n%s", out)
+	}
+	return flags
 }

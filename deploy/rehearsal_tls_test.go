@@ -294,16 +294,53 @@ func nodeSecret(t *testing.T, run *rehearsalRun) string {
 	return filepath.Base(filepath.Dir(certFile))
 }
 
-// tlsClientOptions are a client's options with TLS as an application
-// has them: the CA of the Secret (ca.crt), no client certificate.
+// tlsClientOptions are the options of the rehearsal's clients: the CA of
+// the Secret (ca.crt) and, the overlay's pods authorizing with its
+// administrator the only super user, the administrator's client
+// certificate (the Secret sluice-admin-tls, issued by clientSecret).
 func tlsClientOptions(t *testing.T, run *rehearsalRun) []client.Option {
 	t.Helper()
-	_, _, caFile := tlsFiles(t, run.pods[0])
-	cfg, err := client.LoadTLSConfig(caFile, "", "")
+	return clientCertOptions(t, run, "sluice-admin-tls")
+}
+
+// clientCertOptions are TLS options with the client Certificate of
+// Secret secretName, issued (once) as cert-manager would.
+func clientCertOptions(t *testing.T, run *rehearsalRun, secretName string) []client.Option {
+	t.Helper()
+	dir := run.cm.clientSecret(t, secretName)
+	cfg, err := client.LoadTLSConfig(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []client.Option{client.WithTLS(cfg)}
+}
+
+// clientSecret issues the client Certificate (no node URI: its
+// commonName the user) whose Secret is secretName, unless its directory
+// exists, and returns the directory.
+func (cm *certManager) clientSecret(t *testing.T, secretName string) string {
+	t.Helper()
+	dir := filepath.Join(cm.dir, secretName)
+	if _, err := os.Stat(filepath.Join(dir, "tls.crt")); err == nil {
+		return dir
+	}
+	var c *certificate
+	for i := range cm.m.Certificates {
+		if cm.m.Certificates[i].Spec.SecretName == secretName {
+			c = &cm.m.Certificates[i]
+		}
+	}
+	if c == nil || c.Spec.CommonName == "" || len(c.Spec.URIs) > 0 {
+		t.Fatalf("Secret %s is no client Certificate's", secretName)
+	}
+	certPEM, keyPEM, err := auth.CreateClient(cm.ca, auth.ClientOptions{User: c.Spec.CommonName, Validity: specDur(t, c, c.Spec.Duration)})
+	if err != nil {
+		t.Fatalf("Certificate %s: %v", c.Name, err)
+	}
+	if err := writeSecret(dir, 0o400, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": cm.caPEM}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // TestStatefulSetRehearsalTLS runs the rehearsal of TestStatefulSetRehearsal

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/internal/ratelog"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -39,7 +40,7 @@ type authGate struct {
 	mapper   auth.PrincipalMapper
 	required bool
 	log      *slog.Logger
-	logs     *rateLog
+	logs     *ratelog.Limiter
 
 	failures *prometheus.CounterVec // by reason
 	logins   *prometheus.CounterVec // by method
@@ -58,7 +59,7 @@ func newAuthGate(cfg Config, authn *auth.Authenticator, log *slog.Logger) (*auth
 		}
 	}
 	return &authGate{authn: authn, jwt: jwtv, mapper: mapper, required: cfg.Authentication == AuthenticationRequired, log: log,
-		logs: &rateLog{every: 10 * time.Second},
+		logs: &ratelog.Limiter{Every: 10 * time.Second},
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_authentication_failures_total",
 			Help: "Calls and SCRAM exchanges refused on the client listener, by reason (sasl_failed, unsupported_mechanism, not_tls, session_invalid, jwt_invalid, token_unsupported, anonymous, principal_mapping).",
@@ -78,7 +79,7 @@ func exempt(method string) bool {
 
 func (g *authGate) refuse(ctx context.Context, reason, msg string, err error) error {
 	g.failures.WithLabelValues(reason).Inc()
-	if g.logs.allow(reason) {
+	if g.logs.Allow(reason) {
 		addr := ""
 		if p, ok := peer.FromContext(ctx); ok {
 			addr = p.Addr.String()

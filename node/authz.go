@@ -23,7 +23,8 @@ func newNodeAuthz(cfg Config, log *slog.Logger, reg *prometheus.Registry) *api.A
 		Help: "Operations the authorizer denied, by resource type (topic, group, transactional_id, cluster); each is logged with principal, host, operation and resource.",
 	}, []string{"resource_type"})
 	reg.MustRegister(denials)
-	z := api.NewAuthz(auth.NewAuthorizer(nil, cfg.SuperUsers), log)
+	z := api.NewAuthzLoading(log)
+	z.Set(auth.NewAuthorizer(nil, cfg.SuperUsers))
 	z.Denied = func(t auth.ResourceType) { denials.WithLabelValues(strings.ToLower(string(t))).Inc() }
 	z.AuditAllowed = cfg.AuditAllowedAdmin
 	return z
@@ -34,7 +35,13 @@ func newNodeAuthz(cfg Config, log *slog.Logger, reg *prometheus.Registry) *api.A
 // record that changed them): a new ACL is in force on this broker as soon
 // as the metadata that holds it is applied here.
 func (n *Node) refreshAuthorizer(im *controller.Image) {
-	if n.authz == nil || im.AclsVersion == n.aclsVersion.Load() {
+	if n.authz == nil {
+		return
+	}
+	if im.AclsVersion == n.aclsVersion.Load() {
+		if im.Offset > 0 {
+			n.authz.MarkLoaded() // no ACL at all: in force as it is
+		}
 		return
 	}
 	list := im.AclList()
@@ -45,5 +52,6 @@ func (n *Node) refreshAuthorizer(im *controller.Image) {
 	}
 	n.authz.Set(auth.NewAuthorizer(acls, n.cfg.SuperUsers))
 	n.aclsVersion.Store(im.AclsVersion)
+	n.authz.MarkLoaded()
 	n.log.Info("ACLs in force", "acls", len(acls), "metadata_offset", im.AclsVersion)
 }

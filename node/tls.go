@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/internal/grpctls"
+	"github.com/sluice-io/sluice/internal/ratelog"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -39,14 +39,14 @@ type tlsMaterial struct {
 	// refusals counts refused handshakes by listener and reason;
 	// refusalLog rate-limits their log lines.
 	refusals   *prometheus.CounterVec
-	refusalLog *rateLog
+	refusalLog *ratelog.Limiter
 	log        *slog.Logger
 }
 
 var h2 = []string{"h2"}
 
 func newTLSMaterial(cfg Config, log *slog.Logger) (*tlsMaterial, error) {
-	m := &tlsMaterial{cluster: cfg.clusterName(), log: log, refusalLog: &rateLog{every: 10 * time.Second},
+	m := &tlsMaterial{cluster: cfg.clusterName(), log: log, refusalLog: &ratelog.Limiter{Every: 10 * time.Second},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tls_handshake_refusals_total",
 			Help: "TLS handshakes refused, by listener (client, internal, raft) and reason (not_tls, no_certificate, unknown_ca, expired, not_a_node, bad_certificate, handshake).",
@@ -154,7 +154,7 @@ func (m *tlsMaterial) describe() string {
 func (m *tlsMaterial) refused(listener string, peer net.Addr, err error) {
 	reason := refusalReason(err)
 	m.refusals.WithLabelValues(listener, reason).Inc()
-	if m.refusalLog.allow(listener + "/" + reason) {
+	if m.refusalLog.Allow(listener + "/" + reason) {
 		m.log.Warn("TLS handshake refused", "listener", listener, "peer", peer.String(), "reason", reason, "err", err)
 	}
 }
@@ -197,27 +197,6 @@ func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Aut
 
 func (c countingCreds) Clone() credentials.TransportCredentials {
 	return countingCreds{TransportCredentials: c.TransportCredentials.Clone(), refused: c.refused}
-}
-
-// rateLog allows one line per key per every.
-type rateLog struct {
-	every time.Duration
-	mu    sync.Mutex // guards last
-	last  map[string]time.Time
-}
-
-func (r *rateLog) allow(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	if t, ok := r.last[key]; ok && now.Sub(t) < r.every {
-		return false
-	}
-	if r.last == nil {
-		r.last = map[string]time.Time{}
-	}
-	r.last[key] = now
-	return true
 }
 
 // listeners says how each listener is secured (WhoAmI).

@@ -3,12 +3,13 @@
 // idempotent-producer, transactional-producer and tailing-consumer
 // workload (read_committed and read_uncommitted), and a history check.
 // It exits 1 when the checker finds an anomaly (seed and fault schedule
-// printed), 2 when the run itself could not be carried out.
+// printed) or, with --security tls+scram+acl, a request was denied; 2 when the run itself could not be carried out.
 //
 //	sluice-chaos --duration 10m --seed 42
 //	sluice-chaos --faults kill:leader,partition:controller,pause
 //	sluice-chaos --faults kill:coordinator,drop-responses:leader:WriteTxnMarkers
 //	sluice-chaos --security tls+scram
+//	sluice-chaos --security tls+scram+acl
 package main
 
 import (
@@ -45,7 +46,7 @@ func run(args []string) int {
 	fs.BoolVar(&cfg.Workload.Copier, "copier", cfg.Workload.Copier, "run the transactional copier (chaos → chaos-out)")
 	fs.IntVar(&cfg.Workload.CopierMembers, "copier-members", cfg.Workload.CopierMembers, "copier members in one consumer group, offsets committed in their transactions (0: one copier with its positions in chaos-pos)")
 	fs.BoolVar(&cfg.Workload.CopierInProcess, "copier-in-process", cfg.Workload.CopierInProcess, "run the copier members as goroutines simulating their crashes instead of processes killed with SIGKILL")
-	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on the client, internal and Raft listeners, mutual between nodes, gossip encrypted, HTTP plaintext; clients trust the run's CA) or tls+scram (and --authentication required: the clients authenticate with SCRAM); certificates in the run directory's pki/")
+	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on the client, internal and Raft listeners, mutual between nodes, gossip encrypted, HTTP plaintext; clients trust the run's CA) tls+scram (and --authentication required: the clients authenticate with SCRAM) or tls+scram+acl (and --authorizer acl, User:chaos-admin, the harness, the only super user: the workload's SCRAM user gets exactly the ACLs it needs, and any authorization denial fails the run); certificates in the run directory's pki/")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary built with -tags sluicetest (default: built so from this module)")
 	if err := fs.Parse(args); err != nil {
@@ -96,8 +97,8 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "sluice-chaos: seed %d; node logs in %s\n", cfg.Seed, cfg.Dir)
 		return 2
 	}
-	if !res.Report.OK() {
-		return 1
+	if !res.OK() {
+		return 1 // an anomaly, or an authorization denial with --security tls+scram+acl
 	}
 	return 0
 }

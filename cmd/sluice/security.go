@@ -175,15 +175,14 @@ func (s *security) options() ([]client.Option, error) {
 	return append(opts, client.WithSCRAM(s.saslMechanism, s.saslUsername, password)), nil
 }
 
-// readPasswordFile is the first line of a password file (its line end
-// removed).
+// readPasswordFile is the first line of a password (or token) file.
 func readPasswordFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSuffix(line, "\r"), nil
+	defer f.Close()
+	return firstLine(f, path)
 }
 
 // newGlobals is the global settings before the command line is parsed:

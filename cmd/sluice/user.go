@@ -109,6 +109,13 @@ func (e *env) readPassword(file string, stdin bool) (string, error) {
 	default:
 		return "", errors.New("give the password with --password-file F or --password-stdin (it is never taken from the command line)")
 	}
+	return firstLine(r, from)
+}
+
+// firstLine is the first line of r (a password or a token, from where
+// from says), without its end ("\n" or "\r\n"); empty and overlong
+// lines are refused.
+func firstLine(r io.Reader, from string) (string, error) {
 	line, err := bufio.NewReader(io.LimitReader(r, maxPasswordLine+2)).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return "", fmt.Errorf("reading the password from %s: %w", from, err)

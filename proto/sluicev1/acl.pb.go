@@ -25,13 +25,17 @@ const (
 type ResourceType int32
 
 const (
+	// Not set: refused.
 	ResourceType_RESOURCE_TYPE_UNSPECIFIED ResourceType = 0
 	// In a filter: any type.
-	ResourceType_RESOURCE_TYPE_ANY   ResourceType = 1
+	ResourceType_RESOURCE_TYPE_ANY ResourceType = 1
+	// A topic.
 	ResourceType_RESOURCE_TYPE_TOPIC ResourceType = 2
+	// A consumer group.
 	ResourceType_RESOURCE_TYPE_GROUP ResourceType = 3
 	// The cluster: its name is "kafka-cluster", as in Kafka.
-	ResourceType_RESOURCE_TYPE_CLUSTER          ResourceType = 4
+	ResourceType_RESOURCE_TYPE_CLUSTER ResourceType = 4
+	// A transactional id.
 	ResourceType_RESOURCE_TYPE_TRANSACTIONAL_ID ResourceType = 5
 )
 
@@ -86,6 +90,7 @@ func (ResourceType) EnumDescriptor() ([]byte, []int) {
 type PatternType int32
 
 const (
+	// Not set: refused.
 	PatternType_PATTERN_TYPE_UNSPECIFIED PatternType = 0
 	// In a filter: any pattern type.
 	PatternType_PATTERN_TYPE_ANY PatternType = 1
@@ -148,20 +153,31 @@ func (PatternType) EnumDescriptor() ([]byte, []int) {
 type AclOperation int32
 
 const (
+	// Not set: refused.
 	AclOperation_ACL_OPERATION_UNSPECIFIED AclOperation = 0
 	// In a filter: any operation.
 	AclOperation_ACL_OPERATION_ANY AclOperation = 1
 	// Every operation.
-	AclOperation_ACL_OPERATION_ALL              AclOperation = 2
-	AclOperation_ACL_OPERATION_READ             AclOperation = 3
-	AclOperation_ACL_OPERATION_WRITE            AclOperation = 4
-	AclOperation_ACL_OPERATION_CREATE           AclOperation = 5
-	AclOperation_ACL_OPERATION_DELETE           AclOperation = 6
-	AclOperation_ACL_OPERATION_ALTER            AclOperation = 7
-	AclOperation_ACL_OPERATION_DESCRIBE         AclOperation = 8
-	AclOperation_ACL_OPERATION_CLUSTER_ACTION   AclOperation = 9
+	AclOperation_ACL_OPERATION_ALL AclOperation = 2
+	// Read: fetch, commit offsets in a group.
+	AclOperation_ACL_OPERATION_READ AclOperation = 3
+	// Write: produce, use a transactional id.
+	AclOperation_ACL_OPERATION_WRITE AclOperation = 4
+	// Create topics.
+	AclOperation_ACL_OPERATION_CREATE AclOperation = 5
+	// Delete topics, groups.
+	AclOperation_ACL_OPERATION_DELETE AclOperation = 6
+	// Alter: cluster changes (reassignments, ACLs, users).
+	AclOperation_ACL_OPERATION_ALTER AclOperation = 7
+	// Describe: see the resource (implied by READ, WRITE, DELETE, ALTER).
+	AclOperation_ACL_OPERATION_DESCRIBE AclOperation = 8
+	// Cluster actions: what nodes do to each other (and writing transaction markers).
+	AclOperation_ACL_OPERATION_CLUSTER_ACTION AclOperation = 9
+	// Describe configs (implied by ALTER_CONFIGS).
 	AclOperation_ACL_OPERATION_DESCRIBE_CONFIGS AclOperation = 10
-	AclOperation_ACL_OPERATION_ALTER_CONFIGS    AclOperation = 11
+	// Alter configs.
+	AclOperation_ACL_OPERATION_ALTER_CONFIGS AclOperation = 11
+	// Idempotent produce (also implied by WRITE on any topic).
 	AclOperation_ACL_OPERATION_IDEMPOTENT_WRITE AclOperation = 12
 )
 
@@ -230,10 +246,13 @@ func (AclOperation) EnumDescriptor() ([]byte, []int) {
 type AclPermission int32
 
 const (
+	// Not set: refused.
 	AclPermission_ACL_PERMISSION_UNSPECIFIED AclPermission = 0
 	// In a filter: either.
-	AclPermission_ACL_PERMISSION_ANY   AclPermission = 1
-	AclPermission_ACL_PERMISSION_DENY  AclPermission = 2
+	AclPermission_ACL_PERMISSION_ANY AclPermission = 1
+	// Deny: wins over any ALLOW that matches.
+	AclPermission_ACL_PERMISSION_DENY AclPermission = 2
+	// Allow.
 	AclPermission_ACL_PERMISSION_ALLOW AclPermission = 3
 )
 
@@ -470,6 +489,7 @@ func (x *AclBindingFilter) GetPermission() AclPermission {
 	return AclPermission_ACL_PERMISSION_UNSPECIFIED
 }
 
+// CreateAclsRequest stores ACLs.
 type CreateAclsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Creations []*AclBinding          `protobuf:"bytes,1,rep,name=creations,proto3" json:"creations,omitempty"`
@@ -523,6 +543,7 @@ func (x *CreateAclsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// CreateAclsResponse answers each creation.
 type CreateAclsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per creation, in order.
@@ -568,6 +589,7 @@ func (x *CreateAclsResponse) GetResults() []*AclCreationResult {
 	return nil
 }
 
+// AclCreationResult is one creation's outcome.
 type AclCreationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// NONE, or INVALID_REQUEST (a field out of its domain: an ANY or MATCH
@@ -622,6 +644,7 @@ func (x *AclCreationResult) GetErrorMessage() string {
 	return ""
 }
 
+// DescribeAclsRequest lists the ACLs a filter matches.
 type DescribeAclsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Filter        *AclBindingFilter      `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
@@ -666,6 +689,7 @@ func (x *DescribeAclsRequest) GetFilter() *AclBindingFilter {
 	return nil
 }
 
+// DescribeAclsResponse is the ACLs matched.
 type DescribeAclsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
@@ -726,6 +750,7 @@ func (x *DescribeAclsResponse) GetAcls() []*AclBinding {
 	return nil
 }
 
+// DeleteAclsRequest deletes the ACLs the filters match.
 type DeleteAclsRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Filters []*AclBindingFilter    `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
@@ -779,6 +804,7 @@ func (x *DeleteAclsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// DeleteAclsResponse answers each filter.
 type DeleteAclsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per filter, in order.
@@ -824,6 +850,7 @@ func (x *DeleteAclsResponse) GetFilterResults() []*DeleteAclsFilterResult {
 	return nil
 }
 
+// DeleteAclsFilterResult is one filter's outcome.
 type DeleteAclsFilterResult struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`

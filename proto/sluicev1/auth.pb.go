@@ -21,6 +21,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SaslAuthenticateRequest is one step of a SCRAM exchange.
 type SaslAuthenticateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SCRAM-SHA-256 or SCRAM-SHA-512; on the first step.
@@ -84,6 +85,7 @@ func (x *SaslAuthenticateRequest) GetAuthBytes() []byte {
 	return nil
 }
 
+// SaslAuthenticateResponse is the broker's step.
 type SaslAuthenticateResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
@@ -173,6 +175,7 @@ func (x *SaslAuthenticateResponse) GetPrincipal() string {
 	return ""
 }
 
+// WhoAmIRequest asks who the caller is.
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -209,6 +212,7 @@ func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_auth_proto_rawDescGZIP(), []int{2}
 }
 
+// WhoAmIResponse says who the caller is and how it is connected.
 type WhoAmIResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The caller's principal: User:NAME or User:ANONYMOUS.
@@ -458,6 +462,7 @@ func (x *ScramCredentialUpsertion) GetSaltedPassword() []byte {
 	return nil
 }
 
+// ScramCredentialDeletion removes a user's credential for a mechanism.
 type ScramCredentialDeletion struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -510,6 +515,7 @@ func (x *ScramCredentialDeletion) GetMechanism() string {
 	return ""
 }
 
+// AlterUserScramCredentialsRequest stores and removes SCRAM credentials.
 type AlterUserScramCredentialsRequest struct {
 	state      protoimpl.MessageState      `protogen:"open.v1"`
 	Deletions  []*ScramCredentialDeletion  `protobuf:"bytes,1,rep,name=deletions,proto3" json:"deletions,omitempty"`
@@ -571,6 +577,7 @@ func (x *AlterUserScramCredentialsRequest) GetTimeoutMs() int32 {
 	return 0
 }
 
+// AlterUserScramCredentialsResponse answers per user.
 type AlterUserScramCredentialsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per user named, in the order first named.
@@ -616,6 +623,7 @@ func (x *AlterUserScramCredentialsResponse) GetResults() []*AlterUserScramCreden
 	return nil
 }
 
+// AlterUserScramCredentialsResult is one user's outcome.
 type AlterUserScramCredentialsResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -679,6 +687,7 @@ func (x *AlterUserScramCredentialsResult) GetErrorMessage() string {
 	return ""
 }
 
+// DescribeUserScramCredentialsRequest lists users' credentials.
 type DescribeUserScramCredentialsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: every user.
@@ -724,6 +733,7 @@ func (x *DescribeUserScramCredentialsRequest) GetUsers() []string {
 	return nil
 }
 
+// DescribeUserScramCredentialsResponse is the users asked for.
 type DescribeUserScramCredentialsResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Users         []*UserScramCredentials `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
@@ -768,6 +778,7 @@ func (x *DescribeUserScramCredentialsResponse) GetUsers() []*UserScramCredential
 	return nil
 }
 
+// UserScramCredentials is one user's mechanisms.
 type UserScramCredentials struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -829,6 +840,7 @@ func (x *UserScramCredentials) GetCredentials() []*ScramCredentialInfo {
 	return nil
 }
 
+// ScramCredentialInfo is one credential, without its keys.
 type ScramCredentialInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Mechanism     string                 `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
