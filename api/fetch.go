@@ -37,7 +37,7 @@ func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (any, er
 	// held for the throttle time (throttle.go).
 	throttle := s.quotas.record(ctx, auth.QuotaFetch, float64(fetchBytes(resp)))
 	resp.ThrottleTimeMs = throttleMs(throttle)
-	hold(ctx, throttle)
+	s.hold(ctx, throttle)
 	return &codec.OutgoingFetchResponse{FetchResponseView: resp, Buffers: bufs}, nil
 }
 

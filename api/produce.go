@@ -69,7 +69,7 @@ func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView
 	pp.await(ctx)
 	throttle := s.quotas.record(ctx, auth.QuotaProduce, float64(size))
 	pp.resp.ThrottleTimeMs = throttleMs(throttle)
-	hold(ctx, throttle)
+	s.hold(ctx, throttle)
 	return pp.resp, nil
 }
 

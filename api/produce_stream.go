@@ -126,7 +126,7 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			pp.id = id
 			pp.startWaits(ctx, committed)
 		}
-		hold(ctx, throttle)
+		s.hold(ctx, throttle)
 	}
 }
 

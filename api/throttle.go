@@ -105,10 +105,11 @@ func throttleMs(d time.Duration) int32 {
 	return int32((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// hold waits d, or until ctx ends or its deadline comes: an answer is
-// never held past the call's deadline (the client would take it for a
-// timeout, and retry data already written).
-func hold(ctx context.Context, d time.Duration) {
+// hold waits d, or until ctx ends or its deadline comes, or the node
+// drains: an answer is never held past the call's deadline (the client
+// would take it for a timeout, and retry data already written), nor
+// delays a shutdown.
+func (s *Server) hold(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -124,6 +125,7 @@ func hold(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	case <-s.draining: // nil: never
 	}
 }
 
