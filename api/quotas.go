@@ -115,6 +115,10 @@ func quotaMatches(f *sluicev1.QuotaFilterComponent, n controller.QuotaName, stri
 	return n.Present()
 }
 
+// quotaAnswerOverhead is an entry's bytes in an answer besides its
+// names: the entity's messages and three keyed values.
+const quotaAnswerOverhead = 128
+
 // DescribeClientQuotas answers from this broker's metadata image: the
 // entities the filter selects and their quotas, ordered by entity (user,
 // then client id), keys in controller.QuotaKeys' order. It needs
@@ -127,6 +131,7 @@ func (s *Server) DescribeClientQuotas(ctx context.Context, req *sluicev1.Describ
 		return nil, errs.Status(err, nil)
 	}
 	resp := &sluicev1.DescribeClientQuotasResponse{}
+	size := 0
 	for _, eq := range s.cache.Image().QuotaList() {
 		if !quotaMatches(req.User, eq.Entity.User, req.Strict) || !quotaMatches(req.ClientId, eq.Entity.ClientID, req.Strict) {
 			continue
@@ -138,6 +143,11 @@ func (s *Server) DescribeClientQuotas(ctx context.Context, req *sluicev1.Describ
 			}
 		}
 		resp.Entries = append(resp.Entries, entry)
+		// An answer must fit in a gRPC message, as DescribeAcls's.
+		if size += quotaAnswerOverhead + len(eq.Entity.User.Name) + len(eq.Entity.ClientID.Name); size > maxDescribedAclBytes {
+			return &sluicev1.DescribeClientQuotasResponse{ErrorCode: sluicev1.ErrorCode_INVALID_REQUEST,
+				ErrorMessage: "the filter matches more quotas than one answer carries: narrow it (by user or client id)"}, nil
+		}
 	}
 	return resp, nil
 }
