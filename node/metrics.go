@@ -48,7 +48,7 @@ func newMetrics(n *Node) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.isrShrinks, m.isrExpands, n.tls.refusals,
+		m.isrShrinks, m.isrExpands, n.tls.refusals, newReloadCollector(n.tls),
 		newStateCollector(n), newLimitsCollector(n),
 	)
 	m.reg.MustRegister(m.grpc.collectors()...)

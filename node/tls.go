@@ -223,3 +223,36 @@ func (m *tlsMaterial) listeners(cfg Config) []*sluicev1.ListenerSecurity {
 	}
 	return out
 }
+
+// reloadCollector exposes the certificate files' reloads
+// (sluice_tls_reloads_total{result}): a failed one keeps the last good
+// files in use and is logged; a count that grows says a rotation is stuck.
+type reloadCollector struct {
+	m    *tlsMaterial
+	desc *prometheus.Desc
+}
+
+func newReloadCollector(m *tlsMaterial) *reloadCollector {
+	return &reloadCollector{m: m, desc: prometheus.NewDesc("sluice_tls_reloads_total",
+		"Reloads of changed TLS certificate, key and CA files, by result (ok, failed: the last good files stay in use).",
+		[]string{"result"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (c *reloadCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *reloadCollector) Collect(ch chan<- prometheus.Metric) {
+	var ok, failed int64
+	seen := map[*auth.Reloader]bool{}
+	for _, r := range []*auth.Reloader{c.m.node, c.m.clientCert, c.m.clientCAs, c.m.http} {
+		if r == nil || seen[r] {
+			continue
+		}
+		seen[r] = true
+		ok += r.Reloads.Load()
+		failed += r.ReloadFailures.Load()
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(ok), "ok")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(failed), "failed")
+}

@@ -314,7 +314,7 @@ func rawTLS(addr string, cfg *tls.Config) error {
 func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 	p := newPKI(t)
 	p.node("node1", auth.DefaultClusterName, p.ca)
-	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) { p.useTLS(cfg, "node1") })
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) { p.useTLS(cfg, "node1"); cfg.HTTPListen = "127.0.0.1:0" })
 	n := s.Node
 	cl, err := client.New([]string{n.Addr()}, client.WithTLS(p.clientTLS("")))
 	if err != nil {
@@ -354,9 +354,23 @@ func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 	if err := os.WriteFile(p.path("node1.key"), []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // past the reload check's interval
+	// Handshakes until the node has looked at the changed files and
+	// counted the failed reload; the certificate served is the good one.
+	wait.For(t, 10*time.Second, "the failed reload counted", func() error {
+		if got := served(); got.SerialNumber.Cmp(good.SerialNumber) != 0 {
+			t.Fatal("a broken key file replaced the certificate in use")
+		}
+		_, body := httpGet(t, n.HTTPAddr(), "/metrics")
+		if !strings.Contains(body, `sluice_tls_reloads_total{result="failed"} 1`) {
+			return errors.New("no failed reload counted yet")
+		}
+		return nil
+	})
 	if got := served(); got.SerialNumber.Cmp(good.SerialNumber) != 0 {
 		t.Fatal("a broken key file replaced the certificate in use")
+	}
+	if _, body := httpGet(t, n.HTTPAddr(), "/metrics"); !strings.Contains(body, `sluice_tls_reloads_total{result="ok"} 1`) {
+		t.Fatal("the good rotation was not counted")
 	}
 }
 

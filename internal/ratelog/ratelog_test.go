@@ -13,10 +13,9 @@ func TestLimiterAllowsOnePerKeyPerInterval(t *testing.T) {
 	if !l.Allow("b") {
 		t.Fatal("key b is limited by key a")
 	}
-	short := Limiter{Every: time.Nanosecond}
-	short.Allow("a")
-	time.Sleep(time.Millisecond)
-	if !short.Allow("a") {
+	// The interval since the last line has passed.
+	l.last["a"] = time.Now().Add(-2 * time.Hour)
+	if !l.Allow("a") {
 		t.Fatal("a line after the interval was refused")
 	}
 }
