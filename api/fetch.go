@@ -35,7 +35,7 @@ func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (any, er
 	}
 	// Over a consumer_byte_rate quota, the data is answered all the same,
 	// held for the throttle time (throttle.go).
-	throttle := s.quotas.record(ctx, auth.QuotaFetch, float64(fetchBytes(resp)))
+	throttle := s.quotas.record(ctx, auth.QuotaFetch, float64(s.quotas.fetchBytes(resp)))
 	resp.ThrottleTimeMs = throttleMs(throttle)
 	s.hold(ctx, throttle)
 	return &codec.OutgoingFetchResponse{FetchResponseView: resp, Buffers: bufs}, nil

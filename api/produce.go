@@ -58,7 +58,7 @@ func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) 
 // Over a producer_byte_rate quota, the answer is held for the throttle
 // time after the batches are appended (throttle.go).
 func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView, appended func()) (*sluicev1.ProduceResponse, error) {
-	size := produceBytes(req) // before appended releases the batches
+	size := s.quotas.produceBytes(req) // before appended releases the batches
 	pp, err := s.appendProduce(ctx, req)
 	if appended != nil {
 		appended()

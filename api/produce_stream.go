@@ -107,7 +107,7 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			return err
 		}
 		id := req.CorrelationID
-		size := produceBytes(&req.Request)
+		size := s.quotas.produceBytes(&req.Request)
 		pp, err := s.appendProduce(ctx, &req.Request)
 		req.Release()
 		var throttle time.Duration

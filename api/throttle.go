@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -43,6 +44,9 @@ const maxClientIDLength = 1024
 type Quotas struct {
 	m   *auth.QuotaManager
 	now func() time.Time
+	// any is whether a quota is in force: without one, requests are not
+	// measured at all (no per-request cost on produce and fetch).
+	any atomic.Bool
 	// Throttled, if set, is told of each throttled answer: the caller's
 	// principal, the kind of quota and the throttle time (metrics). Set
 	// before the Quotas is used.
@@ -58,7 +62,13 @@ func NewQuotas(m *auth.QuotaManager, now func() time.Time) *Quotas {
 }
 
 // Set puts the quotas of t in force.
-func (q *Quotas) Set(t *auth.QuotaTable) { q.m.SetTable(t) }
+func (q *Quotas) Set(t *auth.QuotaTable) {
+	q.m.SetTable(t)
+	q.any.Store(t != nil && t.Len() > 0)
+}
+
+// active reports whether any quota is in force.
+func (q *Quotas) active() bool { return q != nil && q.any.Load() }
 
 // clientIDFrom is the client id ctx's call stated (ClientIDMetadataKey),
 // or "".
@@ -82,7 +92,7 @@ func clientIDFrom(ctx context.Context) string {
 // throttle time. Only users' quotas apply: a Node principal (a broker
 // calling another) is never throttled.
 func (q *Quotas) record(ctx context.Context, kind auth.QuotaKind, value float64) time.Duration {
-	if q == nil || value <= 0 {
+	if !q.active() || value <= 0 {
 		return 0
 	}
 	p := auth.CallerFrom(ctx).Principal
@@ -130,8 +140,11 @@ func (s *Server) hold(ctx context.Context, d time.Duration) {
 }
 
 // produceBytes is the bytes of a produce request's batches: what
-// producer_byte_rate counts.
-func produceBytes(req *internalv1.ProduceRequestView) int {
+// producer_byte_rate counts (0 without quotas: nothing counts them).
+func (q *Quotas) produceBytes(req *internalv1.ProduceRequestView) int {
+	if !q.active() {
+		return 0
+	}
 	n := 0
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -142,8 +155,11 @@ func produceBytes(req *internalv1.ProduceRequestView) int {
 }
 
 // fetchBytes is the bytes of a fetch answer's batches: what
-// consumer_byte_rate counts.
-func fetchBytes(resp *internalv1.FetchResponseView) int {
+// consumer_byte_rate counts (0 without quotas).
+func (q *Quotas) fetchBytes(resp *internalv1.FetchResponseView) int {
+	if !q.active() {
+		return 0
+	}
 	n := 0
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {

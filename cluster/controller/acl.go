@@ -489,37 +489,46 @@ func planAclCreations(im *Image, acls []Acl) (perAcl []error, records []Record, 
 // (NOT_CONTROLLER, ctx): then an ACL may or may not have been stored, as
 // with Propose.
 func (c *Controller) CreateAcls(ctx context.Context, acls []Acl) (perAcl []error, offset uint64, err error) {
+	return c.proposePlanned(ctx, func(im *Image) ([]error, []Record, []int) { return planAclCreations(im, acls) },
+		func(r Record) { c.log.Info("controller: ACL created", "acl", r.(CreateAcl).Acl.String()) })
+}
+
+// proposePlanned proposes the records plan makes from the image (under
+// the proposal lock and a read barrier) and answers per item: plan
+// returns each item's refusal (nil: its record, if any, decides),
+// the records, and for each item the index of its record (-1: none).
+// logged is called for each record applied. The offset answered is the
+// image's, or the last applied record's.
+func (c *Controller) proposePlanned(ctx context.Context, plan func(*Image) ([]error, []Record, []int), logged func(Record)) (perItem []error, offset uint64, err error) {
 	c.proposeMu.Lock()
 	defer c.proposeMu.Unlock()
 	var recs []Record
 	var recordOf []int
 	if err := c.readForProposal(ctx, func(im *Image) {
-		perAcl, recs, recordOf = planAclCreations(im, acls)
+		perItem, recs, recordOf = plan(im)
 		offset = im.Offset
 	}); err != nil {
 		return nil, 0, err
 	}
 	if len(recs) == 0 {
-		return perAcl, offset, nil
+		return perItem, offset, nil
 	}
-	// One pipeline, as CreateTopics; proposeMu is held, so a rejection
-	// here means leadership changed hands (the error says so).
 	applied, perRecord, err := c.proposeEach(ctx, recs)
 	if err != nil {
 		return nil, 0, err
 	}
 	for i, j := range recordOf {
 		if j >= 0 {
-			perAcl[i] = perRecord[j]
+			perItem[i] = perRecord[j]
 		}
 	}
 	for j, r := range recs {
 		if perRecord[j] == nil {
 			offset = max(offset, applied[j].Offset)
-			c.log.Info("controller: ACL created", "acl", r.(CreateAcl).Acl.String())
+			logged(r)
 		}
 	}
-	return perAcl, offset, nil
+	return perItem, offset, nil
 }
 
 // AclDeletionResult is the outcome of one filter of DeleteAcls.

@@ -342,33 +342,13 @@ func planQuotaAlterations(im *Image, entries []ClientQuota) (perEntry []error, r
 // holds every change made. err is set when the call failed as a whole
 // (NOT_CONTROLLER, ctx): then an entry may or may not have been applied.
 func (c *Controller) AlterClientQuotas(ctx context.Context, entries []ClientQuota, validateOnly bool) (perEntry []error, offset uint64, err error) {
-	c.proposeMu.Lock()
-	defer c.proposeMu.Unlock()
-	var recs []Record
-	var recordOf []int
-	if err := c.readForProposal(ctx, func(im *Image) {
-		perEntry, recs, recordOf = planQuotaAlterations(im, entries)
-		offset = im.Offset
-	}); err != nil {
-		return nil, 0, err
-	}
-	if validateOnly || len(recs) == 0 {
-		return perEntry, offset, nil
-	}
-	applied, perRecord, err := c.proposeEach(ctx, recs)
-	if err != nil {
-		return nil, 0, err
-	}
-	for i, j := range recordOf {
-		if j >= 0 {
-			perEntry[i] = perRecord[j]
+	return c.proposePlanned(ctx, func(im *Image) ([]error, []Record, []int) {
+		perEntry, recs, recordOf := planQuotaAlterations(im, entries)
+		if validateOnly {
+			recs = nil // checked against the image, nothing proposed
 		}
-	}
-	for j, r := range recs {
-		if perRecord[j] == nil {
-			offset = max(offset, applied[j].Offset)
-			c.log.Info("controller: client quotas altered", "entity", r.(ClientQuota).Entity.String())
-		}
-	}
-	return perEntry, offset, nil
+		return perEntry, recs, recordOf
+	}, func(r Record) {
+		c.log.Info("controller: client quotas altered", "entity", r.(ClientQuota).Entity.String())
+	})
 }
