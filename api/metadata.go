@@ -147,7 +147,7 @@ func topicMetadata(im *controller.Image, t *controller.Topic, req *sluicev1.Meta
 			}
 		}
 		if p.Leader == controller.NoLeader {
-			pm.ErrorCode, pm.ErrorMessage = partitionError(noLeaderError(im, t.Name, int32(i)))
+			pm.ErrorCode, pm.ErrorMessage = partitionError(cluster.NoLeaderError(im, t.Name, int32(i)))
 		}
 		tm.Partitions = append(tm.Partitions, pm)
 	}

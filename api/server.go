@@ -11,9 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/proto/codec"
-	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -88,84 +86,30 @@ func NewServer(cfg ServerConfig) *Server {
 		quotas: cfg.Quotas}
 }
 
-// metadataLoaded is nil once the broker has received cluster metadata
-// since it started (its image is then complete as of some offset, if
-// possibly stale), and LEADER_NOT_AVAILABLE (retriable) before: an empty
-// image must not be reported as "no such topic". Found by the chaos
-// harness: producers failed records of an existing topic when two of
-// three nodes restarted.
-func (s *Server) metadataLoaded() error {
-	// Image().Offset is 0 also while a diverged cache reloads from empty.
-	if s.cache.Offset() == 0 || s.cache.Image().Offset == 0 {
-		return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d has no cluster metadata yet (starting up)", s.self.NodeID)
-	}
-	return nil
+// leaders is the shared answer of which partitions this broker leads
+// (cluster.Leaders).
+func (s *Server) leaders() cluster.Leaders {
+	return cluster.Leaders{Self: s.self.NodeID, Replicas: s.replicas, Cache: s.cache}
 }
 
-// leaderPartition returns the hosted partition if this broker leads it.
-// Otherwise the error is UNKNOWN_TOPIC_OR_PARTITION (not in the image),
-// LEADER_NOT_AVAILABLE (offline), KAFKA_STORAGE_ERROR (offline here after
-// a disk error, or everywhere: noLeaderError) or NOT_LEADER_OR_FOLLOWER
-// (another broker leads it; leaderHint names it).
+// metadataLoaded is cluster.Leaders.MetadataLoaded.
+func (s *Server) metadataLoaded() error { return s.leaders().MetadataLoaded() }
+
+// leaderPartition is cluster.Leaders.Partition.
 func (s *Server) leaderPartition(topic string, partition int32) (*cluster.Replica, error) {
-	p, err := s.replicas.Replica(topic, partition)
-	if err == nil {
-		if leader, _ := p.Leadership(); leader == s.self.NodeID {
-			return p, nil
-		}
-	}
-	if errs.Code(err) == sluicev1.ErrorCode_KAFKA_STORAGE_ERROR {
-		return nil, err // offline here after a disk error (decision 42)
-	}
-	return nil, s.notLeaderError(topic, partition)
+	return s.leaders().Partition(topic, partition)
 }
 
-// notLeaderError says, from the metadata, why this broker does not serve
-// topic/partition as its leader: UNKNOWN_TOPIC_OR_PARTITION (not in the
-// image), LEADER_NOT_AVAILABLE (offline, or no metadata yet),
-// KAFKA_STORAGE_ERROR (offline because every in-sync replica failed on its
-// disk: noLeaderError) or NOT_LEADER_OR_FOLLOWER (another broker leads it,
-// or this one is becoming its leader).
+// notLeaderError is cluster.Leaders.NotLeaderError.
 func (s *Server) notLeaderError(topic string, partition int32) error {
-	if err := s.metadataLoaded(); err != nil {
-		return err
-	}
-	h, ok := s.cache.Leader(topic, partition)
-	switch {
-	case !ok && s.cache.Image().Topics[topic] == nil:
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", errs.Echo(topic))
-	case !ok:
-		return errs.New(sluicev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q has no partition %d", errs.Echo(topic), partition)
-	case h.LeaderID == controller.NoLeader:
-		return noLeaderError(s.cache.Image(), topic, partition)
-	case h.LeaderID == s.self.NodeID:
-		// The image says we lead but the replica manager has not caught up.
-		return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is becoming the leader of %s-%d", s.self.NodeID, topic, partition)
-	}
-	return errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s-%d; the leader is node %d at %s (epoch %d)", s.self.NodeID, topic, partition, h.LeaderID, h.Address, h.LeaderEpoch)
-}
-
-// noLeaderError is why partition of topic has no leader in im:
-// KAFKA_STORAGE_ERROR naming the failed brokers, directories and OS errors
-// when the log of every in-sync replica failed on its disk, so no broker
-// can serve it until an operator acts (Image.StorageOfflineError), else
-// LEADER_NOT_AVAILABLE (an election is due or its in-sync replicas are on
-// brokers that are down).
-func noLeaderError(im *controller.Image, topic string, partition int32) error {
-	if err := im.StorageOfflineError(topic, partition); err != nil {
-		return err
-	}
-	return errs.New(sluicev1.ErrorCode_LEADER_NOT_AVAILABLE, "partition %s-%d has no leader", topic, partition)
+	return s.leaders().NotLeaderError(topic, partition)
 }
 
 // leaderHint is the LeaderHint to attach to a NOT_LEADER_OR_FOLLOWER
 // answer, or nil.
 func (s *Server) leaderHint(topic string, partition int32, code sluicev1.ErrorCode) *sluicev1.LeaderHint {
-	if code != sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER && code != sluicev1.ErrorCode_FENCED_LEADER_EPOCH {
-		return nil
-	}
-	h, ok := s.cache.Leader(topic, partition)
-	if !ok || h.LeaderID == controller.NoLeader {
+	h, ok := s.leaders().Hint(topic, partition, code)
+	if !ok {
 		return nil
 	}
 	return &sluicev1.LeaderHint{LeaderId: h.LeaderID, LeaderEpoch: h.LeaderEpoch, Address: h.Address}
