@@ -1,0 +1,258 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/auth"
+)
+
+// conn is one client connection. Its reader reads a request, starts it
+// (handler order: one at a time, in the order sent) and queues the
+// answer; its writer writes the answers in that order as each is ready.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	host string // the client's IP, as ACLs name hosts
+
+	ctx    context.Context // ends when the connection closes
+	cancel context.CancelFunc
+	once   sync.Once
+
+	// caller is who the connection's requests are from: anonymous until
+	// SASL or a client certificate says otherwise.
+	caller auth.Caller
+}
+
+// request is one request read from a connection.
+type request struct {
+	key, version  int16
+	correlationID int32
+	clientID      string
+	msg           kmsg.Request
+}
+
+// answer is a started request's answer: respond returns the response
+// once it is ready (it may wait: acks=all, a fetch's long poll); nil from
+// respond (acks=0 produce) sends nothing.
+type answer struct {
+	req     *request
+	respond func() kmsg.Response
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &conn{s: s, nc: nc, host: hostOf(nc.RemoteAddr()), ctx: ctx, cancel: cancel,
+		caller: auth.Caller{Principal: auth.Anonymous, Method: auth.MethodNone}}
+}
+
+// hostOf is a remote address's IP as ACLs write hosts: unmapped, without
+// a zone.
+func hostOf(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(t.IP); ok {
+			return ip.WithZone("").Unmap().String()
+		}
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+// serve reads and answers requests until the connection fails or a
+// request is malformed (Kafka closes the connection then).
+func (c *conn) serve() {
+	defer c.close()
+	answers := make(chan answer, c.s.cfg.MaxInFlight)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.write(answers)
+	}()
+	err := c.read(answers)
+	close(answers)
+	if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
+		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+	}
+	if err != nil {
+		// Nothing more will be answered usefully: stop the writer
+		// waiting on answers still pending.
+		c.cancel()
+	}
+	<-writerDone
+}
+
+// read reads requests and starts each in turn, queueing its answer.
+func (c *conn) read(answers chan<- answer) error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var size [4]byte
+	for {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return err
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 8 || n > c.s.cfg.MaxRequestSize {
+			// Kafka's InvalidReceiveException: the frame is not read.
+			return fmt.Errorf("request size %d is outside [8, %d] (socket.request.max.bytes)", n, c.s.cfg.MaxRequestSize)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return err
+		}
+		req, err := parseRequest(body)
+		if err != nil {
+			if req != nil && req.key == apiVersionsKey {
+				// An ApiVersions of a version this broker does not know is
+				// answered (in v0) so the client can pick one (KIP-511).
+				answers <- answer{req: req, respond: func() kmsg.Response { return unsupportedAPIVersions(c.s) }}
+				continue
+			}
+			return err
+		}
+		h := handlers[req.key]
+		respond := h.serve(c, req)
+		select {
+		case answers <- answer{req: req, respond: respond}:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+// write writes the answers in order.
+func (c *conn) write(answers <-chan answer) {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	for a := range answers {
+		if c.ctx.Err() != nil {
+			continue // drain: the connection is closing
+		}
+		resp := a.respond()
+		if resp == nil {
+			continue
+		}
+		buf = appendResponse(buf[:0], a.req, resp)
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := bw.Write(buf); err != nil {
+			c.close()
+			continue
+		}
+		if len(answers) == 0 {
+			if err := bw.Flush(); err != nil {
+				c.close()
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not keep a big fetch answer's buffer
+		}
+	}
+}
+
+const apiVersionsKey = 18
+
+// errMalformed is a request that cannot be parsed: the connection closes.
+var errMalformed = errors.New("malformed request")
+
+// parseRequest parses a request frame's header and body. For an
+// ApiVersions request of an unknown version it returns the request (key
+// and correlation id set) with the error.
+func parseRequest(b []byte) (*request, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("%w: %d-byte header", errMalformed, len(b))
+	}
+	r := &request{key: int16(binary.BigEndian.Uint16(b)), version: int16(binary.BigEndian.Uint16(b[2:])),
+		correlationID: int32(binary.BigEndian.Uint32(b[4:]))}
+	b = b[8:]
+	// client_id: a nullable int16-length string in every header version
+	// Sluice serves (request header v1 and v2).
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: no client id", errMalformed)
+	}
+	l := int(int16(binary.BigEndian.Uint16(b)))
+	b = b[2:]
+	if l > 0 {
+		if l > len(b) {
+			return nil, fmt.Errorf("%w: client id length %d past the end", errMalformed, l)
+		}
+		r.clientID, b = string(b[:l]), b[l:]
+	} else if l < -1 {
+		return nil, fmt.Errorf("%w: client id length %d", errMalformed, l)
+	}
+	h, ok := handlers[r.key]
+	if !ok {
+		return nil, fmt.Errorf("%w: API key %d (%s) is not served", errMalformed, r.key, kmsg.NameForKey(r.key))
+	}
+	if r.version < h.min || r.version > h.max {
+		return r, fmt.Errorf("%w: %s version %d is not served (versions %d-%d are)", errMalformed, kmsg.NameForKey(r.key), r.version, h.min, h.max)
+	}
+	r.msg = kmsg.RequestForKey(r.key)
+	r.msg.SetVersion(r.version)
+	if r.msg.IsFlexible() {
+		// Request header v2: tagged fields, none of which Sluice reads.
+		var err error
+		if b, err = skipTags(b); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.msg.ReadFrom(b); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(r.key), r.version, err)
+	}
+	return r, nil
+}
+
+// skipTags skips a tagged-field section.
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, fmt.Errorf("%w: tagged fields", errMalformed)
+	}
+	b = b[k:]
+	for range n {
+		_, k := binary.Uvarint(b) // the tag
+		if k <= 0 {
+			return nil, fmt.Errorf("%w: tagged field", errMalformed)
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: tagged field size", errMalformed)
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+// appendResponse appends resp framed as the answer to req: size,
+// correlation id, the response header's tagged fields when flexible
+// (never for ApiVersions, whose response header is always v0), the body.
+func appendResponse(dst []byte, req *request, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(req.correlationID))
+	if resp.IsFlexible() && req.key != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
