@@ -63,6 +63,15 @@ type FetchParams struct {
 	// (storage.Log.ReadInto); the caller owns them and frees them once
 	// the answer is written.
 	Alloc func(n int) []byte
+	// Unfiltered, for a consumer's fetch, returns every batch below the
+	// isolation's bound — transaction markers, batches the cleaner
+	// emptied and, under FetchTxnCommitted, the batches of aborted
+	// transactions with the aborted transactions of the range read
+	// (FetchPartitionResult.AbortedTransactions) — for a reader that
+	// filters them itself and moves on by the batches' offsets, as Kafka
+	// clients do (the Kafka door). Otherwise the broker filters
+	// (storage.Log.ReadConsumer).
+	Unfiltered bool
 }
 
 // FetchPartition is one partition of a fetch.
@@ -105,6 +114,10 @@ type FetchPartitionResult struct {
 	// consumer gets no control batch, and under FetchTxnCommitted no batch
 	// of an aborted transaction.
 	Batches [][]byte
+	// AbortedTransactions are, for an Unfiltered FetchTxnCommitted
+	// read, the aborted transactions that overlap the batches read
+	// (storage.Log.AbortedTransactions), for the reader to filter with.
+	AbortedTransactions []storage.AbortedTxn
 	// NextFetchOffset is where the next fetch starts: the offset after
 	// the last batch looked at, returned or left out (a consumer's answer
 	// may hold no batches and still move it), or FetchOffset when there
@@ -277,10 +290,16 @@ func (m *ReplicaManager) readPartition(r *partitionRead, p FetchParams, follower
 	}
 	var res storage.ReadResult
 	var err error
-	switch p.Isolation {
-	case FetchHighWatermark:
+	out.AbortedTransactions = nil
+	switch {
+	case p.Unfiltered && p.Isolation != FetchLogEnd:
+		res, err = rep.log.ReadInto(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation), p.Alloc)
+		if err == nil && p.Isolation == FetchTxnCommitted && len(res.Batches) > 0 {
+			out.AbortedTransactions = rep.log.AbortedTransactions(fp.FetchOffset, res.NextOffset)
+		}
+	case p.Isolation == FetchHighWatermark:
 		res, err = rep.log.ReadConsumerInto(fp.FetchOffset, max(limit, 1), storage.ReadUncommitted, p.Alloc)
-	case FetchTxnCommitted:
+	case p.Isolation == FetchTxnCommitted:
 		res, err = rep.log.ReadConsumerInto(fp.FetchOffset, max(limit, 1), storage.ReadCommitted, p.Alloc)
 	default:
 		res, err = rep.log.ReadInto(fp.FetchOffset, max(limit, 1), rep.fetchBound(p.Isolation), p.Alloc)

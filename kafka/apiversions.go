@@ -21,7 +21,14 @@ var handlers map[int16]handler
 
 func init() {
 	handlers = map[int16]handler{
+		0:              {3, 12, produce},
+		1:              {4, 12, fetch},
+		2:              {1, 10, now(listOffsets)},
+		3:              {0, 12, now(metadata)},
 		apiVersionsKey: {0, 4, now(apiVersions)},
+		19:             {0, 7, now(createTopics)},
+		20:             {0, 6, now(deleteTopics)},
+		22:             {0, 5, now(initProducerID)},
 	}
 }
 
