@@ -29,6 +29,8 @@ func init() {
 		19:             {0, 7, now(createTopics)},
 		20:             {0, 6, now(deleteTopics)},
 		22:             {0, 5, now(initProducerID)},
+		23:             {2, 4, now(offsetForLeaderEpoch)},
+		60:             {0, 1, now(describeCluster)},
 	}
 }
 

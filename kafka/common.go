@@ -54,6 +54,7 @@ const (
 	codeCorruptMessage           int16 = 2
 	codeUnknownTopicOrPartition  int16 = 3
 	codeUnknownTopicID           int16 = 100
+	codeUnsupportedEndpointType  int16 = 120
 )
 
 // allowed reports whether the connection's caller may do op on r

@@ -121,3 +121,24 @@ func topicMetadata(im *controller.Image, t *controller.Topic) kmsg.MetadataRespo
 	}
 	return mt
 }
+
+// describeCluster serves DescribeCluster (KIP-700): the cluster id, a
+// broker to send admin requests to (any broker forwards them), and the
+// brokers with a Kafka listener. Endpoint type 2 (controllers) is
+// refused: Sluice's controllers are not reachable over Kafka's protocol.
+func describeCluster(c *conn, r *request) kmsg.Response {
+	req := r.msg.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.ClusterAuthorizedOperations = -2147483648
+	if r.version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = codeUnsupportedEndpointType
+		resp.ErrorMessage = kmsg.StringPtr("only broker endpoints (type 1) are served")
+		return resp
+	}
+	im := c.s.cfg.Metadata.Image()
+	resp.ClusterID, resp.ControllerID, resp.EndpointType = im.ClusterID, c.s.cfg.NodeID, 1
+	for _, b := range brokers(im) {
+		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	return resp
+}
