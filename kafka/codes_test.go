@@ -43,3 +43,18 @@ func TestKafkaCodesMatchKafkasNames(t *testing.T) {
 		t.Fatalf("checked only %d codes", checked)
 	}
 }
+
+// TestDoorOnlyCodes checks the Kafka codes the door answers that Sluice's
+// table has no value for.
+func TestDoorOnlyCodes(t *testing.T) {
+	for code, want := range map[int16]*kerr.Error{
+		codeUnsupportedVersion: kerr.UnsupportedVersion, codeUnsupportedForMessageFmt: kerr.UnsupportedForMessageFormat,
+		codeCorruptMessage: kerr.CorruptMessage, codeUnknownTopicOrPartition: kerr.UnknownTopicOrPartition,
+		codeUnknownTopicID: kerr.UnknownTopicID, codeUnsupportedEndpointType: kerr.UnsupportedEndpointType,
+		codeFetchSessionIDNotFound: kerr.FetchSessionIDNotFound, codeInvalidFetchSessionEpoch: kerr.InvalidFetchSessionEpoch,
+	} {
+		if code != want.Code {
+			t.Errorf("%s is %d, not %d", want.Message, want.Code, code)
+		}
+	}
+}

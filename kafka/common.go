@@ -54,7 +54,7 @@ const (
 	codeCorruptMessage           int16 = 2
 	codeUnknownTopicOrPartition  int16 = 3
 	codeUnknownTopicID           int16 = 100
-	codeUnsupportedEndpointType  int16 = 120
+	codeUnsupportedEndpointType  int16 = 115
 )
 
 // allowed reports whether the connection's caller may do op on r
