@@ -19,7 +19,8 @@ build:
 	$(GO) build -o $(BIN)/sluiced ./cmd/sluiced
 	$(GO) build -o $(BIN)/sluice ./cmd/sluice
 
-# Single-node Sluice on 127.0.0.1:9400 with data in ./sluice-data. GODEBUG
+# Single-node Sluice on 127.0.0.1:9400 (Kafka clients: 127.0.0.1:9092) with
+# data in ./sluice-data. GODEBUG
 # keeps the Go runtime's monitor thread off the deep sleep that cost a futex
 # wake-up per request (docs/design.md decision 47); a GODEBUG of your own wins.
 run: build
@@ -43,7 +44,8 @@ image:
 	GO=$(GO) BIN=$(BIN) scripts/image.sh
 
 # Three local nodes (controller and broker each) on 127.0.0.1:9510, 9520,
-# 9530 in the background, data and logs under $(CLUSTER_DIR); stop them with
+# 9530 (the Kafka protocol on 9515, 9525, 9535) in the background, data and
+# logs under $(CLUSTER_DIR); stop them with
 # `make cluster-stop`. See scripts/cluster.sh and docs/kubernetes.md.
 CLUSTER_DIR ?= sluice-cluster
 cluster:

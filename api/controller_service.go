@@ -60,7 +60,7 @@ func (s *ControllerService) status(err error) error {
 // RegisterBroker implements the Controller service.
 func (s *ControllerService) RegisterBroker(ctx context.Context, req *internalv1.RegisterBrokerRequest) (*internalv1.RegisterBrokerResponse, error) {
 	epoch, err := s.ctl.RegisterBroker(ctx, controller.RegisterBroker{BrokerID: req.BrokerId, Address: req.Address,
-		InternalAddress: req.InternalAddress, Rack: req.Rack, IncarnationID: req.IncarnationId,
+		InternalAddress: req.InternalAddress, KafkaAddress: req.KafkaAddress, Rack: req.Rack, IncarnationID: req.IncarnationId,
 		MaxReplicas: req.MaxReplicas, OpenFilesLimit: req.OpenFilesLimit})
 	if err != nil {
 		return nil, s.status(err)

@@ -243,6 +243,7 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	// sluice.internal.v1 (the internal listener)
 	"sluice.internal.v1.RegisterBrokerRequest.address":            {MaxLen: MaxAddressLength},
 	"sluice.internal.v1.RegisterBrokerRequest.internal_address":   {MaxLen: MaxAddressLength},
+	"sluice.internal.v1.RegisterBrokerRequest.kafka_address":      {MaxLen: MaxAddressLength},
 	"sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas":  {Max: MaxOfflineReplicas, Why: "offline replicas per heartbeat"},
 	"sluice.v1.OfflineReplica.topic":                              topicName(),
 	"sluice.internal.v1.AlterPartitionRequest.topic":              topicName(),

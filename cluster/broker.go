@@ -33,7 +33,10 @@ type BrokerConfig struct {
 	// where other nodes call this broker's inter-node services (decision
 	// 41); registered with Address.
 	InternalAddress string
-	Rack            string
+	// KafkaAddress is the advertised address of the Kafka-protocol
+	// listener (issue 34), registered with Address; empty: none.
+	KafkaAddress string
+	Rack         string
 	// HeartbeatInterval; 0 means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
 	// SessionTimeout is the controller's broker session timeout
@@ -268,7 +271,7 @@ func (b *BrokerLifecycle) register() {
 	b.mu.Lock()
 	maxReplicas, nofile := b.cfg.replicaLimit()
 	req := &internalv1.RegisterBrokerRequest{BrokerId: b.cfg.NodeID, Address: b.cfg.Address, InternalAddress: b.cfg.InternalAddress,
-		Rack: b.cfg.Rack, IncarnationId: b.incarnation, MaxReplicas: maxReplicas, OpenFilesLimit: nofile}
+		KafkaAddress: b.cfg.KafkaAddress, Rack: b.cfg.Rack, IncarnationId: b.incarnation, MaxReplicas: maxReplicas, OpenFilesLimit: nofile}
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()

@@ -85,6 +85,9 @@ func TestComposeFile(t *testing.T) {
 		if adv, _ := flagValue(s.Command, "internal-advertise"); adv != name+":9404" {
 			t.Errorf("%s: advertises its internal listener as %q, want %s:9404", name, adv, name)
 		}
+		if adv, _ := flagValue(s.Command, "kafka-advertise"); adv != name+":9092" {
+			t.Errorf("%s: advertises its Kafka listener as %q, want %s:9092", name, adv, name)
+		}
 	}
 	for name, s := range cf.Services {
 		voters, err := node.ParseVoters(s.Environment["SLUICE_CONTROLLER_VOTERS"])
@@ -108,6 +111,9 @@ func TestComposeFile(t *testing.T) {
 		}
 		if want := fmt.Sprintf("0.0.0.0:%d", 9404); s.Environment["SLUICE_INTERNAL_LISTEN"] != want {
 			t.Errorf("%s: SLUICE_INTERNAL_LISTEN %q, want %s", name, s.Environment["SLUICE_INTERNAL_LISTEN"], want)
+		}
+		if want := fmt.Sprintf("0.0.0.0:%d", 9092); s.Environment["SLUICE_KAFKA_LISTEN"] != want {
+			t.Errorf("%s: SLUICE_KAFKA_LISTEN %q, want %s", name, s.Environment["SLUICE_KAFKA_LISTEN"], want)
 		}
 	}
 }

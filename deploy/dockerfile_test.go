@@ -167,7 +167,7 @@ func TestDockerfile(t *testing.T) {
 	if volume != "/var/lib/sluice" || env["SLUICE_DATA_DIR"] != volume {
 		t.Errorf("VOLUME %q, SLUICE_DATA_DIR %q: want both /var/lib/sluice", volume, env["SLUICE_DATA_DIR"])
 	}
-	for _, k := range []string{"SLUICE_LISTEN", "SLUICE_HTTP_LISTEN", "SLUICE_INTERNAL_LISTEN"} {
+	for _, k := range []string{"SLUICE_LISTEN", "SLUICE_HTTP_LISTEN", "SLUICE_INTERNAL_LISTEN", "SLUICE_KAFKA_LISTEN"} {
 		if _, port, err := net.SplitHostPort(env[k]); err != nil || !exposed[port+"/tcp"] {
 			t.Errorf("%s=%s: its port is not EXPOSEd", k, env[k])
 		}

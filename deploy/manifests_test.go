@@ -123,7 +123,8 @@ func listenPort(t *testing.T, p pod, flag string) int32 {
 // target ports name container ports with those numbers. The headless Service, through
 // which the pods reach each other, has the internal gRPC port; the client
 // Service must not (decision 41: the inter-node services are not for
-// clients).
+// clients). Both have the Kafka port (issue 34): Kafka clients bootstrap
+// from the client Service and reach each broker under the headless one.
 func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
@@ -136,6 +137,7 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 					"grpc": listenPort(t, p, "listen"), "raft": listenPort(t, p, "raft-listen"),
 					"gossip-tcp": listenPort(t, p, "gossip-listen"), "gossip-udp": listenPort(t, p, "gossip-listen"),
 					"http": listenPort(t, p, "http-listen"), "internal": listenPort(t, p, "internal-listen"),
+					"kafka": listenPort(t, p, "kafka-listen"),
 				}
 				ports := map[string]corev1.ContainerPort{}
 				for _, cp := range c.Ports {
@@ -156,7 +158,7 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 						continue
 					}
 					headless := svc.Spec.ClusterIP == corev1.ClusterIPNone
-					internal := false
+					internal, kafka := false, false
 					for _, sp := range svc.Spec.Ports {
 						cp, ok := ports[sp.TargetPort.String()]
 						if !ok || cp.ContainerPort != sp.Port || protocol(cp.Protocol) != protocol(sp.Protocol) {
@@ -165,6 +167,10 @@ func TestManifestPortsMatchFlagsProbesAndServices(t *testing.T) {
 						if sp.TargetPort.String() == "internal" || sp.Port == want["internal"] || sp.TargetPort.IntValue() == int(want["internal"]) {
 							internal = true
 						}
+						kafka = kafka || ports[sp.TargetPort.String()].ContainerPort == want["kafka"] && sp.Port == want["kafka"]
+					}
+					if !kafka {
+						t.Errorf("Service %s has no Kafka port %d: Kafka clients could not reach %s", svc.Name, want["kafka"], sts.Name)
 					}
 					switch {
 					case headless && !internal:
@@ -386,7 +392,7 @@ func nodeIDOf(t *testing.T, p pod) int32 {
 // (<statefulset>-<ordinal>.<headless service>): the voters are exactly the
 // pods with the controller role, each with its node id and Raft port; the
 // seeds are pods' gossip ports; every pod advertises its own name for
-// both gRPC listeners.
+// both gRPC listeners and the Kafka listener.
 func TestManifestVotersAndSeedsNameThePods(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
@@ -420,6 +426,10 @@ func TestManifestVotersAndSeedsNameThePods(t *testing.T) {
 					iadv, _ := p.setting("internal-advertise")
 					if want := fmt.Sprintf("%s.%s.sluice-ns.svc:%d", p.Name, sts.Spec.ServiceName, listenPort(t, p, "internal-listen")); iadv != want {
 						t.Errorf("%s advertises its internal listener as %q, want %q", p.Name, iadv, want)
+					}
+					kadv, _ := p.setting("kafka-advertise")
+					if want := fmt.Sprintf("%s.%s.sluice-ns.svc:%d", p.Name, sts.Spec.ServiceName, listenPort(t, p, "kafka-listen")); kadv != want {
+						t.Errorf("%s advertises its Kafka listener as %q, want %q", p.Name, kadv, want)
 					}
 				}
 			}
@@ -495,8 +505,8 @@ func TestConfigChangeRollsThePods(t *testing.T) {
 // pods' namespace, selecting every sluice pod and nothing else; the
 // internal gRPC, Raft and gossip (TCP and UDP) ports admit only sluice
 // pods of the namespace (in the split overlay: controllers and brokers
-// alike, so they reach each other), the client gRPC and HTTP ports anyone
-// (applications, probes, Prometheus).
+// alike, so they reach each other), the client gRPC, Kafka and HTTP ports
+// anyone (applications, probes, Prometheus).
 func TestManifestNetworkPolicy(t *testing.T) {
 	for _, name := range overlays {
 		t.Run(name, func(t *testing.T) {
@@ -527,6 +537,7 @@ func TestManifestNetworkPolicy(t *testing.T) {
 					anyone bool
 				}{
 					{"client gRPC", listenPort(t, p, "listen"), corev1.ProtocolTCP, true},
+					{"Kafka", listenPort(t, p, "kafka-listen"), corev1.ProtocolTCP, true},
 					{"HTTP", listenPort(t, p, "http-listen"), corev1.ProtocolTCP, true},
 					{"internal gRPC", listenPort(t, p, "internal-listen"), corev1.ProtocolTCP, false},
 					{"Raft", listenPort(t, p, "raft-listen"), corev1.ProtocolTCP, false},

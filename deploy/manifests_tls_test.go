@@ -200,7 +200,7 @@ func checkStatefulSetTLS(t *testing.T, m *manifests, sts *appsv1.StatefulSet) st
 	var names []string
 	for ord := range int(*sts.Spec.Replicas) {
 		p := podOf(t, m, sts, ord, ns, "10.0.0.1")
-		for _, flag := range []string{"advertise", "internal-advertise"} {
+		for _, flag := range []string{"advertise", "internal-advertise", "kafka-advertise"} {
 			v, _ := p.setting(flag)
 			host, _, _ := net.SplitHostPort(v)
 			names = append(names, host)

@@ -44,7 +44,7 @@ import (
 //
 //   - its IP: 127.0.0.11, .12, .13 for ordinals 0, 1, 2 (Linux routes all
 //     of 127/8 to lo), every pod on the same ports — free ones picked for
-//     the run in place of the manifests' 9400-9404 (freeRehearsalPorts);
+//     the run in place of the manifests' 9400-9404 and 9092 (freeRehearsalPorts);
 //   - its network namespace: the pods share the machine's, so a listen
 //     address on 0.0.0.0 binds the pod's IP instead;
 //   - the cluster's DNS: sluiced --hosts (and the same table in this test
@@ -262,7 +262,8 @@ func installRehearsalHosts(t *testing.T) {
 
 // freeRehearsalPorts maps each container port of the manifests to a port
 // free on all three rehearsal IPs, TCP and UDP (gossip uses both), so
-// the rehearsal never takes the ports a user's sluiced holds (9400-9404)
+// the rehearsal never takes the ports a user's sluiced holds (9400-9404,
+// 9092)
 // nor another run's. Pods all use the same port numbers, as in the
 // manifests.
 func freeRehearsalPorts(t *testing.T, cports []corev1.ContainerPort) map[int]int {
@@ -510,6 +511,19 @@ func rehearseRollingUpdate(t *testing.T, overlay string, hooks rehearsalHooks) {
 		waitProbes(pp)
 	}
 	t.Logf("%d pods ready", len(pods))
+	// Every pod's Kafka listener (issue 34) is open at the address it
+	// advertises to Kafka clients.
+	for _, pp := range pods {
+		kadv, ok := pp.pod.setting("kafka-advertise")
+		if !ok {
+			t.Fatalf("%s: no --kafka-advertise", pp.pod.Name)
+		}
+		conn, err := net.DialTimeout("tcp", kadv, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: Kafka listener at its advertised %s: %v", pp.pod.Name, kadv, err)
+		}
+		conn.Close()
+	}
 	if hooks.ready != nil {
 		hooks.ready(run)
 	}

@@ -51,8 +51,19 @@ type Config struct {
 	// is a wildcard IP (0.0.0.0), Advertise's host with its port.
 	InternalListen    string
 	InternalAdvertise string
-	HTTPListen        string // /healthz, /readyz, /metrics (and /debug/pprof with Pprof); empty disables
-	Rack              string
+	// KafkaListen / KafkaAdvertise: the Kafka-protocol listener (issue 34,
+	// package kafka), which brokers serve and controller-only nodes do
+	// not open, and the address Kafka clients are given for this broker in
+	// Metadata (registered with the controller). An empty KafkaListen
+	// disables it (DefaultConfig has Kafka's 127.0.0.1:9092); an empty
+	// KafkaAdvertise is KafkaListen's actual address, or, when that is a
+	// wildcard IP (0.0.0.0), Advertise's host with its port. With TLS on
+	// (TLSCertFile) it speaks TLS as the client listener does, with the
+	// same certificate and client-certificate policy.
+	KafkaListen    string
+	KafkaAdvertise string
+	HTTPListen     string // /healthz, /readyz, /metrics (and /debug/pprof with Pprof); empty disables
+	Rack           string
 	// Pprof serves /debug/pprof on HTTPListen (off by default: a CPU
 	// profile is for an operator, not for whoever reaches the port).
 	Pprof bool
@@ -273,7 +284,8 @@ type Config struct {
 const DefaultPageCacheWindow = 256 << 20
 
 // DefaultConfig is a single combined node on 127.0.0.1:9400 (Raft 9401,
-// gossip 9402, HTTP 9403, internal gRPC 9404) with data in ./sluice-data.
+// gossip 9402, HTTP 9403, internal gRPC 9404, Kafka protocol 9092) with
+// data in ./sluice-data.
 func DefaultConfig() Config {
 	return Config{
 		NodeID:                    1,
@@ -284,6 +296,7 @@ func DefaultConfig() Config {
 		GossipListen:              "127.0.0.1:9402",
 		HTTPListen:                "127.0.0.1:9403",
 		InternalListen:            "127.0.0.1:9404",
+		KafkaListen:               "127.0.0.1:9092",
 		RetentionCheckInterval:    5 * time.Minute,
 		LogCleanerBackoff:         cluster.DefaultCleanerBackoff,
 		PageCacheWindow:           DefaultPageCacheWindow,
@@ -381,6 +394,7 @@ func (c Config) Validate() error {
 	}
 	addrs := []struct{ name, v string }{{"listen", c.Listen}, {"advertise", c.Advertise}, {"http listen", c.HTTPListen},
 		{"internal listen", c.InternalListen}, {"internal advertise", c.InternalAdvertise},
+		{"kafka listen", c.KafkaListen}, {"kafka advertise", c.KafkaAdvertise},
 		{"gossip listen", c.GossipListen}, {"gossip advertise", c.GossipAdvertise}, {"raft advertise", c.RaftAdvertise}}
 	if c.hasRole(RoleController) {
 		addrs = append(addrs, struct{ name, v string }{"raft listen", c.RaftListen})
@@ -398,6 +412,9 @@ func (c Config) Validate() error {
 	}
 	if _, port, _ := net.SplitHostPort(c.Listen); c.InternalListen == c.Listen && port != "0" {
 		return fmt.Errorf("internal listen address %s is the listen address: the inter-node services must have a listener of their own", c.InternalListen)
+	}
+	if err := c.validateKafkaListener(); err != nil {
+		return err
 	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {
@@ -629,6 +646,28 @@ func (c Config) validateTLS() error {
 	}
 	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
 		return errors.New("the HTTP listener's certificate needs its key, and the key its certificate (--http-tls-cert-file, --http-tls-key-file)")
+	}
+	return nil
+}
+
+// validateKafkaListener checks what Validate's address checks do not:
+// the Kafka listener does not share a fixed address with another
+// listener, and an advertised Kafka address has a listener behind it.
+func (c Config) validateKafkaListener() error {
+	if c.KafkaListen == "" {
+		if c.KafkaAdvertise != "" {
+			return fmt.Errorf("kafka advertise address %s but no Kafka listener (kafka listen is empty)", c.KafkaAdvertise)
+		}
+		return nil
+	}
+	if _, port, _ := net.SplitHostPort(c.KafkaListen); port == "0" {
+		return nil
+	}
+	for _, o := range []struct{ name, v string }{{"listen", c.Listen}, {"internal listen", c.InternalListen},
+		{"http listen", c.HTTPListen}, {"raft listen", c.RaftListen}, {"gossip listen", c.GossipListen}} {
+		if o.v == c.KafkaListen {
+			return fmt.Errorf("kafka listen address %s is the %s address: the Kafka protocol needs a listener of its own", c.KafkaListen, o.name)
+		}
 	}
 	return nil
 }

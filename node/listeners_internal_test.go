@@ -2,9 +2,10 @@ package node
 
 import "testing"
 
-// The internal listener's advertised address (decision 41): configured,
-// else bound; a wildcard bind takes the client listener's advertised host.
-func TestInternalAdvertiseDerivation(t *testing.T) {
+// The internal and Kafka listeners' advertised addresses (decision 41,
+// issue 34): configured, else bound; a wildcard bind takes the client
+// listener's advertised host.
+func TestAdvertisedAddressDerivation(t *testing.T) {
 	for _, tc := range []struct {
 		name                         string
 		configured, advertise, bound string
@@ -16,10 +17,12 @@ func TestInternalAdvertiseDerivation(t *testing.T) {
 		{"wildcard bind takes the advertised host", "", "sluice-0.sluice-headless.default.svc:9400", "0.0.0.0:9404", "sluice-0.sluice-headless.default.svc:9404"},
 		{"IPv6 wildcard bind", "", "10.0.0.7:9400", "[::]:9404", "10.0.0.7:9404"},
 		{"wildcard advertise helps nothing", "", "0.0.0.0:9400", "0.0.0.0:9404", "0.0.0.0:9404"},
+		{"Kafka wildcard bind takes the advertised host", "", "sluice-0.sluice-headless.default.svc:9400", "0.0.0.0:9092", "sluice-0.sluice-headless.default.svc:9092"},
+		{"Kafka configured wins", "kafka-0.example:19092", "n1:9400", "0.0.0.0:9092", "kafka-0.example:19092"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := internalAdvertise(tc.configured, tc.advertise, tc.bound); got != tc.want {
-				t.Errorf("internalAdvertise(%q, %q, %q) = %q, want %q", tc.configured, tc.advertise, tc.bound, got, tc.want)
+			if got := advertisedAddress(tc.configured, tc.advertise, tc.bound); got != tc.want {
+				t.Errorf("advertisedAddress(%q, %q, %q) = %q, want %q", tc.configured, tc.advertise, tc.bound, got, tc.want)
 			}
 		})
 	}

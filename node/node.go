@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/internal/goroutine"
+	"github.com/sluice-io/sluice/kafka"
 	"github.com/sluice-io/sluice/proto/codec"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -50,8 +51,13 @@ type Node struct {
 	// internalGRPC serves the inter-node services (Controller, Replica,
 	// TxnBroker) and health on internalLis; the client server does not
 	// serve them.
-	internalGRPC  *grpc.Server
-	internalLis   net.Listener
+	internalGRPC *grpc.Server
+	internalLis  net.Listener
+	// kafka serves the Kafka protocol (issue 34) on kafkaLis, its bound
+	// listener (TLS-wrapped with TLS on); both nil unless a broker with
+	// KafkaListen set.
+	kafka         *kafka.Server
+	kafkaLis      net.Listener
 	httpSrv       *http.Server
 	tls           *tlsMaterial // the listeners' certificates; nil fields without TLS
 	authn         *auth.Authenticator
@@ -185,7 +191,23 @@ func Start(cfg Config) (_ *Node, err error) {
 	cleanups = append(cleanups, func() { ilis.Close() })
 	ilis = n.limitListener(listenerInternal, ilis, cfg)
 	n.internalLis = ilis
-	cfg.InternalAdvertise = internalAdvertise(cfg.InternalAdvertise, cfg.Advertise, ilis.Addr().String())
+	cfg.InternalAdvertise = advertisedAddress(cfg.InternalAdvertise, cfg.Advertise, ilis.Addr().String())
+	// The Kafka listener, a broker's only: bound here so that its
+	// advertised address is known before the broker registers.
+	var klis net.Listener
+	switch {
+	case cfg.KafkaListen != "" && cfg.hasRole(RoleBroker):
+		klis, err = net.Listen("tcp", cfg.KafkaListen)
+		if err != nil {
+			return nil, fmt.Errorf("listen kafka %s: %w", cfg.KafkaListen, err)
+		}
+		cleanups = append(cleanups, func() { klis.Close() })
+		n.kafkaLis = klis
+		cfg.KafkaAdvertise = advertisedAddress(cfg.KafkaAdvertise, cfg.Advertise, klis.Addr().String())
+	case cfg.KafkaListen != "":
+		logger.Info("no Kafka listener: only brokers serve the Kafka protocol", "kafka_listen", cfg.KafkaListen)
+		cfg.KafkaAdvertise = ""
+	}
 	n.cfg = cfg
 
 	if cfg.hasRole(RoleBroker) {
@@ -285,7 +307,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	if n.replicas != nil {
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
-			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, Rack: cfg.Rack, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
+			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, KafkaAddress: cfg.KafkaAdvertise, Rack: cfg.Rack,
+			HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
 			Controllers: n.controllers, Metadata: n.cache, OnImage: n.applyImage, Logger: logger,
 			OfflineReplicas: n.replicas.OfflineReplicaReports,
 		})
@@ -304,6 +327,22 @@ func Start(cfg Config) (_ *Node, err error) {
 		api.NewServer(api.ServerConfig{Replicas: n.replicas, Metadata: n.cache, Controllers: n.controllers, Pool: n.pool,
 			Self: api.Broker{NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack}, Logger: logger, Draining: n.draining,
 			Authz: n.authz, Quotas: n.quotas}).Register(limitedPub)
+		if n.kafkaLis != nil {
+			// The second door (DESIGN §3): the same replica manager,
+			// metadata, controllers, producer ids and authorization as
+			// the gRPC services above. ClusterID stays empty: the
+			// cluster id is the metadata's (Image().ClusterID), known
+			// only once it has loaded — a fresh cluster's controller
+			// makes it after start — so the door reads it there, as
+			// api's Metadata does.
+			var gate *auth.Gate
+			if n.authz != nil {
+				gate = n.authz.Gate
+			}
+			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
+				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: gate, Logger: logger})
+			cleanups = append(cleanups, func() { n.kafka.Close() })
+		}
 	}
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
 		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg),
@@ -354,6 +393,16 @@ func Start(cfg Config) (_ *Node, err error) {
 			logger.Error("internal grpc server stopped", "err", err)
 		}
 	})
+	if n.kafka != nil {
+		// TLS as on the client listener when the node has TLS (the
+		// listener stays unwrapped in n.kafkaLis for KafkaAddr).
+		kl := tlsm.kafkaListener(klis)
+		n.goroutines.Go(func() {
+			if err := n.kafka.Serve(kl); err != nil && !errors.Is(err, kafka.ErrServerClosed) {
+				logger.Error("kafka server stopped", "err", err)
+			}
+		})
+	}
 	if n.replicas != nil {
 		n.replicas.Start()
 		n.replicas.StartReplication(cluster.ReplicationConfig{Metadata: n.cache, Pool: n.pool, Controllers: n.controllers,
@@ -368,18 +417,20 @@ func Start(cfg Config) (_ *Node, err error) {
 	})
 	logger.Info("sluice node started", "node_id", cfg.NodeID, "roles", cfg.Roles, "listen", lis.Addr().String(), "tls", tlsm.describe(),
 		"advertise", cfg.Advertise, "internal_listen", ilis.Addr().String(), "internal_advertise", cfg.InternalAdvertise,
+		"kafka_listen", n.KafkaAddr(), "kafka_advertise", cfg.KafkaAdvertise,
 		"gossip", n.members.LocalAddr(), "http", n.HTTPAddr(), "data_dir", cfg.DataDir)
 	return n, nil
 }
 
-// internalAdvertise is the address other nodes dial the internal listener
-// at: configured (--internal-advertise), else the bound address, as
-// --advertise defaults to the bound client address. When the internal
+// advertisedAddress is the address others reach a listener at — the
+// internal listener (other nodes) or the Kafka listener (Kafka clients):
+// configured (--internal-advertise, --kafka-advertise), else the bound
+// address, as --advertise defaults to the bound client address. When the
 // listener binds a wildcard IP (0.0.0.0:9404, which no peer can dial) it
 // takes the host of advertise instead, the client listener's advertised
 // name, with the bound port: a node that sets --advertise need not repeat
-// its name for the internal listener.
-func internalAdvertise(configured, advertise, bound string) string {
+// its name for its other listeners.
+func advertisedAddress(configured, advertise, bound string) string {
 	if configured != "" {
 		return configured
 	}
@@ -532,6 +583,15 @@ func (n *Node) Addr() string { return n.lis.Addr().String() }
 // InternalAddr is the bound address of the internal gRPC listener (the
 // inter-node services).
 func (n *Node) InternalAddr() string { return n.internalLis.Addr().String() }
+
+// KafkaAddr is the bound address of the Kafka-protocol listener, or ""
+// when it has none (KafkaListen empty, or not a broker).
+func (n *Node) KafkaAddr() string {
+	if n.kafkaLis == nil {
+		return ""
+	}
+	return n.kafkaLis.Addr().String()
+}
 
 // GossipAddr is the bound gossip address.
 func (n *Node) GossipAddr() string { return n.members.LocalAddr() }

@@ -31,6 +31,9 @@ func (n *Node) Abort() {
 		}
 		n.grpc.Stop()
 		n.internalGRPC.Stop()
+		if n.kafka != nil {
+			_ = n.kafka.Close()
+		}
 		_ = n.members.Shutdown()
 		if n.ctl != nil {
 			_ = n.ctl.Abort()
@@ -110,7 +113,9 @@ func (n *Node) controlledShutdownTimeout() time.Duration {
 
 // stopServing ends metadata streams and the other long-lived streams,
 // drains in-flight requests and stops the gRPC servers (client and
-// internal, together, within one ShutdownTimeout) and the HTTP server.
+// internal, together, within one ShutdownTimeout), closes the Kafka
+// server (its connections end, with the requests in them) and stops the
+// HTTP server.
 func (n *Node) stopServing(ctx context.Context) {
 	if n.ctlService != nil {
 		n.ctlService.Close()
@@ -122,6 +127,12 @@ func (n *Node) stopServing(ctx context.Context) {
 		var wg sync.WaitGroup
 		for _, s := range servers {
 			wg.Go(s.GracefulStop)
+		}
+		if n.kafka != nil {
+			// No graceful drain in the Kafka protocol: a client whose
+			// connection closes retries on the partition's new leader,
+			// which controlled shutdown has moved by now.
+			wg.Go(func() { _ = n.kafka.Close() })
 		}
 		wg.Wait()
 		close(drained)

@@ -129,6 +129,18 @@ func (m *tlsMaterial) internalServerOptions() []grpc.ServerOption {
 		refused: func(peer net.Addr, err error) { m.refused("internal", peer, err) }})}
 }
 
+// kafkaListener wraps the Kafka listener (issue 34) in TLS when the node
+// has TLS: the client listener's certificate, client CAs and
+// client-certificate policy, reloaded as theirs are, without ALPN (Kafka
+// clients offer none). Refused handshakes surface as connection errors in
+// package kafka and are not counted in sluice_tls_handshake_refusals_total.
+func (m *tlsMaterial) kafkaListener(l net.Listener) net.Listener {
+	if !m.enabled() {
+		return l
+	}
+	return tls.NewListener(l, auth.ServerConfig(m.clientCert, m.clientCAs, m.clientAuth, nil))
+}
+
 // httpListener wraps the HTTP listener in TLS when HTTP TLS is on.
 func (m *tlsMaterial) httpListener(l net.Listener) net.Listener {
 	if m.http == nil {

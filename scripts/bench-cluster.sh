@@ -18,7 +18,7 @@
 #   make bench-cluster                    # or scripts/bench-cluster.sh
 #   RECORDS_100=3000000 RECORDS_1K=1000000 scripts/bench-cluster.sh
 #
-# Environment: BASE_PORT (19500; node i uses BASE_PORT+10*i .. +4), PARTITIONS
+# Environment: BASE_PORT (19500; node i uses BASE_PORT+10*i .. +5), PARTITIONS
 # (6), RECORDS_100 / RECORDS_1K / RECORDS_100_ALL / RECORDS_1K_ALL (records per
 # run; the defaults take about 10 s each on a 2-core machine), PACED_RATE (250000: records/s
 # of the paced acks=all 100-byte run), PROFILE_DIR (if set, CPU profiles of
@@ -81,7 +81,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port() { echo $((BASE_PORT + 10 * $1 + $2)); } # node, offset: 0 client gRPC, 1 Raft, 2 gossip, 3 HTTP, 4 internal gRPC
+port() { echo $((BASE_PORT + 10 * $1 + $2)); } # node, offset: 0 client gRPC, 1 Raft, 2 gossip, 3 HTTP, 4 internal gRPC, 5 Kafka
 
 voters="" join="" brokers=""
 for i in 1 2 3; do
@@ -118,7 +118,7 @@ for i in 1 2 3; do
 	GODEBUG=${GODEBUG:-schedtrace=2147483647} ${NODE_GOMAXPROCS:+env GOMAXPROCS=$NODE_GOMAXPROCS} "$BIN/sluiced" --node-id "$i" --data-dir "$work/node$i" \
 		--listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
 		--gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" ${PROFILE_DIR:+--pprof} \
-		--internal-listen "127.0.0.1:$(port "$i" 4)" \
+		--internal-listen "127.0.0.1:$(port "$i" 4)" --kafka-listen "127.0.0.1:$(port "$i" 5)" \
 		--controller-voters "$voters" --join "$join" --controlled-shutdown-timeout 3s ${tls_args[@]+"${tls_args[@]}"} ${authz_args[@]+"${authz_args[@]}"} \
 		--log-level warn >"$work/node$i.log" 2>&1 &
 	pids+=($!)

@@ -6,9 +6,9 @@
 #   make cluster            # or scripts/cluster.sh start
 #   make cluster-stop       # or scripts/cluster.sh stop (SIGTERM, then waits)
 #
-# Node i (1..3) uses ports BASE_PORT+10*i .. +4: client gRPC, Raft, gossip,
-# HTTP, internal gRPC (9510-9514, 9520-9524, 9530-9534 by default, apart
-# from `make run`'s 9400). Its data is in DIR/data-i, its output in DIR/node-i.log, its
+# Node i (1..3) uses ports BASE_PORT+10*i .. +5: client gRPC, Raft, gossip,
+# HTTP, internal gRPC, Kafka protocol (9510-9515, 9520-9525, 9530-9535 by
+# default, apart from `make run`'s 9400 and 9092). Its data is in DIR/data-i, its output in DIR/node-i.log, its
 # process id in DIR/node-i.pid. A second start with the same DIR reuses the
 # data (the cluster comes back as it was).
 #
@@ -81,18 +81,19 @@ start() {
   mkdir -p "$BIN" "$DIR"
   "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
   "$GO" build -o "$BIN/sluice" ./cmd/sluice
-  local voters="" join="" brokers=""
+  local voters="" join="" brokers="" kafka=""
   for i in $(seq 1 $NODES); do
     voters="$voters${voters:+,}$i@127.0.0.1:$(port "$i" 1)"
     join="$join${join:+,}127.0.0.1:$(port "$i" 2)"
     brokers="$brokers${brokers:+,}127.0.0.1:$(port "$i" 0)"
+    kafka="$kafka${kafka:+,}127.0.0.1:$(port "$i" 5)"
   done
   for i in $(seq 1 $NODES); do
     # shellcheck disable=SC2086 # ARGS is a list of flags
     env -u SLUICE_DATA_DIR GOMAXPROCS="$NODE_GOMAXPROCS" GODEBUG="$NODE_GODEBUG" "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
       --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
       --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
-      --internal-listen "127.0.0.1:$(port "$i" 4)" \
+      --internal-listen "127.0.0.1:$(port "$i" 4)" --kafka-listen "127.0.0.1:$(port "$i" 5)" \
       --controller-voters "$voters" --join "$join" \
       --default-replication-factor 3 --default-min-insync-replicas 2 ${ARGS:-} \
       >>"$DIR/node-$i.log" 2>&1 &
@@ -116,6 +117,7 @@ start() {
   cat <<MSG
 Sluice cluster of $NODES nodes running; data and logs in $DIR/.
   brokers:  $brokers
+  kafka:    $kafka   (Kafka clients: bootstrap.servers / kcat -b)
   try:      SLUICE_BROKERS=$brokers $BIN/sluice cluster status
   logs:     tail -f $DIR/node-*.log
   stop:     make cluster-stop   (or DIR=$DIR scripts/cluster.sh stop)

@@ -86,6 +86,7 @@ trap 'exit 143' TERM
 for v in $(compgen -e | grep '^SLUICE_' || true); do unset "$v"; done
 "$BIN/sluiced" --node-id 1 --data-dir "$work/data" \
   --listen 127.0.0.1:0 --internal-listen 127.0.0.1:0 --raft-listen 127.0.0.1:0 --gossip-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+  --kafka-listen 127.0.0.1:0 \
   >"$nodelog" 2>&1 &
 pid=$!
 

@@ -100,6 +100,7 @@ ctr=$("$BUILDAH" "${store[@]}" from --quiet "$IMAGE")
 for v in $(compgen -e | grep '^SLUICE_' || true); do unset "$v"; done
 "$BUILDAH" "${store[@]}" run --isolation chroot "$ctr" -- /usr/local/bin/sluiced --node-id 1 \
   --listen 127.0.0.1:0 --advertise= --internal-listen 127.0.0.1:0 --internal-advertise= \
+  --kafka-listen 127.0.0.1:0 --kafka-advertise= \
   --raft-listen 127.0.0.1:0 --gossip-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
   >"$nodelog" 2>&1 &
 pid=$!

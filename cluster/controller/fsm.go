@@ -138,7 +138,7 @@ func invalid(format string, args ...any) error {
 
 // applyRegisterBroker: a new incarnation gets epoch = offset and starts
 // fenced; the same incarnation again is a retried registration and keeps
-// its epoch (updating the addresses and rack).
+// its epoch (updating the addresses, Kafka's included, and rack).
 func applyRegisterBroker(im *Image, r RegisterBroker, offset uint64) (int64, error) {
 	if r.BrokerID < 0 {
 		return 0, invalid("broker id %d is negative", r.BrokerID)
@@ -150,12 +150,12 @@ func applyRegisterBroker(im *Image, r RegisterBroker, offset uint64) (int64, err
 		return 0, invalid("broker %d registered without an incarnation id", r.BrokerID)
 	}
 	if b := im.Brokers[r.BrokerID]; b != nil && b.IncarnationID == r.IncarnationID {
-		b.Address, b.InternalAddress, b.Rack = r.Address, r.InternalAddress, r.Rack
+		b.Address, b.InternalAddress, b.KafkaAddress, b.Rack = r.Address, r.InternalAddress, r.KafkaAddress, r.Rack
 		b.MaxReplicas, b.OpenFilesLimit = r.MaxReplicas, r.OpenFilesLimit
 		return b.Epoch, nil
 	}
 	im.Brokers[r.BrokerID] = &Broker{
-		ID: r.BrokerID, Address: r.Address, InternalAddress: r.InternalAddress, Rack: r.Rack, IncarnationID: r.IncarnationID,
+		ID: r.BrokerID, Address: r.Address, InternalAddress: r.InternalAddress, KafkaAddress: r.KafkaAddress, Rack: r.Rack, IncarnationID: r.IncarnationID,
 		Epoch: int64(offset), Fenced: true, MaxReplicas: r.MaxReplicas, OpenFilesLimit: r.OpenFilesLimit,
 	}
 	return int64(offset), nil

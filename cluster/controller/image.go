@@ -58,8 +58,13 @@ type Broker struct {
 	// (decision 41); empty in images built from registrations that predate
 	// it. Dial InterBrokerAddress, not this field.
 	InternalAddress string `json:"internal_address,omitempty"`
-	Rack            string `json:"rack,omitempty"`
-	IncarnationID   string `json:"incarnation_id"`
+	// KafkaAddress is the Kafka-protocol listener's advertised address
+	// (issue 34), answered in Kafka Metadata; empty when the broker has no
+	// Kafka listener (or registered before it had one), and Kafka
+	// Metadata then leaves the broker out.
+	KafkaAddress  string `json:"kafka_address,omitempty"`
+	Rack          string `json:"rack,omitempty"`
+	IncarnationID string `json:"incarnation_id"`
 	// Epoch is the Raft index of the broker's latest registration.
 	Epoch int64 `json:"epoch"`
 	// Fenced brokers lead nothing and receive no new replicas.

@@ -85,10 +85,15 @@ type Record interface {
 // version bump: records written before it decode with it empty, and
 // Broker.InterBrokerAddress then falls back to Address, the one listener
 // such a broker had.
+//
+// KafkaAddress is its Kafka-protocol listener (issue 34), given to Kafka
+// clients in Metadata; added the same way, so records without it decode
+// with it empty: the broker has no Kafka listener.
 type RegisterBroker struct {
 	BrokerID        int32  `json:"broker_id"`
 	Address         string `json:"address"`
 	InternalAddress string `json:"internal_address,omitempty"`
+	KafkaAddress    string `json:"kafka_address,omitempty"`
 	Rack            string `json:"rack,omitempty"`
 	IncarnationID   string `json:"incarnation_id"`
 	// MaxReplicas and OpenFilesLimit are Broker's (issue 29); absent

@@ -15,6 +15,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	recs := []Record{
 		RegisterBroker{BrokerID: 1, Address: "a:1", Rack: "r1", IncarnationID: "i"},
 		RegisterBroker{BrokerID: 1, Address: "a:1", InternalAddress: "a:2", IncarnationID: "i"},
+		RegisterBroker{BrokerID: 1, Address: "a:1", InternalAddress: "a:2", KafkaAddress: "a:9092", IncarnationID: "i"},
 		FenceBroker{BrokerID: 1, BrokerEpoch: 7},
 		UnfenceBroker{BrokerID: 1, BrokerEpoch: 7},
 		CreateTopic{Name: "t", TopicID: "id", Partitions: []PartitionAssignment{{Replicas: []int32{1, 2}}}, Configs: map[string]string{"k": "v"}},
@@ -152,5 +153,70 @@ func TestRegisterBrokerWithoutInternalAddressFallsBack(t *testing.T) {
 	}
 	if b := im.Brokers[3]; b.Epoch != epoch || b.Address != "h3:9400" || b.InterBrokerAddress() != "h3:9404" {
 		t.Errorf("re-registration: %+v, want epoch %d, client address h3:9400, dialled at h3:9404", b, epoch)
+	}
+}
+
+// Issue 34: the Kafka listener's address was added to RegisterBroker
+// version 1 as an optional field, as the internal address was. A
+// registration without it (logged before it, or from a broker without a
+// Kafka listener) decodes and encodes as before and leaves the broker
+// without a Kafka address; one with it carries it into the image, through
+// a snapshot and its restore, and a re-registration of the same
+// incarnation updates it (keeping the epoch) as it does the other
+// addresses.
+func TestRegisterBrokerKafkaAddress(t *testing.T) {
+	old := `{"type":"RegisterBroker","version":1,"broker_id":3,"address":"h3:9400","internal_address":"h3:9404","incarnation_id":"i"}`
+	rec, err := DecodeRecord([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := EncodeRecord(rec); err != nil || string(data) != old {
+		t.Errorf("encoding = %s, %v; want the old encoding %s", data, err, old)
+	}
+	im := NewImage()
+	if _, err := Apply(im, rec, 1); err != nil {
+		t.Fatal(err)
+	}
+	if b := im.Brokers[3]; b.KafkaAddress != "" {
+		t.Fatalf("registration without a Kafka address: broker has %q", b.KafkaAddress)
+	}
+	snap, err := EncodeSnapshot(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(snap), "kafka_address") {
+		t.Errorf("snapshot %s names a Kafka address the broker never registered", snap)
+	}
+
+	epoch := im.Brokers[3].Epoch
+	if _, err := Apply(im, RegisterBroker{BrokerID: 3, Address: "h3:9400", InternalAddress: "h3:9404", KafkaAddress: "h3:9092", IncarnationID: "i"}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if b := im.Brokers[3]; b.Epoch != epoch || b.KafkaAddress != "h3:9092" || b.InterBrokerAddress() != "h3:9404" {
+		t.Fatalf("re-registration with a Kafka address: %+v, want epoch %d, Kafka address h3:9092", b, epoch)
+	}
+	// A new incarnation registers its own (here: none, its listener off).
+	if _, err := Apply(im, RegisterBroker{BrokerID: 3, Address: "h3:9400", InternalAddress: "h3:9404", IncarnationID: "j"}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if b := im.Brokers[3]; b.KafkaAddress != "" {
+		t.Fatalf("new incarnation without a Kafka listener still has Kafka address %q", b.KafkaAddress)
+	}
+	if _, err := Apply(im, RegisterBroker{BrokerID: 4, Address: "h4:9400", KafkaAddress: "h4:9092", IncarnationID: "k"}, 4); err != nil {
+		t.Fatal(err)
+	}
+	snap, err = EncodeSnapshot(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Brokers[4].KafkaAddress; got != "h4:9092" {
+		t.Errorf("Kafka address after snapshot and restore: %q, want h4:9092", got)
+	}
+	if !reflect.DeepEqual(back, im.Clone()) {
+		t.Errorf("restored image differs from the snapshotted one:\n%+v\n%+v", back.Brokers, im.Brokers)
 	}
 }

@@ -1,7 +1,7 @@
 // Command sluiced runs a Sluice node: a controller voter, a broker, or both
 // (the default). With no flags it is a complete single-node cluster on
-// 127.0.0.1:9400 (Raft 9401, gossip 9402, HTTP 9403, internal gRPC 9404)
-// with data in ./sluice-data.
+// 127.0.0.1:9400 (Raft 9401, gossip 9402, HTTP 9403, internal gRPC 9404,
+// the Kafka protocol on 9092) with data in ./sluice-data.
 //
 // Every flag can also be set by an environment variable: --data-dir is
 // SLUICE_DATA_DIR, --http-listen is SLUICE_HTTP_LISTEN, and so on. Flags
@@ -63,6 +63,8 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "gRPC address given to clients (default: the listen address)")
 	fs.StringVar(&cfg.InternalListen, "internal-listen", cfg.InternalListen, "internal gRPC listen address: the inter-node services (controller, replication, transaction markers), for other nodes only")
 	fs.StringVar(&cfg.InternalAdvertise, "internal-advertise", cfg.InternalAdvertise, "internal gRPC address other nodes dial (default: the internal listen address; on 0.0.0.0, the --advertise host with the internal port)")
+	fs.StringVar(&cfg.KafkaListen, "kafka-listen", cfg.KafkaListen, "Kafka-protocol listen address, where Kafka clients connect (brokers only; empty disables)")
+	fs.StringVar(&cfg.KafkaAdvertise, "kafka-advertise", cfg.KafkaAdvertise, "Kafka-protocol address given to Kafka clients in Metadata (default: the kafka listen address; on 0.0.0.0, the --advertise host with the Kafka port)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP address for /healthz, /readyz, /metrics (and /debug/pprof with --pprof; empty disables)")
 	fs.StringVar(&cfg.Rack, "rack", cfg.Rack, "rack of this node, for rack-aware replica placement")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")

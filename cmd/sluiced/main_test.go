@@ -101,6 +101,31 @@ func TestFlagsAndEnvFillConfig(t *testing.T) {
 	}
 }
 
+// The Kafka listener (issue 34): Kafka's port on loopback by default,
+// advertised as bound; set by flag or SLUICE_KAFKA_*; empty disables it;
+// an advertised address without a listener, or a listener on another
+// listener's address, is refused.
+func TestKafkaListenerFlags(t *testing.T) {
+	cfg, err := configure([]string{"--data-dir", t.TempDir()}, noEnv)
+	if err != nil || cfg.KafkaListen != "127.0.0.1:9092" || cfg.KafkaAdvertise != "" {
+		t.Fatalf("default Kafka listener %q advertised as %q (%v); want 127.0.0.1:9092, advertised as bound", cfg.KafkaListen, cfg.KafkaAdvertise, err)
+	}
+	cfg, err = configure([]string{"--kafka-advertise", "n3.example:9092", "--data-dir", t.TempDir()},
+		envOf(map[string]string{"SLUICE_KAFKA_LISTEN": "0.0.0.0:9092", "SLUICE_KAFKA_ADVERTISE": "ignored:1"}))
+	if err != nil || cfg.KafkaListen != "0.0.0.0:9092" || cfg.KafkaAdvertise != "n3.example:9092" {
+		t.Fatalf("Kafka listener from env and flag: %v %q %q", err, cfg.KafkaListen, cfg.KafkaAdvertise)
+	}
+	cfg, err = configure([]string{"--kafka-listen", "", "--data-dir", t.TempDir()}, noEnv)
+	if err != nil || cfg.KafkaListen != "" {
+		t.Fatalf("--kafka-listen '': %v %q, want the listener off", err, cfg.KafkaListen)
+	}
+	for _, bad := range [][]string{{"--kafka-listen", "", "--kafka-advertise", "n3.example:9092"}, {"--kafka-listen", "127.0.0.1:9400"}, {"--kafka-listen", "9092"}} {
+		if _, err := configure(append(bad, "--data-dir", t.TempDir()), noEnv); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
 // The transaction settings come from flags and SLUICE_* like the others;
 // unset, they are the coordinator's defaults, and bad values are refused.
 func TestTransactionFlagsFillConfig(t *testing.T) {
@@ -257,7 +282,7 @@ func TestChildExitFailsWaitAtOnce(t *testing.T) {
 // its clean-shutdown marker so the next start skips the recovery scan.
 // sluiced runs as started: its own process name, the GODEBUG it was
 // given. The configuration comes from SLUICE_* variables only; every
-// listener is on a free port (none of the defaults 9400-9404).
+// listener is on a free port (none of the defaults 9400-9404 and 9092).
 func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the sluiced binary")
@@ -267,6 +292,7 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 	grpcAddr, httpAddr, raftAddr, gossipAddr := nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t), nodetest.FreeAddr(t)
 	c := startChild(t, bin, proccluster.Env("SLUICE_DATA_DIR="+dir, "SLUICE_LISTEN="+grpcAddr, "SLUICE_HTTP_LISTEN="+httpAddr,
 		"SLUICE_RAFT_LISTEN="+raftAddr, "SLUICE_GOSSIP_LISTEN="+gossipAddr, "SLUICE_INTERNAL_LISTEN="+nodetest.FreeAddr(t),
+		"SLUICE_KAFKA_LISTEN="+nodetest.FreeAddr(t),
 		"GODEBUG=madvdontneed=1"))
 	c.waitReady(t, httpAddr, 20*time.Second)
 	// The runtime settings are the environment's, as given (decision 47:

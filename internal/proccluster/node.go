@@ -22,8 +22,8 @@ type Node struct {
 	LogPath string // every incarnation's output, appended
 	// Listen is the client gRPC listener (the public services),
 	// InternalListen the internal one (the inter-node services, decision
-	// 41).
-	Listen, InternalListen, HTTP, RaftListen, GossipListen string
+	// 41), KafkaListen the Kafka-protocol one (issue 34; brokers open it).
+	Listen, InternalListen, KafkaListen, HTTP, RaftListen, GossipListen string
 
 	mu       sync.Mutex // guards the following
 	cmd      *exec.Cmd  // the current or last process; nil before the first start

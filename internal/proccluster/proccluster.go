@@ -3,9 +3,9 @@
 // the end-to-end suites (e2e/) and the chaos harness (chaos/).
 //
 // A Cluster gives every node a free loopback port for every listener
-// (client and internal gRPC, HTTP, Raft, gossip; never the defaults
-// 9400-9404, which a
-// developer's `make run` node may hold), its own data directory and log
+// (client and internal gRPC, HTTP, Raft, gossip, the Kafka protocol; never
+// the defaults 9400-9404 and 9092, which a developer's `make run` node may
+// hold), its own data directory and log
 // file under the run directory, and an environment without SLUICE_*
 // variables. It starts, waits for readiness (/readyz, which mirrors the
 // gRPC health status), SIGKILLs, SIGTERMs, pauses (SIGSTOP/SIGCONT) and
@@ -108,7 +108,7 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Roles == nil {
 		cfg.Roles = func(int32) []string { return []string{RoleController, RoleBroker} }
 	}
-	const perNode = 5
+	const perNode = 6
 	addrs, err := loopback.FreeAddrs(perNode * cfg.Nodes)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func New(cfg Config) (*Cluster, error) {
 		n := &Node{ID: id, Roles: cfg.Roles(id),
 			DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("data-%d", id)),
 			LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d.log", id)),
-			Listen:  a[0], HTTP: a[1], RaftListen: a[2], GossipListen: a[3], InternalListen: a[4]}
+			Listen:  a[0], HTTP: a[1], RaftListen: a[2], GossipListen: a[3], InternalListen: a[4], KafkaListen: a[5]}
 		if slices.Contains(n.Roles, RoleController) {
 			voters = append(voters, fmt.Sprintf("%d@%s", id, n.RaftListen))
 		}
@@ -188,7 +188,7 @@ func (c *Cluster) args(n *Node) []string {
 	args := []string{
 		"--node-id", strconv.Itoa(int(n.ID)), "--data-dir", n.DataDir,
 		"--roles", strings.Join(n.Roles, ","),
-		"--listen", n.Listen, "--internal-listen", n.InternalListen, "--http-listen", n.HTTP,
+		"--listen", n.Listen, "--internal-listen", n.InternalListen, "--kafka-listen", n.KafkaListen, "--http-listen", n.HTTP,
 		"--raft-listen", n.RaftListen, "--gossip-listen", n.GossipListen,
 		"--controller-voters", c.voters,
 	}

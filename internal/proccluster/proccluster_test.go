@@ -103,12 +103,12 @@ func TestNodesGetOwnPortsAndCleanEnvironment(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nodes {
-		for _, a := range []string{n.Listen, n.InternalListen, n.HTTP, n.RaftListen, n.GossipListen} {
+		for _, a := range []string{n.Listen, n.InternalListen, n.KafkaListen, n.HTTP, n.RaftListen, n.GossipListen} {
 			if seen[a] {
 				t.Errorf("address %s handed out twice", a)
 			}
 			seen[a] = true
-			for p := 9400; p <= 9404; p++ {
+			for _, p := range []int{9400, 9401, 9402, 9403, 9404, 9092} {
 				if strings.HasSuffix(a, fmt.Sprintf(":%d", p)) {
 					t.Errorf("node %d listens on the default port %s", n.ID, a)
 				}
@@ -118,7 +118,7 @@ func TestNodesGetOwnPortsAndCleanEnvironment(t *testing.T) {
 	for _, n := range c.Nodes {
 		log := n.LogTail(100)
 		for _, want := range []string{
-			fmt.Sprintf("--node-id %d ", n.ID), "--listen " + n.Listen, "--internal-listen " + n.InternalListen, "--http-listen " + n.HTTP,
+			fmt.Sprintf("--node-id %d ", n.ID), "--listen " + n.Listen, "--internal-listen " + n.InternalListen, "--kafka-listen " + n.KafkaListen, "--http-listen " + n.HTTP,
 			"--raft-listen " + n.RaftListen, "--gossip-listen " + n.GossipListen,
 			"--controller-voters 1@" + c.Node(1).RaftListen + ",2@" + c.Node(2).RaftListen + ",3@" + c.Node(3).RaftListen,
 			"fake sluiced env: SLUICE_ON_PURPOSE=1",

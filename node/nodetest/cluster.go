@@ -34,7 +34,8 @@ type Cluster struct {
 // controller quorum, combined controller+broker nodes if combined, else
 // controller-only; brokerOnly are broker-only nodes. Every node knows the
 // quorum and every gossip address as seeds. gRPC (client and internal)
-// listens on 127.0.0.1:0 (addresses travel by registration and gossip); Raft and gossip
+// and the Kafka protocol listen on 127.0.0.1:0 (addresses travel by
+// registration and gossip); Raft and gossip
 // addresses come from FreeAddrs, since a static quorum and the seeds must
 // be known before the nodes start; HTTP is disabled. Configure may change
 // a node's config before it starts. tb's Cleanup stops every running node.
@@ -58,7 +59,7 @@ func NewCluster(tb testing.TB, voters []int32, combined bool, brokerOnly []int32
 		cfg := node.DefaultConfig()
 		cfg.NodeID = id
 		cfg.DataDir = tb.TempDir()
-		cfg.Listen, cfg.InternalListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0", ""
+		cfg.Listen, cfg.InternalListen, cfg.KafkaListen, cfg.HTTPListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", ""
 		cfg.GossipListen = gossip[id]
 		cfg.Join = seeds
 		cfg.ControllerVoters = quorum

@@ -4,10 +4,11 @@
 // binary, importable from any package's tests.
 //
 // Every listener it starts takes a free loopback port: gRPC (client and
-// internal) on 127.0.0.1:0, Raft and gossip from loopback.FreeAddrs (they must be known
-// before the nodes start), HTTP disabled unless a test turns it on with
-// 127.0.0.1:0. It never uses the defaults 9400–9404, so tests pass while a
-// real node holds them, and it reads no SLUICE_* environment variable.
+// internal) and the Kafka protocol on 127.0.0.1:0, Raft and gossip from
+// loopback.FreeAddrs (they must be known before the nodes start), HTTP
+// disabled unless a test turns it on with 127.0.0.1:0. It never uses the
+// defaults 9400–9404 and 9092, so tests pass while a real node holds them,
+// and it reads no SLUICE_* environment variable.
 // Every node it starts is stopped by the test's Cleanup.
 package nodetest
 
@@ -58,13 +59,15 @@ func FreeAddr(tb testing.TB) string {
 
 // Config is node.DefaultConfig for one combined controller+broker with
 // data in dir, every listener on a free loopback port (client and internal
-// gRPC 127.0.0.1:0, Raft and gossip from FreeAddrs) and HTTP disabled.
+// gRPC and Kafka 127.0.0.1:0, Raft and gossip from FreeAddrs) and HTTP
+// disabled.
 func Config(tb testing.TB, dir string) node.Config {
 	tb.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir = dir
 	addrs := FreeAddrs(tb, 2)
 	cfg.Listen, cfg.InternalListen, cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", "127.0.0.1:0", addrs[0], addrs[1]
+	cfg.KafkaListen = "127.0.0.1:0"
 	cfg.HTTPListen = ""
 	return cfg
 }

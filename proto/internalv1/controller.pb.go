@@ -45,8 +45,13 @@ type RegisterBrokerRequest struct {
 	// The broker's open-files limit (soft RLIMIT_NOFILE) max_replicas was
 	// derived from, named in the refusal; 0 when unknown.
 	OpenFilesLimit int64 `protobuf:"varint,7,opt,name=open_files_limit,json=openFilesLimit,proto3" json:"open_files_limit,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Advertised address of the broker's Kafka-protocol listener (issue
+	// 34): what Kafka clients are given in Metadata. Empty when the broker
+	// has no Kafka listener (--kafka-listen empty) or predates it; Kafka
+	// Metadata then leaves the broker out.
+	KafkaAddress  string `protobuf:"bytes,8,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -126,6 +131,13 @@ func (x *RegisterBrokerRequest) GetOpenFilesLimit() int64 {
 		return x.OpenFilesLimit
 	}
 	return 0
+}
+
+func (x *RegisterBrokerRequest) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
 }
 
 type RegisterBrokerResponse struct {
@@ -1483,7 +1495,7 @@ var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x15sluice/v1/quota.proto\x1a\x16sluice/v1/sluice.proto\"\x81\x02\n" +
+	"#sluice/internal/v1/controller.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\x1a\x13sluice/v1/acl.proto\x1a\x14sluice/v1/auth.proto\x1a\x15sluice/v1/quota.proto\x1a\x16sluice/v1/sluice.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -1491,7 +1503,8 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12)\n" +
 	"\x10internal_address\x18\x05 \x01(\tR\x0finternalAddress\x12!\n" +
 	"\fmax_replicas\x18\x06 \x01(\x05R\vmaxReplicas\x12(\n" +
-	"\x10open_files_limit\x18\a \x01(\x03R\x0eopenFilesLimit\"d\n" +
+	"\x10open_files_limit\x18\a \x01(\x03R\x0eopenFilesLimit\x12#\n" +
+	"\rkafka_address\x18\b \x01(\tR\fkafkaAddress\"d\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x8f\x02\n" +
