@@ -92,6 +92,13 @@ func decompress(src []byte, codec Codec, limit int) ([]byte, error) {
 		err error
 	)
 	switch codec {
+	case Gzip, Snappy, LZ4, Zstd:
+		if len(src) == 0 {
+			// Every codec encodes even nothing in a few bytes.
+			return nil, corrupt(ErrDecompress, "%s batch without compressed bytes", codec)
+		}
+	}
+	switch codec {
 	case Gzip:
 		out, err = gunzip(src, limit)
 	case Snappy:
