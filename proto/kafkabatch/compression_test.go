@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -14,6 +15,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/wait"
 	"github.com/sluice-io/sluice/proto/errs"
 	"github.com/sluice-io/sluice/proto/kafkabatch"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
@@ -244,4 +246,42 @@ func TestZstdWindowIsBounded(t *testing.T) {
 			t.Errorf("zstd frame with a 2^%d window: %v, want ErrDecompress", windowLog, err)
 		}
 	}
+}
+
+// The package is pure: its pooled codecs decode and encode on the
+// caller's goroutine and leave none of their own, however many are
+// created at once and however many the collector drops.
+func TestCodecsStartNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	kb := kmsgBatches()["headers"]
+	var inputs [][]byte
+	for _, codec := range []kafkabatch.Codec{kafkabatch.Gzip, kafkabatch.Snappy, kafkabatch.LZ4, kafkabatch.Zstd} {
+		inputs = append(inputs, kb.build(t, codec))
+	}
+	done := make(chan error)
+	for range 8 {
+		go func() {
+			for _, in := range inputs {
+				canonical, info, err := kafkabatch.FromKafka(nil, in, kafkabatch.Limits{})
+				if err == nil {
+					_, err = kafkabatch.AppendKafka(nil, canonical, info.Codec)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.GC() // the pools' victim caches too
+	wait.Until(t, 5*time.Second, "the test's goroutines to end, and no others to stay", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
 }
