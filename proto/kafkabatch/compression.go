@@ -238,29 +238,24 @@ func readBounded(r io.Reader, codec Codec, hint, srcLen, limit int) ([]byte, err
 		size = max(4*srcLen, 4<<10)
 	}
 	out := make([]byte, 0, min(size, limit))
-	for {
-		if len(out) == cap(out) {
+	var one [1]byte
+	for idle := 0; idle < maxIdleReads; {
+		buf, probe := out[len(out):cap(out)], false
+		if len(buf) == 0 {
 			if len(out) >= limit {
 				// Full: the input must end here.
-				var one [1]byte
-				for {
-					n, err := r.Read(one[:])
-					if n > 0 {
-						return nil, tooLarge(codec, limit)
-					}
-					if err == io.EOF {
-						return out, nil
-					}
-					if err != nil {
-						return nil, err
-					}
-				}
+				buf, probe = one[:], true
+			} else {
+				grown := make([]byte, len(out), min(max(2*cap(out), 4<<10), limit))
+				copy(grown, out)
+				out = grown
+				buf = out[len(out):cap(out)]
 			}
-			grown := make([]byte, len(out), min(max(2*cap(out), 4<<10), limit))
-			copy(grown, out)
-			out = grown
 		}
-		n, err := r.Read(out[len(out):cap(out)])
+		n, err := r.Read(buf)
+		if probe && n > 0 {
+			return nil, tooLarge(codec, limit)
+		}
 		out = out[:len(out)+n]
 		if err == io.EOF {
 			return out, nil
@@ -268,8 +263,18 @@ func readBounded(r io.Reader, codec Codec, hint, srcLen, limit int) ([]byte, err
 		if err != nil {
 			return nil, err
 		}
+		if n == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
 	}
+	return nil, io.ErrNoProgress
 }
+
+// maxIdleReads bounds the reads in a row that return nothing, as
+// bufio does: a decoder that neither reads on nor ends is an error.
+const maxIdleReads = 100
 
 // compress appends records compressed with codec (not None) to dst, as
 // Kafka clients write it: a gzip stream, xerial-framed snappy (what the
