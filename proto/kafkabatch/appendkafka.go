@@ -18,8 +18,9 @@ import (
 // offset and partition leader epoch patched by the leader; possibly
 // compacted: gaps in its offset deltas, even no records), to dst as a
 // Kafka v2 batch with its batchLength and CRC-32C, and returns the
-// extended slice. A Kafka Fetch answer's records are such batches one
-// after another. On error dst is returned unchanged in length.
+// extended slice (dst must not overlap canonical). A Kafka Fetch
+// answer's records are such batches one after another. On error dst is
+// returned unchanged in length.
 //
 // Header fields map one to one; the attributes carry the canonical
 // timestamp type, transactional, control and delete-horizon bits, with
@@ -88,9 +89,8 @@ func AppendKafka(dst, canonical []byte, codec Codec) ([]byte, error) {
 }
 
 // recordBuffers hold the uncompressed records of a batch AppendKafka
-// compresses.
-// Buffers larger than maxPooledRecords are left to the collector, so
-// that one large batch does not keep its buffer for good.
+// compresses. Buffers larger than maxPooledRecords are left to the
+// collector, so that one large batch does not keep its buffer for good.
 var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledRecords = 4 << 20
