@@ -231,7 +231,8 @@ func unxerial(src []byte, limit int) ([]byte, error) {
 // readBounded reads r to its end into a buffer that never grows beyond
 // limit bytes; one more byte is ErrDecompressedTooLarge. hint (a size the
 // input states, possibly false) sizes the first buffer, else a multiple
-// of the input's size srcLen.
+// of the input's size srcLen. A full buffer grows only once a byte
+// beyond it has been read, so an exact hint costs one allocation.
 func readBounded(r io.Reader, codec Codec, hint, srcLen, limit int) ([]byte, error) {
 	size := hint
 	if size <= 0 {
@@ -242,21 +243,19 @@ func readBounded(r io.Reader, codec Codec, hint, srcLen, limit int) ([]byte, err
 	for idle := 0; idle < maxIdleReads; {
 		buf, probe := out[len(out):cap(out)], false
 		if len(buf) == 0 {
-			if len(out) >= limit {
-				// Full: the input must end here.
-				buf, probe = one[:], true
-			} else {
-				grown := make([]byte, len(out), min(max(2*cap(out), 4<<10), limit))
-				copy(grown, out)
-				out = grown
-				buf = out[len(out):cap(out)]
-			}
+			buf, probe = one[:], true
 		}
 		n, err := r.Read(buf)
-		if probe && n > 0 {
+		switch {
+		case probe && n > 0 && len(out) >= limit:
 			return nil, tooLarge(codec, limit)
+		case probe && n > 0:
+			grown := make([]byte, len(out), min(max(2*cap(out), 4<<10), limit))
+			copy(grown, out)
+			out = append(grown, one[0])
+		default:
+			out = out[:len(out)+n]
 		}
-		out = out[:len(out)+n]
 		if err == io.EOF {
 			return out, nil
 		}
