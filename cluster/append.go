@@ -53,9 +53,9 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 // (INVALID_RECORD); the coordinators write theirs with AppendCommitted.
 // Transactional batches are refused (INVALID_TXN_STATE, nothing stored):
 // they come with a transactional_id and go through AppendTxnTo. Internal
-// topics are refused (INVALID_TOPIC_EXCEPTION, checkProducerTopic).
+// topics are refused (INVALID_TOPIC_EXCEPTION, CheckProducerTopic).
 func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
-	if err := checkProducerTopic(p.Topic); err != nil {
+	if err := CheckProducerTopic(p.Topic); err != nil {
 		return AppendResult{}, err
 	}
 	leader, epoch := p.Leadership()

@@ -125,7 +125,7 @@ func retriableVerification(code sluicev1.ErrorCode) bool {
 // use; calls for different partitions may run in parallel (api does so
 // for one request).
 func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
-	if err := checkProducerTopic(p.Topic); err != nil {
+	if err := CheckProducerTopic(p.Topic); err != nil {
 		return AppendResult{}, err
 	}
 	return m.appendTxnTo(ctx, p, transactionalID, raw, now, acksAll)
