@@ -54,8 +54,8 @@ type Node struct {
 	internalGRPC *grpc.Server
 	internalLis  net.Listener
 	// kafka serves the Kafka protocol (issue 34) on kafkaLis, its bound
-	// listener (TLS-wrapped with TLS on); both nil unless a broker with
-	// KafkaListen set.
+	// listener (served wrapped in TLS when the node has TLS); both nil
+	// unless a broker with KafkaListen set.
 	kafka         *kafka.Server
 	kafkaLis      net.Listener
 	httpSrv       *http.Server
