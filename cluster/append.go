@@ -23,6 +23,11 @@ type AppendResult struct {
 	// LeaderEpoch is the leader epoch the batch was appended in: an
 	// acks=all wait (AwaitCommit) ends if the epoch changes first.
 	LeaderEpoch int32
+	// Verifying is the time AppendTxnTo waited for the transaction
+	// coordinator to add the partition to the transaction (0 for the
+	// other appends), set with an error too: waiting, not this broker's
+	// work, which the request quota leaves out (api).
+	Verifying time.Duration
 }
 
 // appendResult is sr, appended in leaderEpoch.
