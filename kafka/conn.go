@@ -130,7 +130,12 @@ func (c *conn) read(answers chan<- answer) error {
 			return err
 		}
 		h := handlers[req.key]
-		respond := h.serve(c, req)
+		var respond func() kmsg.Response
+		if req.version < h.min {
+			respond = now(h.legacy)(c, req) // listed but refused (handler.listedFrom)
+		} else {
+			respond = h.serve(c, req)
+		}
 		select {
 		case answers <- answer{req: req, respond: respond}:
 		case <-c.ctx.Done():
@@ -221,7 +226,8 @@ func parseRequest(b []byte) (*request, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: API key %d (%s) is not served", errMalformed, r.key, kmsg.NameForKey(r.key))
 	}
-	if r.version < h.min || r.version > h.max {
+	legacy := h.legacy != nil && r.version >= h.listedFrom && r.version < h.min
+	if (r.version < h.min && !legacy) || r.version > h.max {
 		return r, fmt.Errorf("%w: %s version %d is not served (versions %d-%d are)", errMalformed, kmsg.NameForKey(r.key), r.version, h.min, h.max)
 	}
 	r.msg = kmsg.RequestForKey(r.key)

@@ -111,6 +111,9 @@ func fetch(c *conn, r *request) func() kmsg.Response {
 				pr := &tr.Partitions[j]
 				*pr = kmsg.NewFetchResponseTopicPartition()
 				pr.Partition, pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset, pr.PreferredReadReplica = fp.Partition, -1, -1, -1, -1
+				// An empty record set, never null: Kafka sends length 0,
+				// and librdkafka refuses the whole answer over a -1.
+				pr.RecordBatches = []byte{}
 				if denied[i] != nil {
 					pr.ErrorCode = errCode(denied[i])
 					continue

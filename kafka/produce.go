@@ -237,3 +237,26 @@ func oneBatch(records []byte, version int16) ([]byte, error) {
 	}
 	return first, nil
 }
+
+// refuseOldProduce answers Produce v0-2 (message sets of magic 0 and 1),
+// listed in ApiVersions for librdkafka's sake (handler.listedFrom) but not
+// served: every partition UNSUPPORTED_VERSION, as Kafka 4 answers them,
+// nothing stored. acks=0 is not answered.
+func refuseOldProduce(c *conn, r *request) kmsg.Response {
+	req := r.msg.(*kmsg.ProduceRequest)
+	if req.Acks == 0 {
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.NewProduceResponseTopic()
+		tr.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewProduceResponseTopicPartition()
+			pr.Partition, pr.ErrorCode, pr.BaseOffset = rp.Partition, codeUnsupportedVersion, -1
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp
+}
