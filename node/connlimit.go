@@ -79,13 +79,13 @@ const (
 // the node has one) the client gRPC listener and the Kafka listener get a
 // quarter each, without one the client gRPC listener has the half alone
 // (as before the Kafka listener existed). Giving each door its own half
-// would leave 15% when a flood comes in by both, too little for a broker
-// whose partitions are all being written; a budget shared by the two
-// doors would let a flood of one lock the other's clients out, which is
-// what separate listeners with limits of their own prevent. A node whose
+// would add up to more than nofile (111%) when floods come in by both:
+// no descriptor left to the logs; a budget shared by the two doors
+// would let a flood of one lock the other's clients out, which is what
+// separate listeners with limits of their own prevent. A node whose
 // clients mostly use one door gives it more with its flag
-// (--max-connections, --kafka-max-connections). The Kafka listener's
-// value for a node without one is what it would have: it is not used.
+// (--max-connections, --kafka-max-connections). A node without a Kafka
+// listener still derives the Kafka limit (a quarter), unused.
 func defaultMaxConnections(kind listenerKind, nofile int, kafka bool) int {
 	switch kind {
 	case listenerClient:
@@ -103,9 +103,8 @@ func defaultMaxConnections(kind listenerKind, nofile int, kafka bool) int {
 
 // defaultMaxConnectionsPerIP derives a listener's default limit per IP
 // address from its limit in total: a tenth on the client gRPC and Kafka
-// listeners (no one client host can take every slot; a Kafka client opens
-// a connection to each broker it uses, so a host of many consumers needs
-// more than one), a quarter (at least 8) on HTTP, and no lower limit than
+// listeners (no one client host can take every slot), a quarter (at
+// least 8) on HTTP, and no lower limit than
 // the total on the internal listener (its peers are the cluster's few
 // nodes, which may share an address behind NAT).
 func defaultMaxConnectionsPerIP(kind listenerKind, total int) int {
