@@ -105,8 +105,9 @@ func (c *conn) serve() {
 func (c *conn) read(answers chan<- answer) error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var size [4]byte
+	timeout := c.s.cfg.SetupTimeout // the first request's; IdleTimeout then
 	for {
-		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		c.nc.SetReadDeadline(deadline(timeout))
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			return err
 		}
@@ -119,6 +120,7 @@ func (c *conn) read(answers chan<- answer) error {
 		if _, err := io.ReadFull(br, body); err != nil {
 			return err
 		}
+		timeout = c.s.cfg.IdleTimeout
 		req, err := parseRequest(body)
 		if err != nil {
 			if req != nil && req.key == apiVersionsKey {
@@ -156,7 +158,7 @@ func (c *conn) write(answers <-chan answer) {
 		if resp == nil {
 			continue
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
 		if sp, ok := resp.(*spliced); ok {
 			buf = appendResponse(buf[:0], a.req, sp.Response)
 			bufs, err := sp.frame(buf, sp.IsFlexible())
@@ -190,6 +192,14 @@ func (c *conn) write(answers <-chan answer) {
 			buf = nil // do not keep a big fetch answer's buffer
 		}
 	}
+}
+
+// deadline is a deadline d from now; none for a negative d.
+func deadline(d time.Duration) time.Time {
+	if d < 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
 }
 
 const apiVersionsKey = 18

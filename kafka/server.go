@@ -23,6 +23,9 @@ const (
 	DefaultMaxInFlight = 32
 	// DefaultIdleTimeout is Kafka's connections.max.idle.ms.
 	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultSetupTimeout bounds the wait for a connection's first
+	// request.
+	DefaultSetupTimeout = 10 * time.Second
 )
 
 // Config is what a Server needs.
@@ -41,10 +44,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Now may be nil (time.Now).
 	Now func() time.Time
-	// MaxRequestSize, MaxInFlight, IdleTimeout: 0 is the default.
+	// MaxRequestSize, MaxInFlight, IdleTimeout, SetupTimeout: 0 is the
+	// default.
 	MaxRequestSize int32
 	MaxInFlight    int
-	IdleTimeout    time.Duration
+	// IdleTimeout closes a connection that sends no request, or takes no
+	// answer, for this long (connections.max.idle.ms; negative: never).
+	IdleTimeout time.Duration
+	// SetupTimeout closes a connection whose first request has not
+	// wholly arrived this long after it was accepted (a TLS handshake
+	// included): one that holds a descriptor without using it.
+	SetupTimeout time.Duration
 }
 
 // Server serves the Kafka protocol on the listeners given to Serve.
@@ -77,8 +87,11 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	if cfg.IdleTimeout <= 0 {
+	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger.With("listener", "kafka"),
