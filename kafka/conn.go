@@ -32,6 +32,11 @@ type conn struct {
 	// caller is who the connection's requests are from: anonymous until
 	// SASL or a client certificate says otherwise.
 	caller auth.Caller
+
+	// muted is when the connection may be read again after a throttled
+	// answer (quotas.go).
+	muteMu sync.Mutex
+	muted  time.Time
 }
 
 // request is one request read from a connection.
@@ -107,6 +112,9 @@ func (c *conn) read(answers chan<- answer) error {
 	var size [4]byte
 	timeout := c.s.cfg.SetupTimeout // the first request's; IdleTimeout then
 	for {
+		if !c.waitMuted() { // a throttled answer mutes the connection
+			return c.ctx.Err()
+		}
 		c.nc.SetReadDeadline(deadline(timeout))
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			return err

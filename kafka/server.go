@@ -40,6 +40,8 @@ type Config struct {
 	ProducerIDs txn.ProducerIDSource
 	// Gate authorizes the callers (nil: everything allowed).
 	Gate *auth.Gate
+	// Quotas throttles the callers over their client quotas (nil: none).
+	Quotas Quotas
 	// Logger may be nil (slog.Default).
 	Logger *slog.Logger
 	// Now may be nil (time.Now).

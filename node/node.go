@@ -349,7 +349,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			}
 			setup, idle := kafkaConnectionTimeouts(cfg) // connlimit.go
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
-				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: gate, Logger: logger,
+				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: gate, Quotas: n.quotas, Logger: logger,
 				SetupTimeout: setup, IdleTimeout: idle})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
