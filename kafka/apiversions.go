@@ -45,7 +45,12 @@ func init() {
 		20:             {min: 0, max: 6, serve: now(deleteTopics)},
 		22:             {min: 0, max: 5, serve: now(initProducerID)},
 		23:             {min: 2, max: 4, serve: now(offsetForLeaderEpoch)},
+		32:             {min: 0, max: 4, serve: now(describeConfigs)},
+		33:             {min: 0, max: 2, serve: now(alterConfigs)},
+		37:             {min: 0, max: 3, serve: now(createPartitions)},
+		44:             {min: 0, max: 1, serve: now(incrementalAlterConfigs)},
 		60:             {min: 0, max: 1, serve: now(describeCluster)},
+		61:             {min: 0, max: 0, serve: now(describeProducers)},
 	}
 }
 
