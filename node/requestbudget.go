@@ -188,7 +188,7 @@ func newRequestBudgetCollector(budgets ...*requestBudget) *requestBudgetCollecto
 	return &requestBudgetCollector{
 		budgets: budgets,
 		inFlight: prometheus.NewDesc("sluice_request_bytes_in_flight",
-			"Request bytes the listener (client, internal) holds: the size of every request received and not yet done with, plus the largest message size for each request being read. Never above sluice_request_bytes_budget.", listener, nil),
+			"Request bytes the listener (client, internal) holds: the size of every request received and not yet done with, plus the largest message size for each request being read. Above sluice_request_bytes_budget only by client-stream messages read while it was spent (each waits until the largest message would fit, then is taken at its size).", listener, nil),
 		limit: prometheus.NewDesc("sluice_request_bytes_budget",
 			"The listener's budget of request bytes in flight (--queued-max-request-bytes).", listener, nil),
 		waiting: prometheus.NewDesc("sluice_request_budget_waiting",
