@@ -25,11 +25,13 @@ func init() {
 		1:              {4, 12, fetch},
 		2:              {1, 10, now(listOffsets)},
 		3:              {0, 12, now(metadata)},
+		17:             {1, 1, now(saslHandshake)}, // saslHandshakeKey
 		apiVersionsKey: {0, 4, now(apiVersions)},
 		19:             {0, 7, now(createTopics)},
 		20:             {0, 6, now(deleteTopics)},
 		22:             {0, 5, now(initProducerID)},
 		23:             {2, 4, now(offsetForLeaderEpoch)},
+		36:             {0, 2, now(saslAuthenticate)}, // saslAuthenticateKey
 		60:             {0, 1, now(describeCluster)},
 	}
 }

@@ -30,8 +30,11 @@ type conn struct {
 	once   sync.Once
 
 	// caller is who the connection's requests are from: anonymous until
-	// SASL or a client certificate says otherwise.
+	// SASL or a client certificate says otherwise. authn is how it
+	// authenticated (authn.go, sasl.go). Both are the reader's: set and
+	// read only by the goroutine that reads and starts the requests.
 	caller auth.Caller
+	authn  connAuth
 }
 
 // request is one request read from a connection.
@@ -82,6 +85,10 @@ func (c *conn) close() {
 // request is malformed (Kafka closes the connection then).
 func (c *conn) serve() {
 	defer c.close()
+	if err := c.start(); err != nil {
+		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+		return
+	}
 	answers := make(chan answer, c.s.cfg.MaxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
@@ -93,7 +100,7 @@ func (c *conn) serve() {
 	if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errClosingAfterAnswers) {
 		// Nothing more will be answered usefully: stop the writer
 		// waiting on answers still pending.
 		c.cancel()
@@ -129,12 +136,18 @@ func (c *conn) read(answers chan<- answer) error {
 			}
 			return err
 		}
+		if err := c.admit(req); err != nil {
+			return err // not authenticated, or no longer (authn.go)
+		}
 		h := handlers[req.key]
 		respond := h.serve(c, req)
 		select {
 		case answers <- answer{req: req, respond: respond}:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
+		}
+		if c.authn.closing {
+			return errClosingAfterAnswers // a failed authentication (sasl.go)
 		}
 	}
 }
