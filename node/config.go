@@ -166,7 +166,8 @@ type Config struct {
 	HTTPMaxConnections, HTTPMaxConnectionsPerIP         int
 	// ConnectionSetupTimeout closes a gRPC connection that has not
 	// finished its HTTP/2 handshake (client preface and settings) in this
-	// time, one that sends nothing included (0 = 10 s).
+	// time, one that sends nothing included (0 = 10 s); it bounds a
+	// Kafka connection's TLS handshake too.
 	ConnectionSetupTimeout time.Duration
 	// ConnectionsMaxIdle closes a gRPC connection with no call in
 	// progress, and an HTTP connection between requests, idle this long

@@ -24,6 +24,6 @@ func addConnectionFlags(fs *flag.FlagSet, cfg *node.Config) {
 	} {
 		fs.IntVar(f.v, f.name, *f.v, f.help)
 	}
-	fs.DurationVar(&cfg.ConnectionSetupTimeout, "connection-setup-timeout", cfg.ConnectionSetupTimeout, "a gRPC connection that has not finished its HTTP/2 handshake in this time (one that sends nothing included) is closed")
+	fs.DurationVar(&cfg.ConnectionSetupTimeout, "connection-setup-timeout", cfg.ConnectionSetupTimeout, "a gRPC connection that has not finished its HTTP/2 handshake in this time (one that sends nothing included) is closed; it bounds a Kafka connection's TLS handshake too")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "a gRPC connection with no call in progress, or an HTTP connection between requests, idle this long is closed (connections.max.idle.ms; negative: never)")
 }
