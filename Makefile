@@ -1,7 +1,8 @@
 # Sluice build. Every target works on a fresh machine with Go installed;
 # `make proto` also needs Debian's protobuf-compiler, `make check-monitoring`
 # Debian's prometheus package (promtool) and `make examples` Debian's
-# python3-grpcio, python3-grpc-tools, nodejs and npm; .ci/run installs them.
+# python3-grpcio, python3-grpc-tools, nodejs and npm, `make kafka-clients`
+# Debian's kcat, python3-confluent-kafka, nodejs and npm; .ci/run installs them.
 GO      ?= go
 BIN     := bin
 PKGS    := ./...
@@ -11,7 +12,7 @@ TESTTIMEOUT ?= 20m
 # the image without it.
 TESTTAGS := sluicetest
 
-.PHONY: all build run examples image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-scale bench-restart bench-cluster bench-jetstream lint vet cross fmt clean chaos
+.PHONY: all build run examples kafka-clients image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-scale bench-restart bench-cluster bench-jetstream lint vet cross fmt clean chaos
 
 all: build
 
@@ -33,6 +34,17 @@ run: build
 # Runs `npm ci` in examples/node when needed. See examples/README.md.
 examples:
 	GO=$(GO) BIN=$(BIN) scripts/examples.sh
+
+# Kafka clients nobody here wrote against real nodes' Kafka listeners:
+# librdkafka through Debian's kcat (metadata, every codec, keys, headers)
+# and python3-confluent-kafka (examples/kafka/python), and kafkajs
+# (examples/kafka/node), first on one sluiced, then on three nodes of
+# scripts/cluster.sh (all brokers in Metadata, replication factor 3); free
+# loopback ports, never 9092. Fails if any client fails or a tool is
+# missing (.ci/run installs them). Runs `npm ci` in examples/kafka/node
+# when needed. See examples/kafka/README.md and docs/kafka.md.
+kafka-clients:
+	GO=$(GO) BIN=$(BIN) scripts/kafka-clients.sh
 
 # The container image of deploy/Dockerfile, built with Debian's buildah
 # from binaries built here (no base image is downloaded), checked (non-root

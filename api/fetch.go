@@ -27,22 +27,25 @@ import (
 // each of its partitions, with no data and whether or not it exists; it
 // is not read, and does not count towards min_bytes or the wait.
 func (s *Server) Fetch(ctx context.Context, req *sluicev1.FetchRequest) (any, error) {
+	rt := s.quotas.startRequest()
 	bufs := &codec.BatchBuffers{}
-	resp, err := s.fetch(ctx, req, bufs.Alloc)
+	resp, err := s.fetch(ctx, req, bufs.Alloc, &rt)
 	if err != nil {
 		bufs.Free()
 		return nil, err
 	}
-	// Over a consumer_byte_rate quota, the data is answered all the same,
-	// held for the throttle time (throttle.go).
-	throttle := s.quotas.record(ctx, auth.QuotaFetch, float64(s.quotas.fetchBytes(resp)))
+	// Over a consumer_byte_rate or request_percentage quota, the data is
+	// answered all the same, held for the throttle time (throttle.go).
+	// The request time counted is the handler's but the long poll.
+	throttle := s.quotas.charge(ctx, auth.QuotaFetch, s.quotas.fetchBytes(resp), &rt)
 	resp.ThrottleTimeMs = throttleMs(throttle)
 	s.hold(ctx, throttle)
 	return &codec.OutgoingFetchResponse{FetchResponseView: resp, Buffers: bufs}, nil
 }
 
-// fetch is Fetch with the read buffers from alloc.
-func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc func(int) []byte) (*internalv1.FetchResponseView, error) {
+// fetch is Fetch with the read buffers from alloc; the long poll is taken
+// out of rt's handling time.
+func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc func(int) []byte, rt *requestTimer) (*internalv1.FetchResponseView, error) {
 	if req.MaxWaitMs < 0 || req.MinBytes < 0 || req.MaxBytes < 0 {
 		return nil, invalidRequest("max_wait_ms, min_bytes and max_bytes must be >= 0 (got %d, %d, %d)", req.MaxWaitMs, req.MinBytes, req.MaxBytes)
 	}
@@ -91,6 +94,7 @@ func (s *Server) fetch(ctx context.Context, req *sluicev1.FetchRequest, alloc fu
 	if err != nil {
 		return nil, err
 	}
+	rt.exclude(res.Waited)
 	resp := &internalv1.FetchResponseView{Topics: make([]*internalv1.FetchableTopicResponseView, 0, len(req.Topics))}
 	i := 0
 	for j, t := range req.Topics {

@@ -55,19 +55,22 @@ func (s *Server) produceAliased(ctx context.Context, req *codec.ProduceRequest) 
 // produce is Produce; appended (if not nil) is called once the request's
 // batches are no longer used.
 //
-// Over a producer_byte_rate quota, the answer is held for the throttle
-// time after the batches are appended (throttle.go).
+// Over a producer_byte_rate or request_percentage quota, the answer is
+// held for the throttle time once it is ready (throttle.go). The request
+// time counted is the handler's but the acks=all wait and the
+// transaction coordinator's verifications.
 func (s *Server) produce(ctx context.Context, req *internalv1.ProduceRequestView, appended func()) (*sluicev1.ProduceResponse, error) {
+	rt := s.quotas.startRequest()
 	size := s.quotas.produceBytes(req) // before appended releases the batches
-	pp, err := s.appendProduce(ctx, req)
+	pp, err := s.appendProduce(ctx, req, &rt)
 	if appended != nil {
 		appended()
 	}
 	if err != nil {
 		return nil, err
 	}
-	pp.await(ctx)
-	throttle := s.quotas.record(ctx, auth.QuotaProduce, float64(size))
+	pp.await(ctx, &rt)
+	throttle := s.quotas.charge(ctx, auth.QuotaProduce, size, &rt)
 	pp.resp.ThrottleTimeMs = throttleMs(throttle)
 	s.hold(ctx, throttle)
 	return pp.resp, nil
@@ -90,14 +93,16 @@ type pendingProduce struct {
 
 // await waits until every batch acks=all waits for is committed, or the
 // request's timeout passes (those batches then answer REQUEST_TIMED_OUT),
-// or ctx ends (the same).
-func (pp *pendingProduce) await(ctx context.Context) {
+// or ctx ends (the same). The wait is taken out of rt's handling time.
+func (pp *pendingProduce) await(ctx context.Context, rt *requestTimer) {
 	if len(pp.waits) == 0 {
 		return
 	}
 	committed := make(chan *pendingProduce, 1)
 	pp.startWaits(ctx, committed)
+	w := rt.waitStart()
 	<-committed // the waits end at the timeout at the latest
+	rt.waited(w)
 	pp.answerWaits()
 }
 
@@ -145,8 +150,9 @@ func (pp *pendingProduce) answerWaits() {
 // acks=all wait. A request refused as a whole is a status error and
 // nothing is appended. The batches are not used once it returns (a
 // transactional request's verifications have all ended). ctx bounds the
-// verifications of a transactional request, with the request's timeout.
-func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceRequestView) (*pendingProduce, error) {
+// verifications of a transactional request, with the request's timeout;
+// their waits are taken out of rt's handling time.
+func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceRequestView, rt *requestTimer) (*pendingProduce, error) {
 	switch req.Acks {
 	case sluicev1.Acks_ACKS_UNSPECIFIED, sluicev1.Acks_ACKS_ALL, sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_NONE:
 	default:
@@ -210,7 +216,7 @@ func (s *Server) appendProduce(ctx context.Context, req *internalv1.ProduceReque
 	if len(txn) > 0 {
 		// The verifications and the acks=all wait share the timeout.
 		deadline := time.Now().Add(timeout)
-		s.appendTxn(ctx, req.TransactionalId, txn, now, acksAll, deadline)
+		s.appendTxn(ctx, req.TransactionalId, txn, now, acksAll, deadline, rt)
 		for i := range txn {
 			a := &txn[i]
 			waits = s.answerAppend(a.resp, a.topic, a.part, a.res, a.err, req.Acks, waits)
@@ -257,14 +263,24 @@ type txnAppend struct {
 // AppendTxnTo, the partitions concurrently (each may wait for its
 // coordinator's AddPartitionsToTxn; at most maxRequestConcurrency at
 // once), until deadline; it returns when every
-// append has ended, so the batches are no longer used.
-func (s *Server) appendTxn(ctx context.Context, transactionalID string, txn []txnAppend, now time.Time, acksAll bool, deadline time.Time) {
+// append has ended, so the batches are no longer used. rt counts the
+// appends' work — each partition's time but its verification, summed —
+// in place of the time they took together.
+func (s *Server) appendTxn(ctx context.Context, transactionalID string, txn []txnAppend, now time.Time, acksAll bool, deadline time.Time, rt *requestTimer) {
 	vctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	all := rt.waitStart()
+	var work atomic.Int64 // nanoseconds
 	forEachConcurrently(len(txn), func(i int) {
 		a := &txn[i]
+		start := rt.waitStart()
 		a.res, a.err = s.replicas.AppendTxnTo(vctx, a.part, transactionalID, a.batch, now, acksAll)
+		if !start.IsZero() {
+			work.Add(int64(time.Since(start) - a.res.Verifying))
+		}
 	})
+	rt.waited(all)
+	rt.exclude(-time.Duration(work.Load()))
 }
 
 // pendingAck is an appended batch an acks=all produce waits for, and

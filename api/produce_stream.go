@@ -107,15 +107,17 @@ func (s *Server) produceStreamReceive(ctx context.Context, ss grpc.ServerStream,
 			return err
 		}
 		id := req.CorrelationID
+		rt := s.quotas.startRequest()
 		size := s.quotas.produceBytes(&req.Request)
-		pp, err := s.appendProduce(ctx, &req.Request)
+		pp, err := s.appendProduce(ctx, &req.Request, &rt)
 		req.Release()
 		var throttle time.Duration
 		if err == nil {
-			// Over a producer_byte_rate quota: the answer says so, and
-			// the stream is not read for the throttle time (Kafka's
-			// muted channel; throttle.go).
-			throttle = s.quotas.record(ctx, auth.QuotaProduce, float64(size))
+			// Over a producer_byte_rate or request_percentage quota:
+			// the answer says so, and the stream is not read for the
+			// throttle time (Kafka's muted channel; throttle.go). The
+			// request's time is counted until its batches are appended.
+			throttle = s.quotas.charge(ctx, auth.QuotaProduce, size, &rt)
 			pp.resp.ThrottleTimeMs = throttleMs(throttle)
 		}
 		if err != nil || len(pp.waits) == 0 {

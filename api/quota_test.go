@@ -187,3 +187,160 @@ func TestProduceStreamOverQuotaIsMuted(t *testing.T) {
 		t.Errorf("second answer after %v (throttle %v): %v", secondAt, throttle, second)
 	}
 }
+
+// setQuotas sets quotas on client ids: client id -> key -> value.
+func (tn *testNode) setClientQuotas(quotas map[string]map[string]float64) {
+	tn.t.Helper()
+	req := &sluicev1.AlterClientQuotasRequest{}
+	for id, kv := range quotas {
+		e := &sluicev1.ClientQuotaAlteration{Entity: &sluicev1.QuotaEntity{ClientId: &sluicev1.QuotaEntityName{Name: id}}}
+		for k, v := range kv {
+			e.Ops = append(e.Ops, &sluicev1.QuotaOp{Key: k, Value: v})
+		}
+		req.Entries = append(req.Entries, e)
+	}
+	res, err := tn.admin.AlterClientQuotas(ctx(tn.t), req)
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	for _, r := range res.Results {
+		if r.ErrorCode != sluicev1.ErrorCode_NONE {
+			tn.t.Fatalf("AlterClientQuotas: %v %s", r.ErrorCode, r.ErrorMessage)
+		}
+	}
+}
+
+// TestRequestQuotaHoldsAFloodingClient (Kafka's request quota, KIP-124):
+// a client id whose request_percentage is tiny, sending produce (unary
+// and on a stream) or fetch requests as fast as it can, is soon answered
+// with throttle_time_ms and held that long — each request's handling
+// time is charged to it; another client id, without a quota, is neither
+// throttled nor held. Each flooding client id has a quota of its own, so
+// each kind of request is shown to be measured.
+func TestRequestQuotaHoldsAFloodingClient(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) {
+		// 100 ms windows: a throttle is capped at 1.1 s.
+		c.QuotaWindowSamples, c.QuotaWindowSize = 11, 100*time.Millisecond
+	})
+	tn.createTopic("r", 1, nil)
+	// 0.01 % of a thread: 10 µs of handling a second, and 1 µs of
+	// credit. A request takes more: each adds to the debt.
+	tn.setClientQuotas(map[string]map[string]float64{
+		"producer": {"request_percentage": 0.01}, "streamer": {"request_percentage": 0.01}, "consumer": {"request_percentage": 0.01}})
+	raw := quotaBatch(16, 1024)
+	produce := func(clientID string) (int32, time.Duration) {
+		t.Helper()
+		req := &internalv1.ProduceRequestView{Acks: sluicev1.Acks_ACKS_ALL, Topics: []*internalv1.TopicProduceDataView{{Name: "r",
+			Partitions: []*internalv1.PartitionProduceDataView{{Partition: 0, Batch: raw}}}}}
+		resp := &sluicev1.ProduceResponse{}
+		start := time.Now()
+		if err := tn.conn.Invoke(metadata.AppendToOutgoingContext(ctx(t), api.ClientIDMetadataKey, clientID), "/sluice.v1.Log/Produce", req, resp); err != nil {
+			t.Fatal(err)
+		}
+		if pr := resp.Topics[0].Partitions[0]; pr.ErrorCode != sluicev1.ErrorCode_NONE {
+			t.Fatalf("produce: %v %s", pr.ErrorCode, pr.ErrorMessage)
+		}
+		return resp.ThrottleTimeMs, time.Since(start)
+	}
+	fetch := func(clientID string) (int32, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		resp, err := tn.log.Fetch(metadata.AppendToOutgoingContext(ctx(t), api.ClientIDMetadataKey, clientID), &sluicev1.FetchRequest{
+			Topics: []*sluicev1.FetchTopic{{Name: "r", Partitions: []*sluicev1.FetchPartition{{Partition: 0, CurrentLeaderEpoch: -1}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics[0].Partitions[0].Batches) == 0 {
+			t.Fatalf("fetch read nothing: %v", resp)
+		}
+		return resp.ThrottleTimeMs, time.Since(start)
+	}
+	var rb sluicev1.RecordBatch
+	if err := proto.Unmarshal(raw, &rb); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := tn.log.ProduceStream(metadata.AppendToOutgoingContext(ctx(t), api.ClientIDMetadataKey, "streamer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	onStream := func(string) (int32, time.Duration) {
+		t.Helper()
+		// One request at a time: the next is read once the stream is
+		// unmuted, so its answer comes after the throttle.
+		id++
+		start := time.Now()
+		if err := stream.Send(&sluicev1.ProduceStreamRequest{CorrelationId: id, Request: &sluicev1.ProduceRequest{Acks: sluicev1.Acks_ACKS_LEADER,
+			Topics: []*sluicev1.TopicProduceData{{Name: "r", Partitions: []*sluicev1.PartitionProduceData{{Partition: 0, Batch: &rb}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := stream.Recv()
+		if err != nil || a.ErrorCode != sluicev1.ErrorCode_NONE {
+			t.Fatal(a, err)
+		}
+		return a.Response.GetThrottleTimeMs(), time.Since(start)
+	}
+
+	for _, c := range []struct {
+		clientID string
+		call     func(string) (int32, time.Duration)
+	}{{"producer", produce}, {"consumer", fetch}, {"streamer", onStream}} {
+		var throttleMs int32
+		var took time.Duration
+		n := 0
+		for ; n < 100 && throttleMs == 0; n++ {
+			throttleMs, took = c.call(c.clientID)
+		}
+		if throttleMs == 0 {
+			t.Fatalf("%s: no answer throttled in %d requests", c.clientID, n)
+		}
+		throttle := time.Duration(throttleMs) * time.Millisecond
+		if c.clientID == "streamer" {
+			// The throttled answer is sent at once and the stream muted:
+			// the next request waits.
+			_, took = onStream(c.clientID)
+		}
+		if took < throttle-20*time.Millisecond {
+			t.Errorf("%s: request %d throttled %v but answered in %v: not held", c.clientID, n, throttle, took)
+		}
+		t.Logf("%s: request %d throttled %v, held %v", c.clientID, n, throttle, took)
+	}
+
+	// No quota: nothing throttled, nothing held.
+	for range 20 {
+		for _, call := range []func(string) (int32, time.Duration){produce, fetch} {
+			if th, took := call("other"); th != 0 || took > time.Second {
+				t.Fatalf("a client without a quota: throttled %d ms, answered in %v", th, took)
+			}
+		}
+	}
+}
+
+// TestRequestQuotaLeavesOutWaits: the time a request waits rather than
+// works — a fetch's long poll for data, the acks=all wait — is not
+// charged to the request quota. A client id at 10 % of a thread (10 ms of
+// credit) whose fetches each wait 300 ms for data that does not come is
+// not throttled.
+func TestRequestQuotaLeavesOutWaits(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) {
+		c.QuotaWindowSamples, c.QuotaWindowSize = 11, 100*time.Millisecond
+	})
+	tn.createTopic("w", 1, nil)
+	tn.setClientQuotas(map[string]map[string]float64{"poller": {"request_percentage": 10}})
+	c := metadata.AppendToOutgoingContext(ctx(t), api.ClientIDMetadataKey, "poller")
+	for range 3 {
+		start := time.Now()
+		resp, err := tn.log.Fetch(c, &sluicev1.FetchRequest{MaxWaitMs: 300, MinBytes: 1,
+			Topics: []*sluicev1.FetchTopic{{Name: "w", Partitions: []*sluicev1.FetchPartition{{Partition: 0, CurrentLeaderEpoch: -1}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if took < 250*time.Millisecond {
+			t.Fatalf("the fetch did not wait (%v): the test shows nothing", took)
+		}
+		if resp.ThrottleTimeMs != 0 {
+			t.Errorf("a fetch that waited %v for data was throttled %d ms: the wait was charged", took, resp.ThrottleTimeMs)
+		}
+	}
+}

@@ -6,8 +6,8 @@ import (
 )
 
 // Client quotas (issue 33; Kafka's ClientQuotaManager, KIP-13, KIP-124,
-// KIP-546), the broker's side: which quota applies to a caller, the rate
-// it is using, and how long to throttle it. Pure logic: time is passed
+// KIP-546), the broker's side: which quota applies to a caller, what it
+// owes, and how long to throttle it. Pure logic: time is passed
 // in, nothing here sleeps; the door (package api) delays its answer by
 // the throttle time returned and reports it in throttle_time_ms.
 //
@@ -86,6 +86,19 @@ func (t *QuotaTable) Len() int {
 	return len(t.limits)
 }
 
+// Has reports whether any entity has a quota of kind.
+func (t *QuotaTable) Has(kind QuotaKind) bool {
+	if t == nil {
+		return false
+	}
+	for _, l := range t.limits {
+		if l[kind] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // precedence lists the entities that may hold a caller's quota, most
 // specific first (Kafka's order, docs/security.md):
 //
@@ -143,13 +156,15 @@ type SensorKey struct {
 	Kind           QuotaKind
 }
 
-// QuotaConfig is how rates are measured (Kafka's quota.window.num and
-// quota.window.size.seconds).
+// QuotaConfig is how usage is measured against quotas (Kafka's
+// quota.window.num and quota.window.size.seconds).
 type QuotaConfig struct {
-	// Samples is the number of samples a rate is measured over; 0 means
-	// 11.
+	// Samples times SampleWindow is the longest one throttle may be
+	// (Kafka's cap); 0 means 11.
 	Samples int
-	// SampleWindow is each sample's span; 0 means 1 s.
+	// SampleWindow is how far a caller may run ahead of its quota before
+	// it is throttled: its credit is one SampleWindow of its quota (1 MiB
+	// for 1 MiB/s with the default); 0 means 1 s.
 	SampleWindow time.Duration
 }
 
@@ -164,7 +179,8 @@ func (c QuotaConfig) withDefaults() QuotaConfig {
 }
 
 // MaxThrottle is the longest throttle time the manager answers: the
-// span of all the samples (Kafka's cap).
+// span of all the samples (Kafka's cap). A longer debt is not forgiven:
+// the next request is throttled again.
 func (c QuotaConfig) MaxThrottle() time.Duration {
 	c = c.withDefaults()
 	return time.Duration(c.Samples) * c.SampleWindow
@@ -178,17 +194,17 @@ type QuotaManager struct {
 
 	mu        sync.Mutex // guards the following
 	table     *QuotaTable
-	sensors   map[SensorKey]*rate
+	sensors   map[SensorKey]*bucket
 	lastSweep time.Time
 }
 
 // NewQuotaManager returns a manager with no quota in force.
 func NewQuotaManager(cfg QuotaConfig) *QuotaManager {
-	return &QuotaManager{cfg: cfg.withDefaults(), table: NewQuotaTable(nil), sensors: map[SensorKey]*rate{}}
+	return &QuotaManager{cfg: cfg.withDefaults(), table: NewQuotaTable(nil), sensors: map[SensorKey]*bucket{}}
 }
 
 // SetTable puts t in force. Usage measured so far is kept: a changed
-// quota applies to the rate already measured, as in Kafka.
+// quota applies to the debt already owed, as in Kafka.
 func (m *QuotaManager) SetTable(t *QuotaTable) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -211,18 +227,37 @@ type Throttle struct {
 	// quota applied (Time is 0).
 	Entity  QuotaEntity
 	Limited bool
-	// Rate is the caller's measured rate after the value was recorded,
-	// and Limit its quota (bytes/s, or percent).
-	Rate, Limit float64
+	// Limit is the quota (bytes/s, or percent of one thread), and Debt
+	// what the caller owes beyond its credit once the value is recorded
+	// (bytes, or seconds of handling; 0 when not throttled): the throttle
+	// time is Debt / Limit, capped.
+	Limit, Debt float64
 }
 
 // Record adds value (bytes, or for QuotaRequest the handling time in
 // seconds) to the usage of the caller user/clientID at now, and returns
-// how long to throttle it (Kafka's recordAndGetThrottleTimeMs): when the
-// rate measured over the window exceeds the quota,
-// (rate − quota) / quota × window, the time after which the rate would
-// be back at the quota had the caller sent nothing more. The value is
-// recorded whatever the outcome: the request is answered, not refused.
+// how long to throttle it.
+//
+// The rule is a debt, Kafka's TokenBucket (KIP-599's, which Kafka uses
+// for controller mutations because its sampled Rate let bursts through):
+// each sensor holds a credit of at most one SampleWindow of its quota,
+// earned back at the quota's rate; every value is charged to it, served
+// whatever the credit; while the credit is below zero the caller is in
+// debt, and the throttle is the time the quota takes to pay the debt
+// back: −credit / quota, capped at MaxThrottle. The debt is the
+// sensor's, not the request's: a later request of the same sensor —
+// another stream, another connection of the same user — owes it too, so
+// it is held until the whole debt is paid, and a caller that waits out
+// its throttles (or is held for them) sends at the quota over any span,
+// whatever its request size, burst aside. The value is recorded whatever
+// the outcome: the request is answered, not refused.
+//
+// (Kafka's client quotas measure a sampled Rate over 11 windows of 1 s
+// and throttle by (rate − quota) / quota × window: a large sample keeps
+// the rate high until it expires, then lets a burst through, and each
+// stream is throttled on its own; with 1 MiB requests that held a
+// 1 MiB/s flood to 1.18 × its quota over 30 s. docs/design.md decision
+// 64.)
 func (m *QuotaManager) Record(now time.Time, user, clientID string, kind QuotaKind, value float64) Throttle {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -231,92 +266,68 @@ func (m *QuotaManager) Record(now time.Time, user, clientID string, kind QuotaKi
 		return Throttle{}
 	}
 	m.sweep(now)
-	r := m.sensors[key]
-	if r == nil {
-		r = newRate(m.cfg)
-		m.sensors[key] = r
+	b := m.sensors[key]
+	if b == nil {
+		b = &bucket{}
+		m.sensors[key] = b
 	}
-	r.record(now, value)
+	rate := limit // per second, of value's unit
 	if kind == QuotaRequest {
-		limit /= 100 // percent of one thread → seconds per second
+		rate /= 100 // percent of one thread → seconds per second
 	}
-	observed, window := r.measure(now)
-	t := Throttle{Entity: entity, Limited: true, Rate: observed, Limit: limit}
-	if kind == QuotaRequest {
-		t.Rate, t.Limit = observed*100, limit*100
-	}
-	if observed > limit {
-		d := time.Duration((observed - limit) / limit * float64(window))
-		t.Time = min(d, m.cfg.MaxThrottle())
+	b.record(now, value, rate, rate*m.cfg.SampleWindow.Seconds())
+	t := Throttle{Entity: entity, Limited: true, Limit: limit}
+	if b.credit < 0 {
+		t.Debt = -b.credit
+		d := time.Duration(t.Debt / rate * float64(time.Second))
+		t.Time = min(max(d, 1), m.cfg.MaxThrottle())
 	}
 	return t
 }
 
-// sweep drops the sensors unused for a whole window (their rate is 0),
-// at most once per window: memory stays bounded by the active callers.
+// sweep drops the sensors whose credit is full again (a fresh sensor's:
+// forgetting them changes nothing), at most once per MaxThrottle span:
+// memory stays bounded by the callers active or in debt.
 func (m *QuotaManager) sweep(now time.Time) {
-	span := m.cfg.MaxThrottle()
-	if now.Sub(m.lastSweep) < span {
+	if now.Sub(m.lastSweep) < m.cfg.MaxThrottle() {
 		return
 	}
 	m.lastSweep = now
-	for k, r := range m.sensors {
-		if now.Sub(r.last) > span {
+	for k, b := range m.sensors {
+		if b.full(now) {
 			delete(m.sensors, k)
 		}
 	}
 }
 
-// rate is Kafka's Rate over SampledStat: Samples samples of SampleWindow
-// each; the oldest is reused when a new one starts.
-type rate struct {
-	cfg     QuotaConfig
-	samples []sample
-	cur     int
-	last    time.Time // the last record
+// bucket is one sensor's credit (Kafka's TokenBucket): value the caller
+// may still use at once, negative when it is in debt.
+type bucket struct {
+	credit float64
+	// rate and capacity are the quota's at the last record: the credit
+	// earned per second, and its most.
+	rate, capacity float64
+	last           time.Time // when credit was last brought up to date
 }
 
-type sample struct {
-	start time.Time
-	value float64
-}
-
-func newRate(cfg QuotaConfig) *rate {
-	return &rate{cfg: cfg, samples: make([]sample, cfg.Samples)}
-}
-
-func (r *rate) record(now time.Time, v float64) {
-	s := &r.samples[r.cur]
-	if s.start.IsZero() || now.Sub(s.start) >= r.cfg.SampleWindow {
-		r.cur = (r.cur + 1) % len(r.samples)
-		s = &r.samples[r.cur]
-		*s = sample{start: now}
+// record brings the credit up to now at rate, at most capacity, and
+// charges v. A new bucket starts full. A now before the last record
+// (callers take the time before they take the manager's lock) earns
+// nothing.
+func (b *bucket) record(now time.Time, v, rate, capacity float64) {
+	switch {
+	case b.last.IsZero():
+		b.credit, b.last = capacity, now
+	case now.After(b.last):
+		b.credit = min(capacity, b.credit+now.Sub(b.last).Seconds()*rate)
+		b.last = now
 	}
-	s.value += v
-	r.last = now
+	b.credit = min(b.credit, capacity) - v // a lowered quota lowers the credit at once
+	b.rate, b.capacity = rate, capacity
 }
 
-// measure is the rate at now, per second, and the span it was measured
-// over: the samples younger than the whole window summed, over the time
-// since the oldest of them started, but at least (Samples − 1) windows
-// (Kafka's Rate.windowSize: a new sensor does not read a short burst as a
-// high rate).
-func (r *rate) measure(now time.Time) (float64, time.Duration) {
-	span := time.Duration(len(r.samples)) * r.cfg.SampleWindow
-	var total float64
-	var oldest time.Time
-	for _, s := range r.samples {
-		if s.start.IsZero() || now.Sub(s.start) >= span {
-			continue
-		}
-		total += s.value
-		if oldest.IsZero() || s.start.Before(oldest) {
-			oldest = s.start
-		}
-	}
-	elapsed := now.Sub(oldest)
-	if floor := time.Duration(len(r.samples)-1) * r.cfg.SampleWindow; elapsed < floor {
-		elapsed = floor
-	}
-	return total / elapsed.Seconds(), elapsed
+// full reports whether the credit has earned its way back to capacity by
+// now.
+func (b *bucket) full(now time.Time) bool {
+	return b.credit+now.Sub(b.last).Seconds()*b.rate >= b.capacity
 }

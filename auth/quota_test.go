@@ -80,8 +80,10 @@ func TestQuotaSensorsFollowTheMatchedEntity(t *testing.T) {
 	}
 }
 
-// The throttle time is (rate − quota) / quota × window, the window at
-// least (samples − 1) sample windows, capped at samples × window.
+// The throttle time is the debt over the quota: a caller's credit is one
+// sample window of its quota, every value is charged to it, and below
+// zero the caller is held until the quota has paid the debt back
+// (Kafka's TokenBucket, KIP-599), capped at samples × window.
 func TestQuotaThrottleTime(t *testing.T) {
 	cfg := QuotaConfig{Samples: 11, SampleWindow: time.Second}
 	cases := []struct {
@@ -89,16 +91,21 @@ func TestQuotaThrottleTime(t *testing.T) {
 		bytes []float64 // one record per second from quotaT0
 		want  time.Duration
 	}{
-		{name: "under the quota", bytes: []float64{5000}, want: 0},
-		{name: "at the quota", bytes: []float64{10_000}, want: 0},
-		// 20,000 B over the 10 s floor = 2000 B/s against 1000: 10 s.
-		{name: "twice the quota", bytes: []float64{20_000}, want: 10 * time.Second},
-		{name: "just over", bytes: []float64{11_000}, want: time.Second},
+		{name: "within the credit", bytes: []float64{500}, want: 0},
+		{name: "the whole credit", bytes: []float64{1000}, want: 0},
+		// 1000 B of credit, 2000 B sent: 1000 B owed at 1000 B/s.
+		{name: "twice the credit", bytes: []float64{2000}, want: time.Second},
 		{name: "capped", bytes: []float64{1e9}, want: 11 * time.Second},
-		// 11 records of 1500 B over 11 s... the last second's sample
-		// started 10 s after the first: 16,500 B / 10 s = 1650 B/s.
+		// 500 B owed after the first second, then 500 B more each
+		// second: 5500 B after the eleventh.
 		{name: "sustained 1.5x", bytes: []float64{1500, 1500, 1500, 1500, 1500, 1500, 1500, 1500, 1500, 1500, 1500},
-			want: 6500 * time.Millisecond},
+			want: 5500 * time.Millisecond},
+		// The debt is paid back at the quota: 1000 B owed, 2 s later
+		// the credit is full again.
+		{name: "paid back", bytes: []float64{2000, 0, 999}, want: 0},
+		// A debt beyond the cap is not forgiven: 1e9 B owed, a second
+		// later still (nearly) as much.
+		{name: "a capped debt stays", bytes: []float64{1e9, 1}, want: 11 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,49 +119,96 @@ func TestQuotaThrottleTime(t *testing.T) {
 				t.Fatalf("throttle %+v: no quota applied", th)
 			}
 			if d := th.Time - tc.want; d < -time.Millisecond || d > time.Millisecond {
-				t.Errorf("throttle %v (rate %.0f), want %v", th.Time, th.Rate, tc.want)
+				t.Errorf("throttle %v (debt %.0f), want %v", th.Time, th.Debt, tc.want)
 			}
 		})
 	}
 }
 
-// Usage older than the whole window no longer counts.
-func TestQuotaUsageExpires(t *testing.T) {
-	m := NewQuotaManager(QuotaConfig{Samples: 3, SampleWindow: 100 * time.Millisecond})
-	m.SetTable(NewQuotaTable(map[QuotaEntity]QuotaLimits{{none, deflt}: produceQ(100)}))
-	if th := m.Record(quotaT0, "", "c", QuotaProduce, 1000); th.Time == 0 {
-		t.Fatal("1000 B in 0.2 s against 100 B/s not throttled")
-	}
-	if th := m.Record(quotaT0.Add(time.Second), "", "c", QuotaProduce, 1); th.Time != 0 || th.Rate > 10 {
-		t.Errorf("a second later: %+v", th)
+// The debt is the sensor's, not the request's: a request of another
+// stream of the same user, recorded while the user is throttled, is held
+// until the whole debt is paid — after the first, not alongside it.
+func TestQuotaDebtHoldsEveryStreamOfTheSensor(t *testing.T) {
+	m := NewQuotaManager(QuotaConfig{})
+	m.SetTable(NewQuotaTable(map[QuotaEntity]QuotaLimits{{named("alice"), none}: produceQ(1000)}))
+	first := m.Record(quotaT0, "alice", "stream-1", QuotaProduce, 3000)
+	second := m.Record(quotaT0.Add(time.Millisecond), "alice", "stream-2", QuotaProduce, 1000)
+	if first.Time != 2*time.Second || second.Time < first.Time+time.Second-2*time.Millisecond {
+		t.Errorf("first held %v, second %v: want 2 s, then 3 s from the start", first.Time, second.Time)
 	}
 }
 
-// A producer that waits out each throttle is held to its quota: over a
-// minute of simulated time it writes within a few percent of quota × time
-// (plus the first window's burst, as in Kafka).
-func TestQuotaHoldsAProducerThatHonoursThrottle(t *testing.T) {
-	m := NewQuotaManager(QuotaConfig{})
-	const quota = 200 * 1024.0
-	m.SetTable(NewQuotaTable(map[QuotaEntity]QuotaLimits{{named("p"), none}: produceQ(quota)}))
-	now, total := quotaT0, 0.0
-	for now.Sub(quotaT0) < time.Minute {
-		th := m.Record(now, "p", "", QuotaProduce, 64*1024)
-		total += 64 * 1024
-		now = now.Add(time.Millisecond + th.Time)
+// Usage is paid back at the quota's rate, however the debt was made.
+func TestQuotaDebtIsPaidBackAtTheQuota(t *testing.T) {
+	m := NewQuotaManager(QuotaConfig{Samples: 3, SampleWindow: 100 * time.Millisecond})
+	m.SetTable(NewQuotaTable(map[QuotaEntity]QuotaLimits{{none, deflt}: produceQ(100)}))
+	// 10 B of credit: 990 B owed, 9.9 s at 100 B/s (held 0.3 s at most).
+	if th := m.Record(quotaT0, "", "c", QuotaProduce, 1000); th.Time != 300*time.Millisecond || th.Debt != 990 {
+		t.Fatalf("1000 B against 100 B/s: %+v", th)
 	}
-	secs := now.Sub(quotaT0).Seconds()
-	if got, hi := total/secs, quota*(1+10/secs)*1.05; got > hi || got < quota*0.9 {
-		t.Errorf("achieved %.0f B/s over %.0f s, quota %.0f (bound %.0f)", got, secs, quota, hi)
+	if th := m.Record(quotaT0.Add(5*time.Second), "", "c", QuotaProduce, 1); th.Time == 0 {
+		t.Errorf("5 s later, half the debt unpaid: not throttled (%+v)", th)
+	}
+	if th := m.Record(quotaT0.Add(11*time.Second), "", "c", QuotaProduce, 1); th.Time != 0 {
+		t.Errorf("11 s later: %+v", th)
+	}
+}
+
+// A producer that waits out each throttle, on one stream or several of
+// the same quota, is held to its quota whatever its request size: over
+// 30 s of simulated time it writes at most quota × time plus its credit
+// (one window) and one request per stream (served before it is held),
+// and not much less. (So long as a request from every stream is within
+// MaxThrottle of the quota: a throttle is capped, so beyond that each
+// stream gets a request through per MaxThrottle.)
+func TestQuotaHoldsAProducerThatHonoursThrottle(t *testing.T) {
+	const quota = 1 << 20
+	for _, tc := range []struct {
+		size    float64
+		streams int
+	}{{16 << 10, 1}, {16 << 10, 4}, {64 << 10, 1}, {64 << 10, 4}, {1 << 20, 1}, {1 << 20, 4}, {4 << 20, 1}, {4 << 20, 2}} {
+		size, streams := tc.size, tc.streams
+		t.Run(fmt.Sprintf("size=%.0fKiB,streams=%d", size/1024, streams), func(t *testing.T) {
+			m := NewQuotaManager(QuotaConfig{})
+			m.SetTable(NewQuotaTable(map[QuotaEntity]QuotaLimits{{named("p"), none}: produceQ(quota)}))
+			// next[i] is when stream i sends its next request: 1 ms
+			// after the last answer, or once the throttle has passed.
+			next := make([]time.Time, streams)
+			for i := range next {
+				next[i] = quotaT0.Add(time.Duration(i) * time.Microsecond)
+			}
+			const run = 30 * time.Second
+			total := 0.0
+			for {
+				i := 0
+				for j := range next {
+					if next[j].Before(next[i]) {
+						i = j
+					}
+				}
+				now := next[i]
+				if now.Sub(quotaT0) >= run {
+					break
+				}
+				th := m.Record(now, "p", "", QuotaProduce, size)
+				total += size
+				next[i] = now.Add(max(time.Millisecond, th.Time))
+			}
+			hi := quota*run.Seconds() + quota + float64(streams)*size
+			if total > hi || total < 0.95*quota*run.Seconds() {
+				t.Errorf("%.0f B in %v: %.3f × the quota; at most %.3f", total, run, total/quota/run.Seconds(), hi/quota/run.Seconds())
+			}
+		})
 	}
 }
 
 func TestQuotaRequestPercentage(t *testing.T) {
 	m := NewQuotaManager(QuotaConfig{})
 	m.SetTable(NewQuotaTable(map[QuotaEntity]QuotaLimits{{named("a"), none}: {QuotaRequest: 10}}))
-	// 2 s of handling over the 10 s floor is 20 % of a thread, twice 10 %.
-	th := m.Record(quotaT0, "a", "", QuotaRequest, 2)
-	if th.Rate != 20 || th.Limit != 10 || th.Time != 10*time.Second {
+	// 10 % of a thread: 0.1 s of handling in credit, earned back at
+	// 0.1 s per second. 0.6 s of handling owes 0.5 s: 5 s.
+	th := m.Record(quotaT0, "a", "", QuotaRequest, 0.6)
+	if th.Limit != 10 || th.Debt < 0.499 || th.Debt > 0.501 || th.Time < 4999*time.Millisecond || th.Time > 5001*time.Millisecond {
 		t.Errorf("%+v", th)
 	}
 }

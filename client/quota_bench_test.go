@@ -20,7 +20,11 @@ import (
 // Kafka's window (11 samples of 1 s), for SLUICE_QUOTA_BENCH_SECONDS
 // (default 30); meanwhile another client ("quiet", no quota) sends 1 KiB
 // records synchronously with acks=all, its latency compared with the same
-// client's on the idle node first. It runs once whatever b.N and reports:
+// client's on the idle node first. The flood writes one partition, so
+// each of its produce requests is one batch: batch=64KiB closes batches
+// at 64 KiB, batch=1MiB at the Go client's default of 1 MiB;
+// producers=4 floods from four producers (four connections, one quota).
+// Each runs once whatever b.N and reports:
 //
 //   - flood_rate/quota: the flood's acknowledged value bytes per second
 //     after the first window (its 10 s burst, as in Kafka) over the quota;
@@ -30,6 +34,15 @@ import (
 //
 // go test -run '^$' -bench QuotaFlood -benchtime 1x ./client
 func BenchmarkQuotaFloodAgainstQuiet(b *testing.B) {
+	for _, bc := range []struct {
+		name                  string
+		batchBytes, producers int
+	}{{"batch=64KiB", 64 << 10, 1}, {"batch=1MiB", 1 << 20, 1}, {"batch=64KiB,producers=4", 64 << 10, 4}} {
+		b.Run(bc.name, func(b *testing.B) { benchQuotaFlood(b, bc.batchBytes, bc.producers) })
+	}
+}
+
+func benchQuotaFlood(b *testing.B, batchBytes, producers int) {
 	run := 30 * time.Second
 	if s := os.Getenv("SLUICE_QUOTA_BENCH_SECONDS"); s != "" {
 		d, err := time.ParseDuration(s + "s")
@@ -88,52 +101,61 @@ func BenchmarkQuotaFloodAgainstQuiet(b *testing.B) {
 	b.ResetTimer()
 	idle := quiet(5 * time.Second)
 
-	fc, err := client.New([]string{s.Node.Addr()}, client.WithClientID("flood"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fc.Close()
-	// Requests of at most 256 KiB (Kafka's producers send 16 KiB batches
-	// in requests of at most 1 MiB): a sampled rate lets a request's worth
-	// through past the quota, so the request size bounds the overshoot.
-	// A small buffer: Close does not wait for minutes of throttled data.
-	fp, err := fc.NewProducer(client.WithAcks(client.AcksLeader), client.WithBatchBytes(64<<10), client.WithMaxRequestBytes(256<<10),
-		client.WithBufferBytes(1<<20))
-	if err != nil {
-		b.Fatal(err)
+	// Each flooding producer has a connection (a ProduceStream) of its
+	// own; all share the client id, so one quota. One partition: each
+	// request is one batch. A small buffer (1 MiB, or two batches): Close
+	// does not wait for minutes of throttled data.
+	var fps []*client.Producer
+	for range producers {
+		fc, err := client.New([]string{s.Node.Addr()}, client.WithClientID("flood"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fc.Close()
+		fp, err := fc.NewProducer(client.WithAcks(client.AcksLeader), client.WithBatchBytes(batchBytes), client.WithBufferBytes(max(1<<20, 2*batchBytes)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		fps = append(fps, fp)
 	}
 	var acked, ackedAfterWindow atomic.Int64
 	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		v := make([]byte, 1024)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			fp.Send(ctx, client.Record{Topic: "flood", Value: v}, func(_ client.RecordMetadata, err error) {
-				if err == nil {
-					acked.Add(1024)
-					if time.Since(start) > window {
-						ackedAfterWindow.Add(1024)
-					}
+	for _, fp := range fps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := make([]byte, 1024)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-			})
-		}
-	}()
+				fp.Send(ctx, client.Record{Topic: "flood", Value: v}, func(_ client.RecordMetadata, err error) {
+					if err == nil {
+						acked.Add(1024)
+						if time.Since(start) > window {
+							ackedAfterWindow.Add(1024)
+						}
+					}
+				})
+			}
+		}()
+	}
 	time.Sleep(window)
 	during := quiet(run - window)
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(start)
 	allBytes, lateBytes := acked.Load(), ackedAfterWindow.Load()
-	st := fp.Throttled()
-	fp.Close()
+	var st client.ThrottleStats
+	for _, fp := range fps {
+		t := fp.Throttled()
+		st.Count, st.Total, st.Max = st.Count+t.Count, st.Total+t.Total, max(st.Max, t.Max)
+		fp.Close()
+	}
 	b.StopTimer()
 
 	rateAll := float64(allBytes) / elapsed.Seconds() / quota

@@ -23,6 +23,11 @@ type AppendResult struct {
 	// LeaderEpoch is the leader epoch the batch was appended in: an
 	// acks=all wait (AwaitCommit) ends if the epoch changes first.
 	LeaderEpoch int32
+	// Verifying is the time AppendTxnTo waited for the transaction
+	// coordinator to add the partition to the transaction (0 for the
+	// other appends), set with an error too: waiting, not this broker's
+	// work, which the request quota leaves out (api).
+	Verifying time.Duration
 }
 
 // appendResult is sr, appended in leaderEpoch.
@@ -53,9 +58,9 @@ func (m *ReplicaManager) AppendWithAcks(topic string, partition int32, raw []byt
 // (INVALID_RECORD); the coordinators write theirs with AppendCommitted.
 // Transactional batches are refused (INVALID_TXN_STATE, nothing stored):
 // they come with a transactional_id and go through AppendTxnTo. Internal
-// topics are refused (INVALID_TOPIC_EXCEPTION, checkProducerTopic).
+// topics are refused (INVALID_TOPIC_EXCEPTION, CheckProducerTopic).
 func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
-	if err := checkProducerTopic(p.Topic); err != nil {
+	if err := CheckProducerTopic(p.Topic); err != nil {
 		return AppendResult{}, err
 	}
 	leader, epoch := p.Leadership()

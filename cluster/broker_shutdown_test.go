@@ -26,15 +26,15 @@ func (v *heartbeatVoter) BrokerHeartbeat(context.Context, *internalv1.BrokerHear
 }
 
 // shutdownBroker is a registered broker (epoch 5) heartbeating to
-// endpoint every 50 ms with a session timeout of 300 ms; only its
-// heartbeat loop runs.
-func shutdownBroker(t *testing.T, endpoint ControllerEndpoint) *BrokerLifecycle {
+// endpoint every 50 ms with session timeout session; only its heartbeat
+// loop runs.
+func shutdownBroker(t *testing.T, endpoint ControllerEndpoint, session time.Duration) *BrokerLifecycle {
 	t.Helper()
 	pool := NewConnPool()
 	t.Cleanup(pool.Close)
 	controllers := NewControllerClient(pool, func() []ControllerEndpoint { return []ControllerEndpoint{endpoint} })
 	b := NewBrokerLifecycle(BrokerConfig{NodeID: 7, Address: "127.0.0.1:1", Controllers: controllers, Metadata: NewMetadataCache(),
-		HeartbeatInterval: 50 * time.Millisecond, SessionTimeout: 300 * time.Millisecond})
+		HeartbeatInterval: 50 * time.Millisecond, SessionTimeout: session})
 	b.mu.Lock()
 	b.epoch = 5
 	b.mu.Unlock()
@@ -55,7 +55,7 @@ func TestControlledShutdownGivesUpWithoutAController(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close() // every dial is refused
-	b := shutdownBroker(t, ControllerEndpoint{ID: 1, Address: addr})
+	b := shutdownBroker(t, ControllerEndpoint{ID: 1, Address: addr}, 300*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = b.ControlledShutdown(ctx)
@@ -86,8 +86,11 @@ func TestControlledShutdownWaitsWhileTheControllerAnswers(t *testing.T) {
 		s.Stop()
 		<-done
 	}()
-	b := shutdownBroker(t, ControllerEndpoint{ID: 1, Address: lis.Addr().String()})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // several session timeouts
+	// A session of 1.5 s: on a loaded machine one heartbeat's round trip
+	// (dial included) took over 300 ms, which read as "no controller".
+	b := shutdownBroker(t, ControllerEndpoint{ID: 1, Address: lis.Addr().String()}, 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second) // several heartbeat rounds, beyond a session
+
 	defer cancel()
 	err = b.ControlledShutdown(ctx)
 	if errors.Is(err, ErrControllerUnreachable) || errs.Code(err) != sluicev1.ErrorCode_REQUEST_TIMED_OUT {

@@ -15,15 +15,17 @@ const InternalTopicPrefix = "__"
 // IsInternalTopic reports whether name is reserved for internal topics.
 func IsInternalTopic(name string) bool { return strings.HasPrefix(name, InternalTopicPrefix) }
 
-// checkProducerTopic refuses a producer's batch for an internal topic
+// CheckProducerTopic refuses a producer's batch for an internal topic
 // (INVALID_TOPIC_EXCEPTION, as Kafka answers a produce to one). Only the
 // topic's coordinator writes it, through AppendCommitted or
 // AppendCoordinatorTxn, and its load must be able to decode every record
 // (issue 29: one keyed record a client wrote to __consumer_offsets made
 // its partition unloadable; a forged __transaction_state record would be
 // applied). The rule lives here, below the doors, so that every door's
-// produce (gRPC, Kafka) gets it from AppendTo and AppendTxnTo.
-func checkProducerTopic(topic string) error {
+// produce (gRPC, Kafka) gets it from AppendTo and AppendTxnTo; the Kafka
+// door also asks it by name before looking the partition up, so a
+// produce to an internal topic not created yet is refused the same way.
+func CheckProducerTopic(topic string) error {
 	if IsInternalTopic(topic) {
 		return errs.New(sluicev1.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic %s is internal: only its coordinator writes it", topic)
 	}

@@ -96,6 +96,10 @@ const NoLeaderEpoch int32 = -1
 // the same order.
 type FetchResult struct {
 	Partitions []FetchPartitionResult
+	// Waited is the time Fetch spent in its long poll, waiting for data
+	// (MinBytes, MaxWait): not this broker's work, which the request
+	// quota leaves out (api).
+	Waited time.Duration
 }
 
 // FetchPartitionResult is one partition's answer. Offsets are -1 when not
@@ -186,7 +190,10 @@ func (m *ReplicaManager) Fetch(ctx context.Context, p FetchParams) (FetchResult,
 		if total >= max(1, p.MinBytes) || moved || len(changed) == 0 || time.Until(deadline) <= 0 {
 			return res, nil
 		}
-		if !waitAny(ctx, changed, time.Until(deadline)) && ctx.Err() != nil {
+		waitStart := time.Now()
+		woken := waitAny(ctx, changed, time.Until(deadline))
+		res.Waited += time.Since(waitStart)
+		if !woken && ctx.Err() != nil {
 			return FetchResult{}, ctx.Err()
 		}
 		// Woken by a change, or the wait is over: read again (after the

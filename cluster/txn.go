@@ -125,7 +125,7 @@ func retriableVerification(code sluicev1.ErrorCode) bool {
 // use; calls for different partitions may run in parallel (api does so
 // for one request).
 func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
-	if err := checkProducerTopic(p.Topic); err != nil {
+	if err := CheckProducerTopic(p.Topic); err != nil {
 		return AppendResult{}, err
 	}
 	return m.appendTxnTo(ctx, p, transactionalID, raw, now, acksAll)
@@ -134,7 +134,9 @@ func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactio
 // appendTxnTo is AppendTxnTo for any topic: AppendCoordinatorTxn writes
 // the group coordinator's transactional offsets to __consumer_offsets
 // through it.
-func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
+func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (res AppendResult, err error) {
+	var verifying time.Duration
+	defer func() { res.Verifying = verifying }() // on every return, errors too
 	if transactionalID == "" {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "a transactional produce needs a transactional id")
 	}
@@ -171,7 +173,10 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 			return AppendResult{}, m.appendError(p, err)
 		}
 		if guard.Needed() {
-			if err := verifyWithRetries(ctx, box.v, transactionalID, info.ProducerID, info.Epoch, tp); err != nil {
+			start := time.Now()
+			err := verifyWithRetries(ctx, box.v, transactionalID, info.ProducerID, info.Epoch, tp)
+			verifying += time.Since(start)
+			if err != nil {
 				return AppendResult{}, err
 			}
 		}

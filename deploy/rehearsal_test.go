@@ -150,8 +150,10 @@ func (pp *podProcess) tail() string {
 
 // rehearsalHosts is the cluster DNS of sts's pods as the rehearsal
 // stands it in (name=ip): each pod's name under the headless Service,
-// short and in the namespace, and the name of each client Service that
-// selects sts's pods (a Service's virtual IP: ordinal 0's here).
+// short and in the namespace, and the names of each client Service that
+// selects sts's pods (a Service's virtual IP: ordinal 0's here) — in the
+// namespace, and short, as a pod of the namespace (the ACL bootstrap
+// Job's) reaches it through its DNS search path.
 func rehearsalHosts(m *manifests, sts *appsv1.StatefulSet) []string {
 	ns := namespaceOf(sts)
 	var hosts []string
@@ -161,7 +163,7 @@ func rehearsalHosts(m *manifests, sts *appsv1.StatefulSet) []string {
 	}
 	for _, svc := range m.Services {
 		if svc.Spec.ClusterIP != corev1.ClusterIPNone && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(sts.Spec.Template.Labels)) {
-			hosts = append(hosts, svc.Name+"."+ns+".svc="+rehearsalIP(0))
+			hosts = append(hosts, svc.Name+"="+rehearsalIP(0), svc.Name+"."+ns+".svc="+rehearsalIP(0))
 		}
 	}
 	return hosts

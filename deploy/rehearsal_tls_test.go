@@ -356,11 +356,19 @@ func (cm *certManager) clientSecret(t *testing.T, secretName string) string {
 // the new one within seconds, the producer must see no error, the roll
 // goes on, and at the end every listener serves the renewed certificate
 // and a new client bootstraps from the client Service's name.
+//
+// The pods authorize (--authorizer acl, the administrator the only super
+// user): once they are ready, the overlay's ACL bootstrap Job runs
+// against them, its commands as the manifests give them, and its
+// principals are checked to be allowed what it grants and nothing more,
+// a principal it does not name to be allowed nothing (checkACLBootstrap);
+// after the roll, the grants still hold.
 func TestStatefulSetRehearsalTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three sluiced processes with TLS and rolls them (about a minute)")
 	}
 	var issued, renewed *x509.Certificate
+	var grants []aclGrant
 	rehearseRollingUpdate(t, "tls", rehearsalHooks{
 		clientOptions: func(run *rehearsalRun) []client.Option { return tlsClientOptions(t, run) },
 		ready: func(run *rehearsalRun) {
@@ -372,6 +380,7 @@ func TestStatefulSetRehearsalTLS(t *testing.T) {
 			issued = pair.Leaf
 			waitServing(t, run.pods, issued, "every listener serves the issued certificate")
 			t.Logf("every listener serves certificate %s", issued.SerialNumber)
+			grants = checkACLBootstrap(t, run, testBins.Get(t).Sluice)
 		},
 		available: func(run *rehearsalRun, ord int) {
 			if ord != len(run.pods)-1 {
@@ -387,6 +396,7 @@ func TestStatefulSetRehearsalTLS(t *testing.T) {
 		},
 		rolled: func(run *rehearsalRun) {
 			waitServing(t, run.pods, renewed, "every listener serves the renewed certificate after the roll")
+			checkACLsAfterRoll(t, run, grants)
 			// A new client, new connections: bootstrap from the client
 			// Service's name (one of the Certificate's DNS names).
 			var svc string

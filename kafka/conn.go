@@ -164,8 +164,27 @@ func (c *conn) write(answers <-chan answer) {
 		if resp == nil {
 			continue
 		}
-		buf = appendResponse(buf[:0], a.req, resp)
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if sp, ok := resp.(*spliced); ok {
+			buf = appendResponse(buf[:0], a.req, sp.Response)
+			bufs, err := sp.frame(buf, sp.IsFlexible())
+			if err != nil {
+				c.s.log.Error("kafka: an answer could not be framed", "api", kmsg.NameForKey(a.req.key), "err", err)
+				c.close()
+				continue
+			}
+			// Whatever is buffered goes first, then the answer in one
+			// vectored write.
+			if err := bw.Flush(); err != nil {
+				c.close()
+				continue
+			}
+			if _, err := bufs.WriteTo(c.nc); err != nil {
+				c.close()
+			}
+			continue
+		}
+		buf = appendResponse(buf[:0], a.req, resp)
 		if _, err := bw.Write(buf); err != nil {
 			c.close()
 			continue

@@ -101,6 +101,7 @@ func fetch(c *conn, r *request) func() kmsg.Response {
 				return nil // the connection is closing
 			}
 		}
+		sp := &spliced{Response: resp}
 		k := 0
 		for i := range req.Topics {
 			rt := &req.Topics[i]
@@ -115,10 +116,16 @@ func fetch(c *conn, r *request) func() kmsg.Response {
 					continue
 				}
 				c.answerFetchPartition(resp, rt.Topic, pr, &res.Partitions[k])
+				if len(pr.RecordBatches) > 0 {
+					pr.RecordBatches = sp.add(pr.RecordBatches)
+				}
 				k++
 			}
 		}
-		return resp
+		if len(sp.payloads) == 0 {
+			return resp
+		}
+		return sp
 	}
 }
 

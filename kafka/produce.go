@@ -70,7 +70,7 @@ func produce(c *conn, r *request) func() kmsg.Response {
 				pr.ErrorCode, pr.ErrorMessage = code, msg
 				continue
 			}
-			err := c.appendPartition(rt.Topic, rp, pr, txnID, now, acksAll, timeout, w)
+			err := c.appendPartition(rt.Topic, rp, pr, r.version, txnID, now, acksAll, timeout, w)
 			if err != nil {
 				c.answerError(resp, rt.Topic, pr, err)
 			}
@@ -94,14 +94,21 @@ func produce(c *conn, r *request) func() kmsg.Response {
 // acks=all it registers the wait with w. The answer's offsets are set in
 // pr; an error is the partition's refusal.
 func (c *conn) appendPartition(topic string, rp *kmsg.ProduceRequestTopicPartition, pr *kmsg.ProduceResponseTopicPartition,
-	txnID string, now time.Time, acksAll bool, timeout time.Duration, w *acksWait) error {
+	version int16, txnID string, now time.Time, acksAll bool, timeout time.Duration, w *acksWait) error {
 	s := c.s
+	if err := cluster.CheckProducerTopic(topic); err != nil {
+		return err
+	}
 	part, err := s.leaders.Partition(topic, rp.Partition)
 	if err != nil {
 		return err
 	}
+	in, err := oneBatch(rp.Records, version)
+	if err != nil {
+		return err
+	}
 	limits := kafkabatch.Limits{MaxBytes: int(part.Config().Storage.MaxMessageBytes)}
-	raw, _, err := kafkabatch.FromKafka(nil, rp.Records, limits)
+	raw, _, err := kafkabatch.FromKafka(nil, in, limits)
 	if err != nil {
 		return errs.New(errs.Code(err), "%s-%d: %s", topic, rp.Partition, errs.Message(err))
 	}
@@ -203,4 +210,30 @@ func (p *partitionWait) Committed(err error) {
 		}
 	}
 	p.w.release()
+}
+
+// oneBatch is the one record batch of a produce request's partition:
+// Kafka takes exactly one from v3 on (INVALID_RECORD otherwise), and
+// zstd only from v7 (UNSUPPORTED_COMPRESSION_TYPE before: the client
+// did not say it knows the codec).
+func oneBatch(records []byte, version int16) ([]byte, error) {
+	var first []byte
+	for b, err := range kafkabatch.Batches(records) {
+		if err != nil {
+			return nil, err
+		}
+		if first != nil {
+			return nil, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "a produce request (v3 and later) carries exactly one record batch per partition")
+		}
+		first = b
+	}
+	if first == nil {
+		return nil, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "no record batch")
+	}
+	if version < 7 {
+		if h, err := kafkabatch.ParseHeader(first); err == nil && h.Codec() == kafkabatch.Zstd {
+			return nil, errs.New(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce version 7 or later (this request is version %d)", version)
+		}
+	}
+	return first, nil
 }

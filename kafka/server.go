@@ -30,8 +30,6 @@ const (
 type Config struct {
 	// NodeID is this broker's id.
 	NodeID int32
-	// ClusterID is answered in Metadata and DescribeCluster.
-	ClusterID string
 	// Replicas, Metadata and Controllers are the broker's (required).
 	Replicas    *cluster.ReplicaManager
 	Metadata    *cluster.MetadataCache

@@ -110,10 +110,10 @@ type Config struct {
 	// too (denials are always logged).
 	AuditAllowedAdmin bool
 	// QuotaWindowSamples and QuotaWindowSize are how client quotas
-	// measure rates (Kafka's quota.window.num and
-	// quota.window.size.seconds): over QuotaWindowSamples samples of
-	// QuotaWindowSize each; 11 and 1 s when 0. The longest throttle is
-	// their product.
+	// are measured (Kafka's quota.window.num and
+	// quota.window.size.seconds; 11 and 1 s when 0): a caller may run
+	// QuotaWindowSize of its quota ahead before it is throttled, and the
+	// longest throttle is their product (auth.QuotaConfig).
 	QuotaWindowSamples int
 	QuotaWindowSize    time.Duration
 	// SASLSessionLifetime is how long a SCRAM session lasts before the

@@ -54,8 +54,8 @@ type Node struct {
 	internalGRPC *grpc.Server
 	internalLis  net.Listener
 	// kafka serves the Kafka protocol (issue 34) on kafkaLis, its bound
-	// listener (TLS-wrapped with TLS on); both nil unless a broker with
-	// KafkaListen set.
+	// listener (served wrapped in TLS when the node has TLS); both nil
+	// unless a broker with KafkaListen set.
 	kafka         *kafka.Server
 	kafkaLis      net.Listener
 	httpSrv       *http.Server
@@ -290,6 +290,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
 	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
 	clientOpts := append(tlsm.clientServerOptions(), gate.serverOptions()...)
+	// The request quota of the unary RPCs besides Produce and Fetch
+	// (which time themselves): after authentication, which names the
+	// caller.
+	clientOpts = append(clientOpts, grpc.ChainUnaryInterceptor(api.RequestQuotaInterceptor(n.quotas, n.draining)))
 	n.grpc = grpc.NewServer(append(slices.Clip(opts), append(clientOpts, grpc.StatsHandler(budgetStats{clientBudget}))...)...)
 	n.internalGRPC = grpc.NewServer(append(slices.Clip(opts), append(tlsm.internalServerOptions(), grpc.StatsHandler(budgetStats{internalBudget}))...)...)
 	// Services register through codec.Server: a request whose bytes do

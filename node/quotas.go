@@ -13,15 +13,17 @@ import (
 // newNodeQuotas is the handlers' client quota enforcement: always on (a
 // cluster without quotas throttles nobody), following the metadata
 // image's quotas (refreshQuotas). It registers
-// sluice_quota_throttle_time_seconds.
+// sluice_quota_throttle_time_seconds_total and
+// sluice_quota_throttled_requests_total, by principal and kind (produce,
+// fetch, request: auth.QuotaKind).
 func newNodeQuotas(cfg Config, reg *prometheus.Registry) *api.Quotas {
 	throttle := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_quota_throttle_time_seconds_total",
-		Help: "Time this broker held answers of callers over their client quotas, by principal and kind (produce, fetch). Principals are those with a quota of their own or under a default.",
+		Help: "Time this broker held answers of callers over their client quotas, by principal and kind (produce, fetch, request). Principals are those with a quota of their own or under a default.",
 	}, []string{"principal", "kind"})
 	throttled := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_quota_throttled_requests_total",
-		Help: "Answers this broker throttled for client quotas, by principal and kind (produce, fetch).",
+		Help: "Answers this broker throttled for client quotas, by principal and kind (produce, fetch, request).",
 	}, []string{"principal", "kind"})
 	reg.MustRegister(throttle, throttled)
 	q := api.NewQuotas(auth.NewQuotaManager(auth.QuotaConfig{Samples: cfg.QuotaWindowSamples, SampleWindow: cfg.QuotaWindowSize}), nil)

@@ -39,3 +39,41 @@ func TestQuotaThrottleTimeIsCountedPerPrincipal(t *testing.T) {
 		}
 	}
 }
+
+// The request quota applies to the unary RPCs answered from the broker's
+// memory too (api.RequestQuotaInterceptor): a caller over its
+// request_percentage flooding Metadata is held, and the throttles are
+// counted under kind "request".
+func TestRequestQuotaHoldsOtherRPCsAndIsCounted(t *testing.T) {
+	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.QuotaWindowSamples, c.QuotaWindowSize = 2, 100*time.Millisecond
+	})
+	// The default user (here User:ANONYMOUS) at 0.01 % of a thread:
+	// 10 µs a second. Every Metadata call takes more.
+	res, err := tn.Admin.AlterClientQuotas(ctx(t), &sluicev1.AlterClientQuotasRequest{Entries: []*sluicev1.ClientQuotaAlteration{{
+		Entity: &sluicev1.QuotaEntity{User: &sluicev1.QuotaEntityName{IsDefault: true}},
+		Ops:    []*sluicev1.QuotaOp{{Key: "request_percentage", Value: 0.01}}}}})
+	if err != nil || res.Results[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("%v %v", res, err)
+	}
+	held := false
+	for i := 0; i < 50 && !held; i++ {
+		start := time.Now()
+		if _, err := tn.Admin.Metadata(ctx(t), &sluicev1.MetadataRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		// The cap is 200 ms: a throttled answer is held about that long.
+		held = time.Since(start) >= 150*time.Millisecond
+	}
+	if !held {
+		t.Fatal("50 Metadata calls over the request quota, none held")
+	}
+	_, body := httpGet(t, tn.Node.HTTPAddr(), "/metrics")
+	for _, want := range []string{`sluice_quota_throttle_time_seconds_total{kind="request",principal="User:ANONYMOUS"}`,
+		`sluice_quota_throttled_requests_total{kind="request",principal="User:ANONYMOUS"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

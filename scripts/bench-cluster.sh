@@ -53,10 +53,12 @@ PROFILE_DIR=${PROFILE_DIR:-}
 BIN=${BIN:-bin}
 ONLY=${ONLY:-}
 RECORDS_TXN=${RECORDS_TXN:-3000000}
+RECORDS_DOOR=${RECORDS_DOOR:-1000000}
 
-echo "building $BIN/sluiced and $BIN/sluice" >&2
+echo "building $BIN/sluiced, $BIN/sluice and $BIN/kafkabench" >&2
 "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
 "$GO" build -o "$BIN/sluice" ./cmd/sluice
+"$GO" build -o "$BIN/kafkabench" ./tools/kafkabench
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench-cluster.XXXXXX")
 pids=()
@@ -168,15 +170,17 @@ fi
 export SLUICE_BROKERS=$brokers
 results=()
 
-# topic NAME: RF 3, min.insync.replicas=2, every ISR full before use.
+# topic NAME [PARTITIONS]: RF 3, min.insync.replicas=2, every ISR full
+# before use.
 topic() {
-	"$BIN/sluice" topic create "$1" --partitions "$PARTITIONS" --replication-factor 3 --config min.insync.replicas=2 >/dev/null
+	local parts=${2:-$PARTITIONS}
+	"$BIN/sluice" topic create "$1" --partitions "$parts" --replication-factor 3 --config min.insync.replicas=2 >/dev/null
 	for _ in $(seq 200); do # 20 s
 		# Every "isr":[a,b,c] of the JSON has three members.
 		local isrs full
 		isrs=$("$BIN/sluice" --output json topic describe "$1" | grep -o '"isr":\[[0-9,]*\]' || true)
 		full=$(grep -c '^"isr":\[[0-9]*,[0-9]*,[0-9]*\]$' <<<"$isrs" || true)
-		if [[ $full -eq $PARTITIONS ]]; then
+		if [[ $full -eq $parts ]]; then
 			return
 		fi
 		sleep 0.1
@@ -294,8 +298,50 @@ done
 # state drifts over a run: page cache, other load).
 run "transactions: idempotent baseline again, 100 B" r100-txn-base2 --record-size 100 --acks all --records "$RECORDS_TXN"
 
+# The two doors side by side (issue 34): one partition, 1 KiB records,
+# acks=all, produced then consumed through the gRPC door (sluice bench)
+# and through the Kafka door (franz-go: tools/kafkabench), and the Kafka
+# door with lz4 and zstd. Each produce is followed by a consume of what it
+# wrote.
+door() {
+	local label=$1 name=$2 tool=$3
+	shift 3
+	if [[ -n $ONLY && ! $label =~ $ONLY ]]; then
+		return
+	fi
+	topic "$name" 1
+	local out n0 g0 args=(--topic "$name" --records "$RECORDS_DOOR" --record-size 1024)
+	for what in produce consume; do
+		echo "== $label, $what" >&2
+		n0=$(node_ticks) g0=$(children_ticks)
+		if [[ $tool == grpc ]]; then
+			if [[ $what == produce ]]; then
+				out=$("$BIN/sluice" bench produce "${args[@]}" --acks all --partition 0 "$@" 2> >(grep -v '^produce:' >&2))
+			else
+				out=$("$BIN/sluice" bench consume --topic "$name" --records "$RECORDS_DOOR" 2>&1 | tail -1)
+			fi
+		else
+			if [[ $what == produce ]]; then
+				out=$("$BIN/kafkabench" produce --brokers "$kafka_brokers" "${args[@]}" --acks all --partition 0 "$@")
+			else
+				out=$("$BIN/kafkabench" consume --brokers "$kafka_brokers" --topic "$name" --records "$RECORDS_DOOR")
+			fi
+		fi
+		out="$out; $(cpu_summary $(($(node_ticks) - n0)) $(($(children_ticks) - g0)) --records "$RECORDS_DOOR" --record-size 1024)"
+		echo "$out" >&2
+		results+=("$label, $what: $out")
+	done
+	drop "$name"
+}
+kafka_brokers=""
+for i in 1 2 3; do kafka_brokers+="${kafka_brokers:+,}127.0.0.1:$(port "$i" 5)"; done
+door "door: 1 KiB, acks=all, 1 partition, gRPC (sluice bench)" door-grpc grpc
+door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go)" door-kafka kafka
+door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go), lz4" door-kafka-lz4 kafka --compression lz4
+door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go), zstd" door-kafka-zstd kafka --compression zstd
+
 echo
-echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions:"
+echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions (the door runs: 1):"
 for r in "${results[@]}"; do
 	echo "  $r"
 done

@@ -95,6 +95,9 @@ type globals struct {
 	// "quota" has a --client-id of its own, so it is no global flag.
 	clientID string
 	sec      security
+	// test are the testing-only settings, from the environment (none in
+	// the shipped build: testflags.go).
+	test testMachineryFlags
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -111,7 +114,7 @@ func (g *globals) validate() error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("--request-timeout must be > 0, got %v", g.timeout)
 	}
-	return nil
+	return g.test.apply()
 }
 
 func (g *globals) json() bool { return g.output == "json" }

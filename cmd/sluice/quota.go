@@ -101,7 +101,7 @@ func (e *env) quotaSet(ctx context.Context, args []string) error {
 	ent := addQuotaEntityFlags(fs)
 	produce := fs.Float64("producer-byte-rate", 0, "bytes per second of produced batches, per broker (producer_byte_rate)")
 	consume := fs.Float64("consumer-byte-rate", 0, "bytes per second of fetched batches, per broker (consumer_byte_rate)")
-	request := fs.Float64("request-percentage", 0, "percent of one request thread (request_percentage; stored, not yet enforced)")
+	request := fs.Float64("request-percentage", 0, "percent of one request thread the broker may spend handling the entity's requests, waits left out, per broker (request_percentage)")
 	if _, err := e.parse(fs, args, 0); err != nil {
 		return err
 	}

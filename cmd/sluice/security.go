@@ -203,6 +203,7 @@ func newGlobals(args []string, lookup func(string) (string, bool)) (*globals, er
 	if err := g.sec.fromEnv(lookup); err != nil {
 		return nil, err
 	}
+	g.test.fromEnv(lookup)
 	if b, ok := lookup("SLUICE_BROKERS"); ok && b != "" {
 		g.brokers = b
 	}

@@ -18,8 +18,9 @@ import (
 // offset and partition leader epoch patched by the leader; possibly
 // compacted: gaps in its offset deltas, even no records), to dst as a
 // Kafka v2 batch with its batchLength and CRC-32C, and returns the
-// extended slice. A Kafka Fetch answer's records are such batches one
-// after another. On error dst is returned unchanged in length.
+// extended slice (dst must not overlap canonical). A Kafka Fetch
+// answer's records are such batches one after another. On error dst is
+// returned unchanged in length.
 //
 // Header fields map one to one; the attributes carry the canonical
 // timestamp type, transactional, control and delete-horizon bits, with
@@ -88,9 +89,8 @@ func AppendKafka(dst, canonical []byte, codec Codec) ([]byte, error) {
 }
 
 // recordBuffers hold the uncompressed records of a batch AppendKafka
-// compresses.
-// Buffers larger than maxPooledRecords are left to the collector, so
-// that one large batch does not keep its buffer for good.
+// compresses. Buffers larger than maxPooledRecords are left to the
+// collector, so that one large batch does not keep its buffer for good.
 var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledRecords = 4 << 20
@@ -157,11 +157,49 @@ func nextEntry(b []byte, n int) ([]byte, int, error) {
 	if b[0] != tagRecordEntry {
 		return nil, 0, canonicalErr("unexpected field tag 0x%02x among records", b[0])
 	}
-	body, k := protowire.ConsumeBytes(b[1:])
+	if len(b) > 1 && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+		end := 2 + int(b[1])
+		return b[2:end:end], end, nil
+	}
+	body, k := consumeBytes(b, 1)
 	if k < 0 {
 		return nil, 0, canonicalErr("record entry %d overruns the batch", n)
 	}
-	return body, 1 + k, nil
+	return body, k, nil
+}
+
+// uvarint reads the protobuf varint at b[p:], its one-byte form inline;
+// a negative length means malformed (protowire's convention).
+func uvarint(b []byte, p int) (uint64, int) {
+	if p < len(b) && b[p] < 0x80 {
+		return uint64(b[p]), 1
+	}
+	return protowire.ConsumeVarint(b[p:])
+}
+
+// consumeBytes reads the length-delimited value at b[p:] and returns it
+// and the offset just after it (negative if malformed).
+func consumeBytes(b []byte, p int) ([]byte, int) {
+	l, k := uvarint(b, p)
+	if k < 0 || l > uint64(len(b)-p-k) {
+		return nil, -1
+	}
+	p += k
+	return b[p : p+int(l) : p+int(l)], p + int(l)
+}
+
+// tag reads the field tag at b[p:], its one-byte form inline, and
+// returns the field, its wire type and the offset after it (negative if
+// malformed).
+func tag(b []byte, p int) (protowire.Number, protowire.Type, int) {
+	if b[p] < 0x80 {
+		return protowire.Number(b[p] >> 3), protowire.Type(b[p] & 7), p + 1
+	}
+	num, typ, m := protowire.ConsumeTag(b[p:])
+	if m < 0 {
+		return 0, 0, -1
+	}
+	return num, typ, p + m
 }
 
 // canonicalRecord is a parsed canonical Record; its slices alias the
@@ -175,38 +213,59 @@ type canonicalRecord struct {
 	body           []byte
 }
 
-// parseCanonical parses a canonical Record, the n-th of its batch.
-func parseCanonical(b []byte, n int) (canonicalRecord, error) {
-	r := canonicalRecord{body: b}
+// parseCanonical parses a canonical Record, the n-th of its batch. The
+// tags and lengths the Builder and FromKafka write (one byte each, for
+// values under 128 bytes) are read inline: this runs twice per record on
+// the fetch path.
+func parseCanonical(b []byte, n int) (r canonicalRecord, err error) {
+	r.body = b
 	headers := 0 // Kafka size of the headers
 	for p := 0; p < len(b); {
-		num, typ, m := protowire.ConsumeTag(b[p:])
-		if m < 0 {
+		t := b[p]
+		var num protowire.Number
+		var typ protowire.Type
+		if t < 0x80 {
+			num, typ = protowire.Number(t>>3), protowire.Type(t&7)
+			p++
+		} else if num, typ, p = tag(b, p); p < 0 {
 			return r, canonicalErr("record %d: malformed field tag", n)
 		}
-		p += m
 		switch {
-		case num == 1 && typ == protowire.VarintType:
-			v, k := protowire.ConsumeVarint(b[p:])
-			if k < 0 {
-				return r, canonicalErr("record %d: malformed timestamp_delta", n)
+		case (num == 1 || num == 2) && typ == protowire.VarintType:
+			var v uint64
+			if p < len(b) && b[p] < 0x80 {
+				v = uint64(b[p])
+				p++
+			} else {
+				var k int
+				if v, k = protowire.ConsumeVarint(b[p:]); k < 0 {
+					return r, canonicalErr("record %d: malformed field %d", n, num)
+				}
+				p += k
 			}
-			r.timestampDelta = protowire.DecodeZigZag(v)
-			p += k
-		case num == 2 && typ == protowire.VarintType:
-			v, k := protowire.ConsumeVarint(b[p:])
-			if k < 0 {
-				return r, canonicalErr("record %d: malformed offset_delta", n)
+			if num == 1 {
+				r.timestampDelta = protowire.DecodeZigZag(v)
+			} else {
+				// sint32: the low 32 bits, as batch.ForEachRecord reads it.
+				r.offsetDelta = int32(protowire.DecodeZigZag(v & math.MaxUint32))
 			}
-			// sint32: the low 32 bits, as batch.ForEachRecord reads it.
-			r.offsetDelta = int32(protowire.DecodeZigZag(v & math.MaxUint32))
-			p += k
-		case (num == 3 || num == 4 || num == 5) && typ == protowire.BytesType:
-			v, k := protowire.ConsumeBytes(b[p:])
-			if k < 0 {
+		case num >= 3 && num <= 5 && typ == protowire.BytesType:
+			var l uint64
+			if p < len(b) && b[p] < 0x80 {
+				l = uint64(b[p])
+				p++
+			} else {
+				var k int
+				if l, k = protowire.ConsumeVarint(b[p:]); k < 0 {
+					return r, canonicalErr("record %d: malformed field %d", n, num)
+				}
+				p += k
+			}
+			if l > uint64(len(b)-p) {
 				return r, canonicalErr("record %d: field %d overruns the record", n, num)
 			}
-			p += k
+			v := b[p : p+int(l) : p+int(l)]
+			p += int(l)
 			switch num {
 			case 3:
 				r.key = v
@@ -240,14 +299,14 @@ func parseCanonical(b []byte, n int) (canonicalRecord, error) {
 // when absent) and value (nil when absent). Unknown fields are skipped.
 func parseCanonicalHeader(b []byte, n int) (key, value []byte, err error) {
 	for p := 0; p < len(b); {
-		num, typ, m := protowire.ConsumeTag(b[p:])
-		if m < 0 {
+		num, typ, q := tag(b, p)
+		if q < 0 {
 			return nil, nil, canonicalErr("record %d: malformed header", n)
 		}
-		p += m
+		p = q
 		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, k := protowire.ConsumeBytes(b[p:])
-			if k < 0 {
+			v, q := consumeBytes(b, p)
+			if q < 0 {
 				return nil, nil, canonicalErr("record %d: header overruns the record", n)
 			}
 			if num == 1 {
@@ -255,7 +314,7 @@ func parseCanonicalHeader(b []byte, n int) (key, value []byte, err error) {
 			} else {
 				value = v
 			}
-			p += k
+			p = q
 			continue
 		}
 		k := protowire.ConsumeFieldValue(num, typ, b[p:])
@@ -304,15 +363,15 @@ func appendKafkaRecord(dst []byte, r *canonicalRecord) []byte {
 	}
 	b := r.body
 	for p := 0; p < len(b); {
-		num, typ, m := protowire.ConsumeTag(b[p:])
-		p += m
+		num, typ, q := tag(b, p)
+		p = q
 		if num == 5 && typ == protowire.BytesType {
-			v, k := protowire.ConsumeBytes(b[p:])
+			v, q := consumeBytes(b, p)
 			key, value, _ := parseCanonicalHeader(v, 0)
 			dst = appendVarint(dst, int64(len(key)))
 			dst = append(dst, key...)
 			dst = appendNullable(dst, value)
-			p += k
+			p = q
 			continue
 		}
 		p += protowire.ConsumeFieldValue(num, typ, b[p:])

@@ -92,6 +92,13 @@ func decompress(src []byte, codec Codec, limit int) ([]byte, error) {
 		err error
 	)
 	switch codec {
+	case Gzip, Snappy, LZ4, Zstd:
+		if len(src) == 0 {
+			// Every codec encodes even nothing in a few bytes.
+			return nil, corrupt(ErrDecompress, "%s batch without compressed bytes", codec)
+		}
+	}
+	switch codec {
 	case Gzip:
 		out, err = gunzip(src, limit)
 	case Snappy:
@@ -224,45 +231,49 @@ func unxerial(src []byte, limit int) ([]byte, error) {
 // readBounded reads r to its end into a buffer that never grows beyond
 // limit bytes; one more byte is ErrDecompressedTooLarge. hint (a size the
 // input states, possibly false) sizes the first buffer, else a multiple
-// of the input's size srcLen.
+// of the input's size srcLen. A full buffer grows only once a byte
+// beyond it has been read, so an exact hint costs one allocation.
 func readBounded(r io.Reader, codec Codec, hint, srcLen, limit int) ([]byte, error) {
 	size := hint
 	if size <= 0 {
 		size = max(4*srcLen, 4<<10)
 	}
 	out := make([]byte, 0, min(size, limit))
-	for {
-		if len(out) == cap(out) {
-			if len(out) >= limit {
-				// Full: the input must end here.
-				var one [1]byte
-				for {
-					n, err := r.Read(one[:])
-					if n > 0 {
-						return nil, tooLarge(codec, limit)
-					}
-					if err == io.EOF {
-						return out, nil
-					}
-					if err != nil {
-						return nil, err
-					}
-				}
-			}
+	var one [1]byte
+	for idle := 0; idle < maxIdleReads; {
+		buf, probe := out[len(out):cap(out)], false
+		if len(buf) == 0 {
+			buf, probe = one[:], true
+		}
+		n, err := r.Read(buf)
+		switch {
+		case probe && n > 0 && len(out) >= limit:
+			return nil, tooLarge(codec, limit)
+		case probe && n > 0:
 			grown := make([]byte, len(out), min(max(2*cap(out), 4<<10), limit))
 			copy(grown, out)
-			out = grown
+			out = append(grown, one[0])
+		default:
+			out = out[:len(out)+n]
 		}
-		n, err := r.Read(out[len(out):cap(out)])
-		out = out[:len(out)+n]
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
+		if n == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
 	}
+	return nil, io.ErrNoProgress
 }
+
+// maxIdleReads bounds the reads in a row that return nothing, as
+// bufio does: a decoder that neither reads on nor ends is an error.
+const maxIdleReads = 100
 
 // compress appends records compressed with codec (not None) to dst, as
 // Kafka clients write it: a gzip stream, xerial-framed snappy (what the

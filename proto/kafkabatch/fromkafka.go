@@ -109,8 +109,9 @@ func FromKafka(dst, in []byte, limits Limits) ([]byte, Info, error) {
 		out = make([]byte, 0, s.size)
 	}
 	out = out[:batch.HeaderSize]
+	var r kafkaRecord
 	for b := records; len(b) > 0; {
-		r, n, _ := parseRecord(b, 0) // checked by scanRecords
+		n, _ := parseRecord(&r, b, 0) // checked by scanRecords
 		out = appendCanonical(out, &r)
 		b = b[n:]
 	}
@@ -148,7 +149,8 @@ type recordScan struct {
 func scanRecords(b []byte, baseTS int64) (recordScan, error) {
 	s := recordScan{size: batch.HeaderSize, maxTS: baseTS}
 	for len(b) > 0 {
-		r, n, err := parseRecord(b, s.n)
+		var r kafkaRecord
+		n, err := parseRecord(&r, b, s.n)
 		if err != nil {
 			return s, err
 		}
@@ -175,45 +177,45 @@ type kafkaRecord struct {
 }
 
 // parseRecord parses and checks the Kafka record at the start of b (the
-// i-th of its batch, for messages) and returns it and its size.
-func parseRecord(b []byte, i int) (kafkaRecord, int, error) {
-	var r kafkaRecord
+// i-th of its batch, for messages) into r and returns its size.
+func parseRecord(r *kafkaRecord, b []byte, i int) (int, error) {
 	l, n, err := readVarint(b)
 	if err != nil {
-		return r, 0, recordErr(err, i, "length")
+		return 0, recordErr(err, i, "length")
 	}
+	r.canonicalSize = 0
 	if l < 0 || int64(l) > int64(len(b)-n) {
-		return r, 0, corrupt(ErrRecordFraming, "record %d: length %d overruns the %d bytes left", i, l, len(b)-n)
+		return 0, corrupt(ErrRecordFraming, "record %d: length %d overruns the %d bytes left", i, l, len(b)-n)
 	}
 	body := b[n : n+int(l)]
 	size := n + int(l)
 	if len(body) == 0 {
-		return r, 0, corrupt(ErrRecordFraming, "record %d is empty", i)
+		return 0, corrupt(ErrRecordFraming, "record %d is empty", i)
 	}
 	p := 1 // attributes: unused by Kafka, dropped
 	var k int
 	if r.timestampDelta, k, err = readVarlong(body[p:]); err != nil {
-		return r, 0, recordErr(err, i, "timestampDelta")
+		return 0, recordErr(err, i, "timestampDelta")
 	}
 	p += k
 	if r.offsetDelta, k, err = readVarint(body[p:]); err != nil {
-		return r, 0, recordErr(err, i, "offsetDelta")
+		return 0, recordErr(err, i, "offsetDelta")
 	}
 	p += k
 	if r.key, k, err = readNullable(body[p:], i, "key"); err != nil {
-		return r, 0, err
+		return 0, err
 	}
 	p += k
 	if r.value, k, err = readNullable(body[p:], i, "value"); err != nil {
-		return r, 0, err
+		return 0, err
 	}
 	p += k
 	c, k, err := readVarint(body[p:])
 	if err != nil {
-		return r, 0, recordErr(err, i, "header count")
+		return 0, recordErr(err, i, "header count")
 	}
 	if c < 0 {
-		return r, 0, corrupt(ErrRecordFraming, "record %d: header count %d", i, c)
+		return 0, corrupt(ErrRecordFraming, "record %d: header count %d", i, c)
 	}
 	p += k
 	r.headerCount, r.headers = int(c), body[p:]
@@ -233,31 +235,31 @@ func parseRecord(b []byte, i int) (kafkaRecord, int, error) {
 	for j := 0; j < r.headerCount; j++ {
 		kl, k, err := readVarint(body[p:])
 		if err != nil {
-			return r, 0, recordErr(err, i, "header key length")
+			return 0, recordErr(err, i, "header key length")
 		}
 		p += k
 		switch {
 		case kl == -1:
-			return r, 0, invalid(ErrHeaderKey, "record %d: header %d has a null key", i, j)
+			return 0, invalid(ErrHeaderKey, "record %d: header %d has a null key", i, j)
 		case kl < 0 || int64(kl) > int64(len(body)-p):
-			return r, 0, corrupt(ErrRecordFraming, "record %d: header %d key length %d overruns the record", i, j, kl)
+			return 0, corrupt(ErrRecordFraming, "record %d: header %d key length %d overruns the record", i, j, kl)
 		}
 		if !utf8.Valid(body[p : p+int(kl)]) {
-			return r, 0, invalid(ErrHeaderKey, "record %d: header %d key is not UTF-8", i, j)
+			return 0, invalid(ErrHeaderKey, "record %d: header %d key is not UTF-8", i, j)
 		}
 		p += int(kl)
 		v, k, err := readNullable(body[p:], i, "header value")
 		if err != nil {
-			return r, 0, err
+			return 0, err
 		}
 		p += k
 		cs += 1 + sizedField(canonicalHeaderSize(int(kl), v))
 	}
 	if p != len(body) {
-		return r, 0, corrupt(ErrRecordFraming, "record %d: length %d, but its fields take %d", i, l, p)
+		return 0, corrupt(ErrRecordFraming, "record %d: length %d, but its fields take %d", i, l, p)
 	}
 	r.canonicalSize = cs
-	return r, size, nil
+	return size, nil
 }
 
 // recordErr names the record and field of a varint error.
@@ -268,6 +270,15 @@ func recordErr(err error, i int, field string) error {
 // readNullable reads a varint length and that many bytes (nil for -1)
 // from the start of b.
 func readNullable(b []byte, i int, field string) ([]byte, int, error) {
+	if len(b) > 0 && b[0] < 0x80 && b[0]&1 == 0 && int(b[0]>>1) < len(b) {
+		// A length under 64 that fits.
+		end := 1 + int(b[0]>>1)
+		return b[1:end:end], end, nil
+	}
+	return readNullableSlow(b, i, field)
+}
+
+func readNullableSlow(b []byte, i int, field string) ([]byte, int, error) {
 	l, n, err := readVarint(b)
 	if err != nil {
 		return nil, 0, recordErr(err, i, field+" length")

@@ -196,7 +196,7 @@ func Batches(records []byte) iter.Seq2[[]byte, error] {
 				return
 			}
 			if int64(l) > int64(len(b)-LogOverhead) {
-				yield(nil, corrupt(ErrTruncated, "batch of %d bytes ends after %d", int64(l)+LogOverhead, len(b)))
+				yield(nil, corrupt(ErrTruncated, "a batch of %d bytes, only %d left", int64(l)+LogOverhead, len(b)))
 				return
 			}
 			n := LogOverhead + int(l)

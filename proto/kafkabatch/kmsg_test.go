@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/proto/batch"
@@ -297,5 +298,84 @@ func TestCompactedBatchesConvert(t *testing.T) {
 				t.Errorf("kept record %d = %+v, want %+v", i, r, want)
 			}
 		}
+	}
+}
+
+// A stored record is any protobuf encoding of Record that Canonicalize
+// accepted (fields in any order, repeated, with overlong tags and
+// lengths, long values): AppendKafka reads it as protobuf does, the last
+// of a repeated field winning, and as proto/batch does.
+func TestAppendKafkaReadsAnyRecordEncoding(t *testing.T) {
+	overlong := func(b []byte, v uint64) []byte { // v as a 3-byte varint
+		return append(b, byte(v)|0x80, byte(v>>7)|0x80, byte(v>>14))
+	}
+	bytesField := func(b []byte, num protowire.Number, v []byte) []byte {
+		b = protowire.AppendTag(b, num, protowire.BytesType)
+		return protowire.AppendBytes(b, v)
+	}
+	header := func(k, v string) []byte {
+		h := bytesField(nil, 2, []byte(v)) // value first
+		return bytesField(h, 1, []byte(k))
+	}
+	var r0, r1, r2 []byte
+	r0 = bytesField(r0, 5, header("h1", "v1"))
+	r0 = bytesField(r0, 4, []byte("value"))
+	r0 = bytesField(r0, 3, []byte("first key"))
+	r0 = bytesField(r0, 3, []byte("key")) // the last one wins
+	r0 = protowire.AppendTag(r0, 1, protowire.VarintType)
+	r0 = protowire.AppendVarint(r0, protowire.EncodeZigZag(-7))
+	r0 = bytesField(r0, 5, header("h2", ""))
+	// Record 1: overlong tags and lengths, a value of 300 bytes.
+	r1 = overlong(r1, uint64(2<<3|protowire.VarintType))
+	r1 = protowire.AppendVarint(r1, protowire.EncodeZigZag(1))
+	r1 = overlong(r1, uint64(4<<3|protowire.BytesType))
+	r1 = overlong(r1, 300)
+	r1 = append(r1, bytes.Repeat([]byte("x"), 300)...)
+	r1 = protowire.AppendTag(r1, 3, protowire.BytesType)
+	r1 = overlong(r1, 0) // an empty key
+	// Record 2: offset delta 2 after everything else, a 64-bit timestamp delta.
+	r2 = bytesField(r2, 5, nil)
+	r2 = protowire.AppendTag(r2, 1, protowire.VarintType)
+	r2 = protowire.AppendVarint(r2, protowire.EncodeZigZag(1<<50))
+	r2 = protowire.AppendTag(r2, 2, protowire.VarintType)
+	r2 = protowire.AppendVarint(r2, protowire.EncodeZigZag(2))
+	var msg []byte
+	msg = protowire.AppendTag(msg, 6, protowire.Fixed64Type)
+	msg = protowire.AppendFixed64(msg, baseTS)
+	msg = protowire.AppendTag(msg, 5, protowire.Fixed32Type)
+	msg = protowire.AppendFixed32(msg, 2)
+	msg = protowire.AppendTag(msg, 11, protowire.Fixed32Type)
+	msg = protowire.AppendFixed32(msg, 3)
+	for _, r := range [][]byte{r0, r1, r2} {
+		msg = bytesField(msg, 12, r)
+	}
+	canonical, _, err := batch.Canonicalize(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := kafkaRecords(t, toKafka(t, canonical, kafkabatch.None))
+	var pm sluicev1.RecordBatch
+	if err := proto.Unmarshal(canonical, &pm); err != nil {
+		t.Fatal(err)
+	}
+	want := canonicalRecords(t, canonical)
+	if len(got) != 3 || len(want) != 3 {
+		t.Fatalf("%d records, proto/batch reads %d", len(got), len(want))
+	}
+	for i, k := range got {
+		w, m := want[i], pm.Records[i]
+		if int64(k.OffsetDelta) != w.Offset || k.TimestampDelta64 != m.TimestampDelta ||
+			!sameNullable(k.Key, w.Key) || !sameNullable(k.Value, w.Value) || !bytes.Equal(k.Key, m.Key) || !bytes.Equal(k.Value, m.Value) ||
+			len(k.Headers) != len(m.Headers) {
+			t.Fatalf("record %d: Kafka %+v, proto/batch %+v, generated code %v", i, k, w, m)
+		}
+		for j, h := range m.Headers {
+			if k.Headers[j].Key != h.Key || !bytes.Equal(k.Headers[j].Value, h.Value) || !sameNullable(k.Headers[j].Value, w.Headers[j].Value) {
+				t.Errorf("record %d header %d: %+v, generated code %v", i, j, k.Headers[j], h)
+			}
+		}
+	}
+	if string(got[0].Key) != "key" || got[1].Key == nil || len(got[1].Key) != 0 || got[2].Value != nil || got[2].Headers[0].Key != "" || got[2].Headers[0].Value != nil {
+		t.Fatalf("records %+v", got)
 	}
 }

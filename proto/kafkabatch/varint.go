@@ -12,9 +12,12 @@ import "math"
 // returns it and its length.
 func readVarint(b []byte) (int32, int, error) {
 	if len(b) > 0 && b[0] < 0x80 {
-		u := uint32(b[0])
-		return int32(u>>1) ^ -int32(u&1), 1, nil
+		return int32(b[0]>>1) ^ -int32(b[0]&1), 1, nil
 	}
+	return readVarintSlow(b)
+}
+
+func readVarintSlow(b []byte) (int32, int, error) {
 	var u uint64
 	for i := 0; i < 5; i++ {
 		if i >= len(b) {
@@ -37,9 +40,12 @@ func readVarint(b []byte) (int32, int, error) {
 // returns it and its length.
 func readVarlong(b []byte) (int64, int, error) {
 	if len(b) > 0 && b[0] < 0x80 {
-		u := uint64(b[0])
-		return int64(u>>1) ^ -int64(u&1), 1, nil
+		return int64(b[0]>>1) ^ -int64(b[0]&1), 1, nil
 	}
+	return readVarlongSlow(b)
+}
+
+func readVarlongSlow(b []byte) (int64, int, error) {
 	var u uint64
 	for i := 0; i < 10; i++ {
 		if i >= len(b) {
