@@ -260,6 +260,15 @@ var requestLimits = map[protoreflect.FullName]fieldLimit{
 	"sluice.internal.v1.TxnMarker.partitions": {Max: MaxTxnBatchEntries, Why: "entries per transaction batch", Total: MaxTxnBatchEntries,
 		TotalWhy: "entries per transaction batch", Unique: true, Key: []protowire.Number{1, 2}},
 	"sluice.internal.v1.TxnPartition.topic": topicName(),
+	// Forwarded by the Kafka door, which refuses a topic named twice
+	// itself; a config named twice is the controller's to refuse, per
+	// topic (INVALID_REQUEST).
+	"sluice.internal.v1.ControllerAlterTopicConfigsRequest.topics": topicEntries(1),
+	"sluice.internal.v1.TopicConfigAlteration.topic":               topicName(),
+	"sluice.internal.v1.TopicConfigAlteration.ops":                 {Max: MaxTopicConfigs, Why: "config operations per topic"},
+	"sluice.internal.v1.TopicConfigAlteration.configs":             {Max: MaxTopicConfigs, Why: "configs per topic"}, // a map: keys are unique
+	"sluice.internal.v1.ControllerCreatePartitionsRequest.topics":  topicEntries(1),
+	"sluice.internal.v1.PartitionCount.topic":                      topicName(),
 }
 
 // defaultLimit bounds a repeated field missing from requestLimits.

@@ -298,3 +298,30 @@ func (q *Quotas) fetchBytes(resp *internalv1.FetchResponseView) int {
 	}
 	return n
 }
+
+// Charge records a request of another door (the Kafka listener) against
+// p's quotas: bytes of kind (nothing when 0) and its handling time (none
+// when 0), and returns how long to throttle it — the longer of the two
+// quotas' throttles. Only users' quotas apply. It costs nothing while no
+// quota is in force.
+func (q *Quotas) Charge(p auth.Principal, clientID string, kind auth.QuotaKind, bytes int, handling time.Duration) time.Duration {
+	if !q.active() || p.Type != auth.UserType {
+		return 0
+	}
+	if len(clientID) > maxClientIDLength {
+		clientID = clientID[:maxClientIDLength]
+	}
+	now := q.now()
+	var d time.Duration
+	if bytes > 0 {
+		d = q.record(now, p, clientID, kind, float64(bytes))
+	}
+	if handling > 0 && q.requests.Load() {
+		d = max(d, q.record(now, p, clientID, auth.QuotaRequest, handling.Seconds()))
+	}
+	return d
+}
+
+// Active reports whether any quota is in force (a door then measures
+// its requests).
+func (q *Quotas) Active() bool { return q.active() }

@@ -14,7 +14,7 @@ import (
 const defaultAbortTimeout = 30 * time.Second
 
 // DescribeProducers implements the Admin service (KIP-664): per partition
-// this broker leads, its producer state (cluster.Replica.Producers); per
+// this broker leads, its producer state (cluster.Replica.ProducerStates); per
 // partition it does not, the leader error (NOT_LEADER_OR_FOLLOWER,
 // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE).
 //
@@ -22,7 +22,7 @@ const defaultAbortTimeout = 30 * time.Second
 // each topic; a topic refused answers TOPIC_AUTHORIZATION_FAILED in each
 // of its partitions, whether or not it exists, the others are served.
 func (s *Server) DescribeProducers(ctx context.Context, req *sluicev1.DescribeProducersRequest) (*sluicev1.DescribeProducersResponse, error) {
-	nowMs := s.now().UnixMilli()
+	now := s.now()
 	resp := &sluicev1.DescribeProducersResponse{}
 	for _, t := range req.Topics {
 		tr := &sluicev1.DescribeProducersTopicResponse{Name: t.Name}
@@ -42,20 +42,10 @@ func (s *Server) DescribeProducers(ctx context.Context, req *sluicev1.DescribePr
 				pr.ErrorCode, pr.ErrorMessage = partitionError(err)
 				continue
 			}
-			for _, e := range p.Producers() {
-				ps := &sluicev1.ProducerState{ProducerId: e.ProducerID, ProducerEpoch: int32(e.Epoch), LastSequence: -1,
-					LastTimestampMs: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch,
-					CurrentTxnStartOffset: e.TxnFirstOffset, CurrentTxnStartTimeMs: -1, CurrentTxnDurationMs: -1, LastOffset: e.LastOffset}
-				if n := len(e.Batches); n > 0 {
-					ps.LastSequence = e.Batches[n-1].LastSeq
-				}
-				if e.TxnFirstOffset >= 0 {
-					ps.CurrentTxnStartTimeMs = e.TxnStartTime
-					if e.TxnStartTime >= 0 {
-						ps.CurrentTxnDurationMs = max(nowMs-e.TxnStartTime, 0)
-					}
-				}
-				pr.ActiveProducers = append(pr.ActiveProducers, ps)
+			for _, e := range p.ProducerStates(now) {
+				pr.ActiveProducers = append(pr.ActiveProducers, &sluicev1.ProducerState{ProducerId: e.ProducerID, ProducerEpoch: int32(e.ProducerEpoch),
+					LastSequence: e.LastSequence, LastTimestampMs: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch,
+					CurrentTxnStartOffset: e.TxnStartOffset, CurrentTxnStartTimeMs: e.TxnStartTime, CurrentTxnDurationMs: e.TxnDuration, LastOffset: e.LastOffset})
 			}
 		}
 	}

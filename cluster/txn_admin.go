@@ -22,6 +22,52 @@ import (
 // (a copy; the caller owns it). Any replica answers; api asks leaders only.
 func (p *Replica) Producers() []storage.ProducerEntry { return p.log.Producers() }
 
+// ProducerState is what DescribeProducers answers for one producer of a
+// partition (KIP-664), through either door.
+type ProducerState struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	// LastSequence is the sequence of the last record remembered; -1 if
+	// none (after a marker).
+	LastSequence int32
+	// LastTimestamp is the max timestamp of the last batch or marker (ms).
+	LastTimestamp int64
+	// CoordinatorEpoch is the last marker's; -1 if none.
+	CoordinatorEpoch int32
+	// TxnStartOffset is the first offset of the open transaction; -1 if
+	// none is open.
+	TxnStartOffset int64
+	// TxnStartTime is when the open transaction's first batch was
+	// appended here (ms); TxnDuration how long it has been open at the
+	// time asked (ms). Both -1 if none is open (or its start is unknown).
+	TxnStartTime, TxnDuration int64
+	// LastOffset is the last offset of the last batch or marker.
+	LastOffset int64
+}
+
+// ProducerStates is Producers as DescribeProducers answers them, the
+// durations of open transactions measured at now.
+func (p *Replica) ProducerStates(now time.Time) []ProducerState {
+	nowMs := now.UnixMilli()
+	entries := p.Producers()
+	out := make([]ProducerState, 0, len(entries))
+	for _, e := range entries {
+		ps := ProducerState{ProducerID: e.ProducerID, ProducerEpoch: e.Epoch, LastSequence: -1, LastTimestamp: e.LastTimestamp,
+			CoordinatorEpoch: e.CoordinatorEpoch, TxnStartOffset: e.TxnFirstOffset, TxnStartTime: -1, TxnDuration: -1, LastOffset: e.LastOffset}
+		if n := len(e.Batches); n > 0 {
+			ps.LastSequence = e.Batches[n-1].LastSeq
+		}
+		if e.TxnFirstOffset >= 0 {
+			ps.TxnStartTime = e.TxnStartTime
+			if e.TxnStartTime >= 0 {
+				ps.TxnDuration = max(nowMs-e.TxnStartTime, 0)
+			}
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
 // HangingAbort names the open transaction an operator aborts on one
 // partition.
 type HangingAbort struct {

@@ -13,6 +13,21 @@ import (
 type handler struct {
 	min, max int16
 	serve    func(c *conn, r *request) func() kmsg.Response
+	// listedFrom, when below min, is the lowest version ApiVersions
+	// lists: versions listedFrom..min-1 are listed but refused (legacy
+	// answers each). Kafka 4 does this for Produce v0-2 (KAFKA-18659):
+	// librdkafka compresses with gzip and snappy only when ApiVersions
+	// lists Produce v0.
+	listedFrom int16
+	legacy     func(c *conn, r *request) kmsg.Response
+}
+
+// listedMin is the lowest version ApiVersions lists for h.
+func (h handler) listedMin() int16 {
+	if h.legacy != nil {
+		return h.listedFrom
+	}
+	return h.min
 }
 
 // handlers is every API the door serves, by key. The ApiVersions answer
@@ -21,18 +36,23 @@ var handlers map[int16]handler
 
 func init() {
 	handlers = map[int16]handler{
-		0:              {3, 12, produce},
-		1:              {4, 12, fetch},
-		2:              {1, 10, now(listOffsets)},
-		3:              {0, 12, now(metadata)},
-		17:             {1, 1, now(saslHandshake)}, // saslHandshakeKey
-		apiVersionsKey: {0, 4, now(apiVersions)},
-		19:             {0, 7, now(createTopics)},
-		20:             {0, 6, now(deleteTopics)},
-		22:             {0, 5, now(initProducerID)},
-		23:             {2, 4, now(offsetForLeaderEpoch)},
-		36:             {0, 2, now(saslAuthenticate)}, // saslAuthenticateKey
-		60:             {0, 1, now(describeCluster)},
+		0:              {min: 3, max: 12, serve: produce, listedFrom: 0, legacy: refuseOldProduce},
+		1:              {min: 4, max: 12, serve: fetch},
+		2:              {min: 1, max: 10, serve: now(listOffsets)},
+		3:              {min: 0, max: 12, serve: now(metadata)},
+		17:             {min: 1, max: 1, serve: now(saslHandshake)}, // saslHandshakeKey
+		apiVersionsKey: {min: 0, max: 4, serve: now(apiVersions)},
+		19:             {min: 0, max: 7, serve: now(createTopics)},
+		20:             {min: 0, max: 6, serve: now(deleteTopics)},
+		22:             {min: 0, max: 5, serve: now(initProducerID)},
+		23:             {min: 2, max: 4, serve: now(offsetForLeaderEpoch)},
+		32:             {min: 0, max: 4, serve: now(describeConfigs)},
+		33:             {min: 0, max: 2, serve: now(alterConfigs)},
+		36:             {min: 0, max: 2, serve: now(saslAuthenticate)}, // saslAuthenticateKey
+		37:             {min: 0, max: 3, serve: now(createPartitions)},
+		44:             {min: 0, max: 1, serve: now(incrementalAlterConfigs)},
+		60:             {min: 0, max: 1, serve: now(describeCluster)},
+		61:             {min: 0, max: 0, serve: now(describeProducers)},
 	}
 }
 
@@ -49,7 +69,7 @@ func now(fn func(c *conn, r *request) kmsg.Response) func(c *conn, r *request) f
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(handlers))
 	for k, h := range handlers {
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: h.min, MaxVersion: h.max})
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: h.listedMin(), MaxVersion: h.max})
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
 	return keys

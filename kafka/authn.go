@@ -29,9 +29,6 @@ type Authentication struct {
 	// SaslAuthenticate only; anything else closes it, as a Kafka broker
 	// closes a SASL listener's connection that skips authentication.
 	Required bool
-	// HandshakeTimeout bounds a TLS connection's handshake, done before
-	// its first request is read (0: DefaultHandshakeTimeout).
-	HandshakeTimeout time.Duration
 	// Refused, if set, is told of each refusal, with the gRPC door's
 	// reasons (sasl_failed, unsupported_mechanism, jwt_invalid,
 	// session_invalid, anonymous, principal_mapping) and illegal_state.
@@ -43,14 +40,13 @@ type Authentication struct {
 	TLSRefused func(peer net.Addr, err error)
 }
 
-// DefaultHandshakeTimeout bounds a TLS handshake when
-// Authentication.HandshakeTimeout is 0.
-const DefaultHandshakeTimeout = 10 * time.Second
-
 // connAuth is a connection's authentication: how it authenticated, and
 // the SASL exchange in progress. Owned by the connection's reader.
 type connAuth struct {
-	tls bool // the connection is TLS
+	// setupEnds is when the first request must have arrived by: the
+	// setup timeout from the accept, a TLS handshake included (start).
+	setupEnds time.Time
+	tls       bool // the connection is TLS
 	// authenticated: by SASL (sasl) or a verified client certificate.
 	authenticated, sasl bool
 	// login is a SCRAM or PLAIN authentication's credential, checked
@@ -78,19 +74,17 @@ type connAuth struct {
 // then the connection closes (Kafka's behaviour).
 var errClosingAfterAnswers = errors.New("authentication failed: closing after the answer")
 
-// start does a TLS connection's handshake, bounded by the handshake
-// timeout, before the first request is read, and takes a verified client
+// start does a TLS connection's handshake before the first request is
+// read, within the setup timeout (which bounds the first request's
+// arrival too, from the accept), and takes a verified client
 // certificate's principal. An error closes the connection.
 func (c *conn) start() error {
+	c.authn.setupEnds = time.Now().Add(c.s.cfg.SetupTimeout)
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		return nil
 	}
-	timeout := c.s.cfg.Auth.HandshakeTimeout
-	if timeout <= 0 {
-		timeout = DefaultHandshakeTimeout
-	}
-	tc.SetDeadline(time.Now().Add(timeout))
+	tc.SetDeadline(c.authn.setupEnds)
 	if err := tc.HandshakeContext(c.ctx); err != nil {
 		if f := c.s.cfg.Auth.TLSRefused; f != nil && c.ctx.Err() == nil {
 			f(c.nc.RemoteAddr(), err)

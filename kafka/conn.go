@@ -35,6 +35,11 @@ type conn struct {
 	// read only by the goroutine that reads and starts the requests.
 	caller auth.Caller
 	authn  connAuth
+
+	// muted is when the connection may be read again after a throttled
+	// answer (quotas.go).
+	muteMu sync.Mutex
+	muted  time.Time
 }
 
 // request is one request read from a connection.
@@ -43,6 +48,10 @@ type request struct {
 	correlationID int32
 	clientID      string
 	msg           kmsg.Request
+	// caller is the connection's caller when the request was read: what
+	// an answer made later, on the writer's goroutine, charges (quotas),
+	// as conn.caller may change meanwhile (SASL re-authentication).
+	caller auth.Caller
 }
 
 // answer is a started request's answer: respond returns the response
@@ -112,8 +121,17 @@ func (c *conn) serve() {
 func (c *conn) read(answers chan<- answer) error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var size [4]byte
+	timeout := c.s.cfg.SetupTimeout // the first request's; IdleTimeout then
+	firstBy := c.authn.setupEnds    // the first request's, from the accept (start)
 	for {
-		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if !c.waitMuted() { // a throttled answer mutes the connection
+			return c.ctx.Err()
+		}
+		dl := deadline(timeout)
+		if !firstBy.IsZero() {
+			dl, firstBy = firstBy, time.Time{}
+		}
+		c.nc.SetReadDeadline(dl)
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			return err
 		}
@@ -126,6 +144,7 @@ func (c *conn) read(answers chan<- answer) error {
 		if _, err := io.ReadFull(br, body); err != nil {
 			return err
 		}
+		timeout = c.s.cfg.IdleTimeout
 		req, err := parseRequest(body)
 		if err != nil {
 			if req != nil && req.key == apiVersionsKey {
@@ -139,8 +158,14 @@ func (c *conn) read(answers chan<- answer) error {
 		if err := c.admit(req); err != nil {
 			return err // not authenticated, or no longer (authn.go)
 		}
+		req.caller = c.caller
 		h := handlers[req.key]
-		respond := h.serve(c, req)
+		var respond func() kmsg.Response
+		if req.version < h.min {
+			respond = now(h.legacy)(c, req) // listed but refused (handler.listedFrom)
+		} else {
+			respond = h.serve(c, req)
+		}
 		select {
 		case answers <- answer{req: req, respond: respond}:
 		case <-c.ctx.Done():
@@ -164,7 +189,7 @@ func (c *conn) write(answers <-chan answer) {
 		if resp == nil {
 			continue
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
 		if sp, ok := resp.(*spliced); ok {
 			buf = appendResponse(buf[:0], a.req, sp.Response)
 			bufs, err := sp.frame(buf, sp.IsFlexible())
@@ -198,6 +223,14 @@ func (c *conn) write(answers <-chan answer) {
 			buf = nil // do not keep a big fetch answer's buffer
 		}
 	}
+}
+
+// deadline is a deadline d from now; none for a negative d.
+func deadline(d time.Duration) time.Time {
+	if d < 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
 }
 
 const apiVersionsKey = 18
@@ -234,7 +267,8 @@ func parseRequest(b []byte) (*request, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: API key %d (%s) is not served", errMalformed, r.key, kmsg.NameForKey(r.key))
 	}
-	if r.version < h.min || r.version > h.max {
+	legacy := h.legacy != nil && r.version >= h.listedFrom && r.version < h.min
+	if (r.version < h.min && !legacy) || r.version > h.max {
 		return r, fmt.Errorf("%w: %s version %d is not served (versions %d-%d are)", errMalformed, kmsg.NameForKey(r.key), r.version, h.min, h.max)
 	}
 	r.msg = kmsg.RequestForKey(r.key)

@@ -112,7 +112,7 @@ func TestApiVersionsListsTheHandlers(t *testing.T) {
 		}
 		for _, k := range resp.ApiKeys {
 			h, ok := handlers[k.ApiKey]
-			if !ok || h.min != k.MinVersion || h.max != k.MaxVersion {
+			if !ok || h.listedMin() != k.MinVersion || h.max != k.MaxVersion {
 				t.Fatalf("listed %s %d-%d, served %v", kmsg.NameForKey(k.ApiKey), k.MinVersion, k.MaxVersion, h)
 			}
 			req := kmsg.RequestForKey(k.ApiKey)
@@ -163,13 +163,13 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 	truncated := frame(metadataV1, 1)
 	truncated = truncated[:len(truncated)-2]
 	binary.BigEndian.PutUint32(truncated, uint32(len(truncated)-4))
-	produceV2 := kmsg.NewPtrProduceRequest()
-	produceV2.Version = 2 // message sets: not served
+	produceV13 := kmsg.NewPtrProduceRequest()
+	produceV13.Version = 13 // topic ids: not served
 	huge := binary.BigEndian.AppendUint32(nil, 2<<20)
 	for name, f := range map[string][]byte{
 		"unknown API key":    unknownKey,
 		"truncated body":     truncated,
-		"unserved version":   frame(produceV2, 1),
+		"unserved version":   frame(produceV13, 1),
 		"too large":          huge,
 		"negative size":      binary.BigEndian.AppendUint32(nil, 0xffffff00),
 		"header too short":   {0, 0, 0, 3, 0, 18, 0},
@@ -207,4 +207,38 @@ func FuzzRequestFrame(f *testing.F) {
 			t.Fatal("parsed without a message")
 		}
 	})
+}
+
+// TestOldProduceIsListedButRefused: Produce v0-2 is in the ApiVersions
+// list (librdkafka compresses only when it sees v0 there, as against
+// Kafka 4) and each partition of such a request answers
+// UNSUPPORTED_VERSION; acks=0 gets no answer.
+func TestOldProduceIsListedButRefused(t *testing.T) {
+	addr := startBare(t, Config{})
+	c := dial(t, addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks = 2, 1
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: []byte{1, 2, 3}}, {Partition: 1}}
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	quiet := *req
+	quiet.Acks = 0
+	if _, err := c.Write(append(frame(&quiet, 1), frame(req, 2)...)); err != nil {
+		t.Fatal(err)
+	}
+	id, body := readAnswer(t, c) // the acks=0 request is not answered
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 2
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	if id != 2 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("answer %d: %+v", id, resp)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != codeUnsupportedVersion || p.BaseOffset != -1 {
+			t.Fatalf("partition %d: error %d, offset %d", p.Partition, p.ErrorCode, p.BaseOffset)
+		}
+	}
 }

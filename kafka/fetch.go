@@ -93,6 +93,7 @@ func fetch(c *conn, r *request) func() kmsg.Response {
 		}
 	}
 	return func() kmsg.Response {
+		start := time.Now()
 		var res cluster.FetchResult
 		if len(params.Partitions) > 0 {
 			var err error
@@ -111,6 +112,9 @@ func fetch(c *conn, r *request) func() kmsg.Response {
 				pr := &tr.Partitions[j]
 				*pr = kmsg.NewFetchResponseTopicPartition()
 				pr.Partition, pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset, pr.PreferredReadReplica = fp.Partition, -1, -1, -1, -1
+				// An empty record set, never null: Kafka sends length 0,
+				// and librdkafka refuses the whole answer over a -1.
+				pr.RecordBatches = []byte{}
 				if denied[i] != nil {
 					pr.ErrorCode = errCode(denied[i])
 					continue
@@ -122,6 +126,12 @@ func fetch(c *conn, r *request) func() kmsg.Response {
 				k++
 			}
 		}
+		bytes := 0
+		for _, p := range sp.payloads {
+			bytes += len(p)
+		}
+		// The work: the read and the answer, not the long poll.
+		resp.ThrottleMillis = c.throttle(r, auth.QuotaFetch, bytes, time.Since(start)-res.Waited)
 		if len(sp.payloads) == 0 {
 			return resp
 		}

@@ -29,6 +29,7 @@ func produce(c *conn, r *request) func() kmsg.Response {
 	req := r.msg.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	s := c.s
+	start := time.Now()
 	now := s.cfg.Now()
 	acksAll := req.Acks == -1
 	timeout := DefaultProduceTimeout
@@ -76,16 +77,18 @@ func produce(c *conn, r *request) func() kmsg.Response {
 			}
 		}
 	}
+	handling := time.Since(start) // the work; the acks=all wait is not
+	w.release()
 	if req.Acks == 0 {
-		w.release()
+		c.throttle(r, auth.QuotaProduce, produceBytes(req), handling)
 		return func() kmsg.Response { return nil }
 	}
-	w.release()
 	return func() kmsg.Response {
 		<-w.done
 		for _, f := range w.failed() {
 			c.answerError(resp, f.topic, f.pr, f.err)
 		}
+		resp.ThrottleMillis = c.throttle(r, auth.QuotaProduce, produceBytes(req), handling)
 		return resp
 	}
 }
@@ -236,4 +239,40 @@ func oneBatch(records []byte, version int16) ([]byte, error) {
 		}
 	}
 	return first, nil
+}
+
+// refuseOldProduce answers Produce v0-2 (message sets of magic 0 and 1),
+// listed in ApiVersions for librdkafka's sake (handler.listedFrom) but not
+// served: every partition UNSUPPORTED_VERSION, as Kafka 4 answers them,
+// nothing stored. acks=0 is not answered.
+func refuseOldProduce(c *conn, r *request) kmsg.Response {
+	req := r.msg.(*kmsg.ProduceRequest)
+	if req.Acks == 0 {
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.NewProduceResponseTopic()
+		tr.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewProduceResponseTopicPartition()
+			pr.Partition, pr.ErrorCode, pr.BaseOffset = rp.Partition, codeUnsupportedVersion, -1
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	return resp
+}
+
+// produceBytes is what a produce request is charged against its
+// principal's producer_byte_rate: its record batches' bytes, as Kafka
+// counts them (and the gRPC door: the batches as sent).
+func produceBytes(req *kmsg.ProduceRequest) int {
+	n := 0
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			n += len(req.Topics[i].Partitions[j].Records)
+		}
+	}
+	return n
 }

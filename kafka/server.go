@@ -24,6 +24,9 @@ const (
 	DefaultMaxInFlight = 32
 	// DefaultIdleTimeout is Kafka's connections.max.idle.ms.
 	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultSetupTimeout bounds the wait for a connection's first
+	// request.
+	DefaultSetupTimeout = 10 * time.Second
 )
 
 // Config is what a Server needs.
@@ -38,14 +41,23 @@ type Config struct {
 	ProducerIDs txn.ProducerIDSource
 	// Gate authorizes the callers (nil: everything allowed).
 	Gate *auth.Gate
+	// Quotas throttles the callers over their client quotas (nil: none).
+	Quotas Quotas
 	// Logger may be nil (slog.Default).
 	Logger *slog.Logger
 	// Now may be nil (time.Now).
 	Now func() time.Time
-	// MaxRequestSize, MaxInFlight, IdleTimeout: 0 is the default.
+	// MaxRequestSize, MaxInFlight, IdleTimeout, SetupTimeout: 0 is the
+	// default.
 	MaxRequestSize int32
 	MaxInFlight    int
-	IdleTimeout    time.Duration
+	// IdleTimeout closes a connection that sends no request, or takes no
+	// answer, for this long (connections.max.idle.ms; negative: never).
+	IdleTimeout time.Duration
+	// SetupTimeout closes a connection whose first request has not
+	// wholly arrived this long after it was accepted (a TLS handshake
+	// included): one that holds a descriptor without using it.
+	SetupTimeout time.Duration
 	// Auth is how connections authenticate (authn.go); the zero value:
 	// no SASL, anonymous unless a client certificate says otherwise.
 	Auth Authentication
@@ -83,8 +95,11 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	if cfg.IdleTimeout <= 0 {
+	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger.With("listener", "kafka"),

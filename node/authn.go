@@ -166,12 +166,11 @@ func (g *authGate) serverOptions() []grpc.ServerOption {
 // the same users, JWT validation, principal mapping and requirement as
 // the client listener, its refusals and logins counted in the same
 // metrics, its refused TLS handshakes as the listener "kafka".
-func (g *authGate) kafkaAuthentication(cfg Config, tlsm *tlsMaterial) kafka.Authentication {
+func (g *authGate) kafkaAuthentication(tlsm *tlsMaterial) kafka.Authentication {
 	return kafka.Authentication{Authenticator: g.authn, JWT: g.jwt, Mapper: g.mapper, Required: g.required,
-		HandshakeTimeout: cfg.ConnectionSetupTimeout,
-		Refused:          func(reason string) { g.failures.WithLabelValues(reason).Inc() },
-		Succeeded:        func(mech string) { g.logins.WithLabelValues(mech).Inc() },
-		TLSRefused:       func(peer net.Addr, err error) { tlsm.refused("kafka", peer, err) }}
+		Refused:    func(reason string) { g.failures.WithLabelValues(reason).Inc() },
+		Succeeded:  func(mech string) { g.logins.WithLabelValues(mech).Inc() },
+		TLSRefused: func(peer net.Addr, err error) { tlsm.refused("kafka", peer, err) }}
 }
 
 var errAuthenticationValue = errors.New("authentication must be optional or required")

@@ -153,25 +153,29 @@ type Config struct {
 	PageCacheWindow int64
 	// Connection limits per listener (issue 29; Kafka's max.connections
 	// and max.connections.per.ip; connlimit.go): past Max...Connections
-	// open connections on the client gRPC, internal gRPC or HTTP listener,
-	// or ...PerIP of them from one IP address, a new connection is reset
-	// at once and counted (sluice_listener_connections_refused_total), so
-	// that no flood of connections takes the file descriptors the
-	// partitions need. Zero takes the default derived from the
-	// open-files limit (defaultMaxConnections, and the limit per IP from
-	// the total: defaultMaxConnectionsPerIP); DefaultConfig holds
-	// this process's values.
+	// open connections on the client gRPC, internal gRPC, HTTP or Kafka
+	// listener, or ...PerIP of them from one IP address, a new connection
+	// is reset at once and counted
+	// (sluice_listener_connections_refused_total), so that no flood of
+	// connections takes the file descriptors the partitions need. Zero
+	// takes the default derived from the open-files limit and, for the
+	// client gRPC listener, whether the node has a Kafka listener
+	// (defaultMaxConnections, and the limit per IP from the total:
+	// defaultMaxConnectionsPerIP); DefaultConfig holds this process's
+	// values for its own settings (a Kafka listener on).
 	MaxConnections, MaxConnectionsPerIP                 int
 	InternalMaxConnections, InternalMaxConnectionsPerIP int
 	HTTPMaxConnections, HTTPMaxConnectionsPerIP         int
+	KafkaMaxConnections, KafkaMaxConnectionsPerIP       int
 	// ConnectionSetupTimeout closes a gRPC connection that has not
 	// finished its HTTP/2 handshake (client preface and settings) in this
-	// time, one that sends nothing included (0 = 10 s); it bounds a
-	// Kafka connection's TLS handshake too.
+	// time, one that sends nothing included, and a Kafka connection whose
+	// first request has not wholly arrived by then (0 = 10 s).
 	ConnectionSetupTimeout time.Duration
 	// ConnectionsMaxIdle closes a gRPC connection with no call in
-	// progress, and an HTTP connection between requests, idle this long
-	// (Kafka's connections.max.idle.ms; 0 = 10 min, negative: never).
+	// progress, an HTTP connection between requests and a Kafka
+	// connection that sends no request, idle this long (Kafka's
+	// connections.max.idle.ms; 0 = 10 min, negative: never).
 	ConnectionsMaxIdle time.Duration
 	// QueuedMaxRequestBytes is each gRPC listener's budget of request
 	// bytes in flight (issue 29; Kafka's queued.max.request.bytes;

@@ -19,8 +19,9 @@ import (
 // max.connections.per.ip). Every connection holds a file descriptor, and
 // the descriptors are shared with the partition logs: tens of thousands
 // of idle connections used to exhaust RLIMIT_NOFILE, and storage then
-// failed. So each listener (client gRPC, internal gRPC, HTTP) admits at
-// most a number of open connections in total and from one IP address;
+// failed. So each listener (client gRPC, internal gRPC, HTTP, Kafka)
+// admits at most a number of open connections in total and from one IP
+// address;
 // past either limit a new connection is accepted and closed at once
 // (reset), counted and logged (rate-limited), and Accept goes on with the
 // next one: it never blocks waiting for a slot (netutil.LimitListener
@@ -34,7 +35,10 @@ import (
 // included — and one with no call in progress for ConnectionsMaxIdle
 // (GOAWAY: gRPC clients reconnect when they next need to); an HTTP
 // connection whose request header has not arrived within 5 s, or idle
-// between requests for ConnectionsMaxIdle.
+// between requests for ConnectionsMaxIdle; a Kafka connection whose first
+// request (after the TLS handshake, with TLS) has not wholly arrived
+// within ConnectionSetupTimeout, or that sends no request for
+// ConnectionsMaxIdle.
 
 // listenerKind names a listener in settings, metrics and logs.
 type listenerKind int
@@ -43,12 +47,13 @@ const (
 	listenerClient listenerKind = iota
 	listenerInternal
 	listenerHTTP
+	listenerKafka // the Kafka-protocol listener (issue 34)
 	listenerKinds // the number of kinds
 )
 
 // String is the listener's label value in metrics and logs.
 func (k listenerKind) String() string {
-	return [...]string{"client", "internal", "http"}[k]
+	return [...]string{"client", "internal", "http", "kafka"}[k]
 }
 
 // ConnectionLimit is one listener's limits: at most Max connections open
@@ -66,13 +71,30 @@ const (
 
 // defaultMaxConnections derives a listener's default limit from the
 // open-files limit nofile, leaving about 40% of the descriptors to the
-// partition logs, Raft, gossip and outgoing connections: half of nofile
-// for the client gRPC listener, a tenth (at least 64) for the internal
-// one, a hundredth within [16, 1024] for HTTP (probes, scrapes, pprof).
-func defaultMaxConnections(kind listenerKind, nofile int) int {
+// partition logs, Raft, gossip and outgoing connections whichever
+// listeners the node has: a tenth (at least 64) for the internal
+// listener, a hundredth within [16, 1024] for HTTP (probes, scrapes,
+// pprof), and half of nofile for the clients. That half is the clients'
+// whatever door they come in by: with a Kafka listener (kafka, true when
+// the node has one) the client gRPC listener and the Kafka listener get a
+// quarter each, without one the client gRPC listener has the half alone
+// (as before the Kafka listener existed). Giving each door its own half
+// would add up to more than nofile (111%) when floods come in by both:
+// no descriptor left to the logs; a budget shared by the two doors
+// would let a flood of one lock the other's clients out, which is what
+// separate listeners with limits of their own prevent. A node whose
+// clients mostly use one door gives it more with its flag
+// (--max-connections, --kafka-max-connections). A node without a Kafka
+// listener still derives the Kafka limit (a quarter), unused.
+func defaultMaxConnections(kind listenerKind, nofile int, kafka bool) int {
 	switch kind {
 	case listenerClient:
+		if kafka {
+			return max(nofile/4, 1)
+		}
 		return max(nofile/2, 1)
+	case listenerKafka:
+		return max(nofile/4, 1)
 	case listenerInternal:
 		return max(nofile/10, 64)
 	}
@@ -80,13 +102,14 @@ func defaultMaxConnections(kind listenerKind, nofile int) int {
 }
 
 // defaultMaxConnectionsPerIP derives a listener's default limit per IP
-// address from its limit in total: a tenth on the client listener (no one
-// client host can take every slot), a quarter (at least 8) on HTTP, and
-// no lower limit than the total on the internal listener (its peers are
-// the cluster's few nodes, which may share an address behind NAT).
+// address from its limit in total: a tenth on the client gRPC and Kafka
+// listeners (no one client host can take every slot), a quarter (at
+// least 8) on HTTP, and no lower limit than
+// the total on the internal listener (its peers are the cluster's few
+// nodes, which may share an address behind NAT).
 func defaultMaxConnectionsPerIP(kind listenerKind, total int) int {
 	switch kind {
-	case listenerClient:
+	case listenerClient, listenerKafka:
 		return max(total/10, 1)
 	case listenerInternal:
 		return total
@@ -95,16 +118,13 @@ func defaultMaxConnectionsPerIP(kind listenerKind, total int) int {
 }
 
 // connectionLimits returns kind's limits as set in c, a zero taking its
-// default: the total derived from the open-files limit, the limit per IP
-// from the total.
+// default: the total derived from the open-files limit and whether the
+// node has a Kafka listener, the limit per IP from the total.
 func (c Config) connectionLimits(kind listenerKind) ConnectionLimit {
-	l := [listenerKinds]ConnectionLimit{
-		listenerClient:   {c.MaxConnections, c.MaxConnectionsPerIP},
-		listenerInternal: {c.InternalMaxConnections, c.InternalMaxConnectionsPerIP},
-		listenerHTTP:     {c.HTTPMaxConnections, c.HTTPMaxConnectionsPerIP},
-	}[kind]
+	p := c.connectionLimitFields()[kind]
+	l := ConnectionLimit{Max: *p[0], PerIP: *p[1]}
 	if l.Max == 0 {
-		l.Max = defaultMaxConnections(kind, fdlimit.Limit())
+		l.Max = defaultMaxConnections(kind, fdlimit.Limit(), c.KafkaListenerEnabled())
 	}
 	if l.PerIP == 0 {
 		l.PerIP = defaultMaxConnectionsPerIP(kind, l.Max)
@@ -112,13 +132,39 @@ func (c Config) connectionLimits(kind listenerKind) ConnectionLimit {
 	return l
 }
 
-// withConnectionDefaults is WithDefaults for the connection settings.
-func (c Config) withConnectionDefaults() Config {
-	for i, p := range [listenerKinds][2]*int{
+// connectionLimitFields points at each listener's two limit settings in
+// c: the total and the limit per IP.
+func (c *Config) connectionLimitFields() [listenerKinds][2]*int {
+	return [listenerKinds][2]*int{
 		listenerClient:   {&c.MaxConnections, &c.MaxConnectionsPerIP},
 		listenerInternal: {&c.InternalMaxConnections, &c.InternalMaxConnectionsPerIP},
 		listenerHTTP:     {&c.HTTPMaxConnections, &c.HTTPMaxConnectionsPerIP},
-	} {
+		listenerKafka:    {&c.KafkaMaxConnections, &c.KafkaMaxConnectionsPerIP},
+	}
+}
+
+// KafkaListenerEnabled reports whether Start opens a Kafka-protocol
+// listener: KafkaListen set on a broker (controller-only nodes open
+// none).
+func (c Config) KafkaListenerEnabled() bool { return c.KafkaListen != "" && c.hasRole(RoleBroker) }
+
+// ConnectionLimitsTotal is the sum of the connection limits (in total) of
+// the listeners Start opens with c: the descriptors connections may hold
+// at most. A zero limit counts as its default.
+func (c Config) ConnectionLimitsTotal() int {
+	sum := c.connectionLimits(listenerClient).Max + c.connectionLimits(listenerInternal).Max
+	if c.HTTPListen != "" {
+		sum += c.connectionLimits(listenerHTTP).Max
+	}
+	if c.KafkaListenerEnabled() {
+		sum += c.connectionLimits(listenerKafka).Max
+	}
+	return sum
+}
+
+// withConnectionDefaults is WithDefaults for the connection settings.
+func (c Config) withConnectionDefaults() Config {
+	for i, p := range c.connectionLimitFields() {
 		l := c.connectionLimits(listenerKind(i))
 		*p[0], *p[1] = l.Max, l.PerIP
 	}
@@ -141,6 +187,7 @@ func (c Config) validateConnections() error {
 		{"max connections", c.MaxConnections}, {"max connections per ip", c.MaxConnectionsPerIP},
 		{"internal max connections", c.InternalMaxConnections}, {"internal max connections per ip", c.InternalMaxConnectionsPerIP},
 		{"http max connections", c.HTTPMaxConnections}, {"http max connections per ip", c.HTTPMaxConnectionsPerIP},
+		{"kafka max connections", c.KafkaMaxConnections}, {"kafka max connections per ip", c.KafkaMaxConnectionsPerIP},
 	} {
 		if s.v < 0 {
 			return fmt.Errorf("%s must be >= 0 (0: derived from the open-files limit), got %d", s.name, s.v)
@@ -169,6 +216,15 @@ func grpcConnectionOptions(c Config) []grpc.ServerOption {
 // or none when negative.
 func httpIdleTimeout(c Config) time.Duration {
 	return max(c.withConnectionDefaults().ConnectionsMaxIdle, 0)
+}
+
+// kafkaConnectionTimeouts are the Kafka server's SetupTimeout and
+// IdleTimeout: ConnectionSetupTimeout (the first request must have
+// arrived by then, the TLS handshake included) and ConnectionsMaxIdle
+// (negative: never, as kafka.Config takes it).
+func kafkaConnectionTimeouts(c Config) (setup, idle time.Duration) {
+	c = c.withConnectionDefaults()
+	return c.ConnectionSetupTimeout, c.ConnectionsMaxIdle
 }
 
 // limitListener wraps lis with kind's connection limits from cfg and

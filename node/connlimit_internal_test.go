@@ -126,30 +126,51 @@ func TestLimitListenerResetsConnectionsOverItsLimits(t *testing.T) {
 
 // The default limits are shares of the open-files limit, the limit per
 // IP a share of the listener's total; a zero setting takes its default
-// and a set one is kept.
+// and a set one is kept. The clients' half of the limit is the client
+// gRPC listener's alone without a Kafka listener (the defaults before
+// issue 34's listener existed) and split in quarters between it and the
+// Kafka listener with one, so that every listener at its limit still
+// leaves about 40% of the descriptors to the logs either way.
 func TestConnectionLimitDefaults(t *testing.T) {
 	for _, tc := range []struct {
-		nofile                    int
-		client, internal, http    int
-		clientIP, internalIP, hIP int
+		nofile                         int
+		client, internal, http, kafka  int // with a Kafka listener
+		clientAlone                    int // without one
+		clientIP, internalIP, hIP, kIP int // per IP, with a Kafka listener
 	}{
-		{20000, 10000, 2000, 200, 1000, 2000, 50},
-		{1024, 512, 102, 16, 51, 102, 8},
-		{1 << 20, 1 << 19, 104857, 1024, 52428, 104857, 256},
-		{64, 32, 64, 16, 3, 64, 8},
+		{20000, 5000, 2000, 200, 5000, 10000, 500, 2000, 50, 500},
+		{1024, 256, 102, 16, 256, 512, 25, 102, 8, 25},
+		{1 << 20, 1 << 18, 104857, 1024, 1 << 18, 1 << 19, 26214, 104857, 256, 26214},
+		{64, 16, 64, 16, 16, 32, 1, 64, 8, 1},
 	} {
-		got := []int{defaultMaxConnections(listenerClient, tc.nofile), defaultMaxConnections(listenerInternal, tc.nofile), defaultMaxConnections(listenerHTTP, tc.nofile)}
-		want := []int{tc.client, tc.internal, tc.http}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Errorf("nofile %d: %v limit %d, want %d", tc.nofile, listenerKind(i), got[i], want[i])
+		kinds := []listenerKind{listenerClient, listenerInternal, listenerHTTP, listenerKafka}
+		want := []int{tc.client, tc.internal, tc.http, tc.kafka}
+		wantIP := []int{tc.clientIP, tc.internalIP, tc.hIP, tc.kIP}
+		for i, k := range kinds {
+			if got := defaultMaxConnections(k, tc.nofile, true); got != want[i] {
+				t.Errorf("nofile %d: %v limit %d, want %d", tc.nofile, k, got, want[i])
+			}
+			if got := defaultMaxConnectionsPerIP(k, want[i]); got != wantIP[i] {
+				t.Errorf("nofile %d: %v limit per IP %d, want %d", tc.nofile, k, got, wantIP[i])
+			}
+			if k == listenerClient {
+				continue
+			}
+			if got := defaultMaxConnections(k, tc.nofile, false); got != want[i] {
+				t.Errorf("nofile %d, no Kafka listener: %v limit %d, want %d as with one", tc.nofile, k, got, want[i])
 			}
 		}
-		gotIP := []int{defaultMaxConnectionsPerIP(listenerClient, tc.client), defaultMaxConnectionsPerIP(listenerInternal, tc.internal), defaultMaxConnectionsPerIP(listenerHTTP, tc.http)}
-		wantIP := []int{tc.clientIP, tc.internalIP, tc.hIP}
-		for i := range gotIP {
-			if gotIP[i] != wantIP[i] {
-				t.Errorf("nofile %d: %v limit per IP %d, want %d", tc.nofile, listenerKind(i), gotIP[i], wantIP[i])
+		if got := defaultMaxConnections(listenerClient, tc.nofile, false); got != tc.clientAlone {
+			t.Errorf("nofile %d, no Kafka listener: client limit %d, want %d", tc.nofile, got, tc.clientAlone)
+		}
+		// What connections may hold at most, every listener full.
+		if tc.nofile >= 1024 {
+			withKafka := tc.client + tc.internal + tc.http + tc.kafka
+			without := tc.clientAlone + tc.internal + tc.http
+			for _, sum := range []int{withKafka, without} {
+				if left := float64(tc.nofile-sum) / float64(tc.nofile); left < 0.35 {
+					t.Errorf("nofile %d: the limits add up to %d, leaving %.0f%% of the descriptors", tc.nofile, sum, 100*left)
+				}
 			}
 		}
 	}
@@ -158,10 +179,26 @@ func TestConnectionLimitDefaults(t *testing.T) {
 		t.Errorf("--max-connections 100 alone: %+v, want 100 and 10 per IP", l)
 	}
 	d := DefaultConfig()
-	if l := d.connectionLimits(listenerClient); l.Max != defaultMaxConnections(listenerClient, fdlimit.Limit()) || d.MaxConnections != l.Max {
-		t.Errorf("DefaultConfig's client limits %+v (MaxConnections %d), want derived from the open-files limit %d", l, d.MaxConnections, fdlimit.Limit())
+	if !d.KafkaListenerEnabled() {
+		t.Fatal("DefaultConfig has no Kafka listener")
 	}
-	if err := (Config{MaxConnectionsPerIP: -1}).validateConnections(); err == nil {
-		t.Error("a negative limit is accepted")
+	for _, k := range []listenerKind{listenerClient, listenerKafka} {
+		if l := d.connectionLimits(k); l.Max != defaultMaxConnections(k, fdlimit.Limit(), true) || *d.connectionLimitFields()[k][0] != l.Max {
+			t.Errorf("DefaultConfig's %v limits %+v (setting %d), want derived from the open-files limit %d", k, l, *d.connectionLimitFields()[k][0], fdlimit.Limit())
+		}
+	}
+	// A node without a Kafka listener (none configured, or controller
+	// only) whose limits are left at zero gives the client listener the
+	// clients' whole half.
+	for _, off := range []Config{{}, {KafkaListen: "127.0.0.1:9092", Roles: []string{RoleController}}} {
+		if l := off.connectionLimits(listenerClient); l.Max != defaultMaxConnections(listenerClient, fdlimit.Limit(), false) {
+			t.Errorf("no Kafka listener (%q, roles %v): client limit %d, want %d", off.KafkaListen, off.Roles, l.Max, defaultMaxConnections(listenerClient, fdlimit.Limit(), false))
+		}
+	}
+	for name, bad := range map[string]Config{"max connections per ip": {MaxConnectionsPerIP: -1},
+		"kafka max connections": {KafkaMaxConnections: -1}, "kafka max connections per ip": {KafkaMaxConnectionsPerIP: -1}} {
+		if err := bad.validateConnections(); err == nil {
+			t.Errorf("a negative %s is accepted", name)
+		}
 	}
 }

@@ -243,3 +243,178 @@ func TestSilentAndIdleConnectionsAreClosed(t *testing.T) {
 		t.Fatalf("health check after the closes: %v", err)
 	}
 }
+
+// kafkaHeld is a Kafka connection from the loopback address local that
+// the Kafka listener admitted: its ApiVersions was answered.
+func kafkaHeld(t *testing.T, local, addr string) net.Conn {
+	t.Helper()
+	c := dialRaw(local, addr, false)
+	if c == nil {
+		t.Fatalf("dial %s from %s failed", addr, local)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := kafkaAPIVersions(c, 1); err != nil {
+		t.Fatalf("Kafka connection from %s not served: %v", local, err)
+	}
+	return c
+}
+
+// kafkaRefused checks that a Kafka connection from local is reset
+// unanswered: the dial, or its ApiVersions, fails.
+func kafkaRefused(t *testing.T, local, addr, what string) {
+	t.Helper()
+	c := dialRaw(local, addr, false)
+	if c == nil {
+		return // the reset came before the dial returned
+	}
+	defer c.Close()
+	if resp, err := kafkaAPIVersions(c, 2); err == nil {
+		t.Fatalf("%s: answered (%d API keys), want the connection reset", what, len(resp.ApiKeys))
+	}
+}
+
+// Issue 29 for the Kafka listener (issue 34): it admits at most
+// --kafka-max-connections connections, --kafka-max-connections-per-ip
+// from one address, and resets the others as they arrive, counting them
+// under listener="kafka" by reason; the connections it holds are served,
+// a slot given back is taken again, and the client gRPC listener, with
+// limits of its own, is not affected.
+func TestKafkaListenerRefusesConnectionsOverItsLimits(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("dials from several 127/8 addresses, which only Linux routes to lo without setup")
+	}
+	const total, perIP = 5, 2
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.KafkaMaxConnections, cfg.KafkaMaxConnectionsPerIP = total, perIP
+		cfg.HTTPListen = "127.0.0.1:0"
+	})
+	s.CreateTopic("canary", 1, nil)
+	addr := s.Node.KafkaAddr()
+	metric := func(name string, labels ...string) float64 {
+		t.Helper()
+		return mustSample(t, scrape(t, s.Node.HTTPAddr()), name, append([]string{"listener", "kafka"}, labels...)...)
+	}
+
+	first := kafkaHeld(t, "127.0.0.1", addr)
+	kafkaHeld(t, "127.0.0.1", addr)
+	kafkaRefused(t, "127.0.0.1", addr, "third from 127.0.0.1 (per IP)")
+	kafkaHeld(t, "127.0.0.2", addr) // another address is served meanwhile
+	kafkaHeld(t, "127.0.0.2", addr)
+	kafkaHeld(t, "127.0.0.3", addr)
+	kafkaRefused(t, "127.0.0.4", addr, "first from 127.0.0.4 (total)")
+	if n := metric("sluice_listener_connections"); n != total {
+		t.Errorf("sluice_listener_connections{listener=kafka} %v, want %d", n, total)
+	}
+	if n := metric("sluice_listener_max_connections"); n != total {
+		t.Errorf("sluice_listener_max_connections{listener=kafka} %v, want %d", n, total)
+	}
+	for reason, want := range map[string]float64{"max_connections_per_ip": 1, "max_connections": 1} {
+		if n := metric("sluice_listener_connections_refused_total", "reason", reason); n != want {
+			t.Errorf("refusals for %s: %v, want %v", reason, n, want)
+		}
+	}
+	// The connections held are served still.
+	if _, err := kafkaAPIVersions(first, 3); err != nil {
+		t.Fatalf("a connection admitted before the refusals: %v", err)
+	}
+	// The client gRPC listener has limits of its own.
+	if err := canary(t, dialGRPCFrom(t, "127.0.0.4", s.Node.Addr()), "canary", "kafka-listener-full"); err != nil {
+		t.Fatalf("client gRPC listener while the Kafka listener is full: %v", err)
+	}
+
+	// A slot given back is taken again.
+	first.Close()
+	wait.For(t, 10*time.Second, "the slot given back", func() error {
+		if n := metric("sluice_listener_connections"); n != total-1 {
+			return fmt.Errorf("%v Kafka connections open, want %d", n, total-1)
+		}
+		return nil
+	})
+	kafkaHeld(t, "127.0.0.4", addr)
+}
+
+// A Kafka connection that holds a slot without using it is closed: one
+// that sends nothing, or only part of its first request, once
+// --connection-setup-timeout has passed since it was accepted; one whose
+// first request was answered is not held to that deadline but closed
+// after --connections-max-idle without a request. The slots are given
+// back.
+func TestSilentKafkaConnectionsAreClosed(t *testing.T) {
+	// The slack leaves room for a loaded machine, and setup+slack is
+	// below idle: a silent connection closed only when idle fails.
+	const setup, idle, slack = time.Second, 8 * time.Second, 4 * time.Second
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.ConnectionSetupTimeout, cfg.ConnectionsMaxIdle = setup, idle
+		cfg.HTTPListen = "127.0.0.1:0"
+	})
+	addr := s.Node.KafkaAddr()
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dialed := time.Now()
+	silent := dial()
+	partial := dial()
+	// A frame of 100 bytes announced, 10 sent.
+	if _, err := partial.Write(append([]byte{0, 0, 0, 100}, make([]byte, 10)...)); err != nil {
+		t.Fatal(err)
+	}
+	answered := dial()
+	if _, err := kafkaAPIVersions(answered, 1); err != nil {
+		t.Fatal(err)
+	}
+	answered.SetDeadline(time.Time{})
+
+	// closedAt waits until the server closes c, at most until dialed+d.
+	closedAt := func(c net.Conn, d time.Duration) (time.Duration, error) {
+		c.SetReadDeadline(dialed.Add(d))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return 0, fmt.Errorf("still open %v after the dial", d)
+		}
+		return time.Since(dialed), nil
+	}
+	for _, tc := range []struct {
+		name string
+		c    net.Conn
+	}{{"silent", silent}, {"partial first request", partial}} {
+		took, err := closedAt(tc.c, setup+slack)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if took < setup-100*time.Millisecond {
+			t.Errorf("%s: closed %v after the dial, before the setup timeout %v", tc.name, took, setup)
+		}
+		t.Logf("%s: closed %v after the dial", tc.name, took)
+	}
+	// The connection that sent a request outlives the setup timeout, and
+	// is answered again.
+	if took, err := closedAt(answered, 2*setup); err == nil {
+		t.Fatalf("a connection that sent its first request closed %v after the dial", took)
+	}
+	if _, err := kafkaAPIVersions(answered, 2); err != nil {
+		t.Fatalf("a connection that sent its first request, %v after the dial: %v", time.Since(dialed), err)
+	}
+	answered.SetDeadline(time.Time{})
+	lastRequest := time.Now()
+	took, err := closedAt(answered, time.Since(dialed)+idle+slack)
+	if err != nil {
+		t.Fatalf("idle: %v", err)
+	}
+	if sinceLast := time.Since(lastRequest); sinceLast < idle-100*time.Millisecond {
+		t.Errorf("idle: closed %v after its last request, before --connections-max-idle %v", sinceLast, idle)
+	}
+	t.Logf("idle: closed %v after the dial", took)
+	wait.For(t, 10*time.Second, "the slots given back", func() error {
+		if n := mustSample(t, scrape(t, s.Node.HTTPAddr()), "sluice_listener_connections", "listener", "kafka"); n != 0 {
+			return fmt.Errorf("%v Kafka connections open", n)
+		}
+		return nil
+	})
+}

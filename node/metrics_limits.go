@@ -26,9 +26,9 @@ func newLimitsCollector(n *Node) *limitsCollector {
 	return &limitsCollector{
 		n: n,
 		connections: prometheus.NewDesc("sluice_listener_connections",
-			"Connections open on the listener (client, internal, http).", listener, nil),
+			"Connections open on the listener (client, internal, http, kafka).", listener, nil),
 		maxConnections: prometheus.NewDesc("sluice_listener_max_connections",
-			"The listener's connection limit (--max-connections, --internal-max-connections, --http-max-connections).", listener, nil),
+			"The listener's connection limit (--max-connections, --internal-max-connections, --http-max-connections, --kafka-max-connections).", listener, nil),
 		refused: prometheus.NewDesc("sluice_listener_connections_refused_total",
 			"Connections reset as soon as accepted because the listener was at its limit (reason max_connections) or their IP address at its own (max_connections_per_ip).",
 			[]string{"listener", "reason"}, nil),
@@ -62,7 +62,7 @@ func (c *limitsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range c.n.limited {
 		if l == nil {
-			continue // no HTTP listener, or not started
+			continue // no HTTP or Kafka listener, or not started
 		}
 		name := l.kind.String()
 		gauge(ch, c.connections, float64(l.connections()), name)

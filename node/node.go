@@ -54,8 +54,8 @@ type Node struct {
 	internalGRPC *grpc.Server
 	internalLis  net.Listener
 	// kafka serves the Kafka protocol (issue 34) on kafkaLis, its bound
-	// listener (served wrapped in TLS when the node has TLS); both nil
-	// unless a broker with KafkaListen set.
+	// listener under its connection limits (served wrapped in TLS when
+	// the node has TLS); both nil unless a broker with KafkaListen set.
 	kafka         *kafka.Server
 	kafkaLis      net.Listener
 	httpSrv       *http.Server
@@ -66,8 +66,8 @@ type Node struct {
 	quotas        *api.Quotas   // client quota enforcement (quotas.go)
 	quotasVersion atomic.Uint64 // the image quota version quotas was built from
 	httpLis       net.Listener
-	// limited are the three listeners' connection limiters (connlimit.go),
-	// for the metrics; set by Start.
+	// limited are the listeners' connection limiters (connlimit.go), for
+	// the metrics; set by Start, nil for a listener the node has not.
 	limited [listenerKinds]*limitListener
 
 	pool        *cluster.ConnPool
@@ -196,12 +196,16 @@ func Start(cfg Config) (_ *Node, err error) {
 	// advertised address is known before the broker registers.
 	var klis net.Listener
 	switch {
-	case cfg.KafkaListen != "" && cfg.hasRole(RoleBroker):
+	case cfg.KafkaListenerEnabled():
 		klis, err = net.Listen("tcp", cfg.KafkaListen)
 		if err != nil {
 			return nil, fmt.Errorf("listen kafka %s: %w", cfg.KafkaListen, err)
 		}
 		cleanups = append(cleanups, func() { klis.Close() })
+		// Limited before TLS wraps it (below), as the client listener
+		// is before gRPC's TLS: a connection over the limits is reset
+		// without a handshake.
+		klis = n.limitListener(listenerKafka, klis, cfg)
 		n.kafkaLis = klis
 		cfg.KafkaAdvertise = advertisedAddress(cfg.KafkaAdvertise, cfg.Advertise, klis.Addr().String())
 	case cfg.KafkaListen != "":
@@ -343,9 +347,10 @@ func Start(cfg Config) (_ *Node, err error) {
 			if n.authz != nil {
 				authz = n.authz.Gate
 			}
+			setup, idle := kafkaConnectionTimeouts(cfg) // connlimit.go
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
-				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Logger: logger,
-				Auth: gate.kafkaAuthentication(cfg, tlsm)})
+				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
+				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm)})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
 	}

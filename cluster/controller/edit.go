@@ -99,6 +99,12 @@ func (e *ImageEditor) own(r Record) {
 				e.configs[r.Topic] = true
 			}
 		}
+	case CreatePartitions:
+		// Apply gives the topic a new slice of partitions.
+		e.ownTopic(r.Topic)
+	case TopicConfigs:
+		// Apply gives the topic a new map of configs.
+		e.ownTopic(r.Topic)
 	case UserScramCredential:
 		e.ownUser(r.User)
 	case RemoveUserScramCredential:

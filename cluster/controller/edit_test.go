@@ -49,6 +49,8 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 		FeatureLevel{Name: firstFeature(t), Level: 1},
 		CreateTopic{Name: "c", TopicID: "id-c", Partitions: assign(2)},
 		DeleteTopic{Name: "c"},
+		CreatePartitions{Topic: "a", TopicID: "id-a", Partitions: assign(2)},
+		TopicConfigs{Topic: "b", TopicID: "id-b", Configs: map[string]string{"retention.ms": "3", "segment.ms": "4"}},
 		ProducerIDsBlock{BrokerID: 1, NextBlockStart: base.nextBlockStart()},
 		scram("alice", ScramSHA512, 4),
 		scram("bob", ScramSHA256, 5),
@@ -81,6 +83,9 @@ func TestImageEditorCopiesOnlyWhatChanges(t *testing.T) {
 	if got.Topics["a"] == base.Topics["a"] || got.Topics["a"].Partitions[0] != base.Topics["a"].Partitions[0] ||
 		got.Topics["a"].Partitions[2] == base.Topics["a"].Partitions[2] {
 		t.Error("topic a: want its partition 2 copied and the others shared")
+	}
+	if len(got.Topics["a"].Partitions) != 6 || len(base.Topics["a"].Partitions) != 4 {
+		t.Errorf("topic a: %d partitions after adding 2 to %d", len(got.Topics["a"].Partitions), len(base.Topics["a"].Partitions))
 	}
 	if got.Topics["b"] == base.Topics["b"] || got.Topics["b"].Partitions[0] != base.Topics["b"].Partitions[0] {
 		t.Error("topic b: want the topic copied (its configs changed) and its partitions shared")

@@ -96,6 +96,10 @@ func Apply(im *Image, r Record, offset uint64) (Result, error) {
 		err = applyRemoveAcl(im, r, offset)
 	case ClientQuota:
 		err = applyClientQuota(im, r, offset)
+	case CreatePartitions:
+		err = applyCreatePartitions(im, r)
+	case TopicConfigs:
+		err = applyTopicConfigs(im, r)
 	default:
 		err = errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "unknown record %T", r)
 	}
@@ -277,20 +281,7 @@ func applyCreateTopic(im *Image, r CreateTopic) error {
 	t := &Topic{Name: r.Name, ID: r.TopicID, Configs: cloneMap(r.Configs),
 		Partitions: make([]*PartitionState, len(r.Partitions))}
 	for i, pa := range r.Partitions {
-		p := &PartitionState{Replicas: slices.Clone(pa.Replicas), Leader: NoLeader}
-		for _, id := range pa.Replicas {
-			if !im.Brokers[id].Fenced {
-				p.ISR = append(p.ISR, id)
-			}
-		}
-		if len(p.ISR) == 0 {
-			// Nobody live: remember the whole assignment as in sync so a
-			// clean election can happen once any replica returns.
-			p.ISR = slices.Clone(pa.Replicas)
-		} else {
-			p.Leader = p.ISR[0]
-		}
-		t.Partitions[i] = p
+		t.Partitions[i] = newPartition(im, pa.Replicas)
 	}
 	im.Topics[r.Name] = t
 	return nil

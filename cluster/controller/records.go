@@ -19,6 +19,8 @@
 //   - scram.go: users' SCRAM credentials (issue 32).
 //   - acl.go: access control lists (issue 33).
 //   - quota.go: client quotas (issue 33).
+//   - partitions.go, topicconfigs.go: partitions added to a topic and
+//     its configs altered (issue 34).
 //   - controller.go: the Raft node, proposals and the convenience wrappers.
 package controller
 
@@ -57,6 +59,10 @@ const (
 	TypeRemoveAcl RecordType = "RemoveAcl"
 	// Client quotas (quota.go).
 	TypeClientQuota RecordType = "ClientQuota"
+	// Topics' partitions added (partitions.go) and configs replaced
+	// (topicconfigs.go).
+	TypeCreatePartitions RecordType = "CreatePartitions"
+	TypeTopicConfigs     RecordType = "TopicConfigs"
 )
 
 // RecordVersion is the only record version this code writes and reads.
@@ -381,6 +387,10 @@ func newRecord(t RecordType) (any, bool) {
 		return &RemoveAcl{}, true
 	case TypeClientQuota:
 		return &ClientQuota{}, true
+	case TypeCreatePartitions:
+		return &CreatePartitions{}, true
+	case TypeTopicConfigs:
+		return &TopicConfigs{}, true
 	}
 	return nil, false
 }
@@ -420,6 +430,10 @@ func derefRecord(p any) Record {
 	case *RemoveAcl:
 		return *r
 	case *ClientQuota:
+		return *r
+	case *CreatePartitions:
+		return *r
+	case *TopicConfigs:
 		return *r
 	}
 	panic(fmt.Sprintf("controller: unexpected record %T", p))

@@ -34,6 +34,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		RemoveAcl{Acl: acl(ResourceGroup, "g-", PatternPrefixed, "User:*", OperationAll, PermissionDeny)},
 		ClientQuota{Entity: QuotaEntity{User: QuotaName{Name: "u"}, ClientID: QuotaName{Default: true}},
 			Ops: []QuotaOp{{Key: QuotaProducerByteRate, Value: 1024}, {Key: QuotaConsumerByteRate, Remove: true}}},
+		CreatePartitions{Topic: "t", TopicID: "id", Partitions: []PartitionAssignment{{Replicas: []int32{2, 1}}, {Replicas: []int32{1, 2}}}},
+		TopicConfigs{Topic: "t", TopicID: "id", Configs: map[string]string{"retention.ms": "1000"}},
+		TopicConfigs{Topic: "t", TopicID: "id"},
 	}
 	for i, r := range recs {
 		t.Run(fmt.Sprintf("%d-%s", i, r.Type()), func(t *testing.T) {

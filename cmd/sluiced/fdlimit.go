@@ -26,16 +26,19 @@ func logOpenFilesLimit(logger *slog.Logger, cfg node.Config) {
 		logger.Info("open files limit unknown on this platform", "err", err)
 		return
 	}
-	conns := cfg.MaxConnections + cfg.InternalMaxConnections + cfg.HTTPMaxConnections
+	conns := cfg.ConnectionLimitsTotal()
 	args := []any{"soft", soft, "hard", hard,
 		"max_connections", cfg.MaxConnections, "internal_max_connections", cfg.InternalMaxConnections,
 		"http_max_connections", cfg.HTTPMaxConnections}
+	if cfg.KafkaListenerEnabled() {
+		args = append(args, "kafka_max_connections", cfg.KafkaMaxConnections)
+	}
 	if n, ok := fdlimit.Open(); ok {
 		args = append(args, "open", n)
 	}
 	logger.Info("open files limit (RLIMIT_NOFILE; the Go runtime raises the soft limit to the hard one at start)", args...)
 	if uint64(conns) > soft-soft/4 {
-		logger.Warn("the listeners' connection limits add up to more than three quarters of the open-files limit: a flood of connections can leave the partition logs without file descriptors (raise the hard limit, or lower --max-connections)",
+		logger.Warn("the listeners' connection limits add up to more than three quarters of the open-files limit: a flood of connections can leave the partition logs without file descriptors (raise the hard limit, or lower --max-connections and --kafka-max-connections)",
 			"connection_limits", conns, "soft", soft)
 	}
 }

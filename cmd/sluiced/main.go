@@ -198,6 +198,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	// Every record names the node (with several nodes' logs in one place,
 	// as in a log collector, it says whose it is).
 	cfg.Logger = cfg.Logger.With("node", cfg.NodeID)
+	deriveUnsetConnectionLimits(&cfg, func(name string) bool { _, ok := origins[name]; return ok })
 	// Zero stands for a default in some settings: cfg (and so the flags,
 	// which point into it, and --print-config) shows the value in use.
 	cfg = cfg.WithDefaults()

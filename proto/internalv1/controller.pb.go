@@ -1491,6 +1491,469 @@ func (x *ControllerAlterClientQuotasResponse) GetMetadataOffset() uint64 {
 	return 0
 }
 
+type ControllerAlterTopicConfigsRequest struct {
+	state  protoimpl.MessageState   `protogen:"open.v1"`
+	Topics []*TopicConfigAlteration `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Check every alteration against the current configs; change nothing.
+	ValidateOnly  bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControllerAlterTopicConfigsRequest) Reset() {
+	*x = ControllerAlterTopicConfigsRequest{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerAlterTopicConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerAlterTopicConfigsRequest) ProtoMessage() {}
+
+func (x *ControllerAlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerAlterTopicConfigsRequest.ProtoReflect.Descriptor instead.
+func (*ControllerAlterTopicConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ControllerAlterTopicConfigsRequest) GetTopics() []*TopicConfigAlteration {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ControllerAlterTopicConfigsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// TopicConfigAlteration is one topic's part of AlterTopicConfigs: ops
+// applied to its configs in order (IncrementalAlterConfigs), or, with
+// replace, its configs replaced by configs (the legacy AlterConfigs; ops
+// then empty).
+type TopicConfigAlteration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Ops           []*TopicConfigOp       `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	Replace       bool                   `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicConfigAlteration) Reset() {
+	*x = TopicConfigAlteration{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicConfigAlteration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicConfigAlteration) ProtoMessage() {}
+
+func (x *TopicConfigAlteration) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicConfigAlteration.ProtoReflect.Descriptor instead.
+func (*TopicConfigAlteration) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TopicConfigAlteration) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicConfigAlteration) GetOps() []*TopicConfigOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *TopicConfigAlteration) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *TopicConfigAlteration) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+// TopicConfigOp is one operation of IncrementalAlterConfigs.
+type TopicConfigOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Kafka's numbers: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+	Op int32 `protobuf:"varint,2,opt,name=op,proto3" json:"op,omitempty"`
+	// Absent where Kafka's request had a null.
+	Value         *string `protobuf:"bytes,3,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicConfigOp) Reset() {
+	*x = TopicConfigOp{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicConfigOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicConfigOp) ProtoMessage() {}
+
+func (x *TopicConfigOp) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicConfigOp.ProtoReflect.Descriptor instead.
+func (*TopicConfigOp) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TopicConfigOp) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TopicConfigOp) GetOp() int32 {
+	if x != nil {
+		return x.Op
+	}
+	return 0
+}
+
+func (x *TopicConfigOp) GetValue() string {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return ""
+}
+
+type ControllerAlterTopicConfigsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per topic of the request, in its order.
+	Topics []*TopicOutcome `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The metadata offset that holds every change made.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControllerAlterTopicConfigsResponse) Reset() {
+	*x = ControllerAlterTopicConfigsResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerAlterTopicConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerAlterTopicConfigsResponse) ProtoMessage() {}
+
+func (x *ControllerAlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerAlterTopicConfigsResponse.ProtoReflect.Descriptor instead.
+func (*ControllerAlterTopicConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ControllerAlterTopicConfigsResponse) GetTopics() []*TopicOutcome {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ControllerAlterTopicConfigsResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
+// TopicOutcome is the outcome of one topic of a request.
+type TopicOutcome struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	ErrorCode     sluicev1.ErrorCode     `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicOutcome) Reset() {
+	*x = TopicOutcome{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicOutcome) ProtoMessage() {}
+
+func (x *TopicOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicOutcome.ProtoReflect.Descriptor instead.
+func (*TopicOutcome) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TopicOutcome) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicOutcome) GetErrorCode() sluicev1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return sluicev1.ErrorCode(0)
+}
+
+func (x *TopicOutcome) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type ControllerCreatePartitionsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Topics []*PartitionCount      `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Check every topic's growth; change nothing.
+	ValidateOnly  bool `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControllerCreatePartitionsRequest) Reset() {
+	*x = ControllerCreatePartitionsRequest{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerCreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerCreatePartitionsRequest) ProtoMessage() {}
+
+func (x *ControllerCreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerCreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ControllerCreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ControllerCreatePartitionsRequest) GetTopics() []*PartitionCount {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ControllerCreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// PartitionCount is the number of partitions a topic should have.
+type PartitionCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionCount) Reset() {
+	*x = PartitionCount{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionCount) ProtoMessage() {}
+
+func (x *PartitionCount) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionCount.ProtoReflect.Descriptor instead.
+func (*PartitionCount) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PartitionCount) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionCount) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type ControllerCreatePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per topic of the request, in its order.
+	Topics []*TopicOutcome `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The metadata offset that holds every change made.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ControllerCreatePartitionsResponse) Reset() {
+	*x = ControllerCreatePartitionsResponse{}
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerCreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerCreatePartitionsResponse) ProtoMessage() {}
+
+func (x *ControllerCreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_internal_v1_controller_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerCreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ControllerCreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_internal_v1_controller_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ControllerCreatePartitionsResponse) GetTopics() []*TopicOutcome {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ControllerCreatePartitionsResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
+}
+
 var File_sluice_internal_v1_controller_proto protoreflect.FileDescriptor
 
 const file_sluice_internal_v1_controller_proto_rawDesc = "" +
@@ -1595,7 +2058,40 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x90\x01\n" +
 	"#ControllerAlterClientQuotasResponse\x12@\n" +
 	"\bresponse\x18\x01 \x01(\v2$.sluice.v1.AlterClientQuotasResponseR\bresponse\x12'\n" +
-	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xee\f\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\x8c\x01\n" +
+	"\"ControllerAlterTopicConfigsRequest\x12A\n" +
+	"\x06topics\x18\x01 \x03(\v2).sluice.internal.v1.TopicConfigAlterationR\x06topics\x12#\n" +
+	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"\x8a\x02\n" +
+	"\x15TopicConfigAlteration\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x123\n" +
+	"\x03ops\x18\x02 \x03(\v2!.sluice.internal.v1.TopicConfigOpR\x03ops\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\x12P\n" +
+	"\aconfigs\x18\x04 \x03(\v26.sluice.internal.v1.TopicConfigAlteration.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
+	"\rTopicConfigOp\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\x05R\x02op\x12\x19\n" +
+	"\x05value\x18\x03 \x01(\tH\x00R\x05value\x88\x01\x01B\b\n" +
+	"\x06_value\"\x88\x01\n" +
+	"#ControllerAlterTopicConfigsResponse\x128\n" +
+	"\x06topics\x18\x01 \x03(\v2 .sluice.internal.v1.TopicOutcomeR\x06topics\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"~\n" +
+	"\fTopicOutcome\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\x84\x01\n" +
+	"!ControllerCreatePartitionsRequest\x12:\n" +
+	"\x06topics\x18\x01 \x03(\v2\".sluice.internal.v1.PartitionCountR\x06topics\x12#\n" +
+	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"<\n" +
+	"\x0ePartitionCount\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\x87\x01\n" +
+	"\"ControllerCreatePartitionsResponse\x128\n" +
+	"\x06topics\x18\x01 \x03(\v2 .sluice.internal.v1.TopicOutcomeR\x06topics\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset2\xf9\x0e\n" +
 	"\n" +
 	"Controller\x12g\n" +
 	"\x0eRegisterBroker\x12).sluice.internal.v1.RegisterBrokerRequest\x1a*.sluice.internal.v1.RegisterBrokerResponse\x12j\n" +
@@ -1611,7 +2107,9 @@ const file_sluice_internal_v1_controller_proto_rawDesc = "" +
 	"CreateAcls\x12\x1c.sluice.v1.CreateAclsRequest\x1a0.sluice.internal.v1.ControllerCreateAclsResponse\x12\\\n" +
 	"\n" +
 	"DeleteAcls\x12\x1c.sluice.v1.DeleteAclsRequest\x1a0.sluice.internal.v1.ControllerDeleteAclsResponse\x12q\n" +
-	"\x11AlterClientQuotas\x12#.sluice.v1.AlterClientQuotasRequest\x1a7.sluice.internal.v1.ControllerAlterClientQuotasResponse\x12a\n" +
+	"\x11AlterClientQuotas\x12#.sluice.v1.AlterClientQuotasRequest\x1a7.sluice.internal.v1.ControllerAlterClientQuotasResponse\x12\x84\x01\n" +
+	"\x11AlterTopicConfigs\x126.sluice.internal.v1.ControllerAlterTopicConfigsRequest\x1a7.sluice.internal.v1.ControllerAlterTopicConfigsResponse\x12\x81\x01\n" +
+	"\x10CreatePartitions\x125.sluice.internal.v1.ControllerCreatePartitionsRequest\x1a6.sluice.internal.v1.ControllerCreatePartitionsResponse\x12a\n" +
 	"\x0eMetadataStream\x12).sluice.internal.v1.MetadataStreamRequest\x1a\".sluice.internal.v1.MetadataUpdate0\x01\x12g\n" +
 	"\x0eAlterPartition\x12).sluice.internal.v1.AlterPartitionRequest\x1a*.sluice.internal.v1.AlterPartitionResponse\x12^\n" +
 	"\vQuorumState\x12&.sluice.internal.v1.QuorumStateRequest\x1a'.sluice.internal.v1.QuorumStateResponseB9Z7github.com/sluice-io/sluice/proto/internalv1;internalv1b\x06proto3"
@@ -1628,7 +2126,7 @@ func file_sluice_internal_v1_controller_proto_rawDescGZIP() []byte {
 	return file_sluice_internal_v1_controller_proto_rawDescData
 }
 
-var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sluice_internal_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),                         // 0: sluice.internal.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),                        // 1: sluice.internal.v1.RegisterBrokerResponse
@@ -1653,76 +2151,96 @@ var file_sluice_internal_v1_controller_proto_goTypes = []any{
 	(*ControllerCreateAclsResponse)(nil),                  // 20: sluice.internal.v1.ControllerCreateAclsResponse
 	(*ControllerDeleteAclsResponse)(nil),                  // 21: sluice.internal.v1.ControllerDeleteAclsResponse
 	(*ControllerAlterClientQuotasResponse)(nil),           // 22: sluice.internal.v1.ControllerAlterClientQuotasResponse
-	(*sluicev1.OfflineReplica)(nil),                       // 23: sluice.v1.OfflineReplica
-	(*sluicev1.CreateTopicsResponse)(nil),                 // 24: sluice.v1.CreateTopicsResponse
-	(*sluicev1.DeleteTopicsResponse)(nil),                 // 25: sluice.v1.DeleteTopicsResponse
-	(*sluicev1.AlterPartitionReassignmentsResponse)(nil),  // 26: sluice.v1.AlterPartitionReassignmentsResponse
-	(sluicev1.ErrorCode)(0),                               // 27: sluice.v1.ErrorCode
-	(*sluicev1.ElectLeadersResponse)(nil),                 // 28: sluice.v1.ElectLeadersResponse
-	(*sluicev1.UnregisterBrokerResponse)(nil),             // 29: sluice.v1.UnregisterBrokerResponse
-	(*sluicev1.AlterUserScramCredentialsResponse)(nil),    // 30: sluice.v1.AlterUserScramCredentialsResponse
-	(*sluicev1.CreateAclsResponse)(nil),                   // 31: sluice.v1.CreateAclsResponse
-	(*sluicev1.DeleteAclsResponse)(nil),                   // 32: sluice.v1.DeleteAclsResponse
-	(*sluicev1.AlterClientQuotasResponse)(nil),            // 33: sluice.v1.AlterClientQuotasResponse
-	(*sluicev1.CreateTopicsRequest)(nil),                  // 34: sluice.v1.CreateTopicsRequest
-	(*sluicev1.DeleteTopicsRequest)(nil),                  // 35: sluice.v1.DeleteTopicsRequest
-	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),   // 36: sluice.v1.AlterPartitionReassignmentsRequest
-	(*sluicev1.ElectLeadersRequest)(nil),                  // 37: sluice.v1.ElectLeadersRequest
-	(*sluicev1.UnregisterBrokerRequest)(nil),              // 38: sluice.v1.UnregisterBrokerRequest
-	(*sluicev1.AlterUserScramCredentialsRequest)(nil),     // 39: sluice.v1.AlterUserScramCredentialsRequest
-	(*sluicev1.CreateAclsRequest)(nil),                    // 40: sluice.v1.CreateAclsRequest
-	(*sluicev1.DeleteAclsRequest)(nil),                    // 41: sluice.v1.DeleteAclsRequest
-	(*sluicev1.AlterClientQuotasRequest)(nil),             // 42: sluice.v1.AlterClientQuotasRequest
+	(*ControllerAlterTopicConfigsRequest)(nil),            // 23: sluice.internal.v1.ControllerAlterTopicConfigsRequest
+	(*TopicConfigAlteration)(nil),                         // 24: sluice.internal.v1.TopicConfigAlteration
+	(*TopicConfigOp)(nil),                                 // 25: sluice.internal.v1.TopicConfigOp
+	(*ControllerAlterTopicConfigsResponse)(nil),           // 26: sluice.internal.v1.ControllerAlterTopicConfigsResponse
+	(*TopicOutcome)(nil),                                  // 27: sluice.internal.v1.TopicOutcome
+	(*ControllerCreatePartitionsRequest)(nil),             // 28: sluice.internal.v1.ControllerCreatePartitionsRequest
+	(*PartitionCount)(nil),                                // 29: sluice.internal.v1.PartitionCount
+	(*ControllerCreatePartitionsResponse)(nil),            // 30: sluice.internal.v1.ControllerCreatePartitionsResponse
+	nil,                                   // 31: sluice.internal.v1.TopicConfigAlteration.ConfigsEntry
+	(*sluicev1.OfflineReplica)(nil),       // 32: sluice.v1.OfflineReplica
+	(*sluicev1.CreateTopicsResponse)(nil), // 33: sluice.v1.CreateTopicsResponse
+	(*sluicev1.DeleteTopicsResponse)(nil), // 34: sluice.v1.DeleteTopicsResponse
+	(*sluicev1.AlterPartitionReassignmentsResponse)(nil), // 35: sluice.v1.AlterPartitionReassignmentsResponse
+	(sluicev1.ErrorCode)(0),                              // 36: sluice.v1.ErrorCode
+	(*sluicev1.ElectLeadersResponse)(nil),                // 37: sluice.v1.ElectLeadersResponse
+	(*sluicev1.UnregisterBrokerResponse)(nil),            // 38: sluice.v1.UnregisterBrokerResponse
+	(*sluicev1.AlterUserScramCredentialsResponse)(nil),   // 39: sluice.v1.AlterUserScramCredentialsResponse
+	(*sluicev1.CreateAclsResponse)(nil),                  // 40: sluice.v1.CreateAclsResponse
+	(*sluicev1.DeleteAclsResponse)(nil),                  // 41: sluice.v1.DeleteAclsResponse
+	(*sluicev1.AlterClientQuotasResponse)(nil),           // 42: sluice.v1.AlterClientQuotasResponse
+	(*sluicev1.CreateTopicsRequest)(nil),                 // 43: sluice.v1.CreateTopicsRequest
+	(*sluicev1.DeleteTopicsRequest)(nil),                 // 44: sluice.v1.DeleteTopicsRequest
+	(*sluicev1.AlterPartitionReassignmentsRequest)(nil),  // 45: sluice.v1.AlterPartitionReassignmentsRequest
+	(*sluicev1.ElectLeadersRequest)(nil),                 // 46: sluice.v1.ElectLeadersRequest
+	(*sluicev1.UnregisterBrokerRequest)(nil),             // 47: sluice.v1.UnregisterBrokerRequest
+	(*sluicev1.AlterUserScramCredentialsRequest)(nil),    // 48: sluice.v1.AlterUserScramCredentialsRequest
+	(*sluicev1.CreateAclsRequest)(nil),                   // 49: sluice.v1.CreateAclsRequest
+	(*sluicev1.DeleteAclsRequest)(nil),                   // 50: sluice.v1.DeleteAclsRequest
+	(*sluicev1.AlterClientQuotasRequest)(nil),            // 51: sluice.v1.AlterClientQuotasRequest
 }
 var file_sluice_internal_v1_controller_proto_depIdxs = []int32{
-	23, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
-	24, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
-	25, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
-	26, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
+	32, // 0: sluice.internal.v1.BrokerHeartbeatRequest.offline_replicas:type_name -> sluice.v1.OfflineReplica
+	33, // 1: sluice.internal.v1.ControllerCreateTopicsResponse.response:type_name -> sluice.v1.CreateTopicsResponse
+	34, // 2: sluice.internal.v1.ControllerDeleteTopicsResponse.response:type_name -> sluice.v1.DeleteTopicsResponse
+	35, // 3: sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse.response:type_name -> sluice.v1.AlterPartitionReassignmentsResponse
 	11, // 4: sluice.internal.v1.MetadataUpdate.deltas:type_name -> sluice.internal.v1.MetadataDelta
 	14, // 5: sluice.internal.v1.QuorumStateResponse.voters:type_name -> sluice.internal.v1.VoterRef
-	27, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
-	28, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
-	29, // 8: sluice.internal.v1.ControllerUnregisterBrokerResponse.response:type_name -> sluice.v1.UnregisterBrokerResponse
-	30, // 9: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse.response:type_name -> sluice.v1.AlterUserScramCredentialsResponse
-	31, // 10: sluice.internal.v1.ControllerCreateAclsResponse.response:type_name -> sluice.v1.CreateAclsResponse
-	32, // 11: sluice.internal.v1.ControllerDeleteAclsResponse.response:type_name -> sluice.v1.DeleteAclsResponse
-	33, // 12: sluice.internal.v1.ControllerAlterClientQuotasResponse.response:type_name -> sluice.v1.AlterClientQuotasResponse
-	0,  // 13: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
-	2,  // 14: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
-	4,  // 15: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
-	34, // 16: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
-	35, // 17: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
-	36, // 18: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
-	37, // 19: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
-	38, // 20: sluice.internal.v1.Controller.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
-	39, // 21: sluice.internal.v1.Controller.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
-	40, // 22: sluice.internal.v1.Controller.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
-	41, // 23: sluice.internal.v1.Controller.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
-	42, // 24: sluice.internal.v1.Controller.AlterClientQuotas:input_type -> sluice.v1.AlterClientQuotasRequest
-	9,  // 25: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
-	15, // 26: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
-	12, // 27: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
-	1,  // 28: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
-	3,  // 29: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
-	5,  // 30: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
-	6,  // 31: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
-	7,  // 32: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
-	8,  // 33: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
-	17, // 34: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
-	18, // 35: sluice.internal.v1.Controller.UnregisterBroker:output_type -> sluice.internal.v1.ControllerUnregisterBrokerResponse
-	19, // 36: sluice.internal.v1.Controller.AlterUserScramCredentials:output_type -> sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
-	20, // 37: sluice.internal.v1.Controller.CreateAcls:output_type -> sluice.internal.v1.ControllerCreateAclsResponse
-	21, // 38: sluice.internal.v1.Controller.DeleteAcls:output_type -> sluice.internal.v1.ControllerDeleteAclsResponse
-	22, // 39: sluice.internal.v1.Controller.AlterClientQuotas:output_type -> sluice.internal.v1.ControllerAlterClientQuotasResponse
-	10, // 40: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
-	16, // 41: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
-	13, // 42: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
-	28, // [28:43] is the sub-list for method output_type
-	13, // [13:28] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	36, // 6: sluice.internal.v1.QuorumStateResponse.error_code:type_name -> sluice.v1.ErrorCode
+	37, // 7: sluice.internal.v1.ControllerElectLeadersResponse.response:type_name -> sluice.v1.ElectLeadersResponse
+	38, // 8: sluice.internal.v1.ControllerUnregisterBrokerResponse.response:type_name -> sluice.v1.UnregisterBrokerResponse
+	39, // 9: sluice.internal.v1.ControllerAlterUserScramCredentialsResponse.response:type_name -> sluice.v1.AlterUserScramCredentialsResponse
+	40, // 10: sluice.internal.v1.ControllerCreateAclsResponse.response:type_name -> sluice.v1.CreateAclsResponse
+	41, // 11: sluice.internal.v1.ControllerDeleteAclsResponse.response:type_name -> sluice.v1.DeleteAclsResponse
+	42, // 12: sluice.internal.v1.ControllerAlterClientQuotasResponse.response:type_name -> sluice.v1.AlterClientQuotasResponse
+	24, // 13: sluice.internal.v1.ControllerAlterTopicConfigsRequest.topics:type_name -> sluice.internal.v1.TopicConfigAlteration
+	25, // 14: sluice.internal.v1.TopicConfigAlteration.ops:type_name -> sluice.internal.v1.TopicConfigOp
+	31, // 15: sluice.internal.v1.TopicConfigAlteration.configs:type_name -> sluice.internal.v1.TopicConfigAlteration.ConfigsEntry
+	27, // 16: sluice.internal.v1.ControllerAlterTopicConfigsResponse.topics:type_name -> sluice.internal.v1.TopicOutcome
+	36, // 17: sluice.internal.v1.TopicOutcome.error_code:type_name -> sluice.v1.ErrorCode
+	29, // 18: sluice.internal.v1.ControllerCreatePartitionsRequest.topics:type_name -> sluice.internal.v1.PartitionCount
+	27, // 19: sluice.internal.v1.ControllerCreatePartitionsResponse.topics:type_name -> sluice.internal.v1.TopicOutcome
+	0,  // 20: sluice.internal.v1.Controller.RegisterBroker:input_type -> sluice.internal.v1.RegisterBrokerRequest
+	2,  // 21: sluice.internal.v1.Controller.BrokerHeartbeat:input_type -> sluice.internal.v1.BrokerHeartbeatRequest
+	4,  // 22: sluice.internal.v1.Controller.AllocateProducerIds:input_type -> sluice.internal.v1.AllocateProducerIdsRequest
+	43, // 23: sluice.internal.v1.Controller.CreateTopics:input_type -> sluice.v1.CreateTopicsRequest
+	44, // 24: sluice.internal.v1.Controller.DeleteTopics:input_type -> sluice.v1.DeleteTopicsRequest
+	45, // 25: sluice.internal.v1.Controller.AlterPartitionReassignments:input_type -> sluice.v1.AlterPartitionReassignmentsRequest
+	46, // 26: sluice.internal.v1.Controller.ElectLeaders:input_type -> sluice.v1.ElectLeadersRequest
+	47, // 27: sluice.internal.v1.Controller.UnregisterBroker:input_type -> sluice.v1.UnregisterBrokerRequest
+	48, // 28: sluice.internal.v1.Controller.AlterUserScramCredentials:input_type -> sluice.v1.AlterUserScramCredentialsRequest
+	49, // 29: sluice.internal.v1.Controller.CreateAcls:input_type -> sluice.v1.CreateAclsRequest
+	50, // 30: sluice.internal.v1.Controller.DeleteAcls:input_type -> sluice.v1.DeleteAclsRequest
+	51, // 31: sluice.internal.v1.Controller.AlterClientQuotas:input_type -> sluice.v1.AlterClientQuotasRequest
+	23, // 32: sluice.internal.v1.Controller.AlterTopicConfigs:input_type -> sluice.internal.v1.ControllerAlterTopicConfigsRequest
+	28, // 33: sluice.internal.v1.Controller.CreatePartitions:input_type -> sluice.internal.v1.ControllerCreatePartitionsRequest
+	9,  // 34: sluice.internal.v1.Controller.MetadataStream:input_type -> sluice.internal.v1.MetadataStreamRequest
+	15, // 35: sluice.internal.v1.Controller.AlterPartition:input_type -> sluice.internal.v1.AlterPartitionRequest
+	12, // 36: sluice.internal.v1.Controller.QuorumState:input_type -> sluice.internal.v1.QuorumStateRequest
+	1,  // 37: sluice.internal.v1.Controller.RegisterBroker:output_type -> sluice.internal.v1.RegisterBrokerResponse
+	3,  // 38: sluice.internal.v1.Controller.BrokerHeartbeat:output_type -> sluice.internal.v1.BrokerHeartbeatResponse
+	5,  // 39: sluice.internal.v1.Controller.AllocateProducerIds:output_type -> sluice.internal.v1.AllocateProducerIdsResponse
+	6,  // 40: sluice.internal.v1.Controller.CreateTopics:output_type -> sluice.internal.v1.ControllerCreateTopicsResponse
+	7,  // 41: sluice.internal.v1.Controller.DeleteTopics:output_type -> sluice.internal.v1.ControllerDeleteTopicsResponse
+	8,  // 42: sluice.internal.v1.Controller.AlterPartitionReassignments:output_type -> sluice.internal.v1.ControllerAlterPartitionReassignmentsResponse
+	17, // 43: sluice.internal.v1.Controller.ElectLeaders:output_type -> sluice.internal.v1.ControllerElectLeadersResponse
+	18, // 44: sluice.internal.v1.Controller.UnregisterBroker:output_type -> sluice.internal.v1.ControllerUnregisterBrokerResponse
+	19, // 45: sluice.internal.v1.Controller.AlterUserScramCredentials:output_type -> sluice.internal.v1.ControllerAlterUserScramCredentialsResponse
+	20, // 46: sluice.internal.v1.Controller.CreateAcls:output_type -> sluice.internal.v1.ControllerCreateAclsResponse
+	21, // 47: sluice.internal.v1.Controller.DeleteAcls:output_type -> sluice.internal.v1.ControllerDeleteAclsResponse
+	22, // 48: sluice.internal.v1.Controller.AlterClientQuotas:output_type -> sluice.internal.v1.ControllerAlterClientQuotasResponse
+	26, // 49: sluice.internal.v1.Controller.AlterTopicConfigs:output_type -> sluice.internal.v1.ControllerAlterTopicConfigsResponse
+	30, // 50: sluice.internal.v1.Controller.CreatePartitions:output_type -> sluice.internal.v1.ControllerCreatePartitionsResponse
+	10, // 51: sluice.internal.v1.Controller.MetadataStream:output_type -> sluice.internal.v1.MetadataUpdate
+	16, // 52: sluice.internal.v1.Controller.AlterPartition:output_type -> sluice.internal.v1.AlterPartitionResponse
+	13, // 53: sluice.internal.v1.Controller.QuorumState:output_type -> sluice.internal.v1.QuorumStateResponse
+	37, // [37:54] is the sub-list for method output_type
+	20, // [20:37] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sluice_internal_v1_controller_proto_init() }
@@ -1730,13 +2248,14 @@ func file_sluice_internal_v1_controller_proto_init() {
 	if File_sluice_internal_v1_controller_proto != nil {
 		return
 	}
+	file_sluice_internal_v1_controller_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_internal_v1_controller_proto_rawDesc), len(file_sluice_internal_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,8 @@ const (
 	Controller_CreateAcls_FullMethodName                  = "/sluice.internal.v1.Controller/CreateAcls"
 	Controller_DeleteAcls_FullMethodName                  = "/sluice.internal.v1.Controller/DeleteAcls"
 	Controller_AlterClientQuotas_FullMethodName           = "/sluice.internal.v1.Controller/AlterClientQuotas"
+	Controller_AlterTopicConfigs_FullMethodName           = "/sluice.internal.v1.Controller/AlterTopicConfigs"
+	Controller_CreatePartitions_FullMethodName            = "/sluice.internal.v1.Controller/CreatePartitions"
 	Controller_MetadataStream_FullMethodName              = "/sluice.internal.v1.Controller/MetadataStream"
 	Controller_AlterPartition_FullMethodName              = "/sluice.internal.v1.Controller/AlterPartition"
 	Controller_QuorumState_FullMethodName                 = "/sluice.internal.v1.Controller/QuorumState"
@@ -77,6 +79,14 @@ type ControllerClient interface {
 	DeleteAcls(ctx context.Context, in *sluicev1.DeleteAclsRequest, opts ...grpc.CallOption) (*ControllerDeleteAclsResponse, error)
 	// AlterClientQuotas sets and removes client quotas.
 	AlterClientQuotas(ctx context.Context, in *sluicev1.AlterClientQuotasRequest, opts ...grpc.CallOption) (*ControllerAlterClientQuotasResponse, error)
+	// AlterTopicConfigs alters topics' configs (Kafka's
+	// IncrementalAlterConfigs and AlterConfigs on topics), forwarded by the
+	// broker that received the request: each topic's alteration is applied
+	// whole or not at all.
+	AlterTopicConfigs(ctx context.Context, in *ControllerAlterTopicConfigsRequest, opts ...grpc.CallOption) (*ControllerAlterTopicConfigsResponse, error)
+	// CreatePartitions adds partitions to topics (Kafka's
+	// CreatePartitions), forwarded by the broker that received it.
+	CreatePartitions(ctx context.Context, in *ControllerCreatePartitionsRequest, opts ...grpc.CallOption) (*ControllerCreatePartitionsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error)
@@ -215,6 +225,26 @@ func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *sluicev1.A
 	return out, nil
 }
 
+func (c *controllerClient) AlterTopicConfigs(ctx context.Context, in *ControllerAlterTopicConfigsRequest, opts ...grpc.CallOption) (*ControllerAlterTopicConfigsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerAlterTopicConfigsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterTopicConfigs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) CreatePartitions(ctx context.Context, in *ControllerCreatePartitionsRequest, opts ...grpc.CallOption) (*ControllerCreatePartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControllerCreatePartitionsResponse)
+	err := c.cc.Invoke(ctx, Controller_CreatePartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) MetadataStream(ctx context.Context, in *MetadataStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetadataUpdate], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Controller_ServiceDesc.Streams[0], Controller_MetadataStream_FullMethodName, cOpts...)
@@ -294,6 +324,14 @@ type ControllerServer interface {
 	DeleteAcls(context.Context, *sluicev1.DeleteAclsRequest) (*ControllerDeleteAclsResponse, error)
 	// AlterClientQuotas sets and removes client quotas.
 	AlterClientQuotas(context.Context, *sluicev1.AlterClientQuotasRequest) (*ControllerAlterClientQuotasResponse, error)
+	// AlterTopicConfigs alters topics' configs (Kafka's
+	// IncrementalAlterConfigs and AlterConfigs on topics), forwarded by the
+	// broker that received the request: each topic's alteration is applied
+	// whole or not at all.
+	AlterTopicConfigs(context.Context, *ControllerAlterTopicConfigsRequest) (*ControllerAlterTopicConfigsResponse, error)
+	// CreatePartitions adds partitions to topics (Kafka's
+	// CreatePartitions), forwarded by the broker that received it.
+	CreatePartitions(context.Context, *ControllerCreatePartitionsRequest) (*ControllerCreatePartitionsResponse, error)
 	// MetadataStream sends the metadata image from an offset: a snapshot when
 	// the subscriber is too far behind, then ordered deltas.
 	MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error
@@ -347,6 +385,12 @@ func (UnimplementedControllerServer) DeleteAcls(context.Context, *sluicev1.Delet
 }
 func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *sluicev1.AlterClientQuotasRequest) (*ControllerAlterClientQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedControllerServer) AlterTopicConfigs(context.Context, *ControllerAlterTopicConfigsRequest) (*ControllerAlterTopicConfigsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterTopicConfigs not implemented")
+}
+func (UnimplementedControllerServer) CreatePartitions(context.Context, *ControllerCreatePartitionsRequest) (*ControllerCreatePartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
 func (UnimplementedControllerServer) MetadataStream(*MetadataStreamRequest, grpc.ServerStreamingServer[MetadataUpdate]) error {
 	return status.Error(codes.Unimplemented, "method MetadataStream not implemented")
@@ -594,6 +638,42 @@ func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterTopicConfigs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ControllerAlterTopicConfigsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterTopicConfigs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterTopicConfigs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterTopicConfigs(ctx, req.(*ControllerAlterTopicConfigsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ControllerCreatePartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).CreatePartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_CreatePartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).CreatePartitions(ctx, req.(*ControllerCreatePartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_MetadataStream_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(MetadataStreamRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -695,6 +775,14 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterClientQuotas",
 			Handler:    _Controller_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "AlterTopicConfigs",
+			Handler:    _Controller_AlterTopicConfigs_Handler,
+		},
+		{
+			MethodName: "CreatePartitions",
+			Handler:    _Controller_CreatePartitions_Handler,
 		},
 		{
 			MethodName: "AlterPartition",
