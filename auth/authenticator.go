@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -9,12 +8,14 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/xdg-go/scram"
 )
 
-// Authenticator runs SCRAM exchanges and keeps the sessions they open on
-// one broker (docs/security.md, decision 62). Safe for concurrent use.
+// Authenticator checks the users' SCRAM credentials on one broker
+// (docs/security.md, decision 62): for the gRPC door it runs SCRAM
+// exchanges and keeps the sessions they open (Step, Session); for the
+// Kafka door it gives each connection its exchange (NewScramExchange,
+// exchange.go) and checks PLAIN passwords (Plain, plain.go). Safe for
+// concurrent use.
 //
 // A session remembers the StoredKey it was opened with: a call with its
 // token is refused once the user's credential is gone or changed (a
@@ -23,6 +24,7 @@ import (
 type Authenticator struct {
 	lookup   CredentialLookup
 	lifetime time.Duration
+	secret   []byte // keys the made-up salts of unknown users (exchange.go)
 
 	mu            sync.Mutex // guards the following
 	conversations map[string]*conversation
@@ -48,16 +50,13 @@ const (
 )
 
 type conversation struct {
-	conv    *scram.ServerConversation
-	mech    ScramMechanism
+	x       *ScramExchange
 	expires time.Time
 }
 
 type session struct {
-	user      string
-	mech      ScramMechanism
-	storedKey []byte
-	expires   time.Time
+	login   Login
+	expires time.Time
 }
 
 // NewAuthenticator returns an Authenticator looking credentials up with
@@ -66,7 +65,9 @@ func NewAuthenticator(lookup CredentialLookup, lifetime time.Duration) *Authenti
 	if lifetime <= 0 {
 		lifetime = DefaultSessionLifetime
 	}
-	return &Authenticator{lookup: lookup, lifetime: lifetime,
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	return &Authenticator{lookup: lookup, lifetime: lifetime, secret: secret,
 		conversations: map[string]*conversation{}, sessions: map[string]*session{}}
 }
 
@@ -104,53 +105,25 @@ func (a *Authenticator) Step(mechanism, conversationID string, msg []byte, now t
 	if c == nil || now.After(c.expires) {
 		return StepResult{}, fmt.Errorf("%w: unknown or expired conversation", ErrAuthenticationFailed)
 	}
-	out, err := c.conv.Step(string(msg))
-	if err != nil || !c.conv.Valid() {
-		return StepResult{}, fmt.Errorf("%w: user %q: %v", ErrAuthenticationFailed, c.conv.Username(), errOr(err, "proof refused"))
-	}
-	user := c.conv.Username()
-	cred, ok := a.lookup(user, c.mech)
-	if !ok {
-		return StepResult{}, fmt.Errorf("%w: user %q deleted during the exchange", ErrAuthenticationFailed, user)
-	}
-	token, err := a.open(&session{user: user, mech: c.mech, storedKey: cred.StoredKey, expires: now.Add(a.lifetime)}, now)
+	out, login, err := c.x.Step(msg)
 	if err != nil {
 		return StepResult{}, err
 	}
-	return StepResult{Message: []byte(out), Complete: true, Mechanism: c.mech, Token: token, Lifetime: a.lifetime, Principal: User(user)}, nil
-}
-
-func errOr(err error, s string) string {
+	token, err := a.open(&session{login: *login, expires: now.Add(a.lifetime)}, now)
 	if err != nil {
-		return err.Error()
+		return StepResult{}, err
 	}
-	return s
+	return StepResult{Message: out, Complete: true, Mechanism: login.Mechanism, Token: token, Lifetime: a.lifetime, Principal: login.Principal()}, nil
 }
 
 func (a *Authenticator) first(mechanism string, msg []byte, now time.Time) (StepResult, error) {
-	mech, err := ParseScramMechanism(mechanism)
-	if err != nil {
-		return StepResult{}, fmt.Errorf("%w: %v", ErrUnsupportedMechanism, err)
-	}
-	hf := scram.SHA256
-	if mech == ScramSHA512 {
-		hf = scram.SHA512
-	}
-	srv, err := hf.NewServer(func(user string) (scram.StoredCredentials, error) {
-		cred, ok := a.lookup(user, mech)
-		if !ok {
-			return scram.StoredCredentials{}, fmt.Errorf("no %s credential for user %q", mech, user)
-		}
-		return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(cred.Salt), Iters: cred.Iterations},
-			StoredKey: cred.StoredKey, ServerKey: cred.ServerKey}, nil
-	})
+	x, err := a.NewScramExchange(mechanism)
 	if err != nil {
 		return StepResult{}, err
 	}
-	conv := srv.NewConversation()
-	out, err := conv.Step(string(msg))
+	out, _, err := x.Step(msg)
 	if err != nil {
-		return StepResult{}, fmt.Errorf("%w: %v", ErrAuthenticationFailed, err)
+		return StepResult{}, err
 	}
 	id := randomToken()
 	a.mu.Lock()
@@ -161,8 +134,8 @@ func (a *Authenticator) first(mechanism string, msg []byte, now time.Time) (Step
 			return StepResult{}, fmt.Errorf("%w: too many exchanges in progress", ErrAuthenticationFailed)
 		}
 	}
-	a.conversations[id] = &conversation{conv: conv, mech: mech, expires: now.Add(conversationTimeout)}
-	return StepResult{ConversationID: id, Message: []byte(out)}, nil
+	a.conversations[id] = &conversation{x: x, expires: now.Add(conversationTimeout)}
+	return StepResult{ConversationID: id, Message: out}, nil
 }
 
 func (a *Authenticator) open(s *session, now time.Time) (string, error) {
@@ -205,14 +178,13 @@ func (a *Authenticator) Session(token string, now time.Time) (Caller, error) {
 	if s == nil {
 		return Caller{}, fmt.Errorf("%w: unknown or expired session", ErrAuthenticationFailed)
 	}
-	cred, ok := a.lookup(s.user, s.mech)
-	if !ok || !bytes.Equal(cred.StoredKey, s.storedKey) {
+	if !a.Current(s.login) {
 		a.mu.Lock()
 		delete(a.sessions, token)
 		a.mu.Unlock()
-		return Caller{}, fmt.Errorf("%w: user %q deleted or its password changed", ErrAuthenticationFailed, s.user)
+		return Caller{}, fmt.Errorf("%w: user %q deleted or its password changed", ErrAuthenticationFailed, s.login.User)
 	}
-	return Caller{Principal: User(s.user), Method: Method(s.mech)}, nil
+	return Caller{Principal: s.login.Principal(), Method: Method(s.login.Mechanism)}, nil
 }
 
 // Counts are how many exchanges are in progress and sessions open.

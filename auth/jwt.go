@@ -175,16 +175,23 @@ func (v *JWTValidator) keySet(now time.Time, unknownKid bool) *jose.JSONWebKeySe
 // principal claim that is a non-empty string. Errors wrap
 // ErrAuthenticationFailed with the reason (for the server's log).
 func (v *JWTValidator) Validate(token string, now time.Time) (Caller, error) {
+	c, _, err := v.ValidateWithExpiry(token, now)
+	return c, err
+}
+
+// ValidateWithExpiry is Validate, also returning the token's expiry (its
+// "exp"): a Kafka connection's session lasts until then (KIP-368).
+func (v *JWTValidator) ValidateWithExpiry(token string, now time.Time) (Caller, time.Time, error) {
 	key := sha256.Sum256([]byte(token))
 	v.mu.Lock()
 	c, ok := v.cache[key]
 	v.mu.Unlock()
 	if ok && now.Before(c.expires) {
-		return c.caller, nil
+		return c.caller, c.expires, nil
 	}
 	caller, exp, err := v.verify(token, now)
 	if err != nil {
-		return Caller{}, fmt.Errorf("%w: JWT: %v", ErrAuthenticationFailed, err)
+		return Caller{}, time.Time{}, fmt.Errorf("%w: JWT: %v", ErrAuthenticationFailed, err)
 	}
 	v.mu.Lock()
 	if len(v.cache) >= maxCachedTokens {
@@ -199,7 +206,7 @@ func (v *JWTValidator) Validate(token string, now time.Time) (Caller, error) {
 	}
 	v.cache[key] = cachedToken{caller: caller, expires: exp}
 	v.mu.Unlock()
-	return caller, nil
+	return caller, exp, nil
 }
 
 func (v *JWTValidator) verify(token string, now time.Time) (Caller, time.Time, error) {

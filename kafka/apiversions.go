@@ -40,6 +40,7 @@ func init() {
 		1:              {min: 4, max: 12, serve: fetch},
 		2:              {min: 1, max: 10, serve: now(listOffsets)},
 		3:              {min: 0, max: 12, serve: now(metadata)},
+		17:             {min: 1, max: 1, serve: now(saslHandshake)}, // saslHandshakeKey
 		apiVersionsKey: {min: 0, max: 4, serve: now(apiVersions)},
 		19:             {min: 0, max: 7, serve: now(createTopics)},
 		20:             {min: 0, max: 6, serve: now(deleteTopics)},
@@ -47,6 +48,7 @@ func init() {
 		23:             {min: 2, max: 4, serve: now(offsetForLeaderEpoch)},
 		32:             {min: 0, max: 4, serve: now(describeConfigs)},
 		33:             {min: 0, max: 2, serve: now(alterConfigs)},
+		36:             {min: 0, max: 2, serve: now(saslAuthenticate)}, // saslAuthenticateKey
 		37:             {min: 0, max: 3, serve: now(createPartitions)},
 		44:             {min: 0, max: 1, serve: now(incrementalAlterConfigs)},
 		60:             {min: 0, max: 1, serve: now(describeCluster)},

@@ -30,8 +30,11 @@ type conn struct {
 	once   sync.Once
 
 	// caller is who the connection's requests are from: anonymous until
-	// SASL or a client certificate says otherwise.
+	// SASL or a client certificate says otherwise. authn is how it
+	// authenticated (authn.go, sasl.go). Both are the reader's: set and
+	// read only by the goroutine that reads and starts the requests.
 	caller auth.Caller
+	authn  connAuth
 
 	// muted is when the connection may be read again after a throttled
 	// answer (quotas.go).
@@ -45,6 +48,10 @@ type request struct {
 	correlationID int32
 	clientID      string
 	msg           kmsg.Request
+	// caller is the connection's caller when the request was read: what
+	// an answer made later, on the writer's goroutine, charges (quotas),
+	// as conn.caller may change meanwhile (SASL re-authentication).
+	caller auth.Caller
 }
 
 // answer is a started request's answer: respond returns the response
@@ -87,6 +94,10 @@ func (c *conn) close() {
 // request is malformed (Kafka closes the connection then).
 func (c *conn) serve() {
 	defer c.close()
+	if err := c.start(); err != nil {
+		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+		return
+	}
 	answers := make(chan answer, c.s.cfg.MaxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
@@ -98,7 +109,7 @@ func (c *conn) serve() {
 	if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errClosingAfterAnswers) {
 		// Nothing more will be answered usefully: stop the writer
 		// waiting on answers still pending.
 		c.cancel()
@@ -111,11 +122,16 @@ func (c *conn) read(answers chan<- answer) error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var size [4]byte
 	timeout := c.s.cfg.SetupTimeout // the first request's; IdleTimeout then
+	firstBy := c.authn.setupEnds    // the first request's, from the accept (start)
 	for {
 		if !c.waitMuted() { // a throttled answer mutes the connection
 			return c.ctx.Err()
 		}
-		c.nc.SetReadDeadline(deadline(timeout))
+		dl := deadline(timeout)
+		if !firstBy.IsZero() {
+			dl, firstBy = firstBy, time.Time{}
+		}
+		c.nc.SetReadDeadline(dl)
 		if _, err := io.ReadFull(br, size[:]); err != nil {
 			return err
 		}
@@ -139,6 +155,10 @@ func (c *conn) read(answers chan<- answer) error {
 			}
 			return err
 		}
+		if err := c.admit(req); err != nil {
+			return err // not authenticated, or no longer (authn.go)
+		}
+		req.caller = c.caller
 		h := handlers[req.key]
 		var respond func() kmsg.Response
 		if req.version < h.min {
@@ -150,6 +170,9 @@ func (c *conn) read(answers chan<- answer) error {
 		case answers <- answer{req: req, respond: respond}:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
+		}
+		if c.authn.closing {
+			return errClosingAfterAnswers // a failed authentication (sasl.go)
 		}
 	}
 }

@@ -15,4 +15,9 @@
 // coordinator, Kafka's v2 record batch to and from Sluice's canonical
 // batch (proto/kafkabatch), Sluice's error codes (already Kafka's numbers)
 // back. It never imports api; a rule either door needs lives below both.
+//
+// Connections authenticate Kafka's way (authn.go, sasl.go) onto the
+// principals of package auth — SASL SCRAM, PLAIN and OAUTHBEARER checked
+// by auth's Authenticator and JWTValidator, or a TLS client certificate
+// through its PrincipalMapper — so the gRPC door's ACLs and quotas apply.
 package kafka

@@ -33,7 +33,7 @@ func (c *conn) throttle(r *request, kind auth.QuotaKind, bytes int, handling tim
 	if q == nil || !q.Active() {
 		return 0
 	}
-	d := q.Charge(c.caller.Principal, r.clientID, kind, bytes, handling)
+	d := q.Charge(r.caller.Principal, r.clientID, kind, bytes, handling) // r's: throttle may run on the writer's goroutine
 	if d <= 0 {
 		return 0
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/coordinator/txn"
+	"github.com/sluice-io/sluice/internal/ratelog"
 )
 
 // Defaults of Config.
@@ -57,6 +58,9 @@ type Config struct {
 	// wholly arrived this long after it was accepted (a TLS handshake
 	// included): one that holds a descriptor without using it.
 	SetupTimeout time.Duration
+	// Auth is how connections authenticate (authn.go); the zero value:
+	// no SASL, anonymous unless a client certificate says otherwise.
+	Auth Authentication
 }
 
 // Server serves the Kafka protocol on the listeners given to Serve.
@@ -67,6 +71,8 @@ type Server struct {
 
 	ctx    context.Context // ends when the server closes
 	cancel context.CancelFunc
+	// authLogs rate-limits the lines refused authentications write.
+	authLogs *ratelog.Limiter
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -98,7 +104,7 @@ func NewServer(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger.With("listener", "kafka"),
 		leaders: cluster.Leaders{Self: cfg.NodeID, Replicas: cfg.Replicas, Cache: cfg.Metadata},
-		ctx:     ctx, cancel: cancel,
+		ctx:     ctx, cancel: cancel, authLogs: &ratelog.Limiter{Every: 10 * time.Second},
 		listeners: make(map[net.Listener]struct{}), conns: make(map[*conn]struct{})}
 }
 

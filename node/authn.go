@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/internal/ratelog"
+	"github.com/sluice-io/sluice/kafka"
 	"github.com/sluice-io/sluice/proto/errs"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
@@ -62,11 +64,11 @@ func newAuthGate(cfg Config, authn *auth.Authenticator, log *slog.Logger) (*auth
 		logs: &ratelog.Limiter{Every: 10 * time.Second},
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_authentication_failures_total",
-			Help: "Calls and SCRAM exchanges refused on the client listener, by reason (sasl_failed, unsupported_mechanism, not_tls, session_invalid, jwt_invalid, token_unsupported, anonymous, principal_mapping).",
+			Help: "Calls, connections and SASL exchanges refused on the client and Kafka listeners, by reason (sasl_failed, unsupported_mechanism, not_tls, session_invalid, jwt_invalid, token_unsupported, anonymous, principal_mapping, illegal_state).",
 		}, []string{"reason"}),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_authentications_total",
-			Help: "SCRAM exchanges completed on the client listener, by mechanism.",
+			Help: "SASL authentications completed on the client listener (SCRAM) and the Kafka listener (SCRAM, PLAIN, OAUTHBEARER), by mechanism.",
 		}, []string{"mechanism"}),
 	}, nil
 }
@@ -158,6 +160,17 @@ func (s *callerStream) Context() context.Context { return s.ctx }
 // serverOptions are the client listener's authentication interceptors.
 func (g *authGate) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(g.unary), grpc.ChainStreamInterceptor(g.stream)}
+}
+
+// kafkaAuthentication is the Kafka listener's authentication (issue 34):
+// the same users, JWT validation, principal mapping and requirement as
+// the client listener, its refusals and logins counted in the same
+// metrics, its refused TLS handshakes as the listener "kafka".
+func (g *authGate) kafkaAuthentication(tlsm *tlsMaterial) kafka.Authentication {
+	return kafka.Authentication{Authenticator: g.authn, JWT: g.jwt, Mapper: g.mapper, Required: g.required,
+		Refused:    func(reason string) { g.failures.WithLabelValues(reason).Inc() },
+		Succeeded:  func(mech string) { g.logins.WithLabelValues(mech).Inc() },
+		TLSRefused: func(peer net.Addr, err error) { tlsm.refused("kafka", peer, err) }}
 }
 
 var errAuthenticationValue = errors.New("authentication must be optional or required")

@@ -33,18 +33,18 @@ import (
 // but health and the Auth service, and counted.
 func TestAuthenticationRequiredWithClientCertificates(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
-	c, k, err := auth.CreateClient(p.ca, auth.ClientOptions{User: "alice", OrganizationalUnit: []string{"eng"}})
-	p.write("alice", c, k, err)
+	p.Node("node1", auth.DefaultClusterName, p.CA)
+	c, k, err := auth.CreateClient(p.CA, auth.ClientOptions{User: "alice", OrganizationalUnit: []string{"eng"}})
+	p.Write("alice", c, k, err)
 	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
-		p.useTLS(cfg, "node1")
+		p.UseTLS(cfg, "node1")
 		cfg.ClientAuth = "request"
 		cfg.Authentication = node.AuthenticationRequired
 		cfg.TLSPrincipalMappingRules = `RULE:^CN=([^,]+),OU=eng.*$/$1/L,DEFAULT`
 		cfg.HTTPListen = "127.0.0.1:0"
 	})
 	cx := ctx(t)
-	alice, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("alice")))
+	alice, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("alice")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestAuthenticationRequiredWithClientCertificates(t *testing.T) {
 		t.Fatalf("alice's metadata: %v", err)
 	}
 
-	anon, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("")), client.WithRequestTimeout(3*time.Second))
+	anon, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("")), client.WithRequestTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestAuthenticationRequiredWithClientCertificates(t *testing.T) {
 		t.Fatalf("anonymous WhoAmI: %+v, %v", who, err)
 	}
 	// Health stays open for probes.
-	cfg := p.clientTLS("")
+	cfg := p.ClientTLS("")
 	cfg.ServerName = "localhost"
 	cc, err := grpc.NewClient(s.Node.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
@@ -122,16 +122,16 @@ func errorsCause(err error) error {
 // for another audience, or one signed by another key is refused.
 func TestJWTBearerTokens(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
+	p.Node("node1", auth.DefaultClusterName, p.CA)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	jwks := p.path("jwks.json")
+	jwks := p.Path("jwks.json")
 	if err := os.WriteFile(jwks, set, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
-		p.useTLS(cfg, "node1")
+		p.UseTLS(cfg, "node1")
 		cfg.Authentication = node.AuthenticationRequired
 		cfg.JWTJWKSFile, cfg.JWTAudience, cfg.JWTIssuer = jwks, "sluice", "https://idp"
 	})
@@ -150,7 +150,7 @@ func TestJWTBearerTokens(t *testing.T) {
 		return map[string]any{"sub": "svc-orders", "iss": "https://idp", "aud": aud, "exp": time.Now().Add(exp).Unix()}
 	}
 	call := func(tok string) (string, error) {
-		cl, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("")), client.WithRequestTimeout(3*time.Second),
+		cl, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("")), client.WithRequestTimeout(3*time.Second),
 			client.WithBearerToken(func(context.Context) (string, error) { return tok, nil }))
 		if err != nil {
 			t.Fatal(err)
@@ -186,17 +186,17 @@ func TestJWTBearerTokens(t *testing.T) {
 // exchange are refused; a new password ends the old sessions.
 func TestSCRAMAuthentication(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
-	p.client("admin", p.ca, time.Time{})
+	p.Node("node1", auth.DefaultClusterName, p.CA)
+	p.Client("admin", p.CA, time.Time{})
 	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
-		p.useTLS(cfg, "node1")
+		p.UseTLS(cfg, "node1")
 		cfg.ClientAuth = "request"
 		cfg.Authentication = node.AuthenticationRequired
 		cfg.TLSPrincipalMappingRules = `RULE:^CN=([^,]+)$/$1/`
 		cfg.HTTPListen = "127.0.0.1:0"
 	})
 	cx := ctx(t)
-	admin, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("admin")))
+	admin, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("admin")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestSCRAMAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	login := func(mech, user, password string) (*client.Client, error) {
-		cl, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("")), client.WithSCRAM(mech, user, password),
+		cl, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("")), client.WithSCRAM(mech, user, password),
 			client.WithRequestTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)

@@ -29,11 +29,11 @@ import (
 // the super user creates through the client API decide.
 func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
-	p.client("admin", p.ca, time.Time{})
-	p.client("alice", p.ca, time.Time{})
+	p.Node("node1", auth.DefaultClusterName, p.CA)
+	p.Client("admin", p.CA, time.Time{})
+	p.Client("alice", p.CA, time.Time{})
 	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
-		p.useTLS(cfg, "node1")
+		p.UseTLS(cfg, "node1")
 		cfg.ClientAuth = "request"
 		cfg.TLSPrincipalMappingRules = `RULE:^CN=([^,]+)$/$1/`
 		cfg.Authorizer = node.AuthorizerACL
@@ -41,7 +41,7 @@ func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 		cfg.HTTPListen = "127.0.0.1:0"
 	})
 	dial := func(cert string) *grpc.ClientConn {
-		cfg := p.clientTLS(cert)
+		cfg := p.ClientTLS(cert)
 		cfg.ServerName = "localhost"
 		cc, err := grpc.NewClient(s.Node.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {
@@ -90,7 +90,7 @@ func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 		}
 	}
 
-	alice, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("alice")), client.WithRequestTimeout(5*time.Second))
+	alice, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("alice")), client.WithRequestTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestAuthorizerOnTheLogAndAdminServices(t *testing.T) {
 	// topic t from her host, reads topics by a prefix (but a DENY
 	// from every host wins on t-secret), describes the cluster; an ACL
 	// for another host does not apply.
-	adminc, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.clientTLS("admin")))
+	adminc, err := client.New([]string{s.Node.Addr()}, client.WithTLS(p.ClientTLS("admin")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,13 @@ import (
 func TestACLChangeReachesEveryBroker(t *testing.T) {
 	p := newPKI(t)
 	for i := 1; i <= 3; i++ {
-		p.node(fmt.Sprintf("node%d", i), auth.DefaultClusterName, p.ca)
+		p.Node(fmt.Sprintf("node%d", i), auth.DefaultClusterName, p.CA)
 	}
-	p.client("admin", p.ca, time.Time{})
-	p.client("bob", p.ca, time.Time{})
+	p.Client("admin", p.CA, time.Time{})
+	p.Client("bob", p.CA, time.Time{})
 	c := nodetest.NewCluster(t, []int32{1, 2, 3}, true, nil)
 	c.ConfigureAll(func(id int32, cfg *node.Config) {
-		p.useTLS(cfg, fmt.Sprintf("node%d", id))
+		p.UseTLS(cfg, fmt.Sprintf("node%d", id))
 		cfg.ClientAuth = "require"
 		cfg.Authorizer = node.AuthorizerACL
 		cfg.SuperUsers = []string{"User:admin"}
@@ -37,7 +37,7 @@ func TestACLChangeReachesEveryBroker(t *testing.T) {
 	})
 	c.StartAll()
 	cx := ctx(t)
-	admin, err := client.New([]string{c.Node(1).Addr()}, client.WithTLS(p.clientTLS("admin")))
+	admin, err := client.New([]string{c.Node(1).Addr()}, client.WithTLS(p.ClientTLS("admin")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestACLChangeReachesEveryBroker(t *testing.T) {
 	})
 	t.Logf("ACL created: answered after %v, on every broker after %v", answered, time.Since(start))
 
-	bob, err := client.New([]string{c.Node(2).Addr()}, client.WithTLS(p.clientTLS("bob")), client.WithRequestTimeout(3*time.Second))
+	bob, err := client.New([]string{c.Node(2).Addr()}, client.WithTLS(p.ClientTLS("bob")), client.WithRequestTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

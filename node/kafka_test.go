@@ -134,8 +134,8 @@ func TestKafkaListenerOffWhenEmpty(t *testing.T) {
 // plaintext Kafka request gets no answer.
 func TestKafkaListenerSpeaksTLSWithTLSOn(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
-	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) { p.useTLS(cfg, "node1"); cfg.KafkaListen = "127.0.0.1:0" })
+	p.Node("node1", auth.DefaultClusterName, p.CA)
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) { p.UseTLS(cfg, "node1"); cfg.KafkaListen = "127.0.0.1:0" })
 	addr := s.Node.KafkaAddr()
 
 	plain, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -147,7 +147,7 @@ func TestKafkaListenerSpeaksTLSWithTLSOn(t *testing.T) {
 		t.Fatalf("a plaintext ApiVersions was answered on a TLS node's Kafka listener: %+v", resp)
 	}
 
-	cfg := p.clientTLS("")
+	cfg := p.ClientTLS("")
 	cfg.ServerName = "localhost"
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
 	if err != nil {

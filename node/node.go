@@ -343,14 +343,14 @@ func Start(cfg Config) (_ *Node, err error) {
 			// only once it has loaded — a fresh cluster's controller
 			// makes it after start — so the door reads it there, as
 			// api's Metadata does.
-			var gate *auth.Gate
+			var authz *auth.Gate
 			if n.authz != nil {
-				gate = n.authz.Gate
+				authz = n.authz.Gate
 			}
 			setup, idle := kafkaConnectionTimeouts(cfg) // connlimit.go
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
-				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: gate, Quotas: n.quotas, Logger: logger,
-				SetupTimeout: setup, IdleTimeout: idle})
+				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
+				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm)})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
 	}

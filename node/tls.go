@@ -49,7 +49,7 @@ func newTLSMaterial(cfg Config, log *slog.Logger) (*tlsMaterial, error) {
 	m := &tlsMaterial{cluster: cfg.clusterName(), log: log, refusalLog: &ratelog.Limiter{Every: 10 * time.Second},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tls_handshake_refusals_total",
-			Help: "TLS handshakes refused, by listener (client, internal, raft) and reason (not_tls, no_certificate, unknown_ca, expired, not_a_node, bad_certificate, handshake).",
+			Help: "TLS handshakes refused, by listener (client, internal, raft, kafka) and reason (not_tls, no_certificate, unknown_ca, expired, not_a_node, bad_certificate, handshake).",
 		}, []string{"listener", "reason"})}
 	if !cfg.TLSEnabled() {
 		return m, nil
@@ -132,8 +132,9 @@ func (m *tlsMaterial) internalServerOptions() []grpc.ServerOption {
 // kafkaListener wraps the Kafka listener (issue 34) in TLS when the node
 // has TLS: the client listener's certificate, client CAs and
 // client-certificate policy, reloaded as theirs are, without ALPN (Kafka
-// clients offer none). Refused handshakes surface as connection errors in
-// package kafka and are not counted in sluice_tls_handshake_refusals_total.
+// clients offer none). Package kafka does each handshake before reading
+// and reports a refused one (kafkaAuthentication), counted in
+// sluice_tls_handshake_refusals_total{listener="kafka"}.
 func (m *tlsMaterial) kafkaListener(l net.Listener) net.Listener {
 	if !m.enabled() {
 		return l

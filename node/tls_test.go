@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,84 +27,11 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// pki is a test cluster's certificates, written as PEM files in dir.
-type pki struct {
-	t   *testing.T
-	dir string
-	ca  auth.CA
-}
+// pki is a test cluster's certificates (nodetest.PKI, shared with the
+// other packages' tests).
+type pki = nodetest.PKI
 
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{t: t, dir: t.TempDir()}
-	p.ca = p.writeCA("ca")
-	return p
-}
-
-func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
-
-func (p *pki) write(name string, certPEM, keyPEM []byte, err error) {
-	p.t.Helper()
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{name + ".crt", certPEM}, {name + ".key", keyPEM}} {
-		// Replaced as Kubernetes does a mounted Secret: write aside, rename.
-		tmp := p.path(f.name + ".tmp")
-		if err := os.WriteFile(tmp, f.data, 0o600); err != nil {
-			p.t.Fatal(err)
-		}
-		if err := os.Rename(tmp, p.path(f.name)); err != nil {
-			p.t.Fatal(err)
-		}
-	}
-}
-
-func (p *pki) writeCA(name string) auth.CA {
-	p.t.Helper()
-	certPEM, keyPEM, err := auth.CreateCA(auth.CAOptions{CommonName: name})
-	p.write(name, certPEM, keyPEM, err)
-	ca, err := auth.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return ca
-}
-
-func (p *pki) node(name, cluster string, ca auth.CA) {
-	p.t.Helper()
-	c, k, err := auth.CreateNode(ca, auth.NodeOptions{Cluster: cluster, Name: name})
-	p.write(name, c, k, err)
-}
-
-func (p *pki) client(name string, ca auth.CA, now time.Time) {
-	p.t.Helper()
-	c, k, err := auth.CreateClient(ca, auth.ClientOptions{User: name, Now: now, Validity: time.Hour})
-	p.write(name, c, k, err)
-}
-
-// useTLS points cfg at node's certificate in p.
-func (p *pki) useTLS(cfg *node.Config, name string) {
-	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = p.path(name+".crt"), p.path(name+".key"), p.path("ca.crt")
-}
-
-// clientTLS is a client configuration trusting p's CA, presenting
-// cert's certificate unless cert is "".
-func (p *pki) clientTLS(cert string) *tls.Config {
-	p.t.Helper()
-	crt, key := "", ""
-	if cert != "" {
-		crt, key = p.path(cert+".crt"), p.path(cert+".key")
-	}
-	cfg, err := client.LoadTLSConfig(p.path("ca.crt"), crt, key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return cfg
-}
+func newPKI(t *testing.T) *pki { return nodetest.NewPKI(t) }
 
 // A three-node cluster with TLS on: Raft, registration, replication and
 // markers over mutual TLS between nodes, clients over TLS with
@@ -114,17 +40,17 @@ func (p *pki) clientTLS(cert string) *tls.Config {
 func TestTLSClusterReplicatesOverMutualTLS(t *testing.T) {
 	p := newPKI(t)
 	for _, n := range []string{"node1", "node2", "node3"} {
-		p.node(n, auth.DefaultClusterName, p.ca)
+		p.Node(n, auth.DefaultClusterName, p.CA)
 	}
-	p.client("alice", p.ca, time.Time{})
+	p.Client("alice", p.CA, time.Time{})
 	c := nodetest.NewCluster(t, []int32{1, 2, 3}, true, nil)
 	c.ConfigureAll(func(id int32, cfg *node.Config) {
-		p.useTLS(cfg, fmt.Sprintf("node%d", id))
+		p.UseTLS(cfg, fmt.Sprintf("node%d", id))
 		cfg.ClientAuth = "require"
 	})
 	c.StartAll()
 
-	cl, err := client.New([]string{c.Node(1).Addr()}, client.WithTLS(p.clientTLS("alice")))
+	cl, err := client.New([]string{c.Node(1).Addr()}, client.WithTLS(p.ClientTLS("alice")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,16 +95,16 @@ func TestTLSClusterReplicatesOverMutualTLS(t *testing.T) {
 // reason, and the node keeps serving the others.
 func TestTLSRefusesBadCallers(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
-	p.node("intruder", "other", p.ca) // a node of another cluster, same CA
-	p.client("alice", p.ca, time.Time{})
-	p.client("old", p.ca, time.Now().Add(-3*time.Hour))  // valid for an hour from four hours ago: expired
-	p.client("early", p.ca, time.Now().Add(3*time.Hour)) // valid from two hours from now
-	foreign := p.writeCA("foreign")
-	p.node("foreignnode", auth.DefaultClusterName, foreign)
-	p.client("mallory", foreign, time.Time{})
+	p.Node("node1", auth.DefaultClusterName, p.CA)
+	p.Node("intruder", "other", p.CA) // a node of another cluster, same CA
+	p.Client("alice", p.CA, time.Time{})
+	p.Client("old", p.CA, time.Now().Add(-3*time.Hour))  // valid for an hour from four hours ago: expired
+	p.Client("early", p.CA, time.Now().Add(3*time.Hour)) // valid from two hours from now
+	foreign := p.WriteCA("foreign")
+	p.Node("foreignnode", auth.DefaultClusterName, foreign)
+	p.Client("mallory", foreign, time.Time{})
 	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) {
-		p.useTLS(cfg, "node1")
+		p.UseTLS(cfg, "node1")
 		cfg.ClientAuth = "require"
 		cfg.HTTPListen = "127.0.0.1:0"
 	})
@@ -212,7 +138,7 @@ func TestTLSRefusesBadCallers(t *testing.T) {
 		return cfg
 	}
 	tlsWith := func(caFile, cert string) credentials.TransportCredentials {
-		cfg := always(p.clientTLS(cert))
+		cfg := always(p.ClientTLS(cert))
 		if caFile != "" {
 			pem, _ := os.ReadFile(caFile)
 			cfg.RootCAs = x509.NewCertPool()
@@ -224,7 +150,7 @@ func TestTLSRefusesBadCallers(t *testing.T) {
 	// nodeTLS dials a node's inter-node listener as a node would (no host
 	// name check), presenting cert.
 	nodeTLS := func(cert string) credentials.TransportCredentials {
-		cfg := always(p.clientTLS(cert))
+		cfg := always(p.ClientTLS(cert))
 		cfg.InsecureSkipVerify = true
 		return credentials.NewTLS(cfg)
 	}
@@ -243,7 +169,7 @@ func TestTLSRefusesBadCallers(t *testing.T) {
 		{"a client certificate of another CA", n.Addr(), tlsWith("", "mallory"), false},
 		{"an expired client certificate", n.Addr(), tlsWith("", "old"), false},
 		{"a client certificate not valid yet", n.Addr(), tlsWith("", "early"), false},
-		{"a client that trusts another CA", n.Addr(), tlsWith(p.path("foreign.crt"), "alice"), false},
+		{"a client that trusts another CA", n.Addr(), tlsWith(p.Path("foreign.crt"), "alice"), false},
 		{"plaintext on the internal listener", n.InternalAddr(), insecure.NewCredentials(), true},
 		{"a client certificate on the internal listener", n.InternalAddr(), nodeTLS("alice"), true},
 		{"a node certificate of another cluster", n.InternalAddr(), nodeTLS("intruder"), true},
@@ -255,7 +181,7 @@ func TestTLSRefusesBadCallers(t *testing.T) {
 		}
 	}
 	// The Raft port: a client certificate is refused there too.
-	cfg := p.clientTLS("alice")
+	cfg := p.ClientTLS("alice")
 	cfg.InsecureSkipVerify = true
 	if err := rawTLS(n.RaftAddr(), cfg); err == nil {
 		t.Error("a client certificate on the Raft port was not refused")
@@ -313,10 +239,10 @@ func rawTLS(addr string, cfg *tls.Config) error {
 // connection open keeps working.
 func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 	p := newPKI(t)
-	p.node("node1", auth.DefaultClusterName, p.ca)
-	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) { p.useTLS(cfg, "node1"); cfg.HTTPListen = "127.0.0.1:0" })
+	p.Node("node1", auth.DefaultClusterName, p.CA)
+	s := nodetest.StartSingle(t, t.TempDir(), func(cfg *node.Config) { p.UseTLS(cfg, "node1"); cfg.HTTPListen = "127.0.0.1:0" })
 	n := s.Node
-	cl, err := client.New([]string{n.Addr()}, client.WithTLS(p.clientTLS("")))
+	cl, err := client.New([]string{n.Addr()}, client.WithTLS(p.ClientTLS("")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +252,7 @@ func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := func() *x509.Certificate {
-		cfg := p.clientTLS("")
+		cfg := p.ClientTLS("")
 		cfg.ServerName, cfg.NextProtos = "localhost", []string{"h2"}
 		conn, err := tls.Dial("tcp", n.Addr(), cfg)
 		if err != nil {
@@ -336,7 +262,7 @@ func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0]
 	}
 	before := served()
-	p.node("node1", auth.DefaultClusterName, p.ca) // a new certificate, same identity
+	p.Node("node1", auth.DefaultClusterName, p.CA) // a new certificate, same identity
 	wait.For(t, 10*time.Second, "the new certificate served", func() error {
 		if got := served(); got.SerialNumber.Cmp(before.SerialNumber) == 0 {
 			return errors.New("still the old one")
@@ -351,7 +277,7 @@ func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 	// A half-written rotation (a key that is not the certificate's) keeps
 	// the last good pair in use.
 	good := served()
-	if err := os.WriteFile(p.path("node1.key"), []byte("not a key"), 0o600); err != nil {
+	if err := os.WriteFile(p.Path("node1.key"), []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Handshakes until the node has looked at the changed files and
@@ -377,18 +303,18 @@ func TestTLSCertificateReloadsWithoutRestart(t *testing.T) {
 // TLS settings that cannot work are refused at start with a clear error.
 func TestTLSBadSettingsRefusedAtStart(t *testing.T) {
 	p := newPKI(t)
-	p.node("other", "other", p.ca)
-	p.node("node1", auth.DefaultClusterName, p.ca)
+	p.Node("other", "other", p.CA)
+	p.Node("node1", auth.DefaultClusterName, p.CA)
 	for _, bad := range []struct {
 		what string
 		edit func(*node.Config)
 		want string
 	}{
-		{"a certificate without its CA", func(c *node.Config) { p.useTLS(c, "node1"); c.TLSCAFile = "" }, "all three"},
+		{"a certificate without its CA", func(c *node.Config) { p.UseTLS(c, "node1"); c.TLSCAFile = "" }, "all three"},
 		{"client auth without TLS", func(c *node.Config) { c.ClientAuth = "require" }, "needs TLS"},
-		{"an unknown client auth", func(c *node.Config) { p.useTLS(c, "node1"); c.ClientAuth = "maybe" }, "none, request or require"},
-		{"a node certificate of another cluster", func(c *node.Config) { p.useTLS(c, "other") }, "names no node"},
-		{"a key that is not the certificate's", func(c *node.Config) { p.useTLS(c, "node1"); c.TLSKeyFile = p.path("other.key") }, "private key does not match"},
+		{"an unknown client auth", func(c *node.Config) { p.UseTLS(c, "node1"); c.ClientAuth = "maybe" }, "none, request or require"},
+		{"a node certificate of another cluster", func(c *node.Config) { p.UseTLS(c, "other") }, "names no node"},
+		{"a key that is not the certificate's", func(c *node.Config) { p.UseTLS(c, "node1"); c.TLSKeyFile = p.Path("other.key") }, "private key does not match"},
 	} {
 		cfg := nodetest.Config(t, t.TempDir())
 		bad.edit(&cfg)
