@@ -89,7 +89,7 @@ func (c *conn) start() error {
 		if f := c.s.cfg.Auth.TLSRefused; f != nil && c.ctx.Err() == nil {
 			f(c.nc.RemoteAddr(), err)
 		}
-		return fmt.Errorf("TLS handshake: %w", err)
+		return closing(handshakeRefusal(c, err), fmt.Errorf("TLS handshake: %w", err))
 	}
 	tc.SetDeadline(time.Time{})
 	c.authn.tls = true
@@ -100,7 +100,7 @@ func (c *conn) start() error {
 	p, err := c.s.cfg.Auth.Mapper.CertificatePrincipal(st.PeerCertificates[0])
 	if err != nil {
 		c.refuse("principal_mapping", err)
-		return err
+		return closing(CloseAuthentication, err)
 	}
 	c.caller = auth.Caller{Principal: p, Method: auth.MethodTLS}
 	c.authn.authenticated = true

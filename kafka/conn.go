@@ -40,6 +40,8 @@ type conn struct {
 	// answer (quotas.go).
 	muteMu sync.Mutex
 	muted  time.Time
+
+	meter connMeter // metrics.go
 }
 
 // request is one request read from a connection.
@@ -52,6 +54,8 @@ type request struct {
 	// an answer made later, on the writer's goroutine, charges (quotas),
 	// as conn.caller may change meanwhile (SASL re-authentication).
 	caller auth.Caller
+	// received is when its frame was read whole (zero without metrics).
+	received time.Time
 }
 
 // answer is a started request's answer: respond returns the response
@@ -96,6 +100,7 @@ func (c *conn) serve() {
 	defer c.close()
 	if err := c.start(); err != nil {
 		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+		c.closed(err)
 		return
 	}
 	answers := make(chan answer, c.s.cfg.MaxInFlight)
@@ -105,6 +110,7 @@ func (c *conn) serve() {
 		c.write(answers)
 	}()
 	err := c.read(answers)
+	c.closed(err)
 	close(answers)
 	if err != nil && !errors.Is(err, io.EOF) && c.ctx.Err() == nil {
 		c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
@@ -123,6 +129,7 @@ func (c *conn) read(answers chan<- answer) error {
 	var size [4]byte
 	timeout := c.s.cfg.SetupTimeout // the first request's; IdleTimeout then
 	firstBy := c.authn.setupEnds    // the first request's, from the accept (start)
+	first := true
 	for {
 		if !c.waitMuted() { // a throttled answer mutes the connection
 			return c.ctx.Err()
@@ -133,19 +140,24 @@ func (c *conn) read(answers chan<- answer) error {
 		}
 		c.nc.SetReadDeadline(dl)
 		if _, err := io.ReadFull(br, size[:]); err != nil {
-			return err
+			return readFailed(err, first)
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 8 || n > c.s.cfg.MaxRequestSize {
 			// Kafka's InvalidReceiveException: the frame is not read.
-			return fmt.Errorf("request size %d is outside [8, %d] (socket.request.max.bytes)", n, c.s.cfg.MaxRequestSize)
+			return closing(sizeRefusal(n), fmt.Errorf("request size %d is outside [8, %d] (socket.request.max.bytes)", n, c.s.cfg.MaxRequestSize))
 		}
 		body := make([]byte, n)
 		if _, err := io.ReadFull(br, body); err != nil {
-			return err
+			return readFailed(err, first)
 		}
-		timeout = c.s.cfg.IdleTimeout
+		received := c.s.meters.now()
+		c.s.meters.received(4 + int(n))
+		timeout, first = c.s.cfg.IdleTimeout, false
 		req, err := parseRequest(body)
+		if req != nil {
+			req.received = received
+		}
 		if err != nil {
 			if req != nil && req.key == apiVersionsKey {
 				// An ApiVersions of a version this broker does not know is
@@ -153,10 +165,11 @@ func (c *conn) read(answers chan<- answer) error {
 				answers <- answer{req: req, respond: func() kmsg.Response { return unsupportedAPIVersions(c.s) }}
 				continue
 			}
-			return err
+			return closing(frameRefusal(req, body), err)
 		}
 		if err := c.admit(req); err != nil {
-			return err // not authenticated, or no longer (authn.go)
+			c.refused(req)
+			return closing(CloseAuthentication, err) // not authenticated, or no longer (authn.go)
 		}
 		req.caller = c.caller
 		h := handlers[req.key]
@@ -183,10 +196,12 @@ func (c *conn) write(answers <-chan answer) {
 	var buf []byte
 	for a := range answers {
 		if c.ctx.Err() != nil {
+			c.unanswered(a.req)
 			continue // drain: the connection is closing
 		}
 		resp := a.respond()
 		if resp == nil {
+			c.answered(a.req, nil, 0) // acks=0
 			continue
 		}
 		c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
@@ -195,28 +210,36 @@ func (c *conn) write(answers <-chan answer) {
 			bufs, err := sp.frame(buf, sp.IsFlexible())
 			if err != nil {
 				c.s.log.Error("kafka: an answer could not be framed", "api", kmsg.NameForKey(a.req.key), "err", err)
-				c.close()
+				c.writeFailed(a.req, err)
 				continue
 			}
 			// Whatever is buffered goes first, then the answer in one
 			// vectored write.
 			if err := bw.Flush(); err != nil {
-				c.close()
+				c.writeFailed(a.req, err)
 				continue
 			}
-			if _, err := bufs.WriteTo(c.nc); err != nil {
-				c.close()
+			c.flushed()
+			n, err := bufs.WriteTo(c.nc)
+			if err != nil {
+				c.writeFailed(a.req, err)
+				continue
 			}
+			c.answered(a.req, resp, int(n))
+			c.flushed()
 			continue
 		}
 		buf = appendResponse(buf[:0], a.req, resp)
 		if _, err := bw.Write(buf); err != nil {
-			c.close()
+			c.writeFailed(a.req, err)
 			continue
 		}
+		c.answered(a.req, resp, len(buf))
 		if len(answers) == 0 {
 			if err := bw.Flush(); err != nil {
-				c.close()
+				c.writeFailed(nil, err)
+			} else {
+				c.flushed()
 			}
 		}
 		if cap(buf) > 1<<20 {

@@ -61,6 +61,9 @@ type Config struct {
 	// Auth is how connections authenticate (authn.go); the zero value:
 	// no SASL, anonymous unless a client certificate says otherwise.
 	Auth Authentication
+	// Metrics is told of requests, bytes and closed connections
+	// (metrics.go; nil: none).
+	Metrics Metrics
 }
 
 // Server serves the Kafka protocol on the listeners given to Serve.
@@ -73,6 +76,8 @@ type Server struct {
 	cancel context.CancelFunc
 	// authLogs rate-limits the lines refused authentications write.
 	authLogs *ratelog.Limiter
+	// meters is cfg.Metrics with each API's meter resolved (nil: none).
+	meters *meters
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -104,7 +109,7 @@ func NewServer(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger.With("listener", "kafka"),
 		leaders: cluster.Leaders{Self: cfg.NodeID, Replicas: cfg.Replicas, Cache: cfg.Metadata},
-		ctx:     ctx, cancel: cancel, authLogs: &ratelog.Limiter{Every: 10 * time.Second},
+		ctx:     ctx, cancel: cancel, authLogs: &ratelog.Limiter{Every: 10 * time.Second}, meters: newMeters(cfg.Metrics),
 		listeners: make(map[net.Listener]struct{}), conns: make(map[*conn]struct{})}
 }
 
