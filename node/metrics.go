@@ -13,13 +13,14 @@ import (
 )
 
 // metrics is a node's Prometheus registry and the metrics the node
-// updates itself (gRPC requests, ISR changes); the rest is read at scrape
+// updates itself (gRPC and Kafka requests, ISR changes); the rest is read at scrape
 // time by stateCollector. Each node has its own registry, never the
 // global default one: tests run several nodes in one process. See
 // docs/operations.md, "Health and metrics", for every name.
 type metrics struct {
-	reg  *prometheus.Registry
-	grpc *grpcMetrics
+	reg   *prometheus.Registry
+	grpc  *grpcMetrics
+	kafka *kafkaMetrics // the Kafka door's (kafka.Config.Metrics)
 
 	isrShrinks prometheus.Counter
 	isrExpands prometheus.Counter
@@ -29,13 +30,14 @@ type metrics struct {
 }
 
 // newMetrics builds n's registry: the Go runtime and process collectors,
-// the gRPC request metrics, the ISR change counters and n's
-// stateCollector. Call it before the gRPC server is built (its
-// interceptors use the result).
+// the gRPC and Kafka request metrics, the ISR change counters and n's
+// stateCollector. Call it before the gRPC and Kafka servers are built
+// (the interceptors and kafka.Config.Metrics use the result).
 func newMetrics(n *Node) *metrics {
 	m := &metrics{
-		reg:  prometheus.NewRegistry(),
-		grpc: newGRPCMetrics(),
+		reg:   prometheus.NewRegistry(),
+		grpc:  newGRPCMetrics(),
+		kafka: newKafkaMetrics(),
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_isr_shrinks_total",
 			Help: "ISR changes that removed a replica, of partitions this broker leads, as this broker applied them from the metadata log (AlterPartition after replica.lag.time.max.ms, or the controller fencing a follower's broker).",
@@ -52,6 +54,7 @@ func newMetrics(n *Node) *metrics {
 		newStateCollector(n), newLimitsCollector(n),
 	)
 	m.reg.MustRegister(m.grpc.collectors()...)
+	m.reg.MustRegister(m.kafka.collectors()...)
 	return m
 }
 

@@ -193,7 +193,8 @@ func TestMetricsFamiliesAndTypes(t *testing.T) {
 // adds to the request counter and duration histogram of its method, the
 // produce bytes counter by the batch's size and the log end offset and
 // size of its partition; a fetch adds its batches to the fetch bytes; a
-// call that fails counts as an error under its gRPC code.
+// call that fails counts as an error under its gRPC code; requests over
+// the Kafka door move the Kafka door's metrics (checkKafkaMetricsMove).
 func TestMetricsMoveWithRequests(t *testing.T) {
 	tn := startNodeWith(t, t.TempDir(), func(c *node.Config) { c.HTTPListen = "127.0.0.1:0" })
 	tn.CreateTopic("m", 1, nil)
@@ -273,6 +274,8 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 	if got := mustSample(t, scrape(t, addr), "sluice_grpc_server_errors_total", "method", check, "code", "NotFound"); got != errs0+1 {
 		t.Errorf("errors of %s with NotFound: %v, want %v", check, got, errs0+1)
 	}
+
+	checkKafkaMetricsMove(t, tn, "m") // last: its scrape has every family
 }
 
 // TestMetricsPartitionHealthAndISRChanges: in a three-node cluster, when a

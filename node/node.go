@@ -350,7 +350,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			setup, idle := kafkaConnectionTimeouts(cfg) // connlimit.go
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
 				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
-				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm)})
+				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm), Metrics: n.metrics.kafka})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
 	}
