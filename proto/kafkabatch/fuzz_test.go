@@ -22,7 +22,9 @@ import (
 // (the large one left out), some compressed, and refusals.
 // testdata/fuzz/FuzzFromKafka holds the same ones (regenerate with
 // SLUICE_WRITE_FUZZ_CORPUS=1 go test -run TestFuzzCorpusIsCurrent
-// ./proto/kafkabatch/) plus any crashers found.
+// ./proto/kafkabatch/) plus the batches real clients sent (real-*,
+// recorded and checked by kafka's TestRealTrafficSeeds: see
+// kafka/testdata/README.md) and any crashers found.
 func fromKafkaSeeds(t testing.TB) map[string][]byte {
 	seeds := map[string][]byte{}
 	for name, kb := range kmsgBatches() {
