@@ -40,8 +40,8 @@ func init() {
 		1:              {min: 4, max: 12, serve: fetch},
 		2:              {min: 1, max: 10, serve: now(listOffsets)},
 		3:              {min: 0, max: 12, serve: now(metadata)},
-		17:             {min: 1, max: 1, serve: now(saslHandshake)}, // saslHandshakeKey
-		apiVersionsKey: {min: 0, max: 4, serve: now(apiVersions)},
+		17:             {min: 1, max: 1, serve: now(saslHandshake), listedFrom: 0, legacy: refuseSaslHandshakeV0}, // saslHandshakeKey
+		apiVersionsKey: {min: 0, max: 5, serve: now(apiVersions)},
 		19:             {min: 0, max: 7, serve: now(createTopics)},
 		20:             {min: 0, max: 6, serve: now(deleteTopics)},
 		22:             {min: 0, max: 5, serve: now(initProducerID)},

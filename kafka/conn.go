@@ -64,6 +64,10 @@ type request struct {
 type answer struct {
 	req     *request
 	respond func() kmsg.Response
+	// mayWait is set when respond may block (an acks=all wait, a fetch's
+	// long poll): the answers before it are flushed first, so a ready
+	// answer is not held behind the wait.
+	mayWait bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -180,7 +184,7 @@ func (c *conn) read(answers chan<- answer) error {
 			respond = h.serve(c, req)
 		}
 		select {
-		case answers <- answer{req: req, respond: respond}:
+		case answers <- answer{req: req, respond: respond, mayWait: req.key == 0 || req.key == 1}:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}
@@ -198,6 +202,14 @@ func (c *conn) write(answers <-chan answer) {
 		if c.ctx.Err() != nil {
 			c.unanswered(a.req)
 			continue // drain: the connection is closing
+		}
+		if a.mayWait && bw.Buffered() > 0 {
+			c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
+			if err := bw.Flush(); err != nil {
+				c.writeFailed(nil, err)
+			} else {
+				c.flushed()
+			}
 		}
 		resp := a.respond()
 		if resp == nil {

@@ -208,3 +208,18 @@ func (c *conn) failAuthentication(reason string, err error) {
 	c.refuse(reason, err)
 	c.authn.closing = true
 }
+
+// refuseSaslHandshakeV0 answers SaslHandshake v0, listed in ApiVersions
+// but not served (handler.listedFrom): librdkafka turns SASL on only when
+// it sees v0 listed (then it speaks v1). A v0 client would send raw
+// SASL tokens next, which the door does not read: the answer
+// (UNSUPPORTED_VERSION, with the mechanisms) is the last on the
+// connection.
+func refuseSaslHandshakeV0(c *conn, r *request) kmsg.Response {
+	req := r.msg.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.ErrorCode = codeUnsupportedVersion
+	resp.SupportedMechanisms = c.mechanisms()
+	c.failAuthentication("unsupported_version", fmt.Errorf("SaslHandshake v0 (raw SASL tokens) is not served; v1 is"))
+	return resp
+}

@@ -343,10 +343,22 @@ func TestSASLMechanismsOffered(t *testing.T) {
 	}
 	b := startSASL(t, benchOptions{})
 	c := b.dial()
+	// SaslHandshake v0 is listed (librdkafka turns SASL on only then) but
+	// refused: UNSUPPORTED_VERSION with the mechanisms, the last answer
+	// on the connection.
 	req := kmsg.NewPtrSASLHandshakeRequest()
 	req.Version, req.Mechanism = 0, "PLAIN"
 	if _, err := c.Write(frame(req, 1)); err != nil {
 		t.Fatal(err)
+	}
+	_, body := readAnswer(t, c)
+	resp := kmsg.NewPtrSASLHandshakeResponse()
+	resp.Version = 0
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != codeUnsupportedVersion || len(resp.SupportedMechanisms) == 0 {
+		t.Fatalf("SaslHandshake v0: error %d, mechanisms %v", resp.ErrorCode, resp.SupportedMechanisms)
 	}
 	expectClosed(t, c)
 }
