@@ -105,10 +105,18 @@ func checkCompressedHeader(h *Header) error {
 }
 
 // canonicalizeCompressed is CanonicalizeMax for a compressed batch in
-// canonical layout (header h): its body must be exactly one canonically
-// framed field 13, else the slow path re-frames it or says what is
-// wrong. Patched in place.
+// canonical layout (header h): a CRC sent must match; its body must be
+// exactly one canonically framed field 13, else the slow path re-frames
+// it or says what is wrong. Patched in place.
 func canonicalizeCompressed(in []byte, h Header, maxBytes int) ([]byte, Header, error) {
+	if h.CRC != 0 {
+		// Bytes damaged on the way are CORRUPT_RECORD before anything
+		// else is said of them: in canonical layout the CRC covers
+		// exactly what was sent.
+		if c := ComputeCRC(in); c != h.CRC {
+			return nil, h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+		}
+	}
 	if _, err := CompressedRecords(in); err != nil {
 		return canonicalizeSlow(in, maxBytes)
 	}
