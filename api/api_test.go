@@ -19,8 +19,8 @@ import (
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/batch"
-	"github.com/sluice-io/sluice/proto/kafkarecords"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
