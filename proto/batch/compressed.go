@@ -258,19 +258,38 @@ func SetCodec(b, records []byte, codec kafkarecords.Codec) ([]byte, error) {
 		return finishCodec(out, h, codec), nil
 	}
 	if !h.IsCompressed() {
-		size, _, err := kafkarecords.SizeKafka(b[HeaderSize:], h.LastOffsetDelta)
-		if err != nil {
-			return nil, err
-		}
-		if size > kafkarecords.MaxUncompressedBytes {
-			return nil, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "records of %d bytes are more than a compressed batch may hold (%d)", size, kafkarecords.MaxUncompressedBytes)
-		}
-		buf := kafkaBuffers.Get().(*[]byte)
-		defer putKafkaBuffer(buf)
-		*buf = kafkarecords.AppendKafka(slices.Grow((*buf)[:0], size), b[HeaderSize:])
-		records = *buf
+		return Compress(nil, b, codec)
 	}
 	return compressInto(nil, h, records, codec)
+}
+
+// Compress appends to dst canonical batch b, uncompressed (Verify
+// accepts it) with at least one record, compressed with codec (not None):
+// its records converted to Kafka's encoding and compressed into
+// compressed_records, every header field kept but the codec bits, the
+// CRC recomputed. It is what the Go client's WithCompression and a
+// topic's compression.type do to an uncompressed batch. Records of more
+// than kafkarecords.MaxUncompressedBytes in Kafka's encoding are refused
+// (MESSAGE_TOO_LARGE): no reader would accept them.
+func Compress(dst, b []byte, codec kafkarecords.Codec) ([]byte, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return dst, err
+	}
+	if h.IsCompressed() || h.RecordCount == 0 || codec == kafkarecords.None || !codec.Known() {
+		return dst, invalid("Compress takes an uncompressed batch with records and a codec (batch codec %v, %d records, codec %v)", h.Codec(), h.RecordCount, codec)
+	}
+	size, _, err := kafkarecords.SizeKafka(b[HeaderSize:], h.LastOffsetDelta)
+	if err != nil {
+		return dst, err
+	}
+	if size > kafkarecords.MaxUncompressedBytes {
+		return dst, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "records of %d bytes are more than a compressed batch may hold (%d)", size, kafkarecords.MaxUncompressedBytes)
+	}
+	buf := kafkaBuffers.Get().(*[]byte)
+	defer putKafkaBuffer(buf)
+	*buf = kafkarecords.AppendKafka(slices.Grow((*buf)[:0], size), b[HeaderSize:])
+	return compressInto(dst, h, *buf, codec)
 }
 
 // compressInto appends to dst the compressed canonical batch of header
