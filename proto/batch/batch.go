@@ -3,7 +3,9 @@
 //
 // A canonical batch is a protobuf encoding of RecordBatch whose fields 1..11
 // are always present, in field order, with fixed-width types, at the fixed
-// positions below, followed by the record entries (field 12). The broker
+// positions below, followed by the record entries (field 12) — or, in a
+// compressed batch, one compressed_records field (13) holding Kafka's
+// record encoding compressed (compressed.go, decision 67). The broker
 // writes this form itself; any protobuf library can decode it. Producers
 // may send any valid encoding, including a "simple" batch whose
 // bookkeeping the broker fills (Canonicalize, decision 43).
