@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-io/sluice/node/nodetest"
 	"github.com/sluice-io/sluice/proto/batch"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -208,14 +209,20 @@ func TestBadProduceStoresNothing(t *testing.T) {
 			}
 		})
 	}
-	// A correctly CRC'd compressed batch is refused as unsupported.
-	compressedOK := makeBatch("c", 2, 10)
-	compressedOK[batch.CRCStart+1] |= 1
-	h, _ := batch.ParseHeader(compressedOK)
-	h.CRC = 0
-	batch.PutHeader(compressedOK, h)
-	if r := tn.produceRaw("t", 0, compressedOK); r.ErrorCode != sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE {
-		t.Fatalf("compressed: %v", r)
+	// A correctly CRC'd batch with a codec's bits but records in field
+	// 12 is invalid; with an unknown codec, unsupported (decision 67:
+	// a compressed batch carries compressed_records).
+	for codec, want := range map[uint32]sluicev1.ErrorCode{1: sluicev1.ErrorCode_INVALID_RECORD, 6: sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE} {
+		b := makeBatch("c", 2, 10)
+		if codec == 6 {
+			b, _ = batch.SetCodec(b, nil, kafkarecords.Zstd)
+		}
+		h, _ := batch.ParseHeader(b)
+		h.CRC, h.Attributes = 0, h.Attributes&^batch.AttrCompressionMask|codec
+		batch.PutHeader(b, h)
+		if r := tn.produceRaw("t", 0, b); r.ErrorCode != want {
+			t.Fatalf("codec %d: %v, want %v", codec, r, want)
+		}
 	}
 	// The log still holds exactly the one good record.
 	if got := values(tn.fetch("t", 0, 0, 0), 0); fmt.Sprint(got) != "[ok-0]" {

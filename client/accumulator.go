@@ -109,6 +109,9 @@ type accumulator struct {
 	// transactional: batches carry the transactional attribute, and the
 	// epoch belongs to the coordinator (no local bumps, see sequence.go).
 	transactional bool
+	// compression is the codec batches are compressed with when they
+	// are finished (WithCompression).
+	compression Compression
 	// identity is what new sequences are assigned under; invalid until
 	// InitProducerId answers, and again if the epoch runs out.
 	identity producerIdentity

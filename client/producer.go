@@ -104,6 +104,7 @@ type producerConfig struct {
 	partitioner     Partitioner
 	transactionalID string
 	txnTimeout      time.Duration
+	compression     Compression
 }
 
 // MaxInFlightLimit is the largest WithMaxInFlight an idempotent producer
@@ -448,6 +449,7 @@ func (c *Client) NewProducer(opts ...ProducerOption) (*Producer, error) {
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 	}
+	p.acc.compression = cfg.compression
 	if cfg.transactionalID != "" {
 		p.txn = &txnMachine{}
 		p.acc.transactional = true

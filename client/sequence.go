@@ -182,7 +182,8 @@ func firstUnresolved(q *partitionQueue) *recordBatch {
 
 // startSending gives b, leaving the queue for the first time, its place in
 // the send order and, when idempotent, its producer identity and base
-// sequence, and finishes its bytes.
+// sequence, and finishes its bytes (compressed with WithCompression's
+// codec: a retry or a renumbered batch keeps them, its header rewritten).
 func (a *accumulator) startSending(q *partitionQueue, b *recordBatch) {
 	q.nextOrd++
 	b.ord = q.nextOrd
@@ -195,7 +196,7 @@ func (a *accumulator) startSending(q *partitionQueue, b *recordBatch) {
 	if a.transactional {
 		attrs = batch.AttrTransactional
 	}
-	b.data = b.builder.Finish(b.producer, attrs)
+	b.data = compress(b.builder.Finish(b.producer, attrs), a.compression, &a.bufs)
 	q.outstanding = append(q.outstanding, b)
 }
 

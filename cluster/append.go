@@ -105,26 +105,64 @@ func canonicalBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
 	return b, h, err
 }
 
-// producerBatch is canonicalBatch for a batch a producer sent: control
-// batches are the brokers' own (INVALID_RECORD), and a compacted topic
-// takes only records with a key (INVALID_RECORD, as Kafka: the cleaner
-// keeps the latest record per key, so a keyless one has no meaning there
-// and the cleaner would remove it).
+// producerBatch is canonicalBatch for a batch a producer sent, whichever
+// door it came through: control batches are the brokers' own
+// (INVALID_RECORD); a compressed batch's records are checked here, once
+// (batch.CheckCompressed: decompressed within 64 MiB, Kafka's record
+// rules, max_timestamp computed; decision 67); a compacted topic takes
+// only records with a key (INVALID_RECORD, as Kafka: the cleaner keeps
+// the latest record per key, so a keyless one has no meaning there and
+// the cleaner would remove it); and a topic whose compression.type names
+// a codec gets the batch in that codec (converted here, as Kafka's
+// broker recompresses), its size checked again.
 func producerBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
 	b, h, err := canonicalBatch(p, raw)
 	if err == nil && h.IsControl() {
 		err = errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
 	}
-	if err == nil && p.Config().Storage.Compacted() {
+	if err != nil {
+		return b, h, err
+	}
+	cfg := p.Config()
+	var records []byte // b's records uncompressed, when b is compressed
+	if h.IsCompressed() {
+		c, err := batch.CheckCompressed(b)
+		if err != nil {
+			return nil, h, err
+		}
+		h, records = c.Header, c.Records
+		if cfg.Storage.Compacted() && c.Scan.FirstKeyless >= 0 {
+			return nil, h, keylessError(p, c.Scan.FirstKeyless)
+		}
+	} else if cfg.Storage.Compacted() {
 		err = batch.ForEachRecord(b, func(r batch.Record) error {
 			if len(r.Key) == 0 {
-				return errs.New(sluicev1.ErrorCode_INVALID_RECORD, "topic %q is compacted (cleanup.policy=%s): every record needs a key, the record at offset delta %d has none",
-					p.Topic, p.Config().Storage.CleanupPolicy, r.Offset-h.BaseOffset)
+				return keylessError(p, int32(r.Offset-h.BaseOffset))
 			}
 			return nil
 		})
+		if err != nil {
+			return nil, h, err
+		}
 	}
-	return b, h, err
+	if codec, ok := cfg.Codec(); ok && codec != h.Codec() {
+		if b, err = batch.SetCodec(b, records, codec); err != nil {
+			return nil, h, err
+		}
+		if len(b) > int(cfg.Storage.MaxMessageBytes) {
+			return nil, h, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes once converted to compression.type %s exceeds max.message.bytes %d of topic %q",
+				len(b), codec, cfg.Storage.MaxMessageBytes, p.Topic)
+		}
+		h, _ = batch.ParseHeader(b)
+	}
+	return b, h, nil
+}
+
+// keylessError refuses a batch of compacted topic p whose record at
+// offsetDelta has no key.
+func keylessError(p *Replica, offsetDelta int32) error {
+	return errs.New(sluicev1.ErrorCode_INVALID_RECORD, "topic %q is compacted (cleanup.policy=%s): every record needs a key, the record at offset delta %d has none",
+		p.Topic, p.Config().Storage.CleanupPolicy, offsetDelta)
 }
 
 // appendError maps a storage append error to the partition's error code.

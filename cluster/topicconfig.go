@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-io/sluice/proto/errs"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -48,6 +49,40 @@ type TopicConfig struct {
 	Storage           storage.Config
 	MinInsyncReplicas int32
 	UncleanElection   bool
+	// CompressionType is compression.type: CompressionProducer (or
+	// empty) keeps each batch as its producer compressed it (or not);
+	// "uncompressed" or a codec's name converts every produced batch to
+	// it on append (decision 67).
+	CompressionType string
+}
+
+// Values of compression.type besides the codecs' names (gzip, snappy,
+// lz4, zstd).
+const (
+	CompressionProducer     = "producer"
+	CompressionUncompressed = "uncompressed"
+)
+
+// Codec is the codec compression.type asks produced batches to be
+// stored in (kafkarecords.None for uncompressed); ok is false for
+// producer: each batch keeps its producer's codec.
+func (tc TopicConfig) Codec() (codec kafkarecords.Codec, ok bool) {
+	switch tc.CompressionType {
+	case "", CompressionProducer:
+		return kafkarecords.None, false
+	case CompressionUncompressed:
+		return kafkarecords.None, true
+	}
+	return kafkarecords.ParseCodec(tc.CompressionType)
+}
+
+// parseCompressionType checks a compression.type value, Kafka's: producer,
+// uncompressed, gzip, snappy, lz4 or zstd.
+func parseCompressionType(v string) (string, error) {
+	if c, ok := kafkarecords.ParseCodec(v); (ok && c != kafkarecords.None) || v == CompressionProducer || v == CompressionUncompressed {
+		return v, nil
+	}
+	return "", errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "compression.type must be producer, uncompressed, gzip, snappy, lz4 or zstd, got %q", errs.Echo(v))
 }
 
 // ParseTopicConfig validates user-supplied topic configs and returns the
@@ -75,6 +110,12 @@ func ParseTopicConfig(m map[string]string, replicationFactor int32) (TopicConfig
 		}
 		tc.UncleanElection = b
 	}
+	tc.CompressionType = CompressionProducer
+	if v, ok := m["compression.type"]; ok {
+		if tc.CompressionType, err = parseCompressionType(v); err != nil {
+			return tc, err
+		}
+	}
 	if v, ok := m["message.timestamp.type"]; ok && v != "CreateTime" {
 		return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "message.timestamp.type %q is not supported (only CreateTime)", errs.Echo(v))
 	}
@@ -87,5 +128,9 @@ func (tc TopicConfig) Map() map[string]string {
 	m["min.insync.replicas"] = strconv.Itoa(int(tc.MinInsyncReplicas))
 	m["unclean.leader.election.enable"] = strconv.FormatBool(tc.UncleanElection)
 	m["message.timestamp.type"] = "CreateTime"
+	m["compression.type"] = CompressionProducer
+	if tc.CompressionType != "" {
+		m["compression.type"] = tc.CompressionType
+	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/proto/errs"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -56,6 +57,12 @@ func TestTopicConfigRules(t *testing.T) {
 		{map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "2"}, 1, false},
 		{map[string]string{"cleanup.policy": "archive"}, 1, false},
 		{map[string]string{"bogus": "1"}, 1, false},
+		{map[string]string{"compression.type": "producer"}, 1, true},
+		{map[string]string{"compression.type": "uncompressed"}, 1, true},
+		{map[string]string{"compression.type": "zstd"}, 1, true},
+		{map[string]string{"compression.type": "none"}, 1, false}, // Kafka's spelling is "uncompressed"
+		{map[string]string{"compression.type": "brotli"}, 1, false},
+		{map[string]string{"compression.type": "LZ4"}, 1, false},
 	}
 	for _, c := range cases {
 		tc, err := ParseTopicConfig(c.cfg, c.rf)
@@ -74,3 +81,35 @@ func TestTopicConfigRules(t *testing.T) {
 
 // A delete interrupted after the catalog write leaves log directories; the
 // next start removes them so a re-created topic starts empty.
+
+// compression.type (Kafka's values): producer keeps each batch's codec,
+// anything else names the codec batches are stored in; Map reports it.
+func TestCompressionTypeConfig(t *testing.T) {
+	for v, want := range map[string]struct {
+		codec kafkarecords.Codec
+		ok    bool
+	}{
+		"":             {kafkarecords.None, false},
+		"producer":     {kafkarecords.None, false},
+		"uncompressed": {kafkarecords.None, true},
+		"gzip":         {kafkarecords.Gzip, true},
+		"snappy":       {kafkarecords.Snappy, true},
+		"lz4":          {kafkarecords.LZ4, true},
+		"zstd":         {kafkarecords.Zstd, true},
+	} {
+		m := map[string]string{}
+		if v != "" {
+			m["compression.type"] = v
+		}
+		tc, err := ParseTopicConfig(m, 1)
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if c, ok := tc.Codec(); c != want.codec || ok != want.ok {
+			t.Errorf("compression.type %q: Codec() = %v, %v; want %v, %v", v, c, ok, want.codec, want.ok)
+		}
+		if got, w := tc.Map()["compression.type"], map[bool]string{true: v, false: "producer"}[v != ""]; got != w {
+			t.Errorf("compression.type %q: Map says %q", v, got)
+		}
+	}
+}

@@ -9,9 +9,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/node"
 	"github.com/sluice-io/sluice/node/nodetest"
+	"github.com/sluice-io/sluice/proto/batch"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // startKafkaNode starts a single node with its Kafka listener on a free
@@ -141,9 +144,12 @@ func TestFranzGoProduceConsume(t *testing.T) {
 				t.Fatalf("gRPC fetch of %s-%d at %d: nothing", topic, p, off)
 			}
 			for _, b := range pd.Batches {
-				for _, r := range b.Records {
-					if o := b.BaseOffset + int64(r.OffsetDelta); o >= off {
-						grpcRecs = append(grpcRecs, rec{o, string(r.Key), string(r.Value), len(r.Headers)})
+				// franz-go compresses (snappy) by default: the batch is
+				// served as stored, and proto/batch decompresses it, as
+				// the Go client does.
+				for _, r := range grpcRecords(t, b) {
+					if r.Offset >= off {
+						grpcRecs = append(grpcRecs, rec{r.Offset, string(r.Key), string(r.Value), len(r.Headers)})
 					}
 				}
 				off = b.BaseOffset + int64(b.LastOffsetDelta) + 1
@@ -156,4 +162,26 @@ func TestFranzGoProduceConsume(t *testing.T) {
 			}
 		}
 	}
+}
+
+// grpcRecords decodes a batch a gRPC fetch answered (generated code's
+// message), compressed or not, with proto/batch.
+func grpcRecords(t *testing.T, m *sluicev1.RecordBatch) []batch.Record {
+	t.Helper()
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := batch.Canonicalize(raw)
+	if err != nil {
+		t.Fatalf("a fetched batch does not re-encode: %v", err)
+	}
+	var out []batch.Record
+	if err := batch.ForEachRecord(b, func(r batch.Record) error {
+		out = append(out, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

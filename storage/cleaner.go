@@ -38,9 +38,14 @@ import (
 //     not either (the produce path refuses them for compacted topics).
 //   - Offsets never move: a batch keeps its base offset, last offset delta,
 //     producer id, epoch, base sequence, attributes and timestamps; its
-//     surviving records keep their offset deltas (batch.Filter). A batch
+//     surviving records keep their offset deltas (batch.Filter). A
+//     compressed batch (decision 67) is decompressed, filtered the same
+//     way and its survivors compressed again with its own codec, as
+//     Kafka's cleaner does: a compressed topic stays compressed on disk
+//     and Kafka consumers get the codec they were written with. A batch
 //     left with no record is dropped, except the last batch of a producer
-//     id (the producer state's LastOffset), which stays, possibly empty, so
+//     id (the producer state's LastOffset), which stays, possibly empty
+//     (then uncompressed, as Kafka writes an empty batch), so
 //     that the producer's state (epoch, sequence) survives a rebuild. A run
 //     of dropped batches is replaced by one empty filler batch covering
 //     their offsets (filler), so offsets stay contiguous from batch to

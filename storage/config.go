@@ -75,6 +75,7 @@ var ignoredKeys = map[string]bool{
 	"min.insync.replicas":            true,
 	"unclean.leader.election.enable": true,
 	"message.timestamp.type":         true,
+	"compression.type":               true,
 }
 
 func badConfig(key, val, rule string) error {

@@ -140,6 +140,7 @@ type batchDump struct {
 	TimestampType        string       `json:"timestampType"`
 	MaxTimestamp         int64        `json:"maxTimestamp"`
 	Size                 int          `json:"size"`
+	CompressCodec        string       `json:"compressCodec"`
 	CRC                  uint32       `json:"crc"`
 	IsValid              bool         `json:"isValid"`
 	ControlRecord        string       `json:"controlRecord,omitempty"`
@@ -246,7 +247,7 @@ func dumpBatch(b []byte, position int, records bool, decode recordDecoder) (d ba
 	d = batchDump{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Count: h.RecordCount, BaseSequence: h.BaseSequence,
 		LastSequence: h.LastSequence(), ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
 		PartitionLeaderEpoch: h.PartitionLeaderEpoch, IsTransactional: h.IsTransactional(), IsControl: h.IsControl(),
-		Position: position, TimestampType: tsType, MaxTimestamp: h.MaxTimestamp, Size: len(b), CRC: h.CRC, IsValid: verr == nil}
+		Position: position, TimestampType: tsType, MaxTimestamp: h.MaxTimestamp, Size: len(b), CompressCodec: h.Codec().String(), CRC: h.CRC, IsValid: verr == nil}
 	if verr != nil {
 		d.Error = verr.Error()
 		return d, false
@@ -297,9 +298,9 @@ func printBatch(w *bufio.Writer, d batchDump) {
 		fmt.Fprintf(w, "position: %d size: %d isvalid: false error: %s\n", d.Position, d.Size, d.Error)
 		return
 	}
-	fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t position: %d %s: %d size: %d crc: %d isvalid: %t",
+	fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t position: %d %s: %d size: %d compresscodec: %s crc: %d isvalid: %t",
 		d.BaseOffset, d.LastOffset, d.Count, d.BaseSequence, d.LastSequence, d.ProducerID, d.ProducerEpoch,
-		d.PartitionLeaderEpoch, d.IsTransactional, d.IsControl, d.Position, d.TimestampType, d.MaxTimestamp, d.Size, d.CRC, d.IsValid)
+		d.PartitionLeaderEpoch, d.IsTransactional, d.IsControl, d.Position, d.TimestampType, d.MaxTimestamp, d.Size, d.CompressCodec, d.CRC, d.IsValid)
 	if d.ControlRecord != "" {
 		fmt.Fprintf(w, " %s", d.ControlRecord)
 	}

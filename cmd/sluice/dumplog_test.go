@@ -13,11 +13,13 @@ import (
 	"github.com/sluice-io/sluice/coordinator/group"
 	"github.com/sluice-io/sluice/coordinator/txn"
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	"github.com/sluice-io/sluice/storage"
 )
 
 // dump-log prints one kafka-dump-log style line per batch, one line per
-// record with --records, and reports a torn tail instead of failing.
+// record with --records (a compressed batch's too, its codec named as
+// kafka-dump-log names it), and reports a torn tail instead of failing.
 func TestDumpLogReportsBatchesAndTornTail(t *testing.T) {
 	var seg []byte
 	var bld batch.Builder
@@ -27,6 +29,13 @@ func TestDumpLogReportsBatchesAndTornTail(t *testing.T) {
 			bld.Add(1000+int64(j), []byte("k"), []byte("value"), nil)
 		}
 		b := bld.Finish(batch.PlainProducer, 0)
+		if i == 1 {
+			// Stored compressed (decision 67): printed and decoded.
+			var err error
+			if b, err = batch.SetCodec(b, nil, kafkarecords.Zstd); err != nil {
+				t.Fatal(err)
+			}
+		}
 		batch.SetBaseOffset(b, int64(10*i))
 		seg = batch.AppendFrame(seg, b)
 	}
@@ -44,14 +53,17 @@ func TestDumpLogReportsBatchesAndTornTail(t *testing.T) {
 	}
 	lines := strings.Split(out.String(), "\n")
 	if !strings.HasPrefix(lines[1], "baseOffset: 0 lastOffset: 9 count: 10 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false position: 0 CreateTime: 1009 ") ||
-		!strings.HasSuffix(lines[1], "isvalid: true") {
+		!strings.HasSuffix(lines[1], "isvalid: true") || !strings.Contains(lines[1], " compresscodec: none crc: ") {
 		t.Errorf("first batch line = %q", lines[1])
 	}
 	if !strings.HasPrefix(lines[2], "| offset: 0 CreateTime: 1000 keySize: 1 valueSize: 5 key: k payload: value") {
 		t.Errorf("first record line = %q", lines[2])
 	}
-	if !strings.Contains(out.String(), "baseOffset: 10 lastOffset: 19") {
-		t.Errorf("second batch missing:\n%s", out.String())
+	if !strings.Contains(out.String(), "baseOffset: 10 lastOffset: 19") || !strings.Contains(out.String(), " compresscodec: zstd crc: ") {
+		t.Errorf("second batch missing, or not zstd:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "| offset: 19 CreateTime: 1009 keySize: 1 valueSize: 5 key: k payload: value") {
+		t.Errorf("the zstd batch's records are not printed:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "torn tail at position: "+strconv.Itoa(whole)) {
 		t.Errorf("torn tail not reported at %d:\n%s", whole, out.String())

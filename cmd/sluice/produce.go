@@ -78,7 +78,7 @@ func checkProduceFlags(acksFlag, transactionalID string, commitEvery int, abort 
 // the records are sent in transactions, committed (or, with --abort,
 // aborted) every --commit-every records and at the end.
 func (e *env) produce(ctx context.Context, args []string) error {
-	fs := e.newFlags("produce", "produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0]\n              [--transactional-id ID [--commit-every N] [--abort] [--transaction-timeout D]]\n\nReads one record per line from stdin (the key is the text before the\nseparator when --key-separator is given) and exits once all are acknowledged.\nWith --transactional-id the records are written in transactions: committed\nevery --commit-every records and at the end of the input, or aborted with\n--abort (read_committed consumers then never see them).")
+	fs := e.newFlags("produce", "produce TOPIC [--partition P] [--key-separator S] [--acks all|1|0] [--compression C]\n              [--transactional-id ID [--commit-every N] [--abort] [--transaction-timeout D]]\n\nReads one record per line from stdin (the key is the text before the\nseparator when --key-separator is given) and exits once all are acknowledged.\nWith --transactional-id the records are written in transactions: committed\nevery --commit-every records and at the end of the input, or aborted with\n--abort (read_committed consumers then never see them).")
 	fs.StringVar(&e.g.clientID, "client-id", "", "client id sent with every request (Kafka's client.id), which client quotas may name")
 	partition := fs.Int("partition", -1, "partition to produce to (-1: by key hash, sticky when keyless)")
 	keySep := fs.String("key-separator", "", "split each line into key and value at the first occurrence of this string")
@@ -90,6 +90,7 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	commitEvery := fs.Int("commit-every", 0, "end the transaction after every N records and begin the next (0: one transaction for all input)")
 	abort := fs.Bool("abort", false, "abort each transaction instead of committing it (to see read_committed hide the records)")
 	txnTimeout := fs.Duration("transaction-timeout", client.DefaultTransactionTimeout, "the coordinator aborts a transaction left open longer than this")
+	compression := fs.String("compression", "none", "compress batches with none, gzip, snappy, lz4 or zstd (stored as sent unless the topic's compression.type converts them)")
 	pos, err := e.parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -103,6 +104,10 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	pf, err := checkProduceFlags(*acksFlag, *txnID, *commitEvery, *abort, *txnTimeout, txnTimeoutSet)
 	if err != nil {
 		return fmt.Errorf("produce: %w", err)
+	}
+	codec, err := client.ParseCompression(*compression)
+	if err != nil {
+		return fmt.Errorf("produce: --compression: %w", err)
 	}
 	c, err := e.g.client()
 	if err != nil {
@@ -135,7 +140,7 @@ func (e *env) produce(ctx context.Context, args []string) error {
 	// delivery timeout: not the library's 60 s max block.
 	opts := []client.ProducerOption{client.WithAcks(pf.acks), client.WithDeliveryTimeout(*delivery),
 		client.WithMaxBlock(min(*delivery, e.g.timeout)), client.WithMaxRequestBytes(*maxRequest),
-		client.WithBatchBytes(min(1<<20, *maxRequest))}
+		client.WithBatchBytes(min(1<<20, *maxRequest)), client.WithCompression(codec)}
 	if pf.transactional != "" {
 		opts = append(opts, client.WithTransactionalID(pf.transactional), client.WithTransactionTimeout(pf.txnTimeout))
 	}

@@ -3,7 +3,9 @@
 //
 // A canonical batch is a protobuf encoding of RecordBatch whose fields 1..11
 // are always present, in field order, with fixed-width types, at the fixed
-// positions below, followed by the record entries (field 12). The broker
+// positions below, followed by the record entries (field 12) — or, in a
+// compressed batch, one compressed_records field (13) holding Kafka's
+// record encoding compressed (compressed.go, decision 67). The broker
 // writes this form itself; any protobuf library can decode it. Producers
 // may send any valid encoding, including a "simple" batch whose
 // bookkeeping the broker fills (Canonicalize, decision 43).
@@ -190,11 +192,22 @@ func ComputeCRC(b []byte) uint32 { return crc32.Checksum(b[CRCStart:], castagnol
 // Verify checks a canonical batch completely: layout, record framing and
 // count, last offset delta at least record count - 1 (more, and no records,
 // after compaction), and CRC. It is what recovery and followers run; it does not look
-// inside records (the CRC vouches for them).
+// inside records (the CRC vouches for them). A compressed batch must
+// hold exactly one field 13 (CompressedRecords), a known codec and at
+// least one record; it is not decompressed.
 func Verify(b []byte) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
+	}
+	if h.IsCompressed() {
+		if err := verifyCompressed(b, h); err != nil {
+			return h, err
+		}
+		if c := ComputeCRC(b); c != h.CRC {
+			return h, corrupt("batch CRC %08x does not match computed %08x", h.CRC, c)
+		}
+		return h, nil
 	}
 	n, err := countRecords(b[HeaderSize:])
 	if err != nil {
@@ -235,7 +248,7 @@ func countRecords(b []byte) (int, error) {
 // encoding of RecordBatch) and returns its canonical form with max
 // timestamp and CRC computed by the broker, and its header.
 //
-// Rules: no compression; at least one record; record_count and
+// Rules: at least one record; record_count and
 // last_offset_delta agree with the records; record i has offset_delta i;
 // record and header framing is well formed and header keys are UTF-8; a
 // non-zero crc must match the canonical form of what was sent. A
@@ -249,6 +262,14 @@ func countRecords(b []byte) (int, error) {
 // appendEntry). A batch with any of the three header fields non-zero
 // gets the strict rules above; a simple batch with an offset_delta other
 // than 0 is refused (INVALID_RECORD), not guessed at.
+//
+// A compressed batch (attributes bits 0-2 name a codec; decision 67)
+// holds exactly one compressed_records field (13) and no record entries
+// (INVALID_RECORD otherwise), a known codec (UNSUPPORTED_COMPRESSION_TYPE
+// otherwise), and its record_count and last_offset_delta must be exact
+// (no simple produce). Its records are not decompressed here: its
+// max_timestamp is kept as sent until CheckCompressed, which a broker
+// runs next, computes it.
 //
 // The result may share storage with in (and in may be modified): when in is
 // already canonical, it is patched in place. A simple batch of more than
@@ -275,6 +296,9 @@ func CanonicalizeMax(in []byte, maxBytes int) ([]byte, Header, error) {
 		return canonicalizeSlow(in, maxBytes)
 	}
 	h, _ := ParseHeader(in)
+	if h.IsCompressed() {
+		return canonicalizeCompressed(in, h, maxBytes)
+	}
 	simple := isSimple(&h)
 	if err := checkRecordCount(&h, len(in)-HeaderSize); err != nil {
 		return nil, h, err
@@ -355,11 +379,9 @@ func isCanonicalLayout(b []byte) bool {
 	return true
 }
 
-// checkHeader applies the header rules shared by both paths.
+// checkHeader applies the header rules of an uncompressed batch shared
+// by both paths (checkCompressedHeader those of a compressed one).
 func checkHeader(h *Header, n int) error {
-	if h.Attributes&AttrCompressionMask != 0 {
-		return errs.New(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, "compression type %d is not supported; send uncompressed batches", h.Attributes&AttrCompressionMask)
-	}
 	if h.Attributes&^(AttrCompressionMask|AttrLogAppendTime|AttrTransactional|AttrControl) != 0 {
 		return invalid("unknown attribute bits 0x%x", h.Attributes)
 	}
@@ -560,9 +582,12 @@ func checkHeaderEntry(b []byte) error {
 // nothing is allocated before the batch has been checked and its
 // canonical size compared with maxBytes.
 func canonicalizeSlow(in []byte, maxBytes int) ([]byte, Header, error) {
-	h, crcGiven, recordBytes, err := parseSlow(in)
+	h, crcGiven, recordBytes, compressed, err := parseSlow(in)
 	if err != nil {
 		return nil, h, err
+	}
+	if h.IsCompressed() || compressed != nil {
+		return canonicalizeSlowCompressed(in, h, recordBytes, compressed, maxBytes)
 	}
 	simple := isSimple(&h)
 	if err := checkRecordCount(&h, recordBytes); err != nil {
@@ -608,14 +633,15 @@ func canonicalizeSlow(in []byte, maxBytes int) ([]byte, Header, error) {
 
 // parseSlow reads the header fields of a batch in any field order and
 // encoding and checks the framing of every field, records included; it
-// returns the header, whether a non-zero crc was sent, and the bytes of
-// the record entries' values.
-func parseSlow(in []byte) (h Header, crcGiven bool, recordBytes int, err error) {
+// returns the header, whether a non-zero crc was sent, the bytes of
+// the record entries' values, and the compressed_records field (field
+// 13; a repeated one is INVALID_RECORD).
+func parseSlow(in []byte) (h Header, crcGiven bool, recordBytes int, compressed []byte, err error) {
 	b := in
 	for len(b) > 0 {
 		num, typ, m := protowire.ConsumeTag(b)
 		if m < 0 {
-			return h, false, 0, corrupt("malformed field tag in batch")
+			return h, false, 0, nil, corrupt("malformed field tag in batch")
 		}
 		b = b[m:]
 		var k int
@@ -658,17 +684,50 @@ func parseSlow(in []byte) (h Header, crcGiven bool, recordBytes int, err error) 
 			// Counted at their smallest framing, so that
 			// checkRecordCount's minimum entry holds.
 			recordBytes += 1 + protowire.SizeBytes(len(v))
+		case typ == protowire.BytesType && num == fieldCompressedRecords:
+			var v []byte
+			v, k = protowire.ConsumeBytes(b)
+			if k >= 0 && compressed != nil {
+				return h, false, 0, nil, invalid("compressed_records sent more than once")
+			}
+			if v == nil {
+				v = []byte{} // present, even empty
+			}
+			compressed = v
 		case typ > protowire.Fixed32Type || typ == protowire.StartGroupType || typ == protowire.EndGroupType:
-			return h, false, 0, corrupt("malformed batch: wire type %d", typ)
+			return h, false, 0, nil, corrupt("malformed batch: wire type %d", typ)
 		default:
-			return h, false, 0, invalid("unexpected batch field %d (wire type %d)", num, typ)
+			return h, false, 0, nil, invalid("unexpected batch field %d (wire type %d)", num, typ)
 		}
 		if k < 0 {
-			return h, false, 0, corrupt("batch field %d overruns the batch", num)
+			return h, false, 0, nil, corrupt("batch field %d overruns the batch", num)
 		}
 		b = b[k:]
 	}
-	return h, crcGiven, recordBytes, nil
+	return h, crcGiven, recordBytes, compressed, nil
+}
+
+// canonicalizeSlowCompressed is canonicalizeSlow for a batch that is
+// compressed or carries compressed_records: both or neither, and no
+// record entries beside them. compressed is field 13 as parseSlow found
+// it (nil: absent).
+func canonicalizeSlowCompressed(in []byte, h Header, recordBytes int, compressed []byte, maxBytes int) ([]byte, Header, error) {
+	switch {
+	case !h.IsCompressed():
+		return nil, h, invalid("compressed_records in a batch whose attributes name no codec")
+	case recordBytes > 0:
+		return nil, h, invalid("a compressed batch carries its records in compressed_records only, not in records")
+	case len(compressed) == 0:
+		return nil, h, invalid("a compressed batch (codec %d) without compressed_records", h.Codec())
+	}
+	size := CompressedSize(len(compressed))
+	if err := checkSize(size, maxBytes); err != nil {
+		return nil, h, err
+	}
+	out := make([]byte, HeaderSize, size)
+	out = AppendCompressedRecords(out, compressed)
+	PutHeader(out, h)
+	return finishCompressed(out, h)
 }
 
 // slowEntries yields the value of each record entry (field 12) of in, a

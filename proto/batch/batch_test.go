@@ -247,9 +247,11 @@ func TestCanonicalizeRules(t *testing.T) {
 			return marshal(t, m)
 		}(), sluicev1.ErrorCode_CORRUPT_RECORD},
 		{"record changed under crc", func() []byte { b := clone(good); b[len(b)-1] ^= 0x55; return b }(), sluicev1.ErrorCode_CORRUPT_RECORD},
-		{"compression gzip", build(t, batch.PlainProducer, 1, sampleRecords()), sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE},
-		{"compression zstd", build(t, batch.PlainProducer, 4, sampleRecords()), sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE},
-		{"compression slow", marshal(t, toMessage(t, build(t, batch.PlainProducer, 2, sampleRecords()))), sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE},
+		// A codec's batch carries compressed_records, not records
+		// (compressed_test.go has the compressed rules).
+		{"codec with records gzip", build(t, batch.PlainProducer, 1, sampleRecords()), sluicev1.ErrorCode_INVALID_RECORD},
+		{"codec with records zstd", build(t, batch.PlainProducer, 4, sampleRecords()), sluicev1.ErrorCode_INVALID_RECORD},
+		{"codec with records slow", marshal(t, toMessage(t, build(t, batch.PlainProducer, 2, sampleRecords()))), sluicev1.ErrorCode_INVALID_RECORD},
 		{"unknown attribute bit", withHeader(t, good, func(h *batch.Header) { h.Attributes = 1 << 6 }), sluicev1.ErrorCode_INVALID_RECORD},
 		{"zero records canonical", zeroHeader, sluicev1.ErrorCode_INVALID_RECORD},
 		{"zero records empty input", []byte{}, sluicev1.ErrorCode_INVALID_RECORD},
@@ -261,8 +263,10 @@ func TestCanonicalizeRules(t *testing.T) {
 		{"last_offset_delta and count wrong", withHeader(t, two, func(h *batch.Header) { h.LastOffsetDelta, h.RecordCount = 2, 3 }), sluicev1.ErrorCode_INVALID_RECORD},
 		{"offset_delta out of order", outOfOrder, sluicev1.ErrorCode_INVALID_RECORD},
 		{"offset_delta gap", gap, sluicev1.ErrorCode_INVALID_RECORD},
-		{"unknown batch field varint slow", appendField(marshal(t, toMessage(t, good)), 13, protowire.VarintType), sluicev1.ErrorCode_INVALID_RECORD},
-		{"unknown batch field bytes fast", appendField(noCRC, 13, protowire.BytesType), sluicev1.ErrorCode_INVALID_RECORD},
+		{"unknown batch field varint slow", appendField(marshal(t, toMessage(t, good)), 14, protowire.VarintType), sluicev1.ErrorCode_INVALID_RECORD},
+		{"unknown batch field bytes fast", appendField(noCRC, 14, protowire.BytesType), sluicev1.ErrorCode_INVALID_RECORD},
+		{"compressed_records wrong wire type", appendField(marshal(t, toMessage(t, good)), 13, protowire.VarintType), sluicev1.ErrorCode_INVALID_RECORD},
+		{"compressed_records without a codec", appendField(noCRC, 13, protowire.BytesType), sluicev1.ErrorCode_INVALID_RECORD},
 		{"unknown batch field fixed32 slow", appendField(marshal(t, toMessage(t, noCRC)), 99, protowire.Fixed32Type), sluicev1.ErrorCode_INVALID_RECORD},
 		{"known field wrong wire type", appendField(marshal(t, toMessage(t, noCRC)), 1, protowire.VarintType), sluicev1.ErrorCode_INVALID_RECORD},
 		{"records field wrong wire type", appendField(marshal(t, toMessage(t, noCRC)), 12, protowire.VarintType), sluicev1.ErrorCode_INVALID_RECORD},

@@ -138,8 +138,8 @@ func TestBatchErrorCodes(t *testing.T) {
 		{"crc", func() error { _, _, err := batch.Canonicalize(corrupt); return err }(), sluicev1.ErrorCode_CORRUPT_RECORD, true},
 		{"verify", func() error { _, err := batch.Verify(corrupt); return err }(), sluicev1.ErrorCode_CORRUPT_RECORD, true},
 		{"empty", func() error { _, _, err := batch.Canonicalize(nil); return err }(), sluicev1.ErrorCode_INVALID_RECORD, false},
-		{"compression", func() error {
-			_, _, err := batch.Canonicalize(build(t, batch.PlainProducer, 3, sampleRecords()))
+		{"codec 5", func() error {
+			_, _, err := batch.Canonicalize(withHeader(t, compressedBatch(t, 3, sampleRecords()), func(h *batch.Header) { h.Attributes |= 5 }))
 			return err
 		}(), sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, false},
 		{"not leader", errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "leader is 2"), sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, true},

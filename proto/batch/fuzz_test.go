@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-io/sluice/proto/batch"
+	"github.com/sluice-io/sluice/proto/errs"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -34,6 +36,14 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 		"simple-canonical": simpleCanonical(t, batch.Producer{ID: 3, Epoch: 1, BaseSequence: 5}, sampleRecords()),
 		"simple-one":       simpleCanonical(t, batch.PlainProducer, sampleRecords()[:1]),
 	}
+	// Compressed batches (decision 67): field 13.
+	zs := compressedBatch(t, kafkarecords.Zstd, sampleRecords())
+	seeds["compressed-zstd"] = zs
+	seeds["compressed-gzip-proto"] = marshal(t, toMessage(t, compressedBatch(t, kafkarecords.Gzip, sampleRecords()[:1])))
+	seeds["compressed-lz4-nulls"] = compressedBatch(t, kafkarecords.LZ4, nullRecords())
+	seeds["compressed-snappy-shuffled"] = shuffled(t, compressedBatch(t, kafkarecords.Snappy, sampleRecords()))
+	seeds["compressed-and-records"] = append(clone(zs), canonical[batch.HeaderSize:]...)
+	seeds["compressed-garbage"] = compressedWith(t, kafkarecords.Zstd, 2, []byte("\x28\xb5\x2f\xfd garbage"))
 	// Canonical header, non-canonical record framing (the overlong-tag one
 	// was a crasher: output that failed Verify).
 	for name, b := range nonCanonicalFraming(t, small) {
@@ -102,6 +112,10 @@ func FuzzCanonicalize(f *testing.F) {
 		if err := proto.Unmarshal(data, &sent); err != nil {
 			t.Fatalf("accepted input does not decode as RecordBatch: %v", err)
 		}
+		if h.IsCompressed() {
+			checkCompressedOutput(t, out, h, &sent, &m)
+			return
+		}
 		if sent.RecordCount == 0 && sent.LastOffsetDelta == 0 && sent.Crc == 0 {
 			// Simple produce: the broker filled the offset deltas.
 			for i, r := range sent.Records {
@@ -169,4 +183,43 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("proto.Marshal round trip fails Verify: %v", err)
 		}
 	})
+}
+
+// checkCompressedOutput checks FuzzCanonicalize's invariants on a
+// compressed batch out (header h) that Canonicalize made of sent (m is
+// out decoded): the compressed records kept as sent, the encoding stable
+// under Canonicalize (again, shuffled, re-marshalled), and, when
+// CheckCompressed accepts the records, ForEachRecord reading them all.
+func checkCompressedOutput(t *testing.T, out []byte, h batch.Header, sent, m *sluicev1.RecordBatch) {
+	if len(m.Records) != 0 || !bytes.Equal(m.CompressedRecords, sent.CompressedRecords) || len(m.CompressedRecords) == 0 {
+		t.Fatal("compressed_records of the output differ from those sent")
+	}
+	if h.RecordCount < 1 || h.LastOffsetDelta != h.RecordCount-1 || !h.Codec().Known() {
+		t.Fatalf("compressed header %+v", h)
+	}
+	for name, in := range map[string][]byte{"again": bytes.Clone(out), "shuffled": shuffled(t, out), "proto.Marshal": marshal(t, m)} {
+		again, h2, err := batch.Canonicalize(in)
+		if err != nil || !bytes.Equal(again, out) || h2 != h {
+			t.Fatalf("%s: Canonicalize is not stable on a compressed batch: %v", name, err)
+		}
+	}
+	c, err := batch.CheckCompressed(bytes.Clone(out))
+	if err != nil {
+		if errs.Code(err) == sluicev1.ErrorCode_NONE {
+			t.Fatalf("CheckCompressed error without a code: %v", err)
+		}
+		return
+	}
+	n := 0
+	stored := bytes.Clone(out)
+	batch.SetMaxTimestamp(stored, c.Header.MaxTimestamp)
+	if err := batch.ForEachRecord(stored, func(r batch.Record) error {
+		if r.Offset != h.BaseOffset+int64(n) || r.Timestamp > c.Header.MaxTimestamp {
+			return fmt.Errorf("record %d at offset %d, timestamp %d", n, r.Offset, r.Timestamp)
+		}
+		n++
+		return nil
+	}); err != nil || n != c.Scan.N || n != int(h.RecordCount) {
+		t.Fatalf("ForEachRecord of a checked compressed batch: %d records of %d: %v", n, h.RecordCount, err)
+	}
 }

@@ -2,6 +2,8 @@ package batch
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 )
 
 // RecordHeader is an application header of a record.
@@ -179,10 +181,19 @@ func (b *Builder) Finish(p Producer, attributes uint32) []byte {
 // stay within the last offset delta (CORRUPT_RECORD otherwise): a
 // producer's batch numbers its records 0, 1, 2, ..., a batch compacted by
 // the log cleaner keeps the surviving records' deltas, with gaps.
+//
+// A compressed batch is decompressed (at most
+// kafkarecords.MaxUncompressedBytes) after its CRC has been checked, and
+// its Kafka records decoded: null and empty keep their difference as in
+// field-12 records, and the records must be as many as record_count.
+// Its records' slices alias the decompressed buffer, not b.
 func ForEachRecord(b []byte, fn func(Record) error) error {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return err
+	}
+	if h.IsCompressed() {
+		return forEachCompressed(b, h, func(r Record, _ []byte) error { return fn(r) })
 	}
 	prev := int64(-1)
 	rest := b[HeaderSize:]
@@ -304,10 +315,20 @@ func decodeHeader(b []byte) (RecordHeader, error) {
 // the log cleaner's rewrite (Kafka's MemoryRecords.filterTo); Verify
 // accepts its output, Canonicalize does not (a producer never sends gaps).
 // Records passed to keep alias b.
+//
+// A compressed batch (its CRC checked first) keeps its codec: the
+// records kept are copied byte for byte in Kafka's encoding and
+// compressed again, as Kafka's cleaner does. If every record is kept the
+// batch is copied unchanged; if none is, the batch written is
+// uncompressed (no records, codec bits cleared, as Kafka writes an empty
+// batch).
 func Filter(dst, b []byte, keep func(Record) bool) ([]byte, int, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return dst, 0, err
+	}
+	if h.IsCompressed() {
+		return filterCompressed(dst, b, h, keep)
 	}
 	start := len(dst)
 	dst = append(dst, b[:HeaderSize]...)
@@ -346,4 +367,81 @@ func Filter(dst, b []byte, keep func(Record) bool) ([]byte, int, error) {
 	h.CRC = ComputeCRC(out)
 	PutHeader(out, h)
 	return dst, kept, nil
+}
+
+// forEachCompressed decodes the records of compressed batch b (header
+// h) and calls fn with each and its Kafka encoding (length included).
+func forEachCompressed(b []byte, h Header, fn func(r Record, raw []byte) error) error {
+	records, err := decompressStored(b, h)
+	if err != nil {
+		return err
+	}
+	prev := int64(-1)
+	n := 0
+	var kr kafkarecords.Record
+	for rest := records; len(rest) > 0; n++ {
+		k, err := kafkarecords.ParseRecord(&kr, rest, n)
+		if err != nil {
+			return err
+		}
+		raw := rest[:k]
+		rest = rest[k:]
+		if int64(kr.OffsetDelta) <= prev || kr.OffsetDelta > h.LastOffsetDelta {
+			return corrupt("record offset_delta %d after %d (last offset delta %d)", kr.OffsetDelta, prev, h.LastOffsetDelta)
+		}
+		prev = int64(kr.OffsetDelta)
+		r := Record{Offset: h.BaseOffset + int64(kr.OffsetDelta), Timestamp: h.BaseTimestamp + kr.TimestampDelta, Key: kr.Key, Value: kr.Value}
+		if kr.HeaderCount > 0 {
+			r.Headers = make([]RecordHeader, 0, kr.HeaderCount)
+			hs := kr.Headers
+			for range kr.HeaderCount {
+				var key, value []byte
+				key, value, hs = kafkarecords.NextHeader(hs)
+				r.Headers = append(r.Headers, RecordHeader{Key: string(key), Value: value})
+			}
+		}
+		if err := fn(r, raw); err != nil {
+			return err
+		}
+	}
+	if n != int(h.RecordCount) {
+		return corrupt("batch says %d records but its compressed records hold %d", h.RecordCount, n)
+	}
+	return nil
+}
+
+// filterCompressed is Filter for compressed batch b (header h).
+func filterCompressed(dst, b []byte, h Header, keep func(Record) bool) ([]byte, int, error) {
+	buf := kafkaBuffers.Get().(*[]byte)
+	defer putKafkaBuffer(buf)
+	kept := (*buf)[:0]
+	n := 0
+	err := forEachCompressed(b, h, func(r Record, raw []byte) error {
+		if keep(r) {
+			kept = append(kept, raw...)
+			n++
+		}
+		return nil
+	})
+	*buf = kept
+	if err != nil {
+		return dst, 0, err
+	}
+	switch n {
+	case int(h.RecordCount):
+		return append(dst, b...), n, nil
+	case 0:
+		start := len(dst)
+		dst = append(dst, b[:HeaderSize]...)
+		h.RecordCount = 0
+		finishCodec(dst[start:], h, kafkarecords.None)
+		return dst, 0, nil
+	}
+	h.RecordCount = int32(n)
+	start := len(dst)
+	out, err := compressInto(dst, h, kept, h.Codec())
+	if err != nil {
+		return dst[:start], 0, err
+	}
+	return out, n, nil
 }

@@ -2,9 +2,8 @@ package kafkabatch
 
 import (
 	"errors"
-	"fmt"
 
-	"github.com/sluice-io/sluice/proto/errs"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -34,52 +33,47 @@ var (
 	// (bits 6-15: the delete-horizon flag is the log cleaner's, the rest
 	// are unassigned). INVALID_RECORD.
 	ErrAttributes = errors.New("kafkabatch: unsupported attribute bits")
-	// ErrCodec: compression codec 5, 6 or 7 (none is assigned).
-	// UNSUPPORTED_COMPRESSION_TYPE.
-	ErrCodec = errors.New("kafkabatch: unknown compression codec")
-	// ErrDecompress: the compressed records do not decode.
-	// CORRUPT_RECORD.
-	ErrDecompress = errors.New("kafkabatch: compressed records do not decode")
-	// ErrDecompressedTooLarge: the records decompress to more than
-	// Limits.MaxUncompressedBytes; found without holding more than that
-	// many bytes of output. MESSAGE_TOO_LARGE (a Java producer splits
-	// the batch and retries; CORRUPT_RECORD is retriable and would have
-	// every client resend the same bytes until its delivery timeout).
-	ErrDecompressedTooLarge = errors.New("kafkabatch: records decompress to more than the limit")
 	// ErrTooLarge: the canonical batch would be larger than
 	// Limits.MaxBytes (max.message.bytes); nothing was allocated for it.
 	// MESSAGE_TOO_LARGE.
 	ErrTooLarge = errors.New("kafkabatch: batch larger than the limit")
+)
+
+// The record-level sentinels are proto/kafkarecords', shared with
+// proto/batch (a compressed batch's records are checked there on
+// append); they are the same values here.
+var (
+	// ErrCodec: compression codec 5, 6 or 7. UNSUPPORTED_COMPRESSION_TYPE.
+	ErrCodec = kafkarecords.ErrCodec
+	// ErrDecompress: compressed records that do not decode. CORRUPT_RECORD.
+	ErrDecompress = kafkarecords.ErrDecompress
+	// ErrDecompressedTooLarge: records that decompress to more than
+	// kafkarecords.MaxUncompressedBytes. MESSAGE_TOO_LARGE.
+	ErrDecompressedTooLarge = kafkarecords.ErrDecompressedTooLarge
 	// ErrRecordCount: recordCount is not positive, does not match the
 	// records, or lastOffsetDelta is not recordCount - 1. INVALID_RECORD.
-	ErrRecordCount = errors.New("kafkabatch: record count does not match the records")
+	ErrRecordCount = kafkarecords.ErrRecordCount
 	// ErrOffsetDelta: record i does not have offsetDelta i.
 	// INVALID_RECORD.
-	ErrOffsetDelta = errors.New("kafkabatch: record offset delta out of order")
-	// ErrVarint: a varint or varlong is cut short, longer than 5 (10)
-	// bytes, or out of range. CORRUPT_RECORD.
-	ErrVarint = errors.New("kafkabatch: malformed varint")
-	// ErrRecordFraming: a record's length, or a key, value or header
-	// length, is negative (other than -1 for null where null is allowed)
-	// or runs past its record, or a record's fields do not fill exactly
-	// the length it declares. CORRUPT_RECORD.
-	ErrRecordFraming = errors.New("kafkabatch: malformed record")
-	// ErrHeaderKey: a record header key is null (length -1; Kafka's
-	// "Invalid negative header key size") or not UTF-8 (the canonical
-	// form's header key is a protobuf string). INVALID_RECORD.
-	ErrHeaderKey = errors.New("kafkabatch: invalid header key")
+	ErrOffsetDelta = kafkarecords.ErrOffsetDelta
+	// ErrVarint: a malformed varint or varlong. CORRUPT_RECORD.
+	ErrVarint = kafkarecords.ErrVarint
+	// ErrRecordFraming: a record or field length out of bounds.
+	// CORRUPT_RECORD.
+	ErrRecordFraming = kafkarecords.ErrRecordFraming
+	// ErrHeaderKey: a null or non-UTF-8 header key. INVALID_RECORD.
+	ErrHeaderKey = kafkarecords.ErrHeaderKey
 	// ErrCanonical: AppendKafka's input is not a canonical batch it can
 	// convert: malformed, its CRC does not match, or it holds what
-	// Kafka's format cannot carry (attribute bits beyond 16, a
-	// compression bit in a stored batch, a producer epoch outside int16).
-	// CORRUPT_RECORD.
-	ErrCanonical = errors.New("kafkabatch: not a convertible canonical batch")
+	// Kafka's format cannot carry (attribute bits beyond 16, an unknown
+	// codec, a producer epoch outside int16). CORRUPT_RECORD.
+	ErrCanonical = kafkarecords.ErrCanonical
 )
 
 // fail returns an *errs.Error with code and message whose Cause is
 // sentinel.
 func fail(code sluicev1.ErrorCode, sentinel error, format string, args ...any) error {
-	return &errs.Error{Code: code, Message: fmt.Sprintf(format, args...), Cause: sentinel}
+	return kafkarecords.Fail(code, sentinel, format, args...)
 }
 
 func corrupt(sentinel error, format string, args ...any) error {

@@ -59,6 +59,11 @@ func appendKafkaSeeds(t testing.TB) map[string][]byte {
 	seeds["builder"] = b.Finish(batch.Producer{ID: 3, Epoch: 1, BaseSequence: 5}, batch.AttrTransactional)
 	seeds["compacted"], _, _ = batch.Filter(nil, seeds["nulls-and-empties"], func(r batch.Record) bool { return r.Offset%2 == 0 })
 	seeds["compacted-empty"], _, _ = batch.Filter(nil, seeds["headers"], func(batch.Record) bool { return false })
+	// Compressed canonical batches (decision 67), as produced and as
+	// compacted.
+	seeds["headers-zstd"], _ = fromKafka(t, kmsgBatches()["headers"].build(t, kafkabatch.Zstd))
+	seeds["nulls-and-empties-lz4"], _ = fromKafka(t, kmsgBatches()["nulls-and-empties"].build(t, kafkabatch.LZ4))
+	seeds["compacted-gzip"], _, _ = batch.Filter(nil, uncompressedGzip(t, seeds["nulls-and-empties"]), func(r batch.Record) bool { return r.Offset%2 == 0 })
 	return seeds
 }
 
@@ -135,7 +140,7 @@ func FuzzFromKafka(f *testing.F) {
 
 // checkFromKafka checks FuzzFromKafka's invariants on one input.
 func checkFromKafka(t *testing.T, data []byte) {
-	out, info, err := kafkabatch.FromKafka(nil, data, kafkabatch.Limits{MaxUncompressedBytes: 1 << 20})
+	out, info, err := produce(data, kafkabatch.Limits{})
 	if err != nil {
 		if out != nil {
 			t.Fatalf("output on error %v", err)
@@ -150,20 +155,24 @@ func checkFromKafka(t *testing.T, data []byte) {
 	if again, h2, err := batch.Canonicalize(bytes.Clone(out)); err != nil || !bytes.Equal(again, out) || h2 != h {
 		t.Fatalf("Canonicalize changes FromKafka's output: %v", err)
 	}
-	k := toKafka(t, out, kafkabatch.None)
-	if back, _ := fromKafka(t, k); !bytes.Equal(back, out) {
+	// The Kafka batch AppendKafka sends converts back to the same
+	// canonical batch (a compressed one: its compressed bytes copied).
+	if back, _ := fromKafka(t, toKafka(t, out, kafkabatch.None)); !bytes.Equal(back, out) {
 		t.Fatalf("FromKafka(AppendKafka(c)) != c\n got %x\nwant %x", back, out)
 	}
-	codec := kafkabatch.Codec(len(data) % 5)
-	if back, _ := fromKafka(t, toKafka(t, out, codec)); !bytes.Equal(back, out) {
-		t.Fatalf("FromKafka(AppendKafka(c, %v)) != c", codec)
+	// Uncompressed, and compressed again by AppendKafka with any
+	// codec, it holds the same records.
+	plain := uncompressed(t, out)
+	if _, err := batch.Verify(plain); err != nil {
+		t.Fatalf("SetCodec(none) output fails Verify: %v", err)
 	}
-	if info.Codec != kafkabatch.None {
-		return
+	codec := kafkabatch.Codec(len(data) % 5)
+	if back, _ := fromKafka(t, toKafka(t, plain, codec)); !bytes.Equal(uncompressed(t, back), plain) {
+		t.Fatalf("FromKafka(AppendKafka(c, %v)) != c", codec)
 	}
 	// kmsg reads the same records from the input and the output.
 	_, sent := kafkaRecords(t, data)
-	_, got := kafkaRecords(t, k)
+	_, got := kafkaRecords(t, toKafka(t, plain, kafkabatch.None))
 	if len(sent) != len(got) {
 		t.Fatalf("%d records out, %d in", len(got), len(sent))
 	}
@@ -186,6 +195,15 @@ func sameRecord(a, b kmsg.Record) bool {
 		}
 	}
 	return true
+}
+
+// uncompressedGzip is canonical batch b with its records gzipped.
+func uncompressedGzip(t testing.TB, b []byte) []byte {
+	out, err := batch.SetCodec(b, nil, kafkabatch.Gzip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // FuzzAppendKafka: no canonical input panics; a refusal is typed; what

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/proto/batch"
 	"github.com/sluice-io/sluice/proto/kafkabatch"
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 )
 
 // The tests build Kafka batches with franz-go's kmsg (an encoder written
@@ -172,14 +173,63 @@ func rec(i int, ts int64, key, value []byte, headers ...kmsg.Header) kmsg.Record
 	return kmsg.Record{OffsetDelta: int32(i), TimestampDelta64: ts, Key: key, Value: value, Headers: headers}
 }
 
-// fromKafka is FromKafka with no limits, failing the test on error.
+// produce is what a broker does with a produced Kafka batch: FromKafka,
+// then, for a compressed one, batch.CheckCompressed (cluster runs it on
+// append: the records' checks and max_timestamp). Info.Header is the
+// stored batch's.
+func produce(in []byte, limits kafkabatch.Limits) ([]byte, kafkabatch.Info, error) {
+	out, info, err := kafkabatch.FromKafka(nil, in, limits)
+	if err == nil && info.Header.IsCompressed() {
+		var c batch.CompressedCheck
+		c, err = batch.CheckCompressed(out)
+		info.Header = c.Header
+	}
+	if err != nil {
+		return nil, info, err
+	}
+	return out, info, nil
+}
+
+// fromKafka is produce with no limits, failing the test on error.
 func fromKafka(t testing.TB, in []byte) ([]byte, kafkabatch.Info) {
 	t.Helper()
-	out, info, err := kafkabatch.FromKafka(nil, in, kafkabatch.Limits{})
+	out, info, err := produce(in, kafkabatch.Limits{})
 	if err != nil {
 		t.Fatalf("FromKafka: %v", err)
 	}
 	return out, info
+}
+
+// withCompressed is the batch kb compressed by codec, its records field
+// replaced by compressed (which the test built as a client would).
+func withCompressed(t testing.TB, kb kbatch, codec kafkabatch.Codec, compressed []byte) []byte {
+	t.Helper()
+	var h kmsg.RecordBatch
+	if err := h.ReadFrom(kb.build(t, codec)); err != nil {
+		t.Fatal(err)
+	}
+	h.Records = compressed
+	return seal(h)
+}
+
+// zstdFrame writes a zstd frame by hand, as RFC 8878 lays it out: no
+// content size, a window of 2^windowLog bytes, no checksum; then raw
+// blocks of raw (proto/kafkarecords' tests have the RLE variant).
+func zstdFrame(windowLog int, raw []byte) []byte {
+	out := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528)
+	out = append(out, 0x00, byte((windowLog-10)<<3))
+	const maxBlock = 128 << 10
+	for len(raw) > 0 {
+		n := min(len(raw), maxBlock, 1<<windowLog)
+		h := uint32(n) << 3 // raw block
+		if n == len(raw) {
+			h |= 1
+		}
+		out = append(out, byte(h), byte(h>>8), byte(h>>16))
+		out = append(out, raw[:n]...)
+		raw = raw[n:]
+	}
+	return out
 }
 
 // toKafka is AppendKafka(nil, canonical, codec), failing the test on
@@ -193,15 +243,23 @@ func toKafka(t testing.TB, canonical []byte, codec kafkabatch.Codec) []byte {
 	return out
 }
 
-// kafkaRecords decodes an uncompressed Kafka batch with kmsg.
+// kafkaRecords decodes a Kafka batch with kmsg, its records
+// decompressed first when it is compressed.
 func kafkaRecords(t testing.TB, b []byte) (kmsg.RecordBatch, []kmsg.Record) {
 	t.Helper()
 	var h kmsg.RecordBatch
 	if err := h.ReadFrom(b); err != nil {
 		t.Fatalf("kmsg cannot read the batch: %v", err)
 	}
+	records := h.Records
+	if codec := kafkabatch.Codec(h.Attributes & 7); codec != kafkabatch.None {
+		var err error
+		if records, err = kafkarecords.Decompress(records, codec, kafkarecords.MaxUncompressedBytes); err != nil {
+			t.Fatalf("the %v batch does not decompress: %v", codec, err)
+		}
+	}
 	var out []kmsg.Record
-	for raw := h.Records; len(raw) > 0; {
+	for raw := records; len(raw) > 0; {
 		var r kmsg.Record
 		if err := r.ReadFrom(raw); err != nil {
 			t.Fatalf("kmsg cannot read record %d: %v", len(out), err)
@@ -223,6 +281,17 @@ func canonicalRecords(t testing.TB, b []byte) []batch.Record {
 		return nil
 	}); err != nil {
 		t.Fatalf("ForEachRecord: %v", err)
+	}
+	return out
+}
+
+// uncompressed is canonical batch b with its records uncompressed
+// (batch.SetCodec), failing the test on error.
+func uncompressed(t testing.TB, b []byte) []byte {
+	t.Helper()
+	out, err := batch.SetCodec(b, nil, kafkabatch.None)
+	if err != nil {
+		t.Fatalf("SetCodec(none): %v", err)
 	}
 	return out
 }

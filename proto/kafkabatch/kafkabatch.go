@@ -13,8 +13,10 @@
 // and header values (length -1) survive: null is the canonical field
 // absent, empty is the field present with length 0. Record attributes
 // (an int8 Kafka does not use) are accepted and dropped; AppendKafka
-// writes 0. A compressed Kafka batch is decompressed and stored
-// uncompressed (step 1 of compression; the compression bits are cleared).
+// writes 0. A compressed Kafka batch becomes a compressed canonical batch
+// holding the producer's compressed bytes as sent (decision 67): only its
+// header is rewritten, both ways; its records are checked on append
+// (batch.CheckCompressed), not here.
 //
 // Layout of a v2 batch, big-endian (byte offsets):
 //
@@ -37,6 +39,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"iter"
+
+	"github.com/sluice-io/sluice/proto/kafkarecords"
 )
 
 // Sizes and offsets of a v2 batch.
@@ -85,33 +89,18 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Codec is a Kafka compression codec, attribute bits 0-2.
-type Codec int8
+// Codec is a Kafka compression codec, attribute bits 0-2
+// (kafkarecords.Codec).
+type Codec = kafkarecords.Codec
 
 // Kafka's codecs.
 const (
-	None   Codec = 0
-	Gzip   Codec = 1
-	Snappy Codec = 2
-	LZ4    Codec = 3
-	Zstd   Codec = 4
+	None   = kafkarecords.None
+	Gzip   = kafkarecords.Gzip
+	Snappy = kafkarecords.Snappy
+	LZ4    = kafkarecords.LZ4
+	Zstd   = kafkarecords.Zstd
 )
-
-func (c Codec) String() string {
-	switch c {
-	case None:
-		return "none"
-	case Gzip:
-		return "gzip"
-	case Snappy:
-		return "snappy"
-	case LZ4:
-		return "lz4"
-	case Zstd:
-		return "zstd"
-	}
-	return "unknown"
-}
 
 // Header is the header of a Kafka v2 batch, as its bytes say.
 type Header struct {
@@ -208,28 +197,12 @@ func Batches(records []byte) iter.Seq2[[]byte, error] {
 	}
 }
 
-// Limits bound what FromKafka accepts. The zero value bounds the
-// decompressed records by DefaultMaxUncompressedBytes and the canonical
-// batch not at all.
+// Limits bound what FromKafka accepts.
 type Limits struct {
 	// MaxBytes is the largest canonical batch FromKafka returns (the
 	// topic's max.message.bytes); larger is MESSAGE_TOO_LARGE
-	// (ErrTooLarge), refused before the batch is allocated. 0 or less:
-	// no bound.
+	// (ErrTooLarge), refused before the batch is allocated. For a
+	// compressed batch it is the compressed size, as Kafka's. 0 or
+	// less: no bound.
 	MaxBytes int
-	// MaxUncompressedBytes is the most bytes the records of a compressed
-	// batch may decompress to; more is MESSAGE_TOO_LARGE
-	// (ErrDecompressedTooLarge), and the output buffer never grows
-	// beyond it. 0 or less: DefaultMaxUncompressedBytes.
-	MaxUncompressedBytes int
-}
-
-// DefaultMaxUncompressedBytes bounds decompression when Limits does not.
-const DefaultMaxUncompressedBytes = 64 << 20
-
-func (l Limits) maxUncompressed() int {
-	if l.MaxUncompressedBytes <= 0 {
-		return DefaultMaxUncompressedBytes
-	}
-	return l.MaxUncompressedBytes
 }

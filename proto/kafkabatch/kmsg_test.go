@@ -167,11 +167,12 @@ func checkCanonical(t *testing.T, canonical []byte, info kafkabatch.Info, kb kba
 // sameNullable: equal bytes, and both nil or both not.
 func sameNullable(a, b []byte) bool { return bytes.Equal(a, b) && (a == nil) == (b == nil) }
 
-// A compressed batch is stored uncompressed: its canonical form is the
-// uncompressed batch's, AppendKafka without a codec gives the
-// uncompressed Kafka batch, and with any codec a batch FromKafka reads
-// back to the same canonical form.
-func TestCompressedBatchesStoreTheirRecordsUncompressed(t *testing.T) {
+// A compressed batch is stored compressed (decision 67): its
+// compressed_records are the producer's bytes as sent, its records are
+// the uncompressed batch's, AppendKafka gives back the producer's batch
+// byte for byte (no recompression), and the uncompressed batch sent by
+// AppendKafka with any codec reads back to the same records.
+func TestCompressedBatchesKeepTheProducersBytes(t *testing.T) {
 	codecs := []kafkabatch.Codec{kafkabatch.Gzip, kafkabatch.Snappy, kafkabatch.LZ4, kafkabatch.Zstd}
 	for name, kb := range kmsgBatches() {
 		plain := kb.build(t, kafkabatch.None)
@@ -180,28 +181,65 @@ func TestCompressedBatchesStoreTheirRecordsUncompressed(t *testing.T) {
 			t.Run(name+"/"+codec.String(), func(t *testing.T) {
 				in := kb.build(t, codec)
 				canonical, info := fromKafka(t, in)
-				if info.Codec != codec {
-					t.Errorf("Info.Codec = %v", info.Codec)
+				if info.Codec != codec || info.Header.Codec() != codec {
+					t.Errorf("Info.Codec = %v, header codec %v", info.Codec, info.Header.Codec())
 				}
-				if !bytes.Equal(canonical, want) {
-					t.Fatalf("canonical form of the %v batch differs from the uncompressed one's", codec)
+				comp, err := batch.CompressedRecords(canonical)
+				if err != nil || !bytes.Equal(comp, in[kafkabatch.HeaderSize:]) {
+					t.Fatalf("compressed_records are not the producer's bytes: %v", err)
 				}
-				if out := toKafka(t, canonical, kafkabatch.None); !bytes.Equal(out, plain) {
-					t.Fatalf("AppendKafka(FromKafka(%v batch)) is not the uncompressed batch", codec)
+				if len(canonical) != batch.CompressedSize(len(comp)) {
+					t.Fatalf("canonical batch of %d bytes for %d compressed", len(canonical), len(comp))
+				}
+				h, err := batch.Verify(canonical)
+				if err != nil || h != info.Header {
+					t.Fatalf("Verify: %+v, %v; want %+v", h, err, info.Header)
+				}
+				wh, _ := batch.ParseHeader(want)
+				if h.MaxTimestamp != wh.MaxTimestamp || h.RecordCount != wh.RecordCount || h.LastOffsetDelta != wh.LastOffsetDelta {
+					t.Fatalf("header %+v, the uncompressed batch's %+v", h, wh)
+				}
+				if !bytes.Equal(uncompressed(t, canonical), want) {
+					t.Fatalf("the %v batch uncompressed is not the uncompressed batch's canonical form", codec)
+				}
+				if !equalRecords(canonicalRecords(t, canonical), canonicalRecords(t, want)) {
+					t.Fatal("ForEachRecord reads other records from the compressed batch")
+				}
+				if out := toKafka(t, canonical, kafkabatch.None); !bytes.Equal(out, in) {
+					t.Fatalf("AppendKafka(FromKafka(%v batch)) is not the producer's batch", codec)
 				}
 				for _, to := range codecs {
-					out := toKafka(t, canonical, to)
+					out := toKafka(t, want, to)
 					h, err := kafkabatch.ParseHeader(out)
 					if err != nil || h.Codec() != to {
 						t.Fatalf("AppendKafka(%v) header %+v, %v", to, h, err)
 					}
-					if back, _ := fromKafka(t, out); !bytes.Equal(back, want) {
+					if back, _ := fromKafka(t, out); !bytes.Equal(uncompressed(t, back), want) {
 						t.Fatalf("AppendKafka(%v) does not read back to the canonical batch", to)
 					}
 				}
 			})
 		}
 	}
+}
+
+// equalRecords compares decoded records, nulls and empties apart.
+func equalRecords(a, b []batch.Record) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Offset != y.Offset || x.Timestamp != y.Timestamp || !sameNullable(x.Key, y.Key) || !sameNullable(x.Value, y.Value) || len(x.Headers) != len(y.Headers) {
+			return false
+		}
+		for j := range x.Headers {
+			if x.Headers[j].Key != y.Headers[j].Key || !sameNullable(x.Headers[j].Value, y.Headers[j].Value) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // What AppendKafka writes, kmsg reads back to the records it was built
@@ -280,7 +318,16 @@ func TestBuilderBatchesHaveNullsInKafka(t *testing.T) {
 // same.
 func TestCompactedBatchesConvert(t *testing.T) {
 	kb := kmsgBatches()["nulls-and-empties"]
-	canonical, _ := fromKafka(t, kb.build(t, kafkabatch.None))
+	for _, codec := range []kafkabatch.Codec{kafkabatch.None, kafkabatch.Zstd} {
+		canonical, _ := fromKafka(t, kb.build(t, codec))
+		checkCompactedConvert(t, kb, canonical, codec)
+	}
+}
+
+// checkCompactedConvert compacts canonical, holding kb's records with
+// codec, and checks what AppendKafka sends for it: a compressed batch
+// keeps its codec (Filter recompresses) unless no record is left.
+func checkCompactedConvert(t *testing.T, kb kbatch, canonical []byte, codec kafkabatch.Codec) {
 	for _, keep := range []func(batch.Record) bool{
 		func(r batch.Record) bool { return r.Offset%2 == 1 },
 		func(batch.Record) bool { return false },
@@ -289,9 +336,13 @@ func TestCompactedBatchesConvert(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, recs := kafkaRecords(t, toKafka(t, compacted, kafkabatch.None))
+		out := toKafka(t, compacted, kafkabatch.None)
+		h, recs := kafkaRecords(t, out)
 		if int(h.NumRecords) != kept || len(recs) != kept || h.LastOffsetDelta != int32(len(kb.records)-1) {
-			t.Fatalf("compacted batch: %d records of %d, last offset delta %d", len(recs), h.NumRecords, h.LastOffsetDelta)
+			t.Fatalf("compacted %v batch: %d records of %d, last offset delta %d", codec, len(recs), h.NumRecords, h.LastOffsetDelta)
+		}
+		if want := map[bool]kafkabatch.Codec{true: kafkabatch.None, false: codec}[kept == 0]; kafkabatch.Codec(h.Attributes&7) != want {
+			t.Fatalf("compacted %v batch of %d records sent as %v", codec, kept, kafkabatch.Codec(h.Attributes&7))
 		}
 		for i, r := range recs {
 			if want := kb.records[2*i+1]; r.OffsetDelta != want.OffsetDelta || !sameNullable(r.Key, want.Key) || !sameNullable(r.Value, want.Value) {

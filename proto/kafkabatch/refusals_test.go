@@ -76,7 +76,8 @@ func rawRecord(length *int64, parts ...any) []byte {
 func ptr(v int64) *int64 { return &v }
 
 // Every way a batch can be wrong is refused with its own sentinel and
-// code, never a panic.
+// code, never a panic: by FromKafka, or for the records of a compressed
+// batch by batch.CheckCompressed on append.
 func TestFromKafkaRefusesBadBatches(t *testing.T) {
 	kb := kmsgBatches()["headers"]
 	good := kb.build(t, kafkabatch.None)
@@ -161,7 +162,7 @@ func TestFromKafkaRefusesBadBatches(t *testing.T) {
 		{"compressed empty", compressed(kafkabatch.Zstd, nil), kafkabatch.ErrDecompress},
 		{"compressed records bad", compressed(kafkabatch.Gzip, compressWith(t, rec0(0, -2, -1, 0), kafkabatch.Gzip)), kafkabatch.ErrRecordFraming},
 	} {
-		_, _, err := kafkabatch.FromKafka(nil, c.in, kafkabatch.Limits{})
+		_, _, err := produce(c.in, kafkabatch.Limits{})
 		checkRefusal(t, c.name, err, c.want)
 	}
 	// The control records parse: a well-formed hand-made record passes.

@@ -205,8 +205,8 @@ const (
 	// The leader epoch in the request is newer than the broker's (its metadata
 	// lags): retry after a pause.
 	ErrorCode_UNKNOWN_LEADER_EPOCH ErrorCode = 75
-	// The batch uses a compression type the broker does not accept (only none
-	// today).
+	// The batch names a compression codec that is not one of Kafka's (0 none,
+	// 1 gzip, 2 snappy, 3 lz4, 4 zstd), or zstd in a Kafka produce before v7.
 	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
 	// The request carries an old broker epoch (broker-to-broker requests).
 	ErrorCode_STALE_BROKER_EPOCH ErrorCode = 77

@@ -33,8 +33,14 @@ const (
 // partition_leader_epoch in place; neither is covered by the CRC.
 //
 // crc is CRC-32C (Castagnoli) over the canonical encoding of fields 4..11
-// followed by every field-12 entry (tag, length and bytes). A producer may
-// send crc = 0 to have the broker compute it; a non-zero crc is verified.
+// followed by every field-12 entry (tag, length and bytes), or by the
+// field-13 entry of a compressed batch. A producer may send crc = 0 to
+// have the broker compute it; a non-zero crc is verified.
+//
+// Compressed batch: attributes bits 0-2 name a codec and the records are
+// in compressed_records (field 13, once) instead of records (field 12,
+// then absent). The header is the same as for any batch; record_count,
+// last_offset_delta and base_timestamp must be exact (no simple produce).
 //
 // Simple produce: a producer that leaves record_count, last_offset_delta
 // and crc at 0 (absent) and every record's offset_delta at 0 gets them
@@ -51,8 +57,9 @@ type RecordBatch struct {
 	PartitionLeaderEpoch int32 `protobuf:"fixed32,2,opt,name=partition_leader_epoch,json=partitionLeaderEpoch,proto3" json:"partition_leader_epoch,omitempty"`
 	// CRC-32C (above); 0 to have the broker compute it.
 	Crc uint32 `protobuf:"fixed32,3,opt,name=crc,proto3" json:"crc,omitempty"`
-	// Bit field: bits 0-2 compression (0 = none, the only one accepted
-	// today), bit 3 timestamp type (0 create time, 1 log append time), bit 4
+	// Bit field: bits 0-2 compression (Kafka's codec numbers: 0 none,
+	// 1 gzip, 2 snappy, 3 lz4, 4 zstd; see compressed_records), bit 3
+	// timestamp type (0 create time, 1 log append time), bit 4
 	// transactional, bit 5 control batch.
 	Attributes uint32 `protobuf:"fixed32,4,opt,name=attributes,proto3" json:"attributes,omitempty"`
 	// Offset of the last record relative to base_offset (record_count - 1);
@@ -72,10 +79,22 @@ type RecordBatch struct {
 	BaseSequence int32 `protobuf:"fixed32,10,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	// Number of records; 0 in a simple-produce batch (filled by the broker).
 	RecordCount uint32 `protobuf:"fixed32,11,opt,name=record_count,json=recordCount,proto3" json:"record_count,omitempty"`
-	// The records, at least one.
-	Records       []*Record `protobuf:"bytes,12,rep,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The records, at least one; absent in a compressed batch.
+	Records []*Record `protobuf:"bytes,12,rep,name=records,proto3" json:"records,omitempty"`
+	// The records of a compressed batch (attributes bits 0-2 not 0), absent
+	// otherwise: Kafka's v2 record encoding (the bytes after the 61-byte
+	// header of a Kafka record batch: per record a varint length,
+	// attributes, varint timestamp and offset deltas, key, value and
+	// headers with varint lengths, -1 for null), compressed as a whole with
+	// the batch's codec, exactly as the producer sent it: a Kafka
+	// producer's batch is stored and served without recompressing.
+	// gzip is a gzip stream, snappy a raw block or snappy-java's xerial
+	// framing, lz4 the LZ4 frame format, zstd zstd frames.
+	// docs/record-format.md "Compressed batches" has the rules and a
+	// vector.
+	CompressedRecords []byte `protobuf:"bytes,13,opt,name=compressed_records,json=compressedRecords,proto3" json:"compressed_records,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RecordBatch) Reset() {
@@ -188,6 +207,13 @@ func (x *RecordBatch) GetRecordCount() uint32 {
 func (x *RecordBatch) GetRecords() []*Record {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *RecordBatch) GetCompressedRecords() []byte {
+	if x != nil {
+		return x.CompressedRecords
 	}
 	return nil
 }
@@ -381,7 +407,7 @@ var File_sluice_v1_record_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/record.proto\x12\tsluice.v1\"\xcb\x03\n" +
+	"\x16sluice/v1/record.proto\x12\tsluice.v1\"\xfa\x03\n" +
 	"\vRecordBatch\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x10R\n" +
 	"baseOffset\x124\n" +
@@ -399,7 +425,8 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\rbase_sequence\x18\n" +
 	" \x01(\x0fR\fbaseSequence\x12!\n" +
 	"\frecord_count\x18\v \x01(\aR\vrecordCount\x12+\n" +
-	"\arecords\x18\f \x03(\v2\x11.sluice.v1.RecordR\arecords\"\xa9\x01\n" +
+	"\arecords\x18\f \x03(\v2\x11.sluice.v1.RecordR\arecords\x12-\n" +
+	"\x12compressed_records\x18\r \x01(\fR\x11compressedRecords\"\xa9\x01\n" +
 	"\x06Record\x12'\n" +
 	"\x0ftimestamp_delta\x18\x01 \x01(\x12R\x0etimestampDelta\x12!\n" +
 	"\foffset_delta\x18\x02 \x01(\x11R\voffsetDelta\x12\x10\n" +

@@ -1,4 +1,4 @@
-package kafkabatch
+package kafkarecords
 
 import (
 	"bytes"
@@ -15,11 +15,10 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// Compression step 1 (decision 65): a compressed Kafka batch is
-// decompressed on produce and stored uncompressed. Decompression is
-// bounded: the output never grows beyond the caller's limit, and the
-// decoders' own memory is bounded by constants (gzip's 32 KiB window,
-// lz4's largest block of 4 MiB, zstd's window of at most maxZstdWindow).
+// Decompression is bounded: the output never grows beyond the caller's
+// limit, and the decoders' own memory is bounded by constants (gzip's
+// 32 KiB window, lz4's largest block of 4 MiB, zstd's window of at most
+// maxZstdWindow).
 //
 // Codecs as Kafka clients write them:
 //   - gzip: a gzip stream (RFC 1952); several members are read as one.
@@ -32,6 +31,13 @@ import (
 //     magic 1 and later); concatenated frames are read as one.
 //   - zstd: zstd frames (Java's zstd-jni streams them without a content
 //     size, so the frame's window, not its size, is declared).
+
+// MaxUncompressedBytes is the most bytes a batch's records may
+// decompress to, on produce and on every read of a stored batch (a
+// consumer cannot be made to hold more for one batch): larger is
+// ErrDecompressedTooLarge. Kafka has no such bound; 64 MiB is twice the
+// largest max.message.bytes Sluice accepts.
+const MaxUncompressedBytes = 64 << 20
 
 // maxZstdWindow is the largest zstd window accepted: 8 MiB covers what
 // the Java client's levels 1 to 19 declare for a stream of unknown size
@@ -48,7 +54,7 @@ var (
 	xerialHeader = append(append([]byte(nil), xerialMagic...), 0, 0, 0, 1, 0, 0, 0, 1)
 )
 
-// xerialBlock is the block size snappy-java writes (and AppendKafka too).
+// xerialBlock is the block size snappy-java writes (and Compress too).
 const xerialBlock = 32 << 10
 
 type gzipReader struct {
@@ -84,9 +90,11 @@ var (
 	}}
 )
 
-// decompress returns the records src decompresses to with codec (not
-// None), at most limit bytes.
-func decompress(src []byte, codec Codec, limit int) ([]byte, error) {
+// Decompress returns the records src decompresses to with codec (not
+// None), at most limit bytes (ErrDecompressedTooLarge beyond;
+// ErrDecompress when src does not decode, ErrCodec for an unknown
+// codec). The result is a new slice.
+func Decompress(src []byte, codec Codec, limit int) ([]byte, error) {
 	var (
 		out []byte
 		err error
@@ -112,7 +120,7 @@ func decompress(src []byte, codec Codec, limit int) ([]byte, error) {
 	case Zstd:
 		out, err = unzstd(src, limit)
 	default:
-		return nil, fail(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, ErrCodec, "compression codec %d is not one of Kafka's", codec)
+		return nil, Fail(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, ErrCodec, "compression codec %d is not one of Kafka's", codec)
 	}
 	if err == nil {
 		return out, nil
@@ -125,7 +133,7 @@ func decompress(src []byte, codec Codec, limit int) ([]byte, error) {
 
 // tooLarge is the error for records that decompress to more than limit.
 func tooLarge(codec Codec, limit int) error {
-	return fail(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, ErrDecompressedTooLarge, "%s records decompress to more than %d bytes", codec, limit)
+	return Fail(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, ErrDecompressedTooLarge, "%s records decompress to more than %d bytes", codec, limit)
 }
 
 func gunzip(src []byte, limit int) ([]byte, error) {
@@ -275,11 +283,13 @@ func readBounded(r io.Reader, codec Codec, hint, srcLen, limit int) ([]byte, err
 // bufio does: a decoder that neither reads on nor ends is an error.
 const maxIdleReads = 100
 
-// compress appends records compressed with codec (not None) to dst, as
+// Compress appends records compressed with codec (not None) to dst, as
 // Kafka clients write it: a gzip stream, xerial-framed snappy (what the
 // Java client writes and every client reads), an LZ4 frame of 64 KiB
-// independent blocks (the Java client's block size), a zstd frame.
-func compress(dst, records []byte, codec Codec) ([]byte, error) {
+// independent blocks (the Java client's block size), a zstd frame with a
+// 64 KiB window (franz-go's setting: a consumer's decoder stays small).
+// ErrCodec for None or an unknown codec.
+func Compress(dst, records []byte, codec Codec) ([]byte, error) {
 	switch codec {
 	case Gzip:
 		w := gzipWriters.Get().(*gzipWriter)
@@ -321,7 +331,7 @@ func compress(dst, records []byte, codec Codec) ([]byte, error) {
 		defer zstdWriters.Put(w)
 		return w.EncodeAll(records, dst), nil
 	}
-	return dst, fail(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, ErrCodec, "compression codec %d is not one of Kafka's", codec)
+	return dst, Fail(sluicev1.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, ErrCodec, "compression codec %d is not one of Kafka's", codec)
 }
 
 // growLen extends b by n bytes (their contents undefined).

@@ -1,4 +1,4 @@
-package kafkabatch
+package kafkarecords
 
 import "math"
 
