@@ -16,21 +16,8 @@ import (
 // for framing and ApiVersions.
 func startBare(t *testing.T, cfg Config) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(cfg)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		s.Close()
-		<-done
-	})
-	return ln.Addr().String()
+	_, addr := startServer(t, cfg)
+	return addr
 }
 
 func dial(t *testing.T, addr string) net.Conn {
