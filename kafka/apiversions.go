@@ -81,8 +81,29 @@ func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 func apiVersions(c *conn, r *request) kmsg.Response {
 	resp := r.msg.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiKeys()
+	if r.version >= 3 {
+		// Feature levels (KIP-584), which Kafka 3.x/4.x clients read: none
+		// of the versioned protocols is on through this door yet, so each
+		// is finalized at level 0 — transactions over AddPartitionsToTxn
+		// and the classic group protocol once served (issue 35), never
+		// KIP-890's TV2 or KIP-848's consumer protocol until they are.
+		// The epoch is the metadata offset the levels were read at.
+		for _, f := range features {
+			resp.SupportedFeatures = append(resp.SupportedFeatures, kmsg.ApiVersionsResponseSupportedFeature{Name: f, MinVersion: 0, MaxVersion: 0})
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, kmsg.ApiVersionsResponseFinalizedFeature{Name: f, MinVersionLevel: 0, MaxVersionLevel: 0})
+		}
+		resp.FinalizedFeaturesEpoch = -1
+		if c.s.cfg.Metadata != nil {
+			resp.FinalizedFeaturesEpoch = int64(c.s.cfg.Metadata.Offset())
+		}
+	}
 	return resp
 }
+
+// features are the versioned protocols Kafka clients look up in
+// ApiVersions' feature levels (transaction.version: KIP-890's TV2;
+// group.version: KIP-848's consumer group protocol).
+var features = []string{"group.version", "transaction.version"}
 
 // unsupportedAPIVersions is the answer to an ApiVersions of a version
 // this broker does not serve: v0 with UNSUPPORTED_VERSION and the list,
