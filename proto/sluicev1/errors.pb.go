@@ -91,6 +91,10 @@ const (
 	// TxnOffsetCommit from a member whose epoch is not its current one
 	// (KIP-447 zombie fencing): abort the transaction.
 	ErrorCode_ILLEGAL_GENERATION ErrorCode = 22
+	// A classic-protocol member's protocol type or protocols share nothing
+	// with the group's (JoinGroup), or the group id is used by the other
+	// group protocol (a classic JoinGroup for a KIP-848 consumer group).
+	ErrorCode_INCONSISTENT_GROUP_PROTOCOL ErrorCode = 23
 	// The group id is empty or too long.
 	ErrorCode_INVALID_GROUP_ID ErrorCode = 24
 	// The member is not (or no longer) in the group: join again with epoch 0.
@@ -98,6 +102,9 @@ const (
 	// The session timeout is outside the broker's
 	// group.consumer.min/max.session.timeout.ms.
 	ErrorCode_INVALID_SESSION_TIMEOUT ErrorCode = 26
+	// The classic group is rebalancing: the member joins again (JoinGroup)
+	// before it heartbeats, syncs or commits.
+	ErrorCode_REBALANCE_IN_PROGRESS ErrorCode = 27
 	// The caller may not act on the topic (an ACL: WRITE to produce, READ to
 	// fetch, DESCRIBE to see it, CREATE, DELETE, ...). Not retriable.
 	ErrorCode_TOPIC_AUTHORIZATION_FAILED ErrorCode = 29
@@ -213,10 +220,16 @@ const (
 	// Not sent by Sluice today: the requested offset is not available yet
 	// (Kafka: the high watermark is still advancing after an election).
 	ErrorCode_OFFSET_NOT_AVAILABLE ErrorCode = 78
+	// KIP-394: a classic JoinGroup without a member id gets one assigned
+	// with this code and joins again with it.
+	ErrorCode_MEMBER_ID_REQUIRED ErrorCode = 79
 	// The group has group.consumer.max.size members already.
 	ErrorCode_GROUP_MAX_SIZE_REACHED ErrorCode = 81
 	// Another member holds this static instance id.
 	ErrorCode_FENCED_INSTANCE_ID ErrorCode = 82
+	// OffsetDelete: the group's members are subscribed to the topic, so
+	// its offsets are in use and stay.
+	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
 	// The batch is well formed but breaks a rule (record count, offset deltas,
 	// unknown fields, header key encoding, a control batch from a client, a
 	// record without a key on a compacted topic, ...).
@@ -290,9 +303,11 @@ var (
 		20:  "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
 		21:  "INVALID_REQUIRED_ACKS",
 		22:  "ILLEGAL_GENERATION",
+		23:  "INCONSISTENT_GROUP_PROTOCOL",
 		24:  "INVALID_GROUP_ID",
 		25:  "UNKNOWN_MEMBER_ID",
 		26:  "INVALID_SESSION_TIMEOUT",
+		27:  "REBALANCE_IN_PROGRESS",
 		29:  "TOPIC_AUTHORIZATION_FAILED",
 		30:  "GROUP_AUTHORIZATION_FAILED",
 		31:  "CLUSTER_AUTHORIZATION_FAILED",
@@ -328,8 +343,10 @@ var (
 		76:  "UNSUPPORTED_COMPRESSION_TYPE",
 		77:  "STALE_BROKER_EPOCH",
 		78:  "OFFSET_NOT_AVAILABLE",
+		79:  "MEMBER_ID_REQUIRED",
 		81:  "GROUP_MAX_SIZE_REACHED",
 		82:  "FENCED_INSTANCE_ID",
+		86:  "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:  "INVALID_RECORD",
 		88:  "UNSTABLE_OFFSET_COMMIT",
 		90:  "PRODUCER_FENCED",
@@ -367,9 +384,11 @@ var (
 		"NOT_ENOUGH_REPLICAS_AFTER_APPEND":      20,
 		"INVALID_REQUIRED_ACKS":                 21,
 		"ILLEGAL_GENERATION":                    22,
+		"INCONSISTENT_GROUP_PROTOCOL":           23,
 		"INVALID_GROUP_ID":                      24,
 		"UNKNOWN_MEMBER_ID":                     25,
 		"INVALID_SESSION_TIMEOUT":               26,
+		"REBALANCE_IN_PROGRESS":                 27,
 		"TOPIC_AUTHORIZATION_FAILED":            29,
 		"GROUP_AUTHORIZATION_FAILED":            30,
 		"CLUSTER_AUTHORIZATION_FAILED":          31,
@@ -405,8 +424,10 @@ var (
 		"UNSUPPORTED_COMPRESSION_TYPE":          76,
 		"STALE_BROKER_EPOCH":                    77,
 		"OFFSET_NOT_AVAILABLE":                  78,
+		"MEMBER_ID_REQUIRED":                    79,
 		"GROUP_MAX_SIZE_REACHED":                81,
 		"FENCED_INSTANCE_ID":                    82,
+		"GROUP_SUBSCRIBED_TO_TOPIC":             86,
 		"INVALID_RECORD":                        87,
 		"UNSTABLE_OFFSET_COMMIT":                88,
 		"PRODUCER_FENCED":                       90,
@@ -476,7 +497,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xfe\x10\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xf1\x11\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -498,10 +519,12 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x13NOT_ENOUGH_REPLICAS\x10\x13\x1a\x04\x88\xb5\x18\x01\x12*\n" +
 	" NOT_ENOUGH_REPLICAS_AFTER_APPEND\x10\x14\x1a\x04\x88\xb5\x18\x01\x12\x19\n" +
 	"\x15INVALID_REQUIRED_ACKS\x10\x15\x12\x16\n" +
-	"\x12ILLEGAL_GENERATION\x10\x16\x12\x14\n" +
+	"\x12ILLEGAL_GENERATION\x10\x16\x12\x1f\n" +
+	"\x1bINCONSISTENT_GROUP_PROTOCOL\x10\x17\x12\x14\n" +
 	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
-	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x1e\n" +
+	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x19\n" +
+	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x1e\n" +
 	"\x1aTOPIC_AUTHORIZATION_FAILED\x10\x1d\x12\x1e\n" +
 	"\x1aGROUP_AUTHORIZATION_FAILED\x10\x1e\x12 \n" +
 	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
@@ -536,9 +559,11 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x1a\x04\x88\xb5\x18\x01\x12 \n" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
 	"\x12STALE_BROKER_EPOCH\x10M\x12\x1e\n" +
-	"\x14OFFSET_NOT_AVAILABLE\x10N\x1a\x04\x88\xb5\x18\x01\x12\x1a\n" +
+	"\x14OFFSET_NOT_AVAILABLE\x10N\x1a\x04\x88\xb5\x18\x01\x12\x16\n" +
+	"\x12MEMBER_ID_REQUIRED\x10O\x12\x1a\n" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10R\x12\x12\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x1d\n" +
+	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12 \n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x1a\x04\x88\xb5\x18\x01\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x16\n" +
