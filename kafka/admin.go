@@ -198,32 +198,33 @@ const initProducerIDWait = 10 * time.Second
 // producer id at epoch 0 from this broker's block (an epoch bump request,
 // KIP-360, of an idempotent producer gets a new id, as Kafka's broker
 // answers it). Authorization: IDEMPOTENT_WRITE on the cluster, or WRITE
-// on any topic (Kafka 3+). A transactional id is refused with
-// INVALID_REQUEST until transactions come to this door (issue 35).
-func initProducerID(c *conn, r *request) kmsg.Response {
+// on any topic (Kafka 3+). With a transactional id, the transaction
+// coordinator's answer (initTransactional).
+func initProducerID(c *conn, r *request) func() kmsg.Response {
 	req := r.msg.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kafkaCode(sluicev1.ErrorCode_INVALID_REQUEST)
-		return resp
+		return c.initTransactional(req, resp)
 	}
 	if !c.s.cfg.Gate.AllowedAny(c.ctx, c.caller.Principal, c.host, auth.OpWrite, auth.ResourceTopic) &&
 		!c.allowed(c.ctx, auth.OpIdempotentWrite, auth.Cluster) {
 		resp.ErrorCode, _ = c.denied(auth.OpIdempotentWrite, auth.Cluster)
-		return resp
+		return answered(resp)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, initProducerIDWait)
-	defer cancel()
-	id, err := c.s.cfg.ProducerIDs.Next(ctx)
-	if err != nil {
-		code := errs.Code(err)
-		if code == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
-			code = sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS
+	return func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(c.ctx, initProducerIDWait)
+		defer cancel()
+		id, err := c.s.cfg.ProducerIDs.Next(ctx)
+		if err != nil {
+			code := errs.Code(err)
+			if code == sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR {
+				code = sluicev1.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS
+			}
+			resp.ErrorCode = kafkaCode(code)
+			return resp
 		}
-		resp.ErrorCode = kafkaCode(code)
+		resp.ProducerID, resp.ProducerEpoch = id, 0
 		return resp
 	}
-	resp.ProducerID, resp.ProducerEpoch = id, 0
-	return resp
 }

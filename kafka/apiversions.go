@@ -20,6 +20,9 @@ type handler struct {
 	// lists Produce v0.
 	listedFrom int16
 	legacy     func(c *conn, r *request) kmsg.Response
+	// waits says the answer may take long (a coordinator's append, a
+	// rebalance): the answers before it are flushed first.
+	waits bool
 }
 
 // listedMin is the lowest version ApiVersions lists for h.
@@ -44,7 +47,18 @@ func init() {
 		apiVersionsKey: {min: 0, max: 5, serve: now(apiVersions)},
 		19:             {min: 0, max: 7, serve: now(createTopics)},
 		20:             {min: 0, max: 6, serve: now(deleteTopics)},
-		22:             {min: 0, max: 5, serve: now(initProducerID)},
+		8:              {min: 2, max: 9, serve: later(offsetCommit), waits: true},
+		9:              {min: 1, max: 9, serve: now(offsetFetch)},
+		10:             {min: 0, max: 6, serve: later(findCoordinator), waits: true},
+		16:             {min: 0, max: 5, serve: now(listGroups)},
+		22:             {min: 0, max: 5, serve: later(initProducerID), waits: true},
+		26:             {min: 5, max: 5, serve: later(endTxn), waits: true},
+		28:             {min: 5, max: 5, serve: later(txnOffsetCommit), waits: true},
+		42:             {min: 0, max: 2, serve: later(deleteGroups), waits: true},
+		65:             {min: 0, max: 0, serve: now(describeTransactions)},
+		66:             {min: 0, max: 1, serve: now(listTransactions)},
+		68:             {min: 0, max: 1, serve: later(consumerGroupHeartbeat), waits: true},
+		69:             {min: 0, max: 1, serve: now(consumerGroupDescribe)},
 		23:             {min: 2, max: 4, serve: now(offsetForLeaderEpoch)},
 		32:             {min: 0, max: 4, serve: now(describeConfigs)},
 		33:             {min: 0, max: 2, serve: now(alterConfigs)},
@@ -82,15 +96,16 @@ func apiVersions(c *conn, r *request) kmsg.Response {
 	resp := r.msg.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiKeys()
 	if r.version >= 3 {
-		// Feature levels (KIP-584), which Kafka 3.x/4.x clients read: none
-		// of the versioned protocols is on through this door yet, so each
-		// is finalized at level 0 — transactions over AddPartitionsToTxn
-		// and the classic group protocol once served (issue 35), never
-		// KIP-890's TV2 or KIP-848's consumer protocol until they are.
-		// The epoch is the metadata offset the levels were read at.
+		// Feature levels (KIP-584), which Kafka 3.x/4.x clients read:
+		// transaction.version 2 (KIP-890: the coordinator bumps the epoch
+		// at every EndTxn, partitions are added by their leaders) and
+		// group.version 1 (KIP-848's consumer protocol served beside the
+		// classic one), each supported and finalized at that level, as a
+		// Kafka 4 cluster. The epoch is the metadata offset they were read
+		// at.
 		for _, f := range features {
-			resp.SupportedFeatures = append(resp.SupportedFeatures, kmsg.ApiVersionsResponseSupportedFeature{Name: f, MinVersion: 0, MaxVersion: 0})
-			resp.FinalizedFeatures = append(resp.FinalizedFeatures, kmsg.ApiVersionsResponseFinalizedFeature{Name: f, MinVersionLevel: 0, MaxVersionLevel: 0})
+			resp.SupportedFeatures = append(resp.SupportedFeatures, kmsg.ApiVersionsResponseSupportedFeature{Name: f.name, MinVersion: 0, MaxVersion: f.level})
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, kmsg.ApiVersionsResponseFinalizedFeature{Name: f.name, MinVersionLevel: f.level, MaxVersionLevel: f.level})
 		}
 		resp.FinalizedFeaturesEpoch = -1
 		if c.s.cfg.Metadata != nil {
@@ -101,9 +116,11 @@ func apiVersions(c *conn, r *request) kmsg.Response {
 }
 
 // features are the versioned protocols Kafka clients look up in
-// ApiVersions' feature levels (transaction.version: KIP-890's TV2;
-// group.version: KIP-848's consumer group protocol).
-var features = []string{"group.version", "transaction.version"}
+// ApiVersions' feature levels, at the level Sluice serves.
+var features = []struct {
+	name  string
+	level int16
+}{{"group.version", 1}, {"transaction.version", 2}}
 
 // unsupportedAPIVersions is the answer to an ApiVersions of a version
 // this broker does not serve: v0 with UNSUPPORTED_VERSION and the list,

@@ -184,7 +184,7 @@ func (c *conn) read(answers chan<- answer) error {
 			respond = h.serve(c, req)
 		}
 		select {
-		case answers <- answer{req: req, respond: respond, mayWait: req.key == 0 || req.key == 1}:
+		case answers <- answer{req: req, respond: respond, mayWait: req.key == 0 || req.key == 1 || h.waits}:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}

@@ -94,8 +94,9 @@ func TestApiVersionsListsTheHandlers(t *testing.T) {
 		if err := resp.ReadFrom(body); err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.FinalizedFeatures) != len(features) || resp.FinalizedFeatures[1].Name != "transaction.version" || resp.FinalizedFeatures[1].MaxVersionLevel != 0 {
-			t.Fatalf("finalized features %+v: want transaction.version and group.version at level 0", resp.FinalizedFeatures)
+		if len(resp.FinalizedFeatures) != len(features) || resp.FinalizedFeatures[1].Name != "transaction.version" || resp.FinalizedFeatures[1].MaxVersionLevel != 2 ||
+			resp.FinalizedFeatures[0].Name != "group.version" || resp.FinalizedFeatures[0].MaxVersionLevel != 1 {
+			t.Fatalf("finalized features %+v: want group.version 1 and transaction.version 2", resp.FinalizedFeatures)
 		}
 		if resp.ErrorCode != 0 || len(resp.ApiKeys) != len(handlers) {
 			t.Fatalf("error %d, %d keys for %d handlers", resp.ErrorCode, len(resp.ApiKeys), len(handlers))

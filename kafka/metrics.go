@@ -543,6 +543,96 @@ func responseErrors(resp kmsg.Response, cc *codeCounts) bool {
 		cc.add(r.ErrorCode)
 	case *kmsg.DescribeClusterResponse:
 		cc.add(r.ErrorCode)
+	case *kmsg.FindCoordinatorResponse:
+		cc.add(r.ErrorCode)
+		for i := range r.Coordinators {
+			cc.add(r.Coordinators[i].ErrorCode)
+		}
+	case *kmsg.OffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				cc.add(r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+	case *kmsg.TxnOffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				cc.add(r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+	case *kmsg.OffsetFetchResponse:
+		cc.add(r.ErrorCode)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				cc.add(r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+		for i := range r.Groups {
+			cc.add(r.Groups[i].ErrorCode)
+			for j := range r.Groups[i].Topics {
+				for k := range r.Groups[i].Topics[j].Partitions {
+					cc.add(r.Groups[i].Topics[j].Partitions[k].ErrorCode)
+				}
+			}
+		}
+	case *kmsg.OffsetDeleteResponse:
+		cc.add(r.ErrorCode)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				cc.add(r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+	case *kmsg.AddPartitionsToTxnResponse:
+		cc.add(r.ErrorCode)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				cc.add(r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+		for i := range r.Transactions {
+			for j := range r.Transactions[i].Topics {
+				for k := range r.Transactions[i].Topics[j].Partitions {
+					cc.add(r.Transactions[i].Topics[j].Partitions[k].ErrorCode)
+				}
+			}
+		}
+	case *kmsg.AddOffsetsToTxnResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.EndTxnResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.DescribeTransactionsResponse:
+		for i := range r.TransactionStates {
+			cc.add(r.TransactionStates[i].ErrorCode)
+		}
+	case *kmsg.ListTransactionsResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.JoinGroupResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.SyncGroupResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.HeartbeatResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.LeaveGroupResponse:
+		cc.add(r.ErrorCode)
+		for i := range r.Members {
+			cc.add(r.Members[i].ErrorCode)
+		}
+	case *kmsg.ListGroupsResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.DescribeGroupsResponse:
+		for i := range r.Groups {
+			cc.add(r.Groups[i].ErrorCode)
+		}
+	case *kmsg.DeleteGroupsResponse:
+		for i := range r.Groups {
+			cc.add(r.Groups[i].ErrorCode)
+		}
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		cc.add(r.ErrorCode)
+	case *kmsg.ConsumerGroupDescribeResponse:
+		for i := range r.Groups {
+			cc.add(r.Groups[i].ErrorCode)
+		}
 	default:
 		return false
 	}

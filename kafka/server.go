@@ -61,6 +61,9 @@ type Config struct {
 	// Auth is how connections authenticate (authn.go); the zero value:
 	// no SASL, anonymous unless a client certificate says otherwise.
 	Auth Authentication
+	// Coordinators serve transactions and consumer groups (nil ones:
+	// their requests are refused with INVALID_REQUEST).
+	Coordinators Coordinators
 	// Metrics is told of requests, bytes and closed connections
 	// (metrics.go; nil: none).
 	Metrics Metrics

@@ -350,7 +350,8 @@ func Start(cfg Config) (_ *Node, err error) {
 			setup, idle := kafkaConnectionTimeouts(cfg) // connlimit.go
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
 				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
-				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm), Metrics: n.metrics.kafka})
+				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm), Metrics: n.metrics.kafka,
+				Coordinators: kafka.Coordinators{Txn: n.txnCoord, TxnLocator: n.txnLocator, Group: n.groupCoord, GroupLocator: n.groupLocator}})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
 	}

@@ -1,0 +1,318 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/auth"
+	"github.com/sluice-io/sluice/coordinator/group"
+	"github.com/sluice-io/sluice/coordinator/txn"
+)
+
+// initTransactional answers an InitProducerId with a transactional id:
+// WRITE on the id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: nothing asked
+// of the coordinator, so a refused caller can neither fence the owner
+// nor abort its transaction), then the coordinator's answer (KIP-360:
+// the producer id and epoch given ask for a bump of that epoch) after
+// making sure __transaction_state exists. A timeout of 0 is Kafka's
+// default, 60 s.
+func (c *conn) initTransactional(req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) func() kmsg.Response {
+	id := *req.TransactionalID
+	res := auth.TransactionalID(id)
+	if !c.allowed(c.ctx, auth.OpWrite, res) {
+		resp.ErrorCode, _ = c.denied(auth.OpWrite, res)
+		return answered(resp)
+	}
+	return func() kmsg.Response {
+		s := c.s
+		if err := s.servesTransactions(); err != nil {
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
+		defer cancel()
+		if _, err := s.cfg.Coordinators.TxnLocator.Locate(ctx, id); err != nil {
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
+		timeout := req.TransactionTimeoutMillis
+		if timeout == 0 {
+			timeout = int32(txn.DefaultTimeout / time.Millisecond)
+		}
+		pid, epoch := txn.NoProducerID, txn.NoProducerEpoch
+		if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
+			pid, epoch = req.ProducerID, req.ProducerEpoch
+		}
+		r, err := s.cfg.Coordinators.Txn.InitProducerID(ctx, txn.InitProducerIDRequest{
+			TransactionalID: id, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
+		if err != nil {
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+		return resp
+	}
+}
+
+// endTxn serves EndTxn: commit or abort the producer's transaction,
+// answered once PrepareCommit or PrepareAbort is durable. v5+ is KIP-890's
+// transaction version 2: the coordinator bumps the epoch and the answer
+// carries the producer id and epoch of the next transaction. WRITE on the
+// transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: nothing
+// committed or aborted).
+func endTxn(c *conn, r *request) func() kmsg.Response {
+	req := r.msg.(*kmsg.EndTxnRequest)
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	res := auth.TransactionalID(req.TransactionalID)
+	if !c.allowed(c.ctx, auth.OpWrite, res) {
+		resp.ErrorCode, _ = c.denied(auth.OpWrite, res)
+		return answered(resp)
+	}
+	return func() kmsg.Response {
+		if err := c.s.servesTransactions(); err != nil {
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
+		defer cancel()
+		pe, err := c.s.cfg.Coordinators.Txn.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalID,
+			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit})
+		if err != nil {
+			resp.ErrorCode = errCode(err)
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.ProducerEpoch
+		return resp
+	}
+}
+
+// txnOffsetCommit serves TxnOffsetCommit: offsets committed as part of
+// the producer's transaction, visible to the group when it commits. v5+
+// (transaction version 2): the group coordinator adds its
+// __consumer_offsets partition to the transaction itself. The member
+// fields (v3+, KIP-447) fence a zombie: a generation or member epoch the
+// group has moved past is ILLEGAL_GENERATION / FENCED_MEMBER_EPOCH.
+// WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+// and READ on the group (GROUP_AUTHORIZATION_FAILED), for every
+// partition, and READ on each topic (TOPIC_AUTHORIZATION_FAILED for its
+// partitions, which are left out; the others are committed).
+func txnOffsetCommit(c *conn, r *request) func() kmsg.Response {
+	req := r.msg.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	commit := commitTopics(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) (string, []group.OffsetCommitEntry) {
+		var es []group.OffsetCommitEntry
+		for _, p := range t.Partitions {
+			es = append(es, entry(t.Topic, p.Partition, p.Offset, p.LeaderEpoch, p.Metadata))
+		}
+		return t.Topic, es
+	})
+	var reqErr error
+	if res := auth.TransactionalID(req.TransactionalID); !c.allowed(c.ctx, auth.OpWrite, res) {
+		reqErr = c.deniedErr(auth.OpWrite, res)
+	} else {
+		reqErr = c.groupAllowed(auth.OpRead, req.Group)
+	}
+	denied := c.deniedTopics(auth.OpRead, commit)
+	return func() kmsg.Response {
+		if reqErr == nil {
+			reqErr = c.s.servesGroups()
+		}
+		var results map[group.TopicPartition]error
+		if entries := allowedEntries(commit, denied); reqErr == nil && len(entries) > 0 {
+			generation := int32(-1)
+			var member, instance string
+			if r.version >= 3 {
+				generation, member, instance = req.Generation, req.MemberID, stringOr(req.InstanceID, "")
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
+			defer cancel()
+			results, reqErr = c.s.cfg.Coordinators.Group.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
+				TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+				MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries})
+		}
+		for _, t := range commit {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic = t.topic
+			for _, en := range t.parts {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition = en.TP.Partition
+				rp.ErrorCode = errCode(commitResult(t.topic, en.TP, denied, reqErr, results))
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+}
+
+// describeTransactions serves DescribeTransactions (KIP-664): the
+// applied state of each id this broker coordinates (per id
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// TRANSACTIONAL_ID_NOT_FOUND, ...). An id needs DESCRIBE
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that id); a transaction's
+// partitions are listed only for the topics the caller may DESCRIBE.
+func describeTransactions(c *conn, r *request) kmsg.Response {
+	req := r.msg.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	described := map[string]bool{}
+	for _, id := range req.TransactionalIDs {
+		ts := kmsg.NewDescribeTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ProducerID, ts.ProducerEpoch, ts.StartTimestamp = id, -1, -1, -1
+		var err error
+		if res := auth.TransactionalID(id); !c.allowed(c.ctx, auth.OpDescribe, res) {
+			err = c.deniedErr(auth.OpDescribe, res)
+		}
+		if err == nil {
+			err = c.s.servesTransactions()
+		}
+		var d txn.Description
+		if err == nil {
+			d, err = c.s.cfg.Coordinators.Txn.Describe(id)
+		}
+		if err != nil {
+			ts.ErrorCode = errCode(err)
+			resp.TransactionStates = append(resp.TransactionStates, ts)
+			continue
+		}
+		ts.State, ts.TimeoutMillis = d.State.String(), d.TimeoutMs
+		ts.StartTimestamp, ts.ProducerID, ts.ProducerEpoch = d.StartTimeMs, d.ProducerID, d.ProducerEpoch
+		for _, tp := range d.Partitions { // sorted by topic, then partition
+			ok, asked := described[tp.Topic]
+			if !asked {
+				ok = c.allowedQuiet(c.ctx, auth.OpDescribe, auth.Topic(tp.Topic))
+				described[tp.Topic] = ok
+			}
+			if !ok {
+				continue
+			}
+			if n := len(ts.Topics); n == 0 || ts.Topics[n-1].Topic != tp.Topic {
+				t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+				t.Topic = tp.Topic
+				ts.Topics = append(ts.Topics, t)
+			}
+			last := &ts.Topics[len(ts.Topics)-1]
+			last.Partitions = append(last.Partitions, tp.Partition)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	}
+	return resp
+}
+
+// listTransactions serves ListTransactions (KIP-664; an admin asks every
+// broker): the ids this broker coordinates that the caller may DESCRIBE,
+// filtered by state (Kafka's names; unknown ones are answered in
+// UnknownStateFilters, and when every state filter is unknown nothing is
+// listed), producer id and (v1+) minimum duration.
+func listTransactions(c *conn, r *request) kmsg.Response {
+	req := r.msg.(*kmsg.ListTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
+	if err := c.s.servesTransactions(); err != nil {
+		resp.ErrorCode = errCode(err)
+		return resp
+	}
+	var f txn.ListFilter
+	for _, name := range req.StateFilters {
+		if st, ok := txn.ParseState(name); ok {
+			f.States = append(f.States, st)
+		} else {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, name)
+		}
+	}
+	if len(req.StateFilters) > 0 && len(f.States) == 0 {
+		return resp
+	}
+	f.ProducerIDs = req.ProducerIDFilters
+	if req.DurationFilterMillis > 0 {
+		f.MinDuration = time.Duration(req.DurationFilterMillis) * time.Millisecond
+	}
+	list, err := c.s.cfg.Coordinators.Txn.List(f)
+	if err != nil {
+		resp.ErrorCode = errCode(err)
+		return resp
+	}
+	for _, l := range list {
+		if !c.allowedQuiet(c.ctx, auth.OpDescribe, auth.TransactionalID(l.TransactionalID)) {
+			continue
+		}
+		ts := kmsg.NewListTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ProducerID, ts.TransactionState = l.TransactionalID, l.ProducerID, l.State.String()
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	}
+	return resp
+}
+
+// offsetCommitTopic is one topic of an offset commit: its entries in the
+// request's order.
+type offsetCommitTopic struct {
+	topic string
+	parts []group.OffsetCommitEntry
+}
+
+// commitTopics is the topics of a commit request, each made by of.
+func commitTopics[T any](topics []T, of func(T) (string, []group.OffsetCommitEntry)) []offsetCommitTopic {
+	out := make([]offsetCommitTopic, len(topics))
+	for i, t := range topics {
+		out[i].topic, out[i].parts = of(t)
+	}
+	return out
+}
+
+// entry is one partition's offset to commit.
+func entry(topic string, partition int32, offset int64, leaderEpoch int32, metadata *string) group.OffsetCommitEntry {
+	return group.OffsetCommitEntry{TP: group.TopicPartition{Topic: topic, Partition: partition},
+		Offset: group.Offset{Offset: offset, LeaderEpoch: leaderEpoch, Metadata: stringOr(metadata, "")}}
+}
+
+// deniedTopics asks op on each topic once: the refusals by topic (nil if
+// none), the answers of their partitions (Kafka's filterByAuthorized).
+func (c *conn) deniedTopics(op auth.Operation, topics []offsetCommitTopic) map[string]error {
+	var denied map[string]error
+	seen := map[string]bool{}
+	for _, t := range topics {
+		if seen[t.topic] {
+			continue
+		}
+		seen[t.topic] = true
+		if res := auth.Topic(t.topic); !c.allowed(c.ctx, op, res) {
+			if denied == nil {
+				denied = map[string]error{}
+			}
+			denied[t.topic] = c.deniedErr(op, res)
+		}
+	}
+	return denied
+}
+
+// allowedEntries are the entries of the topics not in denied.
+func allowedEntries(topics []offsetCommitTopic, denied map[string]error) []group.OffsetCommitEntry {
+	var out []group.OffsetCommitEntry
+	for _, t := range topics {
+		if denied[t.topic] == nil {
+			out = append(out, t.parts...)
+		}
+	}
+	return out
+}
+
+// commitResult is one partition's answer: its topic's refusal, else the
+// request's error, else the coordinator's result for it.
+func commitResult(topic string, tp group.TopicPartition, denied map[string]error, reqErr error, results map[group.TopicPartition]error) error {
+	if err := denied[topic]; err != nil {
+		return err
+	}
+	if reqErr != nil {
+		return reqErr
+	}
+	return results[tp]
+}
+
+// stringOr is *p, or def when p is nil.
+func stringOr(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return *p
+}
