@@ -1,0 +1,228 @@
+package kafka_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
+)
+
+// TestFranzGoZombieFenced: a second franz-go producer with the same
+// transactional id fences the first, whose open transaction is aborted:
+// the zombie's commit fails with a fencing error, nothing it wrote is
+// visible at read_committed, and the new producer's transaction commits.
+func TestFranzGoZombieFenced(t *testing.T) {
+	s := startKafkaNode(t)
+	addr := s.Node.KafkaAddr()
+	ctx := testContext(t, 60*time.Second)
+	adm := kadm.NewClient(newClient(t, addr))
+	createTopics(t, ctx, adm, 2, "fenced")
+
+	zombie := newClient(t, addr, kgo.TransactionalID("app"), kgo.DefaultProduceTopic("fenced"))
+	if err := zombie.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := newClient(t, addr, kgo.TransactionalID("app"), kgo.DefaultProduceTopic("fenced"))
+	if err := fresh.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	// The fresh producer's InitProducerId (on its first produce) fences
+	// the zombie and aborts its transaction.
+	if err := fresh.ProduceSync(ctx, &kgo.Record{Value: []byte("fresh")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	err := zombie.EndTransaction(ctx, kgo.TryCommit)
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("the zombie's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+	if err := fresh.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeAll(t, ctx, addr, "fenced", 1, kgo.ReadCommitted())
+	if got["fresh"] != 1 || got["zombie"] != 0 {
+		t.Fatalf("read_committed got %v, want only fresh", got)
+	}
+}
+
+// TestTransactionRequestsRefusedAsKafkas: what bad transaction and group
+// requests get through the Kafka door, as Kafka 4 answers them, nothing
+// written: an EndTxn with a stale epoch (PRODUCER_FENCED) or for an
+// unknown transactional id (INVALID_PRODUCER_ID_MAPPING), a
+// FindCoordinator of a share group (INVALID_REQUEST), an OffsetCommit
+// from a member the group does not have (UNKNOWN_MEMBER_ID), and a
+// TxnOffsetCommit whose member epoch is not the member's (a zombie,
+// ILLEGAL_GENERATION).
+func TestTransactionRequestsRefusedAsKafkas(t *testing.T) {
+	s := startKafkaNode(t)
+	addr := s.Node.KafkaAddr()
+	ctx := testContext(t, 60*time.Second)
+	cl := newClient(t, addr)
+	adm := kadm.NewClient(cl)
+	createTopics(t, ctx, adm, 1, "t")
+	request := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		return resp
+	}
+	init := func() *kmsg.InitProducerIDResponse {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = kmsg.StringPtr("bad"), 60000, -1, -1
+		resp := request(req).(*kmsg.InitProducerIDResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return resp
+	}
+	first := init()
+	second := init()
+	if second.ProducerID != first.ProducerID || second.ProducerEpoch != first.ProducerEpoch+1 {
+		t.Fatalf("second InitProducerId %d/%d after %d/%d", second.ProducerID, second.ProducerEpoch, first.ProducerID, first.ProducerEpoch)
+	}
+	endTxn := func(id string, pid int64, epoch int16) error {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, true
+		return kerr.ErrorForCode(request(req).(*kmsg.EndTxnResponse).ErrorCode)
+	}
+	if err := endTxn("bad", first.ProducerID, first.ProducerEpoch); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("EndTxn at the stale epoch: %v, want PRODUCER_FENCED", err)
+	}
+	if err := endTxn("never-initialised", 12345, 0); !errors.Is(err, kerr.InvalidProducerIDMapping) {
+		t.Fatalf("EndTxn of an unknown id: %v, want INVALID_PRODUCER_ID_MAPPING", err)
+	}
+	// The epoch is unchanged by the refused requests.
+	d, err := adm.DescribeTransactions(ctx, "bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d["bad"]; got.ProducerEpoch != second.ProducerEpoch || got.State != "Empty" {
+		t.Fatalf("after the refusals: %+v", got)
+	}
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 2, []string{"share"}
+	if c := request(fc).(*kmsg.FindCoordinatorResponse).Coordinators[0]; c.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("FindCoordinator of a share group: %v", kerr.ErrorForCode(c.ErrorCode))
+	}
+
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.MemberID, oc.Generation = "g", "nobody", 3
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if code := request(oc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownMemberID.Code {
+		t.Fatalf("OffsetCommit of an unknown member: %v", kerr.ErrorForCode(code))
+	}
+
+	// A KIP-848 member joins; a TxnOffsetCommit at another epoch is a
+	// zombie's.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = "g", "m1", 0, 30000
+	hb.SubscribedTopicNames, hb.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	hbr := request(hb).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if hbr.ErrorCode != 0 || hbr.MemberEpoch < 1 {
+		t.Fatalf("join: %v epoch %d", kerr.ErrorForCode(hbr.ErrorCode), hbr.MemberEpoch)
+	}
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.Version = 5
+	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch = "bad", "g", second.ProducerID, second.ProducerEpoch
+	tc.MemberID, tc.Generation = "m1", hbr.MemberEpoch+5
+	tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if code := request(tc).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.IllegalGeneration.Code {
+		t.Fatalf("TxnOffsetCommit at a wrong member epoch: %v", kerr.ErrorForCode(code))
+	}
+	offs, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("t", 0); ok && o.At >= 0 {
+		t.Fatalf("an offset was committed: %+v", o)
+	}
+}
+
+// TestCoordinatorAPIsAuthorizedAsKafkas: with --authorizer acl,
+// FindCoordinator needs DESCRIBE on the transactional id or group, and
+// InitProducerId WRITE on the transactional id; refused, nothing is
+// created or bumped (the id's epoch is unchanged).
+func TestCoordinatorAPIsAuthorizedAsKafkas(t *testing.T) {
+	s := nodetest.StartSingle(t, t.TempDir(), func(c *node.Config) {
+		c.KafkaListen = "127.0.0.1:0"
+		c.Authorizer = node.AuthorizerACL
+	})
+	ctx := testContext(t, 60*time.Second)
+	ctl := s.Node.Controller()
+	grant := func(rt controller.ResourceType, name string, op controller.AclOperation) {
+		t.Helper()
+		per, offset, err := ctl.CreateAcls(ctx, []controller.Acl{{ResourceType: rt, ResourceName: name, PatternType: controller.PatternLiteral,
+			Principal: "User:ANONYMOUS", Host: controller.WildcardHost, Operation: op, Permission: controller.PermissionAllow}})
+		if err != nil || per[0] != nil {
+			t.Fatalf("grant %s: %v %v", op, per, err)
+		}
+		if err := s.Node.Metadata().WaitForOffset(ctx, offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(t, s.Node.KafkaAddr())
+	request := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		return resp
+	}
+	find := func(typ int8, key string) int16 {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKeys = typ, []string{key}
+		return request(req).(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode
+	}
+	if code := find(1, "tx"); code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("FindCoordinator without DESCRIBE on the id: %v", kerr.ErrorForCode(code))
+	}
+	if code := find(0, "grp"); code != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("FindCoordinator without DESCRIBE on the group: %v", kerr.ErrorForCode(code))
+	}
+	// Straight to the node: the client would otherwise ask
+	// FindCoordinator first, and report its refusal instead.
+	node := cl.Broker(int(ctl.NodeID()))
+	init := func() *kmsg.InitProducerIDResponse {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = kmsg.StringPtr("tx"), 60000, -1, -1
+		resp, err := node.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.InitProducerIDResponse)
+	}
+	if r := init(); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || r.ProducerID != -1 {
+		t.Fatalf("InitProducerId without WRITE: %v %d", kerr.ErrorForCode(r.ErrorCode), r.ProducerID)
+	}
+	grant(controller.ResourceTransactionalID, "tx", controller.OperationDescribe)
+	grant(controller.ResourceGroup, "grp", controller.OperationDescribe)
+	if code := find(1, "tx"); code != 0 {
+		t.Fatalf("FindCoordinator with DESCRIBE on the id: %v", kerr.ErrorForCode(code))
+	}
+	if code := find(0, "grp"); code != 0 {
+		t.Fatalf("FindCoordinator with DESCRIBE on the group: %v", kerr.ErrorForCode(code))
+	}
+	if r := init(); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("InitProducerId with DESCRIBE only: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	grant(controller.ResourceTransactionalID, "tx", controller.OperationWrite)
+	r := init()
+	if r.ErrorCode != 0 || r.ProducerEpoch != 0 {
+		t.Fatalf("InitProducerId with WRITE: %v epoch %d (the refused ones must not have bumped it)", kerr.ErrorForCode(r.ErrorCode), r.ProducerEpoch)
+	}
+}
