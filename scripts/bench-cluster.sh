@@ -340,6 +340,30 @@ door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go)" door-kafka kafka
 door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go), lz4" door-kafka-lz4 kafka --compression lz4
 door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go), zstd" door-kafka-zstd kafka --compression zstd
 
+# Transactions through the Kafka door (issue 35): franz-go producing the
+# same 100 B acks=all load as the gRPC transaction runs above, over
+# $PARTITIONS partitions, idempotent and then in transactions committed
+# every 100 ms (KIP-890 TV2), and idempotent again.
+kafka_txn() {
+	local label=$1 name=$2
+	shift 2
+	if [[ -n $ONLY && ! $label =~ $ONLY ]]; then
+		return
+	fi
+	topic "$name"
+	echo "== $label" >&2
+	local out n0 g0
+	n0=$(node_ticks) g0=$(children_ticks)
+	out=$("$BIN/kafkabench" produce --brokers "$kafka_brokers" --topic "$name" --records "$RECORDS_TXN" --record-size 100 --acks all "$@")
+	out="$out; $(cpu_summary $(($(node_ticks) - n0)) $(($(children_ticks) - g0)) --records "$RECORDS_TXN" --record-size 100)"
+	echo "$out" >&2
+	results+=("$label: $out")
+	drop "$name"
+}
+kafka_txn "door transactions: Kafka (franz-go) idempotent baseline, 100 B" door-txn-base
+kafka_txn "door transactions: Kafka (franz-go) commit every 100ms, 100 B" door-txn-100ms --transactional-id bench-door --commit-interval 100ms
+kafka_txn "door transactions: Kafka (franz-go) idempotent baseline again, 100 B" door-txn-base2
+
 echo
 echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions (the door runs: 1):"
 for r in "${results[@]}"; do

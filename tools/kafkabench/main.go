@@ -5,7 +5,13 @@
 // line.
 //
 //	kafkabench produce --brokers 127.0.0.1:9092 --topic t --records 1000000 --record-size 1024 --acks all
+//	kafkabench produce --brokers 127.0.0.1:9092 --topic t --transactional-id b --commit-interval 100ms
 //	kafkabench consume --brokers 127.0.0.1:9092 --topic t --records 1000000
+//
+// With --transactional-id the records are produced in transactions, each
+// committed once --commit-interval has passed since it began (its records
+// flushed first, as a Kafka transactional producer must), the last one at
+// the end: the throughput then includes every commit.
 package main
 
 import (
@@ -24,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || (os.Args[1] != "produce" && os.Args[1] != "consume") {
-		fmt.Fprintln(os.Stderr, "usage: kafkabench produce|consume --brokers B --topic T [--records N] [--record-size B] [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd] [--partition P]")
+		fmt.Fprintln(os.Stderr, "usage: kafkabench produce|consume --brokers B --topic T [--records N] [--record-size B] [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd] [--partition P] [--transactional-id ID --commit-interval D]")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -38,6 +44,8 @@ func main() {
 	partition := fs.Int("partition", -1, "partition to produce to (-1: franz-go's default partitioner)")
 	linger := fs.Duration("linger", 5*time.Millisecond, "producer linger")
 	batchBytes := fs.Int("batch-bytes", 1000012, "producer batch size (franz-go's default, which fits Kafka's default max.message.bytes)")
+	txnID := fs.String("transactional-id", "", "produce in transactions with this transactional id")
+	every := fs.Duration("commit-interval", 100*time.Millisecond, "with --transactional-id: commit a transaction this long after it began")
 	fs.Parse(os.Args[2:])
 	if *topic == "" {
 		fmt.Fprintln(os.Stderr, "--topic is required")
@@ -46,7 +54,7 @@ func main() {
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.RetryTimeout(time.Minute)}
 	var err error
 	if mode == "produce" {
-		err = produce(opts, *topic, *records, *size, *acks, *compression, int32(*partition), *linger, int32(*batchBytes))
+		err = produce(opts, *topic, *records, *size, *acks, *compression, int32(*partition), *linger, int32(*batchBytes), *txnID, *every)
 	} else {
 		err = consume(opts, *topic, *records)
 	}
@@ -86,7 +94,8 @@ func codec(name string) (kgo.CompressionCodec, error) {
 	return kgo.NoCompression(), fmt.Errorf("unknown compression %q", name)
 }
 
-func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string, partition int32, linger time.Duration, batchBytes int32) error {
+func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string, partition int32, linger time.Duration, batchBytes int32,
+	txnID string, every time.Duration) error {
 	c, err := codec(compression)
 	if err != nil {
 		return err
@@ -106,6 +115,12 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 	if partition >= 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
+	if txnID != "" {
+		if acks != "all" {
+			return fmt.Errorf("transactions need --acks all")
+		}
+		opts = append(opts, kgo.TransactionalID(txnID))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
@@ -124,8 +139,35 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 		firstErr  error
 		wg        sync.WaitGroup
 	)
+	txns := 0
+	var txnStart time.Time
+	// end commits the open transaction, its records flushed first.
+	end := func() error {
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		txns++
+		return nil
+	}
 	start := time.Now()
 	for i := range n {
+		if txnID != "" {
+			if !txnStart.IsZero() && time.Since(txnStart) >= every {
+				if err := end(); err != nil {
+					return err
+				}
+				txnStart = time.Time{}
+			}
+			if txnStart.IsZero() {
+				if err := cl.BeginTransaction(); err != nil {
+					return err
+				}
+				txnStart = time.Now()
+			}
+		}
 		r := &kgo.Record{Value: pool[i%len(pool)], Partition: partition}
 		sent := time.Now()
 		sample := i%8 == 0
@@ -146,6 +188,11 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 			latencies = append(latencies, time.Since(sent))
 		})
 	}
+	if !txnStart.IsZero() {
+		if err := end(); err != nil {
+			return err
+		}
+	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if firstErr != nil {
@@ -159,8 +206,12 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 		return latencies[min(int(p*float64(len(latencies))), len(latencies)-1)].Round(100 * time.Microsecond)
 	}
 	mb := float64(n) * float64(size) / 1e6
-	fmt.Printf("%d records (%.0f MB) in %.2f s: %.0f records/s, %.1f MB/s; latency p50 %v p99 %v p99.9 %v\n",
+	fmt.Printf("%d records (%.0f MB) in %.2f s: %.0f records/s, %.1f MB/s; latency p50 %v p99 %v p99.9 %v",
 		n, mb, elapsed.Seconds(), float64(n)/elapsed.Seconds(), mb/elapsed.Seconds(), pct(0.5), pct(0.99), pct(0.999))
+	if txnID != "" {
+		fmt.Printf("; %d transactions committed", txns)
+	}
+	fmt.Println()
 	return nil
 }
 

@@ -41,11 +41,10 @@ import uuid
 NAME = "confluent-kafka"
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
-# librdkafka 2.0.2 (Debian bookworm) compresses lz4 only when the broker's
-# ApiVersions lists FindCoordinator (its "LZ4" feature dates from Kafka
-# 0.8.2, when FindCoordinator came): until consumer groups come to the
-# Kafka door (issue 35) it sends lz4 batches uncompressed.
-DEFAULT_ALLOW_UNCOMPRESSED = "lz4"
+# Codecs allowed to go out uncompressed: none (librdkafka 2.0.2 compresses
+# lz4 only when the broker's ApiVersions lists FindCoordinator, as Sluice's
+# does).
+DEFAULT_ALLOW_UNCOMPRESSED = ""
 
 STEP_TIMEOUT = 30.0  # one step with its retries, seconds
 
