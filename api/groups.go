@@ -21,7 +21,7 @@ const groupRequestWait = 30 * time.Second
 // coordinator (group.Coordinator). Errors are *errs.Error.
 type GroupCoordinator interface {
 	Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error)
-	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
+	CommitOffsets(ctx context.Context, g, memberID, instanceID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
 	FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]group.FetchedOffset, error)
 	TxnCommitOffsets(ctx context.Context, r group.TxnOffsetCommitRequest) (map[group.TopicPartition]error, error)
 	ListGroups(states []string) ([]group.Listing, error)
@@ -236,7 +236,7 @@ func (s *GroupsService) OffsetCommit(ctx context.Context, req *sluicev1.OffsetCo
 	}
 	ctx, cancel := context.WithTimeout(ctx, groupRequestWait)
 	defer cancel()
-	results, err := s.coord.CommitOffsets(ctx, req.GroupId, req.MemberId, req.MemberEpoch, commitEntries(allowed))
+	results, err := s.coord.CommitOffsets(ctx, req.GroupId, req.MemberId, "", req.MemberEpoch, commitEntries(allowed))
 	return &sluicev1.OffsetCommitResponse{ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err),
 		Topics: commitResponse(req.Topics, denied, results, err)}, nil
 }

@@ -206,7 +206,7 @@ func DecodeOffsetValue(b []byte) (Offset, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return Offset{}, fmt.Errorf("%w: offset value: %v", ErrCorruptRecord, err)
 	}
-	if err := checkVersion(v.Version); err != nil {
+	if err := checkVersion(v.Version, RecordVersion); err != nil {
 		return Offset{}, err
 	}
 	return Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTimeMs: v.CommitTimeMs, RecordOffset: -1}, nil
@@ -271,15 +271,16 @@ func DecodeGroupValue(b []byte) (GroupRecord, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return GroupRecord{}, fmt.Errorf("%w: group value: %v", ErrCorruptRecord, err)
 	}
-	if err := checkVersion(v.Version); err != nil {
+	if err := checkVersion(v.Version, ClassicRecordVersion); err != nil {
 		return GroupRecord{}, err
 	}
 	return v.GroupRecord, nil
 }
 
-func checkVersion(v int) error {
-	if v < 1 || v > ClassicRecordVersion {
-		return fmt.Errorf("%w: value version %d (this broker reads 1..%d)", ErrCorruptRecord, v, ClassicRecordVersion)
+// checkVersion refuses a value version outside 1..newest.
+func checkVersion(v, newest int) error {
+	if v < 1 || v > newest {
+		return fmt.Errorf("%w: value version %d (this broker reads 1..%d)", ErrCorruptRecord, v, newest)
 	}
 	return nil
 }
