@@ -101,7 +101,7 @@ func (f *fakeGroupCoordinator) commit(entries []group.OffsetCommitEntry) map[gro
 	return out
 }
 
-func (f *fakeGroupCoordinator) CommitOffsets(_ context.Context, _, _ string, _ int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error) {
+func (f *fakeGroupCoordinator) CommitOffsets(_ context.Context, _, _, _ string, _ int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error) {
 	return f.commit(entries), nil
 }
 

@@ -21,7 +21,7 @@ const groupRequestWait = 30 * time.Second
 // coordinator (group.Coordinator). Errors are *errs.Error.
 type GroupCoordinator interface {
 	Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error)
-	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
+	CommitOffsets(ctx context.Context, g, memberID, instanceID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
 	FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]group.FetchedOffset, error)
 	TxnCommitOffsets(ctx context.Context, r group.TxnOffsetCommitRequest) (map[group.TopicPartition]error, error)
 	ListGroups(states []string) ([]group.Listing, error)
@@ -236,7 +236,7 @@ func (s *GroupsService) OffsetCommit(ctx context.Context, req *sluicev1.OffsetCo
 	}
 	ctx, cancel := context.WithTimeout(ctx, groupRequestWait)
 	defer cancel()
-	results, err := s.coord.CommitOffsets(ctx, req.GroupId, req.MemberId, req.MemberEpoch, commitEntries(allowed))
+	results, err := s.coord.CommitOffsets(ctx, req.GroupId, req.MemberId, "", req.MemberEpoch, commitEntries(allowed))
 	return &sluicev1.OffsetCommitResponse{ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err),
 		Topics: commitResponse(req.Topics, denied, results, err)}, nil
 }
@@ -361,7 +361,8 @@ func (s *GroupsService) ListGroups(ctx context.Context, req *sluicev1.ListGroups
 		if !everything && !s.authz.AllowedQuiet(ctx, auth.OpDescribe, auth.Group(l.Group)) {
 			continue
 		}
-		resp.Groups = append(resp.Groups, &sluicev1.ListedGroup{GroupId: l.Group, State: l.State, Members: int32(l.Members), CoordinatorId: s.nodeID})
+		resp.Groups = append(resp.Groups, &sluicev1.ListedGroup{GroupId: l.Group, State: l.State, Members: int32(l.Members), CoordinatorId: s.nodeID,
+			Type: l.Type, ProtocolType: l.ProtocolType})
 	}
 	return resp, nil
 }
@@ -387,6 +388,26 @@ func (s *GroupsService) DescribeGroups(ctx context.Context, req *sluicev1.Descri
 		resp.Groups = append(resp.Groups, dg)
 		if err != nil {
 			dg.State = "Dead"
+			continue
+		}
+		dg.Type = d.Type
+		if cd := d.Classic; cd != nil {
+			dg.State, dg.Generation, dg.ProtocolType, dg.Protocol, dg.Leader = cd.State.String(), cd.Generation, cd.ProtocolType, cd.Protocol, cd.Leader
+			for _, m := range cd.Members {
+				gm := &sluicev1.GroupMember{MemberId: m.MemberID, InstanceId: m.InstanceID, ClientId: m.ClientID, ClientHost: m.ClientHost,
+					MemberEpoch: cd.Generation, MemberMetadata: m.Metadata, MemberAssignment: m.Assignment}
+				if cd.ProtocolType == group.ConsumerProtocolType {
+					// The consumer protocol's bytes, decoded for display; other
+					// protocol types are only relayed.
+					if topics, err := group.DecodeSubscription(m.Metadata); err == nil && len(m.Metadata) > 0 {
+						gm.SubscribedTopicNames = topics
+					}
+					if a, err := group.DecodeAssignment(m.Assignment); err == nil {
+						gm.Assignment = fromAssignment(a)
+					}
+				}
+				dg.Members = append(dg.Members, gm)
+			}
 			continue
 		}
 		dg.State, dg.GroupEpoch, dg.AssignmentEpoch, dg.Assignor = d.State.String(), d.GroupEpoch, d.AssignmentEpoch, d.Assignor

@@ -170,7 +170,7 @@ func TestGroupLoadSkipsUndecodableRecords(t *testing.T) {
 	in0, in1, in2 := group.TopicPartition{Topic: "in", Partition: 0}, group.TopicPartition{Topic: "in", Partition: 1}, group.TopicPartition{Topic: "in", Partition: 2}
 	commit := func(c *group.Coordinator, tp group.TopicPartition, off int64) {
 		t.Helper()
-		res, err := c.CommitOffsets(context.Background(), "g", "", -1, []group.OffsetCommitEntry{{TP: tp, Offset: group.Offset{Offset: off}}})
+		res, err := c.CommitOffsets(context.Background(), "g", "", "", -1, []group.OffsetCommitEntry{{TP: tp, Offset: group.Offset{Offset: off}}})
 		if err != nil || res[tp] != nil {
 			t.Fatalf("commit %v: %v %v", tp, res, err)
 		}

@@ -248,6 +248,18 @@ type Config struct {
 	// GroupHeartbeatInterval is the heartbeat interval told to members
 	// (group.consumer.heartbeat.interval.ms; 0 = 5 s).
 	GroupHeartbeatInterval time.Duration
+	// GroupInitialRebalanceDelay is how long the first rebalance of an
+	// empty classic group waits for more members
+	// (group.initial.rebalance.delay.ms; 0 = 3 s, negative = none).
+	GroupInitialRebalanceDelay time.Duration
+	// GroupClassicMinSessionTimeout and GroupClassicMaxSessionTimeout
+	// bound the session timeouts classic members (JoinGroup) may ask for
+	// (group.min/max.session.timeout.ms; 0 = 6 s and 30 min).
+	GroupClassicMinSessionTimeout time.Duration
+	GroupClassicMaxSessionTimeout time.Duration
+	// GroupMaxSize caps a classic group's members (group.max.size; 0 =
+	// unlimited).
+	GroupMaxSize int
 	// OffsetsRetention deletes the offsets of groups empty this long
 	// (offsets.retention.ms; 0 = 7 days).
 	OffsetsRetention time.Duration
@@ -328,6 +340,9 @@ func DefaultConfig() Config {
 		GroupMinSessionTimeout:           group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:           group.DefaultMaxSessionTimeout,
 		GroupHeartbeatInterval:           group.DefaultHeartbeatInterval,
+		GroupInitialRebalanceDelay:       group.DefaultInitialRebalanceDelay,
+		GroupClassicMinSessionTimeout:    group.DefaultClassicMinSessionTimeout,
+		GroupClassicMaxSessionTimeout:    group.DefaultClassicMaxSessionTimeout,
 		OffsetsRetention:                 group.DefaultOffsetsRetention,
 		DefaultReplicationFactor:         1,
 		DefaultMinInsyncReplicas:         1,
@@ -348,7 +363,8 @@ func (c Config) WithDefaults() Config {
 		{&c.TransactionalIDExpiration, &d.TransactionalIDExpiration}, {&c.GroupSessionTimeout, &d.GroupSessionTimeout},
 		{&c.GroupMinSessionTimeout, &d.GroupMinSessionTimeout}, {&c.GroupMaxSessionTimeout, &d.GroupMaxSessionTimeout},
 		{&c.GroupHeartbeatInterval, &d.GroupHeartbeatInterval}, {&c.OffsetsRetention, &d.OffsetsRetention},
-		{&c.ControlledShutdownTimeout, &d.ControlledShutdownTimeout},
+		{&c.ControlledShutdownTimeout, &d.ControlledShutdownTimeout}, {&c.GroupInitialRebalanceDelay, &d.GroupInitialRebalanceDelay},
+		{&c.GroupClassicMinSessionTimeout, &d.GroupClassicMinSessionTimeout}, {&c.GroupClassicMaxSessionTimeout, &d.GroupClassicMaxSessionTimeout},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -466,6 +482,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("default replication factor %d and default min.insync.replicas %d must be >= 1 (0 for the default, 1)",
 			c.DefaultReplicationFactor, c.DefaultMinInsyncReplicas)
 	}
+	if c.GroupClassicMinSessionTimeout > 0 && c.GroupClassicMaxSessionTimeout > 0 && c.GroupClassicMinSessionTimeout > c.GroupClassicMaxSessionTimeout {
+		return fmt.Errorf("group classic min session timeout %v is above the max %v", c.GroupClassicMinSessionTimeout, c.GroupClassicMaxSessionTimeout)
+	}
+	if c.GroupMaxSize < 0 {
+		return fmt.Errorf("group max size must be >= 0 (0: unlimited), got %d", c.GroupMaxSize)
+	}
 	if c.GroupMinSessionTimeout > 0 && c.GroupMaxSessionTimeout > 0 && c.GroupMinSessionTimeout > c.GroupMaxSessionTimeout {
 		return fmt.Errorf("group min session timeout %v is above the max %v", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout)
 	}
@@ -492,7 +514,8 @@ func (c Config) Validate() error {
 		{"transaction max timeout", c.TransactionMaxTimeout}, {"transaction abort timed out interval", c.TransactionAbortTimedOutInterval},
 		{"transactional id expiration", c.TransactionalIDExpiration}, {"group session timeout", c.GroupSessionTimeout},
 		{"group min session timeout", c.GroupMinSessionTimeout}, {"group max session timeout", c.GroupMaxSessionTimeout},
-		{"group heartbeat interval", c.GroupHeartbeatInterval}, {"offsets retention", c.OffsetsRetention}} {
+		{"group heartbeat interval", c.GroupHeartbeatInterval}, {"offsets retention", c.OffsetsRetention},
+		{"group classic min session timeout", c.GroupClassicMinSessionTimeout}, {"group classic max session timeout", c.GroupClassicMaxSessionTimeout}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must be >= 0 (0 for the default), got %v", d.name, d.v)
 		}

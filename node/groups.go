@@ -26,6 +26,8 @@ func (n *Node) startGroups() {
 		Partitions: cfg.OffsetsTopicPartitions, OffsetsRetention: cfg.OffsetsRetention,
 		Group: group.Config{SessionTimeout: cfg.GroupSessionTimeout, MinSessionTimeout: cfg.GroupMinSessionTimeout,
 			MaxSessionTimeout: cfg.GroupMaxSessionTimeout, HeartbeatInterval: cfg.GroupHeartbeatInterval},
+		Classic: group.ClassicConfig{InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, MinSessionTimeout: cfg.GroupClassicMinSessionTimeout,
+			MaxSessionTimeout: cfg.GroupClassicMaxSessionTimeout, MaxSize: cfg.GroupMaxSize},
 	})
 	n.replicas.SetTxnMarkerListener(group.OffsetsTopic, n.groupCoord)
 	n.groupUnlisten = n.replicas.RegisterLeadershipListener(group.OffsetsTopic, n.groupCoord)

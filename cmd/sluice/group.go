@@ -92,15 +92,16 @@ func (e *env) groupList(ctx context.Context, args []string) error {
 	}
 	rows := make([]output.GroupListing, 0, len(ls))
 	for _, l := range ls {
-		rows = append(rows, output.GroupListing{GroupID: l.GroupId, State: l.State, Members: l.Members, Coordinator: l.CoordinatorId})
+		rows = append(rows, output.GroupListing{GroupID: l.GroupId, State: l.State, Members: l.Members, Coordinator: l.CoordinatorId,
+			Type: l.Type, ProtocolType: l.ProtocolType})
 	}
 	if e.g.json() {
 		return json.NewEncoder(e.stdout).Encode(rows)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS\tCOORDINATOR")
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tMEMBERS\tCOORDINATOR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.GroupID, r.State, r.Members, r.Coordinator)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", r.GroupID, dash(r.Type), r.State, r.Members, r.Coordinator)
 	}
 	return tw.Flush()
 }
@@ -147,11 +148,12 @@ func describeGroup(ctx context.Context, c *client.Client, id string, iso client.
 		return g, nil
 	}
 	g.State, g.GroupEpoch, g.AssignmentEpoch, g.Assignor, g.Coordinator = d.State, d.GroupEpoch, d.AssignmentEpoch, d.Assignor, d.CoordinatorId
+	g.Type, g.Generation, g.ProtocolType, g.Protocol, g.Leader = d.Type, d.Generation, d.ProtocolType, d.Protocol, d.Leader
 	owner := map[client.TopicPartition]string{}
 	var assigned []client.TopicPartition
 	for _, m := range d.Members {
 		gm := output.GroupMember{
-			MemberID: m.MemberId, InstanceID: m.InstanceId, ClientID: m.ClientId, RackID: m.RackId,
+			MemberID: m.MemberId, InstanceID: m.InstanceId, ClientID: m.ClientId, RackID: m.RackId, ClientHost: m.ClientHost,
 			MemberEpoch: m.MemberEpoch, State: m.MemberState, Subscribed: append([]string{}, m.SubscribedTopicNames...),
 			Assignment: groupTopics(m.Assignment), TargetAssignment: groupTopics(m.TargetAssignment),
 		}
@@ -264,8 +266,17 @@ func printGroup(w io.Writer, g output.Group) {
 		_ = tw.Flush()
 		return
 	}
-	fmt.Fprintf(tw, "Epoch:\tgroup %d, assignment %d\n", g.GroupEpoch, g.AssignmentEpoch)
-	fmt.Fprintf(tw, "Assignor:\t%s\n", dash(g.Assignor))
+	if g.Type == "classic" {
+		// A classic group (JoinGroup/SyncGroup): the members' EPOCH column
+		// is the generation; the assignment is the leader's, decoded.
+		fmt.Fprintf(tw, "Type:\tclassic\n")
+		fmt.Fprintf(tw, "Generation:\t%d\n", g.Generation)
+		fmt.Fprintf(tw, "Protocol:\t%s/%s\n", dash(g.ProtocolType), dash(g.Protocol))
+		fmt.Fprintf(tw, "Leader:\t%s\n", dash(g.Leader))
+	} else {
+		fmt.Fprintf(tw, "Epoch:\tgroup %d, assignment %d\n", g.GroupEpoch, g.AssignmentEpoch)
+		fmt.Fprintf(tw, "Assignor:\t%s\n", dash(g.Assignor))
+	}
 	fmt.Fprintf(tw, "Coordinator:\t%d\n", g.Coordinator)
 	_ = tw.Flush()
 

@@ -292,12 +292,12 @@ func TestGroupDescribeOutput(t *testing.T) {
 // spelled as the coordinator does.
 func TestGroupListOutput(t *testing.T) {
 	f := startFakeGroupBroker(t)
-	f.listed = []*sluicev1.ListedGroup{{GroupId: "b", State: "Empty"}, {GroupId: "a", State: "Stable", Members: 2, CoordinatorId: 1}}
+	f.listed = []*sluicev1.ListedGroup{{GroupId: "b", State: "Empty", Type: "classic"}, {GroupId: "a", State: "Stable", Members: 2, CoordinatorId: 1, Type: "consumer"}}
 	out, stderr, err := runArgs(t, "--brokers", f.addr, "group", "list", "--state", "stable,empty")
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr)
 	}
-	want := "GROUP  STATE   MEMBERS  COORDINATOR\na      Stable  2        1\nb      Empty   0        1\n"
+	want := "GROUP  TYPE      STATE   MEMBERS  COORDINATOR\na      consumer  Stable  2        1\nb      classic   Empty   0        1\n"
 	if out != want {
 		t.Errorf("output\n%s\nwant\n%s", out, want)
 	}

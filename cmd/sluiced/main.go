@@ -99,6 +99,10 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "smallest session timeout a group member may ask for")
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "largest session timeout a group member may ask for")
 	fs.DurationVar(&cfg.GroupHeartbeatInterval, "group-heartbeat-interval", cfg.GroupHeartbeatInterval, "heartbeat interval told to group members (group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty classic group waits for more members (group.initial.rebalance.delay.ms; negative: none)")
+	fs.DurationVar(&cfg.GroupClassicMinSessionTimeout, "group-classic-min-session-timeout", cfg.GroupClassicMinSessionTimeout, "smallest session timeout a classic group member (JoinGroup) may ask for (group.min.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupClassicMaxSessionTimeout, "group-classic-max-session-timeout", cfg.GroupClassicMaxSessionTimeout, "largest session timeout a classic group member may ask for (group.max.session.timeout.ms)")
+	fs.IntVar(&cfg.GroupMaxSize, "group-max-size", cfg.GroupMaxSize, "most members of a classic group (group.max.size; 0: unlimited)")
 	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "the committed offsets of a group empty this long are deleted (offsets.retention.ms)")
 	fs.DurationVar(&cfg.ControlledShutdownTimeout, "controlled-shutdown-timeout", cfg.ControlledShutdownTimeout, "how long a stopping broker waits for its leaderships to move")
 	logLevel := &choiceValue{value: "info", want: "one of debug, info, warn, error", check: func(s string) error {

@@ -209,6 +209,7 @@ func TestPrintConfigIsWhatTheNodeUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	grp := group.Config{}.WithDefaults()
+	classic := group.ClassicConfig{}.WithDefaults()
 	txnCoord := txn.CoordinatorConfig{}
 	if err := txnCoord.Validate(); err != nil {
 		t.Fatal(err)
@@ -234,6 +235,9 @@ func TestPrintConfigIsWhatTheNodeUses(t *testing.T) {
 		{"group-max-session-timeout", base.GroupMaxSessionTimeout, grp.MaxSessionTimeout},
 		{"group-heartbeat-interval", base.GroupHeartbeatInterval, grp.HeartbeatInterval},
 		{"offsets-retention", base.OffsetsRetention, group.DefaultOffsetsRetention},
+		{"group-initial-rebalance-delay", base.GroupInitialRebalanceDelay, classic.InitialRebalanceDelay},
+		{"group-classic-min-session-timeout", base.GroupClassicMinSessionTimeout, classic.MinSessionTimeout},
+		{"group-classic-max-session-timeout", base.GroupClassicMaxSessionTimeout, classic.MaxSessionTimeout},
 	} {
 		if c.got != c.want {
 			t.Errorf("--%s: the node is configured with %v, the layer using it defaults to %v", c.name, c.got, c.want)

@@ -33,6 +33,8 @@ type CoordinatorConfig struct {
 	Partitions int32
 	// Group configures membership (group.consumer.* settings).
 	Group Config
+	// Classic configures classic groups (group.* settings; decision 70).
+	Classic ClassicConfig
 	// OffsetsRetention: the offsets of a group empty this long are
 	// deleted (offsets.retention.ms, 7 days).
 	OffsetsRetention time.Duration
@@ -58,6 +60,10 @@ func (c *CoordinatorConfig) defaults() {
 		c.Partitions = DefaultOffsetsPartitions
 	}
 	c.Group = c.Group.WithDefaults()
+	if c.Classic.NewMemberID == nil {
+		c.Classic.NewMemberID = c.Group.NewMemberID
+	}
+	c.Classic = c.Classic.WithDefaults()
 	def(&c.OffsetsRetention, DefaultOffsetsRetention)
 	def(&c.OffsetsRetentionCheck, DefaultOffsetsRetentionCheck)
 	def(&c.Tick, DefaultTick)
@@ -177,6 +183,31 @@ type groupEntry struct {
 	// deleted: DeleteGroups removed the group; requests holding the entry
 	// start over.
 	deleted atomic.Bool
+	// cg is the group's classic membership (decision 70); nil while the
+	// group id is not a classic group's. While cg is set, g has no
+	// members (one group id, one protocol).
+	cg *ClassicGroup
+	// joinWaiters and syncWaiters are the JoinGroup and SyncGroup
+	// requests waiting for cg's answers, by member id (buffered, one
+	// answer each).
+	joinWaiters map[string][]chan ClassicJoinAnswer
+	syncWaiters map[string][]chan ClassicSyncAnswer
+}
+
+// size is the number of members of either protocol. e.mu held.
+func (e *groupEntry) size() int {
+	if e.cg != nil {
+		return e.cg.Size()
+	}
+	return e.g.Size()
+}
+
+// stateName is the group's state as the protocol names it. e.mu held.
+func (e *groupEntry) stateName() string {
+	if e.cg != nil {
+		return e.cg.State().String()
+	}
+	return e.g.State().String()
 }
 
 // NewCoordinator returns a coordinator that serves nothing until it hears
@@ -236,7 +267,13 @@ func (c *Coordinator) entryLocked(ps *offsetsPartition, g string, create bool) *
 	}
 	gg := New(g, c.cfg.Group)
 	gg.RestoreEpoch(epoch)
-	e := &groupEntry{g: gg, persistedEpoch: epoch, topicsVersion: c.topicsVersion}
+	e := &groupEntry{g: gg, persistedEpoch: epoch, topicsVersion: c.topicsVersion,
+		joinWaiters: map[string][]chan ClassicJoinAnswer{}, syncWaiters: map[string][]chan ClassicSyncAnswer{}}
+	if rec := ps.state.ClassicGroup(g); rec != nil {
+		// Decision 70: the members keep their generation; their sessions
+		// start now.
+		e.cg = RestoreClassic(c.now(), g, *rec, c.cfg.Classic)
+	}
 	e.timer = func() { c.groupTimer(ps, g) }
 	ps.groups[g] = e
 	return e
@@ -363,6 +400,16 @@ func (l *offsetsLoader) Done(end int64) {
 		}
 	}
 	ps.buffered = nil
+	// Classic groups with members get their entries (and session timers)
+	// now: a member that never comes back must still time out.
+	for _, g := range st.Groups() {
+		if rec := st.ClassicGroup(g); rec != nil && len(rec.Members) > 0 {
+			e := l.c.entryLocked(ps, g, false)
+			if d := e.cg.NextDeadline(); !d.IsZero() {
+				l.c.rt.Schedule(ps, g, d, e.timer)
+			}
+		}
+	}
 	l.c.logger.Info("consumer offsets partition loaded", "partition", ps.TP.Partition, "leader_epoch", ps.Epoch,
 		"groups", len(st.Groups()), "end_offset", end)
 }
@@ -429,7 +476,13 @@ func (c *Coordinator) checkMetadata(now time.Time) {
 // rescheduleLocked sets g's timer to its membership's next deadline, or
 // drops it when there is none. The caller holds g's key and e.mu.
 func (c *Coordinator) rescheduleLocked(ps *offsetsPartition, g string, e *groupEntry) {
-	if d := e.g.NextDeadline(); !d.IsZero() {
+	d := e.g.NextDeadline()
+	if e.cg != nil {
+		if cd := e.cg.NextDeadline(); !cd.IsZero() && (d.IsZero() || cd.Before(d)) {
+			d = cd
+		}
+	}
+	if !d.IsZero() {
 		c.rt.Schedule(ps, g, d, e.timer) // the timer's name is the group id
 	} else {
 		c.rt.CancelTimer(ps, g)
@@ -465,12 +518,20 @@ func (c *Coordinator) groupTimer(ps *offsetsPartition, g string) {
 			c.logger.Info("consumer group members fenced (session or rebalance timeout)", "group", g, "members", fenced)
 		}
 	}
+	if e.cg != nil {
+		if d := e.cg.NextDeadline(); !d.IsZero() && !d.After(now) {
+			if removed := e.cg.Expire(now); len(removed) > 0 {
+				c.logger.Info("classic group members removed (session or sync timeout)", "group", g, "members", removed)
+			}
+		}
+	}
 	c.noteSizeLocked(e, now)
 	persist := e.g.Epoch() > e.persistedEpoch
 	e.mu.Unlock()
 	if persist {
 		_ = c.persistEpoch(ps.Ctx, ps, e) // logged; the group is rebuilt on failure
 	}
+	c.settleClassic(ps.Ctx, ps, e)
 	e.mu.Lock()
 	c.rescheduleLocked(ps, g, e)
 	e.mu.Unlock()
@@ -478,7 +539,7 @@ func (c *Coordinator) groupTimer(ps *offsetsPartition, g string) {
 
 // noteSizeLocked tracks when e became empty. The caller holds e.mu.
 func (c *Coordinator) noteSizeLocked(e *groupEntry, now time.Time) {
-	if e.g.Size() > 0 {
+	if e.size() > 0 {
 		e.emptySince, e.hadMembers = time.Time{}, true
 	} else if e.hadMembers && e.emptySince.IsZero() {
 		e.emptySince = now
@@ -545,7 +606,7 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 		err := c.deleteGroup(c.rt.Context(), v.ps, v.g, func(e *groupEntry, lastCommit time.Time, pending int) error {
 			since := lastCommit
 			if e != nil {
-				if e.g.Size() > 0 {
+				if e.size() > 0 || (e.cg != nil && e.cg.State() != ClassicEmpty) {
 					return errNotExpired
 				}
 				if e.emptySince.After(since) {
@@ -641,7 +702,7 @@ func (c *Coordinator) Stats() ([]PartitionStats, int64, []CommittedOffsets) {
 	for _, en := range ents {
 		en.e.mu.Lock()
 		if !en.e.deleted.Load() {
-			stats[en.i].Groups[en.e.g.State().String()]++
+			stats[en.i].Groups[en.e.stateName()]++
 		}
 		en.e.mu.Unlock()
 	}

@@ -43,11 +43,28 @@ type TxnOffsetCommitRequest struct {
 	Entries         []OffsetCommitEntry
 }
 
+// Group types of Listing and Description.
+const (
+	// TypeConsumer is a KIP-848 group (ConsumerGroupHeartbeat), and a
+	// group with only offsets.
+	TypeConsumer = "consumer"
+	// TypeClassic is a classic group (JoinGroup/SyncGroup; decision 70).
+	TypeClassic = "classic"
+)
+
 // Listing is one group of ListGroups.
 type Listing struct {
-	Group   string
+	Group string
+	// State as the group's protocol names it (a classic group:
+	// PreparingRebalance, CompletingRebalance, Stable, Empty, Dead).
 	State   string
 	Members int
+	// Type is TypeConsumer or TypeClassic.
+	Type string
+	// ProtocolType is a classic group's protocol type ("consumer" for
+	// Kafka's consumers; "" before its first member) and "consumer" for a
+	// KIP-848 group.
+	ProtocolType string
 }
 
 // checkEntries validates commit entries: per partition INVALID_REQUEST
@@ -107,6 +124,19 @@ func (c *Coordinator) Heartbeat(ctx context.Context, g string, req HeartbeatRequ
 	}
 	now := c.now()
 	e.mu.Lock()
+	if e.cg != nil {
+		// One group id, one protocol (decision 70; Kafka 4 with
+		// group.consumer.migration.policy=disabled): a classic group with
+		// members refuses; an empty one is taken over by a join.
+		if !e.cg.Empty() {
+			e.mu.Unlock()
+			return HeartbeatResponse{}, errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "Group %s is not a consumer group", g)
+		}
+		if req.MemberEpoch == JoinEpoch {
+			e.g.RestoreEpoch(e.cg.Generation())
+			e.cg = nil
+		}
+	}
 	resp, err := e.g.Heartbeat(now, req, topics)
 	c.noteSizeLocked(e, now)
 	persist := e.g.Epoch() > e.persistedEpoch
@@ -126,9 +156,13 @@ func (c *Coordinator) Heartbeat(ctx context.Context, g string, req HeartbeatRequ
 // answers per partition once they are durable. memberEpoch -1 with an
 // empty memberID commits from outside the membership (allowed while the
 // group has no members); otherwise the member is checked
-// (Group.CheckOffsetCommit). A request-level error applies to every
-// partition.
-func (c *Coordinator) CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []OffsetCommitEntry) (map[TopicPartition]error, error) {
+// (Group.CheckOffsetCommit). For a classic group memberEpoch is the
+// request's generation id and instanceID its group instance id
+// (ClassicGroup.CheckOffsetCommit: UNKNOWN_MEMBER_ID,
+// ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS); a
+// KIP-848 group ignores instanceID. A request-level error applies to
+// every partition.
+func (c *Coordinator) CommitOffsets(ctx context.Context, g, memberID, instanceID string, memberEpoch int32, entries []OffsetCommitEntry) (map[TopicPartition]error, error) {
 	// The group's key is held until the commit is applied: the member
 	// cannot be fenced (and its partitions given to another member, who
 	// would fetch the offsets) between this check and the write.
@@ -137,7 +171,8 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, g, memberID string, mem
 		return nil, err
 	}
 	defer ps.Release(g)
-	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *Group) error { return gg.CheckOffsetCommit(memberID, memberEpoch) })
+	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *Group) error { return gg.CheckOffsetCommit(memberID, memberEpoch) },
+		func(cg *ClassicGroup) error { return cg.CheckOffsetCommit(c.now(), memberID, instanceID, memberEpoch) })
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +208,10 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, g, memberID string, mem
 }
 
 // checkCommitter checks the member committing offsets of g (the caller
-// holds g's key): check against the group's membership, or, for a group
-// without one, only a commit from outside any membership (no member id,
-// epoch < 0) is allowed.
-func (c *Coordinator) checkCommitter(ps *offsetsPartition, g, memberID string, memberEpoch int32, check func(*Group) error) error {
+// holds g's key): check against the group's membership (classic for a
+// classic group), or, for a group without one, only a commit from
+// outside any membership (no member id, epoch < 0) is allowed.
+func (c *Coordinator) checkCommitter(ps *offsetsPartition, g, memberID string, memberEpoch int32, check func(*Group) error, classic func(*ClassicGroup) error) error {
 	c.mu.Lock()
 	e := c.entryLocked(ps, g, false)
 	c.mu.Unlock()
@@ -188,6 +223,9 @@ func (c *Coordinator) checkCommitter(ps *offsetsPartition, g, memberID string, m
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.cg != nil {
+		return classic(e.cg)
+	}
 	return check(e.g)
 }
 
@@ -201,7 +239,8 @@ func (c *Coordinator) appendAndApply(ctx context.Context, ps *offsetsPartition, 
 
 // FetchOffsets answers a group's committed offsets of tps (nil: every
 // partition it has one for, sorted). memberEpoch >= 0 checks the member
-// as a commit would. With requireStable a partition pending in an open
+// of a KIP-848 group as a commit would (a classic group's members are not
+// checked, as Kafka's). With requireStable a partition pending in an open
 // transaction answers UNSTABLE_OFFSET_COMMIT.
 func (c *Coordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []TopicPartition, requireStable bool) ([]FetchedOffset, error) {
 	c.mu.Lock()
@@ -219,7 +258,9 @@ func (c *Coordinator) FetchOffsets(g, memberID string, memberEpoch int32, tps []
 			return nil, errs.New(sluicev1.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no member %q", g, errs.Echo(memberID))
 		}
 		e.mu.Lock()
-		err = e.g.CheckOffsetCommit(memberID, memberEpoch)
+		if e.cg == nil {
+			err = e.g.CheckOffsetCommit(memberID, memberEpoch)
+		}
 		e.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -281,7 +322,7 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitReq
 	defer ps.Release(g)
 	err = c.checkCommitter(ps, g, r.MemberID, r.MemberEpoch, func(gg *Group) error {
 		return gg.CheckTxnOffsetCommit(r.MemberID, r.MemberEpoch, r.InstanceID)
-	})
+	}, func(cg *ClassicGroup) error { return cg.CheckTxnOffsetCommit(r.MemberID, r.InstanceID, r.MemberEpoch) })
 	if err != nil {
 		return nil, err
 	}
@@ -382,11 +423,14 @@ func (c *Coordinator) ListGroups(states []string) ([]Listing, error) {
 	c.mu.Unlock()
 	out := make([]Listing, 0, len(ents))
 	for _, en := range ents {
-		l := Listing{Group: en.g, State: Empty.String()}
+		l := Listing{Group: en.g, State: Empty.String(), Type: TypeConsumer, ProtocolType: ConsumerProtocolType}
 		if en.e != nil {
 			en.e.mu.Lock()
 			deleted := en.e.deleted.Load()
-			l.State, l.Members = en.e.g.State().String(), en.e.g.Size()
+			l.State, l.Members = en.e.stateName(), en.e.size()
+			if en.e.cg != nil {
+				l.Type, l.ProtocolType = TypeClassic, en.e.cg.ProtocolType()
+			}
 			en.e.mu.Unlock()
 			if deleted {
 				continue
@@ -421,7 +465,13 @@ func (c *Coordinator) DescribeGroup(g string) (Description, error) {
 	if e.deleted.Load() {
 		return Description{}, errs.New(sluicev1.ErrorCode_GROUP_ID_NOT_FOUND, "group %q was deleted", g)
 	}
-	return e.g.Describe(), nil
+	if e.cg != nil {
+		cd := e.cg.Describe()
+		return Description{GroupID: g, Type: TypeClassic, Classic: &cd}, nil
+	}
+	d := e.g.Describe()
+	d.Type = TypeConsumer
+	return d, nil
 }
 
 // DeleteGroup deletes group g and its committed offsets (DeleteGroups):
@@ -436,6 +486,13 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, g string) error {
 	return c.deleteGroup(ctx, ps, g, func(e *groupEntry, _ time.Time, pending int) error {
 		if pending > 0 {
 			return errs.New(sluicev1.ErrorCode_NON_EMPTY_GROUP, "group %q has offsets pending in an open transaction; retry once it ends", g)
+		}
+		if e != nil && e.cg != nil {
+			// A classic group outside Empty (a rebalance may be
+			// running with members about to join) is not deleted.
+			if err := e.cg.Delete(); err != nil {
+				return err
+			}
 		}
 		if e != nil && e.g.Size() > 0 {
 			n, noun := e.g.Size(), "members"
@@ -523,6 +580,9 @@ func (c *Coordinator) deleteGroup(ctx context.Context, ps *offsetsPartition, g s
 			rebuilt := New(g, c.cfg.Group)
 			rebuilt.RestoreEpoch(e.g.Epoch())
 			e.g = rebuilt
+		}
+		if e.cg != nil && e.cg.State() == ClassicDead {
+			e.cg = NewClassic(g, e.cg.Generation(), c.cfg.Classic)
 		}
 		e.mu.Unlock()
 	}

@@ -188,12 +188,12 @@ func TestGroupCoordinatorCommitsSurviveReload(t *testing.T) {
 	waitGroupsLoaded(t, c)
 	ctx := context.Background()
 	a, b := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}
-	res, err := c.CommitOffsets(ctx, "g", "", -1, []OffsetCommitEntry{{TP: a, Offset: Offset{Offset: 3}},
+	res, err := c.CommitOffsets(ctx, "g", "", "", -1, []OffsetCommitEntry{{TP: a, Offset: Offset{Offset: 3}},
 		{TP: b, Offset: Offset{Offset: 4, Metadata: string(make([]byte, MaxMetadataBytes+1))}}})
 	if err != nil || res[a] != nil || errs.Code(res[b]) != sluicev1.ErrorCode_OFFSET_METADATA_TOO_LARGE {
 		t.Fatalf("commit: %v %v", res, err)
 	}
-	if _, err := c.CommitOffsets(ctx, "other", "", -1, []OffsetCommitEntry{{TP: a, Offset: Offset{Offset: 9}}}); err != nil {
+	if _, err := c.CommitOffsets(ctx, "other", "", "", -1, []OffsetCommitEntry{{TP: a, Offset: Offset{Offset: 9}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteGroup(ctx, "other"); err != nil {
@@ -237,7 +237,7 @@ func TestGroupCoordinatorOffsetsRetention(t *testing.T) {
 	ctx := context.Background()
 	in := TopicPartition{Topic: "in", Partition: 0}
 	commit := func(g string) {
-		if _, err := c.CommitOffsets(ctx, g, "", -1, []OffsetCommitEntry{{TP: in, Offset: Offset{Offset: 1}}}); err != nil {
+		if _, err := c.CommitOffsets(ctx, g, "", "", -1, []OffsetCommitEntry{{TP: in, Offset: Offset{Offset: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

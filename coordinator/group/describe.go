@@ -12,6 +12,11 @@ type Description struct {
 	// Members sorted by member id, departed static members included
 	// (epoch -2).
 	Members []MemberDescription
+	// Type is TypeConsumer (the fields above) or TypeClassic (Classic;
+	// the fields above are zero but GroupID).
+	Type string
+	// Classic describes a classic group (decision 70).
+	Classic *ClassicDescription
 }
 
 // MemberDescription is one member (proto GroupMember). Every slice and
@@ -35,7 +40,7 @@ type MemberDescription struct {
 
 // Describe returns the group's description.
 func (g *Group) Describe() Description {
-	d := Description{GroupID: g.id, State: g.State(), GroupEpoch: g.epoch, AssignmentEpoch: g.assignmentEpoch, Assignor: g.assignor}
+	d := Description{GroupID: g.id, Type: TypeConsumer, State: g.State(), GroupEpoch: g.epoch, AssignmentEpoch: g.assignmentEpoch, Assignor: g.assignor}
 	for _, id := range g.memberIDs() {
 		m := g.members[id]
 		held := m.assigned.Clone()

@@ -5,7 +5,12 @@
 // the assignors run on the server ("uniform", "range"), the per-member
 // reconciliation that revokes before it assigns, the member checks of
 // OffsetCommit and TxnOffsetCommit, and the records and offsets state of
-// the coordinator's log, __consumer_offsets.
+// the coordinator's log, __consumer_offsets. Beside it, the classic
+// protocol of Kafka clients (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup; files classic*.go, docs/design.md decision 70): a
+// ClassicGroup relays the members' protocol metadata and the leader's
+// assignment, and its record in __consumer_offsets survives a failover.
+// A group id is one protocol's at a time.
 //
 // # Two layers
 //
@@ -46,9 +51,13 @@
 // # What the caller persists
 //
 // The coordinator persists committed offsets and the group epoch (see
-// RestoreEpoch); membership itself is soft state rebuilt from heartbeats
-// after a coordinator failover: members of the old coordinator get
-// UNKNOWN_MEMBER_ID and join again.
+// RestoreEpoch); KIP-848 membership itself is soft state rebuilt from
+// heartbeats after a coordinator failover: members of the old
+// coordinator get UNKNOWN_MEMBER_ID and join again. A classic group is
+// persisted whole (ClassicGroupRecord) whenever a rebalance completes,
+// and restored Stable with its members (RestoreClassic): the owner writes
+// ClassicGroup.PendingRecord, reports RecordWritten, and only then
+// delivers TakeAnswers.
 //
 // Unlike coordinator/txn, a call changes the Group in place (a heartbeat's
 // answer depends on every member before it). So the order is: call; if

@@ -34,7 +34,8 @@ type OffsetsState struct {
 }
 
 type groupState struct {
-	epoch    int32 // 0: no group record
+	epoch    int32               // 0: no group record
+	classic  *ClassicGroupRecord // the last group record, if a classic group's
 	offsets  map[TopicPartition]Offset
 	pendings int // pending offsets of open transactions for this group
 }
@@ -74,7 +75,7 @@ func (s *OffsetsState) group(g string) *groupState {
 
 // dropIfEmpty forgets a group with nothing left.
 func (s *OffsetsState) dropIfEmpty(g string) {
-	if gs := s.groups[g]; gs != nil && gs.epoch == 0 && len(gs.offsets) == 0 && gs.pendings == 0 {
+	if gs := s.groups[g]; gs != nil && gs.epoch == 0 && gs.classic == nil && len(gs.offsets) == 0 && gs.pendings == 0 {
 		delete(s.groups, g)
 	}
 }
@@ -103,17 +104,36 @@ func (s *OffsetsState) DeleteOffset(group string, tp TopicPartition, recordOffse
 	s.dropIfEmpty(group)
 }
 
-// SetGroupEpoch applies a group record.
+// SetGroupEpoch applies a KIP-848 group record (a classic group's
+// record before it is forgotten: the group id changed protocol).
 func (s *OffsetsState) SetGroupEpoch(group string, epoch int32) {
 	gs := s.group(group)
 	gs.epoch = max(gs.epoch, epoch)
+	gs.classic = nil
+}
+
+// SetClassicGroup applies a classic group's record.
+func (s *OffsetsState) SetClassicGroup(group string, rec ClassicGroupRecord) {
+	gs := s.group(group)
+	gs.epoch = max(gs.epoch, rec.Generation)
+	gs.classic = &rec
+}
+
+// ClassicGroup returns group's last classic record (nil: none, or the
+// last group record is a KIP-848 group's). The record is shared: do not
+// modify it.
+func (s *OffsetsState) ClassicGroup(group string) *ClassicGroupRecord {
+	if gs := s.groups[group]; gs != nil {
+		return gs.classic
+	}
+	return nil
 }
 
 // DeleteGroup applies a group tombstone: the group's epoch is forgotten
 // (its offsets go by their own tombstones).
 func (s *OffsetsState) DeleteGroup(group string) {
 	if gs := s.groups[group]; gs != nil {
-		gs.epoch = 0
+		gs.epoch, gs.classic = 0, nil
 		s.dropIfEmpty(group)
 	}
 }
@@ -313,7 +333,11 @@ func (s *OffsetsState) ApplyBatch(raw []byte) ([]Undecodable, error) {
 				skip(r.Offset, err)
 				return nil
 			}
-			s.SetGroupEpoch(k.Group, g.Epoch)
+			if g.Classic != nil {
+				s.SetClassicGroup(k.Group, *g.Classic)
+			} else {
+				s.SetGroupEpoch(k.Group, g.Epoch)
+			}
 		case KeyOffset:
 			tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
 			if r.Value == nil {

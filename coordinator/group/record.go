@@ -54,9 +54,16 @@ func ValidateID(group string) error {
 // ErrCorruptRecord is wrapped by the decoders' errors.
 var ErrCorruptRecord = errors.New("corrupt __consumer_offsets record")
 
-// RecordVersion is the newest value version written; readers refuse newer
-// ones rather than guess (as coordinator/txn does).
+// RecordVersion is the value version of offsets and of KIP-848 group
+// records; readers refuse versions above ClassicRecordVersion rather than
+// guess (as coordinator/txn does).
 const RecordVersion = 1
+
+// ClassicRecordVersion is the version of a group value that holds a
+// classic group (GroupRecord.Classic; decision 70). Group values of
+// KIP-848 groups stay at version 1, so that a broker from before the
+// classic protocol still reads them.
+const ClassicRecordVersion = 2
 
 // Key types: the first two bytes of every key (big-endian).
 const (
@@ -80,6 +87,14 @@ const (
 //	offset: {"version":1,"offset":42,"leader_epoch":3,"metadata":"",
 //	         "commit_time_ms":1794026921817}
 //	group:  {"version":1,"epoch":7,"time_ms":1794026921817}
+//	classic group (decision 70; epoch = generation):
+//	        {"version":2,"epoch":7,"time_ms":1794026921817,
+//	         "classic":{"protocol_type":"consumer","generation":7,
+//	           "protocol":"range","leader":"c-1",
+//	           "members":[{"member_id":"c-1","instance_id":"",
+//	             "client_id":"c","client_host":"/10.0.0.1",
+//	             "rebalance_timeout_ms":60000,"session_timeout_ms":45000,
+//	             "subscription":"<base64>","assignment":"<base64>"}]}}
 
 // RecordKey is a decoded key.
 type RecordKey struct {
@@ -191,7 +206,7 @@ func DecodeOffsetValue(b []byte) (Offset, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return Offset{}, fmt.Errorf("%w: offset value: %v", ErrCorruptRecord, err)
 	}
-	if err := checkVersion(v.Version); err != nil {
+	if err := checkVersion(v.Version, RecordVersion); err != nil {
 		return Offset{}, err
 	}
 	return Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTimeMs: v.CommitTimeMs, RecordOffset: -1}, nil
@@ -199,10 +214,39 @@ func DecodeOffsetValue(b []byte) (Offset, error) {
 
 // GroupRecord is a group's own record: its epoch, written whenever the
 // group epoch goes up, so that a new coordinator continues above it and
-// never hands out an epoch twice.
+// never hands out an epoch twice. For a classic group (Classic set) it
+// is the group's whole metadata, written when a rebalance completes, and
+// Epoch is its generation.
 type GroupRecord struct {
 	Epoch  int32 `json:"epoch"`
 	TimeMs int64 `json:"time_ms"`
+	// Classic is set for a classic group (version 2).
+	Classic *ClassicGroupRecord `json:"classic,omitempty"`
+}
+
+// ClassicGroupRecord is a classic group's metadata as the log keeps it
+// (Kafka's GroupMetadataValue): enough for a new coordinator to serve
+// the members at their generation.
+type ClassicGroupRecord struct {
+	ProtocolType string `json:"protocol_type"`
+	Generation   int32  `json:"generation"`
+	// Protocol is the chosen protocol ("" when Empty).
+	Protocol string                `json:"protocol"`
+	Leader   string                `json:"leader"`
+	Members  []ClassicMemberRecord `json:"members"`
+}
+
+// ClassicMemberRecord is one member of a ClassicGroupRecord.
+type ClassicMemberRecord struct {
+	MemberID           string `json:"member_id"`
+	InstanceID         string `json:"instance_id"`
+	ClientID           string `json:"client_id"`
+	ClientHost         string `json:"client_host"`
+	RebalanceTimeoutMs int64  `json:"rebalance_timeout_ms"`
+	SessionTimeoutMs   int64  `json:"session_timeout_ms"`
+	// Subscription is the member's metadata for the chosen protocol.
+	Subscription []byte `json:"subscription"`
+	Assignment   []byte `json:"assignment"`
 }
 
 type groupValue struct {
@@ -210,9 +254,14 @@ type groupValue struct {
 	GroupRecord
 }
 
-// GroupValue encodes g.
+// GroupValue encodes g (version 2 when g.Classic is set, else 1).
 func GroupValue(g GroupRecord) []byte {
-	b, _ := json.Marshal(groupValue{Version: RecordVersion, GroupRecord: g})
+	v := RecordVersion
+	if g.Classic != nil {
+		v = ClassicRecordVersion
+		g.Epoch = g.Classic.Generation
+	}
+	b, _ := json.Marshal(groupValue{Version: v, GroupRecord: g})
 	return b
 }
 
@@ -222,15 +271,16 @@ func DecodeGroupValue(b []byte) (GroupRecord, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return GroupRecord{}, fmt.Errorf("%w: group value: %v", ErrCorruptRecord, err)
 	}
-	if err := checkVersion(v.Version); err != nil {
+	if err := checkVersion(v.Version, ClassicRecordVersion); err != nil {
 		return GroupRecord{}, err
 	}
 	return v.GroupRecord, nil
 }
 
-func checkVersion(v int) error {
-	if v < 1 || v > RecordVersion {
-		return fmt.Errorf("%w: value version %d (this broker reads 1..%d)", ErrCorruptRecord, v, RecordVersion)
+// checkVersion refuses a value version outside 1..newest.
+func checkVersion(v, newest int) error {
+	if v < 1 || v > newest {
+		return fmt.Errorf("%w: value version %d (this broker reads 1..%d)", ErrCorruptRecord, v, newest)
 	}
 	return nil
 }

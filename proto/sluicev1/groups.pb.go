@@ -1369,6 +1369,12 @@ type ListedGroup struct {
 	Members int32 `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
 	// The broker answering (its coordinator).
 	CoordinatorId int32 `protobuf:"varint,4,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// "consumer" (KIP-848 ConsumerGroupHeartbeat, and a group with only
+	// offsets) or "classic" (JoinGroup/SyncGroup of Kafka clients).
+	Type string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	// The protocol type: a classic group's members' ("consumer" for Kafka
+	// consumers, "" before its first member); "consumer" for KIP-848.
+	ProtocolType  string `protobuf:"bytes,6,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1429,6 +1435,20 @@ func (x *ListedGroup) GetCoordinatorId() int32 {
 		return x.CoordinatorId
 	}
 	return 0
+}
+
+func (x *ListedGroup) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ListedGroup) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
 }
 
 // DescribeGroupsRequest names groups.
@@ -1527,7 +1547,9 @@ type DescribedGroup struct {
 	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sluice.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// Empty, Assigning, Reconciling, Stable, or Dead (no such group).
+	// Empty, Assigning, Reconciling, Stable, or Dead (no such group); a
+	// classic group: Empty, PreparingRebalance, CompletingRebalance,
+	// Stable or Dead.
 	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	// Bumped when membership or subscriptions change.
 	GroupEpoch int32 `protobuf:"varint,5,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
@@ -1537,6 +1559,19 @@ type DescribedGroup struct {
 	Assignor      string         `protobuf:"bytes,7,opt,name=assignor,proto3" json:"assignor,omitempty"`
 	Members       []*GroupMember `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty"`
 	CoordinatorId int32          `protobuf:"varint,9,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// "consumer" (KIP-848; group_epoch, assignment_epoch and assignor
+	// apply) or "classic" (generation, protocol_type, protocol and leader
+	// apply).
+	Type string `protobuf:"bytes,10,opt,name=type,proto3" json:"type,omitempty"`
+	// A classic group's generation id.
+	Generation int32 `protobuf:"varint,11,opt,name=generation,proto3" json:"generation,omitempty"`
+	// A classic group's protocol type ("consumer" for Kafka consumers).
+	ProtocolType string `protobuf:"bytes,12,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// A classic group's chosen protocol (a consumer group: its assignor,
+	// e.g. "range"); empty outside a generation.
+	Protocol string `protobuf:"bytes,13,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// A classic group's leader member id.
+	Leader        string `protobuf:"bytes,14,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1634,6 +1669,41 @@ func (x *DescribedGroup) GetCoordinatorId() int32 {
 	return 0
 }
 
+func (x *DescribedGroup) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DescribedGroup) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DescribedGroup) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *DescribedGroup) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *DescribedGroup) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 // GroupMember is one member of a described group.
 type GroupMember struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
@@ -1649,9 +1719,18 @@ type GroupMember struct {
 	// rebalance is reconciling).
 	TargetAssignment []*GroupTopicPartitions `protobuf:"bytes,8,rep,name=target_assignment,json=targetAssignment,proto3" json:"target_assignment,omitempty"`
 	// Stable, UnrevokedPartitions or UnreleasedPartitions.
-	MemberState   string `protobuf:"bytes,9,opt,name=member_state,json=memberState,proto3" json:"member_state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemberState string `protobuf:"bytes,9,opt,name=member_state,json=memberState,proto3" json:"member_state,omitempty"`
+	// A classic member's client host, as the broker saw it.
+	ClientHost string `protobuf:"bytes,10,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	// A classic member's metadata for the group's protocol (a consumer's
+	// ConsumerProtocolSubscription); set while the group is Stable.
+	MemberMetadata []byte `protobuf:"bytes,11,opt,name=member_metadata,json=memberMetadata,proto3" json:"member_metadata,omitempty"`
+	// A classic member's assignment as its leader gave it (a consumer's
+	// ConsumerProtocolAssignment, also decoded into assignment when it
+	// decodes); set while the group is Stable.
+	MemberAssignment []byte `protobuf:"bytes,12,opt,name=member_assignment,json=memberAssignment,proto3" json:"member_assignment,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -1745,6 +1824,27 @@ func (x *GroupMember) GetMemberState() string {
 		return x.MemberState
 	}
 	return ""
+}
+
+func (x *GroupMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *GroupMember) GetMemberMetadata() []byte {
+	if x != nil {
+		return x.MemberMetadata
+	}
+	return nil
+}
+
+func (x *GroupMember) GetMemberAssignment() []byte {
+	if x != nil {
+		return x.MemberAssignment
+	}
+	return nil
 }
 
 // DeleteGroupsRequest names groups to delete.
@@ -2016,16 +2116,18 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12.\n" +
-	"\x06groups\x18\x03 \x03(\v2\x16.sluice.v1.ListedGroupR\x06groups\"\x7f\n" +
+	"\x06groups\x18\x03 \x03(\v2\x16.sluice.v1.ListedGroupR\x06groups\"\xb8\x01\n" +
 	"\vListedGroup\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\amembers\x18\x03 \x01(\x05R\amembers\x12%\n" +
-	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\"4\n" +
+	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x12#\n" +
+	"\rprotocol_type\x18\x06 \x01(\tR\fprotocolType\"4\n" +
 	"\x15DescribeGroupsRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"K\n" +
 	"\x16DescribeGroupsResponse\x121\n" +
-	"\x06groups\x18\x01 \x03(\v2\x19.sluice.v1.DescribedGroupR\x06groups\"\xdc\x02\n" +
+	"\x06groups\x18\x01 \x03(\v2\x19.sluice.v1.DescribedGroupR\x06groups\"\xe9\x03\n" +
 	"\x0eDescribedGroup\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x123\n" +
 	"\n" +
@@ -2037,7 +2139,15 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\x10assignment_epoch\x18\x06 \x01(\x05R\x0fassignmentEpoch\x12\x1a\n" +
 	"\bassignor\x18\a \x01(\tR\bassignor\x120\n" +
 	"\amembers\x18\b \x03(\v2\x16.sluice.v1.GroupMemberR\amembers\x12%\n" +
-	"\x0ecoordinator_id\x18\t \x01(\x05R\rcoordinatorId\"\x8c\x03\n" +
+	"\x0ecoordinator_id\x18\t \x01(\x05R\rcoordinatorId\x12\x12\n" +
+	"\x04type\x18\n" +
+	" \x01(\tR\x04type\x12\x1e\n" +
+	"\n" +
+	"generation\x18\v \x01(\x05R\n" +
+	"generation\x12#\n" +
+	"\rprotocol_type\x18\f \x01(\tR\fprotocolType\x12\x1a\n" +
+	"\bprotocol\x18\r \x01(\tR\bprotocol\x12\x16\n" +
+	"\x06leader\x18\x0e \x01(\tR\x06leader\"\x83\x04\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2050,7 +2160,12 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"assignment\x18\a \x03(\v2\x1f.sluice.v1.GroupTopicPartitionsR\n" +
 	"assignment\x12L\n" +
 	"\x11target_assignment\x18\b \x03(\v2\x1f.sluice.v1.GroupTopicPartitionsR\x10targetAssignment\x12!\n" +
-	"\fmember_state\x18\t \x01(\tR\vmemberState\"2\n" +
+	"\fmember_state\x18\t \x01(\tR\vmemberState\x12\x1f\n" +
+	"\vclient_host\x18\n" +
+	" \x01(\tR\n" +
+	"clientHost\x12'\n" +
+	"\x0fmember_metadata\x18\v \x01(\fR\x0ememberMetadata\x12+\n" +
+	"\x11member_assignment\x18\f \x01(\fR\x10memberAssignment\"2\n" +
 	"\x13DeleteGroupsRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"N\n" +
 	"\x14DeleteGroupsResponse\x126\n" +

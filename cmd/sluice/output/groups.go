@@ -8,6 +8,10 @@ type GroupListing struct {
 	State       string `json:"state"`
 	Members     int32  `json:"members"`
 	Coordinator int32  `json:"coordinator"`
+	// Type is "consumer" (KIP-848) or "classic" (JoinGroup/SyncGroup).
+	Type string `json:"type"`
+	// ProtocolType is a classic group's protocol type ("consumer").
+	ProtocolType string `json:"protocol_type"`
 }
 
 // Group is "group describe --output json": one object. Error is "" when
@@ -21,6 +25,13 @@ type Group struct {
 	AssignmentEpoch int32  `json:"assignment_epoch"`
 	Assignor        string `json:"assignor"`
 	Coordinator     int32  `json:"coordinator"`
+	// Type is "consumer" (KIP-848: the epochs and assignor apply) or
+	// "classic" (Generation, ProtocolType, Protocol and Leader apply).
+	Type         string `json:"type"`
+	Generation   int32  `json:"generation"`
+	ProtocolType string `json:"protocol_type"`
+	Protocol     string `json:"protocol"`
+	Leader       string `json:"leader"`
 	// Isolation is what Lag is measured to: "read_committed" (the last
 	// stable offset) or "read_uncommitted" (the high watermark).
 	Isolation string        `json:"isolation"`
@@ -34,6 +45,7 @@ type GroupMember struct {
 	InstanceID       string       `json:"instance_id"`
 	ClientID         string       `json:"client_id"`
 	RackID           string       `json:"rack_id"`
+	ClientHost       string       `json:"client_host"`
 	MemberEpoch      int32        `json:"member_epoch"`
 	State            string       `json:"state"`
 	Subscribed       []string     `json:"subscribed_topics"`
