@@ -50,6 +50,11 @@ func init() {
 		8:              {min: 2, max: 9, serve: later(offsetCommit), waits: true},
 		9:              {min: 1, max: 9, serve: now(offsetFetch)},
 		10:             {min: 0, max: 6, serve: later(findCoordinator), waits: true},
+		11:             {min: 0, max: 9, serve: later(joinGroup), waits: true},
+		12:             {min: 0, max: 4, serve: later(heartbeat), waits: true},
+		13:             {min: 0, max: 5, serve: later(leaveGroup), waits: true},
+		14:             {min: 0, max: 5, serve: later(syncGroup), waits: true},
+		15:             {min: 0, max: 5, serve: now(describeGroups)},
 		16:             {min: 0, max: 5, serve: now(listGroups)},
 		22:             {min: 0, max: 5, serve: later(initProducerID), waits: true},
 		26:             {min: 5, max: 5, serve: later(endTxn), waits: true},
@@ -65,6 +70,7 @@ func init() {
 		36:             {min: 0, max: 2, serve: now(saslAuthenticate)}, // saslAuthenticateKey
 		37:             {min: 0, max: 3, serve: now(createPartitions)},
 		44:             {min: 0, max: 1, serve: now(incrementalAlterConfigs)},
+		47:             {min: 0, max: 0, serve: later(offsetDelete), waits: true},
 		60:             {min: 0, max: 1, serve: now(describeCluster)},
 		61:             {min: 0, max: 0, serve: now(describeProducers)},
 	}

@@ -38,8 +38,9 @@ type TxnCoordinator interface {
 // GroupCoordinator is what the door asks of the broker's group
 // coordinator (group.Coordinator). Errors are *errs.Error.
 type GroupCoordinator interface {
+	ClassicGroups
 	Heartbeat(ctx context.Context, g string, req group.HeartbeatRequest) (group.HeartbeatResponse, error)
-	CommitOffsets(ctx context.Context, g, memberID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
+	CommitOffsets(ctx context.Context, g, memberID, instanceID string, memberEpoch int32, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)
 	FetchOffsets(g, memberID string, memberEpoch int32, tps []group.TopicPartition, requireStable bool) ([]group.FetchedOffset, error)
 	TxnCommitOffsets(ctx context.Context, r group.TxnOffsetCommitRequest) (map[group.TopicPartition]error, error)
 	ListGroups(states []string) ([]group.Listing, error)

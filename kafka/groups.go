@@ -53,7 +53,7 @@ func offsetCommit(c *conn, r *request) func() kmsg.Response {
 		if entries := allowedEntries(commit, denied); reqErr == nil && len(entries) > 0 {
 			ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
 			defer cancel()
-			results, reqErr = c.s.cfg.Coordinators.Group.CommitOffsets(ctx, req.Group, req.MemberID, req.Generation, entries)
+			results, reqErr = c.s.cfg.Coordinators.Group.CommitOffsets(ctx, req.Group, req.MemberID, stringOr(req.InstanceID, ""), req.Generation, entries)
 		}
 		for _, t := range commit {
 			rt := kmsg.NewOffsetCommitResponseTopic()
@@ -413,7 +413,8 @@ func (c *conn) describableAssignments(g string, d group.Description) error {
 // listGroups serves ListGroups: the groups this broker coordinates (an
 // admin asks every broker) that the caller may DESCRIBE, or all of them
 // for a caller that may DESCRIBE the cluster; v4+ filtered by state, v5+
-// by type ("consumer" for KIP-848 groups, "classic").
+// by type ("consumer" for KIP-848 groups, "classic"), each
+// case-insensitively.
 func listGroups(c *conn, r *request) kmsg.Response {
 	req := r.msg.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -431,12 +432,11 @@ func listGroups(c *conn, r *request) kmsg.Response {
 		if !everything && !c.allowedQuiet(c.ctx, auth.OpDescribe, auth.Group(l.Group)) {
 			continue
 		}
-		typ := "consumer"
-		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, typ) {
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, l.Type) {
 			continue
 		}
 		g := kmsg.NewListGroupsResponseGroup()
-		g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.Group, "consumer", l.State, typ
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.Group, l.ProtocolType, l.State, l.Type
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp

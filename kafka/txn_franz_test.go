@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -48,8 +49,9 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, want int,
 }
 
 // TestFranzGoTransactionalCopy: franz-go, unmodified, copies a topic
-// exactly once through its GroupTransactSession — a KIP-848 consumer
-// group (ServerSideBalancer) reading read_committed and a transactional
+// exactly once through its GroupTransactSession — a consumer group, of
+// KIP-848's protocol (ServerSideBalancer) or the classic one with a
+// client-side balancer, reading read_committed and a transactional
 // producer speaking KIP-890's transaction version 2 (the door finalizes
 // transaction.version 2: no AddPartitionsToTxn, no AddOffsetsToTxn, EndTxn
 // v5 bumping the epoch) — with one transaction aborted on purpose. The
@@ -58,6 +60,19 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, want int,
 // offsets are the input's ends; and the transactional id is described
 // and listed through the door.
 func TestFranzGoTransactionalCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"kip-848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+		{"classic-cooperative-sticky", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+		{"classic-range", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testTransactionalCopy(t, tc.name == "kip-848", tc.opts) })
+	}
+}
+
+func testTransactionalCopy(t *testing.T, kip848 bool, groupOpts []kgo.Opt) {
 	s := startKafkaNode(t)
 	addr := s.Node.KafkaAddr()
 	ctx := testContext(t, 120*time.Second)
@@ -74,11 +89,10 @@ func TestFranzGoTransactionalCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.RetryTimeout(20*time.Second),
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryTimeout(20 * time.Second),
 		kgo.TransactionalID("copier"), kgo.DefaultProduceTopic("out"),
-		kgo.ConsumerGroup("copy"), kgo.ConsumeTopics("in"), kgo.ServerSideBalancer(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumerGroup("copy"), kgo.ConsumeTopics("in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, groupOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,5 +185,47 @@ func TestFranzGoTransactionalCopy(t *testing.T) {
 	}
 	if _, ok := listed["copier"]; !ok {
 		t.Fatalf("listed %+v: no copier", listed)
+	}
+
+	// The group through the admin APIs, while its member is in it.
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantType := "classic"
+	if kip848 {
+		wantType = "consumer"
+	}
+	if g, ok := groups["copy"]; !ok || g.GroupType != wantType || g.ProtocolType != "consumer" || g.State != "Stable" {
+		t.Fatalf("listed groups %+v, want copy %s, Stable", groups, wantType)
+	}
+	if kip848 {
+		dg, err := adm.DescribeConsumerGroups(ctx, "copy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := dg["copy"]; g.Err != nil || len(g.Members) != 1 || g.State != "Stable" {
+			t.Fatalf("ConsumerGroupDescribe: %+v", g)
+		}
+	} else {
+		dg, err := adm.DescribeGroups(ctx, "copy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := dg["copy"]
+		if g.Err != nil || len(g.Members) != 1 || g.State != "Stable" || g.ProtocolType != "consumer" || g.Protocol == "" {
+			t.Fatalf("DescribeGroups: %+v", g)
+		}
+		a, _ := g.Members[0].Assigned.AsConsumer()
+		if a == nil || len(a.Topics) != 1 || a.Topics[0].Topic != "in" || len(a.Topics[0].Partitions) != 3 {
+			t.Fatalf("the member's assignment: %+v", a)
+		}
+	}
+	del, err := adm.DeleteGroups(ctx, "copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := del["copy"]; !errors.Is(r.Err, kerr.NonEmptyGroup) {
+		t.Fatalf("DeleteGroups of a group with a member: %v, want NON_EMPTY_GROUP", r.Err)
 	}
 }
