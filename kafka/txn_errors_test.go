@@ -2,6 +2,8 @@ package kafka_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +226,96 @@ func TestCoordinatorAPIsAuthorizedAsKafkas(t *testing.T) {
 	r := init()
 	if r.ErrorCode != 0 || r.ProducerEpoch != 0 {
 		t.Fatalf("InitProducerId with WRITE: %v epoch %d (the refused ones must not have bumped it)", kerr.ErrorForCode(r.ErrorCode), r.ProducerEpoch)
+	}
+}
+
+// TestReadCommittedSameThroughBothDoors: committed and aborted
+// transactions of two franz-go producers interleaved with idempotent
+// records on two partitions; a Kafka read_committed consumer (the door
+// answers every batch and the aborted transactions; franz-go filters)
+// and the gRPC door's read_committed fetch (the broker filters) give the
+// same records at the same offsets, none of an aborted transaction.
+func TestReadCommittedSameThroughBothDoors(t *testing.T) {
+	s := startKafkaNode(t)
+	addr := s.Node.KafkaAddr()
+	ctx := testContext(t, 60*time.Second)
+	adm := kadm.NewClient(newClient(t, addr))
+	const topic = "mixed"
+	createTopics(t, ctx, adm, 2, topic)
+	plain := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	txA := newClient(t, addr, kgo.TransactionalID("a"), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	txB := newClient(t, addr, kgo.TransactionalID("b"), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	want := 0
+	for round := range 12 {
+		for i, tx := range []*kgo.Client{txA, txB} {
+			if err := tx.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			commit := (round+i)%3 != 0
+			for p := range int32(2) {
+				v := fmt.Sprintf("r%d-tx%d-p%d-commit=%v", round, i, p, commit)
+				if err := tx.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(v)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				if commit {
+					want++
+				}
+			}
+			if err := plain.ProduceSync(ctx, &kgo.Record{Partition: int32(round % 2), Value: []byte(fmt.Sprintf("plain-%d-%d", round, i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			want++
+			if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type rec struct {
+		offset int64
+		value  string
+	}
+	kafkaRecs := map[int32][]rec{}
+	cons := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for n := 0; n < want; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d records", n, want)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatal(err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			kafkaRecs[r.Partition] = append(kafkaRecs[r.Partition], rec{r.Offset, string(r.Value)})
+			n++
+		})
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		end, _ := ends.Lookup(topic, p)
+		var grpcRecs []rec
+		for off := int64(0); off < end.Offset; {
+			pd := s.Fetch(topic, p, off, 0)
+			if len(pd.Batches) == 0 {
+				break
+			}
+			for _, b := range pd.Batches {
+				for _, r := range grpcRecords(t, b) {
+					if r.Offset >= off {
+						grpcRecs = append(grpcRecs, rec{r.Offset, string(r.Value)})
+					}
+				}
+				off = b.BaseOffset + int64(b.LastOffsetDelta) + 1
+			}
+		}
+		if fmt.Sprint(grpcRecs) != fmt.Sprint(kafkaRecs[p]) {
+			t.Fatalf("partition %d:\n gRPC  %v\n Kafka %v", p, grpcRecs, kafkaRecs[p])
+		}
+		for _, r := range grpcRecs {
+			if strings.Contains(r.value, "commit=false") {
+				t.Fatalf("partition %d: an aborted record %+v", p, r)
+			}
+		}
 	}
 }
