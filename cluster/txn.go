@@ -42,6 +42,11 @@ type TxnMarker struct {
 	CoordinatorEpoch int32
 	// Commit: a COMMIT marker; else ABORT.
 	Commit bool
+	// Version is the ended transaction's transaction version, which picks
+	// the marker's epoch rule (storage.ProducerState.CheckMarker): the zero
+	// value is TV2 (epoch above the producer's), storage.MarkerTV1 allows
+	// the producer's own epoch.
+	Version storage.MarkerVersion
 }
 
 // txnVerifierBox holds a TxnVerifier in an atomic pointer.
@@ -248,10 +253,11 @@ func verifyWithRetries(ctx context.Context, v TxnVerifier, transactionalID strin
 // WriteTxnMarker appends marker mk to tp as its leader (at its current
 // leader epoch) and waits until it is committed: a coordinator's
 // WriteTxnMarkers for one partition (DESIGN §10). The marker passes the
-// marker rules (storage.Log.AppendControl): a producer epoch not above the
-// producer's here is INVALID_PRODUCER_EPOCH — except a retry of the
-// marker that ended the transaction (same epoch, nothing open: accepted,
-// KAFKA-19999, and it ends nothing again) — and a coordinator epoch below
+// marker rules of its version (storage.Log.AppendMarker): TV2, a producer
+// epoch not above the producer's here is INVALID_PRODUCER_EPOCH — except a
+// retry of the marker that ended the transaction (same epoch, nothing
+// open: accepted, KAFKA-19999, and it ends nothing again); TV1, only an
+// epoch below the producer's is — and a coordinator epoch below
 // that of the producer's last marker is TRANSACTION_COORDINATOR_FENCED;
 // nothing is written then. Not hosted here, or not the leader:
 // NOT_LEADER_OR_FOLLOWER (the caller tells UNKNOWN_TOPIC_OR_PARTITION
@@ -269,7 +275,7 @@ func (m *ReplicaManager) WriteTxnMarker(ctx context.Context, tp TopicPartition, 
 	}
 	now := time.Now()
 	raw := batch.MarkerBatch(batch.Producer{ID: mk.ProducerID, Epoch: int32(mk.ProducerEpoch)}, t, mk.CoordinatorEpoch, now.UnixMilli())
-	res, err := m.AppendCommitted(ctx, tp, raw, NoLeaderEpoch, now)
+	res, err := m.appendCommitted(ctx, tp, raw, NoLeaderEpoch, mk.Version, now)
 	if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
 		m.markerCommitted(tp, mk.ProducerID, mk.Commit, res.BaseOffset)
 	}
