@@ -372,8 +372,10 @@ func cmpInt64(a, b int64) int {
 //     start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka
 //     ProducerAppendInfo.checkSequence, "for transactions v2 idempotent
 //     producers, reject non-zero sequences when there is no producer ID
-//     state"; the reference leaves this rule out). Sluice runs TV2 only
-//     (DESIGN §10), so every transactional batch gets it. For a known
+//     state"; the reference leaves this rule out). Kafka applies it to TV2
+//     producers only; Check does not know a batch's transaction version,
+//     so TV1 producers get it too (docs/design.md decision 69: a TV1
+//     producer's state expired here while it lived is refused). For a known
 //     producer with no batch remembered (after a marker) rules 4 and 5
 //     already demand 0, so only the unknown producer needs the test.
 //  4. b.Epoch above the remembered epoch: b.FirstSeq must be 0, else
