@@ -47,7 +47,7 @@ func newBarrierVerifier(want int) *barrierVerifier {
 	return &barrierVerifier{want: want, all: make(chan struct{})}
 }
 
-func (v *barrierVerifier) AddPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tp cluster.TopicPartition) error {
+func (v *barrierVerifier) AddPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tp cluster.TopicPartition, verifyOnly bool) error {
 	v.mu.Lock()
 	v.seen = append(v.seen, tp)
 	v.n++
@@ -178,7 +178,7 @@ func TestProduceTransactionalInputRefused(t *testing.T) {
 
 type fencingVerifier struct{}
 
-func (fencingVerifier) AddPartition(context.Context, string, int64, int16, cluster.TopicPartition) error {
+func (fencingVerifier) AddPartition(context.Context, string, int64, int16, cluster.TopicPartition, bool) error {
 	return errs.New(sluicev1.ErrorCode_PRODUCER_FENCED, "a newer producer has this transactional id")
 }
 

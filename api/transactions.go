@@ -244,8 +244,10 @@ func (s *TransactionsService) endTxn(ctx context.Context, req *sluicev1.EndTxnRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, txnRequestWait)
 	defer cancel()
+	// The gRPC door speaks transaction version 2 only (decision 69): its
+	// producers never send AddPartitionsToTxn and expect the epoch bump.
 	return s.cfg.Coordinator.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalId,
-		ProducerID: req.ProducerId, ProducerEpoch: epoch, Commit: req.Committed})
+		ProducerID: req.ProducerId, ProducerEpoch: epoch, Commit: req.Committed, ClientVersion: txn.TV2})
 }
 
 // DescribeTransactions implements the Transactions service: the applied

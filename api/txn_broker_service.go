@@ -68,8 +68,14 @@ func (s *TxnBrokerService) AddPartitionsToTxn(ctx context.Context, req *internal
 		for _, p := range t.Partitions {
 			parts = append(parts, txn.TopicPartition{Topic: p.Topic, Partition: p.Partition})
 		}
-		err = s.coord.AddPartitions(ctx, txn.AddPartitionsRequest{TransactionalID: t.TransactionalId,
-			ProducerID: t.ProducerId, ProducerEpoch: epoch, Partitions: parts})
+		// A partition leader adds for a TV2 produce (the gRPC door's, or a
+		// Kafka produce v12+) and only verifies for a TV1 one.
+		req := txn.AddPartitionsRequest{TransactionalID: t.TransactionalId,
+			ProducerID: t.ProducerId, ProducerEpoch: epoch, Partitions: parts, ClientVersion: txn.TV2}
+		if t.VerifyOnly {
+			req.ClientVersion, req.VerifyOnly = txn.TV1, true
+		}
+		err = s.coord.AddPartitions(ctx, req)
 		r.ErrorCode, r.ErrorMessage = errs.Code(err), errs.Message(err)
 	})
 	return resp, nil
@@ -91,7 +97,8 @@ func (s *TxnBrokerService) WriteTxnMarkers(ctx context.Context, req *internalv1.
 		mr := &internalv1.TxnMarkerResult{ProducerId: m.ProducerId, Partitions: make([]*internalv1.TxnPartitionResult, len(m.Partitions))}
 		resp.Markers[i] = mr
 		epoch, epochErr := producerEpoch(m.ProducerEpoch)
-		mk := cluster.TxnMarker{ProducerID: m.ProducerId, ProducerEpoch: epoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Committed}
+		mk := cluster.TxnMarker{ProducerID: m.ProducerId, ProducerEpoch: epoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Committed,
+			Version: coordinator.MarkerVersionFromWire(m.TransactionVersion)}
 		for j, p := range m.Partitions {
 			pr := &internalv1.TxnPartitionResult{Topic: p.Topic, Partition: p.Partition}
 			mr.Partitions[j] = pr

@@ -474,7 +474,7 @@ func addPartitionWithRetry(t *testing.T, v cluster.TxnVerifier, id string, pid i
 	t.Helper()
 	var last error
 	wait.For(t, txnWait, "AddPartition "+tp.String(), func() error {
-		last = v.AddPartition(ctx(t), id, pid, epoch, tp)
+		last = v.AddPartition(ctx(t), id, pid, epoch, tp, false)
 		if last != nil && errs.Retriable(errs.Code(last)) {
 			return last
 		}
@@ -515,7 +515,7 @@ func TestTxnVerifierRoutesToCoordinator(t *testing.T) {
 	errsCh := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() {
-			errsCh <- remote.AddPartition(ctx(t), id, pid, epoch, cluster.TopicPartition{Topic: "u", Partition: int32(i)})
+			errsCh <- remote.AddPartition(ctx(t), id, pid, epoch, cluster.TopicPartition{Topic: "u", Partition: int32(i)}, false)
 		}()
 	}
 	for i := 0; i < n; i++ {

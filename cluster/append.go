@@ -275,8 +275,17 @@ func (p *Replica) waitCommitted(ctx context.Context, lastOffset int64, leaderEpo
 //   - NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed, but the ISR shrank
 //     below min.insync.replicas while waiting (acks=all's answer).
 //
+// A control batch (a transaction marker) is checked by the TV2 marker
+// rule; WriteTxnMarker picks the marker's own version.
+//
 // Safe for concurrent use, and from a LeadershipListener.
 func (m *ReplicaManager) AppendCommitted(ctx context.Context, tp TopicPartition, raw []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
+	return m.appendCommitted(ctx, tp, raw, leaderEpoch, storage.MarkerTV2, now)
+}
+
+// appendCommitted is AppendCommitted with the marker version v a control
+// batch is checked by (storage.Log.AppendMarker).
+func (m *ReplicaManager) appendCommitted(ctx context.Context, tp TopicPartition, raw []byte, leaderEpoch int32, v storage.MarkerVersion, now time.Time) (AppendResult, error) {
 	p, err := m.Replica(tp.Topic, tp.Partition)
 	if err != nil {
 		return AppendResult{}, err
@@ -285,7 +294,7 @@ func (m *ReplicaManager) AppendCommitted(ctx context.Context, tp TopicPartition,
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res, epoch, err := p.appendAsLeader(b, h.IsControl(), leaderEpoch, now)
+	res, epoch, err := p.appendAsLeader(b, h.IsControl(), v, leaderEpoch, now)
 	if err != nil {
 		return res, m.appendError(p, err)
 	}
@@ -296,8 +305,9 @@ func (m *ReplicaManager) AppendCommitted(ctx context.Context, tp TopicPartition,
 // leads p at leaderEpoch (NoLeaderEpoch: any) with enough in-sync
 // replicas, and returns the epoch it appended in. It holds roleMu across
 // the checks and the append, so the leadership cannot change in between
-// (lock order: roleMu before the log's locks).
-func (p *Replica) appendAsLeader(b []byte, control bool, leaderEpoch int32, now time.Time) (AppendResult, int32, error) {
+// (lock order: roleMu before the log's locks). A control batch is a
+// marker checked by the rule of version v.
+func (p *Replica) appendAsLeader(b []byte, control bool, v storage.MarkerVersion, leaderEpoch int32, now time.Time) (AppendResult, int32, error) {
 	p.roleMu.Lock()
 	defer p.roleMu.Unlock()
 	t := p.tracker
@@ -315,7 +325,7 @@ func (p *Replica) appendAsLeader(b []byte, control bool, leaderEpoch int32, now 
 	var sr storage.AppendResult
 	var err error
 	if control {
-		sr, err = p.log.AppendControl(b, epoch, now)
+		sr, err = p.log.AppendMarker(b, epoch, v, now)
 	} else {
 		sr, err = p.log.Append(b, epoch, now)
 	}

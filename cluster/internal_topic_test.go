@@ -58,7 +58,7 @@ func TestProducersCannotWriteInternalTopics(t *testing.T) {
 		}
 	}
 	// The group coordinator's offsets of a transaction (TxnOffsetCommit).
-	res, err := m.AppendCoordinatorTxn(testCtx(t), TopicPartition{Topic: "__consumer_offsets", Partition: 0}, 0, "tx", 5, 0, func(seq int32) []byte {
+	res, err := m.AppendCoordinatorTxn(testCtx(t), TopicPartition{Topic: "__consumer_offsets", Partition: 0}, 0, "tx", 5, 0, false, func(seq int32) []byte {
 		return keyed(batch.AttrTransactional, batch.Producer{ID: 5, Epoch: 0, BaseSequence: seq})
 	}, now)
 	if err != nil || res.BaseOffset != 1 {

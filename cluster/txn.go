@@ -17,20 +17,44 @@ import (
 // coordinators' markers (WriteTxnMarker).
 
 // TxnVerifier adds a partition to an open transaction at the
-// transaction's coordinator (internal AddPartitionsToTxn). The node
-// implements it (the coordinator may be this broker or another); cluster
-// calls it, with no lock held, before appending the first batch of a
-// transaction to a partition.
+// transaction's coordinator (internal AddPartitionsToTxn), or for a TV1
+// producer verifies that it is in. The node implements it (the
+// coordinator may be this broker or another); cluster calls it, with no
+// lock held, before appending the first batch of a transaction to a
+// partition.
 type TxnVerifier interface {
 	// AddPartition returns nil once tp is durably in the open
-	// transaction of transactionalID at (producerID, producerEpoch).
+	// transaction of transactionalID at (producerID, producerEpoch). With
+	// verifyOnly (a TV1 producer, which added tp itself) nothing is added:
+	// nil only if tp already is in that transaction, else
+	// INVALID_TXN_STATE.
 	// Errors are *errs.Error with the coordinator's code
 	// (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE,
 	// INVALID_PRODUCER_ID_MAPPING, ...) or a retriable one
 	// (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 	// COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS,
 	// REQUEST_TIMED_OUT) when ctx ended before a definite answer.
-	AddPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tp TopicPartition) error
+	AddPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tp TopicPartition, verifyOnly bool) error
+}
+
+// TxnProduce is one transactional batch a producer sends to a partition
+// leader: what AppendTxn needs besides the partition.
+type TxnProduce struct {
+	// TransactionalID is the produce request's transactional id.
+	TransactionalID string
+	// Batch is the transactional data batch (AppendTxnTo's raw).
+	Batch []byte
+	// Now is the request's time.
+	Now time.Time
+	// AcksAll: the request has acks=all.
+	AcksAll bool
+	// VerifyOnly: the producer speaks transaction version 1 — it added the
+	// partition to its transaction itself (AddPartitionsToTxn), and the
+	// leader only verifies at the coordinator that the partition is in it
+	// (KIP-890 part 1). The zero value is TV2: the leader adds the
+	// partition (the gRPC door, Kafka Produce v12+ of a TV2 producer).
+	// The Kafka door sets it for Produce v0–v11.
+	VerifyOnly bool
 }
 
 // TxnMarker is one transaction marker to write to a partition.
@@ -42,6 +66,11 @@ type TxnMarker struct {
 	CoordinatorEpoch int32
 	// Commit: a COMMIT marker; else ABORT.
 	Commit bool
+	// Version is the ended transaction's transaction version, which picks
+	// the marker's epoch rule (storage.ProducerState.CheckMarker): the zero
+	// value is TV2 (epoch above the producer's), storage.MarkerTV1 allows
+	// the producer's own epoch.
+	Version storage.MarkerVersion
 }
 
 // txnVerifierBox holds a TxnVerifier in an atomic pointer.
@@ -124,17 +153,30 @@ func retriableVerification(code sluicev1.ErrorCode) bool {
 // waits with Replica.WaitCommitted or AwaitCommit. Safe for concurrent
 // use; calls for different partitions may run in parallel (api does so
 // for one request).
+//
+// AppendTxnTo is for a TV2 producer (the partition is added to the
+// transaction); AppendTxn with TxnProduce.VerifyOnly serves a TV1 one.
 func (m *ReplicaManager) AppendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (AppendResult, error) {
+	return m.AppendTxn(ctx, p, TxnProduce{TransactionalID: transactionalID, Batch: raw, Now: now, AcksAll: acksAll})
+}
+
+// AppendTxn is AppendTxnTo for either transaction version: with
+// req.VerifyOnly (a TV1 producer, Kafka Produce v0–v11) the coordinator is
+// asked only to verify that the partition is in the producer's open
+// transaction — INVALID_TXN_STATE if the producer did not add it with
+// AddPartitionsToTxn — instead of adding it. Everything else is
+// AppendTxnTo's.
+func (m *ReplicaManager) AppendTxn(ctx context.Context, p *Replica, req TxnProduce) (AppendResult, error) {
 	if err := CheckProducerTopic(p.Topic); err != nil {
 		return AppendResult{}, err
 	}
-	return m.appendTxnTo(ctx, p, transactionalID, raw, now, acksAll)
+	return m.appendTxnTo(ctx, p, req.TransactionalID, req.Batch, req.Now, req.AcksAll, req.VerifyOnly)
 }
 
-// appendTxnTo is AppendTxnTo for any topic: AppendCoordinatorTxn writes
+// appendTxnTo is AppendTxn for any topic: AppendCoordinatorTxn writes
 // the group coordinator's transactional offsets to __consumer_offsets
 // through it.
-func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll bool) (res AppendResult, err error) {
+func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactionalID string, raw []byte, now time.Time, acksAll, verifyOnly bool) (res AppendResult, err error) {
 	var verifying time.Duration
 	defer func() { res.Verifying = verifying }() // on every return, errors too
 	if transactionalID == "" {
@@ -174,7 +216,7 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 		}
 		if guard.Needed() {
 			start := time.Now()
-			err := verifyWithRetries(ctx, box.v, transactionalID, info.ProducerID, info.Epoch, tp)
+			err := verifyWithRetries(ctx, box.v, transactionalID, info.ProducerID, info.Epoch, tp, verifyOnly)
 			verifying += time.Since(start)
 			if err != nil {
 				return AppendResult{}, err
@@ -198,8 +240,9 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 		}
 		if errors.Is(err, storage.ErrVerificationEnded) && reverified < maxTxnReverifications {
 			// A marker at the batch's own epoch closed the previous
-			// transaction (TV2: marker epoch = data epoch + 1): this
-			// one may still be fine; ask again. Anything else (a higher
+			// transaction (TV2: marker epoch = data epoch + 1; TV1: the
+			// previous transaction's marker, at the same epoch, came
+			// late): this one may still be fine; ask again. Anything else (a higher
 			// epoch) is refused at once by StartTxnVerification.
 			if e, ok := p.log.Producer(info.ProducerID); ok && e.Epoch == info.Epoch && e.TxnFirstOffset < 0 {
 				continue
@@ -221,10 +264,10 @@ func (m *ReplicaManager) checkLeader(p *Replica) error {
 // verifyWithRetries calls v.AddPartition until it answers something other
 // than a retriable coordinator code, or ctx ends (then the last retriable
 // answer is returned). PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH.
-func verifyWithRetries(ctx context.Context, v TxnVerifier, transactionalID string, producerID int64, epoch int16, tp TopicPartition) error {
+func verifyWithRetries(ctx context.Context, v TxnVerifier, transactionalID string, producerID int64, epoch int16, tp TopicPartition, verifyOnly bool) error {
 	backoff := txnVerifyBackoffMin
 	for {
-		err := v.AddPartition(ctx, transactionalID, producerID, epoch, tp)
+		err := v.AddPartition(ctx, transactionalID, producerID, epoch, tp, verifyOnly)
 		code := errs.Code(err)
 		switch {
 		case err == nil:
@@ -248,10 +291,11 @@ func verifyWithRetries(ctx context.Context, v TxnVerifier, transactionalID strin
 // WriteTxnMarker appends marker mk to tp as its leader (at its current
 // leader epoch) and waits until it is committed: a coordinator's
 // WriteTxnMarkers for one partition (DESIGN §10). The marker passes the
-// marker rules (storage.Log.AppendControl): a producer epoch not above the
-// producer's here is INVALID_PRODUCER_EPOCH — except a retry of the
-// marker that ended the transaction (same epoch, nothing open: accepted,
-// KAFKA-19999, and it ends nothing again) — and a coordinator epoch below
+// marker rules of its version (storage.Log.AppendMarker): TV2, a producer
+// epoch not above the producer's here is INVALID_PRODUCER_EPOCH — except a
+// retry of the marker that ended the transaction (same epoch, nothing
+// open: accepted, KAFKA-19999, and it ends nothing again); TV1, only an
+// epoch below the producer's is — and a coordinator epoch below
 // that of the producer's last marker is TRANSACTION_COORDINATOR_FENCED;
 // nothing is written then. Not hosted here, or not the leader:
 // NOT_LEADER_OR_FOLLOWER (the caller tells UNKNOWN_TOPIC_OR_PARTITION
@@ -269,7 +313,7 @@ func (m *ReplicaManager) WriteTxnMarker(ctx context.Context, tp TopicPartition, 
 	}
 	now := time.Now()
 	raw := batch.MarkerBatch(batch.Producer{ID: mk.ProducerID, Epoch: int32(mk.ProducerEpoch)}, t, mk.CoordinatorEpoch, now.UnixMilli())
-	res, err := m.AppendCommitted(ctx, tp, raw, NoLeaderEpoch, now)
+	res, err := m.appendCommitted(ctx, tp, raw, NoLeaderEpoch, mk.Version, now)
 	if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND {
 		m.markerCommitted(tp, mk.ProducerID, mk.Commit, res.BaseOffset)
 	}

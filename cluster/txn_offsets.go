@@ -69,7 +69,9 @@ func (m *ReplicaManager) markerCommitted(tp TopicPartition, producerID int64, co
 // TxnOffsetCommit — to tp as its leader at leaderEpoch, and waits until it
 // is committed. tp is first added to the producer's transaction at its
 // coordinator exactly as for the producer's own batches (AppendTxnTo's
-// verification guard, TV2), so the transaction's markers reach tp.
+// verification guard, TV2), so the transaction's markers reach tp — or,
+// with verifyOnly (a TV1 producer, which added tp itself with
+// AddOffsetsToTxn), only verified to be in it (INVALID_TXN_STATE if not).
 //
 // build returns the batch for a base sequence: the producer's next
 // sequence on tp at producerEpoch (0 when tp has nothing of that epoch);
@@ -84,7 +86,7 @@ func (m *ReplicaManager) markerCommitted(tp TopicPartition, producerID int64, co
 // and AppendCommitted's after it (nil; an error wrapping ErrCommitUnknown;
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND, committed).
 func (m *ReplicaManager) AppendCoordinatorTxn(ctx context.Context, tp TopicPartition, leaderEpoch int32, transactionalID string,
-	producerID int64, producerEpoch int16, build func(baseSequence int32) []byte, now time.Time) (AppendResult, error) {
+	producerID int64, producerEpoch int16, verifyOnly bool, build func(baseSequence int32) []byte, now time.Time) (AppendResult, error) {
 	p, err := m.Replica(tp.Topic, tp.Partition)
 	if err != nil {
 		return AppendResult{}, err
@@ -99,7 +101,7 @@ func (m *ReplicaManager) AppendCoordinatorTxn(ctx context.Context, tp TopicParti
 			seq = 0
 		}
 	}
-	res, err := m.appendTxnTo(ctx, p, transactionalID, build(seq), now, true)
+	res, err := m.appendTxnTo(ctx, p, transactionalID, build(seq), now, true, verifyOnly)
 	if err != nil {
 		return res, err
 	}

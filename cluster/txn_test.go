@@ -27,6 +27,7 @@ type verifyCall struct {
 	producerID      int64
 	epoch           int16
 	tp              TopicPartition
+	verifyOnly      bool
 }
 
 // fakeVerifier answers AddPartition from a script: the i-th call gets
@@ -40,10 +41,10 @@ type fakeVerifier struct {
 	always error
 }
 
-func (f *fakeVerifier) AddPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tp TopicPartition) error {
+func (f *fakeVerifier) AddPartition(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tp TopicPartition, verifyOnly bool) error {
 	f.mu.Lock()
 	i := len(f.calls)
-	f.calls = append(f.calls, verifyCall{transactionalID, producerID, producerEpoch, tp})
+	f.calls = append(f.calls, verifyCall{transactionalID, producerID, producerEpoch, tp, verifyOnly})
 	var answer error
 	if i < len(f.answers) {
 		answer = f.answers[i]
@@ -119,7 +120,7 @@ func TestAppendTxnToVerifiesFirstBatchOnce(t *testing.T) {
 			t.Fatalf("batch %d: %+v %v", seq, res, err)
 		}
 	}
-	want := []verifyCall{{tid, pid, 0, TopicPartition{Topic: "s", Partition: 0}}}
+	want := []verifyCall{{tid, pid, 0, TopicPartition{Topic: "s", Partition: 0}, false}}
 	if got := f.callList(); !slices.Equal(got, want) {
 		t.Fatalf("verifications %+v, want %+v", got, want)
 	}

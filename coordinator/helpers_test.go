@@ -95,11 +95,11 @@ func initPID(c *txn.Coordinator, id string, timeoutMs int32) (txn.ProducerIDAndE
 }
 
 func addPartition(c *txn.Coordinator, id string, pe txn.ProducerIDAndEpoch, tps ...txn.TopicPartition) error {
-	return c.AddPartitions(bg, txn.AddPartitionsRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Partitions: tps})
+	return c.AddPartitions(bg, txn.AddPartitionsRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, ClientVersion: txn.TV2, Partitions: tps})
 }
 
 func endTxn(c *txn.Coordinator, id string, pe txn.ProducerIDAndEpoch, commit bool) (txn.ProducerIDAndEpoch, error) {
-	return c.EndTxn(bg, txn.EndTxnRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: commit})
+	return c.EndTxn(bg, txn.EndTxnRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: commit, ClientVersion: txn.TV2})
 }
 
 func must[T any](t *testing.T, what string) func(T, error) T {

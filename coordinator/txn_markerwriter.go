@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-io/sluice/proto/errs"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+	"github.com/sluice-io/sluice/storage"
 )
 
 // PartitionMarkers writes transaction markers to partitions this broker
@@ -133,7 +134,8 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m txn.Markers) ma
 		out[tp] = err
 		mu.Unlock()
 	}
-	mk := cluster.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit}
+	mk := cluster.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit,
+		Version: markerVersion(m.ClientVersion)}
 	im := w.cfg.Local.Metadata.Image()
 	var local []txn.TopicPartition
 	remote := map[string][]txn.TopicPartition{} // by leader address
@@ -170,7 +172,7 @@ func (w *BrokerMarkerWriter) WriteMarkers(ctx context.Context, m txn.Markers) ma
 		go func() {
 			defer wg.Done()
 			req := &internalv1.TxnMarker{TransactionalId: m.TransactionalID, ProducerId: m.ProducerID, ProducerEpoch: int32(m.ProducerEpoch),
-				Committed: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+				Committed: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch, TransactionVersion: wireTxnVersion(m.ClientVersion)}
 			for _, tp := range tps {
 				req.Partitions = append(req.Partitions, &internalv1.TxnPartition{Topic: tp.Topic, Partition: tp.Partition})
 			}
@@ -206,4 +208,35 @@ func (w *BrokerMarkerWriter) send(ctx context.Context, addr string, markers []*i
 		return nil, rpcError(addr, err)
 	}
 	return resp.Markers, nil
+}
+
+// markerVersion is the partition's marker rule for a transaction of
+// client version v: TV2 (epoch above the producer's) for TV2, TV1 (at
+// least the producer's) for TV1 and Kafka's level 0.
+func markerVersion(v txn.ClientVersion) storage.MarkerVersion {
+	if v.SupportsEpochBump() {
+		return storage.MarkerTV2
+	}
+	return storage.MarkerTV1
+}
+
+// wireTxnVersion is v as the internal TxnMarker's transaction_version: 1
+// or 2, never 0 (which a receiver reads as 2, the version of a
+// coordinator that predates TV1).
+func wireTxnVersion(v txn.ClientVersion) int32 {
+	if v.SupportsEpochBump() {
+		return 2
+	}
+	return 1
+}
+
+// MarkerVersionFromWire is the marker rule of a WriteTxnMarkers marker
+// with transaction_version v (the TxnBroker service's side of
+// wireTxnVersion): 1 is TV1; 2 and above, and 0 (absent: a coordinator
+// that predates TV1 and wrote only TV2 markers), TV2.
+func MarkerVersionFromWire(v int32) storage.MarkerVersion {
+	if v == 1 {
+		return storage.MarkerTV1
+	}
+	return storage.MarkerTV2
 }

@@ -404,6 +404,14 @@ func (l *Log) stampLocked(b []byte, leaderEpoch int32) (batch.Header, error) {
 // again but ends nothing: no second .txnindex entry, and the last stable
 // offset does not move. Everything else is Append's.
 func (l *Log) AppendControl(b []byte, leaderEpoch int32, now time.Time) (AppendResult, error) {
+	return l.AppendMarker(b, leaderEpoch, MarkerTV2, now)
+}
+
+// AppendMarker is AppendControl for a marker ending a transaction of
+// version v: CheckMarker applies v's epoch rule (TV2: above the
+// producer's epoch; TV1: at least it). AppendControl is AppendMarker with
+// MarkerTV2.
+func (l *Log) AppendMarker(b []byte, leaderEpoch int32, v MarkerVersion, now time.Time) (AppendResult, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	h, err := l.stampLocked(b, leaderEpoch)
@@ -422,7 +430,7 @@ func (l *Log) AppendControl(b []byte, leaderEpoch int32, now time.Time) (AppendR
 		if !mk.ok {
 			return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "control batch of producer %d holds no transaction marker", info.ProducerID)
 		}
-		if err := l.producers.CheckMarker(info.ProducerID, info.Epoch); err != nil {
+		if err := l.producers.CheckMarker(info.ProducerID, info.Epoch, v); err != nil {
 			return AppendResult{}, err
 		}
 		if err := l.producers.CheckCoordinatorEpoch(info.ProducerID, mk.coordinatorEpoch); err != nil {

@@ -365,13 +365,17 @@ func cmpInt64(a, b int64) int {
 //  2. b.Epoch below the remembered epoch: INVALID_PRODUCER_EPOCH (ref:
 //     checkProducerEpoch, ProducerAppendInfo.java lines 122-159; data batches
 //     are refused only when lower, TV2 markers also when equal, see
-//     CheckMarker).
+//     CheckMarker). A TV1 producer's next transaction after its marker is
+//     at the same epoch and continues its sequence (rule 5: the marker
+//     kept the epoch's batches).
 //  3. A transactional batch from a producer with no remembered batch must
 //     start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka
 //     ProducerAppendInfo.checkSequence, "for transactions v2 idempotent
 //     producers, reject non-zero sequences when there is no producer ID
-//     state"; the reference leaves this rule out). Sluice runs TV2 only
-//     (DESIGN §10), so every transactional batch gets it. For a known
+//     state"; the reference leaves this rule out). Kafka applies it to TV2
+//     producers only; Check does not know a batch's transaction version,
+//     so TV1 producers get it too (docs/design.md decision 69: a TV1
+//     producer's state expired here while it lived is refused). For a known
 //     producer with no batch remembered (after a marker) rules 4 and 5
 //     already demand 0, so only the unknown producer needs the test.
 //  4. b.Epoch above the remembered epoch: b.FirstSeq must be 0, else
@@ -454,24 +458,60 @@ func nextSeq(last int32) int32 {
 	return last + 1
 }
 
+// MarkerVersion is the transaction version of the transaction a marker
+// ends (the coordinator's Markers.ClientVersion, the internal
+// WriteTxnMarkers' transaction_version): it picks CheckMarker's epoch
+// rule. The zero value is TV2, the only version Sluice wrote markers for
+// before TV1 was served (docs/design.md decision 69).
+type MarkerVersion int8
+
+// The marker versions.
+const (
+	// MarkerTV2: the marker's epoch is the transaction's data epoch + 1.
+	MarkerTV2 MarkerVersion = iota
+	// MarkerTV1: the marker's epoch is the data's (or above it, after a
+	// coordinator's fence or timeout abort).
+	MarkerTV1
+)
+
 // CheckMarker decides whether a transaction marker (control batch) of
-// producerID with epoch may be appended, under transaction version 2, the
-// only one Sluice speaks (DESIGN §10). It changes nothing.
+// producerID with epoch, ending a transaction of version v, may be
+// appended. It changes nothing.
 //
 // TV2 markers carry an epoch one above the data they close, so a marker
 // whose epoch is not above the remembered one is late or duplicate:
 // INVALID_PRODUCER_EPOCH (ref §4, ProducerAppendInfo.java lines 122-124:
 // "TV2 markers are 'reject if equal or lower'"). The exception is a retry of
 // a marker already written: same epoch and no open transaction is accepted
-// (ref: lines 127-144, KAFKA-19999). The coordinator-epoch check on the
-// marker's record is CheckCoordinatorEpoch: it is not in the batch header.
-func (s *ProducerState) CheckMarker(producerID int64, epoch int16) error {
+// (ref: lines 127-144, KAFKA-19999).
+//
+// TV1 markers carry the epoch of the data they close (the producer keeps
+// its epoch across transactions), so only an epoch below the remembered
+// one is stale: INVALID_PRODUCER_EPOCH (Kafka ProducerAppendInfo.
+// checkProducerEpoch for a marker without epoch bump: "producerEpoch <
+// updatedEntry.producerEpoch()"); equal, with the transaction open or
+// not, and above are accepted.
+//
+// The coordinator-epoch check on the marker's record is
+// CheckCoordinatorEpoch: it is not in the batch header.
+//
+// Replay needs no version: Update applies a marker by its epoch alone
+// (equal: the producer's batches and sequence go on, as TV1 wants; above:
+// forgotten, as for any new epoch), so followers, rebuilds and snapshots
+// reach the same state without knowing which rule the leader checked.
+func (s *ProducerState) CheckMarker(producerID int64, epoch int16, v MarkerVersion) error {
 	if producerID <= 0 || epoch < 0 {
 		return errs.New(sluicev1.ErrorCode_INVALID_RECORD, "marker has producer %d epoch %d; both must be set", producerID, epoch)
 	}
 	e := s.producers[producerID]
 	if e == nil || epoch > e.epoch {
 		return nil
+	}
+	if v == MarkerTV1 {
+		if epoch == e.epoch {
+			return nil
+		}
+		return errs.New(sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH, "TV1 marker epoch %d of producer %d is below the last seen epoch %d", epoch, producerID, e.epoch)
 	}
 	if epoch == e.epoch && e.txnFirstOffset < 0 {
 		return nil // retried marker of a transaction that already ended

@@ -86,7 +86,7 @@ func (l *producerLog) marker(t *testing.T, pid int64, epoch int16) (int64, error
 // marker rules.
 func (l *producerLog) markerFrom(t *testing.T, pid int64, epoch int16, coordinatorEpoch int32) (int64, error) {
 	t.Helper()
-	if err := l.s.CheckMarker(pid, epoch); err != nil {
+	if err := l.s.CheckMarker(pid, epoch, MarkerTV2); err != nil {
 		return -1, err
 	}
 	if coordinatorEpoch != NoCoordinatorEpoch {
@@ -371,12 +371,12 @@ func TestProducerCheckMarkerTV2(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newProducerLog(0)
 			l.apply(t, tc.setup)
-			if err := l.s.CheckMarker(1, tc.epoch); code(err) != tc.want {
+			if err := l.s.CheckMarker(1, tc.epoch, MarkerTV2); code(err) != tc.want {
 				t.Fatalf("CheckMarker(1, %d) = %v, want %s", tc.epoch, err, tc.want)
 			}
 		})
 	}
-	if err := NewProducerState(0).CheckMarker(0, 1); code(err) != "INVALID_RECORD" {
+	if err := NewProducerState(0).CheckMarker(0, 1, MarkerTV2); code(err) != "INVALID_RECORD" {
 		t.Errorf("CheckMarker of a plain producer = %v, want INVALID_RECORD", err)
 	}
 }
@@ -412,7 +412,7 @@ func TestProducerCommitAbortCommitKafkaExample(t *testing.T) {
 				t.Errorf("while B is open: transaction first offset %d, LSO %d; want LSO %d", e.TxnFirstOffset, lso, ex.WhileBOpen.LastStableOffset)
 			}
 			// marker_epoch_rule: a late COMMIT of A (epoch 1) now is refused.
-			if err := l.s.CheckMarker(1, 1); code(err) != "INVALID_PRODUCER_EPOCH" {
+			if err := l.s.CheckMarker(1, 1, MarkerTV2); code(err) != "INVALID_PRODUCER_EPOCH" {
 				t.Errorf("late marker with epoch 1 while B is open: %v, want INVALID_PRODUCER_EPOCH", err)
 			}
 		}
@@ -423,7 +423,7 @@ func TestProducerCommitAbortCommitKafkaExample(t *testing.T) {
 	}
 	// marker_epoch_rule: "A retried marker with the same epoch for an already
 	// ended transaction is accepted."
-	if err := l.s.CheckMarker(1, 3); err != nil {
+	if err := l.s.CheckMarker(1, 3, MarkerTV2); err != nil {
 		t.Errorf("retried final COMMIT: %v", err)
 	}
 }

@@ -75,7 +75,7 @@ func (c *CoordinatorConfig) defaults() {
 // (cluster.ReplicaManager.AppendCoordinatorTxn's contract).
 type TxnOffsetAppender interface {
 	AppendCoordinatorTxn(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, transactionalID string,
-		producerID int64, producerEpoch int16, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error)
+		producerID int64, producerEpoch int16, verifyOnly bool, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error)
 }
 
 // CoordinatorDeps are a Coordinator's dependencies; Log, Txn and Topics

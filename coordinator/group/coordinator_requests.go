@@ -41,6 +41,13 @@ type TxnOffsetCommitRequest struct {
 	MemberEpoch     int32
 	InstanceID      string
 	Entries         []OffsetCommitEntry
+	// VerifyOnly: the producer speaks transaction version 1 (Kafka
+	// TxnOffsetCommit v0–v4) and added the group's __consumer_offsets
+	// partition to its transaction itself (AddOffsetsToTxn); the
+	// partition is only verified to be in the transaction
+	// (INVALID_TXN_STATE if not). false (the gRPC door, TxnOffsetCommit
+	// v5+): the partition is added for the producer (TV2).
+	VerifyOnly bool
 }
 
 // Group types of Listing and Description.
@@ -369,7 +376,7 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, r TxnOffsetCommitReq
 		return nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AppendTimeout)
-	res, err := c.deps.Txn.AppendCoordinatorTxn(actx, ps.TP, ps.Epoch, r.TransactionalID, r.ProducerID, r.ProducerEpoch, build, now)
+	res, err := c.deps.Txn.AppendCoordinatorTxn(actx, ps.TP, ps.Epoch, r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.VerifyOnly, build, now)
 	cancel()
 	ps.Release(pk)
 	switch {

@@ -103,7 +103,7 @@ func (l *fakeOffsetsLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartit
 }
 
 func (l *fakeOffsetsLog) AppendCoordinatorTxn(ctx context.Context, tp cluster.TopicPartition, leaderEpoch int32, transactionalID string,
-	producerID int64, producerEpoch int16, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error) {
+	producerID int64, producerEpoch int16, verifyOnly bool, build func(baseSequence int32) []byte, now time.Time) (cluster.AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.append(tp.Partition, build(0)), nil

@@ -39,10 +39,10 @@ func BenchmarkEndTxnCycle(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := c.AddPartitions(ctx, AddPartitionsRequest{TransactionalID: "bench", ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Partitions: tp}); err != nil {
+		if err := c.AddPartitions(ctx, AddPartitionsRequest{TransactionalID: "bench", ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, ClientVersion: TV2, Partitions: tp}); err != nil {
 			b.Fatal(err)
 		}
-		next, err := c.EndTxn(ctx, EndTxnRequest{TransactionalID: "bench", ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: true})
+		next, err := c.EndTxn(ctx, EndTxnRequest{TransactionalID: "bench", ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: true, ClientVersion: TV2})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -27,6 +27,11 @@ type Markers struct {
 	CoordinatorEpoch int32
 	Commit           bool
 	Partitions       []TopicPartition
+	// ClientVersion is the ending transaction's (Metadata.ClientVersion):
+	// the partition checks the marker's epoch by its rule — TV2: above
+	// the producer's epoch there; TV1 (and 0): at least it, equal
+	// allowed (Kafka's WriteTxnMarkers TransactionVersion).
+	ClientVersion ClientVersion
 }
 
 // MarkerWriter writes transaction markers to the leaders of their

@@ -63,6 +63,9 @@ type Listing struct {
 	// StartTimeMs is when the open (or last) transaction started, in Unix
 	// milliseconds (NoTimestamp if none has).
 	StartTimeMs int64
+	// ClientVersion is the transaction version of the open (or last)
+	// transaction's client (Metadata.ClientVersion).
+	ClientVersion ClientVersion
 }
 
 // List returns the ids of every loaded partition matching f, sorted by
@@ -95,7 +98,7 @@ func (c *Coordinator) List(f ListFilter) ([]Listing, error) {
 					continue
 				}
 			}
-			out = append(out, Listing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State, StartTimeMs: m.StartTimeMs})
+			out = append(out, Listing{TransactionalID: id, ProducerID: m.ProducerID, State: m.State, StartTimeMs: m.StartTimeMs, ClientVersion: m.ClientVersion})
 		}
 	}
 	slices.SortFunc(out, func(a, b Listing) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })

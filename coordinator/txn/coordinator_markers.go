@@ -40,6 +40,7 @@ func (c *Coordinator) sendMarkers(ps *statePartition, w Metadata) {
 			CoordinatorEpoch: ps.Epoch,
 			Commit:           w.Commit(),
 			Partitions:       slices.Clone(pending),
+			ClientVersion:    w.ClientVersion,
 		})
 		cancel()
 		var retry []TopicPartition

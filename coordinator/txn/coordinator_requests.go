@@ -46,11 +46,26 @@ func (c *Coordinator) InitProducerID(ctx context.Context, req InitProducerIDRequ
 	})
 }
 
-// AddPartitions answers AddPartitionsToTxn from a partition leader (the
-// core's AddPartitions; TV2: the leader of a partition receiving a
-// transaction's first batch adds the partition before it appends): once it
-// returns nil the partitions are in the open transaction, durably, and
-// its end will write their markers.
+// AddPartitions answers AddPartitionsToTxn (the core's AddPartitions) in
+// its three forms, told apart by req.ClientVersion and req.VerifyOnly:
+//
+//   - TV2 add (ClientVersion TV2): the leader of a partition receiving a
+//     TV2 transaction's first batch adds the partition before it appends
+//     (coordinator.BrokerTxnVerifier; every request of the gRPC door).
+//   - TV1 client add (ClientVersion TV1, VerifyOnly false): a TV1 client's
+//     own AddPartitionsToTxn v0–v3, and its AddOffsetsToTxn — the Kafka
+//     door passes the group's __consumer_offsets partition
+//     (group.PartitionFor), which this package accepts as any partition.
+//     The transaction starts (or grows) at the producer's current epoch.
+//   - verification (VerifyOnly): a partition leader of a TV1 produce, the
+//     group coordinator of a TV1 TxnOffsetCommit, or a Kafka broker's
+//     AddPartitionsToTxn v4+ with verifyOnly: nothing is written; nil only
+//     if every partition is already in the open transaction at
+//     req.ProducerID/ProducerEpoch, else INVALID_TXN_STATE (or the epoch
+//     and id codes of the core).
+//
+// Once an add returns nil the partitions are in the open transaction,
+// durably, and its end will write their markers.
 //
 // While the id is busy — its previous transaction's markers are still
 // being written (Prepare*), or another request holds its slot — it waits
@@ -107,9 +122,12 @@ func (c *Coordinator) changes(id string) <-chan struct{} {
 	return ps.changed
 }
 
-// EndTxn answers EndTxn (the core's EndTxn, TV2): once PrepareCommit or
-// PrepareAbort is committed it answers the bumped producer epoch (or the
-// next producer id at epoch 0); the markers are then written in the
+// EndTxn answers EndTxn (the core's EndTxn). req.ClientVersion is TV2 for
+// the gRPC door and a Kafka EndTxn v5+ from a TV2 client, TV1 for EndTxn
+// v0–v4. Once PrepareCommit or PrepareAbort is committed it answers the
+// producer id and epoch to continue with: TV2 the bumped epoch (or the
+// next producer id at epoch 0), TV1 the same epoch; the markers (carrying
+// that epoch and the transaction's version) are then written in the
 // background and the transaction completes (CompleteCommit/CompleteAbort
 // written) when every partition has its marker. Until then the id
 // answers CONCURRENT_TRANSACTIONS. req.NewProducerID is ignored, as for

@@ -21,11 +21,11 @@ func initPID(c *Coordinator, id string, timeoutMs int32) (ProducerIDAndEpoch, er
 }
 
 func addPartition(c *Coordinator, id string, pe ProducerIDAndEpoch, tps ...TopicPartition) error {
-	return c.AddPartitions(bg, AddPartitionsRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Partitions: tps})
+	return c.AddPartitions(bg, AddPartitionsRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, ClientVersion: TV2, Partitions: tps})
 }
 
 func endTxn(c *Coordinator, id string, pe ProducerIDAndEpoch, commit bool) (ProducerIDAndEpoch, error) {
-	return c.EndTxn(bg, EndTxnRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: commit})
+	return c.EndTxn(bg, EndTxnRequest{TransactionalID: id, ProducerID: pe.ProducerID, ProducerEpoch: pe.ProducerEpoch, Commit: commit, ClientVersion: TV2})
 }
 
 func must[T any](t *testing.T, what string) func(T, error) T {

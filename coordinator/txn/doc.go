@@ -68,7 +68,31 @@
 // loads a partition and finds an id in Prepare* resends its markers
 // (Metadata.PendingMarkers) and completes it.
 //
-// Sluice speaks transaction version 2 only (KIP-890: an epoch bump at every
-// commit and abort, partitions added by the partition leader), so no
-// client transaction version is kept in Metadata.
+// # Two transaction versions
+//
+// Sluice serves both client transaction versions Kafka 4.x serves
+// (ClientVersion, docs/design.md decision 69), and records in Metadata
+// (and its record) the version of each transaction's client, as Kafka's
+// clientTransactionVersion:
+//
+//   - TV2 (KIP-890 part 2), what the gRPC door always speaks: the
+//     partition leader receiving a transactional produce adds the
+//     partition (AddPartitions), and every commit or abort bumps the
+//     epoch — Prepare*, its markers and Complete* carry the epoch + 1,
+//     which the producer continues with.
+//   - TV1 (Kafka clients that send AddPartitionsToTxn and AddOffsetsToTxn
+//     themselves and EndTxn below v5: librdkafka, kafkajs): the client's
+//     AddPartitions adds; the partition leader and the group coordinator
+//     only verify (AddPartitionsRequest.VerifyOnly, KIP-890 part 1); EndTxn
+//     prepares, writes markers and completes at the producer's current
+//     epoch, which the producer keeps.
+//
+// Requests say their version (the zero value is TV1, as Kafka's level 0);
+// the stored version decides what the coordinator does on its own: a
+// fence or timeout abort bumps the epoch once for either version (so the
+// old producer is fenced) and sends its markers with the aborted
+// transaction's version, and a TV2 EndTxn is a retry of a bumped commit
+// only when the stored transaction was TV2. InitProducerId is the same for
+// both, so a TV1 and a TV2 client sharing a transactional id fence each
+// other as any two producers do.
 package txn

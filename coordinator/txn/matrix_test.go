@@ -27,15 +27,19 @@ const (
 
 var nowReq = time.UnixMilli(afterUpdate)
 
-// fixture returns the id's Metadata in state s (nil for "unknown").
-func fixture(s *State) *Metadata {
+// fixture returns the id's Metadata in state s (nil for "unknown"), its
+// transaction a TV2 one.
+func fixture(s *State) *Metadata { return fixtureV(s, TV2) }
+
+// fixtureV is fixture with the transaction's client version v.
+func fixtureV(s *State, v ClientVersion) *Metadata {
 	if s == nil {
 		return nil
 	}
 	m := &Metadata{
 		TransactionalID: fixID, ProducerID: fixPID, PrevProducerID: fixPID, NextProducerID: NoProducerID,
 		ProducerEpoch: fixEpoch, LastProducerEpoch: fixLast, TimeoutMs: fixTimeout, State: *s,
-		StartTimeMs: startMs, UpdateTimeMs: updateMs,
+		StartTimeMs: startMs, UpdateTimeMs: updateMs, ClientVersion: v,
 	}
 	switch *s {
 	case Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence:
@@ -57,15 +61,33 @@ func initReq(pid int64, epoch int16) InitProducerIDRequest {
 }
 
 func addReq(pid int64, epoch int16, parts ...int32) AddPartitionsRequest {
-	r := AddPartitionsRequest{TransactionalID: fixID, ProducerID: pid, ProducerEpoch: epoch}
+	r := AddPartitionsRequest{TransactionalID: fixID, ProducerID: pid, ProducerEpoch: epoch, ClientVersion: TV2}
 	for _, p := range parts {
 		r.Partitions = append(r.Partitions, TopicPartition{Topic: fixTopic, Partition: p})
 	}
 	return r
 }
 
+func addReqV1(pid int64, epoch int16, parts ...int32) AddPartitionsRequest {
+	r := addReq(pid, epoch, parts...)
+	r.ClientVersion = TV1
+	return r
+}
+
+func verifyReq(pid int64, epoch int16, parts ...int32) AddPartitionsRequest {
+	r := addReq(pid, epoch, parts...)
+	r.ClientVersion, r.VerifyOnly = TV1, true
+	return r
+}
+
+func endReqV1(pid int64, epoch int16, commit bool) EndTxnRequest {
+	r := endReq(pid, epoch, commit)
+	r.ClientVersion = TV1
+	return r
+}
+
 func endReq(pid int64, epoch int16, commit bool) EndTxnRequest {
-	return EndTxnRequest{TransactionalID: fixID, ProducerID: pid, ProducerEpoch: epoch, Commit: commit, NewProducerID: fixNewPID}
+	return EndTxnRequest{TransactionalID: fixID, ProducerID: pid, ProducerEpoch: epoch, Commit: commit, NewProducerID: fixNewPID, ClientVersion: TV2}
 }
 
 // deref passes a nil Metadata on as the zero value for the periodic
@@ -95,6 +117,18 @@ var requests = []request{
 	{"EndTxn commit stale (epoch-2)", func(m *Metadata) Result { return EndTxn(m, endReq(fixPID, fixEpoch-2, true), nowReq) }},
 	{"EndTxn commit newer epoch", func(m *Metadata) Result { return EndTxn(m, endReq(fixPID, fixEpoch+1, true), nowReq) }},
 	{"EndTxn commit other id", func(m *Metadata) Result { return EndTxn(m, endReq(999, fixEpoch, true), nowReq) }},
+	{"AddPartitions TV1 new partition", func(m *Metadata) Result { return AddPartitions(m, addReqV1(fixPID, fixEpoch, 1), nowReq) }},
+	{"AddPartitions TV1 already in", func(m *Metadata) Result { return AddPartitions(m, addReqV1(fixPID, fixEpoch, 0), nowReq) }},
+	{"AddPartitions TV1 old epoch", func(m *Metadata) Result { return AddPartitions(m, addReqV1(fixPID, fixEpoch-1, 1), nowReq) }},
+	{"AddPartitions verify-only, in", func(m *Metadata) Result { return AddPartitions(m, verifyReq(fixPID, fixEpoch, 0), nowReq) }},
+	{"AddPartitions verify-only, not in", func(m *Metadata) Result { return AddPartitions(m, verifyReq(fixPID, fixEpoch, 0, 1), nowReq) }},
+	{"AddPartitions verify-only, old epoch", func(m *Metadata) Result { return AddPartitions(m, verifyReq(fixPID, fixEpoch-1, 0), nowReq) }},
+	{"AddPartitions verify-only, other id", func(m *Metadata) Result { return AddPartitions(m, verifyReq(999, fixEpoch, 0), nowReq) }},
+	{"EndTxn TV1 commit", func(m *Metadata) Result { return EndTxn(m, endReqV1(fixPID, fixEpoch, true), nowReq) }},
+	{"EndTxn TV1 abort", func(m *Metadata) Result { return EndTxn(m, endReqV1(fixPID, fixEpoch, false), nowReq) }},
+	{"EndTxn TV1 commit stale (epoch-1)", func(m *Metadata) Result { return EndTxn(m, endReqV1(fixPID, fixEpoch-1, true), nowReq) }},
+	{"EndTxn TV1 commit newer epoch", func(m *Metadata) Result { return EndTxn(m, endReqV1(fixPID, fixEpoch+1, true), nowReq) }},
+	{"EndTxn TV1 commit other id", func(m *Metadata) Result { return EndTxn(m, endReqV1(999, fixEpoch, true), nowReq) }},
 	{"Complete", func(m *Metadata) Result { return Complete(m, fixPID, fixEpoch, nowReq) }},
 	{"Complete stale round", func(m *Metadata) Result { return Complete(m, fixPID, fixEpoch-1, nowReq) }},
 	{"AbortTimedOut, within timeout", func(m *Metadata) Result {
@@ -139,9 +173,9 @@ func describe(r Result) string {
 		for _, p := range w.Partitions {
 			ps = append(ps, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
 		}
-		fmt.Fprintf(&b, " write{%v pid=%d epoch=%d last=%d prev=%d next=%d parts=[%s] start=%d timeout=%d}",
+		fmt.Fprintf(&b, " write{%v pid=%d epoch=%d last=%d prev=%d next=%d parts=[%s] start=%d timeout=%d %v}",
 			w.State, w.ProducerID, w.ProducerEpoch, w.LastProducerEpoch, w.PrevProducerID, w.NextProducerID,
-			strings.Join(ps, " "), w.StartTimeMs, w.TimeoutMs)
+			strings.Join(ps, " "), w.StartTimeMs, w.TimeoutMs, w.ClientVersion)
 	}
 	if r.Err == nil && (r.ProducerID != 0 || r.ProducerEpoch != 0) {
 		fmt.Fprintf(&b, " answer=%d/%d", r.ProducerID, r.ProducerEpoch)
@@ -153,7 +187,8 @@ func describe(r Result) string {
 }
 
 // TestEveryRequestInEveryState runs every request against every state
-// (and an unknown id) and pins the decisions in
+// (and an unknown id), the state's transaction a TV2 one and then a TV1
+// one (the state's name suffixed /TV1), and pins the decisions in
 // testdata/decisions.golden, one line per pair — the table to review when
 // a rule changes. The rule tests in transitions_test.go assert the
 // important lines explicitly. Invariants checked on every pair:
@@ -165,24 +200,34 @@ func describe(r Result) string {
 //   - never UNKNOWN_SERVER_ERROR (the internal guard never trips).
 func TestEveryRequestInEveryState(t *testing.T) {
 	var b strings.Builder
-	states := []*State{nil}
-	for i := range States {
-		states = append(states, &States[i])
+	type fix struct {
+		s *State
+		v ClientVersion
 	}
-	for _, s := range states {
+	fixes := []fix{{nil, TV2}}
+	for _, v := range []ClientVersion{TV2, TV1} {
+		for i := range States {
+			fixes = append(fixes, fix{&States[i], v})
+		}
+	}
+	for _, f := range fixes {
+		s := f.s
 		name := "unknown"
 		if s != nil {
 			name = s.String()
+			if f.v == TV1 {
+				name += "/TV1"
+			}
 		}
 		for _, req := range requests {
-			in := fixture(s)
+			in := fixtureV(s, f.v)
 			var before *Metadata
 			if in != nil {
 				c := in.Clone()
 				before = &c
 			}
 			r := req.do(in)
-			fmt.Fprintf(&b, "%-17s %-38s -> %s\n", name, req.name, describe(r))
+			fmt.Fprintf(&b, "%-21s %-38s -> %s\n", name, req.name, describe(r))
 
 			if !reflect.DeepEqual(in, before) {
 				t.Errorf("%s / %s changed its input: %+v", name, req.name, in)
@@ -209,6 +254,12 @@ func TestEveryRequestInEveryState(t *testing.T) {
 			}
 			if r.Err != nil && r.Code() != sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS {
 				t.Errorf("%s / %s: both a write and %v", name, req.name, r.Err)
+			}
+			if strings.Contains(req.name, "verify-only") {
+				t.Errorf("%s / %s: a verification wrote %+v", name, req.name, *w)
+			}
+			if strings.Contains(req.name, "TV1") && w.ProducerEpoch != in.ProducerEpoch {
+				t.Errorf("%s / %s: a TV1 request moved the epoch %d -> %d", name, req.name, in.ProducerEpoch, w.ProducerEpoch)
 			}
 			if in != nil && len(w.Partitions) > 0 && len(in.Partitions) > 0 && &w.Partitions[0] == &in.Partitions[0] {
 				t.Errorf("%s / %s: the write shares Partitions with the input", name, req.name)

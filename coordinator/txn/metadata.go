@@ -84,6 +84,14 @@ type Metadata struct {
 	StartTimeMs int64
 	// UpdateTimeMs is when this record was prepared, in Unix milliseconds.
 	UpdateTimeMs int64
+	// ClientVersion is the transaction version of the client of the open,
+	// ending or last transaction (Kafka's clientTransactionVersion): set
+	// by AddPartitions and EndTxn from their request, kept by the other
+	// transitions, so a coordinator-side abort (InitProducerId fencing, a
+	// timeout) and a retried EndTxn follow the aborted or ended
+	// transaction's rules. A new id starts at 0 (TV1 rules, as Kafka's
+	// TV_0) until its first transaction says otherwise.
+	ClientVersion ClientVersion
 }
 
 // Clone returns a copy of m that shares nothing with it.

@@ -37,7 +37,8 @@ var ErrCorruptRecord = errors.New("corrupt transaction record")
 //	 "next_producer_id":-1,"producer_epoch":1,"last_producer_epoch":0,
 //	 "timeout_ms":60000,"state":"PrepareCommit",
 //	 "partitions":[{"topic":"t","partitions":[0,2]}],
-//	 "start_time_ms":1794026921817,"update_time_ms":1794026921900}
+//	 "start_time_ms":1794026921817,"update_time_ms":1794026921900,
+//	 "client_transaction_version":2}
 //
 // Every field is always written, in this order; "partitions" lists topics
 // in byte order with their partitions ascending ([] when none), as
@@ -49,7 +50,18 @@ var ErrCorruptRecord = errors.New("corrupt transaction record")
 // records per transaction, the coordinator decodes only when it loads a
 // partition, the records read as they are in a dump (Kafka needs a
 // --transaction-log-decoder for its binary ones), and every language
-// parses them without a schema. encoding/json writes struct fields in
+// parses them without a schema.
+//
+// "client_transaction_version" (Metadata.ClientVersion, Kafka's tagged
+// field clientTransactionVersion of TransactionLogValue) was added
+// without a version bump, as Kafka added it: it is optional. A record
+// without it was written by a Sluice that spoke TV2 only, so it reads as
+// TV2 — not as Kafka's absent-means-0 (TV1), which would make a
+// transaction ended before the upgrade answer its EndTxn retry by TV1's
+// rules and fence a TV2 producer retrying its commit. An older Sluice
+// reading a record with the field ignores it and acts by TV2: every node
+// that may lead a __transaction_state partition must run a version that
+// knows TV1 before a TV1 client is served (decision 69). encoding/json writes struct fields in
 // order and these values have no maps, so equal Metadata encode to equal
 // bytes (the golden files pin them).
 type recordValue struct {
@@ -64,6 +76,9 @@ type recordValue struct {
 	Partitions         []topicPartition `json:"partitions"`
 	StartTimeMs        int64            `json:"start_time_ms"`
 	UpdateTimeMs       int64            `json:"update_time_ms"`
+	// ClientVersion is written always; a pointer so that a record
+	// without it (written before TV1) is told from one with 0.
+	ClientVersion *int8 `json:"client_transaction_version"`
 }
 
 type topicPartition struct {
@@ -105,6 +120,7 @@ func EncodeRecord(m Metadata) (key, value []byte, err error) {
 		Partitions:         []topicPartition{},
 		StartTimeMs:        m.StartTimeMs,
 		UpdateTimeMs:       m.UpdateTimeMs,
+		ClientVersion:      ptr(int8(m.ClientVersion)),
 	}
 	ps := slices.Clone(m.Partitions)
 	slices.SortFunc(ps, comparePartitions)
@@ -175,6 +191,10 @@ func DecodeRecord(key, value []byte) (Metadata, error) {
 		State:             state,
 		StartTimeMs:       v.StartTimeMs,
 		UpdateTimeMs:      v.UpdateTimeMs,
+		ClientVersion:     TV2, // absent: written when Sluice spoke TV2 only
+	}
+	if v.ClientVersion != nil {
+		m.ClientVersion = ClientVersion(*v.ClientVersion)
 	}
 	for _, tp := range v.Partitions {
 		for _, p := range tp.Partitions {
@@ -188,3 +208,5 @@ func DecodeRecord(key, value []byte) (Metadata, error) {
 	m.Partitions = slices.Compact(m.Partitions)
 	return m, nil
 }
+
+func ptr[T any](v T) *T { return &v }

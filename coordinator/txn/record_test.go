@@ -2,6 +2,9 @@ package txn
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,19 +22,19 @@ func sampleRecords() []Metadata {
 			StartTimeMs: NoTimestamp, UpdateTimeMs: t0},
 		{TransactionalID: "u12-txn", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: NoProducerID,
 			ProducerEpoch: 3, LastProducerEpoch: 2, TimeoutMs: 60000, State: Ongoing,
-			Partitions: tps, StartTimeMs: t0 + 10, UpdateTimeMs: t0 + 20},
+			Partitions: tps, StartTimeMs: t0 + 10, UpdateTimeMs: t0 + 20, ClientVersion: TV2},
 		{TransactionalID: "日本語-txn", ProducerID: 1000, PrevProducerID: 1000, NextProducerID: 2001,
 			ProducerEpoch: 32767, LastProducerEpoch: 32766, TimeoutMs: 900000, State: PrepareCommit,
-			Partitions: tps[:1], StartTimeMs: t0, UpdateTimeMs: t0 + 1},
+			Partitions: tps[:1], StartTimeMs: t0, UpdateTimeMs: t0 + 1, ClientVersion: TV2},
 		{TransactionalID: "日本語-txn", ProducerID: 2001, PrevProducerID: 1000, NextProducerID: NoProducerID,
 			ProducerEpoch: 0, LastProducerEpoch: 32766, TimeoutMs: 900000, State: CompleteCommit,
-			StartTimeMs: t0, UpdateTimeMs: t0 + 2},
+			StartTimeMs: t0, UpdateTimeMs: t0 + 2, ClientVersion: TV2},
 		{TransactionalID: "fenced", ProducerID: 3000, PrevProducerID: 3000, NextProducerID: NoProducerID,
 			ProducerEpoch: 8, LastProducerEpoch: 7, TimeoutMs: 1, State: PrepareAbort,
-			Partitions: []TopicPartition{{Topic: "t", Partition: 0}}, StartTimeMs: t0, UpdateTimeMs: t0 + 3},
+			Partitions: []TopicPartition{{Topic: "t", Partition: 0}}, StartTimeMs: t0, UpdateTimeMs: t0 + 3, ClientVersion: TV1},
 		{TransactionalID: "fenced", ProducerID: 3000, PrevProducerID: 3000, NextProducerID: NoProducerID,
 			ProducerEpoch: 8, LastProducerEpoch: 7, TimeoutMs: 1, State: CompleteAbort,
-			StartTimeMs: t0, UpdateTimeMs: t0 + 4},
+			StartTimeMs: t0, UpdateTimeMs: t0 + 4, ClientVersion: TV1},
 		{TransactionalID: "fenced", State: Dead},
 	}
 }
@@ -81,7 +84,9 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 // The golden file pins version 1's bytes: any change to them needs a
-// RecordVersion bump and a reader for the old version.
+// RecordVersion bump and a reader for the old version — or, as for
+// client_transaction_version, an optional field whose absence old
+// records keep reading right (TestDecodeRecordsWrittenBeforeTV1).
 func TestRecordGoldenV1(t *testing.T) {
 	var b strings.Builder
 	for _, m := range sampleRecords() {
@@ -96,6 +101,62 @@ func TestRecordGoldenV1(t *testing.T) {
 		b.WriteString(string(key) + "\t" + v + "\n")
 	}
 	golden(t, "records-v1.golden", []byte(b.String()))
+}
+
+// Records written before Sluice knew TV1 (testdata/records-v1-before-
+// tv1.golden: the same samples as written then, never regenerated) have
+// no client_transaction_version and read as TV2, the only version Sluice
+// spoke then; everything else reads as before.
+func TestDecodeRecordsWrittenBeforeTV1(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "records-v1-before-tv1.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	samples := sampleRecords()
+	if len(lines) != len(samples) {
+		t.Fatalf("%d old records, %d samples", len(lines), len(samples))
+	}
+	for i, line := range lines {
+		key, value, _ := strings.Cut(line, "\t")
+		if value == "<tombstone>" {
+			value = ""
+		}
+		if strings.Contains(value, "client_transaction_version") {
+			t.Fatalf("old record %d has the new field: %s", i, value)
+		}
+		got, err := DecodeRecord([]byte(key), []byte(value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := normalized(samples[i])
+		if want.State != Dead {
+			want.ClientVersion = TV2
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("record %d decoded %+v\nwant      %+v", i, got, want)
+		}
+	}
+}
+
+// The version field is written as a number and read back as written,
+// 0 (Kafka's TV_0, a new id) included; only its absence means TV2.
+func TestRecordClientVersion(t *testing.T) {
+	for _, v := range []ClientVersion{0, TV1, TV2} {
+		m := sampleRecords()[1]
+		m.ClientVersion = v
+		_, value, err := EncodeRecord(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`"client_transaction_version":%d}`, v); !strings.HasSuffix(string(value), want) {
+			t.Errorf("%v: value %s does not end with %s", v, value, want)
+		}
+		got, err := DecodeRecord([]byte(m.TransactionalID), value)
+		if err != nil || got.ClientVersion != v {
+			t.Errorf("%v: decoded %v, %v", v, got.ClientVersion, err)
+		}
+	}
 }
 
 func TestDecodeRecordRefuses(t *testing.T) {

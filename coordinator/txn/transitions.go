@@ -189,15 +189,29 @@ func InitProducerID(m *Metadata, req InitProducerIDRequest, now time.Time) Resul
 	return write(m.State, w)
 }
 
-// AddPartitionsRequest is an AddPartitionsToTxn sent by a partition
-// leader for a transactional produce (TV2: the leader adds, it does not
-// only verify).
+// AddPartitionsRequest is an AddPartitionsToTxn: from a partition leader
+// for a transactional produce (TV2: the leader adds; TV1: the leader only
+// verifies, VerifyOnly), or from a TV1 client itself (AddPartitionsToTxn
+// v0–v3, and AddOffsetsToTxn with the group's __consumer_offsets
+// partition).
 type AddPartitionsRequest struct {
 	TransactionalID string
 	ProducerID      int64
 	ProducerEpoch   int16
-	// Partitions to add; at least one, duplicates allowed.
+	// Partitions to add (or verify); at least one, duplicates allowed.
 	Partitions []TopicPartition
+	// ClientVersion is the transaction version of the producer: TV2 for a
+	// partition leader adding for a TV2 produce (and for every request of
+	// the gRPC door), TV1 (or 0) for a TV1 client's own
+	// AddPartitionsToTxn or AddOffsetsToTxn. A write records it in
+	// Metadata.ClientVersion. The zero value is TV1, as Kafka's.
+	ClientVersion ClientVersion
+	// VerifyOnly: change nothing, only check that every partition is
+	// already in the open transaction at ProducerID/ProducerEpoch (KIP-890
+	// part 1: the partition leader of a TV1 produce, the group coordinator
+	// of a TV1 TxnOffsetCommit; Kafka's AddPartitionsToTxn v4+ with
+	// verifyOnly). ClientVersion is not read then.
+	VerifyOnly bool
 }
 
 // AddPartitions decides an AddPartitionsToTxn for m (nil: unknown id).
@@ -211,8 +225,17 @@ type AddPartitionsRequest struct {
 //     producer INVALID_PRODUCER_EPOCH, as Kafka's AddPartitionsToTxnManager);
 //   - Prepare* (and PrepareEpochFence, Dead): CONCURRENT_TRANSACTIONS;
 //   - Ongoing with every partition already in: NONE, nothing written;
+//   - VerifyOnly (Kafka's handleVerifyPartitionsInTransaction): nothing
+//     is ever written; NONE only in the case above, else INVALID_TXN_STATE
+//     — the partition is not in the transaction, or none is open (Kafka's
+//     coordinator answers TRANSACTION_ABORTABLE and the partition leader
+//     turns it into INVALID_TXN_STATE for the clients that verify, which
+//     predate TRANSACTION_ABORTABLE; Sluice answers the leader's code
+//     here, so every caller gets the same);
 //   - Ongoing: the partitions are added; Empty/Complete*: a transaction
-//     starts (Ongoing, StartTimeMs = now) with exactly these partitions.
+//     starts (Ongoing, StartTimeMs = now) with exactly these partitions,
+//     at the current epoch (neither version bumps here). Either write
+//     records req.ClientVersion.
 func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result {
 	if len(req.Partitions) == 0 {
 		return fail(sluicev1.ErrorCode_INVALID_REQUEST, "transactional id %q: no partitions to add", errs.Echo(req.TransactionalID))
@@ -245,24 +268,37 @@ func AddPartitions(m *Metadata, req AddPartitionsRequest, now time.Time) Result 
 	add := slices.Clone(req.Partitions)
 	slices.SortFunc(add, comparePartitions)
 	add = slices.Compact(add)
-	nowMs := now.UnixMilli()
-	w := m.Clone()
-	w.PrevProducerID = m.ProducerID
-	w.NextProducerID = NoProducerID
-	w.UpdateTimeMs = nowMs
 	switch m.State {
 	case Ongoing:
 		if containsAll(m.Partitions, add) {
 			return Result{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch}
 		}
-		w.Partitions = unionPartitions(m.Partitions, add)
 	case Empty, CompleteCommit, CompleteAbort:
-		w.State = Ongoing
-		w.Partitions = add
-		w.StartTimeMs = nowMs
 	default:
 		return fail(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
 			"transactional id %q is in state %v; retry once it completes", errs.Echo(m.TransactionalID), m.State)
+	}
+	if req.VerifyOnly {
+		for _, p := range add {
+			if _, in := slices.BinarySearchFunc(m.Partitions, p, comparePartitions); !in || m.State != Ongoing {
+				return fail(sluicev1.ErrorCode_INVALID_TXN_STATE,
+					"transactional id %q: partition %s is not in the open transaction of producer %d epoch %d (state %v); a TV1 producer adds it with AddPartitionsToTxn (or AddOffsetsToTxn) first",
+					errs.Echo(m.TransactionalID), errs.Echo(p.String()), m.ProducerID, m.ProducerEpoch, m.State)
+			}
+		}
+	}
+	nowMs := now.UnixMilli()
+	w := m.Clone()
+	w.PrevProducerID = m.ProducerID
+	w.NextProducerID = NoProducerID
+	w.UpdateTimeMs = nowMs
+	w.ClientVersion = req.ClientVersion
+	if m.State == Ongoing {
+		w.Partitions = unionPartitions(m.Partitions, add)
+	} else {
+		w.State = Ongoing
+		w.Partitions = add
+		w.StartTimeMs = nowMs
 	}
 	return write(m.State, w)
 }
@@ -292,11 +328,19 @@ type EndTxnRequest struct {
 	// NewProducerID: a freshly allocated id, used when the epoch bump
 	// reaches the last epoch; ≤ 0 means none (the Result asks for one).
 	NewProducerID int64
+	// ClientVersion is the transaction version of the producer: TV2
+	// (EndTxn v5+ from a TV2 client, every EndTxn of the gRPC door) or
+	// TV1 (EndTxn v0–v4; the zero value, as Kafka's). It picks the rules
+	// below and is recorded in the Prepare* written.
+	ClientVersion ClientVersion
 }
 
-// EndTxn decides an EndTxn for m (nil: unknown id), TV2. A request is a
-// retry when the stored epoch is the request's plus one (the bump of the
-// EndTxn being retried), or when the id moved to a new producer id at
+// EndTxn decides an EndTxn for m (nil: unknown id). A TV1 request
+// (req.ClientVersion) is endTxnV1's. TV2: a request is a retry when the
+// stored epoch is the request's plus one (the bump of the EndTxn being
+// retried) and the stored transaction is TV2's (m.ClientVersion: a TV1
+// transaction's epoch is one above a TV2 producer's only when that
+// producer was fenced), or when the id moved to a new producer id at
 // epoch 0 and the request carries the previous id at the last usable
 // epoch (32766). Rules (Kafka's endTransaction, 4.5):
 //   - unknown id, or another producer id (not a retry): INVALID_PRODUCER_ID_MAPPING;
@@ -327,9 +371,13 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 		return fail(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
 			"transactional id %q is in state %v; retry once it completes", errs.Echo(m.TransactionalID), m.State)
 	}
-	retryOnOverflow := m.ProducerID != req.ProducerID && m.PrevProducerID == req.ProducerID &&
+	if !req.ClientVersion.SupportsEpochBump() {
+		return endTxnV1(m, req, now)
+	}
+	bumped := m.ClientVersion.SupportsEpochBump()
+	retryOnOverflow := bumped && m.ProducerID != req.ProducerID && m.PrevProducerID == req.ProducerID &&
 		req.ProducerEpoch == maxEpoch-1 && m.ProducerEpoch == 0
-	retryOnBump := m.ProducerID == req.ProducerID && int(m.ProducerEpoch) == int(req.ProducerEpoch)+1
+	retryOnBump := bumped && m.ProducerID == req.ProducerID && int(m.ProducerEpoch) == int(req.ProducerEpoch)+1
 	isRetry := retryOnOverflow || retryOnBump
 	if m.ProducerID != req.ProducerID && !retryOnOverflow {
 		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
@@ -362,7 +410,7 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 			return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
 				"transactional id %q: producer epoch %d is exhausted; abort the transaction", errs.Echo(m.TransactionalID), m.ProducerEpoch)
 		}
-		return prepareEnd(*m, req.Commit, req.NewProducerID, nowMs)
+		return prepareEnd(*m, req.Commit, req.NewProducerID, TV2, nowMs)
 	case CompleteCommit, CompleteAbort:
 		same := req.Commit == (m.State == CompleteCommit)
 		switch {
@@ -378,15 +426,78 @@ func EndTxn(m *Metadata, req EndTxnRequest, now time.Time) Result {
 		}
 	}
 	// Empty or Complete*, not a retry: end an empty transaction.
-	return prepareEnd(*m, req.Commit, req.NewProducerID, nowMs)
+	return prepareEnd(*m, req.Commit, req.NewProducerID, TV2, nowMs)
+}
+
+// endTxnV1 decides a TV1 EndTxn (EndTxn v0–v4) for m, known and not in
+// Prepare*, PrepareEpochFence or Dead (EndTxn's first checks). The epoch
+// never moves: the producer ends its transaction at its current epoch
+// and keeps it. Rules (Kafka's endTransaction for a client without epoch
+// bump):
+//   - another producer id: INVALID_PRODUCER_ID_MAPPING (TV1 never moves
+//     the id at EndTxn, so there is no overflow retry);
+//   - an epoch above the current: NOT_COORDINATOR (staleCoordinator);
+//     below it: PRODUCER_FENCED (a new producer, or a coordinator-side
+//     abort, bumped it);
+//   - Ongoing: PrepareCommit or PrepareAbort written at the same epoch
+//     (LastProducerEpoch unchanged), markers at that epoch, answered with
+//     the same producer id and epoch;
+//   - CompleteCommit or CompleteAbort (a retry: a TV1 request cannot tell
+//     one from a repeated call): the same outcome → NONE with the current
+//     id and epoch, nothing written; the opposite → INVALID_TXN_STATE;
+//   - Empty: INVALID_TXN_STATE (no transaction is open: a TV1 client adds
+//     a partition before it ends a transaction, and never ends an empty
+//     one).
+func endTxnV1(m *Metadata, req EndTxnRequest, now time.Time) Result {
+	if m.ProducerID != req.ProducerID {
+		return fail(sluicev1.ErrorCode_INVALID_PRODUCER_ID_MAPPING,
+			"transactional id %q has producer id %d, not %d", errs.Echo(m.TransactionalID), m.ProducerID, req.ProducerID)
+	}
+	if req.ProducerEpoch > m.ProducerEpoch {
+		return staleCoordinator(m, req.ProducerEpoch)
+	}
+	if req.ProducerEpoch != m.ProducerEpoch {
+		return fail(sluicev1.ErrorCode_PRODUCER_FENCED,
+			"transactional id %q: producer %d epoch %d is not current (epoch %d)",
+			errs.Echo(m.TransactionalID), req.ProducerID, req.ProducerEpoch, m.ProducerEpoch)
+	}
+	outcome := "abort"
+	if req.Commit {
+		outcome = "commit"
+	}
+	switch m.State {
+	case Ongoing:
+		w := m.Clone()
+		w.State = PrepareAbort
+		if req.Commit {
+			w.State = PrepareCommit
+		}
+		w.PrevProducerID = m.ProducerID
+		w.NextProducerID = NoProducerID
+		w.ClientVersion = req.ClientVersion
+		w.UpdateTimeMs = now.UnixMilli()
+		return write(m.State, w)
+	case CompleteCommit, CompleteAbort:
+		if req.Commit == (m.State == CompleteCommit) {
+			return Result{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch}
+		}
+		return fail(sluicev1.ErrorCode_INVALID_TXN_STATE,
+			"transactional id %q: the transaction already ended in %v; cannot %s it", errs.Echo(m.TransactionalID), m.State, outcome)
+	default: // Empty
+		return fail(sluicev1.ErrorCode_INVALID_TXN_STATE,
+			"transactional id %q has no open transaction to %s (state %v)", errs.Echo(m.TransactionalID), outcome, m.State)
+	}
 }
 
 // prepareEnd writes PrepareCommit or PrepareAbort for m with the TV2 epoch
 // bump (none at the maximum epoch, which only an abort reaches), moving to
-// newProducerID at Complete when the bump exhausts the epochs. From an idle
-// state it ends an empty transaction: no partitions, started now.
-func prepareEnd(m Metadata, commit bool, newProducerID int64, nowMs int64) Result {
+// newProducerID at Complete when the bump exhausts the epochs, and
+// records version (TV2 for a TV2 EndTxn; the aborted transaction's own
+// for a coordinator-side abort). From an idle state it ends an empty
+// transaction: no partitions, started now.
+func prepareEnd(m Metadata, commit bool, newProducerID int64, version ClientVersion, nowMs int64) Result {
 	w := m.Clone()
+	w.ClientVersion = version
 	w.State = PrepareAbort
 	if commit {
 		w.State = PrepareCommit
@@ -422,6 +533,14 @@ func prepareEnd(m Metadata, commit bool, newProducerID int64, nowMs int64) Resul
 // PrepareEpochFence, which Kafka keeps in memory only, → PrepareAbort with
 // a single epoch bump (KAFKA-19367: TV2 does not bump twice), markers owed.
 // An exhausted epoch moves to newProducerID at Complete (KAFKA-20090).
+//
+// Both versions are fenced the same way: Kafka bumps a TV1 transaction's
+// epoch once in prepareFenceProducerEpoch and then ends it without a bump,
+// a TV2 one once in prepareAbortOrCommit; either way PrepareAbort is at
+// the data's epoch + 1, so the old producer is fenced at every partition
+// its markers reach. The write keeps the transaction's ClientVersion: its
+// markers then carry that version, and the epoch + 1 passes both marker
+// rules (TV1: at least the data's epoch; TV2: above it).
 func fenceAndAbort(m Metadata, newProducerID int64, nowMs int64) Result {
 	if !PrepareEpochFence.CanFollow(m.State) {
 		return fail(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR,
@@ -429,7 +548,7 @@ func fenceAndAbort(m Metadata, newProducerID int64, nowMs int64) Result {
 	}
 	fenced := m.Clone()
 	fenced.State = PrepareEpochFence
-	r := prepareEnd(fenced, false, newProducerID, nowMs)
+	r := prepareEnd(fenced, false, newProducerID, m.ClientVersion, nowMs)
 	return r
 }
 

@@ -66,13 +66,13 @@ func (c *fakeCoordinator) initPID(id string, pid int64, epoch int16) Result {
 
 func (c *fakeCoordinator) add(id string, pid int64, epoch int16, tps ...TopicPartition) Result {
 	return c.run(func(int64) Result {
-		return AddPartitions(c.txns[id], AddPartitionsRequest{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Partitions: tps}, c.now)
+		return AddPartitions(c.txns[id], AddPartitionsRequest{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, ClientVersion: TV2, Partitions: tps}, c.now)
 	})
 }
 
 func (c *fakeCoordinator) end(id string, pid int64, epoch int16, commit bool) Result {
 	return c.run(func(n int64) Result {
-		return EndTxn(c.txns[id], EndTxnRequest{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Commit: commit, NewProducerID: n}, c.now)
+		return EndTxn(c.txns[id], EndTxnRequest{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch, Commit: commit, NewProducerID: n, ClientVersion: TV2}, c.now)
 	})
 }
 
@@ -232,12 +232,12 @@ func TestEpochExhaustionMovesToANewProducerID(t *testing.T) {
 	t.Run("abort at the maximum epoch goes through without a bump", func(t *testing.T) {
 		m := exhausted(Ongoing)
 		m.ProducerEpoch = maxEpoch
-		r := EndTxn(m, EndTxnRequest{TransactionalID: fixID, ProducerID: fixPID, ProducerEpoch: maxEpoch, NewProducerID: fixNewPID}, now)
+		r := EndTxn(m, EndTxnRequest{TransactionalID: fixID, ProducerID: fixPID, ProducerEpoch: maxEpoch, NewProducerID: fixNewPID, ClientVersion: TV2}, now)
 		if w := r.Write; w == nil || w.State != PrepareAbort || w.ProducerEpoch != maxEpoch || w.NextProducerID != fixNewPID {
 			t.Fatalf("wrote %+v (%v)", r.Write, r.Err)
 		}
 		wantCode(t, "commit at the maximum epoch",
-			EndTxn(m, EndTxnRequest{TransactionalID: fixID, ProducerID: fixPID, ProducerEpoch: maxEpoch, Commit: true, NewProducerID: fixNewPID}, now),
+			EndTxn(m, EndTxnRequest{TransactionalID: fixID, ProducerID: fixPID, ProducerEpoch: maxEpoch, Commit: true, NewProducerID: fixNewPID, ClientVersion: TV2}, now),
 			sluicev1.ErrorCode_PRODUCER_FENCED)
 	})
 }

@@ -81,8 +81,13 @@ type AddPartitionsToTxnTransaction struct {
 	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	Partitions      []*TxnPartition        `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Only verify that the partitions are in the open transaction, adding
+	// nothing: the producer speaks transaction version 1 and added them
+	// itself (KIP-890 part 1, Kafka's verifyOnly). false (also from a node
+	// older than TV1 support): add them (transaction version 2).
+	VerifyOnly    bool `protobuf:"varint,5,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddPartitionsToTxnTransaction) Reset() {
@@ -141,6 +146,13 @@ func (x *AddPartitionsToTxnTransaction) GetPartitions() []*TxnPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *AddPartitionsToTxnTransaction) GetVerifyOnly() bool {
+	if x != nil {
+		return x.VerifyOnly
+	}
+	return false
 }
 
 type TxnPartition struct {
@@ -358,15 +370,22 @@ type TxnMarker struct {
 	// For logs and errors only.
 	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	ProducerId      int64  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	// The marker's producer epoch (TV2: above the data's).
+	// The marker's producer epoch (TV2: above the data's; TV1: the data's,
+	// or above it after a fence or timeout abort).
 	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	// true: COMMIT marker, false: ABORT marker.
 	Committed bool `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
 	// The __transaction_state leader epoch of the coordinator.
 	CoordinatorEpoch int32           `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
 	Partitions       []*TxnPartition `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The ended transaction's client transaction version, which picks the
+	// epoch rule the partition checks the marker by: 1 (TV1) — at least the
+	// producer's epoch there, equal allowed; 2 (TV2) — above it. 0, absent
+	// (a coordinator older than TV1 support, which wrote only TV2 markers),
+	// reads as 2 — unlike Kafka's WriteTxnMarkers, where 0 is TV1.
+	TransactionVersion int32 `protobuf:"varint,7,opt,name=transaction_version,json=transactionVersion,proto3" json:"transaction_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TxnMarker) Reset() {
@@ -439,6 +458,13 @@ func (x *TxnMarker) GetPartitions() []*TxnPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *TxnMarker) GetTransactionVersion() int32 {
+	if x != nil {
+		return x.TransactionVersion
+	}
+	return 0
 }
 
 type WriteTxnMarkersResponse struct {
@@ -613,7 +639,7 @@ const file_sluice_internal_v1_txn_proto_rawDesc = "" +
 	"\x1csluice/internal/v1/txn.proto\x12\x12sluice.internal.v1\x1a\x16sluice/v1/errors.proto\"\x8f\x01\n" +
 	"\x19AddPartitionsToTxnRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12U\n" +
-	"\ftransactions\x18\x02 \x03(\v21.sluice.internal.v1.AddPartitionsToTxnTransactionR\ftransactions\"\xd4\x01\n" +
+	"\ftransactions\x18\x02 \x03(\v21.sluice.internal.v1.AddPartitionsToTxnTransactionR\ftransactions\"\xf5\x01\n" +
 	"\x1dAddPartitionsToTxnTransaction\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -621,7 +647,9 @@ const file_sluice_internal_v1_txn_proto_rawDesc = "" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12@\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2 .sluice.internal.v1.TxnPartitionR\n" +
-	"partitions\"B\n" +
+	"partitions\x12\x1f\n" +
+	"\vverify_only\x18\x05 \x01(\bR\n" +
+	"verifyOnly\"B\n" +
 	"\fTxnPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\"d\n" +
@@ -634,7 +662,7 @@ const file_sluice_internal_v1_txn_proto_rawDesc = "" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"n\n" +
 	"\x16WriteTxnMarkersRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x127\n" +
-	"\amarkers\x18\x02 \x03(\v2\x1d.sluice.internal.v1.TxnMarkerR\amarkers\"\x8b\x02\n" +
+	"\amarkers\x18\x02 \x03(\v2\x1d.sluice.internal.v1.TxnMarkerR\amarkers\"\xbc\x02\n" +
 	"\tTxnMarker\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -644,7 +672,8 @@ const file_sluice_internal_v1_txn_proto_rawDesc = "" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12@\n" +
 	"\n" +
 	"partitions\x18\x06 \x03(\v2 .sluice.internal.v1.TxnPartitionR\n" +
-	"partitions\"X\n" +
+	"partitions\x12/\n" +
+	"\x13transaction_version\x18\a \x01(\x05R\x12transactionVersion\"X\n" +
 	"\x17WriteTxnMarkersResponse\x12=\n" +
 	"\amarkers\x18\x01 \x03(\v2#.sluice.internal.v1.TxnMarkerResultR\amarkers\"z\n" +
 	"\x0fTxnMarkerResult\x12\x1f\n" +

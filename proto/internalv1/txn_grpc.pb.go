@@ -28,15 +28,18 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // TxnBroker is served by every broker to the others for transactions
-// (transaction version 2, DESIGN §10): partition leaders add partitions to
-// transactions at the coordinator, and coordinators write markers at the
-// partition leaders.
+// (DESIGN §10; transaction versions 2 and 1, docs/design.md decision 69):
+// partition leaders add partitions to transactions at the coordinator (or,
+// for a TV1 producer, verify that they are in), and coordinators write
+// markers at the partition leaders.
 type TxnBrokerClient interface {
 	// AddPartitionsToTxn is sent by the leader of a partition that received
 	// the first transactional batch of a transaction to the transaction's
 	// coordinator, batched per coordinator. Once a partition's result is
 	// NONE the partition is in the transaction, durably, and the leader may
-	// append the batch. Errors per transaction: NOT_COORDINATOR,
+	// append the batch. A verify_only entry (a TV1 producer) changes
+	// nothing: NONE only if its partitions already are in the open
+	// transaction, else INVALID_TXN_STATE. Errors per transaction: NOT_COORDINATOR,
 	// COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (retriable),
 	// PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE,
 	// INVALID_PRODUCER_ID_MAPPING, TRANSACTIONAL_ID_NOT_FOUND.
@@ -85,15 +88,18 @@ func (c *txnBrokerClient) WriteTxnMarkers(ctx context.Context, in *WriteTxnMarke
 // for forward compatibility.
 //
 // TxnBroker is served by every broker to the others for transactions
-// (transaction version 2, DESIGN §10): partition leaders add partitions to
-// transactions at the coordinator, and coordinators write markers at the
-// partition leaders.
+// (DESIGN §10; transaction versions 2 and 1, docs/design.md decision 69):
+// partition leaders add partitions to transactions at the coordinator (or,
+// for a TV1 producer, verify that they are in), and coordinators write
+// markers at the partition leaders.
 type TxnBrokerServer interface {
 	// AddPartitionsToTxn is sent by the leader of a partition that received
 	// the first transactional batch of a transaction to the transaction's
 	// coordinator, batched per coordinator. Once a partition's result is
 	// NONE the partition is in the transaction, durably, and the leader may
-	// append the batch. Errors per transaction: NOT_COORDINATOR,
+	// append the batch. A verify_only entry (a TV1 producer) changes
+	// nothing: NONE only if its partitions already are in the open
+	// transaction, else INVALID_TXN_STATE. Errors per transaction: NOT_COORDINATOR,
 	// COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (retriable),
 	// PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE,
 	// INVALID_PRODUCER_ID_MAPPING, TRANSACTIONAL_ID_NOT_FOUND.
