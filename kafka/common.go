@@ -53,6 +53,7 @@ const (
 	codeUnsupportedForMessageFmt int16 = 43
 	codeCorruptMessage           int16 = 2
 	codeUnknownTopicOrPartition  int16 = 3
+	codeOperationNotAttempted    int16 = 55
 	codeUnknownTopicID           int16 = 100
 	codeUnsupportedEndpointType  int16 = 115
 )

@@ -29,6 +29,7 @@ type Locator interface {
 // TxnCoordinator is what the door asks of the broker's transaction
 // coordinator (txn.Coordinator). Errors are *errs.Error.
 type TxnCoordinator interface {
+	AddPartitions(ctx context.Context, req txn.AddPartitionsRequest) error
 	InitProducerID(ctx context.Context, req txn.InitProducerIDRequest) (txn.ProducerIDAndEpoch, error)
 	EndTxn(ctx context.Context, req txn.EndTxnRequest) (txn.ProducerIDAndEpoch, error)
 	Describe(transactionalID string) (txn.Description, error)

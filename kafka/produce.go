@@ -118,7 +118,11 @@ func (c *conn) appendPartition(topic string, rp *kmsg.ProduceRequestTopicPartiti
 	var res cluster.AppendResult
 	if txnID != "" {
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
-		res, err = s.cfg.Replicas.AppendTxnTo(ctx, part, txnID, raw, now, acksAll)
+		// Produce v12+ is a TV2 producer's (KIP-890): the leader adds the
+		// partition to the transaction; before, the producer added it
+		// itself (AddPartitionsToTxn) and the leader only verifies.
+		res, err = s.cfg.Replicas.AppendTxn(ctx, part, cluster.TxnProduce{TransactionalID: txnID, Batch: raw, Now: now,
+			AcksAll: acksAll, VerifyOnly: version < 12})
 		cancel()
 	} else {
 		res, err = s.cfg.Replicas.AppendTo(part, raw, now, acksAll)

@@ -59,7 +59,9 @@ func (c *conn) initTransactional(req *kmsg.InitProducerIDRequest, resp *kmsg.Ini
 // endTxn serves EndTxn: commit or abort the producer's transaction,
 // answered once PrepareCommit or PrepareAbort is durable. v5+ is KIP-890's
 // transaction version 2: the coordinator bumps the epoch and the answer
-// carries the producer id and epoch of the next transaction. WRITE on the
+// carries the producer id and epoch of the next transaction; before, the
+// client's version 1: the markers are written at the producer's epoch,
+// which it keeps (decision 69). WRITE on the
 // transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: nothing
 // committed or aborted).
 func endTxn(c *conn, r *request) func() kmsg.Response {
@@ -79,7 +81,7 @@ func endTxn(c *conn, r *request) func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
 		defer cancel()
 		pe, err := c.s.cfg.Coordinators.Txn.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalID,
-			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit})
+			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit, ClientVersion: clientVersion(r.version, 5)})
 		if err != nil {
 			resp.ErrorCode = errCode(err)
 			return resp
@@ -92,7 +94,9 @@ func endTxn(c *conn, r *request) func() kmsg.Response {
 // txnOffsetCommit serves TxnOffsetCommit: offsets committed as part of
 // the producer's transaction, visible to the group when it commits. v5+
 // (transaction version 2): the group coordinator adds its
-// __consumer_offsets partition to the transaction itself. The member
+// __consumer_offsets partition to the transaction itself; before, the
+// client added it (AddOffsetsToTxn) and the coordinator verifies it is
+// there (INVALID_TXN_STATE otherwise, nothing written). The member
 // fields (v3+, KIP-447) fence a zombie: a generation or member epoch the
 // group has moved past is ILLEGAL_GENERATION / FENCED_MEMBER_EPOCH.
 // WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -131,7 +135,7 @@ func txnOffsetCommit(c *conn, r *request) func() kmsg.Response {
 			defer cancel()
 			results, reqErr = c.s.cfg.Coordinators.Group.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
 				TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
-				MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries})
+				MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries, VerifyOnly: r.version < 5})
 		}
 		for _, t := range commit {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -146,6 +150,173 @@ func txnOffsetCommit(c *conn, r *request) func() kmsg.Response {
 		}
 		return resp
 	}
+}
+
+// clientVersion is the transaction version of a request of version v
+// whose first TV2 version is tv2From.
+func clientVersion(v, tv2From int16) txn.ClientVersion {
+	if v >= tv2From {
+		return txn.TV2
+	}
+	return txn.TV1
+}
+
+// addPartitionsToTxn serves AddPartitionsToTxn. v0-3 are a transaction
+// version 1 client's own: its partitions are added to its transaction at
+// its epoch before it produces to them. WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on each
+// topic: a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED,
+// an unknown one's UNKNOWN_TOPIC_OR_PARTITION, and then every other
+// partition OPERATION_NOT_ATTEMPTED — nothing is added (Kafka's rule).
+// v4+ is the brokers' form (several transactions; KIP-890's verification
+// with verify_only): it needs CLUSTER_ACTION on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
+func addPartitionsToTxn(c *conn, r *request) func() kmsg.Response {
+	req := r.msg.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if r.version >= 4 {
+		if !c.allowed(c.ctx, auth.OpClusterAction, auth.Cluster) {
+			resp.ErrorCode, _ = c.denied(auth.OpClusterAction, auth.Cluster)
+			return answered(resp)
+		}
+		return func() kmsg.Response {
+			for _, t := range req.Transactions {
+				rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
+				rt.TransactionalID = t.TransactionalID
+				var tps []txn.TopicPartition
+				for _, tt := range t.Topics {
+					for _, p := range tt.Partitions {
+						tps = append(tps, txn.TopicPartition{Topic: tt.Topic, Partition: p})
+					}
+				}
+				err := c.s.addPartitions(c.ctx, txn.AddPartitionsRequest{TransactionalID: t.TransactionalID, ProducerID: t.ProducerID,
+					ProducerEpoch: t.ProducerEpoch, Partitions: tps, ClientVersion: txn.TV2, VerifyOnly: t.VerifyOnly})
+				for _, tt := range t.Topics {
+					rtt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+					rtt.Topic = tt.Topic
+					for _, p := range tt.Partitions {
+						rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+						rp.Partition, rp.ErrorCode = p, errCode(err)
+						rtt.Partitions = append(rtt.Partitions, rp)
+					}
+					rt.Topics = append(rt.Topics, rtt)
+				}
+				resp.Transactions = append(resp.Transactions, rt)
+			}
+			return resp
+		}
+	}
+	// The client's form: every partition answered by the same rule.
+	answer := func(code func(topic string) int16) kmsg.Response {
+		for _, t := range req.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code(t.Topic)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	if res := auth.TransactionalID(req.TransactionalID); !c.allowed(c.ctx, auth.OpWrite, res) {
+		code, _ := c.denied(auth.OpWrite, res)
+		return answered(answer(func(string) int16 { return code }))
+	}
+	im := c.s.cfg.Metadata.Image()
+	refused := map[string]int16{}
+	for _, t := range req.Topics {
+		if _, seen := refused[t.Topic]; seen {
+			continue
+		}
+		refused[t.Topic] = 0
+		if res := auth.Topic(t.Topic); !c.allowed(c.ctx, auth.OpWrite, res) {
+			refused[t.Topic], _ = c.denied(auth.OpWrite, res)
+		} else if tt := im.Topics[t.Topic]; tt == nil {
+			refused[t.Topic] = codeUnknownTopicOrPartition
+		} else {
+			for _, p := range t.Partitions {
+				if p < 0 || int(p) >= len(tt.Partitions) {
+					refused[t.Topic] = codeUnknownTopicOrPartition
+				}
+			}
+		}
+	}
+	for _, code := range refused {
+		if code != 0 {
+			return answered(answer(func(topic string) int16 {
+				if refused[topic] != 0 {
+					return refused[topic]
+				}
+				return codeOperationNotAttempted
+			}))
+		}
+	}
+	var tps []txn.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tps = append(tps, txn.TopicPartition{Topic: t.Topic, Partition: p})
+		}
+	}
+	return func() kmsg.Response {
+		err := c.s.addPartitions(c.ctx, txn.AddPartitionsRequest{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID,
+			ProducerEpoch: req.ProducerEpoch, Partitions: tps, ClientVersion: txn.TV1})
+		code := errCode(err)
+		return answer(func(string) int16 { return code })
+	}
+}
+
+// addPartitions asks the transaction coordinator.
+func (s *Server) addPartitions(ctx context.Context, req txn.AddPartitionsRequest) error {
+	if err := s.servesTransactions(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, coordinatorWait)
+	defer cancel()
+	return s.cfg.Coordinators.Txn.AddPartitions(ctx, req)
+}
+
+// addOffsetsToTxn serves AddOffsetsToTxn (transaction version 1): the
+// group's __consumer_offsets partition joins the producer's transaction,
+// so that the offsets its TxnOffsetCommit writes there commit or abort
+// with it. WRITE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group
+// (GROUP_AUTHORIZATION_FAILED): refused, nothing is added.
+func addOffsetsToTxn(c *conn, r *request) func() kmsg.Response {
+	req := r.msg.(*kmsg.AddOffsetsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if res := auth.TransactionalID(req.TransactionalID); !c.allowed(c.ctx, auth.OpWrite, res) {
+		resp.ErrorCode, _ = c.denied(auth.OpWrite, res)
+		return answered(resp)
+	}
+	if err := c.groupAllowed(auth.OpRead, req.Group); err != nil {
+		resp.ErrorCode = errCode(err)
+		return answered(resp)
+	}
+	return func() kmsg.Response {
+		err := c.s.servesGroups()
+		if err == nil {
+			err = c.s.addOffsets(c.ctx, req)
+		}
+		resp.ErrorCode = errCode(err)
+		return resp
+	}
+}
+
+// addOffsets adds req's group's __consumer_offsets partition (found by
+// the group locator, which creates the topic on first need) to the
+// transaction.
+func (s *Server) addOffsets(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, coordinatorWait)
+	defer cancel()
+	n, err := s.cfg.Coordinators.GroupLocator.Locate(ctx, req.Group)
+	if err != nil {
+		return err
+	}
+	return s.addPartitions(ctx, txn.AddPartitionsRequest{TransactionalID: req.TransactionalID, ProducerID: req.ProducerID,
+		ProducerEpoch: req.ProducerEpoch, Partitions: []txn.TopicPartition{{Topic: group.OffsetsTopic, Partition: n.Partition}},
+		ClientVersion: txn.TV1})
 }
 
 // describeTransactions serves DescribeTransactions (KIP-664): the

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/node"
@@ -20,15 +21,32 @@ import (
 // TestFranzGoZombieFenced: a second franz-go producer with the same
 // transactional id fences the first, whose open transaction is aborted:
 // the zombie's commit fails with a fencing error, nothing it wrote is
-// visible at read_committed, and the new producer's transaction commits.
+// visible at read_committed, and the new producer's transaction commits
+// — whichever transaction version each speaks (capped at Kafka 3.7's
+// versions franz-go speaks version 1).
 func TestFranzGoZombieFenced(t *testing.T) {
+	tv1 := kgo.MaxVersions(kversion.V3_7_0())
+	for _, tc := range []struct {
+		name          string
+		zombie, fresh []kgo.Opt
+	}{
+		{"tv2 fences tv2", nil, nil},
+		{"tv2 fences tv1", []kgo.Opt{tv1}, nil},
+		{"tv1 fences tv2", nil, []kgo.Opt{tv1}},
+		{"tv1 fences tv1", []kgo.Opt{tv1}, []kgo.Opt{tv1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testZombieFenced(t, tc.zombie, tc.fresh) })
+	}
+}
+
+func testZombieFenced(t *testing.T, zombieOpts, freshOpts []kgo.Opt) {
 	s := startKafkaNode(t)
 	addr := s.Node.KafkaAddr()
 	ctx := testContext(t, 60*time.Second)
 	adm := kadm.NewClient(newClient(t, addr))
 	createTopics(t, ctx, adm, 2, "fenced")
 
-	zombie := newClient(t, addr, kgo.TransactionalID("app"), kgo.DefaultProduceTopic("fenced"))
+	zombie := newClient(t, addr, append([]kgo.Opt{kgo.TransactionalID("app"), kgo.DefaultProduceTopic("fenced")}, zombieOpts...)...)
 	if err := zombie.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +54,7 @@ func TestFranzGoZombieFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fresh := newClient(t, addr, kgo.TransactionalID("app"), kgo.DefaultProduceTopic("fenced"))
+	fresh := newClient(t, addr, append([]kgo.Opt{kgo.TransactionalID("app"), kgo.DefaultProduceTopic("fenced")}, freshOpts...)...)
 	if err := fresh.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +83,10 @@ func TestFranzGoZombieFenced(t *testing.T) {
 // FindCoordinator of a share group (INVALID_REQUEST), an OffsetCommit
 // from a member the group does not have (UNKNOWN_MEMBER_ID), and a
 // TxnOffsetCommit whose member epoch is not the member's (a zombie,
-// ILLEGAL_GENERATION).
+// ILLEGAL_GENERATION), and, from a transaction version 1 client, a
+// TxnOffsetCommit for a group the transaction did not add
+// (INVALID_TXN_STATE) and an AddPartitionsToTxn naming an unknown topic
+// (UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED for the others).
 func TestTransactionRequestsRefusedAsKafkas(t *testing.T) {
 	s := startKafkaNode(t)
 	addr := s.Node.KafkaAddr()
@@ -144,6 +165,39 @@ func TestTransactionRequestsRefusedAsKafkas(t *testing.T) {
 	tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
 	if code := request(tc).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.IllegalGeneration.Code {
 		t.Fatalf("TxnOffsetCommit at a wrong member epoch: %v", kerr.ErrorForCode(code))
+	}
+	// Transaction version 1: a TxnOffsetCommit (v4) for a group whose
+	// offsets partition the transaction did not add (no AddOffsetsToTxn)
+	// is refused, and so is an AddPartitionsToTxn naming an unknown topic
+	// (the others not attempted): nothing added, nothing committed.
+	// The client sends the highest version both sides know: capped, a
+	// transaction version 1 client's (TxnOffsetCommit v4,
+	// AddPartitionsToTxn v3).
+	v := kversion.V3_7_0()
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	v.SetMaxKeyVersion(int16(kmsg.AddPartitionsToTxn), 3)
+	tv1 := newClient(t, addr, kgo.MaxVersions(v))
+	request = func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := tv1.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		return resp
+	}
+	tc.Generation = hbr.MemberEpoch
+	if code := request(tc).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
+		t.Fatalf("TV1 TxnOffsetCommit without AddOffsetsToTxn: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = "bad", second.ProducerID, second.ProducerEpoch
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}, {Topic: "nosuch", Partitions: []int32{0}}}
+	apr := request(ap).(*kmsg.AddPartitionsToTxnResponse)
+	if a, b := apr.Topics[0].Partitions[0].ErrorCode, apr.Topics[1].Partitions[0].ErrorCode; a != kerr.OperationNotAttempted.Code || b != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("AddPartitionsToTxn with an unknown topic: %v, %v", kerr.ErrorForCode(a), kerr.ErrorForCode(b))
+	}
+	if d, err := adm.DescribeTransactions(ctx, "bad"); err != nil || d["bad"].State != "Empty" || len(d["bad"].Topics) != 0 {
+		t.Fatalf("after the refused AddPartitionsToTxn: %+v %v", d["bad"], err)
 	}
 	offs, err := adm.FetchOffsets(ctx, "g")
 	if err != nil {

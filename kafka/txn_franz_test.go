@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // createTopics creates each topic with partitions partitions.
@@ -58,7 +61,8 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, want int,
 // output holds every input record once at read_committed; the aborted
 // batch is visible only at read_uncommitted; the group's committed
 // offsets are the input's ends; and the transactional id is described
-// and listed through the door.
+// and listed through the door. Capped at Kafka 3.7's versions, the same
+// copy runs on transaction version 1.
 func TestFranzGoTransactionalCopy(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -67,12 +71,40 @@ func TestFranzGoTransactionalCopy(t *testing.T) {
 		{"kip-848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}},
 		{"classic-cooperative-sticky", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
 		{"classic-range", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}},
+		// Capped at Kafka 3.7's versions, franz-go speaks transaction
+		// version 1: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v4,
+		// Produce v10 (verified by the leaders), TxnOffsetCommit v4.
+		{"classic-tv1", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.MaxVersions(kversion.V3_7_0())}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testTransactionalCopy(t, tc.name == "kip-848", tc.opts) })
+		t.Run(tc.name, func(t *testing.T) { testTransactionalCopy(t, tc.name == "kip-848", tc.name == "classic-tv1", tc.opts) })
 	}
 }
 
-func testTransactionalCopy(t *testing.T, kip848 bool, groupOpts []kgo.Opt) {
+// keysSent counts the requests a client wrote, by API key.
+type keysSent struct {
+	mu   sync.Mutex
+	keys map[int16]int
+}
+
+func (k *keysSent) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil {
+		k.keys = map[int16]int{}
+	}
+	k.keys[key]++
+}
+
+func (k *keysSent) count(key kmsg.Key) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keys[int16(key)]
+}
+
+func testTransactionalCopy(t *testing.T, kip848, tv1Client bool, groupOpts []kgo.Opt) {
 	s := startKafkaNode(t)
 	addr := s.Node.KafkaAddr()
 	ctx := testContext(t, 120*time.Second)
@@ -89,10 +121,11 @@ func testTransactionalCopy(t *testing.T, kip848 bool, groupOpts []kgo.Opt) {
 		t.Fatal(err)
 	}
 
+	var sent keysSent
 	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryTimeout(20 * time.Second),
 		kgo.TransactionalID("copier"), kgo.DefaultProduceTopic("out"),
 		kgo.ConsumerGroup("copy"), kgo.ConsumeTopics("in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, groupOpts...)...)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(&sent)}, groupOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +218,14 @@ func testTransactionalCopy(t *testing.T, kip848 bool, groupOpts []kgo.Opt) {
 	}
 	if _, ok := listed["copier"]; !ok {
 		t.Fatalf("listed %+v: no copier", listed)
+	}
+
+	// Transaction version 1 sends AddPartitionsToTxn and AddOffsetsToTxn;
+	// version 2 never does.
+	tv1 := sent.count(kmsg.AddPartitionsToTxn) > 0 && sent.count(kmsg.AddOffsetsToTxn) > 0
+	if tv1 != tv1Client {
+		t.Fatalf("AddPartitionsToTxn sent %d times, AddOffsetsToTxn %d: want transaction version 1 = %v",
+			sent.count(kmsg.AddPartitionsToTxn), sent.count(kmsg.AddOffsetsToTxn), tv1Client)
 	}
 
 	// The group through the admin APIs, while its member is in it.
