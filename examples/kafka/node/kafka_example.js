@@ -335,12 +335,21 @@ async function transactions(kafka, admin, txProducer, topic, partitions, bootstr
       await txn.abort();
     }
   }
-  // Each transaction ends with a marker in every partition.
-  const offsets = await admin.fetchTopicOffsets(topic);
-  for (const o of offsets) {
-    if (Number(o.high) !== 3 * (per / partitions) + 3) {
-      fail(`transactions: partition ${o.partition} ends at ${o.high}, expected ${3 * (per / partitions)} records and 3 markers`);
+  // Each transaction ends with a marker in every partition. The
+  // coordinator writes them after EndTxn is answered (as Kafka's does), so
+  // until the last one is written the last stable offset, which
+  // fetchTopicOffsets gives (ListOffsets read_committed), stays at the
+  // start of the last transaction: wait for the end.
+  const deadline = Date.now() + STEP_TIMEOUT_MS;
+  for (;;) {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const short = offsets.filter((o) => Number(o.high) !== 3 * (per / partitions) + 3);
+    if (short.length === 0) break;
+    if (Date.now() > deadline) {
+      fail(`transactions: last stable offsets ${JSON.stringify(short.map((o) => [o.partition, Number(o.high)]))} (partition, offset) ` +
+        `${STEP_TIMEOUT_MS / 1000} s after the last EndTxn, expected ${3 * (per / partitions)} records and 3 markers in each`);
     }
+    await sleep(100);
   }
   log(`transactions on ${topic}: committed ${per} records, aborted ${per}, committed ${per} (EndTxn), ` +
     `${3 * (per / partitions)} records and 3 markers in each partition`);
