@@ -5,6 +5,8 @@
 #
 #   make cluster            # or scripts/cluster.sh start
 #   make cluster-stop       # or scripts/cluster.sh stop (SIGTERM, then waits)
+#   scripts/cluster.sh start-node I   # (re)starts node I alone, as start
+#                                     # does, e.g. after it was killed
 #
 # Node i (1..3) uses ports BASE_PORT+10*i .. +5: client gRPC, Raft, gossip,
 # HTTP, internal gRPC, Kafka protocol (9510-9515, 9520-9525, 9530-9535 by
@@ -71,6 +73,57 @@ stop() {
   [ $any = 1 ] && echo "stopped the cluster in $DIR (data kept; rm -rf $DIR removes it)" || echo "no node of $DIR was running"
 }
 
+# launch I starts node I in the background (its output appended to
+# DIR/node-I.log, its process id in DIR/node-I.pid).
+launch() {
+  local i=$1 voters="" join=""
+  for j in $(seq 1 $NODES); do
+    voters="$voters${voters:+,}$j@127.0.0.1:$(port "$j" 1)"
+    join="$join${join:+,}127.0.0.1:$(port "$j" 2)"
+  done
+  # shellcheck disable=SC2086 # ARGS is a list of flags
+  env -u SLUICE_DATA_DIR GOMAXPROCS="$NODE_GOMAXPROCS" GODEBUG="$NODE_GODEBUG" "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
+    --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
+    --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
+    --internal-listen "127.0.0.1:$(port "$i" 4)" --kafka-listen "127.0.0.1:$(port "$i" 5)" \
+    --controller-voters "$voters" --join "$join" \
+    --default-replication-factor 3 --default-min-insync-replicas 2 ${ARGS:-} \
+    >>"$DIR/node-$i.log" 2>&1 &
+  echo $! >"$DIR/node-$i.pid"
+}
+
+# ready I waits (30 s at most) until node I's /readyz answers; if it does
+# not, it prints the end of the node's log and fails.
+ready() {
+  local i=$1
+  for _ in $(seq 1 300); do
+    if curl -fs "http://127.0.0.1:$(port "$i" 3)/readyz" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "node $i is not ready; the end of $DIR/node-$i.log:" >&2
+  tail -20 "$DIR/node-$i.log" >&2
+  return 1
+}
+
+# start_node I (re)starts node I alone, with the flags start gives it, and
+# waits until it is ready; the others are left as they are.
+start_node() {
+  local i=$1
+  case $i in
+    [1-9]) [ "$i" -le $NODES ] || { echo "no node $i (1..$NODES)" >&2; exit 2; } ;;
+    *) echo "usage: $0 start-node I (1..$NODES)" >&2; exit 2 ;;
+  esac
+  if [ -f "$DIR/node-$i.pid" ] && kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null; then
+    echo "node $i of $DIR is already running" >&2
+    exit 1
+  fi
+  [ -x "$BIN/sluiced" ] || "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
+  launch "$i"
+  ready "$i" || exit 1
+  echo "node $i of $DIR running again (pid $(cat "$DIR/node-$i.pid"))"
+}
+
 start() {
   for i in $(seq 1 $NODES); do
     if [ -f "$DIR/node-$i.pid" ] && kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null; then
@@ -81,35 +134,17 @@ start() {
   mkdir -p "$BIN" "$DIR"
   "$GO" build -o "$BIN/sluiced" ./cmd/sluiced
   "$GO" build -o "$BIN/sluice" ./cmd/sluice
-  local voters="" join="" brokers="" kafka=""
+  local brokers="" kafka=""
   for i in $(seq 1 $NODES); do
-    voters="$voters${voters:+,}$i@127.0.0.1:$(port "$i" 1)"
-    join="$join${join:+,}127.0.0.1:$(port "$i" 2)"
     brokers="$brokers${brokers:+,}127.0.0.1:$(port "$i" 0)"
     kafka="$kafka${kafka:+,}127.0.0.1:$(port "$i" 5)"
   done
   for i in $(seq 1 $NODES); do
-    # shellcheck disable=SC2086 # ARGS is a list of flags
-    env -u SLUICE_DATA_DIR GOMAXPROCS="$NODE_GOMAXPROCS" GODEBUG="$NODE_GODEBUG" "$BIN/sluiced" --node-id "$i" --data-dir "$DIR/data-$i" \
-      --listen "127.0.0.1:$(port "$i" 0)" --raft-listen "127.0.0.1:$(port "$i" 1)" \
-      --gossip-listen "127.0.0.1:$(port "$i" 2)" --http-listen "127.0.0.1:$(port "$i" 3)" \
-      --internal-listen "127.0.0.1:$(port "$i" 4)" --kafka-listen "127.0.0.1:$(port "$i" 5)" \
-      --controller-voters "$voters" --join "$join" \
-      --default-replication-factor 3 --default-min-insync-replicas 2 ${ARGS:-} \
-      >>"$DIR/node-$i.log" 2>&1 &
-    echo $! >"$DIR/node-$i.pid"
+    launch "$i"
   done
   echo "waiting for the nodes to be ready..."
   for i in $(seq 1 $NODES); do
-    local ok=0
-    for _ in $(seq 1 300); do
-      if curl -fs "http://127.0.0.1:$(port "$i" 3)/readyz" >/dev/null 2>&1; then ok=1; break; fi
-      kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null || break
-      sleep 0.1
-    done
-    if [ $ok != 1 ]; then
-      echo "node $i is not ready; the end of $DIR/node-$i.log:" >&2
-      tail -20 "$DIR/node-$i.log" >&2
+    if ! ready "$i"; then
       stop
       exit 1
     fi
@@ -127,5 +162,6 @@ MSG
 case "${1:-start}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 [start|stop]" >&2; exit 2 ;;
+  start-node) start_node "${2:-}" ;;
+  *) echo "usage: $0 [start|stop|start-node I]" >&2; exit 2 ;;
 esac

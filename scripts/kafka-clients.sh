@@ -21,7 +21,8 @@
 #                from the beginning, whose output must be exactly what was
 #                produced;
 #       python   examples/kafka/python/kafka_example.py (confluent-kafka);
-#       node     examples/kafka/node/kafka_example.js (kafkajs);
+#       node     examples/kafka/node/kafka_example.js (kafkajs: a consumer
+#                group, transactions, a transactional copy);
 #     then stops the node;
 #  4. starts three nodes with scripts/cluster.sh (their data and logs under
 #     the temporary directory) on free loopback ports, and checks that
@@ -30,8 +31,15 @@
 #     for each partition, and that kcat produces to it (acks=all) and
 #     consumes back exactly what it produced, with the partition leaders
 #     on several nodes; then the Python and Node programs run again, with
-#     replication factor 3, bootstrapped on nodes 2 and 3; the cluster is
-#     stopped (trap on EXIT).
+#     replication factor 3, bootstrapped on nodes 2 and 3; then
+#     examples/kafka/python/txn_copier.py (transactions with a classic
+#     consumer group) copies a topic of COPIER_RECORDS records while two
+#     copiers share the group, one is SIGKILLed inside a transaction and
+#     replaced under its transactional id, and node 2 is SIGKILLed and
+#     restarted (scripts/cluster.sh start-node); the copy read
+#     read_committed must hold every input value once, in its partition,
+#     nothing else, and the group's committed offsets must be the input's
+#     ends; the cluster is stopped (trap on EXIT).
 #
 # The cluster's ports: scripts/cluster.sh gives node i the ports
 # BASE_PORT+10*i .. +5; BASE_PORT is drawn at random in 12000-18900 until
@@ -42,8 +50,9 @@
 # Environment: GO (go), BIN (bin), PYTHON (/usr/bin/python3: the
 # interpreter Debian's python3-* packages install for), NODE (node), NPM
 # (npm), KCAT (kcat), CLIENT_TIMEOUT (120: seconds per client run),
-# CONSUME_TIMEOUT (30: seconds for one kcat -C -e), KEEP=1 keeps the
-# temporary directory (data and logs).
+# CONSUME_TIMEOUT (30: seconds for one kcat -C -e), COPIER_RECORDS (600:
+# the copier's input, a multiple of 3), KEEP=1 keeps the temporary
+# directory (data and logs; the copiers' output under copier/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -340,6 +349,156 @@ kcat_cluster() (
   say "kcat (bootstrapped on node 1) produced 30 records with acks=all to 3 partitions led by brokers $leaders and consumed them back exactly"
 )
 
+# copier_cluster KAFKA1 KAFKA2 KAFKA3 GRPC1: examples/kafka/python/txn_copier.py
+# (librdkafka's transactions, version 1, with a classic consumer group)
+# copies a topic while things fail: two copiers share the group (a
+# rebalance), one is SIGKILLed in the middle of a transaction and replaced
+# by a copier with its transactional id (which fences it and aborts what it
+# left open), and node 2 is SIGKILLed and restarted. The copy, read
+# read_committed, must hold every input value exactly once and nothing
+# else, and the group's committed offsets must be the input's ends.
+COPIER_RECORDS=${COPIER_RECORDS:-600}
+copier_cluster() (
+  local k1=$1 k2=$2 k3=$3 grpc=$4 id="$RANDOM$RANDOM" dir="$work/copier"
+  local in="copier-in-$id" out="copier-out-$id" group="copier-$id" bootstrap="$1,$2,$3"
+  local n=$COPIER_RECORDS per=$((COPIER_RECORDS / 3)) killed_node=2
+  mkdir -p "$dir"
+  local pids=()
+  bad() {
+    echo "txn_copier (3 nodes): FAILED: $*" >&2
+    local f
+    for f in "$dir"/*.err; do
+      [ -f "$f" ] || continue
+      echo "txn_copier: last lines of $f:" >&2
+      tail -n 8 "$f" >&2
+    done
+    exit 1
+  }
+  # The copiers never outlive this check.
+  trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
+  # commits FILE...: the transactions the copiers writing FILE... committed.
+  commits() { cat "$@" 2>/dev/null | wc -l; }
+  # committed N FILE...: whether they hold N transactions at least.
+  committed() {
+    local want=$1
+    shift
+    [ "$(commits "$@")" -ge "$want" ]
+  }
+  # wait_until SECONDS WHAT CMD...: polls CMD until it succeeds.
+  wait_until() {
+    local limit=$1 what=$2 deadline=$((SECONDS + $1))
+    shift 2
+    until "$@"; do
+      [ $SECONDS -lt $deadline ] || bad "$what: not within $limit s ($(commits "$dir"/*.out) transactions committed so far)"
+      sleep 0.2
+    done
+  }
+  # copier NAME TXNID: starts a copier; its stdout to DIR/NAME.out.
+  copier() {
+    "$PYTHON" examples/kafka/python/txn_copier.py --bootstrap "$bootstrap" --input "$in" --output "$out" \
+      --group "$group" --transactional-id "$2" --until-end --max-batch 10 --pace-ms 300 \
+      --transaction-timeout-ms 10000 --session-timeout-ms 6000 >"$dir/$1.out" 2>"$dir/$1.err" &
+    pids+=($!)
+    eval "pid_$1=$!"
+  }
+
+  local t
+  for t in "$in" "$out"; do
+    "$BIN/sluice" --brokers "$grpc" topic create "$t" --partitions 3 --replication-factor 3 >/dev/null ||
+      bad "sluice topic create $t failed"
+    topic_ready "$k1" "$t" 3 3 >/dev/null || bad "$t not ready with 3 replicas in sync"
+  done
+  local p
+  : >"$dir/expected"
+  for p in 0 1 2; do
+    seq 0 $((per - 1)) | sed "s/^/in-$p-/" >"$dir/in-$p"
+    sed "s/^/$p:copy:/" "$dir/in-$p" >>"$dir/expected" # partition:value
+    kc -b "$k1" -P -t "$in" -p "$p" -X enable.idempotence=true -X acks=all <"$dir/in-$p" 2>"$dir/produce.log" ||
+      bad "kcat -P to $in partition $p failed: $(tail -n 3 "$dir/produce.log")"
+  done
+  n=$((3 * per))
+  say "txn_copier: $n records in $in (3 partitions, replication factor 3)"
+
+  local pid_a="" pid_b="" pid_a2=""
+  copier a "copier-$id-a"
+  wait_until 60 "copier a committing" committed 2 "$dir/a.out"
+  copier b "copier-$id-b"
+  wait_until 60 "copier b committing (the group rebalanced onto two members)" committed 1 "$dir/b.out"
+  # Copier a is killed 150 ms after it committed a transaction since the
+  # rebalance: inside the next one, whose records are sent (flushed) and
+  # which waits 300 ms (--pace-ms) before it commits.
+  local before
+  before=$(commits "$dir/a.out")
+  wait_until 60 "copier a committing after the rebalance" committed $((before + 1)) "$dir/a.out"
+  before=$(commits "$dir/a.out")
+  local deadline=$((SECONDS + 30))
+  until committed $((before + 1)) "$dir/a.out"; do
+    [ $SECONDS -lt $deadline ] || bad "copier a committing after the rebalance: not within 30 s"
+    sleep 0.02
+  done
+  sleep 0.15
+  kill -KILL "$pid_a"
+  say "txn_copier: SIGKILLed copier a in its transaction $(($(commits "$dir/a.out") + 1))"
+  copier a2 "copier-$id-a"
+  wait_until 60 "copier a2 (copier a's transactional id) committing" committed 1 "$dir/a2.out"
+  local pidf="$cluster/node-$killed_node.pid"
+  kill -KILL "$(cat "$pidf")"
+  say "txn_copier: SIGKILLed node $killed_node (pid $(cat "$pidf")) after $(commits "$dir"/*.out) transactions"
+  before=$(commits "$dir"/*.out)
+  wait_until 60 "copiers committing with node $killed_node down" committed $((before + 3)) "$dir"/*.out
+  DIR="$cluster" BIN="$BIN" GO="$GO" BASE_PORT=$base scripts/cluster.sh start-node $killed_node >"$dir/restart.log" 2>&1 ||
+    bad "restarting node $killed_node failed: $(tail -n 5 "$dir/restart.log")"
+  say "txn_copier: node $killed_node restarted after $(commits "$dir"/*.out) transactions"
+
+  # Copiers b and a2 stop once the group's committed offsets are the ends.
+  local rc name
+  for name in b a2; do
+    eval "p=\$pid_$name"
+    wait_until 120 "copier $name finishing (the group's committed offsets reaching the ends)" eval "! kill -0 $p 2>/dev/null"
+    rc=0
+    wait "$p" || rc=$?
+    [ $rc = 0 ] || bad "copier $name exited $rc"
+  done
+  say "txn_copier: $(commits "$dir"/*.out) transactions committed (a: $(commits "$dir/a.out"), b: $(commits "$dir/b.out"), a2: $(commits "$dir/a2.out")), aborts: $(cat "$dir"/*.err | grep -c 'aborting the transaction' || true)"
+
+  # The copy, read_committed to the end of every partition.
+  timeout "$CONSUME_TIMEOUT" "$KCAT" -b "$k1" -C -t "$out" -o beginning -e -X isolation.level=read_committed \
+    -f '%p:%s\n' >"$dir/copied" 2>"$dir/consume.log" || bad "kcat -C read_committed of $out: $(tail -n 3 "$dir/consume.log")"
+  sort "$dir/expected" -o "$dir/expected"
+  sort "$dir/copied" -o "$dir/copied"
+  local missing dup extra
+  missing=$(comm -23 "$dir/expected" <(sort -u "$dir/copied"))
+  dup=$(uniq -d "$dir/copied")
+  extra=$(comm -13 "$dir/expected" <(sort -u "$dir/copied"))
+  [ -z "$missing$dup$extra" ] ||
+    bad "the copy (read_committed; partition:value) is not each input once, in its partition: $(wc -l <"$dir/copied") records for $n;" \
+      "missing $(wc -w <<<"$missing"): $(head -n 10 <<<"$missing" | paste -sd' ' -);" \
+      "duplicated $(wc -w <<<"$dup"): $(head -n 10 <<<"$dup" | paste -sd' ' -);" \
+      "not from the input $(wc -w <<<"$extra"): $(head -n 10 <<<"$extra" | paste -sd' ' -)"
+  # Read uncommitted, the copy holds more: at least copier a's open
+  # transaction, aborted when copier a2 took its transactional id.
+  local uncommitted
+  uncommitted=$(timeout "$CONSUME_TIMEOUT" "$KCAT" -b "$k1" -C -t "$out" -o beginning -e -X isolation.level=read_uncommitted -f '%s\n' 2>/dev/null | wc -l || true)
+  [ "$uncommitted" -gt "$n" ] ||
+    bad "the copy read read_uncommitted has $uncommitted records, no more than the $n committed: copier a's open transaction never reached the log (killed too early or too late?)"
+
+  # The group's committed offsets: the input's ends.
+  local committed
+  committed=$("$PYTHON" - "$bootstrap" "$group" "$in" <<'PY'
+import sys
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, group, topic = sys.argv[1:]
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+print(" ".join(f"{tp.partition}:{tp.offset}" for tp in c.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)))
+c.close()
+PY
+  ) || bad "reading the group's committed offsets failed"
+  [ "$committed" = "0:$per 1:$per 2:$per" ] ||
+    bad "group $group committed offsets $committed, expected the ends 0:$per 1:$per 2:$per"
+  say "txn_copier: the copy read read_committed holds each of the $n input values once ($uncommitted records read_uncommitted:" \
+    "$((uncommitted - n)) of aborted transactions); group $group committed $committed"
+)
+
 # free_base_port prints a BASE_PORT for scripts/cluster.sh whose eighteen
 # ports are all free for TCP and UDP a moment ago.
 free_base_port() {
@@ -399,6 +558,7 @@ run "python, 3 nodes" timeout "$CLIENT_TIMEOUT" "$PYTHON" examples/kafka/python/
   --bootstrap "$k2" --partitions 3 --replication-factor 3
 run "node, 3 nodes" timeout "$CLIENT_TIMEOUT" "$NODE" $nodedir/kafka_example.js \
   --bootstrap "$k3" --partitions 3 --replication-factor 3 --kcat "$KCAT"
+run "txn_copier, 3 nodes" copier_cluster "$k1" "$k2" "$k3" "$g1"
 
 # 5. franz-go's own integration tests (github.com/twmb/franz-go/pkg/kgo,
 # the version in go.mod, run from the module cache) against the three

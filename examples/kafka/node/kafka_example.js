@@ -15,11 +15,31 @@
 //      must be answered without error, and the offsets of one partition
 //      must follow each other;
 //   3. checks ListOffsets (admin.fetchTopicOffsets): low 0, high the count;
-//   4. reads everything back with kcat (librdkafka): kafkajs consumes only
-//      in a consumer group (JoinGroup, SyncGroup, ...), which the Kafka
-//      listener serves from issue 35 on; each record must come back once,
-//      in order, at its offset, with its key, value, headers and timestamp;
-//   5. deletes the topic (DeleteTopics) and checks it is no longer listed.
+//   4. reads everything back with a consumer in a consumer group
+//      (consumer.subscribe + consumer.run: FindCoordinator, JoinGroup,
+//      SyncGroup, Heartbeat, Fetch): each record must come back once, in
+//      order, at its offset, with its key, value, headers and timestamp;
+//      while it runs admin.describeGroups must show the group Stable with
+//      that one member; it commits its offsets (OffsetCommit), which
+//      admin.fetchOffsets (OffsetFetch) must give as the partitions' ends;
+//      it disconnects (LeaveGroup), after which the group is Empty and
+//      admin.deleteGroups (DeleteGroups) removes it;
+//   5. transactions (transaction version 1, as kafkajs speaks it:
+//      InitProducerId with a transactional id, AddPartitionsToTxn, EndTxn):
+//      a transactional producer commits one transaction, aborts one and
+//      commits a third, each over every partition of a second topic; a
+//      read_committed consumer (kafkajs's default) must see exactly the
+//      records of the two committed ones, in order, and none of the
+//      aborted one, and so must kcat (-X isolation.level=read_committed,
+//      to the end of every partition);
+//   6. consume-transform-produce: a consumer of the topic of 1-4 in a new
+//      group copies each batch to a third topic in a transaction that also
+//      carries the group's offsets (transaction.sendOffsets:
+//      AddOffsetsToTxn, TxnOffsetCommit); the copy, read read_committed,
+//      must hold each input record once, and the group's committed offsets
+//      must be the input's ends;
+//   7. deletes the topics (DeleteTopics) and checks they are no longer
+//      listed.
 //
 // Exits 0 when everything matched; otherwise prints what did not to stderr
 // and exits 1. See examples/kafka/README.md.
@@ -31,6 +51,11 @@ const path = require('path');
 
 const NAME = 'kafkajs';
 const STEP_TIMEOUT_MS = 30000;
+
+// Group members' timings: a session of 10 s (the broker's minimum is 6 s)
+// and a heartbeat every second, so that a step waits on no default of
+// kafkajs's (30 s, 3 s); fetches wait at most 500 ms for data.
+const GROUP_TIMINGS = { sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 };
 
 class Failure extends Error {}
 
@@ -152,8 +177,119 @@ async function produce(producer, CompressionTypes, topic, round, compression, n,
   return out;
 }
 
-function readBack(kcat, bootstrap, topic) {
-  const r = spawnSync(kcat, ['-b', bootstrap, '-C', '-t', topic, '-o', 'beginning', '-e', '-J'], {
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// consumeUntil joins groupId as a new consumer of topic (from the
+// beginning, offsets committed by hand), hands each message to onMessage
+// and resolves with the consumer, still a member, once done() holds; it
+// fails after STEP_TIMEOUT_MS, or when onMessage throws or the consumer
+// crashes. The caller disconnects the consumer.
+async function consumeUntil(kafka, { groupId, topic, readUncommitted = false, onMessage, eachBatch, done, what }) {
+  const consumer = kafka.consumer({ groupId, readUncommitted, allowAutoTopicCreation: false, ...GROUP_TIMINGS });
+  let settle;
+  const finished = new Promise((resolve, reject) => { settle = { resolve, reject }; });
+  const timer = setTimeout(() => settle.reject(new Failure(`${what}: not done after ${STEP_TIMEOUT_MS / 1000} s`)), STEP_TIMEOUT_MS);
+  const stopCrash = consumer.on(consumer.events.CRASH, ({ payload }) => settle.reject(new Failure(`${what}: the consumer crashed: ${payload.error && payload.error.message}`)));
+  try {
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    const guard = (fn) => async (arg) => {
+      try {
+        await fn(arg);
+        if (done()) settle.resolve();
+      } catch (e) {
+        // kafkajs would retry a throwing handler; the run fails instead.
+        settle.reject(e);
+        throw e;
+      }
+    };
+    await consumer.run(eachBatch
+      ? { autoCommit: false, eachBatchAutoResolve: false, eachBatch: guard(eachBatch) }
+      : { autoCommit: false, eachMessage: guard(onMessage) });
+    await finished;
+  } catch (e) {
+    await consumer.disconnect().catch(() => {});
+    throw e;
+  } finally {
+    clearTimeout(timer);
+    stopCrash();
+  }
+  return consumer;
+}
+
+// headerText turns kafkajs's decoded headers (Buffers) into strings.
+function headerText(headers) {
+  const out = {};
+  for (const [k, v] of Object.entries(headers || {})) out[k] = Array.isArray(v) ? v.map(String) : v === null ? null : String(v);
+  return out;
+}
+
+// groupConsume reads the topic back in a consumer group and checks every
+// record against expected; then the group's description, its committed
+// offsets, LeaveGroup and DeleteGroups.
+async function groupConsume(kafka, admin, topic, partitions, expected, counts) {
+  const groupId = `sluice-kafkajs-group-${crypto.randomBytes(4).toString('hex')}`;
+  const next = new Array(partitions).fill(0);
+  let seen = 0;
+  const consumer = await consumeUntil(kafka, {
+    groupId, topic, what: `group ${groupId}`,
+    done: () => seen === expected.size,
+    onMessage: async ({ partition, message: m }) => {
+      const off = Number(m.offset);
+      if (off !== next[partition]) fail(`group consumer: partition ${partition} gave offset ${off}, expected ${next[partition]} (in order, each once)`);
+      next[partition]++;
+      seen++;
+      const r = expected.get(`${partition}/${off}`);
+      if (!r) fail(`group consumer: partition ${partition} offset ${off} was never produced`);
+      const got = {
+        key: m.key === null ? null : String(m.key),
+        value: m.value === null ? null : String(m.value),
+        headers: headerText(m.headers),
+        timestamp: m.timestamp,
+      };
+      if (got.key !== r.key || got.value !== r.value || JSON.stringify(got.headers) !== JSON.stringify(r.headers) ||
+          got.timestamp !== r.timestamp) {
+        fail(`group consumer: partition ${partition} offset ${off}: got ${JSON.stringify(got)}, produced ${JSON.stringify(r)}`);
+      }
+    },
+  });
+  try {
+    const described = await admin.describeGroups([groupId]);
+    const g = described.groups.find((x) => x.groupId === groupId);
+    if (!g || g.state !== 'Stable' || g.protocolType !== 'consumer' || g.members.length !== 1) {
+      fail(`describeGroups while consuming: ${JSON.stringify(g, (k, v) => (k === 'memberMetadata' || k === 'memberAssignment' ? undefined : v))}, expected Stable with one member`);
+    }
+    log(`group ${groupId}: ${seen} records, per partition ${JSON.stringify(next)}, each once, in order, key, value, headers and ` +
+      `timestamp as produced; describeGroups: ${g.state}, protocol ${g.protocol}, member ${g.members[0].memberId}`);
+    await consumer.commitOffsets(counts.map((c, p) => ({ topic, partition: p, offset: String(c) })));
+  } finally {
+    await consumer.disconnect();
+  }
+  await checkCommitted(admin, groupId, topic, counts, 'after OffsetCommit');
+  const after = (await admin.describeGroups([groupId])).groups.find((x) => x.groupId === groupId);
+  if (!after || after.state !== 'Empty' || after.members.length !== 0) {
+    fail(`describeGroups after the consumer left (LeaveGroup): ${JSON.stringify(after)}, expected Empty without members`);
+  }
+  await admin.deleteGroups([groupId]);
+  if ((await admin.listGroups()).groups.some((x) => x.groupId === groupId)) fail(`listGroups still lists ${groupId} after deleteGroups`);
+  log(`group ${groupId}: committed offsets ${JSON.stringify(counts)} (fetchOffsets), Empty after LeaveGroup, deleted (deleteGroups)`);
+}
+
+// checkCommitted fails unless groupId's committed offsets on topic are counts.
+async function checkCommitted(admin, groupId, topic, counts, when) {
+  const fetched = await admin.fetchOffsets({ groupId, topics: [topic] });
+  const t = fetched.find((x) => x.topic === topic);
+  const got = new Array(counts.length).fill(null);
+  for (const p of (t ? t.partitions : [])) got[p.partition] = Number(p.offset);
+  if (JSON.stringify(got) !== JSON.stringify(counts)) {
+    fail(`fetchOffsets ${groupId} ${when}: committed ${JSON.stringify(got)}, expected the ends ${JSON.stringify(counts)}`);
+  }
+}
+
+// kcatCommitted reads topic to the end of every partition with kcat and
+// isolation.level=read_committed; returns [{partition, offset, key, payload}].
+function kcatCommitted(kcat, bootstrap, topic) {
+  const r = spawnSync(kcat, ['-b', bootstrap, '-C', '-t', topic, '-o', 'beginning', '-e', '-J', '-X', 'isolation.level=read_committed'], {
     encoding: 'utf8',
     timeout: STEP_TIMEOUT_MS,
   });
@@ -166,55 +302,193 @@ function readBack(kcat, bootstrap, topic) {
   return r.stdout.split('\n').filter((l) => l).map((l) => JSON.parse(l));
 }
 
-function check(expected, got, partitions) {
-  const next = new Array(partitions).fill(0);
-  for (const m of got) {
-    if (m.offset !== next[m.partition]) {
-      fail(`read back: partition ${m.partition} gave offset ${m.offset}, expected ${next[m.partition]} (in order, each once)`);
-    }
-    next[m.partition]++;
-    const r = expected.get(`${m.partition}/${m.offset}`);
-    if (!r) fail(`read back: partition ${m.partition} offset ${m.offset} was never produced`);
-    const headers = [];
-    for (const [k, v] of Object.entries(r.headers)) headers.push(k, v);
-    const gotHeaders = m.headers || [];
-    if (m.key !== r.key || m.payload !== r.value || JSON.stringify(gotHeaders) !== JSON.stringify(headers) ||
-        m.tstype !== 'create' || String(m.ts) !== r.timestamp) {
-      fail(`read back: partition ${m.partition} offset ${m.offset}: got ${JSON.stringify(m)}, produced ${JSON.stringify(r)}`);
+// compareValues fails, naming what is missing, duplicated or extra, unless
+// got (values) holds each of want exactly once and nothing else.
+function compareValues(what, want, got) {
+  const n = new Map();
+  for (const v of got) n.set(v, (n.get(v) || 0) + 1);
+  const missing = want.filter((v) => !n.has(v));
+  const dup = [...n].filter(([v, c]) => c > 1 && want.includes(v)).map(([v, c]) => `${v} x${c}`);
+  const extra = [...n.keys()].filter((v) => !want.includes(v));
+  if (missing.length || dup.length || extra.length || got.length !== want.length) {
+    fail(`${what}: ${got.length} records for ${want.length}; missing ${JSON.stringify(missing.slice(0, 10))}, ` +
+      `duplicated ${JSON.stringify(dup.slice(0, 10))}, not expected ${JSON.stringify(extra.slice(0, 10))}`);
+  }
+}
+
+// transactions commits, aborts and commits a transaction over every
+// partition of topic, then reads it read_committed with kafkajs and kcat.
+async function transactions(kafka, admin, txProducer, topic, partitions, bootstrap, kcat) {
+  const per = 2 * partitions; // records per transaction: every partition twice
+  const rounds = [['c1', 'commit'], ['a', 'abort'], ['c2', 'commit']];
+  const want = [];
+  for (const [round, end] of rounds) {
+    const txn = await txProducer.transaction();
+    const msgs = [];
+    for (let i = 0; i < per; i++) msgs.push({ partition: i % partitions, key: `${round}-${i}`, value: `${round} ${i}` });
+    await txn.send({ topic, acks: -1, messages: msgs.slice(0, partitions) });
+    await txn.send({ topic, acks: -1, messages: msgs.slice(partitions) });
+    if (end === 'commit') {
+      await txn.commit();
+      want.push(...msgs.map((m) => m.value));
+    } else {
+      await txn.abort();
     }
   }
-  if (got.length !== expected.size) fail(`read back ${got.length} records, produced ${expected.size}`);
-  return next;
+  // Each transaction ends with a marker in every partition. The
+  // coordinator writes them after EndTxn is answered (as Kafka's does), so
+  // until the last one is written the last stable offset, which
+  // fetchTopicOffsets gives (ListOffsets read_committed), stays at the
+  // start of the last transaction: wait for the end.
+  const deadline = Date.now() + STEP_TIMEOUT_MS;
+  for (;;) {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const short = offsets.filter((o) => Number(o.high) !== 3 * (per / partitions) + 3);
+    if (short.length === 0) break;
+    if (Date.now() > deadline) {
+      fail(`transactions: last stable offsets ${JSON.stringify(short.map((o) => [o.partition, Number(o.high)]))} (partition, offset) ` +
+        `${STEP_TIMEOUT_MS / 1000} s after the last EndTxn, expected ${3 * (per / partitions)} records and 3 markers in each`);
+    }
+    await sleep(100);
+  }
+  log(`transactions on ${topic}: committed ${per} records, aborted ${per}, committed ${per} (EndTxn), ` +
+    `${3 * (per / partitions)} records and 3 markers in each partition`);
+
+  // kafkajs, read_committed: the second committed transaction comes after
+  // the aborted one in every partition, so once it has every committed
+  // record it has read past all the aborted ones.
+  const got = [];
+  const groupId = `sluice-kafkajs-rc-${crypto.randomBytes(4).toString('hex')}`;
+  const order = new Array(partitions).fill('');
+  const c = await consumeUntil(kafka, {
+    groupId, topic, what: `read_committed consumer of ${topic}`,
+    done: () => got.length >= want.length,
+    onMessage: async ({ partition, message: m }) => {
+      const v = String(m.value);
+      if (v.startsWith('a ')) fail(`read_committed consumer: got ${JSON.stringify(v)} of the aborted transaction at ${partition}/${m.offset}`);
+      if (v.startsWith('c1') && order[partition] === 'c2') fail(`read_committed consumer: partition ${partition} gave c1 after c2`);
+      order[partition] = v.slice(0, 2);
+      got.push(v);
+    },
+  });
+  await c.disconnect();
+  await admin.deleteGroups([groupId]);
+  compareValues('read_committed consumer (kafkajs)', want, got);
+  const k = kcatCommitted(kcat, bootstrap, topic).map((m) => m.payload);
+  compareValues('kcat -X isolation.level=read_committed', want, k);
+  log(`read_committed: kafkajs and kcat each read the ${want.length} committed records once, none of the aborted ones`);
+}
+
+// copy consumes input in a new group and copies each batch to output in a
+// transaction that also commits the group's offsets (sendOffsets); then
+// checks the copy (read_committed) and the group's committed offsets.
+async function copy(kafka, admin, txProducer, input, output, partitions, expected, counts) {
+  const groupId = `sluice-kafkajs-copier-${crypto.randomBytes(4).toString('hex')}`;
+  const copied = new Array(partitions).fill(0);
+  let txns = 0;
+  const c = await consumeUntil(kafka, {
+    groupId, topic: input, what: `copier group ${groupId}`,
+    done: () => copied.every((n, p) => n === counts[p]),
+    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+      if (batch.messages.length === 0) return;
+      const txn = await txProducer.transaction();
+      try {
+        await txn.send({
+          topic: output,
+          acks: -1,
+          messages: batch.messages.map((m) => ({
+            partition: batch.partition,
+            key: `${batch.partition}/${m.offset}`,
+            value: m.value === null ? null : Buffer.concat([Buffer.from('copy:'), m.value]),
+            headers: m.headers,
+          })),
+        });
+        const last = Number(batch.messages[batch.messages.length - 1].offset);
+        await txn.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: input, partitions: [{ partition: batch.partition, offset: String(last + 1) }] }] });
+        await txn.commit();
+      } catch (e) {
+        await txn.abort().catch(() => {});
+        throw e;
+      }
+      txns++;
+      for (const m of batch.messages) resolveOffset(m.offset);
+      copied[batch.partition] += batch.messages.length;
+      await heartbeat();
+    },
+  });
+  await c.disconnect();
+  await checkCommitted(admin, groupId, input, counts, 'after the transactional copy (sendOffsets)');
+
+  // The copy, read_committed: each input record once, as key "p/o".
+  const want = [...expected].map(([at, r]) => `${at}=${r.value === null ? null : `copy:${r.value}`}`);
+  const got = [];
+  const rc = `sluice-kafkajs-rc-${crypto.randomBytes(4).toString('hex')}`;
+  const r = await consumeUntil(kafka, {
+    groupId: rc, topic: output, what: `read_committed consumer of ${output}`,
+    done: () => got.length >= want.length,
+    onMessage: async ({ partition, message: m }) => {
+      const key = String(m.key);
+      if (!key.startsWith(`${partition}/`)) fail(`copy: ${key} in partition ${partition}`);
+      got.push(`${key}=${m.value === null ? null : String(m.value)}`);
+    },
+  });
+  await r.disconnect();
+  await admin.deleteGroups([groupId, rc]);
+  compareValues(`copy ${output}`, want, got);
+  log(`copied ${input} to ${output} in ${txns} transactions with sendOffsets (AddOffsetsToTxn, TxnOffsetCommit): ` +
+    `each of the ${want.length} records once (read_committed); the group's committed offsets are the input's ends ${JSON.stringify(counts)}`);
+}
+
+async function deleteTopics(admin, topics) {
+  await admin.deleteTopics({ topics, timeout: STEP_TIMEOUT_MS });
+  const deadline = Date.now() + STEP_TIMEOUT_MS;
+  for (;;) {
+    const listed = await admin.listTopics();
+    if (!topics.some((t) => listed.includes(t))) break;
+    if (Date.now() > deadline) fail(`${topics.filter((t) => listed.includes(t))} still listed after deleteTopics`);
+    await sleep(200);
+  }
+  log(`deleted ${topics.join(', ')}`);
 }
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const { Kafka, CompressionTypes, Partitioners, logLevel } = loadKafkajs();
   const version = require('kafkajs/package.json').version;
-  const topic = args.topic || `kafkajs-${crypto.randomBytes(6).toString('hex')}`;
+  const id = crypto.randomBytes(6).toString('hex');
+  const topic = args.topic || `kafkajs-${id}`;
+  const txTopic = `${topic}-txn`;
+  const copyTopic = `${topic}-copy`;
   log(`kafkajs ${version}, node ${process.version}, against ${args.bootstrap}`);
 
   const kafka = new Kafka({
     clientId: 'sluice-kafkajs-example',
     brokers: [args.bootstrap],
-    logLevel: logLevel.WARN,
+    logLevel: process.env.KAFKAJS_DEBUG ? logLevel.DEBUG : logLevel.WARN,
     logCreator: quietLogger,
     // Bounded, so that a failing run ends with the error rather than
     // retrying for ever (the idempotent producer's default).
     retry: { retries: 5 },
   });
   const admin = kafka.admin();
+  // Every record names its partition; createPartitioner only silences
+  // kafkajs 2's warning that its default partitioner changed.
   const producer = kafka.producer({
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
-    // Every record names its partition; this only silences kafkajs 2's
-    // warning that its default partitioner changed.
+    createPartitioner: Partitioners.DefaultPartitioner,
+  });
+  const txProducer = kafka.producer({
+    transactionalId: `sluice-kafkajs-${id}`,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
     createPartitioner: Partitioners.DefaultPartitioner,
   });
   await admin.connect();
   try {
-    await createTopic(admin, topic, args.partitions, args.replicationFactor);
+    for (const t of [topic, txTopic, copyTopic]) await createTopic(admin, t, args.partitions, args.replicationFactor);
     await producer.connect();
     const expected = new Map();
     const baseTs = Date.now() - 60000;
@@ -238,19 +512,16 @@ async function main() {
     }
     log(`ListOffsets: ${JSON.stringify(offsets.map((o) => [o.partition, Number(o.low), Number(o.high)]))} (partition, low, high)`);
 
-    const read = check(expected, readBack(args.kcat, args.bootstrap, topic), args.partitions);
-    log(`read back with kcat (kafkajs consumes only in a group: issue 35): ${expected.size} records, ` +
-      `per partition ${JSON.stringify(read)}, each once, in order, key, value, headers and timestamp as produced`);
+    await groupConsume(kafka, admin, topic, args.partitions, expected, counts);
+    await txProducer.connect();
+    await transactions(kafka, admin, txProducer, txTopic, args.partitions, args.bootstrap, args.kcat);
+    await copy(kafka, admin, txProducer, topic, copyTopic, args.partitions, expected, counts);
+    await txProducer.disconnect();
 
-    await admin.deleteTopics({ topics: [topic], timeout: STEP_TIMEOUT_MS });
-    const deadline = Date.now() + STEP_TIMEOUT_MS;
-    while ((await admin.listTopics()).includes(topic)) {
-      if (Date.now() > deadline) fail(`${topic} still listed after deleteTopics`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    log(`deleted ${topic}`);
+    await deleteTopics(admin, [topic, txTopic, copyTopic]);
   } finally {
     await producer.disconnect().catch(() => {});
+    await txProducer.disconnect().catch(() => {});
     await admin.disconnect().catch(() => {});
   }
   log('all checks passed');

@@ -15,11 +15,14 @@ librdkafka, against a running broker's Kafka address (sluiced
      keys, a null value), explicit CreateTime timestamps; every delivery
      report must carry no error, and librdkafka's own log must show each
      batch sent with the codec asked for and a producer id;
-  3. reads every partition back from the beginning with a plain consumer
-     and assign() (no consumer group: groups over the Kafka door come in
-     issue 35), and checks that each record came back exactly once, in
-     order, at the offset its delivery report gave, with the same key,
-     value, headers and timestamp; ListOffsets (watermarks) must agree;
+  3. reads every partition back from the beginning with a consumer in a
+     consumer group (subscribe(): FindCoordinator, JoinGroup, SyncGroup,
+     Heartbeat; enable.auto.commit=false), and checks that each record
+     came back exactly once, in order, at the offset its delivery report
+     gave, with the same key, value, headers and timestamp; ListOffsets
+     (watermarks) must agree; it commits its positions (commit(), an
+     OffsetCommit), which committed() (OffsetFetch) must give as the
+     partitions' ends, and leaves the group (close(): LeaveGroup);
   4. deletes the topic (DeleteTopics) and checks that Metadata no longer
      lists it.
 
@@ -237,22 +240,27 @@ def produce(ck, bootstrap, topic, codec, n, partitions, base_ts, allow_uncompres
 
 
 def consume(ck, bootstrap, topic, partitions, expected):
-    """Reads every partition from the beginning and checks it against expected."""
-    from confluent_kafka import TopicPartition, OFFSET_BEGINNING, KafkaError, TIMESTAMP_CREATE_TIME
-    # confluent-kafka 1.7 insists on a group.id; with assign() and no
-    # commits it is never joined (librdkafka finds no broker offering
-    # FindCoordinator and goes on fetching).
+    """Reads every partition from the beginning in a new consumer group
+    (subscribe), checks it against expected, commits and checks the
+    committed offsets."""
+    from confluent_kafka import TopicPartition, KafkaError, TIMESTAMP_CREATE_TIME
     logs = Counted()
+    group = f"sluice-example-{uuid.uuid4().hex[:8]}"
+    assigned = []
     c = ck.Consumer({
         "bootstrap.servers": bootstrap,
-        "group.id": f"sluice-example-unused-{uuid.uuid4().hex[:8]}",
+        "group.id": group,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
-        "auto.offset.reset": "error",
+        # A new group has no committed offsets: start at the beginning.
+        "auto.offset.reset": "earliest",
+        # The broker's minimum session; heartbeats every second.
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 1000,
     }, logger=quiet_logger("librdkafka.consumer", logs))
     try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        c.subscribe([topic], on_assign=lambda _c, tps: assigned.extend(tp.partition for tp in tps))
         counts = {p: sum(1 for (pp, _) in expected if pp == p) for p in range(partitions)}
         next_offset = {p: 0 for p in range(partitions)}
         eof = set()
@@ -260,7 +268,7 @@ def consume(ck, bootstrap, topic, partitions, expected):
         while len(eof) < partitions:
             if time.time() > deadline:
                 fail(f"consume: after {STEP_TIMEOUT:.0f} s at offsets {next_offset} of {counts}, end reached on "
-                     f"partitions {sorted(eof)}; librdkafka logged: {logs.top()}")
+                     f"partitions {sorted(eof)}, assigned {sorted(assigned)}; librdkafka logged: {logs.top()}")
             m = c.poll(1.0)
             if m is None:
                 continue
@@ -286,12 +294,27 @@ def consume(ck, bootstrap, topic, partitions, expected):
                 fail(f"consume: partition {p} offset {off}: timestamp {m.timestamp()}, produced CreateTime {ts}")
         if next_offset != counts:
             fail(f"consume: read up to {next_offset}, produced {counts}")
+        if sorted(assigned) != list(range(partitions)):
+            fail(f"consume: the group assigned partitions {sorted(assigned)}, expected all {partitions}")
         for p in range(partitions):
             lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             if (lo, hi) != (0, counts[p]):
                 fail(f"ListOffsets: partition {p} watermarks {(lo, hi)}, expected {(0, counts[p])}")
-        log(f"consumed {sum(counts.values())} records from {partitions} partitions with assign(): "
-            f"every record once, in order, key, value, headers and timestamp as produced; watermarks agree")
+        # The positions (the next offsets to read) are the ends; commit them.
+        positions = {tp.partition: tp.offset for tp in c.position([TopicPartition(topic, p) for p in range(partitions)])}
+        if positions != counts:
+            fail(f"consume: positions {positions}, expected the ends {counts}")
+        try:
+            c.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+        except Exception as e:
+            fail(f"commit: {e}; librdkafka logged: {logs.top()}")
+        committed = {tp.partition: (tp.offset, tp.error) for tp in
+                     c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=STEP_TIMEOUT)}
+        if committed != {p: (o, None) for p, o in counts.items()}:
+            fail(f"committed(): {committed}, expected the ends {counts}")
+        log(f"consumed {sum(counts.values())} records from {partitions} partitions in group {group} (subscribe()): "
+            f"every record once, in order, key, value, headers and timestamp as produced; watermarks agree; "
+            f"committed {counts}, as committed() reads them")
     finally:
         c.close()
 
