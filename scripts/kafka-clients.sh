@@ -562,11 +562,16 @@ run "txn_copier, 3 nodes" copier_cluster "$k1" "$k2" "$k3" "$g1"
 
 # 5. franz-go's own integration tests (github.com/twmb/franz-go/pkg/kgo,
 # the version in go.mod, run from the module cache) against the three
-# nodes, with replication factor 3: every test but those of transactions
-# and consumer groups (issue 35) and of authentication (KGO_TEST_SCRAM and
-# the like are not set, so those skip themselves). docs/kafka.md lists
-# what runs.
-franz_skip='TestTxn|TestGroup|Test848|Share|TestIssue523|TestIssue1034|TestConsumeRegex'
+# nodes, with replication factor 3 and 20000 records for the ETL tests:
+# every test but TestGroupETL (its long form runs in `make kafka-etl`: now
+# and then one of its KIP-848 subtests fails a plain commit sent at an
+# epoch the member just left with the REBALANCE_IN_PROGRESS franz-go
+# makes up after retrying STALE_MEMBER_EPOCH — docs/kafka.md; a gate that
+# fails at random is no gate), Test848RegexBrokerResolves (regular-expression
+# subscriptions are not served) and the share-group tests (not served).
+# The authentication tests skip themselves (KGO_TEST_SCRAM and the like
+# are not set). docs/kafka.md lists what runs.
+franz_skip='TestGroupETL|Test848RegexBrokerResolves|Share'
 run "franz-go's kgo tests, 3 nodes" env KGO_SEEDS="$k1,$k2,$k3" KGO_TEST_RF=3 KGO_TEST_RECORDS=20000 \
   timeout 600 "$GO" test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 580s -skip "$franz_skip"
 
