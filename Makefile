@@ -12,7 +12,7 @@ TESTTIMEOUT ?= 20m
 # the image without it.
 TESTTAGS := sluicetest
 
-.PHONY: all build run examples kafka-clients image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-scale bench-restart bench-cluster bench-jetstream lint vet cross fmt clean chaos
+.PHONY: all build run examples kafka-clients kafka-etl image cluster cluster-stop test test-short proto lint-proto check-monitoring bench bench-failover bench-scale bench-restart bench-cluster bench-jetstream lint vet cross fmt clean chaos
 
 all: build
 
@@ -45,6 +45,13 @@ examples:
 # when needed. See examples/kafka/README.md and docs/kafka.md.
 kafka-clients:
 	GO=$(GO) BIN=$(BIN) scripts/kafka-clients.sh
+
+FAULTS ?= 0
+# The long form of franz-go's exactly-once tests (TestGroupETL, TestTxnEtl:
+# a million records) against three nodes; FAULTS=1 SIGKILLs and pauses
+# nodes while they run. See scripts/kafka-etl.sh.
+kafka-etl:
+	GO=$(GO) BIN=$(BIN) FAULTS=$(FAULTS) scripts/kafka-etl.sh
 
 # The container image of deploy/Dockerfile, built with Debian's buildah
 # from binaries built here (no base image is downloaded), checked (non-root
