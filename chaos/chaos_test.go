@@ -156,6 +156,7 @@ func TestChaosShortProfileSecure(t *testing.T) {
 		cfg.Seed = v
 	}
 	cfg.Security = SecurityTLSSCRAMACL
+	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0 // not secured yet
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,kill:coordinator,kill-two:leader")
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +251,7 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	cfg.Workload.Consumers = 1
 	cfg.Workload.Producers, cfg.Workload.Rate = 2, 300
 	cfg.Workload.TxnProducers, cfg.Workload.UncommittedConsumers, cfg.Workload.Copier = 0, 0, false
+	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out
@@ -293,6 +295,7 @@ func TestChaosCatchesAbortedReadsOfReadUncommitted(t *testing.T) {
 	cfg.Duration = 8 * time.Second
 	cfg.Workload.Producers, cfg.Workload.Consumers, cfg.Workload.Copier = 0, 1, false
 	cfg.Workload.MislabelUncommitted = true
+	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out

@@ -285,7 +285,7 @@ func kafkaGroupOffsets(ctx context.Context, addrs []string, group, topic string)
 // and kg*) and the Kafka consumers' reads (sessions kc*).
 func kafkaStats(h checker.History) string {
 	kafka := func(name string) bool { return strings.HasPrefix(name, "kt") || strings.HasPrefix(name, "kg") }
-	var writes, ok, reads int
+	var writes, ok, reads, copies int
 	var txns [3]int // by judged outcome: committed, aborted, unknown
 	for _, w := range h.Writes {
 		if kafka(w.Producer) {
@@ -295,10 +295,12 @@ func kafkaStats(h checker.History) string {
 			}
 		}
 	}
+	committed := map[string]bool{}
 	for _, t := range h.Txns {
 		if !kafka(t.Producer) {
 			continue
 		}
+		committed[t.ID] = !t.CommitInvoke.IsZero() && !t.Complete.IsZero() && t.Outcome == checker.TxnCommitted
 		switch {
 		case t.CommitInvoke.IsZero():
 			txns[checker.TxnAborted]++
@@ -308,11 +310,16 @@ func kafkaStats(h checker.History) string {
 			txns[t.Outcome]++
 		}
 	}
+	for _, w := range h.Writes {
+		if strings.HasPrefix(w.Producer, "kg") && committed[w.Txn] {
+			copies++
+		}
+	}
 	for _, rd := range h.Reads {
 		if strings.HasPrefix(rd.Consumer, "kc") {
 			reads++
 		}
 	}
-	return fmt.Sprintf("writes %d (ok %d), transactions %d committed, %d aborted, %d unknown; %d records read by the Kafka consumers",
-		writes, ok, txns[checker.TxnCommitted], txns[checker.TxnAborted], txns[checker.TxnUnknown], reads)
+	return fmt.Sprintf("writes %d (ok %d), transactions %d committed, %d aborted, %d unknown; %d records copied in committed copier transactions; %d records read by the Kafka consumers",
+		writes, ok, txns[checker.TxnCommitted], txns[checker.TxnAborted], txns[checker.TxnUnknown], copies, reads)
 }

@@ -216,8 +216,8 @@ type workload struct {
 	// kafkaAddrs are the nodes' Kafka listeners (the Kafka workload's
 	// seeds).
 	kafkaAddrs []string
-	rec   *recorder
-	log   *slog.Logger
+	rec        *recorder
+	log        *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
