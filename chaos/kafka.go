@@ -62,6 +62,24 @@ func (wc WorkloadConfig) kafkaOn() bool {
 	return wc.KafkaTxnProducers > 0 || wc.KafkaConsumers > 0 || wc.kafkaCopier()
 }
 
+// transactionalIDs are the workload's transactional producers' ids, the
+// candidates of a fault's coordinator target: the gRPC producers'
+// (chaos-txn-N), then the Kafka producers' and the Kafka copier's, so
+// that coordinator faults hit the Kafka door's transactions too.
+func (wc WorkloadConfig) transactionalIDs() []string {
+	var out []string
+	for n := 1; n <= wc.TxnProducers; n++ {
+		out = append(out, fmt.Sprintf("chaos-txn-%d", n))
+	}
+	for n := 1; n <= wc.KafkaTxnProducers; n++ {
+		out = append(out, fmt.Sprintf("chaos-kafka-txn-%d", n))
+	}
+	for n := 1; wc.kafkaCopier() && n <= wc.KafkaCopierMembers; n++ {
+		out = append(out, fmt.Sprintf("%s-%d", kafkaCopierTxnID, n))
+	}
+	return out
+}
+
 // kafkaTxnTopics are the Kafka transactional producers' topics:
 // Topic-kafka, Topic-kafka-2, ... (TxnTopics of them); none without those
 // producers.
