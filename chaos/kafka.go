@@ -298,18 +298,30 @@ func kafkaGroupOffsets(ctx context.Context, addrs []string, group, topic string)
 	}
 }
 
-// kafkaStats summarizes what went through the Kafka door: the Kafka
+// KafkaCounts is what went through the Kafka door in a run: the Kafka
 // producers' and copier's writes and transactions (producer names kt*
-// and kg*) and the Kafka consumers' reads (sessions kc*).
-func kafkaStats(h checker.History) string {
+// and kg*), the records the copier copied in committed transactions and
+// the Kafka consumers' reads (sessions kc*).
+type KafkaCounts struct {
+	Writes, WritesOK                        int
+	TxnsCommitted, TxnsAborted, TxnsUnknown int // as the checker judges them
+	CopiesCommitted, Reads                  int
+}
+
+func (k KafkaCounts) String() string {
+	return fmt.Sprintf("writes %d (ok %d), transactions %d committed, %d aborted, %d unknown; %d records copied in committed copier transactions; %d records read by the Kafka consumers",
+		k.Writes, k.WritesOK, k.TxnsCommitted, k.TxnsAborted, k.TxnsUnknown, k.CopiesCommitted, k.Reads)
+}
+
+// kafkaCounts counts h's Kafka-door share.
+func kafkaCounts(h checker.History) KafkaCounts {
 	kafka := func(name string) bool { return strings.HasPrefix(name, "kt") || strings.HasPrefix(name, "kg") }
-	var writes, ok, reads, copies int
-	var txns [3]int // by judged outcome: committed, aborted, unknown
+	var k KafkaCounts
 	for _, w := range h.Writes {
 		if kafka(w.Producer) {
-			writes++
+			k.Writes++
 			if w.Outcome == checker.OK {
-				ok++
+				k.WritesOK++
 			}
 		}
 	}
@@ -318,26 +330,25 @@ func kafkaStats(h checker.History) string {
 		if !kafka(t.Producer) {
 			continue
 		}
-		committed[t.ID] = !t.CommitInvoke.IsZero() && !t.Complete.IsZero() && t.Outcome == checker.TxnCommitted
 		switch {
-		case t.CommitInvoke.IsZero():
-			txns[checker.TxnAborted]++
-		case t.Complete.IsZero():
-			txns[checker.TxnUnknown]++
+		case t.CommitInvoke.IsZero() || !t.Complete.IsZero() && t.Outcome == checker.TxnAborted:
+			k.TxnsAborted++
+		case t.Complete.IsZero() || t.Outcome == checker.TxnUnknown:
+			k.TxnsUnknown++
 		default:
-			txns[t.Outcome]++
+			k.TxnsCommitted++
+			committed[t.ID] = true
 		}
 	}
 	for _, w := range h.Writes {
 		if strings.HasPrefix(w.Producer, "kg") && committed[w.Txn] {
-			copies++
+			k.CopiesCommitted++
 		}
 	}
 	for _, rd := range h.Reads {
 		if strings.HasPrefix(rd.Consumer, "kc") {
-			reads++
+			k.Reads++
 		}
 	}
-	return fmt.Sprintf("writes %d (ok %d), transactions %d committed, %d aborted, %d unknown; %d records copied in committed copier transactions; %d records read by the Kafka consumers",
-		writes, ok, txns[checker.TxnCommitted], txns[checker.TxnAborted], txns[checker.TxnUnknown], copies, reads)
+	return k
 }

@@ -123,6 +123,9 @@ type Result struct {
 	// KafkaCrashes and KafkaZombies count the Kafka copier's members
 	// crashed in a transaction and frozen into zombies.
 	KafkaCrashes, KafkaZombies int
+	// Kafka is what went through the Kafka door (zero without the Kafka
+	// workload).
+	Kafka KafkaCounts
 	// Security is what the nodes' TLS and authentication counted, in a
 	// secured run (nil otherwise), summed over the nodes that answered.
 	Security *SecurityCounts
@@ -434,7 +437,8 @@ func Run(cfg Config) (Result, error) {
 	res.Zombies = int(w.memberPauses.Load())
 	res.KafkaCrashes, res.KafkaZombies = int(w.kafkaCrashes.Load()), int(w.kafkaZombies.Load())
 	if cfg.Workload.kafkaOn() {
-		fmt.Fprintf(cfg.Out, "chaos: through the Kafka door: %s\n", kafkaStats(h))
+		res.Kafka = kafkaCounts(h)
+		fmt.Fprintf(cfg.Out, "chaos: through the Kafka door: %s\n", res.Kafka)
 	}
 	if cfg.Workload.kafkaCopier() {
 		fmt.Fprintf(cfg.Out, "chaos: kafka copier members (%s group protocol): %d crashed in a transaction, %d frozen past their transaction and session timeouts (zombies)\n",
