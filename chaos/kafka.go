@@ -184,7 +184,13 @@ func (w *workload) kafkaConsume(name string) {
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			w.log.Debug("kafka fetch", "consumer", name, "topic", t, "partition", p, "err", err)
+			// Rare, and worth reading: a *kgo.ErrDataLoss, for one, says
+			// the client moved its position back (KIP-320 truncation
+			// detection), which the checker then sees as records read
+			// twice by the session.
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				w.log.Warn("kafka fetch", "consumer", name, "topic", t, "partition", p, "err", err)
+			}
 		})
 		var reads []checker.Read
 		now := time.Now()
