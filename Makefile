@@ -172,7 +172,10 @@ bench-jetstream:
 # Chaos run: a 3-node cluster of real processes under random faults for
 # CHAOS_DURATION (default 10m) with seed CHAOS_SEED (default: random,
 # printed), running the idempotent, transactional and copier workloads by
-# default (--txn-producers 0 --copier=false for the idempotent one alone);
+# default (--txn-producers 0 --copier=false for the idempotent one alone),
+# and the same through the nodes' Kafka listeners with franz-go
+# (--kafka-txn-producers 0 --kafka-consumers 0 --kafka-copier-members 0
+# turns that off);
 # exits non-zero on any anomaly. CHAOS_ARGS adds sluice-chaos
 # flags (e.g. --nodes 5, --faults kill:leader,partition). See docs/chaos.md.
 CHAOS_DURATION ?= 10m

@@ -17,7 +17,8 @@ import (
 // every kind (most twice) and every transaction fault (a SIGKILLed
 // coordinator, dropped WriteTxnMarkers and AddPartitionsToTxn answers, a
 // held EndTxn, kills timed to a transaction's phase), the
-// idempotent and transactional workloads, and the checker. Any anomaly fails the test with the checker's summary, the
+// idempotent and transactional workloads, the Kafka-client workload
+// (franz-go through the nodes' Kafka listeners), and the checker. Any anomaly fails the test with the checker's summary, the
 // seed and the applied schedule. CHAOS_SEED overrides the seed.
 func TestChaosShortProfile(t *testing.T) {
 	if testing.Short() {
@@ -123,6 +124,15 @@ func TestChaosShortProfile(t *testing.T) {
 	if res.Zombies == 0 {
 		t.Error("no copier member was frozen into a zombie")
 	}
+	// The Kafka-client workload ran beside the gRPC one, through the
+	// Kafka door: transactions committed and aborted, the copier copied
+	// in committed transactions, and one of its members became a zombie.
+	if k := res.Kafka; k.TxnsCommitted == 0 || k.TxnsAborted == 0 || k.CopiesCommitted == 0 || k.Reads == 0 {
+		t.Errorf("the Kafka workload did little: %s", k)
+	}
+	if res.KafkaZombies == 0 {
+		t.Error("no Kafka copier member was frozen into a zombie")
+	}
 	for _, c := range []checker.Class{checker.StuckLSO, checker.CopyNotExactlyOnce} {
 		if f := res.Report.For(c); f.Skipped != "" {
 			t.Errorf("%s not checked: %s", c, f.Skipped)
@@ -156,6 +166,7 @@ func TestChaosShortProfileSecure(t *testing.T) {
 		cfg.Seed = v
 	}
 	cfg.Security = SecurityTLSSCRAMACL
+	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0 // not secured yet
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,kill:coordinator,kill-two:leader")
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +261,7 @@ func TestChaosCatchesDuplicatesOfPlainRetries(t *testing.T) {
 	cfg.Workload.Consumers = 1
 	cfg.Workload.Producers, cfg.Workload.Rate = 2, 300
 	cfg.Workload.TxnProducers, cfg.Workload.UncommittedConsumers, cfg.Workload.Copier = 0, 0, false
+	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out
@@ -293,6 +305,7 @@ func TestChaosCatchesAbortedReadsOfReadUncommitted(t *testing.T) {
 	cfg.Duration = 8 * time.Second
 	cfg.Workload.Producers, cfg.Workload.Consumers, cfg.Workload.Copier = 0, 1, false
 	cfg.Workload.MislabelUncommitted = true
+	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0
 	cfg.Dir = t.TempDir()
 	var out bytes.Buffer
 	cfg.Out = &out

@@ -78,6 +78,17 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
+// KafkaAddrs returns every node's Kafka listener (proccluster starts each
+// node with --kafka-listen on a free loopback port; the nodes advertise
+// it in Metadata).
+func (c *Cluster) KafkaAddrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.KafkaListen
+	}
+	return out
+}
+
 // Link returns the directed link from → to.
 func (c *Cluster) Link(from, to int32) *Link { return c.links[[2]int32{from, to}] }
 

@@ -381,8 +381,8 @@ func (r *runner) resolve(ctx context.Context, f Fault) (int32, error) {
 		}
 		return 0, fmt.Errorf("partition %d not in metadata", f.Partition)
 	}
-	if f.Target == Coordinator && r.cfg.Workload.TxnProducers > 0 {
-		id := fmt.Sprintf("chaos-txn-%d", f.Pick%uint64(r.cfg.Workload.TxnProducers)+1)
+	if tids := r.cfg.Workload.transactionalIDs(); f.Target == Coordinator && len(tids) > 0 {
+		id := tids[f.Pick%uint64(len(tids))]
 		co, err := r.admin.FindCoordinator(ctx, id)
 		if err != nil {
 			return 0, fmt.Errorf("coordinator of %s: %w", id, err)

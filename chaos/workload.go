@@ -148,6 +148,19 @@ type WorkloadConfig struct {
 	// Security is how the clients reach a secured cluster (TLS, SCRAM);
 	// Run sets it from Config.Security.
 	Security ClientSecurity
+
+	// The Kafka-client workload (franz-go through the nodes' Kafka
+	// listeners; kafka_*.go). KafkaTxnProducers run transactions over
+	// every partition of TxnTopics topics of their own (Topic-kafka,
+	// Topic-kafka-2, ...); KafkaConsumers tail every workload topic with
+	// read_committed through the Kafka door; KafkaCopierMembers copy
+	// Topic-kafka to Topic-kafka-out as members of one consumer group
+	// (franz-go's GroupTransactSession), with the group protocol
+	// KafkaGroupProtocol. All zero: no Kafka workload, no Kafka topics.
+	KafkaTxnProducers  int
+	KafkaConsumers     int
+	KafkaCopierMembers int
+	KafkaGroupProtocol GroupProtocol
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when
@@ -162,6 +175,10 @@ func (wc WorkloadConfig) Topics() []string {
 		if wc.CopierMembers == 0 {
 			out = append(out, wc.Topic+"-pos")
 		}
+	}
+	out = append(out, wc.kafkaTxnTopics()...)
+	if wc.kafkaCopier() {
+		out = append(out, wc.kafkaCopierOutput())
 	}
 	return out
 }
@@ -196,8 +213,11 @@ func (wc WorkloadConfig) logs() int32 { return int32(len(wc.Topics())) * wc.Part
 type workload struct {
 	cfg   WorkloadConfig
 	addrs []string
-	rec   *recorder
-	log   *slog.Logger
+	// kafkaAddrs are the nodes' Kafka listeners (the Kafka workload's
+	// seeds).
+	kafkaAddrs []string
+	rec        *recorder
+	log        *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -217,6 +237,11 @@ type workload struct {
 	memberKills, memberPauses atomic.Int64
 	// phases tells phase-timed faults where the transactions are.
 	phases *phaseHook
+	// kafkaCopierDone is closed when the Kafka copier has caught up
+	// after inputComplete (or given up), or at once without one;
+	// kafkaCrashes and kafkaZombies count its members crashed and frozen.
+	kafkaCopierDone            chan struct{}
+	kafkaCrashes, kafkaZombies atomic.Int64
 }
 
 // inputComplete tells the copier that no more input will come (every
@@ -229,9 +254,10 @@ func (w *workload) inputComplete() {
 	}
 }
 
-func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
+func startWorkload(cfg WorkloadConfig, addrs, kafkaAddrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &workload{cfg: cfg, addrs: addrs, rec: rec, log: log, ctx: ctx, cancel: cancel, stopProd: make(chan struct{}), phases: &phaseHook{}}
+	w := &workload{cfg: cfg, addrs: addrs, kafkaAddrs: kafkaAddrs, rec: rec, log: log, ctx: ctx, cancel: cancel,
+		stopProd: make(chan struct{}), phases: &phaseHook{}, kafkaCopierDone: make(chan struct{})}
 	for i := 0; i < cfg.Producers; i++ {
 		cl, err := cfg.newClient(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
 		if err != nil {
@@ -285,7 +311,30 @@ func startWorkload(cfg WorkloadConfig, addrs []string, rec *recorder, log *slog.
 	} else {
 		close(w.copierDone)
 	}
+	w.startKafka()
 	return w, nil
+}
+
+// startKafka starts the Kafka-client workload's goroutines (kafka*.go).
+func (w *workload) startKafka() {
+	for i := range w.cfg.KafkaTxnProducers {
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); w.kafkaTransact(i + 1) }()
+	}
+	for i := range w.cfg.KafkaConsumers {
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); w.kafkaConsume(fmt.Sprintf("kc%d", i+1)) }()
+	}
+	if !w.cfg.kafkaCopier() {
+		close(w.kafkaCopierDone)
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer close(w.kafkaCopierDone)
+		w.kafkaCopy()
+	}()
 }
 
 // produce sends unique values (producer/key/seq) at the configured rate

@@ -11,8 +11,13 @@ import (
 
 // offsetForLeaderEpoch serves OffsetForLeaderEpoch (v2+) for consumers
 // detecting truncation (KIP-320): where an epoch ends in the leader's
-// log, bounded by the high watermark (a consumer has read nothing past
-// it), after fencing its current leader epoch. DESCRIBE on the topic.
+// log (the log end offset for the current epoch), after fencing its
+// current leader epoch, as Kafka answers (UnifiedLog.endOffsetForEpoch).
+// Not bounded by this leader's high watermark: a consumer may have read
+// up to the previous leader's, which a new leader's high watermark
+// reaches only once its followers fetch again; an end offset below the
+// consumer's position makes the client report data loss and read again
+// what it had read. DESCRIBE on the topic.
 // Replicas use the internal listener: a replica id other than -1 (a
 // consumer) or -2 (a debugging tool) is refused.
 func offsetForLeaderEpoch(c *conn, r *request) kmsg.Response {
@@ -39,15 +44,12 @@ func offsetForLeaderEpoch(c *conn, r *request) kmsg.Response {
 				pr.ErrorCode = code
 				continue
 			}
-			part, err := c.s.leaders.Partition(rt.Topic, p.Partition)
+			_, err := c.s.leaders.Partition(rt.Topic, p.Partition)
 			if err == nil {
 				var eo cluster.EpochEndOffset
 				eo, err = c.s.cfg.Replicas.OffsetForLeaderEpoch(cluster.TopicPartition{Topic: rt.Topic, Partition: p.Partition}, p.CurrentLeaderEpoch, p.LeaderEpoch)
 				if err == nil {
 					pr.LeaderEpoch, pr.EndOffset = eo.LeaderEpoch, eo.EndOffset
-					if hw := part.HighWatermark(); pr.EndOffset > hw {
-						pr.EndOffset = hw
-					}
 				}
 			}
 			if err != nil {
