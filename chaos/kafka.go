@@ -39,10 +39,9 @@ const (
 	// GroupProtocolClassic is the classic protocol (JoinGroup/SyncGroup,
 	// the client-side balancer): franz-go without ServerSideBalancer.
 	GroupProtocolClassic GroupProtocol = "classic"
-	// DefaultGroupProtocol is KIP-848's until the Kafka door serves
-	// JoinGroup; then classic, the protocol most clients in the field
-	// speak, should become the default (this line).
-	DefaultGroupProtocol = GroupProtocolConsumer
+	// DefaultGroupProtocol is the classic protocol, the one most clients
+	// in the field speak (--kafka-group-protocol consumer runs KIP-848's).
+	DefaultGroupProtocol = GroupProtocolClassic
 )
 
 // ParseGroupProtocol parses --kafka-group-protocol: consumer or classic
