@@ -13,18 +13,30 @@
 #   RECORDS=200000 TESTS=TestTxnEtl scripts/kafka-etl.sh
 #
 # With FAULTS=1 a fault loop runs beside the tests until they end: every
-# FAULT_EVERY seconds (20) it picks a node at random and either SIGKILLs
-# it, restarting it FAULT_DOWN seconds (5) later with the flags it had
-# (scripts/cluster.sh start-node), or pauses it (SIGSTOP) for FAULT_DOWN
-# seconds; each fault is printed. One node at a time is down. The tests
-# create their topics as they go, and a broker that is down cannot hold a
-# new replica (INVALID_REPLICATION_FACTOR, as Kafka), so with faults the
-# topics get replication factor 2 and min.insync.replicas 1: acks=all
-# writes go on with one node down. The seed of the schedule is printed
-# (SEED to repeat it).
+# FAULT_EVERY seconds (10) it picks a node at random and a fault of
+# FAULT_KINDS (pause): pause pauses it (SIGSTOP) for FAULT_DOWN seconds
+# (1: below the 2 s broker session timeout, so requests stall and time
+# out but no leadership moves); kill SIGKILLs it and restarts it
+# FAULT_DOWN seconds later with the flags it had (scripts/cluster.sh
+# start-node). Each fault is printed. franz-go's own chaos dialer
+# (KGO_TEST_CHAOS=1: connections cut at random) is on too. franz-go's
+# tests fail on any error a poll returns: a client that dials a killed
+# broker gets "connection refused", and a member of a group whose
+# coordinator moved before its group's record was written gets
+# UNKNOWN_MEMBER_ID (as from Kafka) — so kill, or pauses long enough to
+# fence a broker, fail them by their own design whatever the broker
+# does. Failovers under SIGKILL are the chaos harness's (its franz-go
+# workload, docs/chaos.md) and make kafka-clients' librdkafka copier's.
+# One node at a time is hit. The tests create their topics as they go,
+# and a broker that is down (or fenced) cannot hold a new replica
+# (INVALID_REPLICATION_FACTOR, as Kafka), so with faults the topics get
+# replication factor 2 and min.insync.replicas 1: acks=all writes go on
+# with one node down. The seed of the schedule is printed (SEED to repeat
+# it).
 #
 # Environment: GO (go), BIN (bin), RECORDS (1000000), TESTS
-# (TestGroupETL|TestTxnEtl), FAULTS (0), FAULT_EVERY (20), FAULT_DOWN (5),
+# (TestGroupETL|TestTxnEtl), FAULTS (0), FAULT_EVERY (10), FAULT_DOWN (1),
+# FAULT_KINDS (pause; or kill, or pause,kill),
 # SEED (random), KEEP=1 keeps the cluster's directory (data and logs);
 # otherwise it is kept only when the tests fail.
 set -euo pipefail
@@ -35,8 +47,9 @@ BIN=${BIN:-bin}
 RECORDS=${RECORDS:-1000000}
 TESTS=${TESTS:-TestGroupETL|TestTxnEtl}
 FAULTS=${FAULTS:-0}
-FAULT_EVERY=${FAULT_EVERY:-20}
-FAULT_DOWN=${FAULT_DOWN:-5}
+FAULT_EVERY=${FAULT_EVERY:-10}
+FAULT_DOWN=${FAULT_DOWN:-1}
+FAULT_KINDS=${FAULT_KINDS:-pause}
 SEED=${SEED:-$RANDOM}
 PYTHON=${PYTHON:-python3}
 
@@ -107,13 +120,14 @@ seeds="127.0.0.1:$((base + 15)),127.0.0.1:$((base + 25)),127.0.0.1:$((base + 35)
 # faults runs the fault loop (FAULTS=1) until killed.
 faults() {
   RANDOM=$SEED
-  local n=0
+  local n=0 kinds
+  IFS=, read -r -a kinds <<<"$FAULT_KINDS"
   while true; do
     sleep "$FAULT_EVERY"
-    local node=$((RANDOM % 3 + 1)) kind=$((RANDOM % 2)) pid
+    local node=$((RANDOM % 3 + 1)) kind=${kinds[$((RANDOM % ${#kinds[@]}))]} pid
     pid=$(cat "$work/cluster/node-$node.pid")
     n=$((n + 1))
-    if [ $kind = 0 ]; then
+    if [ "$kind" = kill ]; then
       say "fault $n: SIGKILL node $node (pid $pid), restart in ${FAULT_DOWN}s"
       kill -KILL "$pid" 2>/dev/null || true
       sleep "$FAULT_DOWN"
@@ -128,14 +142,20 @@ faults() {
   done
 }
 if [ "$FAULTS" = 1 ]; then
-  say "faults every ${FAULT_EVERY}s, ${FAULT_DOWN}s each, seed $SEED"
+  case ",$FAULT_KINDS," in
+  *,pause,* | *,kill,*) ;;
+  *) die "FAULT_KINDS: pause, kill or both, comma separated" ;;
+  esac
+  say "faults ($FAULT_KINDS) every ${FAULT_EVERY}s, ${FAULT_DOWN}s each, seed $SEED; franz-go's chaos dialer on"
   faults &
   faults_pid=$!
 fi
 
 say "franz-go's $TESTS, $RECORDS records, replication factor $rf, seeds $seeds"
 start=$(date +%s)
-if env KGO_SEEDS="$seeds" KGO_TEST_RF=$rf KGO_TEST_RECORDS="$RECORDS" \
+chaos=0
+[ "$FAULTS" = 1 ] && chaos=1
+if env KGO_SEEDS="$seeds" KGO_TEST_CHAOS=$chaos KGO_TEST_RF=$rf KGO_TEST_RECORDS="$RECORDS" \
   "$GO" test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 60m -run "$TESTS" -v >"$work/kgo.log" 2>&1; then
   status=0
 fi
