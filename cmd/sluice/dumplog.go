@@ -81,7 +81,8 @@ func transactionLogRecord(r batch.Record) string {
 }
 
 // offsetsRecord decodes a __consumer_offsets record (coordinator/group):
-// a group's committed offset of a partition or its epoch, a tombstone, or
+// a group's committed offset of a partition, its epoch or a member
+// (decision 72), a tombstone, or
 // why it does not decode (--offsets-decoder, Kafka's kafka-dump-log
 // option of that name).
 func offsetsRecord(r batch.Record) string {
@@ -100,6 +101,17 @@ func offsetsRecord(r batch.Record) string {
 			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
 		}
 		return fmt.Sprintf("key: %s payload: offset=%d leaderEpoch=%d metadata=%q commitTimestamp=%d", key, o.Offset, o.LeaderEpoch, o.Metadata, o.CommitTimeMs)
+	case group.KeyMember:
+		key := fmt.Sprintf("consumer_group_member::group=%s,member=%s", k.Group, k.Member)
+		if r.Value == nil {
+			return "key: " + key + " payload: <DELETE>"
+		}
+		m, err := group.DecodeMemberValue(r.Value)
+		if err != nil {
+			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
+		}
+		return fmt.Sprintf("key: %s payload: epoch=%d previousEpoch=%d state=%s assigned=%s pending=%s target=%s topics=%s instance=%q",
+			key, m.Epoch, m.PreviousEpoch, m.State, m.Assigned, m.Pending, m.Target, strings.Join(m.Topics, ","), m.InstanceID)
 	default:
 		key := "group_metadata::group=" + k.Group
 		if r.Value == nil {
@@ -108,6 +120,9 @@ func offsetsRecord(r batch.Record) string {
 		g, err := group.DecodeGroupValue(r.Value)
 		if err != nil {
 			return fmt.Sprintf("key: %s payload: %s decodeError: %v", key, quote(r.Value), err)
+		}
+		if g.Classic == nil && g.AssignmentEpoch != 0 {
+			return fmt.Sprintf("key: %s payload: epoch=%d assignmentEpoch=%d timestamp=%d", key, g.Epoch, g.AssignmentEpoch, g.TimeMs)
 		}
 		return fmt.Sprintf("key: %s payload: epoch=%d timestamp=%d", key, g.Epoch, g.TimeMs)
 	}

@@ -105,15 +105,17 @@ type CoordinatorDeps struct {
 // decision 40): it loads the __consumer_offsets partitions this node leads
 // (it is their cluster.LeadershipListener) into OffsetsState, runs each
 // group's membership (a Group) for ConsumerGroupHeartbeat,
-// writes committed offsets and group epochs to the log before applying
+// writes committed offsets, group epochs and members to the log before applying
 // them, writes offsets of transactions as the producer's transactional
 // batches and applies or drops them when the markers arrive (it is the
 // topic's cluster.TxnMarkerListener), fences expired members and deletes
 // the offsets of groups empty past the retention.
 //
-// Membership (members, their assignments) lives in memory only: a new
-// coordinator knows each group's epoch and offsets from the log, and its
-// members rejoin (UNKNOWN_MEMBER_ID → join with epoch 0) — decision 40.
+// KIP-848 membership (members, their epochs and assignments, the target
+// assignment) is written to the log before a heartbeat that changed it is
+// answered, so a new coordinator rebuilds each group with its members,
+// who go on heartbeating at their epochs (decision 72); classic groups
+// likewise (decision 70).
 //
 // Concurrency (docs/locks.md): mu guards the partitions, their
 // OffsetsState and group maps, and is never held across a call to a
@@ -265,8 +267,7 @@ func (c *Coordinator) entryLocked(ps *offsetsPartition, g string, create bool) *
 	if !create && epoch == 0 && len(ps.state.Offsets(g)) == 0 && ps.state.PendingCount(g) == 0 {
 		return nil
 	}
-	gg := New(g, c.cfg.Group)
-	gg.RestoreEpoch(epoch)
+	gg := c.restoreGroupLocked(ps, g)
 	e := &groupEntry{g: gg, persistedEpoch: epoch, topicsVersion: c.topicsVersion,
 		joinWaiters: map[string][]chan ClassicJoinAnswer{}, syncWaiters: map[string][]chan ClassicSyncAnswer{}}
 	if rec := ps.state.ClassicGroup(g); rec != nil {
@@ -277,6 +278,22 @@ func (c *Coordinator) entryLocked(ps *offsetsPartition, g string, create bool) *
 	e.timer = func() { c.groupTimer(ps, g) }
 	ps.groups[g] = e
 	return e
+}
+
+// restoreGroupLocked rebuilds g's KIP-848 membership from ps's state,
+// what the log holds (decision 72): its members keep their ids, epochs
+// and assignments, their sessions starting now. c.mu held.
+func (c *Coordinator) restoreGroupLocked(ps *offsetsPartition, g string) *Group {
+	rec, members, ok := ps.state.KIP848Group(g)
+	if !ok {
+		gg := New(g, c.cfg.Group)
+		gg.RestoreEpoch(ps.state.GroupEpoch(g))
+		return gg
+	}
+	// The topics as deps has them, not through topicsLocked: refreshing
+	// the cache here would hide a change from checkMetadata.
+	topics, _ := c.deps.Topics()
+	return Restore(c.now(), g, c.cfg.Group, rec, members, topics)
 }
 
 // producerKey is the key serializing a producer's transactional offset
@@ -400,12 +417,18 @@ func (l *offsetsLoader) Done(end int64) {
 		}
 	}
 	ps.buffered = nil
-	// Classic groups with members get their entries (and session timers)
-	// now: a member that never comes back must still time out.
+	// Groups with members (classic, or KIP-848: decision 72) get their
+	// entries and session timers now: a member that never comes back
+	// must still time out.
 	for _, g := range st.Groups() {
 		if rec := st.ClassicGroup(g); rec != nil && len(rec.Members) > 0 {
 			e := l.c.entryLocked(ps, g, false)
 			if d := e.cg.NextDeadline(); !d.IsZero() {
+				l.c.rt.Schedule(ps, g, d, e.timer)
+			}
+		} else if st.HasMembers(g) {
+			e := l.c.entryLocked(ps, g, false)
+			if d := e.g.NextDeadline(); !d.IsZero() {
 				l.c.rt.Schedule(ps, g, d, e.timer)
 			}
 		}
@@ -526,11 +549,8 @@ func (c *Coordinator) groupTimer(ps *offsetsPartition, g string) {
 		}
 	}
 	c.noteSizeLocked(e, now)
-	persist := e.g.Epoch() > e.persistedEpoch
 	e.mu.Unlock()
-	if persist {
-		_ = c.persistEpoch(ps.Ctx, ps, e) // logged; the group is rebuilt on failure
-	}
+	_ = c.persistGroup(ps.Ctx, ps, e) // logged; the group is rebuilt on failure
 	c.settleClassic(ps.Ctx, ps, e)
 	e.mu.Lock()
 	c.rescheduleLocked(ps, g, e)
@@ -546,37 +566,77 @@ func (c *Coordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 	}
 }
 
-// persistEpoch writes e's group epoch record and applies it once
-// committed. The caller holds the group's key (not e.mu: the append runs
-// with no lock held). If the write fails the group's membership is thrown
-// away (Group's contract: a change whose epoch is not durable must
-// not be answered): the group is rebuilt empty at the epoch it tried to
-// write — never lower, as that record may still commit — and its members
-// rejoin (UNKNOWN_MEMBER_ID on their next heartbeat).
-func (c *Coordinator) persistEpoch(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
+// persistGroup writes what the log lacks of e's KIP-848 membership —
+// its group record (epoch, assignment epoch) and the records of the
+// members that changed (Group.PendingRecords; decision 72) — in one batch,
+// and applies it once committed. Nothing is written when nothing
+// persisted changed. The caller holds the group's key (not e.mu: the
+// append runs with no lock held) and answers only after this returns nil.
+// If the write fails the group's membership is thrown away (Group's
+// contract: a change that is not durable must not be answered) and
+// rebuilt from what the log holds, at the epoch it tried to write —
+// never lower, as that batch may still commit; the members it tried to
+// write are written again at the group's next change.
+func (c *Coordinator) persistGroup(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
 	e.mu.Lock()
+	grec, ups := e.g.PendingRecords()
 	epoch := e.g.Epoch()
 	g := e.g.ID()
 	e.mu.Unlock()
+	if grec == nil && len(ups) == 0 {
+		return nil
+	}
 	now := c.now()
-	raw := recordsBatch(now, [][2][]byte{{GroupKey(g), GroupValue(GroupRecord{Epoch: epoch, TimeMs: now.UnixMilli()})}})
-	_, err := c.rt.Append(ctx, ps, raw)
+	kvs := make([][2][]byte, 0, len(ups)+1)
+	if grec != nil {
+		grec.TimeMs = now.UnixMilli()
+		kvs = append(kvs, [2][]byte{GroupKey(g), GroupValue(*grec)})
+	}
+	for _, u := range ups {
+		var v []byte
+		if u.Record != nil {
+			v = MemberValue(*u.Record)
+		}
+		kvs = append(kvs, [2][]byte{MemberKey(g, u.MemberID), v})
+	}
+	_, err := c.rt.Append(ctx, ps, recordsBatch(now, kvs))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !runtime.Committed(err) {
-		rebuilt := New(g, c.cfg.Group)
+		c.mu.Lock()
+		rebuilt := c.restoreGroupLocked(ps, g)
+		c.mu.Unlock()
 		rebuilt.RestoreEpoch(epoch)
+		ids := make([]string, len(ups))
+		for i, u := range ups {
+			ids[i] = u.MemberID
+		}
+		rebuilt.Forget(ids)
 		e.g = rebuilt
-		c.logger.Warn("writing a group epoch failed; the group's members rejoin", "group", g, "epoch", epoch, "err", err)
+		c.logger.Warn("writing a group's membership failed; the group goes on from its log", "group", g, "epoch", epoch, "err", err)
 		return c.rt.AppendError(g, err)
 	}
 	c.mu.Lock()
 	if c.rt.OwnsLocked(ps) {
-		ps.state.SetGroupEpoch(g, epoch)
+		if grec != nil {
+			ps.state.SetGroupRecord(g, *grec)
+		}
+		for _, u := range ups {
+			if u.Record != nil {
+				ps.state.SetMember(g, u.MemberID, *u.Record)
+			} else {
+				ps.state.DeleteMember(g, u.MemberID)
+			}
+		}
 	}
-	c.rebalances += int64(epoch - e.persistedEpoch)
+	if grec != nil && grec.Epoch > e.persistedEpoch {
+		c.rebalances += int64(grec.Epoch - e.persistedEpoch)
+	}
 	c.mu.Unlock()
-	e.persistedEpoch = epoch
+	e.g.RecordsWritten(grec, ups)
+	if grec != nil {
+		e.persistedEpoch = max(e.persistedEpoch, grec.Epoch)
+	}
 	return nil
 }
 

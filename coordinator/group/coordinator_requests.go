@@ -110,8 +110,8 @@ func recordsBatch(now time.Time, kvs [][2][]byte) []byte {
 }
 
 // Heartbeat runs one ConsumerGroupHeartbeat of group g (Group's
-// rules), creating the group on a join, and answers once a new group
-// epoch it caused is durable. It holds the group's key throughout (its
+// rules), creating the group on a join, and answers once what it changed
+// in the membership (group epoch, member records) is durable. It holds the group's key throughout (its
 // other requests and its timer wait; no other group does). Errors:
 // INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE, and the membership's codes
@@ -146,12 +146,11 @@ func (c *Coordinator) Heartbeat(ctx context.Context, g string, req HeartbeatRequ
 	}
 	resp, err := e.g.Heartbeat(now, req, topics)
 	c.noteSizeLocked(e, now)
-	persist := e.g.Epoch() > e.persistedEpoch
 	e.mu.Unlock()
-	if persist {
-		if perr := c.persistEpoch(ctx, ps, e); perr != nil {
-			resp, err = HeartbeatResponse{}, perr
-		}
+	// Call, append, answer (decision 72): what the heartbeat changed in
+	// the membership is durable before the member hears of it.
+	if perr := c.persistGroup(ctx, ps, e); perr != nil {
+		resp, err = HeartbeatResponse{}, perr
 	}
 	e.mu.Lock()
 	c.rescheduleLocked(ps, g, e)

@@ -273,3 +273,115 @@ func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
 	wait.For(t, 10*time.Second, what, cond)
 }
+
+// Decision 72: a KIP-848 group's membership survives a coordinator
+// failover. Two members with assignments; the partition is resigned and
+// loaded again; each member's next heartbeat at its epoch goes on with
+// the same assignment, and its commit at that epoch is accepted; a
+// member that leaves afterwards has its partitions reassigned.
+func TestGroupCoordinatorMembershipSurvivesFailover(t *testing.T) {
+	l := newFakeOffsetsLog()
+	l.epochs[0] = 1
+	clock := fakeclock.New(t0)
+	topics := meta("t", 2)
+	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l, Now: clock.Now,
+		Topics: func() (map[string]TopicMetadata, int64) { return topics, 1 }},
+		CoordinatorConfig{Partitions: 1, Group: Config{NewMemberID: counterIDs()}})
+	t.Cleanup(func() { _ = c.Close() })
+	c.BecameLeader(offsetsTP0, 1)
+	waitGroupsLoaded(t, c)
+	ctx := context.Background()
+	type mem struct {
+		id    string
+		epoch int32
+		owned Assignment
+	}
+	hb := func(m *mem) HeartbeatResponse {
+		t.Helper()
+		resp, err := c.Heartbeat(ctx, "g", HeartbeatRequest{MemberID: m.id, MemberEpoch: m.epoch, OwnedSet: true, Owned: m.owned.Clone()})
+		if err != nil {
+			t.Fatalf("heartbeat of %s at epoch %d: %v", m.id, m.epoch, err)
+		}
+		m.epoch = resp.MemberEpoch
+		if resp.AssignmentChanged {
+			m.owned = resp.Assignment.Clone()
+		}
+		return resp
+	}
+	join := func() *mem {
+		t.Helper()
+		resp, err := c.Heartbeat(ctx, "g", HeartbeatRequest{MemberEpoch: 0, SubscribedTopics: []string{"t"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &mem{id: resp.MemberID, epoch: resp.MemberEpoch, owned: resp.Assignment}
+	}
+	a, b := join(), join()
+	for range 4 {
+		hb(a)
+		hb(b)
+	}
+	if a.owned.Len() != 1 || b.owned.Len() != 1 || a.epoch != b.epoch {
+		t.Fatalf("not settled: a %+v, b %+v", a, b)
+	}
+	// A heartbeat that changes nothing writes nothing.
+	l.mu.Lock()
+	n := len(l.batches[0])
+	l.mu.Unlock()
+	hb(a)
+	l.mu.Lock()
+	if len(l.batches[0]) != n {
+		t.Fatalf("a plain heartbeat wrote %d batches", len(l.batches[0])-n)
+	}
+	l.epochs[0] = 2
+	l.mu.Unlock()
+
+	// Failover.
+	c.Resigned(offsetsTP0, 1)
+	c.BecameLeader(offsetsTP0, 2)
+	waitGroupsLoaded(t, c)
+	d, err := c.DescribeGroup("g")
+	if err != nil || d.State != Stable || len(d.Members) != 2 {
+		t.Fatalf("after the failover: %+v %v", d, err)
+	}
+	in := TopicPartition{Topic: "t"}
+	for _, m := range []*mem{a, b} {
+		epoch, owned := m.epoch, m.owned.Clone()
+		resp := hb(m)
+		if resp.MemberEpoch != epoch || !m.owned.Equal(owned) {
+			t.Fatalf("%s after the failover: %+v, want epoch %d with %s", m.id, resp, epoch, owned)
+		}
+		for tp, ps := range m.owned {
+			in = TopicPartition{Topic: tp, Partition: ps[0]}
+		}
+		res, err := c.CommitOffsets(ctx, "g", m.id, "", m.epoch, []OffsetCommitEntry{{TP: in, Offset: Offset{Offset: 5}}})
+		if err != nil || res[in] != nil {
+			t.Fatalf("commit of %s at epoch %d after the failover: %v %v", m.id, m.epoch, res, err)
+		}
+	}
+	// b leaves: a gets both partitions.
+	if _, err := c.Heartbeat(ctx, "g", HeartbeatRequest{MemberID: b.id, MemberEpoch: LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		hb(a)
+	}
+	if a.owned.Len() != 2 {
+		t.Fatalf("a after b left: %+v", a)
+	}
+	// The leave is in the log too: after another failover b is unknown
+	// and a goes on with both partitions.
+	l.mu.Lock()
+	l.epochs[0] = 3
+	l.mu.Unlock()
+	c.Resigned(offsetsTP0, 2)
+	c.BecameLeader(offsetsTP0, 3)
+	waitGroupsLoaded(t, c)
+	if _, err := c.Heartbeat(ctx, "g", HeartbeatRequest{MemberID: b.id, MemberEpoch: b.epoch}); errs.Code(err) != sluicev1.ErrorCode_UNKNOWN_MEMBER_ID {
+		t.Fatalf("b after it left and a failover: %v", err)
+	}
+	epoch := a.epoch
+	if resp := hb(a); resp.MemberEpoch != epoch || a.owned.Len() != 2 {
+		t.Fatalf("a after the second failover: %+v", resp)
+	}
+}

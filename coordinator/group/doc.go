@@ -9,7 +9,8 @@
 // protocol of Kafka clients (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup; files classic*.go, docs/design.md decision 70): a
 // ClassicGroup relays the members' protocol metadata and the leader's
-// assignment, and its record in __consumer_offsets survives a failover.
+// assignment, and its record in __consumer_offsets survives a failover,
+// as a KIP-848 group's members do (decision 72).
 // A group id is one protocol's at a time.
 //
 // # Two layers
@@ -23,7 +24,8 @@
 // group coordinator on coordinator/runtime (decisions 40, 53 and 54): it
 // loads the __consumer_offsets partitions this node leads into an
 // OffsetsState each, runs every group's Group for its heartbeats, writes
-// offsets and group epochs to the log before applying them, and serves
+// offsets, group epochs and members to the log before applying them and
+// answering, rebuilds each group with its members at load, and serves
 // the offset, describe, list and delete requests. It reads and appends
 // through a runtime.Log and a TxnOffsetAppender, which the node wires in
 // (coordinator.ReplicaStateLog and cluster.ReplicaManager); this package
@@ -50,29 +52,40 @@
 //
 // # What the caller persists
 //
-// The coordinator persists committed offsets and the group epoch (see
-// RestoreEpoch); KIP-848 membership itself is soft state rebuilt from
-// heartbeats after a coordinator failover: members of the old
-// coordinator get UNKNOWN_MEMBER_ID and join again. A classic group is
-// persisted whole (ClassicGroupRecord) whenever a rebalance completes,
-// and restored Stable with its members (RestoreClassic): the owner writes
-// ClassicGroup.PendingRecord, reports RecordWritten, and only then
-// delivers TakeAnswers.
+// The coordinator persists committed offsets and KIP-848 membership as
+// Kafka does (persist.go, decision 72): the group record (group epoch,
+// target assignment epoch, hash of the metadata the target was computed
+// from) and one MemberRecord per member — its metadata (subscription,
+// rack, client id, timeouts, instance id, assignor), its epoch and
+// previous epoch, reconciliation state, assigned partitions, partitions
+// pending revocation, and its share of the target. After a coordinator
+// failover the new coordinator rebuilds each group (Restore): members
+// keep their ids, epochs and assignments and go on heartbeating, their
+// session (and a revoking member's rebalance) timers restarting at the
+// load; members that do not come back expire as usual. A classic group
+// is persisted whole (ClassicGroupRecord) whenever a rebalance
+// completes, and restored Stable with its members (RestoreClassic): the
+// owner writes ClassicGroup.PendingRecord, reports RecordWritten, and
+// only then delivers TakeAnswers.
 //
 // Unlike coordinator/txn, a call changes the Group in place (a heartbeat's
-// answer depends on every member before it). So the order is: call; if
-// Epoch rose, append the new epoch to __consumer_offsets and answer only
-// once it is committed (an answer may carry the new epoch as a member
-// epoch). If that append fails, do not answer: the Group is ahead of the
-// log, so drop it and rebuild it (New, then RestoreEpoch from the log)
-// before serving the group again, as the coordinator does after losing
-// leadership.
+// answer depends on every member before it). So the order is: call;
+// append what PendingRecords returns (the group record if the epoch,
+// assignment epoch or metadata moved, the records of the members whose
+// persisted state changed, tombstones for members gone — one batch; a
+// plain heartbeat has none) to __consumer_offsets; report
+// RecordsWritten; answer only once it is committed (an answer may carry
+// the new epoch as a member epoch). If that append fails, do not
+// answer: the Group is ahead of the log, so drop it and rebuild it
+// (Restore from the log, RestoreEpoch at the epoch it tried, Forget the
+// members it tried to write) before serving the group again, as the
+// coordinator does after losing leadership.
 //
 // # The log
 //
 // The records of __consumer_offsets (record.go, DESIGN §11, decision 40)
 // and OffsetsState (offsets_state.go): the committed and
-// transaction-pending offsets and group epochs of one partition of the
+// transaction-pending offsets, group records and member records of one partition of the
 // topic, rebuilt by replaying its batches (the log is the state). Like a
 // Group it reads no clock and does no I/O; Coordinator runs one per led
 // partition.

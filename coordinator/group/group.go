@@ -36,23 +36,34 @@ type Group struct {
 	// seenRacks: topic -> the caller's Racks slice last found equal to
 	// metadata's (identity fast path of metadataChanged).
 	seenRacks map[string][][]string
-	deadlines deadlineHeap
+	// metadataHash: hashMetadata(metadata), 0 before a target.
+	metadataHash uint64
+	deadlines    deadlineHeap
+
+	// What the log holds (persist.go, decision 72): the group record and
+	// member records last reported written, and the members whose state
+	// may have changed since.
+	logged        GroupRecord
+	loggedMembers map[string]MemberRecord
+	dirty         map[string]struct{}
 }
 
 // New returns an empty group with id and cfg (defaults applied).
 func New(id string, cfg Config) *Group {
 	cfg = cfg.WithDefaults()
 	return &Group{
-		id:          id,
-		cfg:         cfg,
-		assignor:    cfg.DefaultAssignor,
-		members:     map[string]*member{},
-		static:      map[string]string{},
-		target:      map[string]Assignment{},
-		owners:      map[string]map[int32]string{},
-		subscribers: map[string]int{},
-		metadata:    map[string]TopicMetadata{},
-		seenRacks:   map[string][][]string{},
+		id:            id,
+		cfg:           cfg,
+		assignor:      cfg.DefaultAssignor,
+		members:       map[string]*member{},
+		static:        map[string]string{},
+		target:        map[string]Assignment{},
+		owners:        map[string]map[int32]string{},
+		subscribers:   map[string]int{},
+		metadata:      map[string]TopicMetadata{},
+		seenRacks:     map[string][][]string{},
+		loggedMembers: map[string]MemberRecord{},
+		dirty:         map[string]struct{}{},
 	}
 }
 
@@ -222,6 +233,7 @@ func (g *Group) addMember(m *member) {
 // removeMember takes m out of the group and frees its partitions. The
 // caller bumps the epoch.
 func (g *Group) removeMember(m *member) {
+	g.markDirty(m.id)
 	g.dropOwnership(m)
 	g.subscribe(m.topics, nil)
 	if m.instanceID != "" && g.static[m.instanceID] == m.id {

@@ -181,6 +181,7 @@ func (g *Group) leave(now time.Time, req HeartbeatRequest, topics map[string]Top
 		// until its session runs out; no epoch bump, so the rest of the
 		// group is undisturbed if it comes back in time.
 		if !m.departed() {
+			g.markDirty(m.id)
 			g.setOwnership(m, m.assigned, nil)
 			g.setEpoch(m, StaticLeaveEpoch)
 			m.state = MemberStable
@@ -274,6 +275,8 @@ func (g *Group) rename(m *member, id string) {
 	if m.id == id {
 		return
 	}
+	g.markDirty(m.id) // the old id's record goes (a tombstone)
+	g.markDirty(id)
 	assigned := m.assigned
 	g.dropOwnership(m)
 	target, hasTarget := g.target[m.id]
@@ -335,6 +338,7 @@ func (g *Group) apply(now time.Time, m *member, req HeartbeatRequest, topics map
 		g.computeTarget(topics)
 	}
 	changed := g.reconcile(now, m, req.Owned, req.OwnedSet)
+	g.markDirty(m.id) // PendingRecords writes it only if it changed
 	m.sessionDeadline = now.Add(m.sessionTimeout)
 	g.touch(m)
 

@@ -13,7 +13,7 @@ import (
 type TopicPartition = topic.Partition
 
 // OffsetsState is what one __consumer_offsets partition holds: per group, its
-// committed offsets and epoch; per producer, the offsets its open
+// committed offsets, epoch and KIP-848 members (decision 72); per producer, the offsets its open
 // transaction left pending (TxnOffsetCommit), which its COMMIT marker
 // applies and its ABORT marker drops (KIP-447).
 //
@@ -34,8 +34,12 @@ type OffsetsState struct {
 }
 
 type groupState struct {
-	epoch    int32               // 0: no group record
-	classic  *ClassicGroupRecord // the last group record, if a classic group's
+	epoch   int32               // 0: no group record
+	classic *ClassicGroupRecord // the last group record, if a classic group's
+	// record is the last KIP-848 group record; members the KIP-848
+	// members' records by member id (decision 72).
+	record   GroupRecord
+	members  map[string]MemberRecord
 	offsets  map[TopicPartition]Offset
 	pendings int // pending offsets of open transactions for this group
 }
@@ -75,7 +79,7 @@ func (s *OffsetsState) group(g string) *groupState {
 
 // dropIfEmpty forgets a group with nothing left.
 func (s *OffsetsState) dropIfEmpty(g string) {
-	if gs := s.groups[g]; gs != nil && gs.epoch == 0 && gs.classic == nil && len(gs.offsets) == 0 && gs.pendings == 0 {
+	if gs := s.groups[g]; gs != nil && gs.epoch == 0 && gs.classic == nil && len(gs.members) == 0 && len(gs.offsets) == 0 && gs.pendings == 0 {
 		delete(s.groups, g)
 	}
 }
@@ -104,19 +108,70 @@ func (s *OffsetsState) DeleteOffset(group string, tp TopicPartition, recordOffse
 	s.dropIfEmpty(group)
 }
 
-// SetGroupEpoch applies a KIP-848 group record (a classic group's
-// record before it is forgotten: the group id changed protocol).
+// SetGroupEpoch applies a KIP-848 group record of epoch alone
+// (SetGroupRecord).
 func (s *OffsetsState) SetGroupEpoch(group string, epoch int32) {
+	s.SetGroupRecord(group, GroupRecord{Epoch: epoch})
+}
+
+// SetGroupRecord applies a KIP-848 group record (a classic group's
+// record before it is forgotten: the group id changed protocol). The
+// epoch never goes down.
+func (s *OffsetsState) SetGroupRecord(group string, rec GroupRecord) {
 	gs := s.group(group)
-	gs.epoch = max(gs.epoch, epoch)
+	rec.Classic = nil
+	if rec.Epoch >= gs.epoch {
+		gs.record = rec
+	}
+	gs.epoch = max(gs.epoch, rec.Epoch)
 	gs.classic = nil
 }
 
-// SetClassicGroup applies a classic group's record.
+// SetClassicGroup applies a classic group's record. A classic group has
+// no KIP-848 members (one group id, one protocol).
 func (s *OffsetsState) SetClassicGroup(group string, rec ClassicGroupRecord) {
 	gs := s.group(group)
 	gs.epoch = max(gs.epoch, rec.Generation)
 	gs.classic = &rec
+	gs.record = GroupRecord{}
+	gs.members = nil
+}
+
+// SetMember applies a KIP-848 member's record.
+func (s *OffsetsState) SetMember(group, memberID string, rec MemberRecord) {
+	gs := s.group(group)
+	if gs.members == nil {
+		gs.members = map[string]MemberRecord{}
+	}
+	gs.members[memberID] = rec
+}
+
+// DeleteMember applies a member's tombstone.
+func (s *OffsetsState) DeleteMember(group, memberID string) {
+	if gs := s.groups[group]; gs != nil {
+		delete(gs.members, memberID)
+		s.dropIfEmpty(group)
+	}
+}
+
+// KIP848Group returns group's last KIP-848 group record and its members'
+// records (Restore's input; ok false when the group has no KIP-848
+// group record, or its last group record is a classic group's). The
+// map is shared: do not modify it.
+func (s *OffsetsState) KIP848Group(group string) (rec GroupRecord, members map[string]MemberRecord, ok bool) {
+	gs := s.groups[group]
+	if gs == nil || gs.classic != nil || (gs.epoch == 0 && len(gs.members) == 0) {
+		return GroupRecord{}, nil, false
+	}
+	rec = gs.record
+	rec.Epoch = gs.epoch
+	return rec, gs.members, true
+}
+
+// HasMembers reports whether group has KIP-848 member records.
+func (s *OffsetsState) HasMembers(group string) bool {
+	gs := s.groups[group]
+	return gs != nil && len(gs.members) > 0
 }
 
 // ClassicGroup returns group's last classic record (nil: none, or the
@@ -133,7 +188,7 @@ func (s *OffsetsState) ClassicGroup(group string) *ClassicGroupRecord {
 // (its offsets go by their own tombstones).
 func (s *OffsetsState) DeleteGroup(group string) {
 	if gs := s.groups[group]; gs != nil {
-		gs.epoch, gs.classic = 0, nil
+		gs.epoch, gs.classic, gs.record, gs.members = 0, nil, GroupRecord{}, nil
 		s.dropIfEmpty(group)
 	}
 }
@@ -336,8 +391,23 @@ func (s *OffsetsState) ApplyBatch(raw []byte) ([]Undecodable, error) {
 			if g.Classic != nil {
 				s.SetClassicGroup(k.Group, *g.Classic)
 			} else {
-				s.SetGroupEpoch(k.Group, g.Epoch)
+				s.SetGroupRecord(k.Group, g)
 			}
+		case KeyMember:
+			if txnl {
+				skip(r.Offset, fmt.Errorf("%w: a member record in a transaction", ErrCorruptRecord))
+				return nil
+			}
+			if r.Value == nil {
+				s.DeleteMember(k.Group, k.Member)
+				return nil
+			}
+			m, err := DecodeMemberValue(r.Value)
+			if err != nil {
+				skip(r.Offset, err)
+				return nil
+			}
+			s.SetMember(k.Group, k.Member, m)
 		case KeyOffset:
 			tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
 			if r.Value == nil {

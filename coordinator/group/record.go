@@ -71,6 +71,9 @@ const (
 	KeyOffset uint16 = 1
 	// KeyGroup keys a group's own record (its epoch): group.
 	KeyGroup uint16 = 2
+	// KeyMember keys a KIP-848 member's record (decision 72): group,
+	// member id.
+	KeyMember uint16 = 3
 )
 
 // The record format of __consumer_offsets (decision 40).
@@ -80,13 +83,25 @@ const (
 //
 //	offset: type u16 = 1, len u16, group, len u16, topic, partition i32
 //	group:  type u16 = 2, len u16, group
+//	member: type u16 = 3, len u16, group, len u16, member id
 //
 // Value: a JSON object, or nil (a tombstone: the offset, or the group and
 // its epoch, is deleted):
 //
 //	offset: {"version":1,"offset":42,"leader_epoch":3,"metadata":"",
 //	         "commit_time_ms":1794026921817}
-//	group:  {"version":1,"epoch":7,"time_ms":1794026921817}
+//	group:  {"version":1,"epoch":7,"time_ms":1794026921817,
+//	         "assignment_epoch":7,"metadata_hash":1234567}
+//	        (assignment_epoch and metadata_hash since decision 72; absent:
+//	        the assignment epoch is the epoch, the metadata unknown)
+//	member (decision 72; a KIP-848 member: its metadata, its share of
+//	        the target assignment, and where it is in its reconciliation;
+//	        state 0 Stable, 1 UnrevokedPartitions, 2 UnreleasedPartitions):
+//	        {"version":1,"instance_id":"","rack_id":"","client_id":"c",
+//	         "topics":["in"],"assignor":"","rebalance_timeout_ms":60000,
+//	         "session_timeout_ms":45000,"epoch":7,"previous_epoch":6,
+//	         "state":0,"assigned":{"in":[0,1]},"pending":{},
+//	         "target":{"in":[0,1]}}
 //	classic group (decision 70; epoch = generation):
 //	        {"version":2,"epoch":7,"time_ms":1794026921817,
 //	         "classic":{"protocol_type":"consumer","generation":7,
@@ -102,6 +117,7 @@ type RecordKey struct {
 	Group     string
 	Topic     string // KeyOffset only
 	Partition int32  // KeyOffset only
+	Member    string // KeyMember only
 }
 
 // OffsetKey encodes the key of group's offset of topic/partition.
@@ -111,6 +127,14 @@ func OffsetKey(group, topic string, partition int32) []byte {
 	b = appendString(b, group)
 	b = appendString(b, topic)
 	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+// MemberKey encodes the key of the record of group's KIP-848 member.
+func MemberKey(group, memberID string) []byte {
+	b := make([]byte, 0, 2+2+len(group)+2+len(memberID))
+	b = binary.BigEndian.AppendUint16(b, KeyMember)
+	b = appendString(b, group)
+	return appendString(b, memberID)
 }
 
 // GroupKey encodes the key of group's record.
@@ -125,7 +149,7 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// DecodeKey decodes a key written by OffsetKey or GroupKey.
+// DecodeKey decodes a key written by OffsetKey, GroupKey or MemberKey.
 func DecodeKey(b []byte) (RecordKey, error) {
 	if len(b) < 2 {
 		return RecordKey{}, fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(b))
@@ -161,6 +185,11 @@ func DecodeKey(b []byte) (RecordKey, error) {
 		rest = nil
 	case KeyGroup:
 		k.Group, ok = str()
+	case KeyMember:
+		if k.Group, ok = str(); !ok {
+			break
+		}
+		k.Member, ok = str()
 	default:
 		return RecordKey{}, fmt.Errorf("%w: unknown key type %d", ErrCorruptRecord, k.Type)
 	}
@@ -220,6 +249,14 @@ func DecodeOffsetValue(b []byte) (Offset, error) {
 type GroupRecord struct {
 	Epoch  int32 `json:"epoch"`
 	TimeMs int64 `json:"time_ms"`
+	// AssignmentEpoch is the epoch of the KIP-848 group's target
+	// assignment, whose shares are in the member records (decision 72;
+	// 0: the same as Epoch, as in records from before).
+	AssignmentEpoch int32 `json:"assignment_epoch,omitempty"`
+	// MetadataHash is the hash of the subscribed topics' metadata the
+	// target was computed from (0: unknown; the next heartbeat computes
+	// a new target).
+	MetadataHash uint64 `json:"metadata_hash,omitempty"`
 	// Classic is set for a classic group (version 2).
 	Classic *ClassicGroupRecord `json:"classic,omitempty"`
 }
@@ -275,6 +312,63 @@ func DecodeGroupValue(b []byte) (GroupRecord, error) {
 		return GroupRecord{}, err
 	}
 	return v.GroupRecord, nil
+}
+
+// MemberRecord is a KIP-848 member as the log keeps it (decision 72;
+// Kafka's ConsumerGroupMemberMetadataValue,
+// ConsumerGroupTargetAssignmentMemberValue and
+// ConsumerGroupCurrentMemberAssignmentValue in one record): enough for
+// a new coordinator to go on serving the member at its epoch with its
+// assignment. Assignments are normalized (partitions sorted).
+type MemberRecord struct {
+	InstanceID string `json:"instance_id"`
+	RackID     string `json:"rack_id"`
+	ClientID   string `json:"client_id"`
+	// Topics: subscribed, sorted.
+	Topics             []string `json:"topics"`
+	Assignor           string   `json:"assignor"`
+	RebalanceTimeoutMs int64    `json:"rebalance_timeout_ms"`
+	SessionTimeoutMs   int64    `json:"session_timeout_ms"`
+	// Epoch is the member epoch (-2: a departed static member).
+	Epoch         int32       `json:"epoch"`
+	PreviousEpoch int32       `json:"previous_epoch"`
+	State         MemberState `json:"state"`
+	// Assigned is what the member was last answered; Pending what it was
+	// asked to release and has not reported released.
+	Assigned Assignment `json:"assigned"`
+	Pending  Assignment `json:"pending"`
+	// Target is the member's share of the target assignment at the
+	// group record's AssignmentEpoch.
+	Target Assignment `json:"target"`
+}
+
+type memberValue struct {
+	Version int `json:"version"`
+	MemberRecord
+}
+
+// MemberValue encodes m (version 1).
+func MemberValue(m MemberRecord) []byte {
+	b, _ := json.Marshal(memberValue{Version: RecordVersion, MemberRecord: m})
+	return b
+}
+
+// DecodeMemberValue decodes a non-nil member value; its assignments come
+// back normalized and a state out of range is ErrCorruptRecord.
+func DecodeMemberValue(b []byte) (MemberRecord, error) {
+	var v memberValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return MemberRecord{}, fmt.Errorf("%w: member value: %v", ErrCorruptRecord, err)
+	}
+	if err := checkVersion(v.Version, RecordVersion); err != nil {
+		return MemberRecord{}, err
+	}
+	m := v.MemberRecord
+	if m.State < MemberStable || m.State > MemberUnreleasedPartitions {
+		return MemberRecord{}, fmt.Errorf("%w: member state %d", ErrCorruptRecord, m.State)
+	}
+	m.Assigned, m.Pending, m.Target = m.Assigned.normalized(), m.Pending.normalized(), m.Target.normalized()
+	return m, nil
 }
 
 // checkVersion refuses a value version outside 1..newest.

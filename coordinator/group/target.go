@@ -88,6 +88,8 @@ func (g *Group) computeTarget(topics map[string]TopicMetadata) {
 	a, _ := AssignorByName(g.assignor)
 	g.target = a.Assign(subs, g.metadata)
 	g.assignmentEpoch = g.epoch
+	g.metadataHash = hashMetadata(g.metadata)
+	g.markAllDirty() // any member's share of the target may have changed
 }
 
 // MetadataChanged recomputes the target when a subscribed topic's
