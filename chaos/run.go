@@ -232,6 +232,9 @@ func Run(cfg Config) (Result, error) {
 		// that a crashed member's partitions move as quickly as a gRPC
 		// copier member's.
 		"--group-session-timeout", copierSessionTimeout.String(),
+		// Classic members (the Kafka copier's by default) choose theirs:
+		// the same 3 s, below Kafka's group.min.session.timeout.ms of 6 s.
+		"--group-classic-min-session-timeout", time.Second.String(),
 	}
 	var nodeExtra func(int32) []string
 	if cfg.Security.tls() {

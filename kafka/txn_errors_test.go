@@ -373,3 +373,80 @@ func TestReadCommittedSameThroughBothDoors(t *testing.T) {
 		}
 	}
 }
+
+// TestClassicGroupRequestsRefusedAsKafkas: what bad classic-group
+// requests get through the Kafka door, as Kafka 4 answers them: a first
+// JoinGroup v4+ without a member id (MEMBER_ID_REQUIRED, with the id to
+// join with), a JoinGroup with an empty protocol type or no protocols
+// (INCONSISTENT_GROUP_PROTOCOL), a session timeout below the broker's
+// minimum (INVALID_SESSION_TIMEOUT), a SyncGroup or Heartbeat from a
+// stale generation (ILLEGAL_GENERATION), a Heartbeat from a member the
+// group does not have (UNKNOWN_MEMBER_ID), and a KIP-848 heartbeat for the
+// classic group (GROUP_ID_NOT_FOUND); the group stays as it was.
+func TestClassicGroupRequestsRefusedAsKafkas(t *testing.T) {
+	s := startKafkaNode(t)
+	addr := s.Node.KafkaAddr()
+	ctx := testContext(t, 60*time.Second)
+	cl := newClient(t, addr)
+	request := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		return resp
+	}
+	join := func(member, protocolType string, protocols []kmsg.JoinGroupRequestProtocol, session int32) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Group, req.MemberID, req.ProtocolType, req.Protocols = "classic", member, protocolType, protocols
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = session, 10000
+		return request(req).(*kmsg.JoinGroupResponse)
+	}
+	range_ := []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 0}}}
+	if r := join("", "consumer", range_, 6000); r.ErrorCode != kerr.MemberIDRequired.Code || r.MemberID == "" {
+		t.Fatalf("first join: %v, member id %q", kerr.ErrorForCode(r.ErrorCode), r.MemberID)
+	}
+	if r := join("", "", range_, 6000); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("join without a protocol type: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := join("", "consumer", nil, 6000); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("join without protocols: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := join("", "consumer", range_, 100); r.ErrorCode != kerr.InvalidSessionTimeout.Code {
+		t.Fatalf("join with a 100 ms session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	id := join("", "consumer", range_, 6000).MemberID
+	joined := join(id, "consumer", range_, 6000) // waits for the group's initial delay
+	if joined.ErrorCode != 0 || joined.LeaderID != id {
+		t.Fatalf("join with the member id: %v, leader %q", kerr.ErrorForCode(joined.ErrorCode), joined.LeaderID)
+	}
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "classic", id, joined.Generation+1
+	if code := request(sync).(*kmsg.SyncGroupResponse).ErrorCode; code != kerr.IllegalGeneration.Code {
+		t.Fatalf("SyncGroup at a stale generation: %v", kerr.ErrorForCode(code))
+	}
+	sync.Generation = joined.Generation
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: id, MemberAssignment: []byte{0, 0, 0, 0, 0, 0, 0, 0}}}
+	if code := request(sync).(*kmsg.SyncGroupResponse).ErrorCode; code != 0 {
+		t.Fatalf("the leader's SyncGroup: %v", kerr.ErrorForCode(code))
+	}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = "classic", id, joined.Generation-1
+	if code := request(hb).(*kmsg.HeartbeatResponse).ErrorCode; code != kerr.IllegalGeneration.Code {
+		t.Fatalf("Heartbeat at a stale generation: %v", kerr.ErrorForCode(code))
+	}
+	hb.MemberID, hb.Generation = "stranger", joined.Generation
+	if code := request(hb).(*kmsg.HeartbeatResponse).ErrorCode; code != kerr.UnknownMemberID.Code {
+		t.Fatalf("Heartbeat from an unknown member: %v", kerr.ErrorForCode(code))
+	}
+	chb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	chb.Group, chb.MemberID, chb.MemberEpoch, chb.RebalanceTimeoutMillis = "classic", "m", 0, 30000
+	chb.SubscribedTopicNames, chb.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if code := request(chb).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode; code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("a KIP-848 heartbeat for a classic group: %v", kerr.ErrorForCode(code))
+	}
+	hb.MemberID = id
+	if code := request(hb).(*kmsg.HeartbeatResponse).ErrorCode; code != 0 {
+		t.Fatalf("the member's own heartbeat after the refusals: %v", kerr.ErrorForCode(code))
+	}
+}
