@@ -141,14 +141,18 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 	)
 	txns := 0
 	var txnStart time.Time
+	var flushes, commits []time.Duration
 	// end commits the open transaction, its records flushed first.
 	end := func() error {
+		t0 := time.Now()
 		if err := cl.Flush(ctx); err != nil {
 			return err
 		}
+		t1 := time.Now()
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+		flushes, commits = append(flushes, t1.Sub(t0)), append(commits, time.Since(t1))
 		txns++
 		return nil
 	}
@@ -209,7 +213,16 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 	fmt.Printf("%d records (%.0f MB) in %.2f s: %.0f records/s, %.1f MB/s; latency p50 %v p99 %v p99.9 %v",
 		n, mb, elapsed.Seconds(), float64(n)/elapsed.Seconds(), mb/elapsed.Seconds(), pct(0.5), pct(0.99), pct(0.999))
 	if txnID != "" {
-		fmt.Printf("; %d transactions committed", txns)
+		// The cost of a commit: the flush before it (the last batches'
+		// acks=all round trip) and EndTxn (PrepareCommit durable).
+		med := func(ds []time.Duration) time.Duration {
+			if len(ds) == 0 {
+				return 0
+			}
+			slices.Sort(ds)
+			return ds[len(ds)/2].Round(100 * time.Microsecond)
+		}
+		fmt.Printf("; %d transactions committed, flush p50 %v, commit p50 %v", txns, med(flushes), med(commits))
 	}
 	fmt.Println()
 	return nil
