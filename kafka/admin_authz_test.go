@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -35,15 +36,7 @@ func TestAdminAPIsAuthorizedAsKafkas(t *testing.T) {
 	// topic lets the client find its leader (Metadata); it allows none
 	// of the admin APIs.
 	grant := func(rt controller.ResourceType, name string, op controller.AclOperation) {
-		t.Helper()
-		per, offset, err := ctl.CreateAcls(ctx, []controller.Acl{{ResourceType: rt, ResourceName: name, PatternType: controller.PatternLiteral,
-			Principal: "User:ANONYMOUS", Host: controller.WildcardHost, Operation: op, Permission: controller.PermissionAllow}})
-		if err != nil || per[0] != nil {
-			t.Fatalf("grant %s: %v %v", op, per, err)
-		}
-		if err := s.Node.Metadata().WaitForOffset(ctx, offset); err != nil {
-			t.Fatal(err)
-		}
+		grantAnonymous(t, ctx, s, rt, name, op)
 	}
 	grant(controller.ResourceTopic, topic, controller.OperationDescribe)
 	cl := newClient(t, s.Node.KafkaAddr())
@@ -140,4 +133,18 @@ func TestAdminAPIsAuthorizedAsKafkas(t *testing.T) {
 	grant(controller.ResourceCluster, controller.ClusterResourceName, controller.OperationAlterConfigs)
 	// Allowed, and refused because a broker's settings are static.
 	expect("IncrementalAlterConfigs(broker) with ALTER_CONFIGS on the cluster", incremental(kmsg.ConfigResourceTypeBroker, id), kerr.InvalidRequest.Code)
+}
+
+// grantAnonymous allows User:ANONYMOUS (a plaintext Kafka connection) op
+// on the resource, from any host, and waits until s's node has the ACL.
+func grantAnonymous(t *testing.T, ctx context.Context, s *nodetest.Single, rt controller.ResourceType, name string, op controller.AclOperation) {
+	t.Helper()
+	per, offset, err := s.Node.Controller().CreateAcls(ctx, []controller.Acl{{ResourceType: rt, ResourceName: name, PatternType: controller.PatternLiteral,
+		Principal: "User:ANONYMOUS", Host: controller.WildcardHost, Operation: op, Permission: controller.PermissionAllow}})
+	if err != nil || per[0] != nil {
+		t.Fatalf("grant %s: %v %v", op, per, err)
+	}
+	if err := s.Node.Metadata().WaitForOffset(ctx, offset); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -297,17 +297,16 @@ func offsetDelete(c *conn, r *request) func() kmsg.Response {
 			resp.ErrorCode = errCode(err)
 			return resp
 		}
-		for _, t := range topics {
-			rt := kmsg.NewOffsetDeleteResponseTopic()
-			rt.Topic = t.topic
-			for _, en := range t.parts {
-				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition = en.TP.Partition
-				rp.ErrorCode = errCode(commitResult(t.topic, en.TP, denied, nil, results))
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+		resp.Topics = answerCommit(topics, denied, nil, results,
+			func(name string) kmsg.OffsetDeleteResponseTopic {
+				t := kmsg.NewOffsetDeleteResponseTopic()
+				t.Topic = name
+				return t
+			}, func(t *kmsg.OffsetDeleteResponseTopic, partition int32, code int16) {
+				p := kmsg.NewOffsetDeleteResponseTopicPartition()
+				p.Partition, p.ErrorCode = partition, code
+				t.Partitions = append(t.Partitions, p)
+			})
 		return resp
 	}
 }

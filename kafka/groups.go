@@ -55,17 +55,16 @@ func offsetCommit(c *conn, r *request) func() kmsg.Response {
 			defer cancel()
 			results, reqErr = c.s.cfg.Coordinators.Group.CommitOffsets(ctx, req.Group, req.MemberID, stringOr(req.InstanceID, ""), req.Generation, entries)
 		}
-		for _, t := range commit {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.topic
-			for _, en := range t.parts {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition = en.TP.Partition
-				rp.ErrorCode = errCode(commitResult(t.topic, en.TP, denied, reqErr, results))
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+		resp.Topics = answerCommit(commit, denied, reqErr, results,
+			func(name string) kmsg.OffsetCommitResponseTopic {
+				t := kmsg.NewOffsetCommitResponseTopic()
+				t.Topic = name
+				return t
+			}, func(t *kmsg.OffsetCommitResponseTopic, partition int32, code int16) {
+				p := kmsg.NewOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = partition, code
+				t.Partitions = append(t.Partitions, p)
+			})
 		return resp
 	}
 }

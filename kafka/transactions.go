@@ -137,17 +137,16 @@ func txnOffsetCommit(c *conn, r *request) func() kmsg.Response {
 				TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
 				MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries, VerifyOnly: r.version < 5})
 		}
-		for _, t := range commit {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic = t.topic
-			for _, en := range t.parts {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition = en.TP.Partition
-				rp.ErrorCode = errCode(commitResult(t.topic, en.TP, denied, reqErr, results))
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+		resp.Topics = answerCommit(commit, denied, reqErr, results,
+			func(name string) kmsg.TxnOffsetCommitResponseTopic {
+				t := kmsg.NewTxnOffsetCommitResponseTopic()
+				t.Topic = name
+				return t
+			}, func(t *kmsg.TxnOffsetCommitResponseTopic, partition int32, code int16) {
+				p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = partition, code
+				t.Partitions = append(t.Partitions, p)
+			})
 		return resp
 	}
 }
@@ -464,6 +463,22 @@ func allowedEntries(topics []offsetCommitTopic, denied map[string]error) []group
 		if denied[t.topic] == nil {
 			out = append(out, t.parts...)
 		}
+	}
+	return out
+}
+
+// answerCommit makes the answers of a commit request's topics: topic(name)
+// for each topic of commit, and part for each of its partitions with its
+// code (commitResult).
+func answerCommit[T any](commit []offsetCommitTopic, denied map[string]error, reqErr error, results map[group.TopicPartition]error,
+	topic func(name string) T, part func(t *T, partition int32, code int16)) []T {
+	out := make([]T, 0, len(commit))
+	for _, ct := range commit {
+		t := topic(ct.topic)
+		for _, en := range ct.parts {
+			part(&t, en.TP.Partition, errCode(commitResult(ct.topic, en.TP, denied, reqErr, results)))
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -220,15 +220,7 @@ func TestCoordinatorAPIsAuthorizedAsKafkas(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	ctl := s.Node.Controller()
 	grant := func(rt controller.ResourceType, name string, op controller.AclOperation) {
-		t.Helper()
-		per, offset, err := ctl.CreateAcls(ctx, []controller.Acl{{ResourceType: rt, ResourceName: name, PatternType: controller.PatternLiteral,
-			Principal: "User:ANONYMOUS", Host: controller.WildcardHost, Operation: op, Permission: controller.PermissionAllow}})
-		if err != nil || per[0] != nil {
-			t.Fatalf("grant %s: %v %v", op, per, err)
-		}
-		if err := s.Node.Metadata().WaitForOffset(ctx, offset); err != nil {
-			t.Fatal(err)
-		}
+		grantAnonymous(t, ctx, s, rt, name, op)
 	}
 	cl := newClient(t, s.Node.KafkaAddr())
 	request := func(req kmsg.Request) kmsg.Response {

@@ -501,28 +501,7 @@ PY
 
 # free_base_port prints a BASE_PORT for scripts/cluster.sh whose eighteen
 # ports are all free for TCP and UDP a moment ago.
-free_base_port() {
-  "$PYTHON" - <<'PY'
-import random, socket, sys
-for _ in range(200):
-    base = random.randrange(12000, 18901, 10)
-    held, ok = [], True
-    for port in (base + 10 * i + k for i in (1, 2, 3) for k in range(6)):
-        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-            s = socket.socket(socket.AF_INET, kind)
-            held.append(s)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                ok = False
-    for s in held:
-        s.close()
-    if ok:
-        print(base)
-        sys.exit(0)
-sys.exit(1)
-PY
-}
+free_base_port() { "$PYTHON" scripts/free-base-port.py; }
 
 # 3. One node, on free loopback ports, data in a temporary directory.
 "$BIN/sluiced" --node-id 1 --data-dir "$work/data" \

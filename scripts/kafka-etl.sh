@@ -61,28 +61,7 @@ die() {
 
 # free_base_port prints a BASE_PORT for scripts/cluster.sh whose eighteen
 # ports are all free for TCP and UDP a moment ago.
-free_base_port() {
-  "$PYTHON" - <<'PY'
-import random, socket, sys
-for _ in range(200):
-    base = random.randrange(12000, 18901, 10)
-    held, ok = [], True
-    for port in (base + 10 * i + k for i in (1, 2, 3) for k in range(6)):
-        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-            s = socket.socket(socket.AF_INET, kind)
-            held.append(s)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                ok = False
-    for s in held:
-        s.close()
-    if ok:
-        print(base)
-        sys.exit(0)
-sys.exit(1)
-PY
-}
+free_base_port() { "$PYTHON" scripts/free-base-port.py; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-kafka-etl.XXXXXX")
 base=$(free_base_port) || die "no free BASE_PORT in 12000-18900 for three nodes"
