@@ -447,3 +447,48 @@ func (w *workload) recordRdkCopies() (txns, confirmed int) {
 	}
 	return len(outTxns), confirmed
 }
+
+// rdkTally counts, for the run's summary, the librdkafka copier's share
+// of what the checker's copy-not-exactly-once class judges (the checker
+// judges every copier's input together): the input records below the
+// group's final offsets, those above, and those whose copies visible to
+// read_committed (distinct offsets) are not one below, none above.
+func rdkTally(wc WorkloadConfig, h checker.History, ends map[int32]int64) (below, above, bad int) {
+	in, out := map[int32]bool{}, map[int32]bool{}
+	for p := int32(0); p < wc.Partitions; p++ {
+		in[wc.logOf(wc.rdkInput(), p)] = true
+		out[wc.logOf(wc.rdkOutput(), p)] = true
+	}
+	type pos struct {
+		log int32
+		off int64
+	}
+	inputAt := map[string]pos{}
+	copies := map[string]map[pos]bool{}
+	for _, rd := range h.Reads {
+		switch {
+		case !rd.Committed:
+		case in[rd.Partition]:
+			inputAt[rd.Value] = pos{rd.Partition, rd.Offset}
+		case out[rd.Partition] && strings.HasPrefix(rd.Value, "copy:"):
+			v := strings.TrimPrefix(rd.Value, "copy:")
+			if copies[v] == nil {
+				copies[v] = map[pos]bool{}
+			}
+			copies[v][pos{rd.Partition, rd.Offset}] = true
+		}
+	}
+	for v, at := range inputAt {
+		want := 0
+		if at.off < ends[at.log] {
+			want = 1
+			below++
+		} else {
+			above++
+		}
+		if len(copies[v]) != want {
+			bad++
+		}
+	}
+	return below, above, bad
+}

@@ -91,9 +91,15 @@ func TestRdkCopyWrites(t *testing.T) {
 	if rep := checker.Check(h); !rep.OK() {
 		t.Fatalf("a good copy judged bad: %v", rep)
 	}
+	if below, above, bad := rdkTally(wc, h, h.Copier.Ends); below != 2 || above != 1 || bad != 0 {
+		t.Errorf("tally %d %d %d, want 2 1 0", below, above, bad)
+	}
 	h.Reads = append(slices.Clone(good), read("o", 4, "copy:a")) // an aborted copy visible
 	if rep := checker.Check(h); rep.OK() {
 		t.Fatal("a duplicate copy not found")
+	}
+	if _, _, bad := rdkTally(wc, h, h.Copier.Ends); bad != 1 {
+		t.Errorf("tally: %d bad, want 1", bad)
 	}
 	h.Reads = append(slices.Clone(good[:3]), read("o", 2, "copy:b")) // a committed copy lost
 	if rep := checker.Check(h); rep.OK() {

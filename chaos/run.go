@@ -128,6 +128,9 @@ type Result struct {
 	// and RdkCopies its transactions reported committed and the copies
 	// in them.
 	RdkInstances, RdkKills, RdkTerms, RdkTxns, RdkCopies int
+	// RdkJudged, RdkAbove and RdkBad are its input records judged below
+	// and above the group's final offsets and those not copied so.
+	RdkJudged, RdkAbove, RdkBad int
 	// Kafka is what went through the Kafka door (zero without the Kafka
 	// workload).
 	Kafka KafkaCounts
@@ -479,6 +482,11 @@ func Run(cfg Config) (Result, error) {
 		w.rdk.mu.Unlock()
 		fmt.Fprintf(cfg.Out, "chaos: librdkafka copiers (txn_copier.py, %d slots): %d processes, %d SIGKILLed, %d restarted with SIGTERM; %d transactions reported committed, %d records copied in them\n",
 			cfg.Workload.RdkCopiers, res.RdkInstances, res.RdkKills, res.RdkTerms, res.RdkTxns, res.RdkCopies)
+		if h.Copier != nil {
+			res.RdkJudged, res.RdkAbove, res.RdkBad = rdkTally(cfg.Workload, h, h.Copier.Ends)
+			fmt.Fprintf(cfg.Out, "chaos: librdkafka copier's input: %d records below the group's final offsets judged (exactly one copy each), %d above (none); %d of them not copied so (counted in copy-not-exactly-once)\n",
+				res.RdkJudged, res.RdkAbove, res.RdkBad)
+		}
 		if res.RdkCopies == 0 {
 			fmt.Fprintf(cfg.Out, "chaos: WARNING: the librdkafka copier reported no committed copy: its output was not really checked\n")
 		}
