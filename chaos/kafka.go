@@ -58,7 +58,7 @@ func ParseGroupProtocol(s string) (GroupProtocol, error) {
 
 // kafkaOn reports whether any part of the Kafka-client workload runs.
 func (wc WorkloadConfig) kafkaOn() bool {
-	return wc.KafkaTxnProducers > 0 || wc.KafkaConsumers > 0 || wc.kafkaCopier()
+	return wc.KafkaTxnProducers > 0 || wc.KafkaConsumers > 0 || wc.kafkaCopier() || wc.rdkCopier()
 }
 
 // transactionalIDs are the workload's transactional producers' ids, the
@@ -75,6 +75,9 @@ func (wc WorkloadConfig) transactionalIDs() []string {
 	}
 	for n := 1; wc.kafkaCopier() && n <= wc.KafkaCopierMembers; n++ {
 		out = append(out, fmt.Sprintf("%s-%d", kafkaCopierTxnID, n))
+	}
+	for n := 1; n <= wc.RdkCopiers; n++ {
+		out = append(out, fmt.Sprintf("%s-%d", rdkCopierTxnID, n))
 	}
 	return out
 }

@@ -87,19 +87,19 @@ func (w *workload) kafkaCopy() {
 			w.log.Warn("kafka copier did not catch up with its input")
 			return
 		}
-		if w.kafkaCopierCaughtUp() {
+		if w.kafkaGroupCaughtUp(kafkaCopierGroup, w.cfg.kafkaCopierInput()) {
 			return
 		}
 	}
 }
 
-// kafkaCopierCaughtUp reports whether the group's committed offset of
-// every input partition is past the last record a read_committed session
-// read there.
-func (w *workload) kafkaCopierCaughtUp() bool {
+// kafkaGroupCaughtUp reports whether group's committed offset of every
+// partition of its input topic is past the last record a read_committed
+// session read there.
+func (w *workload) kafkaGroupCaughtUp(group, topic string) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
 	defer cancel()
-	offs, err := kafkaGroupOffsets(ctx, w.kafkaAddrs, kafkaCopierGroup, w.cfg.kafkaCopierInput())
+	offs, err := kafkaGroupOffsets(ctx, w.kafkaAddrs, group, topic)
 	if err != nil {
 		return false
 	}
@@ -112,7 +112,7 @@ func (w *workload) kafkaCopierCaughtUp() bool {
 	}
 	w.rec.mu.Unlock()
 	for p := int32(0); p < w.cfg.Partitions; p++ {
-		if offs[p] < last[w.cfg.logOf(w.cfg.kafkaCopierInput(), p)] {
+		if offs[p] < last[w.cfg.logOf(topic, p)] {
 			return false
 		}
 	}

@@ -123,6 +123,14 @@ type Result struct {
 	// KafkaCrashes and KafkaZombies count the Kafka copier's members
 	// crashed in a transaction and frozen into zombies.
 	KafkaCrashes, KafkaZombies int
+	// RdkInstances, RdkKills and RdkTerms count the librdkafka copier's
+	// processes started, SIGKILLed and restarted with SIGTERM; RdkTxns
+	// and RdkCopies its transactions reported committed and the copies
+	// in them.
+	RdkInstances, RdkKills, RdkTerms, RdkTxns, RdkCopies int
+	// RdkJudged, RdkAbove and RdkBad are its input records judged below
+	// and above the group's final offsets and those not copied so.
+	RdkJudged, RdkAbove, RdkBad int
 	// Kafka is what went through the Kafka door (zero without the Kafka
 	// workload).
 	Kafka KafkaCounts
@@ -199,6 +207,11 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Workload.KafkaCopierMembers > 0 && cfg.Workload.KafkaTxnProducers == 0 {
 		return Result{}, errors.New("chaos: the Kafka copier copies the Kafka transactional producers' topic: it needs --kafka-txn-producers > 0")
 	}
+	wc, err := prepareRdk(cfg.Workload)
+	if err != nil {
+		return Result{}, err
+	}
+	cfg.Workload = wc
 	r := &runner{cfg: cfg, rec: &recorder{},
 		log: slog.New(slog.NewTextHandler(cfg.Out, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	res := Result{Seed: cfg.Seed, ACL: cfg.Security.acl()}
@@ -383,11 +396,21 @@ func Run(cfg Config) (Result, error) {
 			r.log.Error("kafka copier still running")
 		}
 	}
+	if cfg.Workload.rdkCopier() {
+		select {
+		case <-w.rdkDone:
+		case <-time.After(cfg.Workload.DeliveryTimeout + 90*time.Second):
+			r.log.Error("librdkafka copier still running")
+		}
+	}
 	if err := readAll(c.Addrs(), cfg.Workload, "final", 60*time.Second, r.rec); err != nil {
 		r.log.Error("final read incomplete", "err", err)
 	}
+	if cfg.Workload.rdkCopier() {
+		res.RdkTxns, res.RdkCopies = w.recordRdkCopies()
+	}
 	var copier *checker.Copier
-	if cfg.Workload.Copier || cfg.Workload.kafkaCopier() {
+	if cfg.Workload.Copier || cfg.Workload.kafkaCopier() || cfg.Workload.rdkCopier() {
 		copier, err = r.copierEnds()
 		if err != nil {
 			r.log.Error("copier positions could not be read: copier not checked", "err", err)
@@ -452,6 +475,21 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Workload.kafkaCopier() {
 		fmt.Fprintf(cfg.Out, "chaos: kafka copier members (%s group protocol): %d crashed in a transaction, %d frozen past their transaction and session timeouts (zombies)\n",
 			cfg.Workload.KafkaGroupProtocol, res.KafkaCrashes, res.KafkaZombies)
+	}
+	if cfg.Workload.rdkCopier() {
+		w.rdk.mu.Lock()
+		res.RdkInstances, res.RdkKills, res.RdkTerms = w.rdk.instances, w.rdk.kills, w.rdk.terms
+		w.rdk.mu.Unlock()
+		fmt.Fprintf(cfg.Out, "chaos: librdkafka copiers (txn_copier.py, %d slots): %d processes, %d SIGKILLed, %d restarted with SIGTERM; %d transactions reported committed, %d records copied in them\n",
+			cfg.Workload.RdkCopiers, res.RdkInstances, res.RdkKills, res.RdkTerms, res.RdkTxns, res.RdkCopies)
+		if h.Copier != nil {
+			res.RdkJudged, res.RdkAbove, res.RdkBad = rdkTally(cfg.Workload, h, h.Copier.Ends)
+			fmt.Fprintf(cfg.Out, "chaos: librdkafka copier's input: %d records below the group's final offsets judged (exactly one copy each), %d above (none); %d of them not copied so (counted in copy-not-exactly-once)\n",
+				res.RdkJudged, res.RdkAbove, res.RdkBad)
+		}
+		if res.RdkCopies == 0 {
+			fmt.Fprintf(cfg.Out, "chaos: WARNING: the librdkafka copier reported no committed copy: its output was not really checked\n")
+		}
 	}
 	if k, z := w.memberKills.Load(), w.memberPauses.Load(); k+z > 0 {
 		if cfg.Workload.CopierInProcess {
@@ -923,6 +961,16 @@ func (r *runner) copierEnds() (*checker.Copier, error) {
 	c := &checker.Copier{Ends: map[int32]int64{}}
 	for p := int32(0); wc.Copier && p < wc.Partitions; p++ {
 		c.Ends[wc.logOf(wc.Topic, p)] = pos[p]
+	}
+	if wc.rdkCopier() {
+		// So are the librdkafka copier's (Topic-kafka-2).
+		rpos, err := kafkaGroupOffsets(ctx, r.cluster.KafkaAddrs(), rdkCopierGroup, wc.rdkInput())
+		if err != nil {
+			return nil, err
+		}
+		for p := int32(0); p < wc.Partitions; p++ {
+			c.Ends[wc.logOf(wc.rdkInput(), p)] = rpos[p]
+		}
 	}
 	if wc.kafkaCopier() {
 		// The Kafka copier's input partitions are its own: one Ends map

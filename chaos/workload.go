@@ -161,6 +161,12 @@ type WorkloadConfig struct {
 	KafkaConsumers     int
 	KafkaCopierMembers int
 	KafkaGroupProtocol GroupProtocol
+	// RdkCopiers run examples/kafka/python/txn_copier.py (librdkafka,
+	// through python3-confluent-kafka; RdkPython, RdkScript) copying
+	// Topic-kafka-2 to Topic-rdk-out (rdk_copier.go); zero: none.
+	RdkCopiers int
+	RdkPython  string
+	RdkScript  string
 }
 
 // Topics returns the workload's topics: Topic, then Topic-2, ... when
@@ -179,6 +185,9 @@ func (wc WorkloadConfig) Topics() []string {
 	out = append(out, wc.kafkaTxnTopics()...)
 	if wc.kafkaCopier() {
 		out = append(out, wc.kafkaCopierOutput())
+	}
+	if wc.rdkCopier() {
+		out = append(out, wc.rdkOutput())
 	}
 	return out
 }
@@ -242,6 +251,10 @@ type workload struct {
 	// kafkaCrashes and kafkaZombies count its members crashed and frozen.
 	kafkaCopierDone            chan struct{}
 	kafkaCrashes, kafkaZombies atomic.Int64
+	// rdkDone is closed when the librdkafka copier has caught up and
+	// stopped (or given up), or at once without one; rdk is its state.
+	rdkDone chan struct{}
+	rdk     rdkState
 }
 
 // inputComplete tells the copier that no more input will come (every
@@ -257,7 +270,7 @@ func (w *workload) inputComplete() {
 func startWorkload(cfg WorkloadConfig, addrs, kafkaAddrs []string, rec *recorder, log *slog.Logger) (*workload, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &workload{cfg: cfg, addrs: addrs, kafkaAddrs: kafkaAddrs, rec: rec, log: log, ctx: ctx, cancel: cancel,
-		stopProd: make(chan struct{}), phases: &phaseHook{}, kafkaCopierDone: make(chan struct{})}
+		stopProd: make(chan struct{}), phases: &phaseHook{}, kafkaCopierDone: make(chan struct{}), rdkDone: make(chan struct{})}
 	for i := 0; i < cfg.Producers; i++ {
 		cl, err := cfg.newClient(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
 		if err != nil {
@@ -325,6 +338,16 @@ func (w *workload) startKafka() {
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); w.kafkaConsume(fmt.Sprintf("kc%d", i+1)) }()
 	}
+	if w.cfg.rdkCopier() {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer close(w.rdkDone)
+			w.rdkCopy()
+		}()
+	} else {
+		close(w.rdkDone)
+	}
 	if !w.cfg.kafkaCopier() {
 		close(w.kafkaCopierDone)
 		return
@@ -389,6 +412,11 @@ func (w *workload) consume(name string, iso client.Isolation) {
 	}
 	defer co.Close()
 	for _, topic := range w.cfg.Topics() {
+		if iso == client.ReadUncommitted && w.cfg.rdkCopier() && topic == w.cfg.rdkOutput() {
+			// An aborted copy and its committed retry carry one value:
+			// read_uncommitted would see a duplicate (rdk_copier.go).
+			continue
+		}
 		for p := int32(0); p < w.cfg.Partitions; p++ {
 			if err := co.Assign(topic, p, client.OffsetEarliest); err != nil {
 				w.log.Error("assign", "err", err)

@@ -51,6 +51,9 @@ func run(args []string) int {
 	fs.IntVar(&cfg.Workload.KafkaTxnProducers, "kafka-txn-producers", cfg.Workload.KafkaTxnProducers, "franz-go transactional producers through the nodes' Kafka listeners, on topics of their own (chaos-kafka, chaos-kafka-2, ...; 0: none)")
 	fs.IntVar(&cfg.Workload.KafkaConsumers, "kafka-consumers", cfg.Workload.KafkaConsumers, "franz-go read_committed consumers tailing every workload topic through the Kafka listeners")
 	fs.IntVar(&cfg.Workload.KafkaCopierMembers, "kafka-copier-members", cfg.Workload.KafkaCopierMembers, "franz-go GroupTransactSession members copying chaos-kafka to chaos-kafka-out exactly once, offsets in their transactions (0: no Kafka copier; needs --kafka-txn-producers)")
+	fs.IntVar(&cfg.Workload.RdkCopiers, "kafka-rdk-copiers", cfg.Workload.RdkCopiers, "librdkafka transactional copiers (examples/kafka/python/txn_copier.py, classic group chaos-rdk) copying chaos-kafka-2 to chaos-rdk-out, SIGKILLed and restarted (0: none; needs --kafka-txn-producers and python3-confluent-kafka)")
+	fs.StringVar(&cfg.Workload.RdkPython, "kafka-rdk-python", chaos.DefaultRdkPython, "the python with confluent_kafka that runs the librdkafka copiers")
+	fs.StringVar(&cfg.Workload.RdkScript, "kafka-rdk-script", chaos.DefaultRdkScript, "txn_copier.py (relative: found from the working directory up)")
 	groupProtocol := fs.String("kafka-group-protocol", string(cfg.Workload.KafkaGroupProtocol), "the Kafka copier's group protocol: consumer (KIP-848) or classic (JoinGroup/SyncGroup)")
 	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on the client, internal and Raft listeners, mutual between nodes, gossip encrypted, HTTP plaintext; clients trust the run's CA) tls+scram (and --authentication required: the clients authenticate with SCRAM) or tls+scram+acl (and --authorizer acl, User:chaos-admin, the harness, the only super user: the workload's SCRAM user gets exactly the ACLs it needs, and any authorization denial fails the run); certificates in the run directory's pki/")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
@@ -81,7 +84,7 @@ func run(args []string) int {
 		// asked for (then Run refuses the combination).
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["kafka-txn-producers"] && !set["kafka-consumers"] && !set["kafka-copier-members"] {
+		if !set["kafka-txn-producers"] && !set["kafka-consumers"] && !set["kafka-copier-members"] && !set["kafka-rdk-copiers"] {
 			cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0
 		}
 	}
