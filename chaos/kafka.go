@@ -39,9 +39,12 @@ const (
 	// GroupProtocolClassic is the classic protocol (JoinGroup/SyncGroup,
 	// the client-side balancer): franz-go without ServerSideBalancer.
 	GroupProtocolClassic GroupProtocol = "classic"
-	// DefaultGroupProtocol is the classic protocol, the one most clients
-	// in the field speak (--kafka-group-protocol consumer runs KIP-848's).
-	DefaultGroupProtocol = GroupProtocolClassic
+	// DefaultGroupProtocol is KIP-848's, run longest without an anomaly.
+	// The classic protocol (--kafka-group-protocol classic) had one
+	// copy-not-exactly-once in its first runs (docs/chaos.md, "The
+	// librdkafka copier": seed 7, a zombie member and a coordinator
+	// move), not understood yet: it becomes the default once it is.
+	DefaultGroupProtocol = GroupProtocolConsumer
 )
 
 // ParseGroupProtocol parses --kafka-group-protocol: consumer or classic
