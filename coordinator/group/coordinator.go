@@ -532,7 +532,10 @@ func (c *Coordinator) groupTimer(ps *offsetsPartition, g string) {
 	}
 	now := c.now()
 	e.mu.Lock()
-	if e.topicsVersion != version {
+	// A classic group's KIP-848 half has no members and no say: a
+	// metadata change must not move it (its record would replace the
+	// classic group's, persistGroup).
+	if e.topicsVersion != version && e.cg == nil {
 		e.topicsVersion = version
 		e.g.MetadataChanged(now, topics)
 	}
@@ -579,6 +582,14 @@ func (c *Coordinator) noteSizeLocked(e *groupEntry, now time.Time) {
 // write are written again at the group's next change.
 func (c *Coordinator) persistGroup(ctx context.Context, ps *offsetsPartition, e *groupEntry) error {
 	e.mu.Lock()
+	if e.cg != nil {
+		// The group id is a classic group's (one group id, one
+		// protocol): its record is the classic one, and a KIP-848 group
+		// value under the same key would replace it when the partition
+		// is loaded again.
+		e.mu.Unlock()
+		return nil
+	}
 	grec, ups := e.g.PendingRecords()
 	epoch := e.g.Epoch()
 	g := e.g.ID()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,5 +266,67 @@ func TestClassicCoordinatorOneProtocolPerGroup(t *testing.T) {
 	resp, err := c.JoinGroup(ctx, kj)
 	if err != nil || resp.Generation <= hr.MemberEpoch {
 		t.Fatalf("classic join into the emptied group: %+v %v (generation must continue above epoch %d)", resp, err, hr.MemberEpoch)
+	}
+}
+
+// TestClassicGroupRecordSurvivesTopicChanges: a topic-metadata change runs
+// every group's timer; for a classic group it must write no KIP-848
+// group record under the group's key — the last group value there is
+// what a new coordinator loads, and a KIP-848 one would replace the
+// classic group (its members, generation and assignments) after a
+// failover. Found by the chaos harness's classic Kafka copier: a
+// coordinator move lost the group, and a member re-copied records
+// another had committed.
+func TestClassicGroupRecordSurvivesTopicChanges(t *testing.T) {
+	l := newFakeOffsetsLog()
+	l.epochs[0] = 1
+	clock := fakeclock.New(t0)
+	var mu sync.Mutex
+	topics, version := map[string]TopicMetadata{}, int64(0)
+	c := NewCoordinator(CoordinatorDeps{Log: l, Txn: l, Now: clock.Now,
+		Topics: func() (map[string]TopicMetadata, int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			return topics, version
+		}},
+		CoordinatorConfig{Partitions: 1, Group: Config{NewMemberID: counterIDs()}, Classic: ClassicConfig{InitialRebalanceDelay: -1}})
+	t.Cleanup(func() { _ = c.Close() })
+	c.BecameLeader(offsetsTP0, 1)
+	waitGroupsLoaded(t, c)
+	ctx := context.Background()
+	resp, _ := c.JoinGroup(ctx, classicJoinReq(""))
+	a := resp.MemberID
+	if resp, err := c.JoinGroup(ctx, classicJoinReq(a)); err != nil || resp.Generation != 1 {
+		t.Fatalf("join: %+v %v", resp, err)
+	}
+	if _, err := c.SyncGroup(ctx, SyncGroupRequest{Group: "g", MemberID: a, Generation: 1,
+		Assignments: map[string][]byte{a: assignmentBytes("t", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Topics appear and change; the group's timer runs after each.
+	for i := range 3 {
+		mu.Lock()
+		topics = map[string]TopicMetadata{"t": {Partitions: 2}, "other": {Partitions: int32(i + 1)}}
+		version++
+		mu.Unlock()
+		c.mu.Lock()
+		c.topicsLocked() // take the new metadata, as checkMetadata does
+		ps := c.rt.PartitionsLocked()[0]
+		c.mu.Unlock()
+		c.groupTimer(ps, "g")
+	}
+	// Failover: the new coordinator loads the classic group as it was.
+	l.mu.Lock()
+	l.epochs[0] = 2
+	l.mu.Unlock()
+	c.Resigned(offsetsTP0, 1)
+	c.BecameLeader(offsetsTP0, 2)
+	waitGroupsLoaded(t, c)
+	d, err := c.DescribeGroup("g")
+	if err != nil || d.Type != TypeClassic || d.Classic == nil || d.Classic.Generation != 1 || len(d.Classic.Members) != 1 {
+		t.Fatalf("after the topic changes and a failover: %+v %v", d, err)
+	}
+	if err := c.ClassicHeartbeat(ctx, "g", a, "", 1); err != nil {
+		t.Fatalf("the member's heartbeat after the failover: %v", err)
 	}
 }
