@@ -171,6 +171,10 @@ func (c *conn) read(answers chan<- answer) error {
 			}
 			return closing(frameRefusal(req, body), err)
 		}
+		if err := checkLimits(req); err != nil {
+			c.overLimits(req, err)
+			return closing(CloseOverLimits, fmt.Errorf("%s v%d over the request limits: %w", APIName(req.key), req.version, err))
+		}
 		if err := c.admit(req); err != nil {
 			c.refused(req)
 			return closing(CloseAuthentication, err) // not authenticated, or no longer (authn.go)

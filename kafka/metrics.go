@@ -126,6 +126,9 @@ const (
 	// CloseIdleTimeout: no request for IdleTimeout, or an answer not
 	// taken for that long.
 	CloseIdleTimeout
+	// CloseOverLimits: a request with more entries in a list than the
+	// request limits allow (limits.go).
+	CloseOverLimits
 	// NumCloseReasons bounds the reasons, for arrays by reason (index 0
 	// is never counted).
 	NumCloseReasons
@@ -133,7 +136,7 @@ const (
 
 // CloseReasons are the reasons Metrics.Closed is told, in order.
 var CloseReasons = []CloseReason{CloseTooLarge, CloseMalformed, CloseUnknownAPI, CloseUnsupportedVersion,
-	CloseAuthentication, CloseTLSHandshake, CloseSetupTimeout, CloseIdleTimeout}
+	CloseAuthentication, CloseTLSHandshake, CloseSetupTimeout, CloseIdleTimeout, CloseOverLimits}
 
 // String is the reason's metric label.
 func (r CloseReason) String() string {
@@ -156,6 +159,8 @@ func (r CloseReason) String() string {
 		return "setup_timeout"
 	case CloseIdleTimeout:
 		return "idle_timeout"
+	case CloseOverLimits:
+		return "over_limits"
 	}
 	return "reason(" + strconv.Itoa(int(r)) + ")"
 }

@@ -79,6 +79,9 @@ type Server struct {
 	cancel context.CancelFunc
 	// authLogs rate-limits the lines refused authentications write.
 	authLogs *ratelog.Limiter
+	// limitLogs rate-limits the lines requests over the limits write,
+	// per API.
+	limitLogs *ratelog.Limiter
 	// meters is cfg.Metrics with each API's meter resolved (nil: none).
 	meters *meters
 
@@ -112,7 +115,8 @@ func NewServer(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger.With("listener", "kafka"),
 		leaders: cluster.Leaders{Self: cfg.NodeID, Replicas: cfg.Replicas, Cache: cfg.Metadata},
-		ctx:     ctx, cancel: cancel, authLogs: &ratelog.Limiter{Every: 10 * time.Second}, meters: newMeters(cfg.Metrics),
+		ctx:     ctx, cancel: cancel, authLogs: &ratelog.Limiter{Every: 10 * time.Second},
+		limitLogs: &ratelog.Limiter{Every: 10 * time.Second}, meters: newMeters(cfg.Metrics),
 		listeners: make(map[net.Listener]struct{}), conns: make(map[*conn]struct{})}
 }
 

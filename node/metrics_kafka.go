@@ -51,7 +51,7 @@ func newKafkaMetrics() *kafkaMetrics {
 		}),
 		closedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_kafka_connections_closed_total",
-			Help: "Kafka connections the broker closed because of the client, per reason: too_large (a frame over socket.request.max.bytes), malformed, unknown_api, unsupported_version, authentication, tls_handshake, setup_timeout, idle_timeout. Closes by the client and at shutdown are not counted.",
+			Help: "Kafka connections the broker closed because of the client, per reason: too_large (a frame over socket.request.max.bytes), malformed, unknown_api, unsupported_version, authentication, tls_handshake, setup_timeout, idle_timeout, over_limits (a request over the request limits). Closes by the client and at shutdown are not counted.",
 		}, []string{"reason"}),
 	}
 	for _, r := range kafka.CloseReasons {
