@@ -23,6 +23,11 @@ type handler struct {
 	// waits says the answer may take long (a coordinator's append, a
 	// rebalance): the answers before it are flushed first.
 	waits bool
+	// waitsForOthers says the answer waits for other clients' requests
+	// (a classic rebalance: every member's JoinGroup, the leader's
+	// SyncGroup): its request bytes are given back once it is started,
+	// so that it does not hold the budget those requests need.
+	waitsForOthers bool
 }
 
 // listedMin is the lowest version ApiVersions lists for h.
@@ -50,10 +55,10 @@ func init() {
 		8:              {min: 2, max: 9, serve: later(offsetCommit), waits: true},
 		9:              {min: 1, max: 9, serve: now(offsetFetch)},
 		10:             {min: 0, max: 6, serve: later(findCoordinator), waits: true},
-		11:             {min: 0, max: 9, serve: later(joinGroup), waits: true},
+		11:             {min: 0, max: 9, serve: later(joinGroup), waits: true, waitsForOthers: true},
 		12:             {min: 0, max: 4, serve: later(heartbeat), waits: true},
 		13:             {min: 0, max: 5, serve: later(leaveGroup), waits: true},
-		14:             {min: 0, max: 5, serve: later(syncGroup), waits: true},
+		14:             {min: 0, max: 5, serve: later(syncGroup), waits: true, waitsForOthers: true},
 		15:             {min: 0, max: 5, serve: now(describeGroups)},
 		16:             {min: 0, max: 5, serve: now(listGroups)},
 		22:             {min: 0, max: 5, serve: later(initProducerID), waits: true},

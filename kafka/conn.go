@@ -56,6 +56,9 @@ type request struct {
 	caller auth.Caller
 	// received is when its frame was read whole (zero without metrics).
 	received time.Time
+	// held is the request bytes budget it holds (Config.RequestBytes):
+	// given back once it is answered (release).
+	held int64
 }
 
 // answer is a started request's answer: respond returns the response
@@ -151,8 +154,18 @@ func (c *conn) read(answers chan<- answer) error {
 			// Kafka's InvalidReceiveException: the frame is not read.
 			return closing(sizeRefusal(n), fmt.Errorf("request size %d is outside [8, %d] (socket.request.max.bytes)", n, c.s.cfg.MaxRequestSize))
 		}
+		held, err := c.acquire(int64(n))
+		if err != nil {
+			return err
+		}
+		if held > 0 {
+			// The read of the body starts now: the wait for the budget
+			// is not the client's.
+			c.nc.SetReadDeadline(deadline(timeout))
+		}
 		body := make([]byte, n)
 		if _, err := io.ReadFull(br, body); err != nil {
+			c.release(held)
 			return readFailed(err, first)
 		}
 		received := c.s.meters.now()
@@ -160,7 +173,7 @@ func (c *conn) read(answers chan<- answer) error {
 		timeout, first = c.s.cfg.IdleTimeout, false
 		req, err := parseRequest(body)
 		if req != nil {
-			req.received = received
+			req.received, req.held = received, held
 		}
 		if err != nil {
 			if req != nil && req.key == apiVersionsKey {
@@ -169,13 +182,16 @@ func (c *conn) read(answers chan<- answer) error {
 				answers <- answer{req: req, respond: func() kmsg.Response { return unsupportedAPIVersions(c.s) }}
 				continue
 			}
+			c.release(held)
 			return closing(frameRefusal(req, body), err)
 		}
 		if err := checkLimits(req); err != nil {
+			c.giveBack(req)
 			c.overLimits(req, err)
 			return closing(CloseOverLimits, fmt.Errorf("%s v%d over the request limits: %w", APIName(req.key), req.version, err))
 		}
 		if err := c.admit(req); err != nil {
+			c.giveBack(req)
 			c.refused(req)
 			return closing(CloseAuthentication, err) // not authenticated, or no longer (authn.go)
 		}
@@ -187,9 +203,15 @@ func (c *conn) read(answers chan<- answer) error {
 		} else {
 			respond = h.serve(c, req)
 		}
+		if h.waitsForOthers {
+			// Started: its wait is on other clients' requests, which
+			// must not wait for its bytes.
+			c.giveBack(req)
+		}
 		select {
 		case answers <- answer{req: req, respond: respond, mayWait: req.key == 0 || req.key == 1 || h.waits}:
 		case <-c.ctx.Done():
+			c.giveBack(req)
 			return c.ctx.Err()
 		}
 		if c.authn.closing {
@@ -198,70 +220,107 @@ func (c *conn) read(answers chan<- answer) error {
 	}
 }
 
-// write writes the answers in order.
+// acquire takes n bytes of the listener's request budget (none without
+// one), returning what it took; an error ends the connection (it is
+// closing, or the server is).
+func (c *conn) acquire(n int64) (int64, error) {
+	b := c.s.cfg.RequestBytes
+	if b == nil {
+		return 0, nil
+	}
+	if err := b.Acquire(c.ctx, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// release gives n bytes back to the listener's request budget.
+func (c *conn) release(n int64) {
+	if n > 0 {
+		c.s.cfg.RequestBytes.Release(n)
+	}
+}
+
+// giveBack gives the bytes r holds back to the listener's budget.
+func (c *conn) giveBack(r *request) {
+	n := r.held
+	r.held = 0
+	c.release(n)
+}
+
+// write writes the answers in order, giving back each request's bytes
+// once its answer is written (or will not be).
 func (c *conn) write(answers <-chan answer) {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	var buf []byte
 	for a := range answers {
-		if c.ctx.Err() != nil {
-			c.unanswered(a.req)
-			continue // drain: the connection is closing
-		}
-		if a.mayWait && bw.Buffered() > 0 {
-			c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
-			if err := bw.Flush(); err != nil {
-				c.writeFailed(nil, err)
-			} else {
-				c.flushed()
-			}
-		}
-		resp := a.respond()
-		if resp == nil {
-			c.answered(a.req, nil, 0) // acks=0
-			continue
-		}
+		buf = c.writeAnswer(bw, buf, a, func() bool { return len(answers) == 0 })
+		c.giveBack(a.req)
+	}
+}
+
+// writeAnswer writes a's answer once ready (its buffered predecessors
+// first when it may wait), returning the buffer to reuse.
+func (c *conn) writeAnswer(bw *bufio.Writer, buf []byte, a answer, last func() bool) []byte {
+	if c.ctx.Err() != nil {
+		c.unanswered(a.req)
+		return buf // drain: the connection is closing
+	}
+	if a.mayWait && bw.Buffered() > 0 {
 		c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
-		if sp, ok := resp.(*spliced); ok {
-			buf = appendResponse(buf[:0], a.req, sp.Response)
-			bufs, err := sp.frame(buf, sp.IsFlexible())
-			if err != nil {
-				c.s.log.Error("kafka: an answer could not be framed", "api", kmsg.NameForKey(a.req.key), "err", err)
-				c.writeFailed(a.req, err)
-				continue
-			}
-			// Whatever is buffered goes first, then the answer in one
-			// vectored write.
-			if err := bw.Flush(); err != nil {
-				c.writeFailed(a.req, err)
-				continue
-			}
+		if err := bw.Flush(); err != nil {
+			c.writeFailed(nil, err)
+		} else {
 			c.flushed()
-			n, err := bufs.WriteTo(c.nc)
-			if err != nil {
-				c.writeFailed(a.req, err)
-				continue
-			}
-			c.answered(a.req, resp, int(n))
-			c.flushed()
-			continue
-		}
-		buf = appendResponse(buf[:0], a.req, resp)
-		if _, err := bw.Write(buf); err != nil {
-			c.writeFailed(a.req, err)
-			continue
-		}
-		c.answered(a.req, resp, len(buf))
-		if len(answers) == 0 {
-			if err := bw.Flush(); err != nil {
-				c.writeFailed(nil, err)
-			} else {
-				c.flushed()
-			}
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil // do not keep a big fetch answer's buffer
 		}
 	}
+	resp := a.respond()
+	if resp == nil {
+		c.answered(a.req, nil, 0) // acks=0
+		return buf
+	}
+	c.nc.SetWriteDeadline(deadline(c.s.cfg.IdleTimeout))
+	if sp, ok := resp.(*spliced); ok {
+		buf = appendResponse(buf[:0], a.req, sp.Response)
+		bufs, err := sp.frame(buf, sp.IsFlexible())
+		if err != nil {
+			c.s.log.Error("kafka: an answer could not be framed", "api", kmsg.NameForKey(a.req.key), "err", err)
+			c.writeFailed(a.req, err)
+			return buf
+		}
+		// Whatever is buffered goes first, then the answer in one
+		// vectored write.
+		if err := bw.Flush(); err != nil {
+			c.writeFailed(a.req, err)
+			return buf
+		}
+		c.flushed()
+		n, err := bufs.WriteTo(c.nc)
+		if err != nil {
+			c.writeFailed(a.req, err)
+			return buf
+		}
+		c.answered(a.req, resp, int(n))
+		c.flushed()
+		return buf
+	}
+	buf = appendResponse(buf[:0], a.req, resp)
+	if _, err := bw.Write(buf); err != nil {
+		c.writeFailed(a.req, err)
+		return buf
+	}
+	c.answered(a.req, resp, len(buf))
+	if last() {
+		if err := bw.Flush(); err != nil {
+			c.writeFailed(nil, err)
+		} else {
+			c.flushed()
+		}
+	}
+	if cap(buf) > 1<<20 {
+		buf = nil // do not keep a big fetch answer's buffer
+	}
+	return buf
 }
 
 // deadline is a deadline d from now; none for a negative d.

@@ -67,6 +67,23 @@ type Config struct {
 	// Metrics is told of requests, bytes and closed connections
 	// (metrics.go; nil: none).
 	Metrics Metrics
+	// RequestBytes is the listener's budget of request bytes in flight
+	// (queued.max.request.bytes; nil: none). A frame's bytes are
+	// acquired once its size is read, before its body is, and held until
+	// its answer is written (a JoinGroup's or SyncGroup's, which waits
+	// for other clients, only until it is started).
+	RequestBytes RequestBudget
+}
+
+// RequestBudget is a budget of request bytes shared by a listener's
+// connections.
+type RequestBudget interface {
+	// Acquire takes n bytes, waiting in arrival order until they fit;
+	// with nothing taken it returns the error that ended the wait
+	// (ctx's, or the node shutting down).
+	Acquire(ctx context.Context, n int64) error
+	// Release gives back n bytes Acquire took.
+	Release(n int64)
 }
 
 // Server serves the Kafka protocol on the listeners given to Serve.

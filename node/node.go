@@ -291,8 +291,12 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.metrics.reg.MustRegister(gate.failures, gate.logins)
 	n.authz = newNodeAuthz(cfg, logger, n.metrics.reg)
 	n.quotas = newNodeQuotas(cfg, n.metrics.reg)
-	clientBudget, internalBudget := newListenerBudgets(cfg, n.draining)
-	n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
+	clientBudget, internalBudget, kafkaBudgets := newListenerBudgets(cfg, n.draining)
+	if n.kafkaLis != nil {
+		n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget, kafkaBudgets))
+	} else {
+		n.metrics.reg.MustRegister(newRequestBudgetCollector(clientBudget, internalBudget))
+	}
 	clientOpts := append(tlsm.clientServerOptions(), gate.serverOptions()...)
 	// The request quota of the unary RPCs besides Produce and Fetch
 	// (which time themselves): after authentication, which names the
@@ -351,6 +355,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
 				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
 				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm), Metrics: n.metrics.kafka,
+				RequestBytes: kafkaBudget{kafkaBudgets},
 				Coordinators: kafka.Coordinators{Txn: n.txnCoord, TxnLocator: n.txnLocator, Group: n.groupCoord, GroupLocator: n.groupLocator}})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}

@@ -71,17 +71,19 @@ func newRequestBudget(listener string, limit, reserve int64, draining <-chan str
 }
 
 // newListenerBudgets returns the client and the internal gRPC listener's
-// budgets, of cfg.QueuedMaxRequestBytes each, whose waits end when
-// draining closes. Each listener has its own so that clients cannot hold
-// back the replication and the transaction markers their own requests
-// wait for (decision 51).
-func newListenerBudgets(cfg Config, draining <-chan struct{}) (client, internal *requestBudget) {
+// budgets and the Kafka listener's, of cfg.QueuedMaxRequestBytes each,
+// whose waits end when draining closes. Each listener has its own so that
+// clients cannot hold back the replication and the transaction markers
+// their own requests wait for (decision 51), and so that one door's
+// clients cannot hold back the other's.
+func newListenerBudgets(cfg Config, draining <-chan struct{}) (client, internal, kafka *requestBudget) {
 	limit := cfg.QueuedMaxRequestBytes
 	if limit == 0 {
 		limit = DefaultQueuedMaxRequestBytes
 	}
 	return newRequestBudget("client", limit, api.MaxMessageSize, draining),
-		newRequestBudget("internal", limit, api.MaxMessageSize, draining)
+		newRequestBudget("internal", limit, api.MaxMessageSize, draining),
+		newRequestBudget("kafka", limit, api.MaxMessageSize, draining)
 }
 
 // acquire takes n bytes (at most the limit), waiting behind earlier
@@ -168,6 +170,15 @@ func (b *requestBudget) grantLocked() {
 	}
 }
 
+// kafkaBudget is a requestBudget as the Kafka listener takes it
+// (kafka.RequestBudget): a frame's size is known before its body is read,
+// so it acquires exactly that.
+type kafkaBudget struct{ b *requestBudget }
+
+func (k kafkaBudget) Acquire(ctx context.Context, n int64) error { return k.b.acquire(ctx, n) }
+
+func (k kafkaBudget) Release(n int64) { k.b.release(min(n, k.b.limit)) }
+
 // state is the bytes held and the requests waiting now.
 func (b *requestBudget) state() (used int64, waiting int) {
 	b.mu.Lock()
@@ -188,7 +199,7 @@ func newRequestBudgetCollector(budgets ...*requestBudget) *requestBudgetCollecto
 	return &requestBudgetCollector{
 		budgets: budgets,
 		inFlight: prometheus.NewDesc("sluice_request_bytes_in_flight",
-			"Request bytes the listener (client, internal) holds: the size of every request received and not yet done with, plus the largest message size for each request being read. Above sluice_request_bytes_budget only by client-stream messages read while it was spent (each waits until the largest message would fit, then is taken at its size).", listener, nil),
+			"Request bytes the listener (client, internal, kafka) holds: the size of every request received and not yet done with, plus the largest message size for each request being read. Above sluice_request_bytes_budget only by client-stream messages read while it was spent (each waits until the largest message would fit, then is taken at its size).", listener, nil),
 		limit: prometheus.NewDesc("sluice_request_bytes_budget",
 			"The listener's budget of request bytes in flight (--queued-max-request-bytes).", listener, nil),
 		waiting: prometheus.NewDesc("sluice_request_budget_waiting",

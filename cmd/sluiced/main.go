@@ -70,7 +70,7 @@ func configure(args []string, lookupEnv func(string) (string, bool)) (node.Confi
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often retention deletes old segments")
 	fs.DurationVar(&cfg.LogCleanerBackoff, "log-cleaner-backoff", cfg.LogCleanerBackoff, "how often the log cleaner checks compacted partitions")
 	fs.Int64Var(&cfg.PageCacheWindow, "page-cache-window", cfg.PageCacheWindow, "bytes of each partition segment's newest data left in the OS page cache once written back; older pages are dropped (Linux). 0 leaves the page cache to the kernel")
-	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", cfg.QueuedMaxRequestBytes, "each gRPC listener's budget of request bytes in flight (Kafka's queued.max.request.bytes): a request is read once the largest one (64 MiB) fits beside those being served, and waits until then, within its deadline; at least 134217728")
+	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", cfg.QueuedMaxRequestBytes, "each listener's budget of request bytes in flight (Kafka's queued.max.request.bytes; client, internal and Kafka listener each): a gRPC request is read once the largest one (64 MiB) fits beside those being served, a Kafka request once its frame does, and waits until then; at least 134217728")
 	addConnectionFlags(fs, &cfg)
 	addTLSFlags(fs, &cfg)
 	roles := fs.String("roles", strings.Join(cfg.Roles, ","), "controller, broker, or controller,broker")
