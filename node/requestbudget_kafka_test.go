@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -62,39 +61,7 @@ func TestKafkaRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
 	frame := kafkaFrame(req, 1)
 	req = nil
 
-	runtime.GC()
-	base := liveHeap()
-	var (
-		mu                  sync.Mutex
-		peakHeap            uint64
-		peakInFlight, limit float64
-		scrapeErr           error
-	)
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Go(func() {
-		for i := 0; ; i++ {
-			h := liveHeap()
-			mfs, err := getMetrics(s.Node.HTTPAddr())
-			mu.Lock()
-			peakHeap = max(peakHeap, h)
-			if err != nil && scrapeErr == nil {
-				scrapeErr = err
-			}
-			if v, ok := sample(mfs, "sluice_request_bytes_in_flight", "listener", "kafka"); ok {
-				peakInFlight = max(peakInFlight, v)
-			}
-			if v, ok := sample(mfs, "sluice_request_bytes_budget", "listener", "kafka"); ok {
-				limit = v
-			}
-			mu.Unlock()
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	})
+	bs := startBudgetSampler(s, "kafka", 2*time.Millisecond)
 
 	var calls sync.WaitGroup
 	errs := make(chan error, requests)
@@ -133,14 +100,10 @@ func TestKafkaRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
 		})
 	}
 	calls.Wait()
-	close(stop)
-	sampler.Wait()
+	base, peakHeap, peakInFlight, limit := bs.stop(t)
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-	if scrapeErr != nil {
-		t.Fatal(scrapeErr)
 	}
 	if limit != budget {
 		t.Errorf(`sluice_request_bytes_budget{listener="kafka"} = %v, want %d`, limit, budget)

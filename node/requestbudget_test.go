@@ -99,43 +99,7 @@ func TestRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
 
 	// Sample the live heap and the client listener's bytes in flight
 	// while the requests run.
-	runtime.GC()
-	base := liveHeap()
-	var (
-		mu                  sync.Mutex
-		peakHeap            uint64
-		peakInFlight, limit float64
-		scrapeErr           error
-	)
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Go(func() {
-		for i := 0; ; i++ {
-			h := liveHeap()
-			var mfs map[string]*dto.MetricFamily
-			var err error
-			if i%10 == 0 {
-				mfs, err = getMetrics(s.Node.HTTPAddr())
-			}
-			mu.Lock()
-			peakHeap = max(peakHeap, h)
-			if err != nil && scrapeErr == nil {
-				scrapeErr = err
-			}
-			if v, ok := sample(mfs, "sluice_request_bytes_in_flight", "listener", "client"); ok {
-				peakInFlight = max(peakInFlight, v)
-			}
-			if v, ok := sample(mfs, "sluice_request_bytes_budget", "listener", "client"); ok {
-				limit = v
-			}
-			mu.Unlock()
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	})
+	bs := startBudgetSampler(s, "client", 10*time.Millisecond)
 
 	var calls sync.WaitGroup
 	errs := make(chan error, requests+1)
@@ -163,14 +127,10 @@ func TestRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
 		}
 	})
 	calls.Wait()
-	close(stop)
-	sampler.Wait()
+	base, peakHeap, peakInFlight, limit := bs.stop(t)
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-	if scrapeErr != nil {
-		t.Fatal(scrapeErr)
 	}
 
 	if limit != budget {
@@ -206,4 +166,66 @@ func TestRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("canary partition holds %q, want %q", got, want)
 	}
+}
+
+// budgetSampler samples the process's live heap every millisecond, and a
+// listener's request budget metrics every scrapeEvery, while requests
+// run.
+type budgetSampler struct {
+	base uint64 // the live heap when it started
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu                  sync.Mutex
+	peakHeap            uint64
+	peakInFlight, limit float64
+	scrapeErr           error
+}
+
+func startBudgetSampler(s *nodetest.Single, listener string, scrapeEvery time.Duration) *budgetSampler {
+	runtime.GC()
+	b := &budgetSampler{base: liveHeap(), done: make(chan struct{})}
+	b.wg.Go(func() {
+		var scraped time.Time
+		for {
+			h := liveHeap()
+			var mfs map[string]*dto.MetricFamily
+			var err error
+			if time.Since(scraped) >= scrapeEvery {
+				mfs, err = getMetrics(s.Node.HTTPAddr())
+				scraped = time.Now()
+			}
+			b.mu.Lock()
+			b.peakHeap = max(b.peakHeap, h)
+			if err != nil && b.scrapeErr == nil {
+				b.scrapeErr = err
+			}
+			if v, ok := sample(mfs, "sluice_request_bytes_in_flight", "listener", listener); ok {
+				b.peakInFlight = max(b.peakInFlight, v)
+			}
+			if v, ok := sample(mfs, "sluice_request_bytes_budget", "listener", listener); ok {
+				b.limit = v
+			}
+			b.mu.Unlock()
+			select {
+			case <-b.done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	return b
+}
+
+// stop ends the sampling (failing t if a scrape failed) and returns the
+// live heap at the start, its peak, and the budget's peak bytes in flight
+// and limit.
+func (b *budgetSampler) stop(t *testing.T) (base, peakHeap uint64, peakInFlight, limit float64) {
+	t.Helper()
+	close(b.done)
+	b.wg.Wait()
+	if b.scrapeErr != nil {
+		t.Fatal(b.scrapeErr)
+	}
+	return b.base, b.peakHeap, b.peakInFlight, b.limit
 }
