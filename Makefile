@@ -176,13 +176,16 @@ bench-jetstream:
 # and the same through the nodes' Kafka listeners with franz-go
 # (--kafka-txn-producers 0 --kafka-consumers 0 --kafka-copier-members 0
 # turns that off);
+# and CHAOS_RDK librdkafka copiers (default 2; python3-confluent-kafka,
+# which make kafka-clients' prerequisites install; CHAOS_RDK=0 without);
 # exits non-zero on any anomaly. CHAOS_ARGS adds sluice-chaos
 # flags (e.g. --nodes 5, --faults kill:leader,partition). See docs/chaos.md.
 CHAOS_DURATION ?= 10m
 CHAOS_SEED ?=
+CHAOS_RDK ?= 2
 CHAOS_ARGS ?=
 chaos:
-	GO=$(GO) scripts/chaos.sh --duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+	GO=$(GO) scripts/chaos.sh --duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) --kafka-rdk-copiers $(CHAOS_RDK) $(CHAOS_ARGS)
 
 lint: vet cross
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null)); \

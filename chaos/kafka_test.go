@@ -56,12 +56,32 @@ func TestEndTxnWatchSeesOnlyACommitBeingSent(t *testing.T) {
 }
 
 func TestParseGroupProtocol(t *testing.T) {
-	for in, want := range map[string]GroupProtocol{"": DefaultGroupProtocol, "consumer": GroupProtocolConsumer, "classic": GroupProtocolClassic} {
+	for in, want := range map[string]GroupProtocol{"": DefaultGroupProtocol, "consumer": GroupProtocolConsumer, "classic": GroupProtocolClassic,
+		"seed": GroupProtocolBySeed} {
 		if got, err := ParseGroupProtocol(in); err != nil || got != want {
 			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
 		}
 	}
 	if _, err := ParseGroupProtocol("eager"); err == nil {
 		t.Error("eager accepted")
+	}
+}
+
+// The default picks the protocol by the seed, so random seeds run both;
+// an explicit protocol stays.
+func TestResolveGroupProtocol(t *testing.T) {
+	for _, c := range []struct {
+		p    GroupProtocol
+		seed uint64
+		want GroupProtocol
+	}{
+		{GroupProtocolBySeed, 20261202, GroupProtocolConsumer},
+		{GroupProtocolBySeed, 51, GroupProtocolClassic},
+		{GroupProtocolClassic, 2, GroupProtocolClassic},
+		{GroupProtocolConsumer, 3, GroupProtocolConsumer},
+	} {
+		if got := ResolveGroupProtocol(c.p, c.seed); got != c.want {
+			t.Errorf("%s with seed %d: %s, want %s", c.p, c.seed, got, c.want)
+		}
 	}
 }

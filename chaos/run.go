@@ -211,6 +211,7 @@ func Run(cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	wc.KafkaGroupProtocol = ResolveGroupProtocol(wc.KafkaGroupProtocol, cfg.Seed)
 	cfg.Workload = wc
 	r := &runner{cfg: cfg, rec: &recorder{},
 		log: slog.New(slog.NewTextHandler(cfg.Out, &slog.HandlerOptions{Level: slog.LevelInfo}))}
