@@ -9,6 +9,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/cluster/controller"
+	"github.com/sluice-io/sluice/node"
+	"github.com/sluice-io/sluice/node/nodetest"
 )
 
 // TestFranzGoRegexSubscription: franz-go, unmodified, consumes with
@@ -90,5 +94,68 @@ func TestFranzGoRegexSubscription(t *testing.T) {
 		if hresp.ErrorCode != kerr.InvalidRegularExpression.Code || hresp.ErrorMessage == nil {
 			t.Fatalf("regex %q: %v, want INVALID_REGULAR_EXPRESSION with a message", re, kerr.ErrorForCode(hresp.ErrorCode))
 		}
+	}
+}
+
+// TestRegexResolvesToDescribableTopics: with --authorizer acl a regex
+// resolves only to the matching topics the member's principal may
+// DESCRIBE (Kafka 4's KAFKA-18813; decision 73): the heartbeat is not
+// refused for a topic it might match, the member is just not assigned
+// it. A topic created later that it may describe is added on the
+// metadata change; one created later that it may not is not.
+func TestRegexResolvesToDescribableTopics(t *testing.T) {
+	s := nodetest.StartSingle(t, t.TempDir(), func(c *node.Config) {
+		c.KafkaListen = "127.0.0.1:0"
+		c.Authorizer = node.AuthorizerACL
+	})
+	ctx := testContext(t, 60*time.Second)
+	ctl := s.Node.Controller()
+	for _, topic := range []string{"rx-open", "rx-secret"} {
+		if _, err := ctl.CreateTopic(ctx, topic, 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const g = "rxg"
+	grantAnonymous(t, ctx, s, controller.ResourceGroup, g, controller.OperationRead)
+	grantAnonymous(t, ctx, s, controller.ResourceTopic, "rx-open", controller.OperationDescribe)
+	grantAnonymous(t, ctx, s, controller.ResourceTopic, "rx-later", controller.OperationDescribe)
+	cl := newClient(t, s.Node.KafkaAddr())
+
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = g, "m-1", 0, 30000
+	hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr(`rx-.*`), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp, err := hb.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join: %v %v", resp, err)
+	}
+	// The answer's assignment is by topic id; the description names them.
+	assigned := func() []string {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{g}
+		d, err := req.RequestWith(ctx, cl)
+		if err != nil || d.Groups[0].ErrorCode != 0 || len(d.Groups[0].Members) != 1 {
+			t.Fatalf("describe: %+v %v", d, err)
+		}
+		var out []string
+		for _, tp := range d.Groups[0].Members[0].TargetAssignment.TopicPartitions {
+			out = append(out, tp.Topic)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := assigned(); !slices.Equal(got, []string{"rx-open"}) {
+		t.Fatalf("target %v, want rx-open alone (rx-secret is not the caller's to describe)", got)
+	}
+	for _, topic := range []string{"rx-later", "rx-hidden"} {
+		if _, err := ctl.CreateTopic(ctx, topic, 1, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for !slices.Equal(assigned(), []string{"rx-later", "rx-open"}) {
+		if ctx.Err() != nil {
+			t.Fatalf("target %v, want rx-later and rx-open", assigned())
+		}
+		time.Sleep(50 * time.Millisecond) // the coordinator's metadata check ticks every 100 ms
 	}
 }
