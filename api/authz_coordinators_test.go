@@ -446,6 +446,37 @@ func authzCases() []authzCase {
 		},
 		{
 			method: "/sluice.v1.Groups/ConsumerGroupHeartbeat",
+			rule:   "a regex is not refused for what it may match: the coordinator gets the regex and the caller's quiet DESCRIBE check to filter its matches with",
+			acls: map[string]auth.ACL{"g": allowAlice(auth.ResourceGroup, "g", auth.OpRead),
+				"orders": allowAlice(auth.ResourceTopic, "orders", auth.OpDescribe), "payments": allowAlice(auth.ResourceTopic, "payments", auth.OpDescribe)},
+			quiet: []string{"orders", "payments"},
+			run: func(t *testing.T, e *authzEnv, without string) {
+				regex := "orders|payments"
+				resp, _ := e.groups.ConsumerGroupHeartbeat(e.ctx, &sluicev1.ConsumerGroupHeartbeatRequest{GroupId: "g",
+					SubscribedTopicRegex: &regex})
+				if without == "g" {
+					wantCode(t, "join", resp.ErrorCode, resp.ErrorMessage, gr, "g")
+					return
+				}
+				wantCode(t, "join", resp.ErrorCode, resp.ErrorMessage, ok, "")
+				if len(e.groupCoord.heartbeats) != 1 {
+					t.Fatalf("%d heartbeats", len(e.groupCoord.heartbeats))
+				}
+				hr := e.groupCoord.heartbeats[0]
+				// No filter means every topic: authorization off (or every
+				// ACL granted); withholding one needs a filter that says so.
+				if hr.SubscribedTopicRegex == nil || *hr.SubscribedTopicRegex != regex || (without != "" && hr.TopicFilter == nil) {
+					t.Fatalf("the coordinator got regex %v, filter set %v", hr.SubscribedTopicRegex, hr.TopicFilter != nil)
+				}
+				for _, topic := range []string{"orders", "payments"} {
+					if got := hr.TopicFilter == nil || hr.TopicFilter(topic); got != (topic != without) {
+						t.Errorf("filter(%s) = %v with %q withheld", topic, got, without)
+					}
+				}
+			},
+		},
+		{
+			method: "/sluice.v1.Groups/ConsumerGroupHeartbeat",
 			rule:   "a heartbeat naming no topics needs READ on the group only",
 			acls:   map[string]auth.ACL{"g": allowAlice(auth.ResourceGroup, "g", auth.OpRead)},
 			run: func(t *testing.T, e *authzEnv, without string) {

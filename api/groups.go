@@ -80,7 +80,10 @@ func ms(v int32) time.Duration { return time.Duration(v) * time.Millisecond }
 // (GROUP_AUTHORIZATION_FAILED) and, when it names the subscribed topics,
 // DESCRIBE on each of them (TOPIC_AUTHORIZATION_FAILED, Kafka 4's
 // KAFKA-18813: a consumer may not learn the partitions of a topic it may
-// not describe); refused, the member neither joins nor changes.
+// not describe); refused, the member neither joins nor changes. A
+// regular-expression subscription resolves to the matching topics the
+// caller may DESCRIBE (the coordinator keeps the caller's check,
+// topicFilter; decision 73).
 func (s *GroupsService) ConsumerGroupHeartbeat(ctx context.Context, req *sluicev1.ConsumerGroupHeartbeatRequest) (*sluicev1.ConsumerGroupHeartbeatResponse, error) {
 	if err := s.authorizeHeartbeat(ctx, req); err != nil {
 		return &sluicev1.ConsumerGroupHeartbeatResponse{ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err),
@@ -91,7 +94,8 @@ func (s *GroupsService) ConsumerGroupHeartbeat(ctx context.Context, req *sluicev
 	hr := group.HeartbeatRequest{
 		MemberID: req.MemberId, MemberEpoch: req.MemberEpoch, InstanceID: req.InstanceId, RackID: req.RackId,
 		RebalanceTimeout: ms(req.RebalanceTimeoutMs), SessionTimeout: ms(req.SessionTimeoutMs),
-		SubscribedTopics: req.SubscribedTopicNames, Assignor: req.ServerAssignor, ClientID: req.ClientId,
+		SubscribedTopics: req.SubscribedTopicNames, SubscribedTopicRegex: req.SubscribedTopicRegex,
+		TopicFilter: s.topicFilter(ctx), Assignor: req.ServerAssignor, ClientID: req.ClientId,
 	}
 	if req.RebalanceTimeoutMs < 0 || req.SessionTimeoutMs < 0 {
 		return &sluicev1.ConsumerGroupHeartbeatResponse{ErrorCode: sluicev1.ErrorCode_INVALID_REQUEST,
@@ -111,6 +115,21 @@ func (s *GroupsService) ConsumerGroupHeartbeat(ctx context.Context, req *sluicev
 		resp.Assignment = &sluicev1.GroupAssignment{TopicPartitions: fromAssignment(r.Assignment)}
 	}
 	return resp, nil
+}
+
+// topicFilter is the DESCRIBE check on a topic for ctx's caller, as the
+// group coordinator keeps it for a member's regex (group.TopicFilter):
+// it holds the principal and host, not ctx, and writes no audit line
+// (a topic left out of a regex's matches is not an attempt to act).
+// nil without an authorizer.
+func (s *GroupsService) topicFilter(ctx context.Context) group.TopicFilter {
+	if !s.authz.Enabled() {
+		return nil
+	}
+	gate, p, host := s.authz.Gate, auth.CallerFrom(ctx).Principal, hostOf(ctx)
+	return func(topic string) bool {
+		return gate.AllowedQuiet(context.Background(), p, host, auth.OpDescribe, auth.Topic(topic))
+	}
 }
 
 func (s *GroupsService) authorizeHeartbeat(ctx context.Context, req *sluicev1.ConsumerGroupHeartbeatRequest) error {
@@ -413,7 +432,7 @@ func (s *GroupsService) DescribeGroups(ctx context.Context, req *sluicev1.Descri
 		dg.State, dg.GroupEpoch, dg.AssignmentEpoch, dg.Assignor = d.State.String(), d.GroupEpoch, d.AssignmentEpoch, d.Assignor
 		for _, m := range d.Members {
 			dg.Members = append(dg.Members, &sluicev1.GroupMember{MemberId: m.MemberID, InstanceId: m.InstanceID, RackId: m.RackID,
-				ClientId: m.ClientID, MemberEpoch: m.MemberEpoch, SubscribedTopicNames: m.SubscribedTopics,
+				ClientId: m.ClientID, MemberEpoch: m.MemberEpoch, SubscribedTopicNames: m.SubscribedTopics, SubscribedTopicRegex: m.SubscribedTopicRegex,
 				Assignment: fromAssignment(m.Assignment), TargetAssignment: fromAssignment(m.TargetAssignment), MemberState: m.MemberState.String()})
 		}
 	}

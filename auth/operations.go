@@ -68,9 +68,11 @@ var Operations = map[string][]Requirement{
 	// needs DESCRIBE on each, else the request is refused
 	// (TOPIC_AUTHORIZATION_FAILED); a described group whose members are
 	// assigned a topic the caller may not describe is answered
-	// TOPIC_AUTHORIZATION_FAILED.
+	// TOPIC_AUTHORIZATION_FAILED. A regex subscription resolves to the
+	// matching topics the caller may describe (a filter the coordinator
+	// runs; docs/design.md decision 73).
 	"/sluice.v1.Groups/ConsumerGroupHeartbeat": {{ResourceGroup, OpRead, "request", ""},
-		{ResourceTopic, OpDescribe, "request (each subscribed topic named)", ""}},
+		{ResourceTopic, OpDescribe, "request (each subscribed topic named); filter (a regex's matches)", ""}},
 	"/sluice.v1.Groups/OffsetCommit": {{ResourceGroup, OpRead, "request", ""}, {ResourceTopic, OpRead, "each", ""}},
 	"/sluice.v1.Groups/OffsetFetch": {{ResourceGroup, OpDescribe, "request", ""},
 		{ResourceTopic, OpDescribe, "each; filter when listing all", ""}},

@@ -239,10 +239,12 @@ func (c *conn) fetchOffsets(fg fetchGroup, requireStable bool) (int16, []kmsg.Of
 // 0, leave with -1 (-2: a static member's temporary leave), heartbeat
 // with the member's epoch; partitions travel by topic id. READ on the
 // group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on each subscribed
-// topic (TOPIC_AUTHORIZATION_FAILED, KAFKA-18813); refused, the member
-// neither joins nor changes. A regular-expression subscription (v1) is
-// refused with INVALID_REQUEST: Sluice's coordinator resolves topic
-// names only.
+// topic name (TOPIC_AUTHORIZATION_FAILED, KAFKA-18813); refused, the
+// member neither joins nor changes. A regular-expression subscription
+// (v1's SubscribedTopicRegex; decision 73) is resolved by the
+// coordinator, which keeps only the matching topics this caller may
+// DESCRIBE: the heartbeat hands it the caller's check (topicFilter),
+// which it runs again as topics are created.
 func consumerGroupHeartbeat(c *conn, r *request) func() kmsg.Response {
 	req := r.msg.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -263,24 +265,40 @@ func consumerGroupHeartbeat(c *conn, r *request) func() kmsg.Response {
 			return answered(fail(c.deniedErr(auth.OpDescribe, res)))
 		}
 	}
-	return func() kmsg.Response { return c.s.consumerGroupHeartbeat(c.ctx, r, req, resp, fail) }
+	filter := c.topicFilter()
+	return func() kmsg.Response { return c.s.consumerGroupHeartbeat(c.ctx, r, req, resp, filter, fail) }
+}
+
+// topicFilter is the DESCRIBE check on a topic for the connection's
+// caller of this moment (SASL re-authentication may replace it), as the
+// group coordinator keeps it for a member's regex (group.TopicFilter):
+// it holds the principal and host, not the connection, and writes no
+// audit line (a topic left out of a regex's matches is not an attempt
+// to act, as Kafka's filterTopicDescribeAuthorizedTopics). nil without
+// an authorizer.
+func (c *conn) topicFilter() group.TopicFilter {
+	gate := c.s.cfg.Gate
+	if !gate.Enabled() {
+		return nil
+	}
+	p, host := c.caller.Principal, c.host
+	return func(topic string) bool {
+		return gate.AllowedQuiet(context.Background(), p, host, auth.OpDescribe, auth.Topic(topic))
+	}
 }
 
 // consumerGroupHeartbeat is an authorized heartbeat's work.
 func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req *kmsg.ConsumerGroupHeartbeatRequest,
-	resp *kmsg.ConsumerGroupHeartbeatResponse, fail func(error) kmsg.Response) kmsg.Response {
+	resp *kmsg.ConsumerGroupHeartbeatResponse, filter group.TopicFilter, fail func(error) kmsg.Response) kmsg.Response {
 	if err := s.servesGroups(); err != nil {
 		return fail(err)
-	}
-	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
-		return fail(errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "regular-expression subscriptions are not supported: subscribe to topic names"))
 	}
 	if req.RebalanceTimeoutMillis < -1 {
 		return fail(errs.New(sluicev1.ErrorCode_INVALID_REQUEST, "rebalance timeout %d ms is negative", req.RebalanceTimeoutMillis))
 	}
 	hr := group.HeartbeatRequest{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, InstanceID: stringOr(req.InstanceID, ""),
-		RackID: stringOr(req.RackID, ""), SubscribedTopics: req.SubscribedTopicNames, Assignor: stringOr(req.ServerAssignor, ""),
-		ClientID: r.clientID}
+		RackID: stringOr(req.RackID, ""), SubscribedTopics: req.SubscribedTopicNames, SubscribedTopicRegex: req.SubscribedTopicRegex,
+		TopicFilter: filter, Assignor: stringOr(req.ServerAssignor, ""), ClientID: r.clientID}
 	if req.RebalanceTimeoutMillis > 0 {
 		hr.RebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	}
@@ -366,6 +384,10 @@ func consumerGroupDescribe(c *conn, r *request) kmsg.Response {
 			if m.RackID != "" {
 				rack := m.RackID
 				rm.RackID = &rack
+			}
+			if m.SubscribedTopicRegex != "" {
+				re := m.SubscribedTopicRegex
+				rm.SubscribedTopicRegex = &re
 			}
 			rm.Assignment, rm.TargetAssignment = describedAssignment(im, m.Assignment), describedAssignment(im, m.TargetAssignment)
 			rm.MemberType = 1 // consumer protocol

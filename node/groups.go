@@ -35,8 +35,10 @@ func (n *Node) startGroups() {
 
 // groupTopics is the topic metadata group assignors use: partition
 // counts and the racks of each partition's replicas, with a version that
-// moves only when they change. Internal topics are left out (nobody
-// subscribes to them).
+// moves only when they change. Internal topics are in, as in Kafka's
+// metadata image: a member may name them, and a regex subscription
+// matches them (decision 73; franz-go's Test848RegexBrokerResolves
+// expects __consumer_offsets assigned for a regex naming it).
 //
 // The coordinator asks every tick (100 ms), and a new version wakes every
 // group's timer (group.Coordinator.checkMetadata), so the version must
@@ -54,9 +56,6 @@ func (n *Node) groupTopics() (map[string]group.TopicMetadata, int64) {
 	}
 	out := make(map[string]group.TopicMetadata, len(im.Topics))
 	for name, t := range im.Topics {
-		if len(name) > 1 && name[:2] == "__" {
-			continue
-		}
 		tm := group.TopicMetadata{Partitions: int32(len(t.Partitions))}
 		racked := false
 		racks := make([][]string, len(t.Partitions))

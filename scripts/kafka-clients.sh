@@ -546,11 +546,12 @@ run "txn_copier, 3 nodes" copier_cluster "$k1" "$k2" "$k3" "$g1"
 # and then one of its KIP-848 subtests fails a plain commit sent at an
 # epoch the member just left with the REBALANCE_IN_PROGRESS franz-go
 # makes up after retrying STALE_MEMBER_EPOCH — docs/kafka.md; a gate that
-# fails at random is no gate), Test848RegexBrokerResolves (regular-expression
-# subscriptions are not served) and the share-group tests (not served).
+# fails at random is no gate) and the share-group tests (not served).
+# Test848RegexBrokerResolves runs: the coordinator resolves KIP-848
+# regular-expression subscriptions (decision 73).
 # The authentication tests skip themselves (KGO_TEST_SCRAM and the like
 # are not set). docs/kafka.md lists what runs.
-franz_skip='TestGroupETL|Test848RegexBrokerResolves|Share'
+franz_skip='TestGroupETL|Share'
 run "franz-go's kgo tests, 3 nodes" env KGO_SEEDS="$k1,$k2,$k3" KGO_TEST_RF=3 KGO_TEST_RECORDS=20000 \
   timeout 600 "$GO" test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 580s -skip "$franz_skip"
 

@@ -13,6 +13,9 @@ const (
 	DefaultMaxSessionTimeout = 30 * time.Minute
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultRebalanceTimeout  = 60 * time.Second
+	// DefaultRegexRefreshInterval is Kafka's
+	// group.consumer.regex.refresh.interval.ms default.
+	DefaultRegexRefreshInterval = 10 * time.Second
 )
 
 // Config is a group's configuration. The zero value of each field means
@@ -34,6 +37,11 @@ type Config struct {
 	// hold partitions); 0: unlimited. A join beyond it gets
 	// GROUP_MAX_SIZE_REACHED.
 	MaxSize int
+	// RegexRefreshInterval is how often a heartbeat runs its member's
+	// TopicFilter over its regex's matches again (10 s): a DESCRIBE
+	// granted or revoked reaches the subscription within it. Topics
+	// created or deleted are resolved at once (MetadataChanged).
+	RegexRefreshInterval time.Duration
 	// DefaultAssignor is the assignor of a group whose members ask for
 	// none, and the winner of ties ("uniform").
 	DefaultAssignor string
@@ -60,6 +68,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RebalanceTimeout == 0 {
 		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if c.RegexRefreshInterval == 0 {
+		c.RegexRefreshInterval = DefaultRegexRefreshInterval
 	}
 	if c.DefaultAssignor == "" {
 		c.DefaultAssignor = UniformAssignorName

@@ -22,12 +22,16 @@ type Description struct {
 // MemberDescription is one member (proto GroupMember). Every slice and
 // Assignment is a copy.
 type MemberDescription struct {
-	MemberID         string
-	InstanceID       string
-	RackID           string
-	ClientID         string
-	MemberEpoch      int32
+	MemberID    string
+	InstanceID  string
+	RackID      string
+	ClientID    string
+	MemberEpoch int32
+	// SubscribedTopics are the names the member gave (not what its regex
+	// matched), as Kafka describes them.
 	SubscribedTopics []string
+	// SubscribedTopicRegex is the member's regex ("" none).
+	SubscribedTopicRegex string
 	// Assignment is what the member was last given (as Kafka describes
 	// it: partitions it was asked to release are not listed).
 	Assignment Assignment
@@ -52,15 +56,16 @@ func (g *Group) Describe() Description {
 			target = Assignment{}
 		}
 		d.Members = append(d.Members, MemberDescription{
-			MemberID:         m.id,
-			InstanceID:       m.instanceID,
-			RackID:           m.rackID,
-			ClientID:         m.clientID,
-			MemberEpoch:      m.epoch,
-			SubscribedTopics: append([]string(nil), m.topics...),
-			Assignment:       held,
-			TargetAssignment: target,
-			MemberState:      m.state,
+			MemberID:             m.id,
+			InstanceID:           m.instanceID,
+			RackID:               m.rackID,
+			ClientID:             m.clientID,
+			MemberEpoch:          m.epoch,
+			SubscribedTopics:     append([]string(nil), m.names...),
+			SubscribedTopicRegex: m.regex,
+			Assignment:           held,
+			TargetAssignment:     target,
+			MemberState:          m.state,
 		})
 	}
 	return d

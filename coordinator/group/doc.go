@@ -35,8 +35,10 @@
 //
 // A Group has a group epoch, bumped whenever what the assignor sees
 // changes: a member joins, leaves or is fenced; a member's subscription or
-// rack changes; the group's assignor changes (the one most members ask
-// for); or the partition count or racks of a subscribed topic change. At
+// rack changes — a regex subscription's matches included, as topics are
+// created or deleted (regex.go, decision 73); the group's assignor
+// changes (the one most members ask for); or the partition count or
+// racks of a subscribed topic change. At
 // every bump the group's assignor computes, synchronously, the target
 // assignment for that epoch (AssignmentEpoch == Epoch after every call but
 // RestoreEpoch on a group with members).

@@ -30,6 +30,9 @@ type Group struct {
 	owners map[string]map[int32]string
 	// subscribers: topic -> number of members subscribed.
 	subscribers map[string]int
+	// regexes: the members' distinct regexes, compiled and resolved
+	// (regex.go).
+	regexes map[string]*groupRegex
 	// metadata: the subscribed topics' metadata the target was computed
 	// from (deep copies).
 	metadata map[string]TopicMetadata
@@ -60,6 +63,7 @@ func New(id string, cfg Config) *Group {
 		target:        map[string]Assignment{},
 		owners:        map[string]map[int32]string{},
 		subscribers:   map[string]int{},
+		regexes:       map[string]*groupRegex{},
 		metadata:      map[string]TopicMetadata{},
 		seenRacks:     map[string][][]string{},
 		loggedMembers: map[string]MemberRecord{},
@@ -236,6 +240,7 @@ func (g *Group) removeMember(m *member) {
 	g.markDirty(m.id)
 	g.dropOwnership(m)
 	g.subscribe(m.topics, nil)
+	g.dropRegex(m)
 	if m.instanceID != "" && g.static[m.instanceID] == m.id {
 		delete(g.static, m.instanceID)
 	}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"regexp"
 	"sort"
 	"time"
 
@@ -23,9 +24,19 @@ type HeartbeatRequest struct {
 	// Config's defaults).
 	RebalanceTimeout time.Duration
 	SessionTimeout   time.Duration
-	// SubscribedTopics: nil or empty on a later heartbeat = unchanged;
-	// required on join (INVALID_REQUEST).
+	// SubscribedTopics: nil or empty on a later heartbeat = unchanged.
+	// On join it or SubscribedTopicRegex is required (INVALID_REQUEST).
 	SubscribedTopics []string
+	// SubscribedTopicRegex: nil unchanged, "" cleared, else an RE2
+	// regex matched against whole topic names (regex.go;
+	// INVALID_REGULAR_EXPRESSION). The member subscribes to the union of
+	// SubscribedTopics and the topics the regex matches that
+	// TopicFilter allows.
+	SubscribedTopicRegex *string
+	// TopicFilter is the caller's DESCRIBE check on a topic, which the
+	// group keeps for the member's regex until the next heartbeat (nil:
+	// every topic; see TopicFilter).
+	TopicFilter TopicFilter
 	// Assignor: "" unchanged; else "uniform" or "range"
 	// (UNSUPPORTED_ASSIGNOR).
 	Assignor string
@@ -34,6 +45,10 @@ type HeartbeatRequest struct {
 	Owned    Assignment
 	// ClientID: for Describe only; "" unchanged.
 	ClientID string
+
+	// compiled is SubscribedTopicRegex compiled by Heartbeat when the
+	// group does not hold it yet.
+	compiled *regexp.Regexp
 }
 
 // HeartbeatResponse is the answer to a successful heartbeat.
@@ -74,6 +89,10 @@ func (g *Group) Heartbeat(now time.Time, req HeartbeatRequest, topics map[string
 	if err := g.validate(req); err != nil {
 		return HeartbeatResponse{}, err
 	}
+	var err error
+	if req.compiled, err = g.checkRegex(req); err != nil {
+		return HeartbeatResponse{}, err
+	}
 	switch {
 	case req.MemberEpoch == LeaveEpoch || req.MemberEpoch == StaticLeaveEpoch:
 		return g.leave(now, req, topics)
@@ -99,7 +118,7 @@ func (g *Group) Heartbeat(now time.Time, req HeartbeatRequest, topics map[string
 		}
 		lost = true
 	}
-	full := req.OwnedSet && len(req.SubscribedTopics) > 0 && req.RebalanceTimeout > 0
+	full := req.OwnedSet && (len(req.SubscribedTopics) > 0 || req.SubscribedTopicRegex != nil) && req.RebalanceTimeout > 0
 	return g.apply(now, m, req, topics, false, lost || full), nil
 }
 
@@ -113,8 +132,8 @@ func (g *Group) validate(req HeartbeatRequest) error {
 	case e < StaticLeaveEpoch:
 		return invalid("member epoch %d is invalid", e)
 	case e == JoinEpoch:
-		if len(req.SubscribedTopics) == 0 {
-			return invalid("subscribed topics are required on join")
+		if len(req.SubscribedTopics) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == "") {
+			return invalid("subscribed topic names or a regular expression are required on join")
 		}
 		if req.OwnedSet && req.Owned.Len() > 0 {
 			return invalid("a joining member owns no partitions (it owned %s)", req.Owned)
@@ -305,12 +324,11 @@ func (g *Group) newMemberID() string {
 // apply updates m from req, bumps the epoch if what the assignor sees
 // changed (or bump is set), reconciles m and answers.
 func (g *Group) apply(now time.Time, m *member, req HeartbeatRequest, topics map[string]TopicMetadata, bump, full bool) HeartbeatResponse {
-	if len(req.SubscribedTopics) > 0 && !equalStrings(req.SubscribedTopics, m.topics) {
-		if ts := sortedUnique(req.SubscribedTopics); !equalStrings(ts, m.topics) {
-			g.subscribe(m.topics, ts)
-			m.topics = ts
-			bump = true
-		}
+	if len(req.SubscribedTopics) > 0 && !equalStrings(req.SubscribedTopics, m.names) {
+		m.names = sortedUnique(req.SubscribedTopics)
+	}
+	if g.applyRegex(now, m, req, topics) {
+		bump = true
 	}
 	if req.RackID != "" && req.RackID != m.rackID {
 		m.rackID = req.RackID

@@ -77,6 +77,9 @@ type client struct {
 	topics       []string
 	assignor     string
 	rack         string
+	// regex is sent on join; filter on every heartbeat (regex.go).
+	regex  *string
+	filter TopicFilter
 }
 
 // sim drives a group with clients and a clock, checking the invariants
@@ -128,9 +131,10 @@ func (s *sim) send(name string, epoch int32) (HeartbeatResponse, error) {
 	s.t.Helper()
 	c := s.clients[name]
 	req := HeartbeatRequest{MemberID: c.id, MemberEpoch: epoch, InstanceID: c.instance, RackID: c.rack,
-		OwnedSet: true, Owned: c.owned.Clone(), Assignor: c.assignor}
+		OwnedSet: true, Owned: c.owned.Clone(), Assignor: c.assignor, TopicFilter: c.filter}
 	if epoch == 0 {
 		req.SubscribedTopics = c.topics
+		req.SubscribedTopicRegex = c.regex
 		req.Owned = nil
 	}
 	resp, err := s.g.Heartbeat(s.now, req, s.topics)
@@ -238,5 +242,35 @@ func checkInvariants(t testing.TB, g *Group) {
 	}
 	if len(g.deadlines) != len(g.members) {
 		t.Fatalf("%d deadlines for %d members", len(g.deadlines), len(g.members))
+	}
+	// Subscriptions (regex.go): each member's topics are its names and
+	// its regex's topics; the subscriber counts and regex counts follow.
+	subs, regexes := map[string]int{}, map[string]int{}
+	for id, m := range g.members {
+		if want := sortedUnique(append(append([]string(nil), m.names...), m.regexTopics...)); !equalStrings(want, m.topics) {
+			t.Fatalf("member %s subscribes to %v, its names and regex give %v", id, m.topics, want)
+		}
+		for _, tp := range m.topics {
+			subs[tp]++
+		}
+		if m.regex != "" {
+			regexes[m.regex]++
+		}
+	}
+	if len(subs) != len(g.subscribers) {
+		t.Fatalf("subscribers %v, members subscribe to %v", g.subscribers, subs)
+	}
+	for tp, n := range subs {
+		if g.subscribers[tp] != n {
+			t.Fatalf("subscribers %v, members subscribe to %v", g.subscribers, subs)
+		}
+	}
+	if len(regexes) != len(g.regexes) {
+		t.Fatalf("the group holds %d regexes, its members use %v", len(g.regexes), regexes)
+	}
+	for s, n := range regexes {
+		if r := g.regexes[s]; r == nil || r.members != n {
+			t.Fatalf("regex %q: %d members use it, the group counts %+v", s, n, r)
+		}
 	}
 }

@@ -15,9 +15,24 @@ const (
 // member is one member of the group, Kafka's ConsumerGroupMember.
 type member struct {
 	id, instanceID, rackID, clientID string
-	// topics: subscribed, sorted, no duplicates.
-	topics   []string
-	assignor string // "" when the member asked for none
+	// topics: subscribed — the union of names and regexTopics — sorted,
+	// no duplicates: what the assignor sees.
+	topics []string
+	// names: the topic names the member subscribed to, sorted.
+	names []string
+	// regex: the member's regular-expression subscription ("" none;
+	// regex.go); regexTopics: the topics it matches that filter allows,
+	// sorted.
+	regex       string
+	regexTopics []string
+	// filter is the TopicFilter of the member's last heartbeat on this
+	// group; filterKnown is false for a member restored from the log
+	// that has not heartbeated since. regexFilteredAt is when filter last
+	// ran over the regex's matches.
+	filter          TopicFilter
+	filterKnown     bool
+	regexFilteredAt time.Time
+	assignor        string // "" when the member asked for none
 
 	epoch, previousEpoch int32
 	state                MemberState

@@ -43,7 +43,7 @@ func (g *Group) groupRecord() GroupRecord {
 func (g *Group) memberRecord(m *member) MemberRecord {
 	return MemberRecord{
 		InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID,
-		Topics: m.topics, Assignor: m.assignor,
+		Topics: m.names, Regex: m.regex, RegexTopics: m.regexTopics, Assignor: m.assignor,
 		RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), SessionTimeoutMs: m.sessionTimeout.Milliseconds(),
 		Epoch: m.epoch, PreviousEpoch: m.previousEpoch, State: m.state,
 		Assigned: m.assigned, Pending: m.pending, Target: g.target[m.id],
@@ -54,6 +54,7 @@ func (g *Group) memberRecord(m *member) MemberRecord {
 func equalRecord(a, b *MemberRecord) bool {
 	return a.InstanceID == b.InstanceID && a.RackID == b.RackID && a.ClientID == b.ClientID &&
 		equalStrings(a.Topics, b.Topics) && a.Assignor == b.Assignor &&
+		a.Regex == b.Regex && equalStrings(a.RegexTopics, b.RegexTopics) &&
 		a.RebalanceTimeoutMs == b.RebalanceTimeoutMs && a.SessionTimeoutMs == b.SessionTimeoutMs &&
 		a.Epoch == b.Epoch && a.PreviousEpoch == b.PreviousEpoch && a.State == b.State &&
 		a.Assigned.Equal(b.Assigned) && a.Pending.Equal(b.Pending) && a.Target.Equal(b.Target)
@@ -63,6 +64,9 @@ func equalRecord(a, b *MemberRecord) bool {
 // is written and compared).
 func cloneRecord(r MemberRecord) MemberRecord {
 	r.Topics = append([]string{}, r.Topics...)
+	if r.RegexTopics != nil {
+		r.RegexTopics = append([]string{}, r.RegexTopics...)
+	}
 	r.Assigned, r.Pending, r.Target = r.Assigned.normalized(), r.Pending.normalized(), r.Target.normalized()
 	if r.Assigned == nil {
 		r.Assigned = Assignment{}
@@ -163,7 +167,7 @@ func Restore(now time.Time, id string, cfg Config, rec GroupRecord, members map[
 		r := cloneRecord(members[mid])
 		m := &member{
 			id: mid, instanceID: r.InstanceID, rackID: r.RackID, clientID: r.ClientID,
-			topics: sortedUnique(r.Topics), assignor: r.Assignor,
+			names: sortedUnique(r.Topics), regexTopics: sortedUnique(r.RegexTopics), assignor: r.Assignor,
 			epoch: r.Epoch, previousEpoch: r.PreviousEpoch, state: r.State,
 			sessionTimeout:   durationOr(r.SessionTimeoutMs, g.cfg.SessionTimeout),
 			rebalanceTimeout: durationOr(r.RebalanceTimeoutMs, g.cfg.RebalanceTimeout),
@@ -171,6 +175,16 @@ func Restore(now time.Time, id string, cfg Config, rec GroupRecord, members map[
 		m.sessionDeadline = now.Add(m.sessionTimeout)
 		if m.state == MemberUnrevokedPartitions {
 			m.revokeDeadline = now.Add(m.rebalanceTimeout)
+		}
+		// The regex's topics as they were resolved, filtered by the
+		// member's caller (decision 73): they stand until the member's
+		// next heartbeat brings its filter again; a metadata change
+		// before then only removes the topics that no longer match.
+		g.setRegex(m, r.Regex, nil, topics)
+		g.filterRegex(now, m)
+		m.topics = m.names
+		if len(m.regexTopics) > 0 {
+			m.topics = sortedUnique(append(append([]string(nil), m.names...), m.regexTopics...))
 		}
 		g.addMember(m)
 		if len(r.Target) > 0 {

@@ -27,7 +27,7 @@ func TestMemberRecordRoundTrip(t *testing.T) {
 	if _, err := DecodeMemberValue([]byte(`{"version":1,"state":9}`)); err == nil {
 		t.Fatal("a member state out of range decoded")
 	}
-	if _, err := DecodeMemberValue([]byte(`{"version":2}`)); err == nil {
+	if _, err := DecodeMemberValue([]byte(`{"version":3}`)); err == nil {
 		t.Fatal("a newer member value version decoded")
 	}
 	g, err := DecodeGroupValue(GroupValue(GroupRecord{Epoch: 7, AssignmentEpoch: 6, MetadataHash: 1 << 63}))

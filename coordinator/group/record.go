@@ -102,6 +102,8 @@ const (
 //	         "session_timeout_ms":45000,"epoch":7,"previous_epoch":6,
 //	         "state":0,"assigned":{"in":[0,1]},"pending":{},
 //	         "target":{"in":[0,1]}}
+//	        (decision 73: a member subscribed with a regex has version 2
+//	        and "regex":"in-.*","regex_topics":["in-a","in-b"])
 //	classic group (decision 70; epoch = generation):
 //	        {"version":2,"epoch":7,"time_ms":1794026921817,
 //	         "classic":{"protocol_type":"consumer","generation":7,
@@ -324,8 +326,18 @@ type MemberRecord struct {
 	InstanceID string `json:"instance_id"`
 	RackID     string `json:"rack_id"`
 	ClientID   string `json:"client_id"`
-	// Topics: subscribed, sorted.
-	Topics             []string `json:"topics"`
+	// Topics: the topic names subscribed to, sorted (without the
+	// regex's topics).
+	Topics []string `json:"topics"`
+	// Regex is the member's regular-expression subscription ("" none;
+	// decision 73). RegexTopics are the topics it resolved to for the
+	// member — the matches its caller may DESCRIBE — sorted; the member
+	// subscribes to Topics and RegexTopics. Absent in records from
+	// before: no regex. A record with a regex is written as value
+	// version 2, so that a broker from before skips it (the member joins
+	// that broker again) rather than load the member without its regex.
+	Regex              string   `json:"regex,omitempty"`
+	RegexTopics        []string `json:"regex_topics,omitempty"`
 	Assignor           string   `json:"assignor"`
 	RebalanceTimeoutMs int64    `json:"rebalance_timeout_ms"`
 	SessionTimeoutMs   int64    `json:"session_timeout_ms"`
@@ -347,9 +359,18 @@ type memberValue struct {
 	MemberRecord
 }
 
-// MemberValue encodes m (version 1).
+// MemberRegexRecordVersion is the value version of a member record
+// with a regex (MemberRecord.Regex; decision 73); records without one
+// stay at version 1.
+const MemberRegexRecordVersion = 2
+
+// MemberValue encodes m (version 2 when m has a regex, else 1).
 func MemberValue(m MemberRecord) []byte {
-	b, _ := json.Marshal(memberValue{Version: RecordVersion, MemberRecord: m})
+	v := RecordVersion
+	if m.Regex != "" {
+		v = MemberRegexRecordVersion
+	}
+	b, _ := json.Marshal(memberValue{Version: v, MemberRecord: m})
 	return b
 }
 
@@ -360,7 +381,7 @@ func DecodeMemberValue(b []byte) (MemberRecord, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return MemberRecord{}, fmt.Errorf("%w: member value: %v", ErrCorruptRecord, err)
 	}
-	if err := checkVersion(v.Version, RecordVersion); err != nil {
+	if err := checkVersion(v.Version, MemberRegexRecordVersion); err != nil {
 		return MemberRecord{}, err
 	}
 	m := v.MemberRecord

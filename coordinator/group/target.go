@@ -93,8 +93,10 @@ func (g *Group) computeTarget(topics map[string]TopicMetadata) {
 }
 
 // MetadataChanged recomputes the target when a subscribed topic's
-// partition count or racks changed since the target was computed (the
-// group epoch bumps). Nothing changes otherwise. Members reconcile on
+// partition count or racks changed since the target was computed, or
+// when the topics a member's regex resolves to changed (a topic created
+// or deleted; regex.go): the group epoch bumps. Nothing changes
+// otherwise. Members reconcile on
 // their next heartbeats. It compares every partition's racks; Heartbeat
 // skips that comparison for a Racks slice it has seen equal before, so a
 // caller that changes racks in place (rather than passing new slices)
@@ -103,8 +105,9 @@ func (g *Group) MetadataChanged(now time.Time, topics map[string]TopicMetadata) 
 	if g.dead || len(g.members) == 0 {
 		return
 	}
+	resolved := g.refreshRegexes(now, topics, true)
 	switch {
-	case g.metadataChanged(topics, false):
+	case resolved || g.metadataChanged(topics, false):
 		g.bump(topics)
 	case g.epoch > g.assignmentEpoch:
 		g.computeTarget(topics)

@@ -278,6 +278,10 @@ const (
 	// not add a partition to it); the producer aborts it and may start a
 	// new one with the same producer id and epoch.
 	ErrorCode_TRANSACTION_ABORTABLE ErrorCode = 120
+	// KIP-848: a ConsumerGroupHeartbeat's subscribed_topic_regex does not
+	// compile (RE2 syntax, Go's regexp; Kafka's RE2/J) or is longer than
+	// the coordinator's bound (1,000 bytes).
+	ErrorCode_INVALID_REGULAR_EXPRESSION ErrorCode = 128
 )
 
 // Enum value maps for ErrorCode.
@@ -362,6 +366,7 @@ var (
 		112: "UNSUPPORTED_ASSIGNOR",
 		113: "STALE_MEMBER_EPOCH",
 		120: "TRANSACTION_ABORTABLE",
+		128: "INVALID_REGULAR_EXPRESSION",
 	}
 	ErrorCode_value = map[string]int32{
 		"NONE":                                  0,
@@ -443,6 +448,7 @@ var (
 		"UNSUPPORTED_ASSIGNOR":                  112,
 		"STALE_MEMBER_EPOCH":                    113,
 		"TRANSACTION_ABORTABLE":                 120,
+		"INVALID_REGULAR_EXPRESSION":            128,
 	}
 )
 
@@ -497,7 +503,7 @@ var File_sluice_v1_errors_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\xf1\x11\n" +
+	"\x16sluice/v1/errors.proto\x12\tsluice.v1\x1a google/protobuf/descriptor.proto*\x92\x12\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -578,7 +584,8 @@ const file_sluice_v1_errors_proto_rawDesc = "" +
 	"\x16UNRELEASED_INSTANCE_ID\x10o\x1a\x04\x88\xb5\x18\x01\x12\x18\n" +
 	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
 	"\x12STALE_MEMBER_EPOCH\x10q\x12\x19\n" +
-	"\x15TRANSACTION_ABORTABLE\x10x:A\n" +
+	"\x15TRANSACTION_ABORTABLE\x10x\x12\x1f\n" +
+	"\x1aINVALID_REGULAR_EXPRESSION\x10\x80\x01:A\n" +
 	"\tretriable\x12!.google.protobuf.EnumValueOptions\x18ц\x03 \x01(\bR\tretriableBp\n" +
 	"\fio.sluice.v1B\vErrorsProtoP\x01Z3github.com/sluice-io/sluice/proto/sluicev1;sluicev1\xa2\x02\x03SLC\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1b\x06proto3"
 

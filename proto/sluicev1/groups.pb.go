@@ -58,9 +58,17 @@ type ConsumerGroupHeartbeatRequest struct {
 	// minimum and maximum (INVALID_SESSION_TIMEOUT outside them).
 	SessionTimeoutMs int32 `protobuf:"varint,11,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
 	// For describe output only.
-	ClientId      string `protobuf:"bytes,12,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientId string `protobuf:"bytes,12,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// KIP-848 regular-expression subscription (RE2 syntax, matched against
+	// whole topic names, internal ones included): the member subscribes to
+	// the union of subscribed_topic_names and the topics it matches that
+	// the caller may DESCRIBE, re-resolved as topics are created and
+	// deleted. Absent: unchanged; empty: cleared. On join, this or
+	// subscribed_topic_names is required. INVALID_REGULAR_EXPRESSION when
+	// it does not compile or is longer than 1,000 bytes.
+	SubscribedTopicRegex *string `protobuf:"bytes,13,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3,oneof" json:"subscribed_topic_regex,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
@@ -173,6 +181,13 @@ func (x *ConsumerGroupHeartbeatRequest) GetSessionTimeoutMs() int32 {
 func (x *ConsumerGroupHeartbeatRequest) GetClientId() string {
 	if x != nil {
 		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetSubscribedTopicRegex() string {
+	if x != nil && x.SubscribedTopicRegex != nil {
+		return *x.SubscribedTopicRegex
 	}
 	return ""
 }
@@ -1729,8 +1744,12 @@ type GroupMember struct {
 	// ConsumerProtocolAssignment, also decoded into assignment when it
 	// decodes); set while the group is Stable.
 	MemberAssignment []byte `protobuf:"bytes,12,opt,name=member_assignment,json=memberAssignment,proto3" json:"member_assignment,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// A KIP-848 member's regular-expression subscription (empty: none);
+	// subscribed_topic_names are the names it gave, not what the
+	// expression matched.
+	SubscribedTopicRegex string `protobuf:"bytes,13,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -1845,6 +1864,13 @@ func (x *GroupMember) GetMemberAssignment() []byte {
 		return x.MemberAssignment
 	}
 	return nil
+}
+
+func (x *GroupMember) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
+	}
+	return ""
 }
 
 // DeleteGroupsRequest names groups to delete.
@@ -2002,7 +2028,7 @@ var File_sluice_v1_groups_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/groups.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\"\x8e\x04\n" +
+	"\x16sluice/v1/groups.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\"\xe4\x04\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2017,7 +2043,9 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\x14topic_partitions_set\x18\n" +
 	" \x01(\bR\x12topicPartitionsSet\x12,\n" +
 	"\x12session_timeout_ms\x18\v \x01(\x05R\x10sessionTimeoutMs\x12\x1b\n" +
-	"\tclient_id\x18\f \x01(\tR\bclientId\"\xaa\x02\n" +
+	"\tclient_id\x18\f \x01(\tR\bclientId\x129\n" +
+	"\x16subscribed_topic_regex\x18\r \x01(\tH\x00R\x14subscribedTopicRegex\x88\x01\x01B\x19\n" +
+	"\x17_subscribed_topic_regex\"\xaa\x02\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2147,7 +2175,7 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"generation\x12#\n" +
 	"\rprotocol_type\x18\f \x01(\tR\fprotocolType\x12\x1a\n" +
 	"\bprotocol\x18\r \x01(\tR\bprotocol\x12\x16\n" +
-	"\x06leader\x18\x0e \x01(\tR\x06leader\"\x83\x04\n" +
+	"\x06leader\x18\x0e \x01(\tR\x06leader\"\xb9\x04\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2165,7 +2193,8 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	" \x01(\tR\n" +
 	"clientHost\x12'\n" +
 	"\x0fmember_metadata\x18\v \x01(\fR\x0ememberMetadata\x12+\n" +
-	"\x11member_assignment\x18\f \x01(\fR\x10memberAssignment\"2\n" +
+	"\x11member_assignment\x18\f \x01(\fR\x10memberAssignment\x124\n" +
+	"\x16subscribed_topic_regex\x18\r \x01(\tR\x14subscribedTopicRegex\"2\n" +
 	"\x13DeleteGroupsRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"N\n" +
 	"\x14DeleteGroupsResponse\x126\n" +
@@ -2284,6 +2313,7 @@ func file_sluice_v1_groups_proto_init() {
 		return
 	}
 	file_sluice_v1_errors_proto_init()
+	file_sluice_v1_groups_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
