@@ -162,7 +162,9 @@ func (c *Coordinator) Heartbeat(ctx context.Context, g string, req HeartbeatRequ
 // answers per partition once they are durable. memberEpoch -1 with an
 // empty memberID commits from outside the membership (allowed while the
 // group has no members); otherwise the member is checked
-// (Group.CheckOffsetCommit). For a classic group memberEpoch is the
+// (Group.CheckOffsetCommitPartitions: at an epoch below the member's,
+// the partitions it has not held since are STALE_MEMBER_EPOCH, the others
+// committed — KIP-1251). For a classic group memberEpoch is the
 // request's generation id and instanceID its group instance id
 // (ClassicGroup.CheckOffsetCommit: UNKNOWN_MEMBER_ID,
 // ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS); a
@@ -177,12 +179,29 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, g, memberID, instanceID
 		return nil, err
 	}
 	defer ps.Release(g)
-	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *Group) error { return gg.CheckOffsetCommit(memberID, memberEpoch) },
-		func(cg *ClassicGroup) error { return cg.CheckOffsetCommit(c.now(), memberID, instanceID, memberEpoch) })
+	var stale map[TopicPartition]error // KIP-1251: partitions refused at an older epoch
+	err = c.checkCommitter(ps, g, memberID, memberEpoch, func(gg *Group) error {
+		tps := make([]TopicPartition, len(entries))
+		for i, en := range entries {
+			tps[i] = en.TP
+		}
+		var err error
+		stale, err = gg.CheckOffsetCommitPartitions(memberID, memberEpoch, tps)
+		return err
+	}, func(cg *ClassicGroup) error { return cg.CheckOffsetCommit(c.now(), memberID, instanceID, memberEpoch) })
 	if err != nil {
 		return nil, err
 	}
 	good, results := checkEntries(entries)
+	if len(stale) > 0 {
+		good = slices.DeleteFunc(good, func(en OffsetCommitEntry) bool {
+			if err, ok := stale[en.TP]; ok {
+				results[en.TP] = err
+				return true
+			}
+			return false
+		})
+	}
 	if len(good) == 0 {
 		return results, nil
 	}

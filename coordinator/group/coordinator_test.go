@@ -360,14 +360,35 @@ func TestGroupCoordinatorMembershipSurvivesFailover(t *testing.T) {
 		}
 	}
 	// b leaves: a gets both partitions.
+	aEpoch, aOwned := a.epoch, a.owned.Clone()
 	if _, err := c.Heartbeat(ctx, "g", HeartbeatRequest{MemberID: b.id, MemberEpoch: LeaveEpoch}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		hb(a)
 	}
-	if a.owned.Len() != 2 {
+	if a.owned.Len() != 2 || a.epoch <= aEpoch {
 		t.Fatalf("a after b left: %+v", a)
+	}
+	// KIP-1251: a commit of both at a's epoch from before b left commits
+	// the partition a held since then; b's former one is stale.
+	var kept, given TopicPartition
+	for tp, ps := range a.owned {
+		for _, p := range ps {
+			if aOwned.Contains(tp, p) {
+				kept = TopicPartition{Topic: tp, Partition: p}
+			} else {
+				given = TopicPartition{Topic: tp, Partition: p}
+			}
+		}
+	}
+	res, err := c.CommitOffsets(ctx, "g", a.id, "", aEpoch, []OffsetCommitEntry{{TP: kept, Offset: Offset{Offset: 7}}, {TP: given, Offset: Offset{Offset: 7}}})
+	if err != nil || res[kept] != nil || errs.Code(res[given]) != sluicev1.ErrorCode_STALE_MEMBER_EPOCH {
+		t.Fatalf("a commits %v and %v at epoch %d (now %d): %v %v", kept, given, aEpoch, a.epoch, res, err)
+	}
+	fetched, err := c.FetchOffsets("g", "", -1, []TopicPartition{kept, given}, false)
+	if err != nil || fetched[0].Offset.Offset != 7 || fetched[1].Offset.Offset == 7 {
+		t.Fatalf("offsets after the partly stale commit: %+v %v", fetched, err)
 	}
 	// The leave is in the log too: after another failover b is unknown
 	// and a goes on with both partitions.

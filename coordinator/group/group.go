@@ -170,7 +170,9 @@ func (g *Group) memberIDs() []string {
 // owners index in step. It panics if a partition would get two owners:
 // that is the invariant revoke-before-assign exists for.
 func (g *Group) setOwnership(m *member, assigned, pending Assignment) {
+	at := m.assignedAt // what m keeps keeps its stamp
 	g.dropOwnership(m)
+	m.assignedAt = at
 	for _, a := range []Assignment{assigned, pending} {
 		for t, ps := range a {
 			o := g.owners[t]
@@ -187,9 +189,11 @@ func (g *Group) setOwnership(m *member, assigned, pending Assignment) {
 		}
 	}
 	m.assigned, m.pending = assigned, pending
+	m.restamp()
 }
 
-// dropOwnership frees every partition m holds.
+// dropOwnership frees every partition m holds (and forgets their
+// assignment epochs).
 func (g *Group) dropOwnership(m *member) {
 	for _, a := range []Assignment{m.assigned, m.pending} {
 		for t, ps := range a {
@@ -204,7 +208,7 @@ func (g *Group) dropOwnership(m *member) {
 			}
 		}
 	}
-	m.assigned, m.pending = nil, nil
+	m.assigned, m.pending, m.assignedAt = nil, nil, nil
 }
 
 // ownerOf returns the member holding topic/partition ("" if free).

@@ -296,8 +296,9 @@ func (g *Group) rename(m *member, id string) {
 	}
 	g.markDirty(m.id) // the old id's record goes (a tombstone)
 	g.markDirty(id)
-	assigned := m.assigned
+	assigned, at := m.assigned, m.assignedAt
 	g.dropOwnership(m)
+	m.assignedAt = at
 	target, hasTarget := g.target[m.id]
 	delete(g.target, m.id)
 	delete(g.members, m.id)

@@ -220,8 +220,16 @@ func checkInvariants(t testing.TB, g *Group) {
 					if g.ownerOf(tp, p) != id {
 						t.Fatalf("owners index says %s:%d is %q's, member %s holds it", tp, p, g.ownerOf(tp, p), id)
 					}
+					// KIP-1251: every held partition has an assignment
+					// epoch, at most the member's.
+					if at, ok := m.assignedAt[tp][p]; !ok || (m.epoch >= 0 && at > m.epoch) {
+						t.Fatalf("member %s (epoch %d) holds %s:%d with assignment epoch %d (%v)", id, m.epoch, tp, p, at, ok)
+					}
 				}
 			}
+		}
+		if n := m.assignedAt.len(); n != m.assigned.Len()+m.pending.Len() {
+			t.Fatalf("member %s has %d assignment epochs for %d partitions held", id, n, m.assigned.Len()+m.pending.Len())
 		}
 		for tp, ps := range g.target[id] {
 			for _, p := range ps {

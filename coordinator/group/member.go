@@ -40,6 +40,9 @@ type member struct {
 	// pending: partitions it was asked to release and has not yet
 	// reported released; they stay its own until then.
 	assigned, pending Assignment
+	// assignedAt: the epoch each partition of assigned and pending was
+	// given to the member at (KIP-1251; restamp keeps it in step).
+	assignedAt AssignmentEpochs
 
 	sessionTimeout, rebalanceTimeout time.Duration
 	sessionDeadline                  time.Time

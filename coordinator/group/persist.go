@@ -46,7 +46,7 @@ func (g *Group) memberRecord(m *member) MemberRecord {
 		Topics: m.names, Regex: m.regex, RegexTopics: m.regexTopics, Assignor: m.assignor,
 		RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), SessionTimeoutMs: m.sessionTimeout.Milliseconds(),
 		Epoch: m.epoch, PreviousEpoch: m.previousEpoch, State: m.state,
-		Assigned: m.assigned, Pending: m.pending, Target: g.target[m.id],
+		Assigned: m.assigned, Pending: m.pending, Target: g.target[m.id], AssignmentEpochs: m.assignedAt,
 	}
 }
 
@@ -57,7 +57,8 @@ func equalRecord(a, b *MemberRecord) bool {
 		a.Regex == b.Regex && equalStrings(a.RegexTopics, b.RegexTopics) &&
 		a.RebalanceTimeoutMs == b.RebalanceTimeoutMs && a.SessionTimeoutMs == b.SessionTimeoutMs &&
 		a.Epoch == b.Epoch && a.PreviousEpoch == b.PreviousEpoch && a.State == b.State &&
-		a.Assigned.Equal(b.Assigned) && a.Pending.Equal(b.Pending) && a.Target.Equal(b.Target)
+		a.Assigned.Equal(b.Assigned) && a.Pending.Equal(b.Pending) && a.Target.Equal(b.Target) &&
+		a.AssignmentEpochs.Equal(b.AssignmentEpochs)
 }
 
 // cloneRecord deep-copies r with normalized assignments (the form that
@@ -68,6 +69,7 @@ func cloneRecord(r MemberRecord) MemberRecord {
 		r.RegexTopics = append([]string{}, r.RegexTopics...)
 	}
 	r.Assigned, r.Pending, r.Target = r.Assigned.normalized(), r.Pending.normalized(), r.Target.normalized()
+	r.AssignmentEpochs = r.AssignmentEpochs.Clone()
 	if r.Assigned == nil {
 		r.Assigned = Assignment{}
 	}
@@ -191,6 +193,7 @@ func Restore(now time.Time, id string, cfg Config, rec GroupRecord, members map[
 			g.target[mid] = r.Target
 		}
 		g.setOwnership(m, g.unowned(r.Assigned), g.unowned(r.Pending))
+		m.restore(r.AssignmentEpochs)
 		g.loggedMembers[mid] = r
 		if !m.assigned.Equal(r.Assigned) || !m.pending.Equal(r.Pending) {
 			g.markDirty(mid) // a conflict was dropped: write the truth

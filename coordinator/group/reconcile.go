@@ -79,15 +79,16 @@ func (g *Group) nextAssignment(now time.Time, m *member, memberEpoch int32, owne
 	before, beforePending, beforeState := m.assigned, m.pending, m.state
 	revoked := fromPartitions(revoke)
 	if len(revoke) > 0 && ownsAny(owned, ownedSet, revoked) {
-		g.setOwnership(m, fromPartitions(kept), revoked)
 		g.setEpoch(m, memberEpoch)
+		g.setOwnership(m, fromPartitions(kept), revoked)
 		m.state = MemberUnrevokedPartitions
 		if beforeState != MemberUnrevokedPartitions || !beforePending.Equal(revoked) || m.revokeDeadline.IsZero() {
 			m.revokeDeadline = now.Add(m.rebalanceTimeout)
 		}
 	} else {
-		g.setOwnership(m, fromPartitions(append(kept, given...)), nil)
+		// The epoch first: what is given is stamped with it (restamp).
 		g.setEpoch(m, g.assignmentEpoch)
+		g.setOwnership(m, fromPartitions(append(kept, given...)), nil)
 		if unreleased {
 			m.state = MemberUnreleasedPartitions
 		} else {

@@ -103,7 +103,9 @@ const (
 //	         "state":0,"assigned":{"in":[0,1]},"pending":{},
 //	         "target":{"in":[0,1]}}
 //	        (decision 73: a member subscribed with a regex has version 2
-//	        and "regex":"in-.*","regex_topics":["in-a","in-b"])
+//	        and "regex":"in-.*","regex_topics":["in-a","in-b"]; decision
+//	        74: "assignment_epochs":{"in":{"0":5,"1":7}}, the epoch each
+//	        held partition was given at, KIP-1251)
 //	classic group (decision 70; epoch = generation):
 //	        {"version":2,"epoch":7,"time_ms":1794026921817,
 //	         "classic":{"protocol_type":"consumer","generation":7,
@@ -352,6 +354,11 @@ type MemberRecord struct {
 	// Target is the member's share of the target assignment at the
 	// group record's AssignmentEpoch.
 	Target Assignment `json:"target"`
+	// AssignmentEpochs: the member epoch each partition of Assigned and
+	// Pending was given to the member at (KIP-1251). Absent in records
+	// from before, and for a partition missing here: the member's Epoch
+	// (the strictest stamp, which accepts only commits at that epoch).
+	AssignmentEpochs AssignmentEpochs `json:"assignment_epochs,omitempty"`
 }
 
 type memberValue struct {
