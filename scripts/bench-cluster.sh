@@ -24,7 +24,9 @@
 # of the paced acks=all 100-byte run), PROFILE_DIR (if set, CPU profiles of
 # node 1 and of the load generator during the saturated acks=all 100-byte
 # run are written there), SYNC_RECORDS (records of each synchronous run:
-# 5000), RECORDS_TXN (records of each transactions run: 3000000), KEEP=1 keeps the data directories and logs, BIN (bin: where the
+# 5000), RECORDS_TXN (records of each transactions run: 3000000),
+# KAFKA_TXN_ARGS (more kafkabench flags for the three door transactions
+# runs, e.g. --max-buffered-records 8192), KEEP=1 keeps the data directories and logs, BIN (bin: where the
 # binaries are built; another directory leaves bin/ alone, e.g. while a
 # chaos run restarts nodes from it), ONLY (a regular expression: only the
 # runs whose label matches, e.g. ONLY=synchronous), NODE_GOMAXPROCS (if set,
@@ -53,6 +55,7 @@ PROFILE_DIR=${PROFILE_DIR:-}
 BIN=${BIN:-bin}
 ONLY=${ONLY:-}
 RECORDS_TXN=${RECORDS_TXN:-3000000}
+KAFKA_TXN_ARGS=${KAFKA_TXN_ARGS:-}
 RECORDS_DOOR=${RECORDS_DOOR:-1000000}
 
 echo "building $BIN/sluiced, $BIN/sluice and $BIN/kafkabench" >&2
@@ -354,7 +357,7 @@ kafka_txn() {
 	echo "== $label" >&2
 	local out n0 g0
 	n0=$(node_ticks) g0=$(children_ticks)
-	out=$("$BIN/kafkabench" produce --brokers "$kafka_brokers" --topic "$name" --records "$RECORDS_TXN" --record-size 100 --acks all "$@")
+	out=$("$BIN/kafkabench" produce --brokers "$kafka_brokers" --topic "$name" --records "$RECORDS_TXN" --record-size 100 --acks all "$@" $KAFKA_TXN_ARGS)
 	out="$out; $(cpu_summary $(($(node_ticks) - n0)) $(($(children_ticks) - g0)) --records "$RECORDS_TXN" --record-size 100)"
 	echo "$out" >&2
 	results+=("$label: $out")

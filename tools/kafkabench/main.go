@@ -30,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || (os.Args[1] != "produce" && os.Args[1] != "consume") {
-		fmt.Fprintln(os.Stderr, "usage: kafkabench produce|consume --brokers B --topic T [--records N] [--record-size B] [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd] [--partition P] [--transactional-id ID --commit-interval D]")
+		fmt.Fprintln(os.Stderr, "usage: kafkabench produce|consume --brokers B --topic T [--records N] [--record-size B] [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd] [--partition P] [--max-buffered-records N] [--transactional-id ID --commit-interval D]")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -46,6 +46,7 @@ func main() {
 	batchBytes := fs.Int("batch-bytes", 1000012, "producer batch size (franz-go's default, which fits Kafka's default max.message.bytes)")
 	txnID := fs.String("transactional-id", "", "produce in transactions with this transactional id")
 	every := fs.Duration("commit-interval", 100*time.Millisecond, "with --transactional-id: commit a transaction this long after it began")
+	buffered := fs.Int("max-buffered-records", 1<<16, "records the producer buffers before Produce blocks (franz-go's MaxBufferedRecords); a transaction's flush waits for all of them")
 	fs.Parse(os.Args[2:])
 	if *topic == "" {
 		fmt.Fprintln(os.Stderr, "--topic is required")
@@ -54,7 +55,7 @@ func main() {
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.RetryTimeout(time.Minute)}
 	var err error
 	if mode == "produce" {
-		err = produce(opts, *topic, *records, *size, *acks, *compression, int32(*partition), *linger, int32(*batchBytes), *txnID, *every)
+		err = produce(opts, *topic, *records, *size, *acks, *compression, int32(*partition), *linger, int32(*batchBytes), *buffered, *txnID, *every)
 	} else {
 		err = consume(opts, *topic, *records)
 	}
@@ -95,13 +96,13 @@ func codec(name string) (kgo.CompressionCodec, error) {
 }
 
 func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string, partition int32, linger time.Duration, batchBytes int32,
-	txnID string, every time.Duration) error {
+	buffered int, txnID string, every time.Duration) error {
 	c, err := codec(compression)
 	if err != nil {
 		return err
 	}
 	opts = append(opts, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(c), kgo.ProducerLinger(linger),
-		kgo.ProducerBatchMaxBytes(batchBytes), kgo.MaxBufferedRecords(1<<16))
+		kgo.ProducerBatchMaxBytes(batchBytes), kgo.MaxBufferedRecords(buffered))
 	switch acks {
 	case "all":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
