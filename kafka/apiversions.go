@@ -23,6 +23,13 @@ type handler struct {
 	// waits says the answer may take long (a coordinator's append, a
 	// rebalance): the answers before it are flushed first.
 	waits bool
+	// charged says the request is answered from the broker's memory:
+	// its handling time is charged to the caller's request quota
+	// (request_percentage), as the gRPC door charges the same requests
+	// (chargeRequest). Produce and Fetch charge themselves; requests
+	// that wait on the controller, a coordinator or a rebalance are not
+	// charged, as through gRPC.
+	charged bool
 	// waitsForOthers says the answer waits for other clients' requests
 	// (a classic rebalance: every member's JoinGroup, the leader's
 	// SyncGroup): its request bytes are given back once it is started,
@@ -46,40 +53,40 @@ func init() {
 	handlers = map[int16]handler{
 		0:              {min: 3, max: 12, serve: produce, listedFrom: 0, legacy: refuseOldProduce},
 		1:              {min: 4, max: 12, serve: fetch},
-		2:              {min: 1, max: 10, serve: now(listOffsets)},
-		3:              {min: 0, max: 12, serve: now(metadata)},
+		2:              {min: 1, max: 10, serve: now(listOffsets), charged: true},
+		3:              {min: 0, max: 12, serve: now(metadata), charged: true},
 		17:             {min: 1, max: 1, serve: now(saslHandshake), listedFrom: 0, legacy: refuseSaslHandshakeV0}, // saslHandshakeKey
 		apiVersionsKey: {min: 0, max: 5, serve: now(apiVersions)},
 		19:             {min: 0, max: 7, serve: now(createTopics)},
 		20:             {min: 0, max: 6, serve: now(deleteTopics)},
 		8:              {min: 2, max: 9, serve: later(offsetCommit), waits: true},
-		9:              {min: 1, max: 9, serve: now(offsetFetch)},
+		9:              {min: 1, max: 9, serve: now(offsetFetch), charged: true},
 		10:             {min: 0, max: 6, serve: later(findCoordinator), waits: true},
 		11:             {min: 0, max: 9, serve: later(joinGroup), waits: true, waitsForOthers: true},
 		12:             {min: 0, max: 4, serve: later(heartbeat), waits: true},
 		13:             {min: 0, max: 5, serve: later(leaveGroup), waits: true},
 		14:             {min: 0, max: 5, serve: later(syncGroup), waits: true, waitsForOthers: true},
-		15:             {min: 0, max: 5, serve: now(describeGroups)},
-		16:             {min: 0, max: 5, serve: now(listGroups)},
+		15:             {min: 0, max: 5, serve: now(describeGroups), charged: true},
+		16:             {min: 0, max: 5, serve: now(listGroups), charged: true},
 		22:             {min: 0, max: 5, serve: later(initProducerID), waits: true},
 		24:             {min: 0, max: 5, serve: later(addPartitionsToTxn), waits: true},
 		25:             {min: 0, max: 4, serve: later(addOffsetsToTxn), waits: true},
 		26:             {min: 0, max: 5, serve: later(endTxn), waits: true},
 		28:             {min: 0, max: 5, serve: later(txnOffsetCommit), waits: true},
 		42:             {min: 0, max: 2, serve: later(deleteGroups), waits: true},
-		65:             {min: 0, max: 0, serve: now(describeTransactions)},
-		66:             {min: 0, max: 1, serve: now(listTransactions)},
+		65:             {min: 0, max: 0, serve: now(describeTransactions), charged: true},
+		66:             {min: 0, max: 1, serve: now(listTransactions), charged: true},
 		68:             {min: 0, max: 1, serve: later(consumerGroupHeartbeat), waits: true},
-		69:             {min: 0, max: 1, serve: now(consumerGroupDescribe)},
-		23:             {min: 2, max: 4, serve: now(offsetForLeaderEpoch)},
-		32:             {min: 0, max: 4, serve: now(describeConfigs)},
+		69:             {min: 0, max: 1, serve: now(consumerGroupDescribe), charged: true},
+		23:             {min: 2, max: 4, serve: now(offsetForLeaderEpoch), charged: true},
+		32:             {min: 0, max: 4, serve: now(describeConfigs), charged: true},
 		33:             {min: 0, max: 2, serve: now(alterConfigs)},
 		36:             {min: 0, max: 2, serve: now(saslAuthenticate)}, // saslAuthenticateKey
 		37:             {min: 0, max: 3, serve: now(createPartitions)},
 		44:             {min: 0, max: 1, serve: now(incrementalAlterConfigs)},
 		47:             {min: 0, max: 0, serve: later(offsetDelete), waits: true},
-		60:             {min: 0, max: 1, serve: now(describeCluster)},
-		61:             {min: 0, max: 0, serve: now(describeProducers)},
+		60:             {min: 0, max: 1, serve: now(describeCluster), charged: true},
+		61:             {min: 0, max: 0, serve: now(describeProducers), charged: true},
 	}
 }
 

@@ -200,6 +200,10 @@ func (c *conn) read(answers chan<- answer) error {
 		var respond func() kmsg.Response
 		if req.version < h.min {
 			respond = now(h.legacy)(c, req) // listed but refused (handler.listedFrom)
+		} else if h.charged && c.quotasActive() {
+			start := time.Now()
+			respond = h.serve(c, req)
+			respond = c.chargeRequest(req, respond, time.Since(start))
 		} else {
 			respond = h.serve(c, req)
 		}

@@ -101,3 +101,55 @@ func TestKafkaDoorQuotas(t *testing.T) {
 		t.Fatal("a fetch over consumer_byte_rate was not throttled")
 	}
 }
+
+// The request quota (request_percentage) charges the requests the door
+// answers from memory, as the gRPC door charges the same ones: a client
+// id with a tiny request quota flooding Metadata gets throttle_time_ms
+// and its connection is muted for that long; another client id is not
+// throttled.
+func TestKafkaDoorRequestQuota(t *testing.T) {
+	s := startKafkaNode(t)
+	ctx := testContext(t, 60*time.Second)
+	addr := s.Node.KafkaAddr()
+	res, err := s.Admin.AlterClientQuotas(ctx, &sluicev1.AlterClientQuotasRequest{Entries: []*sluicev1.ClientQuotaAlteration{{
+		Entity: &sluicev1.QuotaEntity{ClientId: &sluicev1.QuotaEntityName{Name: "kmeta"}},
+		Ops:    []*sluicev1.QuotaOp{{Key: "request_percentage", Value: 0.01}}, // 100 µs of handling per second
+	}}})
+	if err != nil || res.Results[0].ErrorCode != sluicev1.ErrorCode_NONE {
+		t.Fatalf("AlterClientQuotas: %v %v", res, err)
+	}
+	flood := func(clientID string, n int) (throttled int32, took time.Duration) {
+		cl := newClient(t, addr, kgo.ClientID(clientID))
+		req := kmsg.NewPtrMetadataRequest() // every topic
+		start := time.Now()
+		for range n {
+			resp, err := req.RequestWith(ctx, cl.Broker(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ThrottleMillis > 0 {
+				return resp.ThrottleMillis, time.Since(start)
+			}
+		}
+		return 0, time.Since(start)
+	}
+	if th, _ := flood("kquiet", 200); th != 0 {
+		t.Fatalf("a client id without a quota was throttled %d ms", th)
+	}
+	th, _ := flood("kmeta", 2000)
+	if th <= 0 {
+		t.Fatal("2,000 Metadata requests of a client id with request_percentage 0.01 were not throttled")
+	}
+	// The connection is muted: the next request is answered after the
+	// throttle (franz-go also waits it out itself, KIP-219).
+	cl := newClient(t, addr, kgo.ClientID("kmeta"))
+	start := time.Now()
+	for range 2 {
+		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < time.Duration(th)*time.Millisecond/2 {
+		t.Errorf("throttled %d ms, yet two more requests were answered in %v", th, took)
+	}
+}

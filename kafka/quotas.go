@@ -3,6 +3,8 @@ package kafka
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluice-io/sluice/auth"
 )
 
@@ -87,5 +89,48 @@ func (c *conn) waitMuted() bool {
 		return true
 	case <-c.ctx.Done():
 		return false
+	}
+}
+
+// quotasActive reports whether some quota is in force.
+func (c *conn) quotasActive() bool {
+	q := c.s.cfg.Quotas
+	return q != nil && q.Active()
+}
+
+// chargeRequest charges a request answered from memory (handler.charged)
+// its handling time against the caller's request quota, and returns its
+// answer: over the quota with throttle_time_ms set, the connection muted
+// for that long, and — for a version whose client does not wait out the
+// throttle itself (before KIP-219: Kafka applied the throttle before the
+// answer) — held that long on the writer.
+func (c *conn) chargeRequest(r *request, respond func() kmsg.Response, handling time.Duration) func() kmsg.Response {
+	d := c.s.cfg.Quotas.Charge(r.caller.Principal, r.clientID, auth.QuotaRequest, 0, handling)
+	if d <= 0 {
+		return respond
+	}
+	c.muteUntil(time.Now().Add(d))
+	ms := int32(min(d.Milliseconds()+1, 1<<31-1))
+	return func() kmsg.Response {
+		resp := respond()
+		if resp == nil {
+			return nil
+		}
+		after := false
+		if tr, ok := resp.(kmsg.ThrottleResponse); ok {
+			_, after = tr.Throttle()
+		}
+		if st, ok := resp.(kmsg.SetThrottleResponse); ok {
+			st.SetThrottle(ms)
+		}
+		if !after {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+			}
+		}
+		return resp
 	}
 }
