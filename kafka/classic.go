@@ -54,7 +54,7 @@ func joinGroup(c *conn, r *request) func() kmsg.Response {
 		ClientID: r.clientID, ClientHost: c.clientHost(), ProtocolType: req.ProtocolType, Reason: stringOr(req.Reason, ""),
 		SessionTimeout:       time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
 		RebalanceTimeout:     time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
-		RequireKnownMemberID: r.version >= 4}
+		RequireKnownMemberID: r.version >= 4, SupportsSkipAssignment: r.version >= 9}
 	if r.version == 0 {
 		jr.RebalanceTimeout = jr.SessionTimeout
 	}
@@ -77,7 +77,7 @@ func joinGroup(c *conn, r *request) func() kmsg.Response {
 		if err != nil {
 			return fail(err)
 		}
-		resp.Generation, resp.LeaderID = jresp.Generation, jresp.Leader
+		resp.Generation, resp.LeaderID, resp.SkipAssignment = jresp.Generation, jresp.Leader, jresp.SkipAssignment
 		proto, typ := jresp.ProtocolName, jresp.ProtocolType
 		resp.Protocol, resp.ProtocolType = &proto, &typ
 		for _, m := range jresp.Members {

@@ -142,6 +142,10 @@ type JoinGroupRequest struct {
 	// without a member id is given one with MEMBER_ID_REQUIRED and must
 	// join again with it.
 	RequireKnownMemberID bool
+	// SupportsSkipAssignment is JoinGroup v9+ (KIP-814): a static leader
+	// that rejoins a Stable group is told it leads, with the members,
+	// and to skip the assignment (JoinGroupResponse.SkipAssignment).
+	SupportsSkipAssignment bool
 }
 
 // JoinGroupResponse is a JoinGroup's answer.
@@ -155,6 +159,10 @@ type JoinGroupResponse struct {
 	// Members: the leader's answer only; every member's metadata for the
 	// chosen protocol, sorted by member id.
 	Members []ClassicMember
+	// SkipAssignment: the leader must not assign (v9+, KIP-814: a static
+	// leader that rejoined a Stable group; the assignment stands, and it
+	// leads so that it watches the metadata).
+	SkipAssignment bool
 }
 
 // SyncGroupRequest is one SyncGroup.

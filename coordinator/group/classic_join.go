@@ -176,7 +176,9 @@ func (g *ClassicGroup) addMember(now time.Time, req JoinGroupRequest, id string)
 // FENCED_INSTANCE_ID), the member keeps its assignment. In Stable with an
 // unchanged protocol no rebalance happens; the group's record is written
 // with the new id first and the member is answered the current
-// generation (with the leader it had, so it does not assign again).
+// generation (with the leader it had, so it does not assign again; a
+// v9+ leader is told it leads, with the members, and to skip the
+// assignment — KIP-814).
 func (g *ClassicGroup) replaceStaticMember(now time.Time, req JoinGroupRequest, oldID, newID string) (JoinGroupResponse, bool, error) {
 	oldLeader := g.leader
 	old := g.swapMemberID(req.InstanceID, oldID, newID)
@@ -201,8 +203,13 @@ func (g *ClassicGroup) replaceStaticMember(now time.Time, req JoinGroupRequest, 
 					}
 					return
 				}
-				g.answerJoin(nm, JoinGroupResponse{Generation: gen, ProtocolType: g.protocolType,
-					ProtocolName: g.protocolName, Leader: oldLeader, MemberID: newID}, nil)
+				resp := JoinGroupResponse{Generation: gen, ProtocolType: g.protocolType,
+					ProtocolName: g.protocolName, Leader: oldLeader, MemberID: newID}
+				if req.SupportsSkipAssignment && g.leader == newID {
+					// KIP-814: the rejoined leader leads, without assigning.
+					resp.Leader, resp.Members, resp.SkipAssignment = newID, g.currentMembers(), true
+				}
+				g.answerJoin(nm, resp, nil)
 			})
 			return JoinGroupResponse{MemberID: newID}, true, nil
 		}

@@ -508,3 +508,42 @@ func TestClassicRestore(t *testing.T) {
 		t.Fatalf("assignment after restore: %+v %v", resp, err)
 	}
 }
+
+// KIP-814 (JoinGroup v9+): a static leader that rejoins a Stable group is
+// told it leads, with every member's metadata, and to skip the
+// assignment; a static follower is answered as before (the leader's id,
+// no members, no skip).
+func TestClassicStaticLeaderRejoinSkipsAssignment(t *testing.T) {
+	g := newTestClassic(ClassicConfig{InitialRebalanceDelay: -1})
+	leader := mustWait(t, g, t0, joinReq("", "i1"))
+	follower := mustWait(t, g, t0, joinReq("", "i2"))
+	g.Expire(t0)
+	joins(g)
+	syncAll(t, g, t0, []string{leader, follower}, 1)
+	rejoin := func(instance string) JoinGroupResponse {
+		t.Helper()
+		req := joinReq("", instance)
+		req.SupportsSkipAssignment = true
+		resp, wait, err := g.Join(t0, req)
+		if err != nil || !wait {
+			t.Fatalf("rejoin of %s: %+v %v %v", instance, resp, wait, err)
+		}
+		g.RecordWritten(t0, nil)
+		a := joins(g)[resp.MemberID]
+		if a.Err != nil {
+			t.Fatalf("rejoin of %s answered %v", instance, a.Err)
+		}
+		return a.Response
+	}
+	f := rejoin("i2")
+	if f.SkipAssignment || len(f.Members) != 0 || f.Leader != leader || f.Generation != 1 {
+		t.Fatalf("the follower's rejoin: %+v", f)
+	}
+	l := rejoin("i1")
+	if !l.SkipAssignment || l.Leader != l.MemberID || l.Generation != 1 || len(l.Members) != 2 {
+		t.Fatalf("the leader's rejoin: %+v, want it to lead, skip assigning, with both members", l)
+	}
+	if g.State() != ClassicStable {
+		t.Fatalf("a static rejoin rebalanced: %v", g.State())
+	}
+}
