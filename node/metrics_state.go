@@ -143,7 +143,7 @@ func newStateCollector(n *Node) *stateCollector {
 		groupSkippedRecords: d("sluice_group_coordinator_skipped_records_total",
 			"__consumer_offsets records this node's loads could not decode and skipped (logged with partition, offset and reason); a record skipped by several loads counts each time."),
 		rebalances: d("sluice_group_rebalances_total",
-			"Group epoch bumps (membership, subscription or metadata changes) this node has written as coordinator."),
+			"Group epoch bumps (membership, subscription or metadata changes) and classic group generations this node has written as coordinator."),
 		groupLag: d("sluice_consumer_group_lag",
 			"Last stable offset minus the group's committed offset, per group and partition hosted on this node (at most "+strconv.Itoa(maxGroupLagSeries)+" series).",
 			"group", "topic", "partition"),

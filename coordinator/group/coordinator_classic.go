@@ -241,6 +241,13 @@ func (c *Coordinator) settleClassic(ctx context.Context, ps *offsetsPartition, e
 		}
 		e.mu.Lock()
 		if err == nil {
+			if rec.Generation > e.persistedEpoch {
+				// A new generation is a rebalance, counted as a KIP-848
+				// group's epoch bumps are (sluice_group_rebalances_total).
+				c.mu.Lock()
+				c.rebalances += int64(rec.Generation - e.persistedEpoch)
+				c.mu.Unlock()
+			}
 			e.persistedEpoch = max(e.persistedEpoch, rec.Generation)
 			e.g.RestoreEpoch(rec.Generation)
 		}

@@ -136,6 +136,10 @@ func TestClassicCoordinatorRebalanceAndFailover(t *testing.T) {
 	if r := <-bSync; r.err != nil || string(r.resp.Assignment) != string(assignmentBytes("t", 1)) {
 		t.Fatalf("follower sync: %+v", r)
 	}
+	// Two generations written: two rebalances in the metric.
+	if _, rebalances, _ := c.Stats(); rebalances != 2 {
+		t.Errorf("rebalances = %d after generation 2, want 2", rebalances)
+	}
 	in := TopicPartition{Topic: "t", Partition: 1}
 	if _, err := c.CommitOffsets(ctx, "g", b, "", 1, []OffsetCommitEntry{{TP: in, Offset: Offset{Offset: 5}}}); errs.Code(err) != sluicev1.ErrorCode_ILLEGAL_GENERATION {
 		t.Fatalf("commit at a stale generation: %v", err)
