@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -217,38 +217,17 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 		"--transactional-id", fmt.Sprintf("%s-%d", rdkCopierTxnID, slot),
 		"--transaction-timeout-ms", ms(wc.TxnTimeout), "--session-timeout-ms", ms(copierSessionTimeout),
 		"--max-batch", "50", "--pace-ms", "100")
-	stdout, err := cmd.StdoutPipe()
+	proc, err := startCopierProcess(cmd, func(stdout io.Reader) { w.readRdkLines(name, stdout) })
 	if err != nil {
-		return
-	}
-	stderr := &tailBuffer{max: 4 << 10}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
 		w.log.Warn("librdkafka copier: start", "copier", name, "err", err)
 		return
 	}
 	w.rdk.mu.Lock()
 	w.rdk.instances++
 	w.rdk.mu.Unlock()
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		w.readRdkLines(name, stdout)
-	}()
-	exited := make(chan struct{})
-	go func() {
-		<-read // stdout is read to its end before Wait closes it
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	term := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
+		if !proc.term() {
 			w.log.Warn("librdkafka copier did not stop on SIGTERM: killed", "copier", name)
-			_ = cmd.Process.Kill()
-			<-exited
 		}
 	}
 	timer := time.NewTimer(life)
@@ -256,7 +235,7 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 	killed := false
 	for done := false; !done; {
 		select {
-		case <-exited:
+		case <-proc.exited:
 			done = true
 		case <-timer.C:
 			if w.inputIsComplete() {
@@ -264,8 +243,7 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 			}
 			if kill {
 				w.log.Info("librdkafka copier killed (SIGKILL)", "copier", name, "after", life)
-				_ = cmd.Process.Kill()
-				<-exited
+				proc.kill()
 				killed = true
 				w.rdk.mu.Lock()
 				w.rdk.kills++
@@ -282,20 +260,19 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 			term()
 			done = true
 		case <-w.ctx.Done():
-			_ = cmd.Process.Kill()
-			<-exited
+			proc.kill()
 			killed = true
 			done = true
 		}
 	}
-	if st := cmd.ProcessState; st != nil && !st.Success() && !killed {
-		w.log.Warn("librdkafka copier exited", "copier", name, "status", st.String(), "stderr", stderr.String())
+	if st := proc.failed(); st != nil && !killed {
+		w.log.Warn("librdkafka copier exited", "copier", name, "status", st.String(), "stderr", proc.stderr.String())
 	}
 }
 
 // readRdkLines records instance name's committed transactions from its
 // stdout, until the end (a line cut by SIGKILL is dropped).
-func (w *workload) readRdkLines(name string, r interface{ Read([]byte) (int, error) }) {
+func (w *workload) readRdkLines(name string, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	w.rdk.mu.Lock()
