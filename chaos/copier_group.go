@@ -40,68 +40,31 @@ const (
 // input partition was seen at its end by an instance with nothing in
 // flight (bounded like copy).
 func (w *workload) groupCopy() {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	caught := &caughtUp{at: map[int32]int64{}}
-	for s := 1; s <= w.cfg.CopierMembers; s++ {
-		rng := rand.New(rand.NewPCG(0xc0, uint64(s)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for instance := 1; w.ctx.Err() == nil; instance++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if w.cfg.CopierInProcess {
-					w.runGroupCopier(s, instance, rng, stop, caught, true)
-					continue
-				}
-				// One instance in three is SIGKILLed, one in six
-				// SIGSTOPped into a zombie, 1-8 s after it started.
-				var fate memberFate
-				switch rng.IntN(6) {
-				case 0, 1:
-					fate.killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
-				case 2:
-					fate.pauseAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
-				}
-				w.runGroupMemberProcess(s, instance, rng.Uint64(), fate, stop, caught)
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer close(stop)
-	var give time.Time
+	end := w.startCopierSlots(w.cfg.CopierMembers, 0xc0, func(slot, instance int, rng *rand.Rand, stop <-chan struct{}) {
+		if w.cfg.CopierInProcess {
+			w.runGroupCopier(slot, instance, rng, stop, caught, true)
+			return
+		}
+		// One instance in three is SIGKILLed, one in six SIGSTOPped
+		// into a zombie, 1-8 s after it started.
+		var fate memberFate
+		switch rng.IntN(6) {
+		case 0, 1:
+			fate.killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+		case 2:
+			fate.pauseAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+		}
+		w.runGroupMemberProcess(slot, instance, rng.Uint64(), fate, stop, caught)
+	})
+	defer end()
 	cl, err := w.cfg.newClient(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
 	if err != nil {
 		w.log.Warn("group copier: no client", "err", err)
 		return
 	}
 	defer cl.Close()
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !w.inputIsComplete() {
-			continue
-		}
-		if give.IsZero() {
-			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
-		}
-		if time.Now().After(give) {
-			w.log.Warn("group copier did not catch up with its input")
-			return
-		}
-		if w.groupCaughtUp(cl, caught) {
-			return
-		}
-	}
+	w.watchCopier("group copier", w.inputIsComplete, func() bool { return w.groupCaughtUp(cl, caught) })
 }
 
 // caughtUp holds, per input partition, the position an instance had when

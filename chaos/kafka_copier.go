@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,50 +46,17 @@ const (
 // group's committed offsets are past every input record read_committed
 // readers have seen (bounded like groupCopy).
 func (w *workload) kafkaCopy() {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var lastCopy atomic.Int64 // unix nanoseconds of the last transaction with records
 	lastCopy.Store(time.Now().UnixNano())
-	for s := 1; s <= w.cfg.KafkaCopierMembers; s++ {
-		rng := rand.New(rand.NewPCG(0x4b, uint64(s)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for instance := 1; w.ctx.Err() == nil; instance++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				w.runKafkaCopier(s, instance, rng, stop, &lastCopy)
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer close(stop)
-	var give time.Time
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !w.inputIsComplete() || time.Since(time.Unix(0, lastCopy.Load())) < kafkaCopierQuiet {
-			continue
-		}
-		if give.IsZero() {
-			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
-		}
-		if time.Now().After(give) {
-			w.log.Warn("kafka copier did not catch up with its input")
-			return
-		}
-		if w.kafkaGroupCaughtUp(kafkaCopierGroup, w.cfg.kafkaCopierInput()) {
-			return
-		}
-	}
+	end := w.startCopierSlots(w.cfg.KafkaCopierMembers, 0x4b, func(slot, instance int, rng *rand.Rand, stop <-chan struct{}) {
+		w.runKafkaCopier(slot, instance, rng, stop, &lastCopy)
+	})
+	defer end()
+	w.watchCopier("kafka copier",
+		func() bool {
+			return w.inputIsComplete() && time.Since(time.Unix(0, lastCopy.Load())) >= kafkaCopierQuiet
+		},
+		func() bool { return w.kafkaGroupCaughtUp(kafkaCopierGroup, w.cfg.kafkaCopierInput()) })
 }
 
 // kafkaGroupCaughtUp reports whether group's committed offset of every

@@ -152,57 +152,24 @@ func (w *workload) rdkCopy() {
 	st.mu.Lock()
 	st.started, st.lastLine = time.Now(), time.Now()
 	st.mu.Unlock()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for s := 1; s <= w.cfg.RdkCopiers; s++ {
-		rng := rand.New(rand.NewPCG(0x72646b, uint64(s)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for instance := 1; w.ctx.Err() == nil; instance++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				life := time.Duration(3000+rng.IntN(12000)) * time.Millisecond
-				kill := rng.IntN(3) != 0
-				began := time.Now()
-				w.runRdkCopier(s, instance, life, kill, stop)
-				if time.Since(began) < time.Second {
-					w.pace(time.Second) // failing at once: not in a tight loop
-				}
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer close(stop)
-	var give time.Time
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
+	end := w.startCopierSlots(w.cfg.RdkCopiers, 0x72646b, func(slot, instance int, rng *rand.Rand, stop <-chan struct{}) {
+		life := time.Duration(3000+rng.IntN(12000)) * time.Millisecond
+		kill := rng.IntN(3) != 0
+		began := time.Now()
+		w.runRdkCopier(slot, instance, life, kill, stop)
+		if time.Since(began) < time.Second {
+			w.pace(time.Second) // failing at once: not in a tight loop
 		}
-		st.mu.Lock()
-		quiet := time.Since(st.lastLine) >= kafkaCopierQuiet
-		st.mu.Unlock()
-		if !w.inputIsComplete() || !quiet {
-			continue
-		}
-		if give.IsZero() {
-			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
-		}
-		if time.Now().After(give) {
-			w.log.Warn("librdkafka copier did not catch up with its input")
-			return
-		}
-		if w.kafkaGroupCaughtUp(rdkCopierGroup, w.cfg.rdkInput()) {
-			return
-		}
-	}
+	})
+	defer end()
+	w.watchCopier("librdkafka copier",
+		func() bool {
+			st.mu.Lock()
+			quiet := time.Since(st.lastLine) >= kafkaCopierQuiet
+			st.mu.Unlock()
+			return w.inputIsComplete() && quiet
+		},
+		func() bool { return w.kafkaGroupCaughtUp(rdkCopierGroup, w.cfg.rdkInput()) })
 }
 
 // runRdkCopier runs one instance of slot: a txn_copier.py process, which
