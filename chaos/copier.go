@@ -112,27 +112,13 @@ func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
 		return false
 	}
 	defer cl.Close()
-	p, err := cl.NewProducer(client.WithTransactionalID(copierID), client.WithTransactionTimeout(wc.TxnTimeout),
-		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
-	if err != nil {
-		w.pace(time.Second)
+	// Also aborts whatever the previous instance left open, so that the
+	// positions read next are final.
+	p := w.initCopierProducer(cl, copierID)
+	if p == nil {
 		return false
 	}
 	defer p.Close()
-	for {
-		// Also aborts whatever the previous instance left open, so that
-		// the positions read next are final.
-		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
-		err := p.InitTransactions(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		var fatal *client.TransactionFatalError
-		if w.ctx.Err() != nil || errors.As(err, &fatal) {
-			return false
-		}
-	}
 	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
 	pos, err := copierPositions(ctx, cl, wc)
 	cancel()
@@ -177,6 +163,35 @@ func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
 		}
 	}
 	return false // a planned restart
+}
+
+// initCopierProducer makes a copier instance's producer, transactional
+// id txnID, on cl and initializes its transactions (which aborts what an
+// earlier instance with the id left open), trying again until that
+// succeeds, the run ends or the producer fails for good. It returns nil
+// when it gave up (after a second's pause if the producer could not be
+// made); the caller closes the producer it returns.
+func (w *workload) initCopierProducer(cl *client.Client, txnID string) *client.Producer {
+	wc := w.cfg
+	p, err := cl.NewProducer(client.WithTransactionalID(txnID), client.WithTransactionTimeout(wc.TxnTimeout),
+		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
+	if err != nil {
+		w.pace(time.Second)
+		return nil
+	}
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+		err := p.InitTransactions(ctx)
+		cancel()
+		if err == nil {
+			return p
+		}
+		var fatal *client.TransactionFatalError
+		if w.ctx.Err() != nil || errors.As(err, &fatal) {
+			p.Close()
+			return nil
+		}
+	}
 }
 
 type copyResult int

@@ -124,25 +124,11 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		return
 	}
 	defer cl.Close()
-	p, err := cl.NewProducer(client.WithTransactionalID(fmt.Sprintf("%s-%d", copierID, slot)), client.WithTransactionTimeout(wc.TxnTimeout),
-		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
-	if err != nil {
-		w.pace(time.Second)
+	p := w.initCopierProducer(cl, fmt.Sprintf("%s-%d", copierID, slot))
+	if p == nil {
 		return
 	}
 	defer p.Close()
-	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
-		err := p.InitTransactions(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		var fatal *client.TransactionFatalError
-		if w.ctx.Err() != nil || errors.As(err, &fatal) {
-			return
-		}
-	}
 	var mu sync.Mutex // held across a poll and its transaction; guards committed
 	committed := map[client.TopicPartition]int64{}
 	co, err := cl.NewConsumer(client.WithGroup(copierGroupID), client.WithAutoCommit(false, 0),
