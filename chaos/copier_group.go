@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -173,7 +174,7 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		k++
 		var freeze func()
 		if zombie && k == zombieAt {
-			freeze = func() { w.freezeMember(gate, name) }
+			freeze = func() { w.freezeMember(gate, "group copier", name, &w.memberPauses) }
 		}
 		res := w.copyGroupTxn(p, co, name, fmt.Sprintf("%s/%d", name, k), recs, committed, rng, &wseq, crash && k == crashAt, freeze)
 		mu.Unlock()
@@ -208,22 +209,23 @@ func copierListener(mu *sync.Mutex, committed map[client.TopicPartition]int64) c
 	}
 }
 
-// freezeMember makes the in-process member name a zombie: its
-// connections are held (gate) and its copy loop waits, for zombieHold —
-// past its transaction timeout and its session timeout — then both go on
-// with what they had: the late TxnOffsetCommit, produce and EndTxn of a
-// transaction the coordinator aborted, under a membership that expired.
-func (w *workload) freezeMember(gate *ioGate, name string) {
+// freezeMember makes the in-process member name of copier what a
+// zombie, counted in zombies: its connections are held (gate) and its
+// copy loop waits, for zombieHold — past its transaction timeout and its
+// session timeout — then both go on with what they had: the late
+// TxnOffsetCommit, produce and EndTxn of a transaction the coordinator
+// aborted, under a membership that expired.
+func (w *workload) freezeMember(gate *ioGate, what, name string, zombies *atomic.Int64) {
 	hold := zombieHold(w.cfg)
-	w.memberPauses.Add(1)
-	w.log.Info("group copier member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
+	zombies.Add(1)
+	w.log.Info(what+" member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
 	gate.hold()
 	select {
 	case <-time.After(hold):
 	case <-w.ctx.Done():
 	}
 	gate.release()
-	w.log.Info("group copier member released as a zombie: its transaction timed out, its membership expired", "copier", name)
+	w.log.Info(what+" member released as a zombie: its transaction timed out, its membership expired", "copier", name)
 }
 
 // copyGroupTxn copies recs in one transaction that also commits the

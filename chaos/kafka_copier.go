@@ -180,7 +180,7 @@ func (w *workload) runKafkaCopier(slot, instance int, rng *rand.Rand, stop <-cha
 			return
 		}
 		if zombie && k == zombieAt {
-			w.freezeKafkaMember(&conns.gate, name)
+			w.freezeMember(&conns.gate, "kafka copier", name, &w.kafkaZombies)
 		}
 		goOn := w.endKafkaCopy(sess, watch, name, txnID, ti, rng.IntN(6) == 0, &failed)
 		if zombie && k == zombieAt {
@@ -248,20 +248,4 @@ func (w *workload) endKafkaCopy(sess *kgo.GroupTransactSession, watch *endTxnWat
 		}
 		return false
 	}
-}
-
-// freezeKafkaMember makes member name a zombie: its connections are
-// held (gate) and its copy loop waits for zombieHold, past its
-// transaction and session timeouts; then both go on with what they had.
-func (w *workload) freezeKafkaMember(gate *ioGate, name string) {
-	hold := zombieHold(w.cfg)
-	w.kafkaZombies.Add(1)
-	w.log.Info("kafka copier member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
-	gate.hold()
-	select {
-	case <-time.After(hold):
-	case <-w.ctx.Done():
-	}
-	gate.release()
-	w.log.Info("kafka copier member released as a zombie", "copier", name)
 }
