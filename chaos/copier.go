@@ -213,9 +213,7 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
 	next := map[int32]int64{}
 	send := func(topic string, part int32, key []byte, value, of string) {
-		i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(topic, part), Seq: *wseq, Key: string(key),
-			Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: of})
-		*wseq++
+		i := w.invokeCopierWrite(name, txnID, topic, part, key, value, of, wseq)
 		p.Send(w.ctx, client.Record{Topic: topic, Partition: part, Key: key, Value: []byte(value)},
 			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
 	}
@@ -259,6 +257,18 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 	default:
 		return copyFailed // unknown: the next instance reads the committed positions back
 	}
+}
+
+// invokeCopierWrite records in the history that copier instance name
+// writes value (key) to topic's partition part in transaction txnID, a
+// copy of the input value copyOf ("" for a position record), as its
+// write *wseq (which it advances); it returns the write's index for
+// complete.
+func (w *workload) invokeCopierWrite(name, txnID, topic string, part int32, key []byte, value, copyOf string, wseq *int64) int {
+	i := w.rec.invoke(checker.Write{Producer: name, Partition: w.cfg.logOf(topic, part), Seq: *wseq, Key: string(key),
+		Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: copyOf})
+	*wseq++
+	return i
 }
 
 // inputIsComplete reports whether inputComplete was called.

@@ -250,9 +250,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 		}
 		next[tp] = r.Offset + 1
 		value := fmt.Sprintf("copy/%s/%s", txnID, r.Value)
-		i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(wc.Topic+"-out", r.Partition), Seq: *wseq, Key: string(r.Key),
-			Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: string(r.Value)})
-		*wseq++
+		i := w.invokeCopierWrite(name, txnID, wc.Topic+"-out", r.Partition, r.Key, value, string(r.Value), wseq)
 		p.Send(w.ctx, client.Record{Topic: wc.Topic + "-out", Partition: r.Partition, Key: r.Key, Value: []byte(value)},
 			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
 	}

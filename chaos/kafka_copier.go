@@ -159,9 +159,7 @@ func (w *workload) runKafkaCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		var failed atomic.Bool
 		for _, r := range recs {
 			value := fmt.Sprintf("copy/%s/%s", txnID, r.Value)
-			i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(wc.kafkaCopierOutput(), r.Partition), Seq: wseq,
-				Key: string(r.Key), Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: string(r.Value)})
-			wseq++
+			i := w.invokeCopierWrite(name, txnID, wc.kafkaCopierOutput(), r.Partition, r.Key, value, string(r.Value), &wseq)
 			sess.Produce(w.ctx, &kgo.Record{Topic: wc.kafkaCopierOutput(), Partition: r.Partition, Key: r.Key, Value: []byte(value)},
 				func(r *kgo.Record, err error) {
 					w.rec.completeKafka(i, time.Now(), r.Offset, err)
