@@ -234,28 +234,40 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 		}
 	}
 	if rng.IntN(6) == 0 {
-		ok := w.abortTxn(p, name, ti, nil)
-		rewind()
-		if !ok {
-			return copyFailed
-		}
-		return copyAborted
+		return w.abortCopy(p, name, ti, nil, rewind)
 	}
-	switch err := w.commitTxn(p, name, ti); {
-	case err == nil:
+	return w.commitCopy(p, name, ti, rewind, func() {
 		for part, n := range next {
 			pos[part] = n
 		}
+	})
+}
+
+// abortCopy aborts copy transaction ti (for cause; nil: on purpose) and
+// then rewinds the instance's consumer to its positions before it; the
+// instance cannot go on if the abort failed.
+func (w *workload) abortCopy(p *client.Producer, name string, ti int, cause error, rewind func()) copyResult {
+	ok := w.abortTxn(p, name, ti, cause)
+	rewind()
+	if !ok {
+		return copyFailed
+	}
+	return copyAborted
+}
+
+// commitCopy commits copy transaction ti and then calls committed; a
+// commit refused as abortable is aborted instead (abortCopy, rewind). An
+// unknown outcome ends the instance: the next one reads the committed
+// positions back.
+func (w *workload) commitCopy(p *client.Producer, name string, ti int, rewind, committed func()) copyResult {
+	switch err := w.commitTxn(p, name, ti); {
+	case err == nil:
+		committed()
 		return copyCommitted
 	case errors.As(err, new(*client.TransactionAbortableError)):
-		ok := w.abortTxn(p, name, ti, err)
-		rewind()
-		if !ok {
-			return copyFailed
-		}
-		return copyAborted
+		return w.abortCopy(p, name, ti, err, rewind)
 	default:
-		return copyFailed // unknown: the next instance reads the committed positions back
+		return copyFailed
 	}
 }
 

@@ -272,14 +272,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 			_ = co.Seek(tp.Topic, tp.Partition, off)
 		}
 	}
-	abort := func(cause error) copyResult {
-		ok := w.abortTxn(p, name, ti, cause)
-		rewind()
-		if !ok {
-			return copyFailed
-		}
-		return copyAborted
-	}
+	abort := func(cause error) copyResult { return w.abortCopy(p, name, ti, cause, rewind) }
 	if rng.IntN(6) == 0 {
 		return abort(nil)
 	}
@@ -297,17 +290,11 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 		}
 		return copyFailed
 	}
-	switch err := w.commitTxn(p, name, ti); {
-	case err == nil:
+	return w.commitCopy(p, name, ti, rewind, func() {
 		for part, n := range next {
 			committed[part] = n
 		}
-		return copyCommitted
-	case errors.As(err, new(*client.TransactionAbortableError)):
-		return abort(err)
-	default:
-		return copyFailed // unknown: the next instance reads the committed positions back
-	}
+	})
 }
 
 // groupCopierEnds reads the group's final committed offsets of every
