@@ -120,24 +120,19 @@ func txnOffsetCommit(c *conn, r *request) func() kmsg.Response {
 		reqErr = c.groupAllowed(auth.OpRead, req.Group)
 	}
 	denied := c.deniedTopics(auth.OpRead, commit)
+	generation := int32(-1)
+	var member, instance string
+	if r.version >= 3 {
+		generation, member, instance = req.Generation, req.MemberID, stringOr(req.InstanceID, "")
+	}
 	return func() kmsg.Response {
-		if reqErr == nil {
-			reqErr = c.s.servesGroups()
-		}
-		var results map[group.TopicPartition]error
-		if entries := allowedEntries(commit, denied); reqErr == nil && len(entries) > 0 {
-			generation := int32(-1)
-			var member, instance string
-			if r.version >= 3 {
-				generation, member, instance = req.Generation, req.MemberID, stringOr(req.InstanceID, "")
-			}
-			ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-			defer cancel()
-			results, reqErr = c.s.cfg.Coordinators.Group.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
-				TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
-				MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries, VerifyOnly: r.version < 5})
-		}
-		resp.Topics = answerCommit(commit, denied, reqErr, results,
+		results, err := c.commitOffsets(commit, denied, reqErr,
+			func(ctx context.Context, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error) {
+				return c.s.cfg.Coordinators.Group.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
+					TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+					MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries, VerifyOnly: r.version < 5})
+			})
+		resp.Topics = answerCommit(commit, denied, err, results,
 			func(name string) kmsg.TxnOffsetCommitResponseTopic {
 				t := kmsg.NewTxnOffsetCommitResponseTopic()
 				t.Topic = name
@@ -465,6 +460,26 @@ func allowedEntries(topics []offsetCommitTopic, denied map[string]error) []group
 		}
 	}
 	return out
+}
+
+// commitOffsets runs the coordinator's part of an OffsetCommit or a
+// TxnOffsetCommit whose topics are commit: unless the request is refused
+// as a whole (reqErr) or this broker serves no groups, call commits the
+// entries of the topics not denied, if there are any, within
+// coordinatorWait. It returns the results by partition and the request's
+// error, for answerCommit.
+func (c *conn) commitOffsets(commit []offsetCommitTopic, denied map[string]error, reqErr error,
+	call func(ctx context.Context, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)) (map[group.TopicPartition]error, error) {
+	if reqErr == nil {
+		reqErr = c.s.servesGroups()
+	}
+	entries := allowedEntries(commit, denied)
+	if reqErr != nil || len(entries) == 0 {
+		return nil, reqErr
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
+	defer cancel()
+	return call(ctx, entries)
 }
 
 // answerCommit makes the answers of a commit request's topics: topic(name)
