@@ -25,33 +25,27 @@ func (c *conn) initTransactional(req *kmsg.InitProducerIDRequest, resp *kmsg.Ini
 		resp.ErrorCode, _ = c.denied(auth.OpWrite, res)
 		return answered(resp)
 	}
+	timeout := req.TransactionTimeoutMillis
+	if timeout == 0 {
+		timeout = int32(txn.DefaultTimeout / time.Millisecond)
+	}
+	pid, epoch := txn.NoProducerID, txn.NoProducerEpoch
+	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
+		pid, epoch = req.ProducerID, req.ProducerEpoch
+	}
 	return func() kmsg.Response {
 		s := c.s
-		if err := s.servesTransactions(); err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-		defer cancel()
-		if _, err := s.cfg.Coordinators.TxnLocator.Locate(ctx, id); err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		timeout := req.TransactionTimeoutMillis
-		if timeout == 0 {
-			timeout = int32(txn.DefaultTimeout / time.Millisecond)
-		}
-		pid, epoch := txn.NoProducerID, txn.NoProducerEpoch
-		if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
-			pid, epoch = req.ProducerID, req.ProducerEpoch
-		}
-		r, err := s.cfg.Coordinators.Txn.InitProducerID(ctx, txn.InitProducerIDRequest{
-			TransactionalID: id, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
-		if err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+		resp.ErrorCode = errCode(s.askTxn(c.ctx, func(ctx context.Context) error {
+			if _, err := s.cfg.Coordinators.TxnLocator.Locate(ctx, id); err != nil {
+				return err
+			}
+			r, err := s.cfg.Coordinators.Txn.InitProducerID(ctx, txn.InitProducerIDRequest{
+				TransactionalID: id, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
+			if err == nil {
+				resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+			}
+			return err
+		}))
 		return resp
 	}
 }
@@ -74,19 +68,14 @@ func endTxn(c *conn, r *request) func() kmsg.Response {
 		return answered(resp)
 	}
 	return func() kmsg.Response {
-		if err := c.s.servesTransactions(); err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-		defer cancel()
-		pe, err := c.s.cfg.Coordinators.Txn.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalID,
-			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit, ClientVersion: clientVersion(r.version, 5)})
-		if err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.ProducerEpoch
+		resp.ErrorCode = errCode(c.s.askTxn(c.ctx, func(ctx context.Context) error {
+			pe, err := c.s.cfg.Coordinators.Txn.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalID,
+				ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit, ClientVersion: clientVersion(r.version, 5)})
+			if err == nil {
+				resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.ProducerEpoch
+			}
+			return err
+		}))
 		return resp
 	}
 }
@@ -263,12 +252,19 @@ func addPartitionsToTxn(c *conn, r *request) func() kmsg.Response {
 
 // addPartitions asks the transaction coordinator.
 func (s *Server) addPartitions(ctx context.Context, req txn.AddPartitionsRequest) error {
+	return s.askTxn(ctx, func(ctx context.Context) error { return s.cfg.Coordinators.Txn.AddPartitions(ctx, req) })
+}
+
+// askTxn runs call, a request to the transaction coordinator, with ctx
+// bounded by coordinatorWait; it returns call's error, or at once
+// servesTransactions' when this broker serves no transactions.
+func (s *Server) askTxn(ctx context.Context, call func(ctx context.Context) error) error {
 	if err := s.servesTransactions(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, coordinatorWait)
 	defer cancel()
-	return s.cfg.Coordinators.Txn.AddPartitions(ctx, req)
+	return call(ctx)
 }
 
 // addOffsetsToTxn serves AddOffsetsToTxn (transaction version 1): the
