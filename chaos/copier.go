@@ -112,27 +112,13 @@ func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
 		return false
 	}
 	defer cl.Close()
-	p, err := cl.NewProducer(client.WithTransactionalID(copierID), client.WithTransactionTimeout(wc.TxnTimeout),
-		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
-	if err != nil {
-		w.pace(time.Second)
+	// Also aborts whatever the previous instance left open, so that the
+	// positions read next are final.
+	p := w.initCopierProducer(cl, copierID)
+	if p == nil {
 		return false
 	}
 	defer p.Close()
-	for {
-		// Also aborts whatever the previous instance left open, so that
-		// the positions read next are final.
-		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
-		err := p.InitTransactions(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		var fatal *client.TransactionFatalError
-		if w.ctx.Err() != nil || errors.As(err, &fatal) {
-			return false
-		}
-	}
 	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
 	pos, err := copierPositions(ctx, cl, wc)
 	cancel()
@@ -179,6 +165,35 @@ func (w *workload) runCopier(name string, rng *rand.Rand) (done bool) {
 	return false // a planned restart
 }
 
+// initCopierProducer makes a copier instance's producer, transactional
+// id txnID, on cl and initializes its transactions (which aborts what an
+// earlier instance with the id left open), trying again until that
+// succeeds, the run ends or the producer fails for good. It returns nil
+// when it gave up (after a second's pause if the producer could not be
+// made); the caller closes the producer it returns.
+func (w *workload) initCopierProducer(cl *client.Client, txnID string) *client.Producer {
+	wc := w.cfg
+	p, err := cl.NewProducer(client.WithTransactionalID(txnID), client.WithTransactionTimeout(wc.TxnTimeout),
+		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
+	if err != nil {
+		w.pace(time.Second)
+		return nil
+	}
+	for {
+		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+		err := p.InitTransactions(ctx)
+		cancel()
+		if err == nil {
+			return p
+		}
+		var fatal *client.TransactionFatalError
+		if w.ctx.Err() != nil || errors.As(err, &fatal) {
+			p.Close()
+			return nil
+		}
+	}
+}
+
 type copyResult int
 
 const (
@@ -198,9 +213,7 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
 	next := map[int32]int64{}
 	send := func(topic string, part int32, key []byte, value, of string) {
-		i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(topic, part), Seq: *wseq, Key: string(key),
-			Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: of})
-		*wseq++
+		i := w.invokeCopierWrite(name, txnID, topic, part, key, value, of, wseq)
 		p.Send(w.ctx, client.Record{Topic: topic, Partition: part, Key: key, Value: []byte(value)},
 			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
 	}
@@ -221,29 +234,53 @@ func (w *workload) copyTxn(p *client.Producer, co *client.Consumer, name, txnID 
 		}
 	}
 	if rng.IntN(6) == 0 {
-		ok := w.abortTxn(p, name, ti, nil)
-		rewind()
-		if !ok {
-			return copyFailed
-		}
-		return copyAborted
+		return w.abortCopy(p, name, ti, nil, rewind)
 	}
-	switch err := w.commitTxn(p, name, ti); {
-	case err == nil:
+	return w.commitCopy(p, name, ti, rewind, func() {
 		for part, n := range next {
 			pos[part] = n
 		}
+	})
+}
+
+// abortCopy aborts copy transaction ti (for cause; nil: on purpose) and
+// then rewinds the instance's consumer to its positions before it; the
+// instance cannot go on if the abort failed.
+func (w *workload) abortCopy(p *client.Producer, name string, ti int, cause error, rewind func()) copyResult {
+	ok := w.abortTxn(p, name, ti, cause)
+	rewind()
+	if !ok {
+		return copyFailed
+	}
+	return copyAborted
+}
+
+// commitCopy commits copy transaction ti and then calls committed; a
+// commit refused as abortable is aborted instead (abortCopy, rewind). An
+// unknown outcome ends the instance: the next one reads the committed
+// positions back.
+func (w *workload) commitCopy(p *client.Producer, name string, ti int, rewind, committed func()) copyResult {
+	switch err := w.commitTxn(p, name, ti); {
+	case err == nil:
+		committed()
 		return copyCommitted
 	case errors.As(err, new(*client.TransactionAbortableError)):
-		ok := w.abortTxn(p, name, ti, err)
-		rewind()
-		if !ok {
-			return copyFailed
-		}
-		return copyAborted
+		return w.abortCopy(p, name, ti, err, rewind)
 	default:
-		return copyFailed // unknown: the next instance reads the committed positions back
+		return copyFailed
 	}
+}
+
+// invokeCopierWrite records in the history that copier instance name
+// writes value (key) to topic's partition part in transaction txnID, a
+// copy of the input value copyOf ("" for a position record), as its
+// write *wseq (which it advances); it returns the write's index for
+// complete.
+func (w *workload) invokeCopierWrite(name, txnID, topic string, part int32, key []byte, value, copyOf string, wseq *int64) int {
+	i := w.rec.invoke(checker.Write{Producer: name, Partition: w.cfg.logOf(topic, part), Seq: *wseq, Key: string(key),
+		Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: copyOf})
+	*wseq++
+	return i
 }
 
 // inputIsComplete reports whether inputComplete was called.

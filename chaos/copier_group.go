@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -40,68 +41,31 @@ const (
 // input partition was seen at its end by an instance with nothing in
 // flight (bounded like copy).
 func (w *workload) groupCopy() {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	caught := &caughtUp{at: map[int32]int64{}}
-	for s := 1; s <= w.cfg.CopierMembers; s++ {
-		rng := rand.New(rand.NewPCG(0xc0, uint64(s)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for instance := 1; w.ctx.Err() == nil; instance++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if w.cfg.CopierInProcess {
-					w.runGroupCopier(s, instance, rng, stop, caught, true)
-					continue
-				}
-				// One instance in three is SIGKILLed, one in six
-				// SIGSTOPped into a zombie, 1-8 s after it started.
-				var fate memberFate
-				switch rng.IntN(6) {
-				case 0, 1:
-					fate.killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
-				case 2:
-					fate.pauseAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
-				}
-				w.runGroupMemberProcess(s, instance, rng.Uint64(), fate, stop, caught)
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer close(stop)
-	var give time.Time
+	end := w.startCopierSlots(w.cfg.CopierMembers, 0xc0, func(slot, instance int, rng *rand.Rand, stop <-chan struct{}) {
+		if w.cfg.CopierInProcess {
+			w.runGroupCopier(slot, instance, rng, stop, caught, true)
+			return
+		}
+		// One instance in three is SIGKILLed, one in six SIGSTOPped
+		// into a zombie, 1-8 s after it started.
+		var fate memberFate
+		switch rng.IntN(6) {
+		case 0, 1:
+			fate.killAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+		case 2:
+			fate.pauseAfter = time.Second + time.Duration(rng.Int64N(int64(7*time.Second)))
+		}
+		w.runGroupMemberProcess(slot, instance, rng.Uint64(), fate, stop, caught)
+	})
+	defer end()
 	cl, err := w.cfg.newClient(w.addrs, client.WithRequestTimeout(w.cfg.RequestTimeout))
 	if err != nil {
 		w.log.Warn("group copier: no client", "err", err)
 		return
 	}
 	defer cl.Close()
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !w.inputIsComplete() {
-			continue
-		}
-		if give.IsZero() {
-			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
-		}
-		if time.Now().After(give) {
-			w.log.Warn("group copier did not catch up with its input")
-			return
-		}
-		if w.groupCaughtUp(cl, caught) {
-			return
-		}
-	}
+	w.watchCopier("group copier", w.inputIsComplete, func() bool { return w.groupCaughtUp(cl, caught) })
 }
 
 // caughtUp holds, per input partition, the position an instance had when
@@ -161,25 +125,11 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		return
 	}
 	defer cl.Close()
-	p, err := cl.NewProducer(client.WithTransactionalID(fmt.Sprintf("%s-%d", copierID, slot)), client.WithTransactionTimeout(wc.TxnTimeout),
-		client.WithDeliveryTimeout(wc.DeliveryTimeout), client.WithLinger(time.Millisecond))
-	if err != nil {
-		w.pace(time.Second)
+	p := w.initCopierProducer(cl, fmt.Sprintf("%s-%d", copierID, slot))
+	if p == nil {
 		return
 	}
 	defer p.Close()
-	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
-		err := p.InitTransactions(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		var fatal *client.TransactionFatalError
-		if w.ctx.Err() != nil || errors.As(err, &fatal) {
-			return
-		}
-	}
 	var mu sync.Mutex // held across a poll and its transaction; guards committed
 	committed := map[client.TopicPartition]int64{}
 	co, err := cl.NewConsumer(client.WithGroup(copierGroupID), client.WithAutoCommit(false, 0),
@@ -224,7 +174,7 @@ func (w *workload) runGroupCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		k++
 		var freeze func()
 		if zombie && k == zombieAt {
-			freeze = func() { w.freezeMember(gate, name) }
+			freeze = func() { w.freezeMember(gate, "group copier", name, &w.memberPauses) }
 		}
 		res := w.copyGroupTxn(p, co, name, fmt.Sprintf("%s/%d", name, k), recs, committed, rng, &wseq, crash && k == crashAt, freeze)
 		mu.Unlock()
@@ -259,22 +209,23 @@ func copierListener(mu *sync.Mutex, committed map[client.TopicPartition]int64) c
 	}
 }
 
-// freezeMember makes the in-process member name a zombie: its
-// connections are held (gate) and its copy loop waits, for zombieHold —
-// past its transaction timeout and its session timeout — then both go on
-// with what they had: the late TxnOffsetCommit, produce and EndTxn of a
-// transaction the coordinator aborted, under a membership that expired.
-func (w *workload) freezeMember(gate *ioGate, name string) {
+// freezeMember makes the in-process member name of copier what a
+// zombie, counted in zombies: its connections are held (gate) and its
+// copy loop waits, for zombieHold — past its transaction timeout and its
+// session timeout — then both go on with what they had: the late
+// TxnOffsetCommit, produce and EndTxn of a transaction the coordinator
+// aborted, under a membership that expired.
+func (w *workload) freezeMember(gate *ioGate, what, name string, zombies *atomic.Int64) {
 	hold := zombieHold(w.cfg)
-	w.memberPauses.Add(1)
-	w.log.Info("group copier member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
+	zombies.Add(1)
+	w.log.Info(what+" member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
 	gate.hold()
 	select {
 	case <-time.After(hold):
 	case <-w.ctx.Done():
 	}
 	gate.release()
-	w.log.Info("group copier member released as a zombie: its transaction timed out, its membership expired", "copier", name)
+	w.log.Info(what+" member released as a zombie: its transaction timed out, its membership expired", "copier", name)
 }
 
 // copyGroupTxn copies recs in one transaction that also commits the
@@ -299,9 +250,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 		}
 		next[tp] = r.Offset + 1
 		value := fmt.Sprintf("copy/%s/%s", txnID, r.Value)
-		i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(wc.Topic+"-out", r.Partition), Seq: *wseq, Key: string(r.Key),
-			Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: string(r.Value)})
-		*wseq++
+		i := w.invokeCopierWrite(name, txnID, wc.Topic+"-out", r.Partition, r.Key, value, string(r.Value), wseq)
 		p.Send(w.ctx, client.Record{Topic: wc.Topic + "-out", Partition: r.Partition, Key: r.Key, Value: []byte(value)},
 			func(md client.RecordMetadata, err error) { w.rec.complete(i, time.Now(), md, err) })
 	}
@@ -323,14 +272,7 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 			_ = co.Seek(tp.Topic, tp.Partition, off)
 		}
 	}
-	abort := func(cause error) copyResult {
-		ok := w.abortTxn(p, name, ti, cause)
-		rewind()
-		if !ok {
-			return copyFailed
-		}
-		return copyAborted
-	}
+	abort := func(cause error) copyResult { return w.abortCopy(p, name, ti, cause, rewind) }
 	if rng.IntN(6) == 0 {
 		return abort(nil)
 	}
@@ -348,17 +290,11 @@ func (w *workload) copyGroupTxn(p *client.Producer, co *client.Consumer, name, t
 		}
 		return copyFailed
 	}
-	switch err := w.commitTxn(p, name, ti); {
-	case err == nil:
+	return w.commitCopy(p, name, ti, rewind, func() {
 		for part, n := range next {
 			committed[part] = n
 		}
-		return copyCommitted
-	case errors.As(err, new(*client.TransactionAbortableError)):
-		return abort(err)
-	default:
-		return copyFailed // unknown: the next instance reads the committed positions back
-	}
+	})
 }
 
 // groupCopierEnds reads the group's final committed offsets of every

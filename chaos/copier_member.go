@@ -135,29 +135,13 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), copierMemberEnv+"="+string(raw))
-	stdout, err := cmd.StdoutPipe()
+	proc, err := startCopierProcess(cmd, func(stdout io.Reader) { w.replayMember(stdout, caught) })
 	if err != nil {
-		return
-	}
-	stderr := &tailBuffer{max: 4 << 10}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
 		w.log.Warn("copier member: start", "err", err)
 		w.pace(time.Second)
 		return
 	}
 	name := fmt.Sprintf("g%d.%d", slot, instance)
-	replayed := make(chan struct{})
-	go func() {
-		defer close(replayed)
-		w.replayMember(stdout, caught)
-	}()
-	exited := make(chan struct{})
-	go func() {
-		<-replayed // stdout is read to its end before Wait closes it
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	timer := func(d time.Duration) (<-chan time.Time, func() bool) {
 		if d <= 0 {
 			return nil, func() bool { return false }
@@ -174,13 +158,13 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 	paused, killed, zombie := false, fate.killAfter > 0, false
 	cont := func() {
 		if paused {
-			_ = cmd.Process.Signal(sigCont)
+			_ = proc.signal(sigCont)
 			paused = false
 		}
 	}
 	for done := false; !done; {
 		select {
-		case <-exited:
+		case <-proc.exited:
 			done = true
 		case <-kill:
 			if zombie {
@@ -189,12 +173,11 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 				w.log.Info("group copier member killed (SIGKILL)", "copier", name, "after", fate.killAfter)
 				w.memberKills.Add(1)
 			}
-			_ = cmd.Process.Kill() // a stopped process dies too
-			<-exited
+			proc.kill() // a stopped process dies too
 			done = true
 		case <-pause:
 			hold := zombieHold(w.cfg)
-			if err := cmd.Process.Signal(sigStop); err != nil {
+			if err := proc.signal(sigStop); err != nil {
 				continue // exited meanwhile
 			}
 			paused = true
@@ -215,27 +198,20 @@ func (w *workload) runGroupMemberProcess(slot, instance int, seed uint64, fate m
 			killed, zombie = true, true
 		case <-stop:
 			cont()
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-			}
+			proc.term()
 			done = true
 		case <-w.ctx.Done():
-			_ = cmd.Process.Kill()
-			<-exited
+			proc.kill()
 			done = true
 		}
 	}
 	if zombie {
 		// What the zombie was told once it resumed (its warnings).
-		w.log.Info("group copier zombie exited", "copier", name, "status", cmd.ProcessState.String(), "stderr", stderr.String(),
+		w.log.Info("group copier zombie exited", "copier", name, "status", cmd.ProcessState.String(), "stderr", proc.stderr.String(),
 			"transactions_ended_after_resume", w.rec.txnsEndedAfter(name, resumedAt))
 	}
-	if st := cmd.ProcessState; st != nil && !st.Success() && !killed {
-		w.log.Warn("copier member exited", "copier", name, "status", st.String(), "stderr", stderr.String())
+	if st := proc.failed(); st != nil && !killed {
+		w.log.Warn("copier member exited", "copier", name, "status", st.String(), "stderr", proc.stderr.String())
 	}
 }
 
@@ -302,29 +278,6 @@ func (r *recorder) fenceText(s string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fences = append(r.fences, s)
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 // txnsEndedAfter describes producer's transactions that ended after t

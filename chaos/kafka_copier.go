@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,50 +46,17 @@ const (
 // group's committed offsets are past every input record read_committed
 // readers have seen (bounded like groupCopy).
 func (w *workload) kafkaCopy() {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var lastCopy atomic.Int64 // unix nanoseconds of the last transaction with records
 	lastCopy.Store(time.Now().UnixNano())
-	for s := 1; s <= w.cfg.KafkaCopierMembers; s++ {
-		rng := rand.New(rand.NewPCG(0x4b, uint64(s)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for instance := 1; w.ctx.Err() == nil; instance++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				w.runKafkaCopier(s, instance, rng, stop, &lastCopy)
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer close(stop)
-	var give time.Time
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !w.inputIsComplete() || time.Since(time.Unix(0, lastCopy.Load())) < kafkaCopierQuiet {
-			continue
-		}
-		if give.IsZero() {
-			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
-		}
-		if time.Now().After(give) {
-			w.log.Warn("kafka copier did not catch up with its input")
-			return
-		}
-		if w.kafkaGroupCaughtUp(kafkaCopierGroup, w.cfg.kafkaCopierInput()) {
-			return
-		}
-	}
+	end := w.startCopierSlots(w.cfg.KafkaCopierMembers, 0x4b, func(slot, instance int, rng *rand.Rand, stop <-chan struct{}) {
+		w.runKafkaCopier(slot, instance, rng, stop, &lastCopy)
+	})
+	defer end()
+	w.watchCopier("kafka copier",
+		func() bool {
+			return w.inputIsComplete() && time.Since(time.Unix(0, lastCopy.Load())) >= kafkaCopierQuiet
+		},
+		func() bool { return w.kafkaGroupCaughtUp(kafkaCopierGroup, w.cfg.kafkaCopierInput()) })
 }
 
 // kafkaGroupCaughtUp reports whether group's committed offset of every
@@ -193,9 +159,7 @@ func (w *workload) runKafkaCopier(slot, instance int, rng *rand.Rand, stop <-cha
 		var failed atomic.Bool
 		for _, r := range recs {
 			value := fmt.Sprintf("copy/%s/%s", txnID, r.Value)
-			i := w.rec.invoke(checker.Write{Producer: name, Partition: wc.logOf(wc.kafkaCopierOutput(), r.Partition), Seq: wseq,
-				Key: string(r.Key), Value: value, Invoke: time.Now(), Txn: txnID, CopyOf: string(r.Value)})
-			wseq++
+			i := w.invokeCopierWrite(name, txnID, wc.kafkaCopierOutput(), r.Partition, r.Key, value, string(r.Value), &wseq)
 			sess.Produce(w.ctx, &kgo.Record{Topic: wc.kafkaCopierOutput(), Partition: r.Partition, Key: r.Key, Value: []byte(value)},
 				func(r *kgo.Record, err error) {
 					w.rec.completeKafka(i, time.Now(), r.Offset, err)
@@ -214,7 +178,7 @@ func (w *workload) runKafkaCopier(slot, instance int, rng *rand.Rand, stop <-cha
 			return
 		}
 		if zombie && k == zombieAt {
-			w.freezeKafkaMember(&conns.gate, name)
+			w.freezeMember(&conns.gate, "kafka copier", name, &w.kafkaZombies)
 		}
 		goOn := w.endKafkaCopy(sess, watch, name, txnID, ti, rng.IntN(6) == 0, &failed)
 		if zombie && k == zombieAt {
@@ -282,20 +246,4 @@ func (w *workload) endKafkaCopy(sess *kgo.GroupTransactSession, watch *endTxnWat
 		}
 		return false
 	}
-}
-
-// freezeKafkaMember makes member name a zombie: its connections are
-// held (gate) and its copy loop waits for zombieHold, past its
-// transaction and session timeouts; then both go on with what they had.
-func (w *workload) freezeKafkaMember(gate *ioGate, name string) {
-	hold := zombieHold(w.cfg)
-	w.kafkaZombies.Add(1)
-	w.log.Info("kafka copier member frozen in a transaction (connections held): a zombie when released", "copier", name, "for", hold)
-	gate.hold()
-	select {
-	case <-time.After(hold):
-	case <-w.ctx.Done():
-	}
-	gate.release()
-	w.log.Info("kafka copier member released as a zombie", "copier", name)
 }

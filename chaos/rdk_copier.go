@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-io/sluice/chaos/checker"
@@ -152,57 +152,24 @@ func (w *workload) rdkCopy() {
 	st.mu.Lock()
 	st.started, st.lastLine = time.Now(), time.Now()
 	st.mu.Unlock()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for s := 1; s <= w.cfg.RdkCopiers; s++ {
-		rng := rand.New(rand.NewPCG(0x72646b, uint64(s)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for instance := 1; w.ctx.Err() == nil; instance++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				life := time.Duration(3000+rng.IntN(12000)) * time.Millisecond
-				kill := rng.IntN(3) != 0
-				began := time.Now()
-				w.runRdkCopier(s, instance, life, kill, stop)
-				if time.Since(began) < time.Second {
-					w.pace(time.Second) // failing at once: not in a tight loop
-				}
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer close(stop)
-	var give time.Time
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-t.C:
+	end := w.startCopierSlots(w.cfg.RdkCopiers, 0x72646b, func(slot, instance int, rng *rand.Rand, stop <-chan struct{}) {
+		life := time.Duration(3000+rng.IntN(12000)) * time.Millisecond
+		kill := rng.IntN(3) != 0
+		began := time.Now()
+		w.runRdkCopier(slot, instance, life, kill, stop)
+		if time.Since(began) < time.Second {
+			w.pace(time.Second) // failing at once: not in a tight loop
 		}
-		st.mu.Lock()
-		quiet := time.Since(st.lastLine) >= kafkaCopierQuiet
-		st.mu.Unlock()
-		if !w.inputIsComplete() || !quiet {
-			continue
-		}
-		if give.IsZero() {
-			give = time.Now().Add(w.cfg.DeliveryTimeout + time.Minute)
-		}
-		if time.Now().After(give) {
-			w.log.Warn("librdkafka copier did not catch up with its input")
-			return
-		}
-		if w.kafkaGroupCaughtUp(rdkCopierGroup, w.cfg.rdkInput()) {
-			return
-		}
-	}
+	})
+	defer end()
+	w.watchCopier("librdkafka copier",
+		func() bool {
+			st.mu.Lock()
+			quiet := time.Since(st.lastLine) >= kafkaCopierQuiet
+			st.mu.Unlock()
+			return w.inputIsComplete() && quiet
+		},
+		func() bool { return w.kafkaGroupCaughtUp(rdkCopierGroup, w.cfg.rdkInput()) })
 }
 
 // runRdkCopier runs one instance of slot: a txn_copier.py process, which
@@ -217,38 +184,17 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 		"--transactional-id", fmt.Sprintf("%s-%d", rdkCopierTxnID, slot),
 		"--transaction-timeout-ms", ms(wc.TxnTimeout), "--session-timeout-ms", ms(copierSessionTimeout),
 		"--max-batch", "50", "--pace-ms", "100")
-	stdout, err := cmd.StdoutPipe()
+	proc, err := startCopierProcess(cmd, func(stdout io.Reader) { w.readRdkLines(name, stdout) })
 	if err != nil {
-		return
-	}
-	stderr := &tailBuffer{max: 4 << 10}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
 		w.log.Warn("librdkafka copier: start", "copier", name, "err", err)
 		return
 	}
 	w.rdk.mu.Lock()
 	w.rdk.instances++
 	w.rdk.mu.Unlock()
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		w.readRdkLines(name, stdout)
-	}()
-	exited := make(chan struct{})
-	go func() {
-		<-read // stdout is read to its end before Wait closes it
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	term := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
+		if !proc.term() {
 			w.log.Warn("librdkafka copier did not stop on SIGTERM: killed", "copier", name)
-			_ = cmd.Process.Kill()
-			<-exited
 		}
 	}
 	timer := time.NewTimer(life)
@@ -256,7 +202,7 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 	killed := false
 	for done := false; !done; {
 		select {
-		case <-exited:
+		case <-proc.exited:
 			done = true
 		case <-timer.C:
 			if w.inputIsComplete() {
@@ -264,8 +210,7 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 			}
 			if kill {
 				w.log.Info("librdkafka copier killed (SIGKILL)", "copier", name, "after", life)
-				_ = cmd.Process.Kill()
-				<-exited
+				proc.kill()
 				killed = true
 				w.rdk.mu.Lock()
 				w.rdk.kills++
@@ -282,20 +227,19 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 			term()
 			done = true
 		case <-w.ctx.Done():
-			_ = cmd.Process.Kill()
-			<-exited
+			proc.kill()
 			killed = true
 			done = true
 		}
 	}
-	if st := cmd.ProcessState; st != nil && !st.Success() && !killed {
-		w.log.Warn("librdkafka copier exited", "copier", name, "status", st.String(), "stderr", stderr.String())
+	if st := proc.failed(); st != nil && !killed {
+		w.log.Warn("librdkafka copier exited", "copier", name, "status", st.String(), "stderr", proc.stderr.String())
 	}
 }
 
 // readRdkLines records instance name's committed transactions from its
 // stdout, until the end (a line cut by SIGKILL is dropped).
-func (w *workload) readRdkLines(name string, r interface{ Read([]byte) (int, error) }) {
+func (w *workload) readRdkLines(name string, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	w.rdk.mu.Lock()

@@ -46,16 +46,11 @@ func offsetCommit(c *conn, r *request) func() kmsg.Response {
 	reqErr := c.groupAllowed(auth.OpRead, req.Group)
 	denied := c.deniedTopics(auth.OpRead, commit)
 	return func() kmsg.Response {
-		if reqErr == nil {
-			reqErr = c.s.servesGroups()
-		}
-		var results map[group.TopicPartition]error
-		if entries := allowedEntries(commit, denied); reqErr == nil && len(entries) > 0 {
-			ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-			defer cancel()
-			results, reqErr = c.s.cfg.Coordinators.Group.CommitOffsets(ctx, req.Group, req.MemberID, stringOr(req.InstanceID, ""), req.Generation, entries)
-		}
-		resp.Topics = answerCommit(commit, denied, reqErr, results,
+		results, err := c.commitOffsets(commit, denied, reqErr,
+			func(ctx context.Context, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error) {
+				return c.s.cfg.Coordinators.Group.CommitOffsets(ctx, req.Group, req.MemberID, stringOr(req.InstanceID, ""), req.Generation, entries)
+			})
+		resp.Topics = answerCommit(commit, denied, err, results,
 			func(name string) kmsg.OffsetCommitResponseTopic {
 				t := kmsg.NewOffsetCommitResponseTopic()
 				t.Topic = name

@@ -25,33 +25,27 @@ func (c *conn) initTransactional(req *kmsg.InitProducerIDRequest, resp *kmsg.Ini
 		resp.ErrorCode, _ = c.denied(auth.OpWrite, res)
 		return answered(resp)
 	}
+	timeout := req.TransactionTimeoutMillis
+	if timeout == 0 {
+		timeout = int32(txn.DefaultTimeout / time.Millisecond)
+	}
+	pid, epoch := txn.NoProducerID, txn.NoProducerEpoch
+	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
+		pid, epoch = req.ProducerID, req.ProducerEpoch
+	}
 	return func() kmsg.Response {
 		s := c.s
-		if err := s.servesTransactions(); err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-		defer cancel()
-		if _, err := s.cfg.Coordinators.TxnLocator.Locate(ctx, id); err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		timeout := req.TransactionTimeoutMillis
-		if timeout == 0 {
-			timeout = int32(txn.DefaultTimeout / time.Millisecond)
-		}
-		pid, epoch := txn.NoProducerID, txn.NoProducerEpoch
-		if req.ProducerID >= 0 && req.ProducerEpoch >= 0 {
-			pid, epoch = req.ProducerID, req.ProducerEpoch
-		}
-		r, err := s.cfg.Coordinators.Txn.InitProducerID(ctx, txn.InitProducerIDRequest{
-			TransactionalID: id, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
-		if err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+		resp.ErrorCode = errCode(s.askTxn(c.ctx, func(ctx context.Context) error {
+			if _, err := s.cfg.Coordinators.TxnLocator.Locate(ctx, id); err != nil {
+				return err
+			}
+			r, err := s.cfg.Coordinators.Txn.InitProducerID(ctx, txn.InitProducerIDRequest{
+				TransactionalID: id, TimeoutMs: timeout, ProducerID: pid, ProducerEpoch: epoch})
+			if err == nil {
+				resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+			}
+			return err
+		}))
 		return resp
 	}
 }
@@ -74,19 +68,14 @@ func endTxn(c *conn, r *request) func() kmsg.Response {
 		return answered(resp)
 	}
 	return func() kmsg.Response {
-		if err := c.s.servesTransactions(); err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-		defer cancel()
-		pe, err := c.s.cfg.Coordinators.Txn.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalID,
-			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit, ClientVersion: clientVersion(r.version, 5)})
-		if err != nil {
-			resp.ErrorCode = errCode(err)
-			return resp
-		}
-		resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.ProducerEpoch
+		resp.ErrorCode = errCode(c.s.askTxn(c.ctx, func(ctx context.Context) error {
+			pe, err := c.s.cfg.Coordinators.Txn.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: req.TransactionalID,
+				ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit, ClientVersion: clientVersion(r.version, 5)})
+			if err == nil {
+				resp.ProducerID, resp.ProducerEpoch = pe.ProducerID, pe.ProducerEpoch
+			}
+			return err
+		}))
 		return resp
 	}
 }
@@ -120,24 +109,19 @@ func txnOffsetCommit(c *conn, r *request) func() kmsg.Response {
 		reqErr = c.groupAllowed(auth.OpRead, req.Group)
 	}
 	denied := c.deniedTopics(auth.OpRead, commit)
+	generation := int32(-1)
+	var member, instance string
+	if r.version >= 3 {
+		generation, member, instance = req.Generation, req.MemberID, stringOr(req.InstanceID, "")
+	}
 	return func() kmsg.Response {
-		if reqErr == nil {
-			reqErr = c.s.servesGroups()
-		}
-		var results map[group.TopicPartition]error
-		if entries := allowedEntries(commit, denied); reqErr == nil && len(entries) > 0 {
-			generation := int32(-1)
-			var member, instance string
-			if r.version >= 3 {
-				generation, member, instance = req.Generation, req.MemberID, stringOr(req.InstanceID, "")
-			}
-			ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
-			defer cancel()
-			results, reqErr = c.s.cfg.Coordinators.Group.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
-				TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
-				MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries, VerifyOnly: r.version < 5})
-		}
-		resp.Topics = answerCommit(commit, denied, reqErr, results,
+		results, err := c.commitOffsets(commit, denied, reqErr,
+			func(ctx context.Context, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error) {
+				return c.s.cfg.Coordinators.Group.TxnCommitOffsets(ctx, group.TxnOffsetCommitRequest{
+					TransactionalID: req.TransactionalID, Group: req.Group, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+					MemberID: member, MemberEpoch: generation, InstanceID: instance, Entries: entries, VerifyOnly: r.version < 5})
+			})
+		resp.Topics = answerCommit(commit, denied, err, results,
 			func(name string) kmsg.TxnOffsetCommitResponseTopic {
 				t := kmsg.NewTxnOffsetCommitResponseTopic()
 				t.Topic = name
@@ -268,12 +252,19 @@ func addPartitionsToTxn(c *conn, r *request) func() kmsg.Response {
 
 // addPartitions asks the transaction coordinator.
 func (s *Server) addPartitions(ctx context.Context, req txn.AddPartitionsRequest) error {
+	return s.askTxn(ctx, func(ctx context.Context) error { return s.cfg.Coordinators.Txn.AddPartitions(ctx, req) })
+}
+
+// askTxn runs call, a request to the transaction coordinator, with ctx
+// bounded by coordinatorWait; it returns call's error, or at once
+// servesTransactions' when this broker serves no transactions.
+func (s *Server) askTxn(ctx context.Context, call func(ctx context.Context) error) error {
 	if err := s.servesTransactions(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, coordinatorWait)
 	defer cancel()
-	return s.cfg.Coordinators.Txn.AddPartitions(ctx, req)
+	return call(ctx)
 }
 
 // addOffsetsToTxn serves AddOffsetsToTxn (transaction version 1): the
@@ -465,6 +456,26 @@ func allowedEntries(topics []offsetCommitTopic, denied map[string]error) []group
 		}
 	}
 	return out
+}
+
+// commitOffsets runs the coordinator's part of an OffsetCommit or a
+// TxnOffsetCommit whose topics are commit: unless the request is refused
+// as a whole (reqErr) or this broker serves no groups, call commits the
+// entries of the topics not denied, if there are any, within
+// coordinatorWait. It returns the results by partition and the request's
+// error, for answerCommit.
+func (c *conn) commitOffsets(commit []offsetCommitTopic, denied map[string]error, reqErr error,
+	call func(ctx context.Context, entries []group.OffsetCommitEntry) (map[group.TopicPartition]error, error)) (map[group.TopicPartition]error, error) {
+	if reqErr == nil {
+		reqErr = c.s.servesGroups()
+	}
+	entries := allowedEntries(commit, denied)
+	if reqErr != nil || len(entries) == 0 {
+		return nil, reqErr
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, coordinatorWait)
+	defer cancel()
+	return call(ctx, entries)
 }
 
 // answerCommit makes the answers of a commit request's topics: topic(name)

@@ -155,7 +155,7 @@ func describeGroup(ctx context.Context, c *client.Client, id string, iso client.
 		gm := output.GroupMember{
 			MemberID: m.MemberId, InstanceID: m.InstanceId, ClientID: m.ClientId, RackID: m.RackId, ClientHost: m.ClientHost,
 			MemberEpoch: m.MemberEpoch, State: m.MemberState, Subscribed: append([]string{}, m.SubscribedTopicNames...),
-			Assignment: groupTopics(m.Assignment), TargetAssignment: groupTopics(m.TargetAssignment),
+			SubscribedRegex: m.SubscribedTopicRegex, Assignment: groupTopics(m.Assignment), TargetAssignment: groupTopics(m.TargetAssignment),
 		}
 		sort.Strings(gm.Subscribed)
 		g.Members = append(g.Members, gm)
@@ -284,11 +284,26 @@ func printGroup(w io.Writer, g output.Group) {
 	if len(g.Members) == 0 {
 		fmt.Fprintln(w, "(none)")
 	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MEMBER ID\tINSTANCE\tCLIENT\tRACK\tEPOCH\tSTATE\tASSIGNMENT\tTARGET")
+		// A REGEX column (a KIP-848 member's regular-expression
+		// subscription) only when a member has one: most groups subscribe
+		// by name, and a classic member never has one.
+		regex := false
 		for _, m := range g.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.MemberID, dash(m.InstanceID), dash(m.ClientID), dash(m.RackID),
+			regex = regex || m.SubscribedRegex != ""
+		}
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		header := "MEMBER ID\tINSTANCE\tCLIENT\tRACK\tEPOCH\tSTATE\tASSIGNMENT\tTARGET"
+		if regex {
+			header += "\tREGEX"
+		}
+		fmt.Fprintln(tw, header)
+		for _, m := range g.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", m.MemberID, dash(m.InstanceID), dash(m.ClientID), dash(m.RackID),
 				m.MemberEpoch, dash(m.State), topicsText(m.Assignment), topicsText(m.TargetAssignment))
+			if regex {
+				fmt.Fprintf(tw, "\t%s", dash(m.SubscribedRegex))
+			}
+			fmt.Fprintln(tw)
 		}
 		_ = tw.Flush()
 	}

@@ -263,6 +263,9 @@ func TestGroupDescribeOutput(t *testing.T) {
 	if strings.Index(out, "m-1  ") > strings.Index(out, "m-2  ") {
 		t.Errorf("members not sorted by id:\n%s", out)
 	}
+	if strings.Contains(out, "REGEX") {
+		t.Errorf("a REGEX column without a regular-expression subscription:\n%s", out)
+	}
 
 	out, stderr, err = runArgs(t, "--brokers", f.addr, "--output", "json", "group", "describe", "g", "--isolation", "read_uncommitted")
 	if err != nil {
@@ -285,6 +288,44 @@ func TestGroupDescribeOutput(t *testing.T) {
 
 	if _, _, err := runArgs(t, "--brokers", f.addr, "group", "describe", "nope"); err == nil || !strings.Contains(err.Error(), `group "nope" does not exist`) {
 		t.Errorf("unknown group: %v", err)
+	}
+}
+
+// group describe shows a KIP-848 member's regular-expression
+// subscription: a REGEX column ("-" for a member subscribed by name) in
+// the text, subscribed_topic_regex ("" when none) in the JSON.
+func TestGroupDescribeShowsSubscribedTopicRegex(t *testing.T) {
+	f := startFakeGroupBroker(t)
+	d := describedGroup()
+	d.Members[0].SubscribedTopicNames, d.Members[0].SubscribedTopicRegex = nil, "^m(-.*)?$" // m-2
+	f.described["g"] = d
+	out, stderr, err := runArgs(t, "--brokers", f.addr, "group", "describe", "g")
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	for _, want := range []string{
+		"MEMBER ID  INSTANCE  CLIENT     RACK  EPOCH  STATE   ASSIGNMENT  TARGET  REGEX\n",
+		"m-1        i-1       sluice-go  -     5      Stable  m: 0        m: 0    -\n",
+		"m-2        -         sluice-go  -     5      Stable  m: 1        m: 1    ^m(-.*)?$\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, stderr, err = runArgs(t, "--brokers", f.addr, "--output", "json", "group", "describe", "g")
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	var g output.Group
+	if err := json.Unmarshal([]byte(out), &g); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(g.Members) != 2 || g.Members[0].SubscribedRegex != "" || g.Members[1].SubscribedRegex != "^m(-.*)?$" || len(g.Members[1].Subscribed) != 0 {
+		t.Errorf("json members %+v, want m-1 without a regex and m-2 with ^m(-.*)?$", g.Members)
+	}
+	if !strings.Contains(out, `"subscribed_topic_regex":""`) {
+		t.Errorf("json lacks an empty subscribed_topic_regex for the member without one: %s", out)
 	}
 }
 

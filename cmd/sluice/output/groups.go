@@ -41,14 +41,18 @@ type Group struct {
 
 // GroupMember is one member in Group.Members, by member id.
 type GroupMember struct {
-	MemberID         string       `json:"member_id"`
-	InstanceID       string       `json:"instance_id"`
-	ClientID         string       `json:"client_id"`
-	RackID           string       `json:"rack_id"`
-	ClientHost       string       `json:"client_host"`
-	MemberEpoch      int32        `json:"member_epoch"`
-	State            string       `json:"state"`
-	Subscribed       []string     `json:"subscribed_topics"`
+	MemberID    string   `json:"member_id"`
+	InstanceID  string   `json:"instance_id"`
+	ClientID    string   `json:"client_id"`
+	RackID      string   `json:"rack_id"`
+	ClientHost  string   `json:"client_host"`
+	MemberEpoch int32    `json:"member_epoch"`
+	State       string   `json:"state"`
+	Subscribed  []string `json:"subscribed_topics"`
+	// SubscribedRegex is a KIP-848 member's regular-expression
+	// subscription ("" when none); Subscribed are the names the member
+	// gave, not what the expression matched.
+	SubscribedRegex  string       `json:"subscribed_topic_regex"`
 	Assignment       []GroupTopic `json:"assignment"`
 	TargetAssignment []GroupTopic `json:"target_assignment"`
 }
