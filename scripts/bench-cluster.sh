@@ -363,9 +363,15 @@ kafka_txn() {
 	results+=("$label: $out")
 	drop "$name"
 }
+# Alternated after a warm-up (the first saturating run of a fresh cluster
+# is the slowest whatever it runs: page cache, segment files, Go heaps):
+# compare the two transactional runs' mean with the three baselines'.
+kafka_txn "door transactions: Kafka (franz-go) warm-up (not a result), 100 B" door-txn-warm
 kafka_txn "door transactions: Kafka (franz-go) idempotent baseline, 100 B" door-txn-base
 kafka_txn "door transactions: Kafka (franz-go) commit every 100ms, 100 B" door-txn-100ms --transactional-id bench-door --commit-interval 100ms
 kafka_txn "door transactions: Kafka (franz-go) idempotent baseline again, 100 B" door-txn-base2
+kafka_txn "door transactions: Kafka (franz-go) commit every 100ms again, 100 B" door-txn-100ms-2 --transactional-id bench-door-2 --commit-interval 100ms
+kafka_txn "door transactions: Kafka (franz-go) idempotent baseline a third time, 100 B" door-txn-base3
 
 echo
 echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions (the door runs: 1):"
