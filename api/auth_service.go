@@ -37,6 +37,10 @@ type AuthConfig struct {
 	// Listeners says how the broker's listeners are secured (WhoAmI).
 	Listeners []*sluicev1.ListenerSecurity
 	Logger    *slog.Logger
+	// FailedDelay holds a refused exchange's answer this long (within the
+	// call's deadline): Kafka's connection.failed.authentication.delay.ms,
+	// one guess per call per delay. 0: answered at once.
+	FailedDelay time.Duration
 }
 
 // maxSaslMessage bounds one SCRAM message (a few hundred bytes in
@@ -67,6 +71,14 @@ func (s *authService) refuse(reason string, code sluicev1.ErrorCode, msg string,
 	}
 	if s.logs.Allow(reason) {
 		s.cfg.Logger.Info("authentication refused", "peer", addr, "reason", reason, "err", err)
+	}
+	if d := s.cfg.FailedDelay; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 	return errs.NewStatus(codes.Unauthenticated, code, msg, nil)
 }

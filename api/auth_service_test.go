@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xdg-go/scram"
 	"google.golang.org/grpc/codes"
@@ -71,5 +72,34 @@ func TestScramExchangeBeforeTheFirstMetadataIsRetriable(t *testing.T) {
 	loaded.Store(true)
 	if r, err := first(); err != nil || r.GetConversationId() == "" {
 		t.Fatalf("once loaded: %v, %v", r, err)
+	}
+}
+
+// A refused exchange is answered FailedDelay late (Kafka's
+// connection.failed.authentication.delay.ms), within the call's deadline.
+func TestRefusedScramExchangeIsDelayed(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	lookup := func(string, auth.ScramMechanism) (auth.ScramCredential, bool) { return auth.ScramCredential{}, false }
+	svc := NewAuthService(AuthConfig{Authenticator: auth.NewAuthenticator(lookup, 0), NodeID: 7, FailedDelay: delay})
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1},
+		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{Version: tls.VersionTLS13}}})
+	start := time.Now()
+	_, err := svc.SaslAuthenticate(ctx, &sluicev1.SaslAuthenticateRequest{Mechanism: "PLAIN", AuthBytes: []byte("x")})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("an unsupported mechanism: %v", err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("refused after %v, want at least %v", took, delay)
+	}
+	// The call's deadline ends the wait.
+	long := NewAuthService(AuthConfig{Authenticator: auth.NewAuthenticator(lookup, 0), NodeID: 7, FailedDelay: time.Minute})
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := long.SaslAuthenticate(short, &sluicev1.SaslAuthenticateRequest{Mechanism: "PLAIN", AuthBytes: []byte("x")}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("with a short deadline: %v", err)
+	}
+	if took := time.Since(start); took >= 30*time.Second {
+		t.Errorf("the wait outlived the call's deadline: %v", took)
 	}
 }

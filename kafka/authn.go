@@ -74,6 +74,24 @@ type connAuth struct {
 // then the connection closes (Kafka's behaviour).
 var errClosingAfterAnswers = errors.New("authentication failed: closing after the answer")
 
+// delayFailedClose holds a connection whose authentication failed open
+// for Config.FailedAuthenticationDelay after its answer, reading nothing
+// (Kafka's connection.failed.authentication.delay.ms): a client guessing
+// passwords gets one guess per connection per delay. The server's close
+// ends the wait.
+func (c *conn) delayFailedClose() {
+	d := c.s.cfg.FailedAuthenticationDelay
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.s.ctx.Done():
+	}
+}
+
 // start does a TLS connection's handshake before the first request is
 // read, within the setup timeout (which bounds the first request's
 // arrival too, from the accept), and takes a verified client

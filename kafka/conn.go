@@ -128,6 +128,9 @@ func (c *conn) serve() {
 		c.cancel()
 	}
 	<-writerDone
+	if errors.Is(err, errClosingAfterAnswers) {
+		c.delayFailedClose()
+	}
 }
 
 // read reads requests and starts each in turn, queueing its answer.

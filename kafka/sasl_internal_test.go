@@ -98,6 +98,7 @@ type saslBench struct {
 
 type benchOptions struct {
 	tls, required bool
+	failedDelay   time.Duration
 }
 
 func startSASL(t *testing.T, o benchOptions) *saslBench {
@@ -108,7 +109,7 @@ func startSASL(t *testing.T, o benchOptions) *saslBench {
 		t.Fatal(err)
 	}
 	cache.MarkApplied(1)
-	cfg := Config{Metadata: cache, Now: b.clock.Now, Auth: Authentication{
+	cfg := Config{Metadata: cache, Now: b.clock.Now, FailedAuthenticationDelay: o.failedDelay, Auth: Authentication{
 		Authenticator: auth.NewAuthenticator(b.users.lookup, 0), Required: o.required,
 		Refused: func(r string) {
 			b.mu.Lock()
@@ -518,5 +519,25 @@ func TestSASLOAuthBearer(t *testing.T) {
 	refused, _ := b.counted()
 	if want := []string{"session_invalid", "jwt_invalid", "jwt_invalid", "jwt_invalid", "jwt_invalid"}; !slices.Equal(refused, want) {
 		t.Errorf("refusals %v, want %v", refused, want)
+	}
+}
+
+// A failed authentication's connection is closed
+// FailedAuthenticationDelay after the answer, not at once (Kafka's
+// connection.failed.authentication.delay.ms): one guess per connection
+// per delay.
+func TestSASLFailedAuthenticationDelaysTheClose(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	b := startSASL(t, benchOptions{required: true, failedDelay: delay})
+	b.users.set(t, "alice", auth.ScramSHA256, "s3cret")
+	c := b.dial()
+	r := scramLogin(t, c, auth.ScramSHA256, "alice", "wrong")
+	answered := time.Now()
+	if r.ErrorCode != codeSASLAuthenticationFailed {
+		t.Fatalf("error %d", r.ErrorCode)
+	}
+	expectClosed(t, c)
+	if held := time.Since(answered); held < delay-50*time.Millisecond {
+		t.Errorf("closed %v after the refusal, want about %v", held, delay)
 	}
 }

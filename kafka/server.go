@@ -67,6 +67,11 @@ type Config struct {
 	// Metrics is told of requests, bytes and closed connections
 	// (metrics.go; nil: none).
 	Metrics Metrics
+	// FailedAuthenticationDelay holds a connection whose SASL
+	// authentication failed open this long after the failure's answer
+	// before it is closed (Kafka's connection.failed.authentication
+	// .delay.ms; 0: closed at once).
+	FailedAuthenticationDelay time.Duration
 	// RequestBytes is the listener's budget of request bytes in flight
 	// (queued.max.request.bytes; nil: none). A frame's bytes are
 	// acquired once its size is read, before its body is, and held until

@@ -177,6 +177,12 @@ type Config struct {
 	// connection that sends no request, idle this long (Kafka's
 	// connections.max.idle.ms; 0 = 10 min, negative: never).
 	ConnectionsMaxIdle time.Duration
+	// FailedAuthenticationDelay holds the answer to a refused SCRAM
+	// exchange (gRPC) and the close of a Kafka connection whose SASL
+	// authentication failed this long (Kafka's
+	// connection.failed.authentication.delay.ms; 0 = 100 ms, negative:
+	// none).
+	FailedAuthenticationDelay time.Duration
 	// QueuedMaxRequestBytes is each gRPC listener's budget of request
 	// bytes in flight (issue 29; Kafka's queued.max.request.bytes;
 	// decision 51; requestbudget.go): a request is read only once the
@@ -322,6 +328,7 @@ func DefaultConfig() Config {
 		ControlledShutdownTimeout: 10 * time.Second,
 		ConnectionSetupTimeout:    DefaultConnectionSetupTimeout,
 		ConnectionsMaxIdle:        DefaultConnectionsMaxIdle,
+		FailedAuthenticationDelay: DefaultFailedAuthenticationDelay,
 
 		// The defaults of the layers below, which they also apply to a
 		// zero value: here so that flags, --help and --print-config show

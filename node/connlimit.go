@@ -67,6 +67,9 @@ const (
 	DefaultConnectionSetupTimeout = 10 * time.Second
 	// DefaultConnectionsMaxIdle is Kafka's connections.max.idle.ms.
 	DefaultConnectionsMaxIdle = 10 * time.Minute
+	// DefaultFailedAuthenticationDelay is Kafka's
+	// connection.failed.authentication.delay.ms.
+	DefaultFailedAuthenticationDelay = 100 * time.Millisecond
 )
 
 // defaultMaxConnections derives a listener's default limit from the
@@ -174,7 +177,15 @@ func (c Config) withConnectionDefaults() Config {
 	if c.ConnectionsMaxIdle == 0 {
 		c.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
 	}
+	if c.FailedAuthenticationDelay == 0 {
+		c.FailedAuthenticationDelay = DefaultFailedAuthenticationDelay
+	}
 	return c
+}
+
+// failedAuthenticationDelay is the delay in force (none when negative).
+func (c Config) failedAuthenticationDelay() time.Duration {
+	return max(c.withConnectionDefaults().FailedAuthenticationDelay, 0)
 }
 
 // validateConnections checks the connection settings: no negative limit

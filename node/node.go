@@ -355,13 +355,13 @@ func Start(cfg Config) (_ *Node, err error) {
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
 				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
 				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm), Metrics: n.metrics.kafka,
-				RequestBytes: kafkaBudget{kafkaBudgets},
+				RequestBytes: kafkaBudget{kafkaBudgets}, FailedAuthenticationDelay: cfg.failedAuthenticationDelay(),
 				Coordinators: kafka.Coordinators{Txn: n.txnCoord, TxnLocator: n.txnLocator, Group: n.groupCoord, GroupLocator: n.groupLocator}})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
 	}
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
-		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg),
+		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg), FailedDelay: cfg.failedAuthenticationDelay(),
 		Refused:   func(reason string) { gate.failures.WithLabelValues(reason).Inc() },
 		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() },
 		// As api.Server's metadataLoaded.

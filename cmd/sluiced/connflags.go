@@ -36,6 +36,7 @@ func addConnectionFlags(fs *flag.FlagSet, cfg *node.Config) {
 		fs.IntVar(f.v, f.name, *f.v, f.help)
 	}
 	fs.DurationVar(&cfg.ConnectionSetupTimeout, "connection-setup-timeout", cfg.ConnectionSetupTimeout, "a gRPC connection that has not finished its HTTP/2 handshake in this time (one that sends nothing included), or a Kafka connection whose first request has not arrived, is closed")
+	fs.DurationVar(&cfg.FailedAuthenticationDelay, "connection-failed-authentication-delay", cfg.FailedAuthenticationDelay, "a refused SCRAM exchange is answered, and a Kafka connection whose SASL authentication failed is closed, this long after the failure (connection.failed.authentication.delay.ms; negative: at once)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "a gRPC connection with no call in progress, an HTTP connection between requests, or a Kafka connection sending no request, idle this long is closed (connections.max.idle.ms; negative: never)")
 }
 
