@@ -28,22 +28,26 @@ const maxSASLMessage = 64 << 10
 // server's log has the reason.
 const failedMessage = "authentication failed: invalid credentials"
 
-// mechanisms are the SASL mechanisms this connection is offered, in
-// preference order: SCRAM-SHA-256 and SCRAM-SHA-512 with an
-// Authenticator; PLAIN too on TLS (the password crosses the wire);
+// mechanisms are the SASL mechanisms this connection is offered
+// (Mechanisms).
+func (c *conn) mechanisms() []string { return Mechanisms(c.s.cfg.Auth, c.authn.tls) }
+
+// Mechanisms are the SASL mechanisms a connection with authentication a
+// is offered, in preference order: SCRAM-SHA-256 and SCRAM-SHA-512 with
+// an Authenticator; PLAIN too on TLS (the password crosses the wire);
 // OAUTHBEARER with a JWT validator, on TLS (a bearer token must not
 // travel in the clear).
-func (c *conn) mechanisms() []string {
+func Mechanisms(a Authentication, tls bool) []string {
 	var out []string
-	if c.s.cfg.Auth.Authenticator != nil {
+	if a.Authenticator != nil {
 		for _, m := range auth.ScramMechanisms {
 			out = append(out, string(m))
 		}
-		if c.authn.tls {
+		if tls {
 			out = append(out, auth.MechanismPlain)
 		}
 	}
-	if c.s.cfg.Auth.JWT != nil && c.authn.tls {
+	if a.JWT != nil && tls {
 		out = append(out, auth.MechanismOAuthBearer)
 	}
 	return out

@@ -59,8 +59,12 @@ func TestAuthenticationRequiredWithClientCertificates(t *testing.T) {
 	var listeners []string
 	for _, l := range who.Listeners {
 		listeners = append(listeners, fmt.Sprintf("%s:%v:%s", l.Name, l.Encrypted, l.ClientAuth))
+		if len(l.SaslMechanisms) > 0 {
+			listeners[len(listeners)-1] += ":" + strings.Join(l.SaslMechanisms, ",")
+		}
 	}
-	if got := strings.Join(listeners, " "); got != "client:true:request internal:true:mutual raft:true:mutual gossip:false:none http:false:none" {
+	if got := strings.Join(listeners, " "); got != "client:true:request internal:true:mutual raft:true:mutual gossip:false:none http:false:none "+
+		"kafka:true:request:SCRAM-SHA-256,SCRAM-SHA-512,PLAIN" {
 		t.Fatalf("listeners: %s", got)
 	}
 	if _, err := alice.Metadata(cx); err != nil {

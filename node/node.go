@@ -317,6 +317,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.ctlService = api.NewControllerService(n.ctl, n.interNodeAddressOf)
 		internalv1.RegisterControllerServer(limitedInternal, n.ctlService)
 	}
+	var kafkaAuth *kafka.Authentication // the Kafka listener's, for WhoAmI
 	if n.replicas != nil {
 		n.broker = cluster.NewBrokerLifecycle(cluster.BrokerConfig{
 			NodeID: cfg.NodeID, Address: cfg.Advertise, InternalAddress: cfg.InternalAdvertise, KafkaAddress: cfg.KafkaAdvertise, Rack: cfg.Rack,
@@ -352,16 +353,18 @@ func Start(cfg Config) (_ *Node, err error) {
 				authz = n.authz.Gate
 			}
 			setup, idle := kafkaConnectionTimeouts(cfg) // connlimit.go
+			ka := gate.kafkaAuthentication(tlsm)
+			kafkaAuth = &ka
 			n.kafka = kafka.NewServer(kafka.Config{NodeID: cfg.NodeID, Replicas: n.replicas, Metadata: n.cache,
 				Controllers: n.controllers, ProducerIDs: n.producerIDs, Gate: authz, Quotas: n.quotas, Logger: logger,
-				SetupTimeout: setup, IdleTimeout: idle, Auth: gate.kafkaAuthentication(tlsm), Metrics: n.metrics.kafka,
+				SetupTimeout: setup, IdleTimeout: idle, Auth: ka, Metrics: n.metrics.kafka,
 				RequestBytes: kafkaBudget{kafkaBudgets}, FailedAuthenticationDelay: cfg.failedAuthenticationDelay(),
 				Coordinators: kafka.Coordinators{Txn: n.txnCoord, TxnLocator: n.txnLocator, Group: n.groupCoord, GroupLocator: n.groupLocator}})
 			cleanups = append(cleanups, func() { n.kafka.Close() })
 		}
 	}
 	sluicev1.RegisterAuthServer(limitedPub, api.NewAuthService(api.AuthConfig{Authenticator: n.authn, NodeID: cfg.NodeID,
-		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg), FailedDelay: cfg.failedAuthenticationDelay(),
+		Required: gate.required, Logger: logger, Listeners: tlsm.listeners(cfg, kafkaAuth), FailedDelay: cfg.failedAuthenticationDelay(),
 		Refused:   func(reason string) { gate.failures.WithLabelValues(reason).Inc() },
 		Succeeded: func(mech string) { gate.logins.WithLabelValues(mech).Inc() },
 		// As api.Server's metadataLoaded.

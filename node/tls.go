@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/cluster/controller"
 	"github.com/sluice-io/sluice/internal/grpctls"
 	"github.com/sluice-io/sluice/internal/ratelog"
+	"github.com/sluice-io/sluice/kafka"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
@@ -212,8 +213,9 @@ func (c countingCreds) Clone() credentials.TransportCredentials {
 	return countingCreds{TransportCredentials: c.TransportCredentials.Clone(), refused: c.refused}
 }
 
-// listeners says how each listener is secured (WhoAmI).
-func (m *tlsMaterial) listeners(cfg Config) []*sluicev1.ListenerSecurity {
+// listeners says how each listener is secured (WhoAmI); kafkaAuth is the
+// Kafka listener's authentication (nil: the node has none).
+func (m *tlsMaterial) listeners(cfg Config, kafkaAuth *kafka.Authentication) []*sluicev1.ListenerSecurity {
 	on := m.enabled()
 	client := string(auth.ClientAuthNone)
 	if on {
@@ -233,6 +235,10 @@ func (m *tlsMaterial) listeners(cfg Config) []*sluicev1.ListenerSecurity {
 	out = append(out, &sluicev1.ListenerSecurity{Name: "gossip", Encrypted: cfg.GossipKeyFile != "", ClientAuth: "none"})
 	if cfg.HTTPListen != "" {
 		out = append(out, &sluicev1.ListenerSecurity{Name: "http", Encrypted: m.http != nil, ClientAuth: "none"})
+	}
+	if kafkaAuth != nil {
+		out = append(out, &sluicev1.ListenerSecurity{Name: "kafka", Encrypted: on, ClientAuth: client,
+			SaslMechanisms: kafka.Mechanisms(*kafkaAuth, on)})
 	}
 	return out
 }

@@ -56,7 +56,8 @@ func (e *env) clusterStatus(ctx context.Context, args []string) error {
 		s.Connection = &output.Connection{Principal: who.Principal, AuthenticatedBy: who.AuthenticatedBy, TLS: who.Tls,
 			TLSVersion: who.TlsVersion, NodeID: who.NodeId, AuthenticationRequired: who.AuthenticationRequired}
 		for _, l := range who.Listeners {
-			s.Connection.Listeners = append(s.Connection.Listeners, output.ListenerSecurity{Name: l.Name, Encrypted: l.Encrypted, ClientAuth: l.ClientAuth})
+			s.Connection.Listeners = append(s.Connection.Listeners, output.ListenerSecurity{Name: l.Name, Encrypted: l.Encrypted, ClientAuth: l.ClientAuth,
+				SaslMechanisms: l.SaslMechanisms})
 		}
 	}
 	if e.g.json() {
@@ -224,6 +225,9 @@ func writeClusterText(w io.Writer, s clusterJSON) error {
 					if l.ClientAuth != "" && l.ClientAuth != "none" {
 						state += ", client certificates " + l.ClientAuth
 					}
+				}
+				if len(l.SaslMechanisms) > 0 {
+					state += ", SASL " + strings.Join(l.SaslMechanisms, " ")
 				}
 				parts = append(parts, l.Name+" "+state)
 			}

@@ -315,15 +315,19 @@ func (x *WhoAmIResponse) GetListeners() []*ListenerSecurity {
 // ListenerSecurity is how one listener of a broker is secured.
 type ListenerSecurity struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// client, internal, raft, gossip or http.
+	// client, internal, raft, gossip, http or kafka.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// TLS (gossip: memberlist's encryption) on.
 	Encrypted bool `protobuf:"varint,2,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
 	// Client certificates: none, request, require; "mutual" for the
 	// inter-node listeners (internal, raft).
-	ClientAuth    string `protobuf:"bytes,3,opt,name=client_auth,json=clientAuth,proto3" json:"client_auth,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientAuth string `protobuf:"bytes,3,opt,name=client_auth,json=clientAuth,proto3" json:"client_auth,omitempty"`
+	// The kafka listener: the SASL mechanisms its connections are offered
+	// (SCRAM-SHA-256, SCRAM-SHA-512; PLAIN and OAUTHBEARER only with TLS,
+	// OAUTHBEARER only with a JWT validator); empty: no SASL.
+	SaslMechanisms []string `protobuf:"bytes,4,rep,name=sasl_mechanisms,json=saslMechanisms,proto3" json:"sasl_mechanisms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListenerSecurity) Reset() {
@@ -375,6 +379,13 @@ func (x *ListenerSecurity) GetClientAuth() string {
 		return x.ClientAuth
 	}
 	return ""
+}
+
+func (x *ListenerSecurity) GetSaslMechanisms() []string {
+	if x != nil {
+		return x.SaslMechanisms
+	}
+	return nil
 }
 
 // A user's SCRAM credential to store (Kafka's
@@ -920,12 +931,13 @@ const file_sluice_v1_auth_proto_rawDesc = "" +
 	"tlsVersion\x12\x17\n" +
 	"\anode_id\x18\x05 \x01(\x05R\x06nodeId\x127\n" +
 	"\x17authentication_required\x18\x06 \x01(\bR\x16authenticationRequired\x129\n" +
-	"\tlisteners\x18\a \x03(\v2\x1b.sluice.v1.ListenerSecurityR\tlisteners\"e\n" +
+	"\tlisteners\x18\a \x03(\v2\x1b.sluice.v1.ListenerSecurityR\tlisteners\"\x8e\x01\n" +
 	"\x10ListenerSecurity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tencrypted\x18\x02 \x01(\bR\tencrypted\x12\x1f\n" +
 	"\vclient_auth\x18\x03 \x01(\tR\n" +
-	"clientAuth\"\xa9\x01\n" +
+	"clientAuth\x12'\n" +
+	"\x0fsasl_mechanisms\x18\x04 \x03(\tR\x0esaslMechanisms\"\xa9\x01\n" +
 	"\x18ScramCredentialUpsertion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x1e\n" +

@@ -287,4 +287,6 @@ type ListenerSecurity struct {
 	Name       string `json:"name"`
 	Encrypted  bool   `json:"encrypted"`
 	ClientAuth string `json:"client_auth"`
+	// SaslMechanisms: the kafka listener's (none: no SASL).
+	SaslMechanisms []string `json:"sasl_mechanisms,omitempty"`
 }
