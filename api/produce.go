@@ -242,7 +242,7 @@ func (s *Server) answerAppend(pr *sluicev1.PartitionProduceResponse, topic strin
 		waits = append(waits, pendingAck{resp: pr, part: part, last: res.LastOffset, epoch: res.LeaderEpoch, hint: s.leaderHint})
 	}
 	if acks != sluicev1.Acks_ACKS_NONE {
-		pr.BaseOffset = res.BaseOffset
+		pr.BaseOffset, pr.LogAppendTimeMs = res.BaseOffset, res.LogAppendTime
 	}
 	pr.LogStartOffset = part.LogStartOffset()
 	return waits

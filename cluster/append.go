@@ -23,6 +23,10 @@ type AppendResult struct {
 	// LeaderEpoch is the leader epoch the batch was appended in: an
 	// acks=all wait (AwaitCommit) ends if the epoch changes first.
 	LeaderEpoch int32
+	// LogAppendTime is the batch's timestamp when the topic stamps
+	// batches at the append (message.timestamp.type=LogAppendTime: the
+	// produce answer's log_append_time), else -1.
+	LogAppendTime int64
 	// Verifying is the time AppendTxnTo waited for the transaction
 	// coordinator to add the partition to the transaction (0 for the
 	// other appends), set with an error too: waiting, not this broker's
@@ -31,8 +35,13 @@ type AppendResult struct {
 }
 
 // appendResult is sr, appended in leaderEpoch.
-func appendResult(sr storage.AppendResult, leaderEpoch int32) AppendResult {
-	return AppendResult{BaseOffset: sr.BaseOffset, LastOffset: sr.LastOffset, MaxTimestamp: sr.MaxTimestamp, Duplicate: sr.Duplicate, LeaderEpoch: leaderEpoch}
+func appendResult(sr storage.AppendResult, leaderEpoch int32, logAppendTime bool) AppendResult {
+	r := AppendResult{BaseOffset: sr.BaseOffset, LastOffset: sr.LastOffset, MaxTimestamp: sr.MaxTimestamp, Duplicate: sr.Duplicate,
+		LeaderEpoch: leaderEpoch, LogAppendTime: -1}
+	if logAppendTime {
+		r.LogAppendTime = sr.MaxTimestamp // a retry's: the original append's time
+	}
+	return r
 }
 
 // Append validates a batch as a producer sent it and appends it to the
@@ -67,7 +76,7 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 	if leader != m.cfg.NodeID {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER, "node %d is not the leader of %s (leader %d, epoch %d)", m.cfg.NodeID, p, leader, epoch)
 	}
-	b, h, err := producerBatch(p, raw)
+	b, h, err := producerBatch(p, raw, now)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -81,7 +90,7 @@ func (m *ReplicaManager) AppendTo(p *Replica, raw []byte, now time.Time, acksAll
 		}
 	}
 	sr, err := p.log.Append(b, epoch, now)
-	res := appendResult(sr, epoch)
+	res := appendResult(sr, epoch, p.Config().LogAppendTime)
 	if err == nil {
 		p.leaderAppended(res.LastOffset+1, now)
 	}
@@ -114,8 +123,9 @@ func canonicalBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
 // the latest record per key, so a keyless one has no meaning there and
 // the cleaner would remove it); and a topic whose compression.type names
 // a codec gets the batch in that codec (converted here, as Kafka's
-// broker recompresses), its size checked again.
-func producerBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
+// broker recompresses), its size checked again; a topic with
+// message.timestamp.type=LogAppendTime gets it stamped with now.
+func producerBatch(p *Replica, raw []byte, now time.Time) ([]byte, batch.Header, error) {
 	b, h, err := canonicalBatch(p, raw)
 	if err == nil && h.IsControl() {
 		err = errs.New(sluicev1.ErrorCode_INVALID_RECORD, "producers cannot write control batches")
@@ -153,6 +163,10 @@ func producerBatch(p *Replica, raw []byte) ([]byte, batch.Header, error) {
 			return nil, h, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes once converted to compression.type %s exceeds max.message.bytes %d of topic %q",
 				len(b), codec, cfg.Storage.MaxMessageBytes, p.Topic)
 		}
+		h, _ = batch.ParseHeader(b)
+	}
+	if cfg.LogAppendTime {
+		batch.SetLogAppendTime(b, now.UnixMilli())
 		h, _ = batch.ParseHeader(b)
 	}
 	return b, h, nil
@@ -335,5 +349,5 @@ func (p *Replica) appendAsLeader(b []byte, control bool, v storage.MarkerVersion
 	if t.LeaderAppended(sr.LastOffset+1, now) {
 		p.publishHWLocked()
 	}
-	return appendResult(sr, epoch), epoch, nil
+	return appendResult(sr, epoch, false), epoch, nil
 }

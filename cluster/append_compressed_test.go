@@ -209,3 +209,52 @@ func TestCompressionTypeConvertsOnAppend(t *testing.T) {
 		}
 	}
 }
+
+// message.timestamp.type=LogAppendTime: the leader stamps each produced
+// batch, compressed or not, with its clock at the append (the
+// timestamp-type attribute, the max timestamp, a valid CRC), every
+// record reads that timestamp, and the append answers it (the produce
+// answer's log_append_time); a CreateTime topic keeps the producer's
+// timestamps and answers -1. A change of the config applies to the next
+// append.
+func TestLogAppendTimeStampsBatches(t *testing.T) {
+	now := time.Unix(5000, 0)
+	m := newCompressionTopics(t, map[string]map[string]string{
+		"create": nil,
+		"append": {"message.timestamp.type": "LogAppendTime"},
+	})
+	for _, codec := range []kafkarecords.Codec{kafkarecords.None, kafkarecords.Zstd} {
+		for topic, wantTS := range map[string]int64{"create": -1, "append": now.UnixMilli()} {
+			p, _ := m.Replica(topic, 0)
+			off := p.LogEndOffset()
+			res, err := m.Append(topic, 0, compressedBatch(t, codec, false, []byte("a"), []byte("b")), now)
+			if err != nil {
+				t.Fatalf("%s (%s): %v", topic, codec, err)
+			}
+			if res.LogAppendTime != wantTS {
+				t.Errorf("%s (%s): log append time %d, want %d", topic, codec, res.LogAppendTime, wantTS)
+			}
+			read, err := p.log.Read(off, 1<<20, p.log.EndOffset())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := batch.Verify(read.Batches[0])
+			if err != nil {
+				t.Fatalf("%s (%s): stored batch: %v", topic, codec, err)
+			}
+			stamped := h.Attributes&batch.AttrLogAppendTime != 0
+			if stamped != (wantTS >= 0) || (stamped && h.MaxTimestamp != wantTS) {
+				t.Errorf("%s (%s): attributes %#x, max timestamp %d", topic, codec, h.Attributes, h.MaxTimestamp)
+			}
+			err = batch.ForEachRecord(read.Batches[0], func(r batch.Record) error {
+				if stamped && r.Timestamp != wantTS || !stamped && r.Timestamp == now.UnixMilli() {
+					t.Errorf("%s (%s): record %d has timestamp %d", topic, codec, r.Offset, r.Timestamp)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

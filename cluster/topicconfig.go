@@ -54,7 +54,18 @@ type TopicConfig struct {
 	// "uncompressed" or a codec's name converts every produced batch to
 	// it on append (decision 67).
 	CompressionType string
+	// LogAppendTime is message.timestamp.type=LogAppendTime: the leader
+	// stamps each produced batch with its clock at the append
+	// (batch.SetLogAppendTime), every record's timestamp from then on;
+	// false is CreateTime, the producer's timestamps.
+	LogAppendTime bool
 }
+
+// Values of message.timestamp.type.
+const (
+	TimestampCreateTime    = "CreateTime"
+	TimestampLogAppendTime = "LogAppendTime"
+)
 
 // Values of compression.type besides the codecs' names (gzip, snappy,
 // lz4, zstd).
@@ -116,8 +127,14 @@ func ParseTopicConfig(m map[string]string, replicationFactor int32) (TopicConfig
 			return tc, err
 		}
 	}
-	if v, ok := m["message.timestamp.type"]; ok && v != "CreateTime" {
-		return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "message.timestamp.type %q is not supported (only CreateTime)", errs.Echo(v))
+	if v, ok := m["message.timestamp.type"]; ok {
+		switch v {
+		case TimestampCreateTime:
+		case TimestampLogAppendTime:
+			tc.LogAppendTime = true
+		default:
+			return tc, errs.New(sluicev1.ErrorCode_INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime, got %q", errs.Echo(v))
+		}
 	}
 	return tc, nil
 }
@@ -127,7 +144,10 @@ func (tc TopicConfig) Map() map[string]string {
 	m := tc.Storage.Map()
 	m["min.insync.replicas"] = strconv.Itoa(int(tc.MinInsyncReplicas))
 	m["unclean.leader.election.enable"] = strconv.FormatBool(tc.UncleanElection)
-	m["message.timestamp.type"] = "CreateTime"
+	m["message.timestamp.type"] = TimestampCreateTime
+	if tc.LogAppendTime {
+		m["message.timestamp.type"] = TimestampLogAppendTime
+	}
 	m["compression.type"] = CompressionProducer
 	if tc.CompressionType != "" {
 		m["compression.type"] = tc.CompressionType

@@ -55,7 +55,7 @@ var topicConfigDefs = map[string]TopicConfigDef{
 	"min.cleanable.dirty.ratio":      {Type: ConfigTypeDouble, Doc: "The share of a compacted log not yet cleaned above which the cleaner cleans it."},
 	"min.insync.replicas":            {Type: ConfigTypeInt, Doc: "The fewest in-sync replicas with which an acks=all produce succeeds. Deleting it gives the topic the cluster default again."},
 	"unclean.leader.election.enable": {Type: ConfigTypeBoolean, Doc: "Whether a replica outside the ISR may be elected leader when no ISR member is live, losing records."},
-	"message.timestamp.type":         {Type: ConfigTypeString, Doc: "Which timestamp records keep; only CreateTime (the producer's) is supported."},
+	"message.timestamp.type":         {Type: ConfigTypeString, Doc: "Which timestamp records keep: CreateTime (the producer's) or LogAppendTime (the leader's clock at the append, every record of a batch alike)."},
 }
 
 // topicConfigDef is name's description (type STRING and no documentation

@@ -50,7 +50,10 @@ func TestTopicConfigRules(t *testing.T) {
 		{map[string]string{"min.insync.replicas": "0"}, 1, false},
 		{map[string]string{"unclean.leader.election.enable": "maybe"}, 1, false},
 		{map[string]string{"unclean.leader.election.enable": "true"}, 1, true},
-		{map[string]string{"message.timestamp.type": "LogAppendTime"}, 1, false},
+		{map[string]string{"message.timestamp.type": "LogAppendTime"}, 1, true},
+		{map[string]string{"message.timestamp.type": "CreateTime"}, 1, true},
+		{map[string]string{"message.timestamp.type": "logappendtime"}, 1, false}, // Kafka's values are case-sensitive
+		{map[string]string{"message.timestamp.type": "AppendTime"}, 1, false},
 		{map[string]string{"segment.bytes": "100"}, 1, false},
 		{map[string]string{"cleanup.policy": "compact"}, 1, true},
 		{map[string]string{"cleanup.policy": "compact,delete", "delete.retention.ms": "1000", "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.1"}, 1, true},

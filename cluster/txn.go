@@ -185,7 +185,7 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 	if err := m.checkLeader(p); err != nil {
 		return AppendResult{}, err
 	}
-	b, h, err := producerBatch(p, raw)
+	b, h, err := producerBatch(p, raw, now)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -234,7 +234,7 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 		epoch := p.LeaderEpoch()
 		sr, err := p.log.AppendTxn(b, epoch, guard, now)
 		if err == nil {
-			res := appendResult(sr, epoch)
+			res := appendResult(sr, epoch, p.Config().LogAppendTime)
 			p.leaderAppended(res.LastOffset+1, now)
 			return res, nil
 		}

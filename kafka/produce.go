@@ -130,7 +130,7 @@ func (c *conn) appendPartition(topic string, rp *kmsg.ProduceRequestTopicPartiti
 	if err != nil {
 		return err
 	}
-	pr.BaseOffset = res.BaseOffset
+	pr.BaseOffset, pr.LogAppendTime = res.BaseOffset, res.LogAppendTime
 	pr.LogStartOffset = part.LogStartOffset()
 	if acksAll {
 		pw := &partitionWait{w: w, topic: topic, pr: pr}

@@ -186,6 +186,16 @@ func SetMaxTimestamp(b []byte, ts int64) {
 	binary.LittleEndian.PutUint32(b[offCRC:], ComputeCRC(b))
 }
 
+// SetLogAppendTime marks a canonical batch's timestamps as the broker's
+// (message.timestamp.type=LogAppendTime): the timestamp-type attribute
+// set and the max timestamp ts, which is then every record's timestamp
+// (the records' own deltas stay, unread); the CRC is recomputed.
+func SetLogAppendTime(b []byte, ts int64) {
+	a := binary.LittleEndian.Uint32(b[offAttributes:])
+	binary.LittleEndian.PutUint32(b[offAttributes:], a|AttrLogAppendTime)
+	SetMaxTimestamp(b, ts)
+}
+
 // ComputeCRC returns the CRC-32C of a canonical batch's covered bytes.
 func ComputeCRC(b []byte) uint32 { return crc32.Checksum(b[CRCStart:], castagnoli) }
 

@@ -217,6 +217,9 @@ func ForEachRecord(b []byte, fn func(Record) error) error {
 		prev = r.Offset
 		r.Offset += h.BaseOffset
 		r.Timestamp += h.BaseTimestamp
+		if h.Attributes&AttrLogAppendTime != 0 {
+			r.Timestamp = h.MaxTimestamp // the broker's append time, every record's (Kafka's rule)
+		}
 		if err := fn(r); err != nil {
 			return err
 		}
@@ -391,6 +394,9 @@ func forEachCompressed(b []byte, h Header, fn func(r Record, raw []byte) error) 
 		}
 		prev = int64(kr.OffsetDelta)
 		r := Record{Offset: h.BaseOffset + int64(kr.OffsetDelta), Timestamp: h.BaseTimestamp + kr.TimestampDelta, Key: kr.Key, Value: kr.Value}
+		if h.Attributes&AttrLogAppendTime != 0 {
+			r.Timestamp = h.MaxTimestamp
+		}
 		if kr.HeaderCount > 0 {
 			r.Headers = make([]RecordHeader, 0, kr.HeaderCount)
 			hs := kr.Headers
