@@ -359,6 +359,9 @@ func Filter(dst, b []byte, keep func(Record) bool) ([]byte, int, error) {
 		prev = r.Offset
 		r.Offset += h.BaseOffset
 		r.Timestamp += h.BaseTimestamp
+		if h.Attributes&AttrLogAppendTime != 0 {
+			r.Timestamp = h.MaxTimestamp
+		}
 		if keep(r) {
 			dst = append(dst, entry...)
 			kept++
