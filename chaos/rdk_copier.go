@@ -117,6 +117,22 @@ func prepareRdk(wc WorkloadConfig) (WorkloadConfig, error) {
 	return wc, nil
 }
 
+// rdkArgs are txn_copier.py's flags for a secured run: TLS trusting the
+// run's CA, and with SCRAM the user, its password's file (the program
+// reads it: no command line carries the password) and the next
+// mechanism in turn, as every client of the workload alternates them.
+func (s ClientSecurity) rdkArgs() []string {
+	if s.CAFile == "" {
+		return nil
+	}
+	args := []string{"--ca-file", s.CAFile}
+	if s.ScramUser != "" {
+		args = append(args, "--sasl-mechanism", s.nextMechanism(), "--sasl-username", s.ScramUser,
+			"--sasl-password-file", s.ScramPasswordFile)
+	}
+	return args
+}
+
 // rdkLine is one committed transaction as a copier process reported it.
 type rdkLine struct {
 	Txn    int                 `json:"txn"`
@@ -184,6 +200,7 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 		"--transactional-id", fmt.Sprintf("%s-%d", rdkCopierTxnID, slot),
 		"--transaction-timeout-ms", ms(wc.TxnTimeout), "--session-timeout-ms", ms(copierSessionTimeout),
 		"--max-batch", "50", "--pace-ms", "100")
+	cmd.Args = append(cmd.Args, wc.Security.rdkArgs()...)
 	proc, err := startCopierProcess(cmd, func(stdout io.Reader) { w.readRdkLines(name, stdout) })
 	if err != nil {
 		w.log.Warn("librdkafka copier: start", "copier", name, "err", err)
