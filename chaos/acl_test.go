@@ -7,14 +7,14 @@ import (
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
-// aclGrants reports whether acls allow op on the resource (rt, name): a
+// aclGrants reports whether acls allow op (READ, WRITE, ...) on the
+// resource of type rt (TOPIC, TRANSACTIONAL_ID, GROUP) named name: a
 // binding of that type and operation, literal and equal or prefixed and
 // a prefix of name. Operations are matched exactly: the test asks for
-// the operation each request needs at the least that the workload's
-// bindings grant (READ implies DESCRIBE, WRITE implies DESCRIBE).
-func aclGrants(acls []*sluicev1.AclBinding, rt sluicev1.ResourceType, name string, op sluicev1.AclOperation) bool {
+// the ones the workload's bindings grant (READ and WRITE imply DESCRIBE).
+func aclGrants(acls []*sluicev1.AclBinding, rt, name, op string) bool {
 	for _, a := range acls {
-		if a.ResourceType != rt || a.Operation != op {
+		if a.ResourceType.String() != "RESOURCE_TYPE_"+rt || a.Operation.String() != "ACL_OPERATION_"+op {
 			continue
 		}
 		switch a.PatternType {
@@ -38,28 +38,21 @@ func aclGrants(acls []*sluicev1.AclBinding, rt sluicev1.ResourceType, name strin
 // Kafka copiers' groups; and no more: no binding on the cluster or for
 // another principal, and none of these once the Kafka workload is off.
 func TestWorkloadAclsGrantTheKafkaWorkloadExactly(t *testing.T) {
-	const (
-		topic = sluicev1.ResourceType_RESOURCE_TYPE_TOPIC
-		txnID = sluicev1.ResourceType_RESOURCE_TYPE_TRANSACTIONAL_ID
-		group = sluicev1.ResourceType_RESOURCE_TYPE_GROUP
-		read  = sluicev1.AclOperation_ACL_OPERATION_READ
-		write = sluicev1.AclOperation_ACL_OPERATION_WRITE
-	)
 	wc := DefaultConfig().Workload
 	wc.RdkCopiers = 2
 	acls := workloadAcls(wc)
 	for _, tp := range []string{"chaos-kafka", "chaos-kafka-2", "chaos-kafka-out", "chaos-rdk-out"} {
-		if !aclGrants(acls, topic, tp, read) || !aclGrants(acls, topic, tp, write) {
+		if !aclGrants(acls, "TOPIC", tp, "READ") || !aclGrants(acls, "TOPIC", tp, "WRITE") {
 			t.Errorf("topic %s: not READ and WRITE", tp)
 		}
 	}
 	for _, id := range wc.transactionalIDs() {
-		if !aclGrants(acls, txnID, id, write) {
+		if !aclGrants(acls, "TRANSACTIONAL_ID", id, "WRITE") {
 			t.Errorf("transactional id %s: no WRITE", id)
 		}
 	}
 	for _, g := range []string{kafkaCopierGroup, rdkCopierGroup, copierGroupID} {
-		if !aclGrants(acls, group, g, read) {
+		if !aclGrants(acls, "GROUP", g, "READ") {
 			t.Errorf("group %s: no READ", g)
 		}
 	}
@@ -70,7 +63,7 @@ func TestWorkloadAclsGrantTheKafkaWorkloadExactly(t *testing.T) {
 		}
 	}
 	// The gRPC producers' prefix does not reach the Kafka producers' ids.
-	if aclGrants(workloadAcls(WorkloadConfig{Topic: "chaos", TxnProducers: 3}), txnID, "chaos-kafka-txn-1", write) {
+	if aclGrants(workloadAcls(WorkloadConfig{Topic: "chaos", TxnProducers: 3}), "TRANSACTIONAL_ID", "chaos-kafka-txn-1", "WRITE") {
 		t.Error("chaos-txn- grants chaos-kafka-txn-1")
 	}
 
@@ -79,16 +72,16 @@ func TestWorkloadAclsGrantTheKafkaWorkloadExactly(t *testing.T) {
 	acls = workloadAcls(off)
 	for _, id := range wc.transactionalIDs() {
 		kafka := strings.HasPrefix(id, "chaos-kafka") || strings.HasPrefix(id, "chaos-rdk")
-		if aclGrants(acls, txnID, id, write) == kafka {
+		if aclGrants(acls, "TRANSACTIONAL_ID", id, "WRITE") == kafka {
 			t.Errorf("Kafka workload off: WRITE on transactional id %s is %v", id, !kafka)
 		}
 	}
 	for _, g := range []string{kafkaCopierGroup, rdkCopierGroup} {
-		if aclGrants(acls, group, g, read) {
+		if aclGrants(acls, "GROUP", g, "READ") {
 			t.Errorf("Kafka workload off, yet READ on group %s", g)
 		}
 	}
-	if aclGrants(acls, topic, "chaos-kafka", read) {
+	if aclGrants(acls, "TOPIC", "chaos-kafka", "READ") {
 		t.Error("Kafka workload off, yet READ on topic chaos-kafka")
 	}
 }

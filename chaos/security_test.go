@@ -110,14 +110,7 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 // gets TLS through it: a node's certificate verifies against the run's
 // CA, another run's CA refuses it.
 func TestKafkaClientsOfASecuredRun(t *testing.T) {
-	p, err := newPKI(t.TempDir(), SecurityTLSSCRAM, []int32{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks, err := p.clientSecurity().kafka()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, ks := kafkaSecurityOf(t, SecurityTLSSCRAM)
 	if ks.tls == nil || ks.pass != p.password {
 		t.Fatalf("kafka security %+v: want TLS and the run's password", ks)
 	}
@@ -158,7 +151,9 @@ func TestKafkaClientsOfASecuredRun(t *testing.T) {
 		}
 	}()
 	var d net.Dialer
-	plain := func(ctx context.Context, network, host string) (net.Conn, error) { return d.DialContext(ctx, network, host) }
+	plain := func(ctx context.Context, network, host string) (net.Conn, error) {
+		return d.DialContext(ctx, network, host)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := ks.tlsOver(plain)(ctx, "tcp", ln.Addr().String())
@@ -169,14 +164,7 @@ func TestKafkaClientsOfASecuredRun(t *testing.T) {
 		t.Errorf("connection state %+v", st)
 	}
 	c.Close()
-	other, err := newPKI(t.TempDir(), SecurityTLS, []int32{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	oks, err := other.clientSecurity().kafka()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, oks := kafkaSecurityOf(t, SecurityTLS)
 	if oks.pass != "" {
 		t.Error("a tls run's Kafka clients have a SCRAM password")
 	}
@@ -184,4 +172,19 @@ func TestKafkaClientsOfASecuredRun(t *testing.T) {
 		c.Close()
 		t.Error("a node certificate of another CA accepted")
 	}
+}
+
+// kafkaSecurityOf makes a PKI of mode for one node and its Kafka clients'
+// security.
+func kafkaSecurityOf(t *testing.T, mode Security) (*pki, kafkaSecurity) {
+	t.Helper()
+	p, err := newPKI(t.TempDir(), mode, []int32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := p.clientSecurity().kafka()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, ks
 }
