@@ -40,8 +40,29 @@ import (
 //     ConsumerGroupHeartbeat, TxnOffsetCommit, and the DESCRIBE of
 //     FindCoordinator and OffsetFetch.
 //
-// Nothing on the cluster: no workload client creates a topic or calls an
-// admin RPC (the harness does, as chaos-admin).
+// The Kafka-client workload, through the Kafka door (same authorizer,
+// same operations as Kafka's), adds:
+//
+//   - its topics (Topic-kafka, ..., Topic-kafka-out, Topic-rdk-out), in
+//     Topics like the others, READ and WRITE as above (its consumer reads
+//     every workload topic: Fetch, ListOffsets, OffsetForLeaderEpoch);
+//   - WRITE on the Kafka transactional producers' ids (chaos-kafka-txn-N:
+//     prefixed), the Kafka copier's (chaos-kafka-copier-N: prefixed) and
+//     the librdkafka copier's (chaos-rdk-N: prefixed): InitProducerId,
+//     Produce, EndTxn, TxnOffsetCommit, with transaction version 1 (the
+//     librdkafka copier) AddPartitionsToTxn and AddOffsetsToTxn too, and
+//     the DESCRIBE of FindCoordinator;
+//   - READ on the Kafka copier's group (chaos-kafka-copiers) and on the
+//     librdkafka copier's (chaos-rdk): ConsumerGroupHeartbeat or
+//     JoinGroup, SyncGroup, Heartbeat, LeaveGroup (the classic protocol),
+//     OffsetCommit/TxnOffsetCommit, AddOffsetsToTxn, and the DESCRIBE of
+//     FindCoordinator and OffsetFetch (the harness reads both groups'
+//     offsets as User:chaos too).
+//
+// None of the prefixes covers another's ids (chaos-txn- is not a prefix
+// of chaos-kafka-txn-N). Nothing on the cluster: no workload client
+// creates a topic or calls an admin RPC (the harness does, as
+// chaos-admin).
 func workloadAcls(wc WorkloadConfig) []*sluicev1.AclBinding {
 	allow := func(rt sluicev1.ResourceType, name string, pt sluicev1.PatternType, op sluicev1.AclOperation) *sluicev1.AclBinding {
 		return &sluicev1.AclBinding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: "User:" + chaosScramUser,
@@ -69,6 +90,15 @@ func workloadAcls(wc WorkloadConfig) []*sluicev1.AclBinding {
 		} else {
 			out = append(out, allow(txnID, copierID, literal, write))
 		}
+	}
+	if wc.KafkaTxnProducers > 0 {
+		out = append(out, allow(txnID, kafkaTxnID+"-", prefix, write))
+	}
+	if wc.kafkaCopier() {
+		out = append(out, allow(txnID, kafkaCopierTxnID+"-", prefix, write), allow(group, kafkaCopierGroup, literal, read))
+	}
+	if wc.rdkCopier() {
+		out = append(out, allow(txnID, rdkCopierTxnID+"-", prefix, write), allow(group, rdkCopierGroup, literal, read))
 	}
 	return out
 }

@@ -143,9 +143,10 @@ func TestChaosShortProfile(t *testing.T) {
 // TestChaosShortProfileSecure is the short profile's secured variant
 // (`make chaos CHAOS_ARGS="--security tls+scram+acl"` is the long form): TLS
 // on every listener (mutual between nodes, through the fault proxies),
-// encrypted gossip, authentication required, every workload client
-// authenticating with SCRAM (both mechanisms) as a user the harness
-// creates first, authorization on with only the ACLs that user needs
+// encrypted gossip, authentication required, every workload client —
+// the franz-go clients of the Kafka-client workload on the nodes' Kafka
+// listeners too — authenticating with SCRAM (both mechanisms) as a user
+// the harness creates first, authorization on with only the ACLs that user needs
 // (workloadAcls), and 30 s of the faults that break connections and
 // sessions: a killed node restarts reading its certificate files and has
 // lost every session, a paused one resumes with its connections, a
@@ -166,7 +167,6 @@ func TestChaosShortProfileSecure(t *testing.T) {
 		cfg.Seed = v
 	}
 	cfg.Security = SecurityTLSSCRAMACL
-	cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0 // not secured yet
 	script, err := ParseScript("kill:leader,partition:controller,pause:follower,kill:coordinator,kill-two:leader")
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +199,9 @@ func TestChaosShortProfileSecure(t *testing.T) {
 	}
 	if res.Report.Stats.WritesOK == 0 || res.Report.Stats.Reads == 0 || res.TxnsCommitted == 0 {
 		t.Errorf("the workload did little: %+v, %d transactions committed", res.Report.Stats, res.TxnsCommitted)
+	}
+	if k := res.Kafka; k.TxnsCommitted == 0 || k.CopiesCommitted == 0 || k.Reads == 0 {
+		t.Errorf("the Kafka-client workload did little through the secured Kafka door: %s", k)
 	}
 	if res.Security == nil {
 		t.Fatal("no security counters")

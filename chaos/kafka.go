@@ -87,7 +87,7 @@ func (wc WorkloadConfig) transactionalIDs() []string {
 		out = append(out, fmt.Sprintf("chaos-txn-%d", n))
 	}
 	for n := 1; n <= wc.KafkaTxnProducers; n++ {
-		out = append(out, fmt.Sprintf("chaos-kafka-txn-%d", n))
+		out = append(out, fmt.Sprintf("%s-%d", kafkaTxnID, n))
 	}
 	for n := 1; wc.kafkaCopier() && n <= wc.KafkaCopierMembers; n++ {
 		out = append(out, fmt.Sprintf("%s-%d", kafkaCopierTxnID, n))
@@ -134,8 +134,10 @@ const (
 	kafkaRebalanceTimeout = 10 * time.Second
 )
 
-// kafkaOpts are every franz-go client's options, extra last.
-func (w *workload) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
+// kafkaOpts are every franz-go client's options, extra last: in a
+// secured run TLS and SCRAM (kafkaSecurity.opts), through dial when not
+// nil (a dialer of the client's own).
+func (w *workload) kafkaOpts(dial kafkaDialer, extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(w.kafkaAddrs...),
 		kgo.RequestTimeoutOverhead(w.cfg.RequestTimeout),
@@ -148,6 +150,7 @@ func (w *workload) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.ClientID("sluice-chaos"),
 	}
+	opts = append(opts, w.kafkaSec.opts(dial)...)
 	return append(opts, extra...)
 }
 
@@ -190,7 +193,7 @@ func (w *workload) kafkaConsume(name string) {
 			parts[t][p] = kgo.NewOffset().AtStart()
 		}
 	}
-	cl, err := kgo.NewClient(w.kafkaOpts(kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	cl, err := kgo.NewClient(w.kafkaOpts(nil, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		w.log.Error("kafka consumer", "consumer", name, "err", err)
 		return
@@ -291,10 +294,11 @@ func (k *kafkaConns) sever() {
 }
 
 // kafkaGroupOffsets reads group's committed offsets of topic through the
-// Kafka door (partitions without a commit are left out), retrying within
-// ctx until every partition answers without an error.
-func kafkaGroupOffsets(ctx context.Context, addrs []string, group, topic string) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RequestTimeoutOverhead(3*time.Second))
+// Kafka door (partitions without a commit are left out), as a workload
+// client (sec), retrying within ctx until every partition answers
+// without an error.
+func kafkaGroupOffsets(ctx context.Context, addrs []string, sec kafkaSecurity, group, topic string) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(append(sec.opts(nil), kgo.SeedBrokers(addrs...), kgo.RequestTimeoutOverhead(3*time.Second))...)
 	if err != nil {
 		return nil, err
 	}

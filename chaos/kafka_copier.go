@@ -65,7 +65,7 @@ func (w *workload) kafkaCopy() {
 func (w *workload) kafkaGroupCaughtUp(group, topic string) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
 	defer cancel()
-	offs, err := kafkaGroupOffsets(ctx, w.kafkaAddrs, group, topic)
+	offs, err := kafkaGroupOffsets(ctx, w.kafkaAddrs, w.kafkaSec, group, topic)
 	if err != nil {
 		return false
 	}
@@ -95,12 +95,12 @@ func (w *workload) runKafkaCopier(slot, instance int, rng *rand.Rand, stop <-cha
 	zombieAt := 1 + rng.IntN(5)
 	conns := &kafkaConns{}
 	watch := &endTxnWatch{}
-	opts := w.kafkaOpts(kgo.TransactionalID(fmt.Sprintf("%s-%d", kafkaCopierTxnID, slot)), kgo.TransactionTimeout(wc.TxnTimeout),
+	opts := w.kafkaOpts(conns.dial, kgo.TransactionalID(fmt.Sprintf("%s-%d", kafkaCopierTxnID, slot)), kgo.TransactionTimeout(wc.TxnTimeout),
 		kgo.ConsumerGroup(kafkaCopierGroup), kgo.ConsumeTopics(wc.kafkaCopierInput()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond),
 		kgo.SessionTimeout(copierSessionTimeout), kgo.RebalanceTimeout(kafkaRebalanceTimeout),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.Dialer(conns.dial), kgo.WithLogger(watch))
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.WithLogger(watch))
 	if wc.KafkaGroupProtocol != GroupProtocolClassic {
 		opts = append(opts, kgo.ServerSideBalancer())
 	}

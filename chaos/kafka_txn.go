@@ -27,6 +27,10 @@ import (
 // acknowledged: franz-go turns a commit of a transaction none of whose
 // produces succeeded into an abort and still returns nil.
 
+// kafkaTxnID is the Kafka transactional producers' transactional id
+// before their number (chaos-kafka-txn-N).
+const kafkaTxnID = "chaos-kafka-txn"
+
 // kafkaTxnPatience bounds one EndTransaction (franz-go retries inside it
 // for up to kafkaRetryTimeout).
 const kafkaTxnPatience = kafkaRetryTimeout + 15*time.Second
@@ -38,7 +42,7 @@ const kafkaTxnPatience = kafkaRetryTimeout + 15*time.Second
 // and the next one's InitProducerId fences it and aborts what it left
 // open.
 func (w *workload) kafkaTransact(n int) {
-	id := fmt.Sprintf("chaos-kafka-txn-%d", n)
+	id := fmt.Sprintf("%s-%d", kafkaTxnID, n)
 	rng := rand.New(rand.NewPCG(uint64(n), 0x4b7))
 	var seq int64 // value uniqueness across instances
 	for instance := 1; !w.producingStopped(); instance++ {
@@ -50,7 +54,7 @@ func (w *workload) kafkaTransact(n int) {
 // producing stops.
 func (w *workload) runKafkaTxnInstance(id, name string, rng *rand.Rand, seq *int64) {
 	watch := &endTxnWatch{}
-	cl, err := kgo.NewClient(w.kafkaOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.cfg.TxnTimeout),
+	cl, err := kgo.NewClient(w.kafkaOpts(nil, kgo.TransactionalID(id), kgo.TransactionTimeout(w.cfg.TxnTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.WithLogger(watch))...)
 	if err != nil {
 		w.log.Error("kafka transactional client", "producer", name, "err", err)

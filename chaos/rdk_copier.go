@@ -117,6 +117,25 @@ func prepareRdk(wc WorkloadConfig) (WorkloadConfig, error) {
 	return wc, nil
 }
 
+// rdkArgs are txn_copier.py's flags for a secured run: TLS trusting the
+// run's CA, and with SCRAM the user and its password's file (the program
+// reads it: no command line carries the password), by SASL PLAIN over
+// that TLS connection, which the Kafka door checks against the same
+// SCRAM credentials (docs/security.md, "The Kafka listener"). Not SCRAM:
+// librdkafka before 2.6.1 (Debian's is 2.0.2) repeats its client nonce in
+// the client-final message (confluentinc/librdkafka#4895), which a broker
+// that checks the nonce as RFC 5802 says — Sluice's, Kafka 4's — refuses.
+func (s ClientSecurity) rdkArgs() []string {
+	if s.CAFile == "" {
+		return nil
+	}
+	args := []string{"--ca-file", s.CAFile}
+	if s.ScramUser != "" {
+		args = append(args, "--sasl-mechanism", "PLAIN", "--sasl-username", s.ScramUser, "--sasl-password-file", s.ScramPasswordFile)
+	}
+	return args
+}
+
 // rdkLine is one committed transaction as a copier process reported it.
 type rdkLine struct {
 	Txn    int                 `json:"txn"`
@@ -184,6 +203,7 @@ func (w *workload) runRdkCopier(slot, instance int, life time.Duration, kill boo
 		"--transactional-id", fmt.Sprintf("%s-%d", rdkCopierTxnID, slot),
 		"--transaction-timeout-ms", ms(wc.TxnTimeout), "--session-timeout-ms", ms(copierSessionTimeout),
 		"--max-batch", "50", "--pace-ms", "100")
+	cmd.Args = append(cmd.Args, wc.Security.rdkArgs()...)
 	proc, err := startCopierProcess(cmd, func(stdout io.Reader) { w.readRdkLines(name, stdout) })
 	if err != nil {
 		w.log.Warn("librdkafka copier: start", "copier", name, "err", err)

@@ -106,3 +106,27 @@ func TestRdkCopyWrites(t *testing.T) {
 		t.Fatal("a lost copy not found")
 	}
 }
+
+// In a secured run the librdkafka copier trusts the run's CA and, with
+// SCRAM, logs in as the workload's user by PLAIN over TLS (librdkafka
+// 2.0.2's SCRAM repeats its nonce: refused), given the password's file,
+// never the password.
+func TestRdkArgsOfASecuredRun(t *testing.T) {
+	if args := (ClientSecurity{}).rdkArgs(); args != nil {
+		t.Errorf("plaintext run: %v", args)
+	}
+	p, err := newPKI(t.TempDir(), SecurityTLSSCRAM, []int32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(p.clientSecurity().rdkArgs(), " ")
+	want := "--ca-file " + p.caFile + " --sasl-mechanism PLAIN --sasl-username chaos --sasl-password-file " + p.passwordFile
+	if args != want || strings.Contains(args, p.password) {
+		t.Errorf("args %q, want %q", args, want)
+	}
+	tlsOnly := p.clientSecurity()
+	tlsOnly.ScramUser = ""
+	if args := strings.Join(tlsOnly.rdkArgs(), " "); args != "--ca-file "+p.caFile {
+		t.Errorf("tls run: %q", args)
+	}
+}

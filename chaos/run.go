@@ -199,11 +199,6 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Nodes < 3 {
 		return Result{}, errors.New("chaos: at least 3 nodes (replication factor 3)")
 	}
-	if cfg.Security.tls() && cfg.Workload.kafkaOn() {
-		// The franz-go clients would need the run's CA, SCRAM and, with
-		// ACLs, their transactional ids and group: not done yet.
-		return Result{}, errors.New("chaos: the Kafka-client workload does not run in secured runs yet (--kafka-txn-producers 0 --kafka-consumers 0 --kafka-copier-members 0)")
-	}
 	if cfg.Workload.KafkaCopierMembers > 0 && cfg.Workload.KafkaTxnProducers == 0 {
 		return Result{}, errors.New("chaos: the Kafka copier copies the Kafka transactional producers' topic: it needs --kafka-txn-producers > 0")
 	}
@@ -963,9 +958,13 @@ func (r *runner) copierEnds() (*checker.Copier, error) {
 	for p := int32(0); wc.Copier && p < wc.Partitions; p++ {
 		c.Ends[wc.logOf(wc.Topic, p)] = pos[p]
 	}
+	ksec, err := wc.Security.kafka() // the Kafka copiers' groups are read as the workload's user, like the gRPC copier's
+	if err != nil {
+		return nil, err
+	}
 	if wc.rdkCopier() {
 		// So are the librdkafka copier's (Topic-kafka-2).
-		rpos, err := kafkaGroupOffsets(ctx, r.cluster.KafkaAddrs(), rdkCopierGroup, wc.rdkInput())
+		rpos, err := kafkaGroupOffsets(ctx, r.cluster.KafkaAddrs(), ksec, rdkCopierGroup, wc.rdkInput())
 		if err != nil {
 			return nil, err
 		}
@@ -976,7 +975,7 @@ func (r *runner) copierEnds() (*checker.Copier, error) {
 	if wc.kafkaCopier() {
 		// The Kafka copier's input partitions are its own: one Ends map
 		// judges both copiers (a copy names its input value).
-		kpos, err := kafkaGroupOffsets(ctx, r.cluster.KafkaAddrs(), kafkaCopierGroup, wc.kafkaCopierInput())
+		kpos, err := kafkaGroupOffsets(ctx, r.cluster.KafkaAddrs(), ksec, kafkaCopierGroup, wc.kafkaCopierInput())
 		if err != nil {
 			return nil, err
 		}

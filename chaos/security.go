@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-io/sluice/auth"
 	"github.com/sluice-io/sluice/client"
@@ -128,14 +131,20 @@ func (s ClientSecurity) options() ([]client.Option, error) {
 		if err != nil {
 			return nil, fmt.Errorf("chaos: SCRAM password: %w", err)
 		}
-		mechs := s.ScramMechanisms
-		if len(mechs) == 0 {
-			mechs = scramMechanisms[:1]
-		}
-		mech := mechs[clientsMade.Add(1)%uint64(len(mechs))]
-		opts = append(opts, client.WithSCRAM(mech, s.ScramUser, strings.TrimSpace(string(pw))))
+		opts = append(opts, client.WithSCRAM(s.nextMechanism(), s.ScramUser, strings.TrimSpace(string(pw))))
 	}
 	return opts, nil
+}
+
+// nextMechanism is the SCRAM mechanism of the next client made: the
+// ScramMechanisms taken in turn (clientsMade), the first of
+// scramMechanisms when none is given.
+func (s ClientSecurity) nextMechanism() string {
+	mechs := s.ScramMechanisms
+	if len(mechs) == 0 {
+		mechs = scramMechanisms[:1]
+	}
+	return mechs[clientsMade.Add(1)%uint64(len(mechs))]
 }
 
 // newClient is client.New with the workload's security options first.
@@ -145,6 +154,91 @@ func (wc WorkloadConfig) newClient(addrs []string, opts ...client.Option) (*clie
 		return nil, err
 	}
 	return client.New(addrs, append(sec, opts...)...)
+}
+
+// kafkaSecurity is ClientSecurity for the franz-go clients of the
+// Kafka-client workload, its files read once (ClientSecurity.kafka): the
+// nodes' Kafka listeners serve TLS like their client listeners, and SASL
+// SCRAM onto the same users (docs/security.md, "The Kafka listener").
+// The zero value is plaintext without authentication.
+type kafkaSecurity struct {
+	sec ClientSecurity
+	tls *tls.Config // trusting the run's CA; nil: plaintext
+	// pass is the SCRAM user's password (sec.ScramUser; "": no SASL).
+	pass string
+}
+
+// kafka reads what the franz-go clients need of s.
+func (s ClientSecurity) kafka() (kafkaSecurity, error) {
+	k := kafkaSecurity{sec: s}
+	if s.CAFile == "" {
+		return k, nil
+	}
+	var err error
+	if k.tls, err = client.LoadTLSConfig(s.CAFile, "", ""); err != nil {
+		return k, err
+	}
+	if s.ScramUser != "" {
+		pw, err := os.ReadFile(s.ScramPasswordFile)
+		if err != nil {
+			return k, fmt.Errorf("chaos: SCRAM password: %w", err)
+		}
+		k.pass = strings.TrimSpace(string(pw))
+	}
+	return k, nil
+}
+
+// kafkaDialer is franz-go's dialer signature (kgo.Dialer).
+type kafkaDialer = func(ctx context.Context, network, host string) (net.Conn, error)
+
+// opts are the security options of one new franz-go client: TLS trusting
+// the run's CA, and with a SCRAM user SASL as that user by the next
+// mechanism in turn (nextMechanism, as the gRPC clients alternate). dial,
+// when not nil, is the client's own dialer (the Kafka copier's
+// kafkaConns): its connections are then wrapped in TLS here, since
+// franz-go's DialTLSConfig does not combine with a Dialer.
+func (k kafkaSecurity) opts(dial kafkaDialer) []kgo.Opt {
+	var opts []kgo.Opt
+	switch {
+	case k.tls == nil && dial != nil:
+		opts = append(opts, kgo.Dialer(dial))
+	case dial != nil:
+		opts = append(opts, kgo.Dialer(k.tlsOver(dial)))
+	case k.tls != nil:
+		opts = append(opts, kgo.DialTLSConfig(k.tls))
+	}
+	if k.pass != "" {
+		a := scram.Auth{User: k.sec.ScramUser, Pass: k.pass}
+		m := a.AsSha256Mechanism()
+		if k.sec.nextMechanism() == "SCRAM-SHA-512" {
+			m = a.AsSha512Mechanism()
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
+}
+
+// tlsOver is dial with a TLS client handshake on each connection, the
+// server name the dialed host (the nodes' certificates are valid for
+// 127.0.0.1), as kgo.DialTLSConfig does it.
+func (k kafkaSecurity) tlsOver(dial kafkaDialer) kafkaDialer {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		c, err := dial(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		tc := k.tls.Clone()
+		if tc.ServerName, _, err = net.SplitHostPort(host); err != nil {
+			c.Close()
+			return nil, err
+		}
+		t := tls.Client(c, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return t, nil
+	}
 }
 
 // pki is a secured run's certificates, keys and secrets, in Dir/pki.

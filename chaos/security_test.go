@@ -1,13 +1,20 @@
 package chaos
 
 import (
+	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/sluice-io/sluice/auth"
 )
@@ -95,4 +102,89 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// The franz-go clients of a tls+scram run authenticate as the run's
+// SCRAM user by SCRAM-SHA-256 and SCRAM-SHA-512 in turn, as the gRPC
+// clients do, and a client with a dialer of its own (the Kafka copier's)
+// gets TLS through it: a node's certificate verifies against the run's
+// CA, another run's CA refuses it.
+func TestKafkaClientsOfASecuredRun(t *testing.T) {
+	p, ks := kafkaSecurityOf(t, SecurityTLSSCRAM)
+	if ks.tls == nil || ks.pass != p.password {
+		t.Fatalf("kafka security %+v: want TLS and the run's password", ks)
+	}
+	seen := map[string]int{}
+	for range 4 {
+		cl, err := kgo.NewClient(append(ks.opts(nil), kgo.SeedBrokers("127.0.0.1:1"))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mechs := cl.OptValue(kgo.SASL).([]sasl.Mechanism)
+		cl.Close()
+		if len(mechs) != 1 {
+			t.Fatalf("%d SASL mechanisms", len(mechs))
+		}
+		seen[mechs[0].Name()]++
+	}
+	if seen["SCRAM-SHA-256"] != 2 || seen["SCRAM-SHA-512"] != 2 {
+		t.Errorf("mechanisms of 4 clients: %v", seen)
+	}
+
+	cert, err := tls.LoadX509KeyPair(p.nodeCert[1], p.nodeKey[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	var d net.Dialer
+	plain := func(ctx context.Context, network, host string) (net.Conn, error) {
+		return d.DialContext(ctx, network, host)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := ks.tlsOver(plain)(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("TLS through the client's dialer: %v", err)
+	}
+	if st := c.(*tls.Conn).ConnectionState(); !st.HandshakeComplete || len(st.VerifiedChains) == 0 {
+		t.Errorf("connection state %+v", st)
+	}
+	c.Close()
+	_, oks := kafkaSecurityOf(t, SecurityTLS)
+	if oks.pass != "" {
+		t.Error("a tls run's Kafka clients have a SCRAM password")
+	}
+	if c, err := oks.tlsOver(plain)(ctx, "tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Error("a node certificate of another CA accepted")
+	}
+}
+
+// kafkaSecurityOf makes a PKI of mode for one node and its Kafka clients'
+// security.
+func kafkaSecurityOf(t *testing.T, mode Security) (*pki, kafkaSecurity) {
+	t.Helper()
+	p, err := newPKI(t.TempDir(), mode, []int32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := p.clientSecurity().kafka()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, ks
 }

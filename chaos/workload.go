@@ -225,8 +225,10 @@ type workload struct {
 	// kafkaAddrs are the nodes' Kafka listeners (the Kafka workload's
 	// seeds).
 	kafkaAddrs []string
-	rec        *recorder
-	log        *slog.Logger
+	// kafkaSec is how the franz-go clients reach them (secured runs).
+	kafkaSec kafkaSecurity
+	rec      *recorder
+	log      *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -271,6 +273,11 @@ func startWorkload(cfg WorkloadConfig, addrs, kafkaAddrs []string, rec *recorder
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &workload{cfg: cfg, addrs: addrs, kafkaAddrs: kafkaAddrs, rec: rec, log: log, ctx: ctx, cancel: cancel,
 		stopProd: make(chan struct{}), phases: &phaseHook{}, kafkaCopierDone: make(chan struct{}), rdkDone: make(chan struct{})}
+	var err error
+	if w.kafkaSec, err = cfg.Security.kafka(); err != nil {
+		cancel()
+		return nil, err
+	}
 	for i := 0; i < cfg.Producers; i++ {
 		cl, err := cfg.newClient(addrs, client.WithRequestTimeout(cfg.RequestTimeout))
 		if err != nil {

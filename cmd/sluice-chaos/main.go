@@ -55,7 +55,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Workload.RdkPython, "kafka-rdk-python", chaos.DefaultRdkPython, "the python with confluent_kafka that runs the librdkafka copiers")
 	fs.StringVar(&cfg.Workload.RdkScript, "kafka-rdk-script", chaos.DefaultRdkScript, "txn_copier.py (relative: found from the working directory up)")
 	groupProtocol := fs.String("kafka-group-protocol", string(cfg.Workload.KafkaGroupProtocol), "the Kafka copier's group protocol: consumer (KIP-848), classic (JoinGroup/SyncGroup), or seed (consumer for an even seed, classic for an odd one)")
-	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on the client, internal and Raft listeners, mutual between nodes, gossip encrypted, HTTP plaintext; clients trust the run's CA) tls+scram (and --authentication required: the clients authenticate with SCRAM) or tls+scram+acl (and --authorizer acl, User:chaos-admin, the harness, the only super user: the workload's SCRAM user gets exactly the ACLs it needs, and any authorization denial fails the run); certificates in the run directory's pki/")
+	security := fs.String("security", "none", "secure the cluster: none, tls (TLS on the client, Kafka, internal and Raft listeners, mutual between nodes, gossip encrypted, HTTP plaintext; clients trust the run's CA) tls+scram (and --authentication required: the clients, Kafka clients included, authenticate with SCRAM) or tls+scram+acl (and --authorizer acl, User:chaos-admin, the harness, the only super user: the workload's SCRAM user gets exactly the ACLs it needs, and any authorization denial fails the run); certificates in the run directory's pki/")
 	dir := fs.String("dir", "", "run directory for data and node logs (default: a new temporary directory, kept)")
 	sluiced := fs.String("sluiced", "", "sluiced binary built with -tags sluicetest (default: built so from this module)")
 	if err := fs.Parse(args); err != nil {
@@ -79,15 +79,6 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.Security = sec
-	if sec != chaos.SecurityNone {
-		// The Kafka-client workload does not run secured yet: off unless
-		// asked for (then Run refuses the combination).
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["kafka-txn-producers"] && !set["kafka-consumers"] && !set["kafka-copier-members"] && !set["kafka-rdk-copiers"] {
-			cfg.Workload.KafkaTxnProducers, cfg.Workload.KafkaConsumers, cfg.Workload.KafkaCopierMembers = 0, 0, 0
-		}
-	}
 	if cfg.Nodes != 3 && cfg.Nodes != 5 {
 		fmt.Fprintln(os.Stderr, "sluice-chaos: --nodes must be 3 or 5")
 		return 2

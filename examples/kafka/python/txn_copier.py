@@ -15,6 +15,8 @@ Usage (a stable interface: other harnesses run this program):
                 [--until-end | --until-offsets P:O[,P:O...]]
                 [--until-idle SECONDS] [--max-batch N] [--pace-ms MS]
                 [--transaction-timeout-ms MS] [--session-timeout-ms MS]
+                [--ca-file PEM] [--sasl-mechanism MECHANISM
+                 --sasl-username USER --sasl-password-file FILE]
                 [--debug CONTEXTS]
 
 The copy of input record (partition P, offset O, key K, value V, headers H)
@@ -49,6 +51,20 @@ a dead copier left open. --session-timeout-ms (6000): the group session,
 after which a dead member's partitions go to others. --debug: librdkafka
 debug contexts (e.g. protocol,cgrp,eos,broker) for both clients, on stderr.
 
+A secured cluster (docs/security.md): --ca-file connects with TLS
+(security.protocol SSL), trusting the CA in that PEM file and checking the
+broker's certificate against the address dialed; --sasl-mechanism
+(SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN) with --sasl-username and
+--sasl-password-file authenticates as that user (SASL_SSL with --ca-file,
+else SASL_PLAINTEXT), the password read from the file (one line; never on
+the command line). Both clients, the consumer and the producer, use them.
+librdkafka before 2.6.1 (Debian bookworm's is 2.0.2) cannot authenticate
+by SCRAM to a broker that checks the SCRAM nonce as RFC 5802 requires
+(Sluice, Kafka 4): it repeats its own nonce in its final message
+(confluentinc/librdkafka#4895). With such a librdkafka use PLAIN with
+--ca-file: Sluice checks a PLAIN password against the user's SCRAM
+credentials, and offers PLAIN on TLS connections only.
+
 Exit status: 0 stopped as asked; 1 an error; 2 bad usage; 3 fenced (a newer
 producer with the same transactional id, or a fatal producer error).
 """
@@ -80,6 +96,23 @@ def parse_ends(spec):
     return ends
 
 
+def security_config(args):
+    """The librdkafka settings of --ca-file and --sasl-*: TLS trusting the
+    CA, SASL as the user; {} for a plaintext cluster."""
+    conf = {}
+    if args.ca_file:
+        conf["ssl.ca.location"] = args.ca_file
+    if args.sasl_mechanism:
+        with open(args.sasl_password_file, encoding="utf-8") as f:
+            password = f.read().strip()
+        conf.update({"sasl.mechanism": args.sasl_mechanism, "sasl.username": args.sasl_username,
+                     "sasl.password": password})
+    conf["security.protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL",
+                                 (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[
+        (bool(args.ca_file), bool(args.sasl_mechanism))]
+    return conf
+
+
 class Copier:
     def __init__(self, ck, args):
         self.ck = ck
@@ -93,7 +126,7 @@ class Copier:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("txn_copier: librdkafka: %(message)s"))
         logger.addHandler(handler)
-        common = {"bootstrap.servers": args.bootstrap}
+        common = {"bootstrap.servers": args.bootstrap, **security_config(args)}
         if args.debug:
             common["debug"] = args.debug
         self.producer = ck.Producer({
@@ -296,8 +329,14 @@ def main():
     ap.add_argument("--pace-ms", type=int, default=0)
     ap.add_argument("--transaction-timeout-ms", type=int, default=60000)
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    ap.add_argument("--ca-file", default="", metavar="PEM", help="connect with TLS, trusting this CA")
+    ap.add_argument("--sasl-mechanism", default="", choices=["", "SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+    ap.add_argument("--sasl-username", default="")
+    ap.add_argument("--sasl-password-file", default="", metavar="FILE")
     ap.add_argument("--debug", default="")
     args = ap.parse_args()
+    if bool(args.sasl_mechanism) != bool(args.sasl_username) or bool(args.sasl_mechanism) != bool(args.sasl_password_file):
+        ap.error("--sasl-mechanism, --sasl-username and --sasl-password-file go together")
     if args.until_end and args.until_offsets:
         ap.error("--until-end and --until-offsets exclude each other")
     if args.until_offsets:
