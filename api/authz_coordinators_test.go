@@ -453,7 +453,7 @@ func authzCases() []authzCase {
 			run: func(t *testing.T, e *authzEnv, without string) {
 				regex := "orders|payments"
 				resp, _ := e.groups.ConsumerGroupHeartbeat(e.ctx, &sluicev1.ConsumerGroupHeartbeatRequest{GroupId: "g",
-					SubscribedTopicRegex: &regex})
+					Regex: &sluicev1.ConsumerGroupHeartbeatRequest_SubscribedTopicRegex{SubscribedTopicRegex: regex}})
 				if without == "g" {
 					wantCode(t, "join", resp.ErrorCode, resp.ErrorMessage, gr, "g")
 					return

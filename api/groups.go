@@ -94,7 +94,7 @@ func (s *GroupsService) ConsumerGroupHeartbeat(ctx context.Context, req *sluicev
 	hr := group.HeartbeatRequest{
 		MemberID: req.MemberId, MemberEpoch: req.MemberEpoch, InstanceID: req.InstanceId, RackID: req.RackId,
 		RebalanceTimeout: ms(req.RebalanceTimeoutMs), SessionTimeout: ms(req.SessionTimeoutMs),
-		SubscribedTopics: req.SubscribedTopicNames, SubscribedTopicRegex: req.SubscribedTopicRegex,
+		SubscribedTopics: req.SubscribedTopicNames, SubscribedTopicRegex: heartbeatRegex(req),
 		TopicFilter: s.topicFilter(ctx), Assignor: req.ServerAssignor, ClientID: req.ClientId,
 	}
 	if req.RebalanceTimeoutMs < 0 || req.SessionTimeoutMs < 0 {
@@ -476,4 +476,14 @@ func (s *GroupsService) DeleteGroups(ctx context.Context, req *sluicev1.DeleteGr
 		resp.Results = append(resp.Results, &sluicev1.DeleteGroupResult{GroupId: g, ErrorCode: errs.Code(err), ErrorMessage: errs.Message(err)})
 	}
 	return resp, nil
+}
+
+// heartbeatRegex is a heartbeat's regex subscription: nil when absent
+// (unchanged), else its value ("" clears it).
+func heartbeatRegex(req *sluicev1.ConsumerGroupHeartbeatRequest) *string {
+	if r, ok := req.GetRegex().(*sluicev1.ConsumerGroupHeartbeatRequest_SubscribedTopicRegex); ok {
+		v := r.SubscribedTopicRegex
+		return &v
+	}
+	return nil
 }

@@ -1,9 +1,12 @@
 package auth
 
 import (
+	"crypto/hmac"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +223,90 @@ func TestJWTValidateWithExpiry(t *testing.T) {
 	}
 	if _, _, err := v.ValidateWithExpiry(tok, exp.Add(time.Minute)); !errors.Is(err, ErrAuthenticationFailed) {
 		t.Errorf("after its expiry: %v", err)
+	}
+}
+
+// librdkafka before 2.6.1 (confluentinc/librdkafka#4895) sends its own
+// nonce again before the server nonce in its final message. The exchange
+// accepts exactly that form with a right password (the server's signature
+// verifies), refuses it with a wrong one or an unknown user, and still
+// refuses any other nonce: its own nonce alone, the server nonce with
+// something else before it, a truncated server nonce.
+func TestScramLibrdkafkaDoubledNonce(t *testing.T) {
+	u := &users{}
+	u.set(t, "alice", ScramSHA256, "s3cret")
+	u.set(t, "bob", ScramSHA512, "hunter2")
+	a := NewAuthenticator(u.lookup, 0)
+	// run plays a client that builds its final message's nonce with
+	// nonce(cNonce, sNonce) and proves password.
+	run := func(m ScramMechanism, user, password string, nonce func(c, s string) string) (*Login, error) {
+		x, err := a.NewScramExchange(string(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const cNonce = "fyko+d2lbbFgONRv9qkxdawL"
+		clientFirstBare := "n=" + user + ",r=" + cNonce
+		out, _, err := x.Step([]byte("n,," + clientFirstBare))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverFirst := string(out)
+		sNonce, salt64, iters := scramAttr(serverFirst, 'r'), scramAttr(serverFirst, 's'), scramAttr(serverFirst, 'i')
+		salt, _ := base64.StdEncoding.DecodeString(salt64)
+		n, _ := strconv.Atoi(iters)
+		salted, err := SaltPassword(m, password, salt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hm := func(key []byte, msg string) []byte {
+			mac := hmac.New(m.hash(), key)
+			mac.Write([]byte(msg))
+			return mac.Sum(nil)
+		}
+		clientKey := hm(salted, "Client Key")
+		h := m.hash()()
+		h.Write(clientKey)
+		storedKey := h.Sum(nil)
+		withoutProof := "c=biws,r=" + nonce(cNonce, sNonce)
+		authMessage := clientFirstBare + "," + serverFirst + "," + withoutProof
+		sig := hm(storedKey, authMessage)
+		proof := make([]byte, len(clientKey))
+		for i := range proof {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		out, login, err := x.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+		if err != nil {
+			return nil, err
+		}
+		want := "v=" + base64.StdEncoding.EncodeToString(hm(hm(salted, "Server Key"), authMessage))
+		if string(out) != want {
+			t.Errorf("%s %s: server signature %q, want %q", m, user, out, want)
+		}
+		return login, nil
+	}
+	doubled := func(c, s string) string { return c + s }
+	for _, c := range []struct {
+		m              ScramMechanism
+		user, password string
+		nonce          func(c, s string) string
+		ok             bool
+	}{
+		{ScramSHA256, "alice", "s3cret", func(_, s string) string { return s }, true}, // RFC 5802
+		{ScramSHA256, "alice", "s3cret", doubled, true},
+		{ScramSHA512, "bob", "hunter2", doubled, true},
+		{ScramSHA256, "alice", "wrong", doubled, false},
+		{ScramSHA256, "mallory", "x", doubled, false},
+		{ScramSHA256, "alice", "s3cret", func(c, _ string) string { return c }, false},
+		{ScramSHA256, "alice", "s3cret", func(_, s string) string { return "xyz" + s }, false},
+		{ScramSHA256, "alice", "s3cret", func(c, s string) string { return c + s[:len(s)-1] }, false},
+	} {
+		login, err := run(c.m, c.user, c.password, c.nonce)
+		got := err == nil && login != nil && login.User == c.user
+		if got != c.ok {
+			t.Errorf("%s %s/%s nonce %q: login %v, %v; want ok=%v", c.m, c.user, c.password, c.nonce("C", "CS"), login, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrAuthenticationFailed) {
+			t.Errorf("refused with %v, want ErrAuthenticationFailed", err)
+		}
 	}
 }

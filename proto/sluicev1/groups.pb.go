@@ -65,10 +65,17 @@ type ConsumerGroupHeartbeatRequest struct {
 	// the caller may DESCRIBE, re-resolved as topics are created and
 	// deleted. Absent: unchanged; empty: cleared. On join, this or
 	// subscribed_topic_names is required. INVALID_REGULAR_EXPRESSION when
-	// it does not compile or is longer than 1,000 bytes.
-	SubscribedTopicRegex *string `protobuf:"bytes,13,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3,oneof" json:"subscribed_topic_regex,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// it does not compile or is longer than 1,000 bytes. (A oneof of one
+	// field rather than proto3 `optional`, for the presence: the same on
+	// the wire, and older protoc versions, Debian's python3-grpc-tools
+	// among them, compile it.)
+	//
+	// Types that are valid to be assigned to Regex:
+	//
+	//	*ConsumerGroupHeartbeatRequest_SubscribedTopicRegex
+	Regex         isConsumerGroupHeartbeatRequest_Regex `protobuf_oneof:"regex"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
@@ -185,12 +192,31 @@ func (x *ConsumerGroupHeartbeatRequest) GetClientId() string {
 	return ""
 }
 
+func (x *ConsumerGroupHeartbeatRequest) GetRegex() isConsumerGroupHeartbeatRequest_Regex {
+	if x != nil {
+		return x.Regex
+	}
+	return nil
+}
+
 func (x *ConsumerGroupHeartbeatRequest) GetSubscribedTopicRegex() string {
-	if x != nil && x.SubscribedTopicRegex != nil {
-		return *x.SubscribedTopicRegex
+	if x != nil {
+		if x, ok := x.Regex.(*ConsumerGroupHeartbeatRequest_SubscribedTopicRegex); ok {
+			return x.SubscribedTopicRegex
+		}
 	}
 	return ""
 }
+
+type isConsumerGroupHeartbeatRequest_Regex interface {
+	isConsumerGroupHeartbeatRequest_Regex()
+}
+
+type ConsumerGroupHeartbeatRequest_SubscribedTopicRegex struct {
+	SubscribedTopicRegex string `protobuf:"bytes,13,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3,oneof"`
+}
+
+func (*ConsumerGroupHeartbeatRequest_SubscribedTopicRegex) isConsumerGroupHeartbeatRequest_Regex() {}
 
 // ConsumerGroupHeartbeatResponse answers a heartbeat.
 type ConsumerGroupHeartbeatResponse struct {
@@ -2028,7 +2054,7 @@ var File_sluice_v1_groups_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/groups.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\"\xe4\x04\n" +
+	"\x16sluice/v1/groups.proto\x12\tsluice.v1\x1a\x16sluice/v1/errors.proto\"\xcf\x04\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2043,9 +2069,9 @@ const file_sluice_v1_groups_proto_rawDesc = "" +
 	"\x14topic_partitions_set\x18\n" +
 	" \x01(\bR\x12topicPartitionsSet\x12,\n" +
 	"\x12session_timeout_ms\x18\v \x01(\x05R\x10sessionTimeoutMs\x12\x1b\n" +
-	"\tclient_id\x18\f \x01(\tR\bclientId\x129\n" +
-	"\x16subscribed_topic_regex\x18\r \x01(\tH\x00R\x14subscribedTopicRegex\x88\x01\x01B\x19\n" +
-	"\x17_subscribed_topic_regex\"\xaa\x02\n" +
+	"\tclient_id\x18\f \x01(\tR\bclientId\x126\n" +
+	"\x16subscribed_topic_regex\x18\r \x01(\tH\x00R\x14subscribedTopicRegexB\a\n" +
+	"\x05regex\"\xaa\x02\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.sluice.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2313,7 +2339,9 @@ func file_sluice_v1_groups_proto_init() {
 		return
 	}
 	file_sluice_v1_errors_proto_init()
-	file_sluice_v1_groups_proto_msgTypes[0].OneofWrappers = []any{}
+	file_sluice_v1_groups_proto_msgTypes[0].OneofWrappers = []any{
+		(*ConsumerGroupHeartbeatRequest_SubscribedTopicRegex)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
