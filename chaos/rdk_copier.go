@@ -119,19 +119,22 @@ func prepareRdk(wc WorkloadConfig) (WorkloadConfig, error) {
 
 // rdkArgs are txn_copier.py's flags for a secured run: TLS trusting the
 // run's CA, and with SCRAM the user and its password's file (the program
-// reads it: no command line carries the password), by SASL PLAIN over
-// that TLS connection, which the Kafka door checks against the same
-// SCRAM credentials (docs/security.md, "The Kafka listener"). Not SCRAM:
-// librdkafka before 2.6.1 (Debian's is 2.0.2) repeats its client nonce in
-// the client-final message (confluentinc/librdkafka#4895), which a broker
-// that checks the nonce as RFC 5802 says — Sluice's, Kafka 4's — refuses.
+// reads it: no command line carries the password), logging in by the
+// SCRAM mechanisms in turn and by SASL PLAIN over that TLS connection
+// (checked against the same SCRAM credentials; docs/security.md, "The
+// Kafka listener"), in turn. librdkafka before 2.6.1
+// (Debian's is 2.0.2) repeats its nonce in SCRAM's final message
+// (confluentinc/librdkafka#4895): the Kafka door accepts that form
+// (auth/exchange.go), which these processes exercise.
 func (s ClientSecurity) rdkArgs() []string {
 	if s.CAFile == "" {
 		return nil
 	}
 	args := []string{"--ca-file", s.CAFile}
 	if s.ScramUser != "" {
-		args = append(args, "--sasl-mechanism", "PLAIN", "--sasl-username", s.ScramUser, "--sasl-password-file", s.ScramPasswordFile)
+		mechs := append(slices.Clip(s.ScramMechanisms), "PLAIN")
+		mech := mechs[clientsMade.Add(1)%uint64(len(mechs))]
+		args = append(args, "--sasl-mechanism", mech, "--sasl-username", s.ScramUser, "--sasl-password-file", s.ScramPasswordFile)
 	}
 	return args
 }

@@ -58,12 +58,11 @@ broker's certificate against the address dialed; --sasl-mechanism
 --sasl-password-file authenticates as that user (SASL_SSL with --ca-file,
 else SASL_PLAINTEXT), the password read from the file (one line; never on
 the command line). Both clients, the consumer and the producer, use them.
-librdkafka before 2.6.1 (Debian bookworm's is 2.0.2) cannot authenticate
-by SCRAM to a broker that checks the SCRAM nonce as RFC 5802 requires
-(Sluice, Kafka 4): it repeats its own nonce in its final message
-(confluentinc/librdkafka#4895). With such a librdkafka use PLAIN with
---ca-file: Sluice checks a PLAIN password against the user's SCRAM
-credentials, and offers PLAIN on TLS connections only.
+librdkafka before 2.6.1 (Debian bookworm's is 2.0.2) repeats its own nonce
+in SCRAM's final message (confluentinc/librdkafka#4895): Kafka 4 refuses
+it, Sluice accepts that form. PLAIN works too, with --ca-file: Sluice
+checks a PLAIN password against the user's SCRAM credentials, and offers
+PLAIN on TLS connections only.
 
 Exit status: 0 stopped as asked; 1 an error; 2 bad usage; 3 fenced (a newer
 producer with the same transactional id, or a fatal producer error).
