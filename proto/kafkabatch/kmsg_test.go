@@ -140,8 +140,12 @@ func checkCanonical(t *testing.T, canonical []byte, info kafkabatch.Info, kb kba
 	}
 	for i, k := range kb.records {
 		r := recs[i]
-		if r.Offset != h.BaseOffset+int64(i) || r.Timestamp != h.BaseTimestamp+k.TimestampDelta64 {
-			t.Errorf("record %d at offset %d time %d", i, r.Offset, r.Timestamp)
+		wantTime := h.BaseTimestamp + k.TimestampDelta64
+		if h.Attributes&batch.AttrLogAppendTime != 0 {
+			wantTime = h.MaxTimestamp // every record's, as Kafka reads a LogAppendTime batch
+		}
+		if r.Offset != h.BaseOffset+int64(i) || r.Timestamp != wantTime {
+			t.Errorf("record %d at offset %d time %d, want %d", i, r.Offset, r.Timestamp, wantTime)
 		}
 		// proto/batch keeps presence: nil is null, empty is empty.
 		if !sameNullable(r.Key, k.Key) || !sameNullable(r.Value, k.Value) {
