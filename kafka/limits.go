@@ -145,7 +145,14 @@ type listField struct {
 	path  string
 	limit entryLimit
 	elem  *structPlan
+	// slot is where the request's total of this list is counted (when
+	// limit.total is set): an index into checkLimits' counters.
+	slot int
 }
+
+// maxTotalSlots bounds the lists with a total bound in one request type
+// (OffsetFetch and AddPartitionsToTxn have the most: 3 and 4).
+const maxTotalSlots = 8
 
 // structPlan is what checkLimits walks in one struct type: its list
 // fields, and the struct fields (not lists) that hold lists.
@@ -168,14 +175,19 @@ var limitPlans = func() map[int16]*structPlan {
 	for key := range int16(1 << 10) {
 		if req := kmsg.RequestForKey(key); req != nil {
 			t := reflect.TypeOf(req).Elem()
-			plans[key] = planFor(t, t.Name())
+			slots := 0
+			plans[key] = planFor(t, t.Name(), &slots)
+			if slots > maxTotalSlots {
+				panic(fmt.Sprintf("kafka: %s has %d lists with a total bound, more than maxTotalSlots", t.Name(), slots))
+			}
 		}
 	}
 	return plans
 }()
 
-// planFor builds the plan of struct type t at path.
-func planFor(t reflect.Type, path string) *structPlan {
+// planFor builds the plan of struct type t at path; slots counts the
+// lists with a total bound of the request type so far.
+func planFor(t reflect.Type, path string, slots *int) *structPlan {
 	p := &structPlan{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -193,13 +205,17 @@ func planFor(t reflect.Type, path string) *structPlan {
 			if !ok {
 				l = defaultEntryLimit
 			}
-			lf := listField{index: f.Index, path: fpath, limit: l}
+			lf := listField{index: f.Index, path: fpath, limit: l, slot: -1}
+			if l.total > 0 {
+				lf.slot = *slots
+				*slots++
+			}
 			if ft.Elem().Kind() == reflect.Struct {
-				lf.elem = planFor(ft.Elem(), fpath)
+				lf.elem = planFor(ft.Elem(), fpath, slots)
 			}
 			p.lists = append(p.lists, lf)
 		case ft.Kind() == reflect.Struct:
-			if np := planFor(ft, fpath); len(np.lists) > 0 || len(np.nested) > 0 {
+			if np := planFor(ft, fpath, slots); len(np.lists) > 0 || len(np.nested) > 0 {
 				p.nested = append(p.nested, nestedField{index: f.Index, ptr: ptr, plan: np})
 			}
 		}
@@ -221,11 +237,11 @@ func checkLimits(r *request) error {
 	if p == nil {
 		return nil
 	}
-	var totals map[string]int
+	var totals [maxTotalSlots]int
 	return p.check(reflect.ValueOf(r.msg).Elem(), &totals)
 }
 
-func (p *structPlan) check(v reflect.Value, totals *map[string]int) error {
+func (p *structPlan) check(v reflect.Value, totals *[maxTotalSlots]int) error {
 	for i := range p.lists {
 		lf := &p.lists[i]
 		s := v.FieldByIndex(lf.index)
@@ -240,14 +256,11 @@ func (p *structPlan) check(v reflect.Value, totals *map[string]int) error {
 			return &errOverLimits{fmt.Sprintf("%s has %d entries (at most %d %s)", lf.path, n, lf.limit.max, lf.limit.why)}
 		}
 		if lf.limit.total > 0 {
-			if *totals == nil {
-				*totals = map[string]int{}
-			}
-			t := (*totals)[lf.path] + n
+			t := totals[lf.slot] + n
 			if t > lf.limit.total {
 				return &errOverLimits{fmt.Sprintf("%s has more than %d entries in all (at most %d %s)", lf.path, lf.limit.total, lf.limit.total, lf.limit.totalWhy)}
 			}
-			(*totals)[lf.path] = t
+			totals[lf.slot] = t
 		}
 		if lf.elem != nil {
 			for j := range n {

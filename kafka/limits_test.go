@@ -251,3 +251,29 @@ func TestOverLimitsCounted(t *testing.T) {
 		t.Error("CloseReasons lacks CloseOverLimits")
 	}
 }
+
+// BenchmarkCheckLimits: the limits check on every request's hot path — a
+// Produce of one topic with 6 partitions, a Fetch of 6 partitions.
+func BenchmarkCheckLimits(b *testing.B) {
+	produce := kmsg.NewPtrProduceRequest()
+	produce.Version = 9
+	pt := kmsg.ProduceRequestTopic{Topic: "t"}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version = 12
+	ft := kmsg.FetchRequestTopic{Topic: "t"}
+	for p := range int32(6) {
+		pt.Partitions = append(pt.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p})
+		ft.Partitions = append(ft.Partitions, kmsg.FetchRequestTopicPartition{Partition: p})
+	}
+	produce.Topics, fetch.Topics = []kmsg.ProduceRequestTopic{pt}, []kmsg.FetchRequestTopic{ft}
+	for _, r := range []*request{{key: produce.Key(), version: 9, msg: produce}, {key: fetch.Key(), version: 12, msg: fetch}} {
+		b.Run(kmsg.NameForKey(r.key), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := checkLimits(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
