@@ -7,6 +7,8 @@
 #   make cluster-stop       # or scripts/cluster.sh stop (SIGTERM, then waits)
 #   scripts/cluster.sh start-node I   # (re)starts node I alone, as start
 #                                     # does, e.g. after it was killed
+#   scripts/cluster.sh kill-node I    # SIGKILLs node I and waits until it
+#                                     # is gone (its ports and data dir free)
 #
 # Node i (1..3) uses ports BASE_PORT+10*i .. +5: client gRPC, Raft, gossip,
 # HTTP, internal gRPC, Kafka protocol (9510-9515, 9520-9525, 9530-9535 by
@@ -43,6 +45,28 @@ NODE_GODEBUG=${GODEBUG:-schedtrace=2147483647}
 
 port() { echo $((BASE_PORT + 10 * $1 + $2)); }
 
+# alive PID: whether PID still runs. A process SIGKILLed a moment ago may
+# still be exiting, and once exited stays a zombie until whoever adopted
+# it reaps it; `kill -0` answers yes for both. A zombie holds no port and
+# no lock: it counts as gone.
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0 # no /proc: kill -0's word
+  stat=${stat##*) }
+  [ "${stat:0:1}" != Z ]
+}
+
+# gone PID SECONDS: waits until PID no longer runs; fails if it still does.
+gone() {
+  local i
+  for i in $(seq 1 $(($2 * 10))); do
+    alive "$1" || return 0
+    sleep 0.1
+  done
+  ! alive "$1"
+}
+
 stop() {
   local any=0
   for i in $(seq 1 $NODES); do
@@ -50,7 +74,7 @@ stop() {
     [ -f "$pidf" ] || continue
     local pid
     pid=$(cat "$pidf")
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
       kill -TERM "$pid" && any=1
     fi
   done
@@ -60,11 +84,7 @@ stop() {
     [ -f "$pidf" ] || continue
     local pid
     pid=$(cat "$pidf")
-    for _ in $(seq 1 350); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
+    if ! gone "$pid" 35; then
       echo "node $i (pid $pid) still running after 35 s: SIGKILL" >&2
       kill -KILL "$pid" 2>/dev/null || true
     fi
@@ -98,7 +118,7 @@ ready() {
   local i=$1
   for _ in $(seq 1 300); do
     if curl -fs "http://127.0.0.1:$(port "$i" 3)/readyz" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null || break
+    alive "$(cat "$DIR/node-$i.pid")" || break
     sleep 0.1
   done
   echo "node $i is not ready; the end of $DIR/node-$i.log:" >&2
@@ -114,7 +134,7 @@ start_node() {
     [1-9]) [ "$i" -le $NODES ] || { echo "no node $i (1..$NODES)" >&2; exit 2; } ;;
     *) echo "usage: $0 start-node I (1..$NODES)" >&2; exit 2 ;;
   esac
-  if [ -f "$DIR/node-$i.pid" ] && kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null; then
+  if [ -f "$DIR/node-$i.pid" ] && alive "$(cat "$DIR/node-$i.pid")"; then
     echo "node $i of $DIR is already running" >&2
     exit 1
   fi
@@ -124,9 +144,26 @@ start_node() {
   echo "node $i of $DIR running again (pid $(cat "$DIR/node-$i.pid"))"
 }
 
+# kill_node I SIGKILLs node I (no graceful shutdown: a crash) and waits
+# (30 s at most) until it is gone, so that a start-node right after finds
+# its ports and data dir free.
+kill_node() {
+  local i=$1 pid
+  case $i in
+    [1-9]) [ "$i" -le $NODES ] || { echo "no node $i (1..$NODES)" >&2; exit 2; } ;;
+    *) echo "usage: $0 kill-node I (1..$NODES)" >&2; exit 2 ;;
+  esac
+  [ -f "$DIR/node-$i.pid" ] || { echo "node $i of $DIR was never started" >&2; exit 1; }
+  pid=$(cat "$DIR/node-$i.pid")
+  alive "$pid" || { echo "node $i of $DIR (pid $pid) is not running" >&2; exit 1; }
+  kill -KILL "$pid"
+  gone "$pid" 30 || { echo "node $i of $DIR (pid $pid) still runs 30 s after SIGKILL" >&2; exit 1; }
+  echo "node $i of $DIR (pid $pid) killed"
+}
+
 start() {
   for i in $(seq 1 $NODES); do
-    if [ -f "$DIR/node-$i.pid" ] && kill -0 "$(cat "$DIR/node-$i.pid")" 2>/dev/null; then
+    if [ -f "$DIR/node-$i.pid" ] && alive "$(cat "$DIR/node-$i.pid")"; then
       echo "node $i of $DIR is already running; make cluster-stop first" >&2
       exit 1
     fi
@@ -163,5 +200,6 @@ case "${1:-start}" in
   start) start ;;
   stop) stop ;;
   start-node) start_node "${2:-}" ;;
-  *) echo "usage: $0 [start|stop|start-node I]" >&2; exit 2 ;;
+  kill-node) kill_node "${2:-}" ;;
+  *) echo "usage: $0 [start|stop|start-node I|kill-node I]" >&2; exit 2 ;;
 esac

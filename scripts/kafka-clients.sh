@@ -372,6 +372,9 @@ copier_cluster() (
       echo "txn_copier: last lines of $f:" >&2
       tail -n 8 "$f" >&2
     done
+    # The steps after this one need all three nodes: node 2 comes back if
+    # the check stopped while it was down (a no-op when it runs).
+    DIR="$cluster" BIN="$BIN" GO="$GO" BASE_PORT=$base scripts/cluster.sh start-node $killed_node >/dev/null 2>&1 || true
     exit 1
   }
   # The copiers never outlive this check.
@@ -441,9 +444,11 @@ copier_cluster() (
   say "txn_copier: SIGKILLed copier a in its transaction $(($(commits "$dir/a.out") + 1))"
   copier a2 "copier-$id-a"
   wait_until 60 "copier a2 (copier a's transactional id) committing" committed 1 "$dir/a2.out"
-  local pidf="$cluster/node-$killed_node.pid"
-  kill -KILL "$(cat "$pidf")"
-  say "txn_copier: SIGKILLed node $killed_node (pid $(cat "$pidf")) after $(commits "$dir"/*.out) transactions"
+  # kill-node waits until the process is gone: a restart while it is
+  # still exiting (or a zombie not yet reaped) would find it running.
+  DIR="$cluster" scripts/cluster.sh kill-node $killed_node >"$dir/kill.log" 2>&1 ||
+    bad "SIGKILL of node $killed_node: $(tail -n 3 "$dir/kill.log")"
+  say "txn_copier: SIGKILLed node $killed_node ($(cat "$dir/kill.log")) after $(commits "$dir"/*.out) transactions"
   before=$(commits "$dir"/*.out)
   wait_until 60 "copiers committing with node $killed_node down" committed $((before + 3)) "$dir"/*.out
   DIR="$cluster" BIN="$BIN" GO="$GO" BASE_PORT=$base scripts/cluster.sh start-node $killed_node >"$dir/restart.log" 2>&1 ||

@@ -108,7 +108,8 @@ faults() {
     n=$((n + 1))
     if [ "$kind" = kill ]; then
       say "fault $n: SIGKILL node $node (pid $pid), restart in ${FAULT_DOWN}s"
-      kill -KILL "$pid" 2>/dev/null || true
+      DIR="$work/cluster" scripts/cluster.sh kill-node "$node" >>"$work/restarts.log" 2>&1 ||
+        say "fault $n: node $node: SIGKILL did not end it (see $work/restarts.log)"
       sleep "$FAULT_DOWN"
       DIR="$work/cluster" BASE_PORT=$base GO="$GO" BIN="$BIN" ARGS="$args" scripts/cluster.sh start-node "$node" >>"$work/restarts.log" 2>&1 ||
         say "fault $n: node $node did not come back (see $work/restarts.log)"
