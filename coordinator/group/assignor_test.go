@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -53,7 +54,17 @@ func TestRangeLayouts(t *testing.T) {
 			"m1=t:0 | m2=t:1 | m3=-"},
 		{"missing topic: no partitions", subs("m1:t,x", "m2:t"), meta("t", 2),
 			"m1=t:0 | m2=t:1"},
-		{"previous assignment ignored", subs("m1:t=t:1", "m2:t=t:0"), meta("t", 2),
+		{"previous assignment kept", subs("m1:t=t:1", "m2:t=t:0"), meta("t", 2),
+			"m1=t:1 | m2=t:0"},
+		{"a joiner that sorts first does not shift the others' ranges", subs("a:t", "b:t=t:0,1,2", "c:t=t:3,4,5"), meta("t", 6),
+			"a=t:2,3 | b=t:0,1 | c=t:4,5"},
+		{"a member leaving: each keeps the range it holds most of", subs("a:t=t:0,1", "c:t=t:4,5"), meta("t", 6),
+			"a=t:0,1,2 | c=t:3,4,5"},
+		{"holdings count over co-partitioned topics together", subs("m1:t,u=t:0 u:0", "m2:t,u=t:1 u:1", "m3:t,u"), meta("t", 2, "u", 2),
+			"m1=t:0 u:0 | m2=t:1 u:1 | m3=-"},
+		{"the longer ranges stay first", subs("m1:t=t:3,4", "m2:t=t:0,1,2"), meta("t", 5),
+			"m1=t:3,4 | m2=t:0,1,2"},
+		{"partitions held that are gone are ignored", subs("m1:t=t:7", "m2:t=t:1"), meta("t", 2),
 			"m1=t:0 | m2=t:1"},
 	}
 	for _, tc := range tests {
@@ -187,8 +198,9 @@ func randomGroup(r *rand.Rand, homogeneous bool) ([]MemberSubscription, map[stri
 }
 
 // Properties of both assignors over random groups: the contract, balance
-// (uniform, homogeneous: counts within one), determinism, and stability
-// (uniform: assigning again from its own result changes nothing).
+// (uniform, homogeneous: counts within one; range: Kafka's range sizes,
+// contiguous, co-partitioned), determinism, and stability (assigning again
+// from its own result changes nothing).
 func TestAssignorProperties(t *testing.T) {
 	for seed := int64(0); seed < 400; seed++ {
 		r := rand.New(rand.NewSource(seed))
@@ -200,7 +212,15 @@ func TestAssignorProperties(t *testing.T) {
 			if again := a.Assign(members, topics); layout(members, again) != layout(members, out) {
 				t.Fatalf("seed %d %s: not deterministic", seed, a.Name())
 			}
-			if a.Name() != UniformAssignorName {
+			sticky := append([]MemberSubscription(nil), members...)
+			for i := range sticky {
+				sticky[i].Current = out[sticky[i].MemberID]
+			}
+			if again := a.Assign(sticky, topics); layout(members, again) != layout(members, out) {
+				t.Fatalf("seed %d %s: not stable:\n%s\n%s", seed, a.Name(), layout(members, out), layout(members, again))
+			}
+			if a.Name() == RangeAssignorName {
+				checkRanges(t, members, topics, out)
 				continue
 			}
 			min, max := 1<<30, -1
@@ -215,13 +235,6 @@ func TestAssignorProperties(t *testing.T) {
 			}
 			if homogeneous && max-min > 1 {
 				t.Fatalf("seed %d: counts %d..%d: %s", seed, min, max, layout(members, out))
-			}
-			sticky := append([]MemberSubscription(nil), members...)
-			for i := range sticky {
-				sticky[i].Current = out[sticky[i].MemberID]
-			}
-			if again := a.Assign(sticky, topics); layout(members, again) != layout(members, out) {
-				t.Fatalf("seed %d: not stable:\n%s\n%s", seed, layout(members, out), layout(members, again))
 			}
 		}
 	}
@@ -276,5 +289,120 @@ func TestAssignorByName(t *testing.T) {
 	}
 	if _, ok := AssignorByName("sticky"); ok {
 		t.Error("sticky")
+	}
+}
+
+// checkRanges: range's result gives, for each topic, its subscribers
+// contiguous ranges of Kafka's sizes (P/N each, the first P mod N ranges
+// one longer, in partition order), and topics with the same subscribers
+// and partition count are co-partitioned (each member gets the same
+// partitions of each).
+func checkRanges(t *testing.T, members []MemberSubscription, topics map[string]TopicMetadata, out map[string]Assignment) {
+	t.Helper()
+	for _, tp := range subscribedUnion(members) {
+		n := topics[tp].Partitions
+		if n <= 0 {
+			continue
+		}
+		var subs []string
+		for _, m := range members {
+			if subscribes(m.Topics, tp) {
+				subs = append(subs, m.MemberID)
+			}
+		}
+		k := int32(len(subs))
+		// Ranges by start: their sizes must be Kafka's, in order.
+		sizes := map[int32]int32{}
+		for _, id := range subs {
+			ps := out[id][tp]
+			for i := 1; i < len(ps); i++ {
+				if ps[i] != ps[i-1]+1 {
+					t.Fatalf("%s: %s:%v is not contiguous", id, tp, ps)
+				}
+			}
+			if len(ps) > 0 {
+				sizes[ps[0]] = int32(len(ps))
+			}
+		}
+		start := int32(0)
+		for i := int32(0); i < k && start < n; i++ {
+			want := n / k
+			if i < n%k {
+				want++
+			}
+			if sizes[start] != want {
+				t.Fatalf("%s: the range at %d has %d partitions, want %d (%d over %d)", tp, start, sizes[start], want, n, k)
+			}
+			start += want
+		}
+	}
+	subscribers := func(tp string) string {
+		var ids []string
+		for _, m := range members {
+			if subscribes(m.Topics, tp) {
+				ids = append(ids, m.MemberID)
+			}
+		}
+		return strings.Join(ids, ",")
+	}
+	for _, m := range members {
+		for _, a := range m.Topics {
+			for _, b := range m.Topics {
+				if topics[a].Partitions != topics[b].Partitions || topics[a].Partitions <= 0 || subscribers(a) != subscribers(b) {
+					continue
+				}
+				if fmt.Sprint(out[m.MemberID][a]) != fmt.Sprint(out[m.MemberID][b]) {
+					t.Fatalf("%s: %s:%v and %s:%v are not co-partitioned", m.MemberID, a, out[m.MemberID][a], b, out[m.MemberID][b])
+				}
+			}
+		}
+	}
+}
+
+// TestRangeStickyUnderChurn: over random groups where one member joins or
+// one leaves, range given the previous assignment keeps Kafka's ranges
+// (checkRanges) and moves fewer partitions in all than the same ranges
+// handed out in member order (Kafka 4's RangeAssignor: no Current).
+func TestRangeStickyUnderChurn(t *testing.T) {
+	moved := func(before, after map[string]Assignment) int {
+		n := 0
+		for id, a := range after {
+			for tp, ps := range a {
+				for _, p := range ps {
+					if !slices.Contains(before[id][tp], p) {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	var sticky, ordered int
+	for seed := int64(0); seed < 400; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		members, topics := randomGroup(r, seed%2 == 0)
+		before := RangeAssignor{}.Assign(members, topics)
+		next := append([]MemberSubscription(nil), members...)
+		if r.Intn(2) == 0 && len(next) > 1 {
+			i := r.Intn(len(next))
+			next = append(next[:i:i], next[i+1:]...)
+		} else {
+			// A joiner whose id sorts anywhere among the others.
+			next = append(next, MemberSubscription{MemberID: fmt.Sprintf("m%02d~", r.Intn(len(next)+1)), Topics: next[0].Topics})
+			sort.Slice(next, func(i, j int) bool { return next[i].MemberID < next[j].MemberID })
+		}
+		plain := RangeAssignor{}.Assign(next, topics)
+		for i := range next {
+			next[i].Current = before[next[i].MemberID]
+		}
+		out := RangeAssignor{}.Assign(next, topics)
+		checkAssignment(t, next, topics, out)
+		checkRanges(t, next, topics, out)
+		sticky += moved(before, out)
+		ordered += moved(before, plain)
+	}
+	t.Logf("partitions moved over 400 changes: %d sticky, %d in member order", sticky, ordered)
+	if sticky >= ordered {
+		t.Fatalf("sticky range moved %d partitions, member order %d", sticky, ordered)
 	}
 }
