@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -73,7 +74,7 @@ func (w *workload) runKafkaTxnInstance(id, name string, rng *rand.Rand, seq *int
 			return
 		case <-tick.C:
 		}
-		if !w.kafkaTxn(cl, watch, name, fmt.Sprintf("%s/%d", name, k), rng, seq, &wseq) {
+		if !w.kafkaTxn(cl, watch, id, name, fmt.Sprintf("%s/%d", name, k), rng, seq, &wseq) {
 			w.pace(500 * time.Millisecond) // a new instance, not a busy loop against a cluster without quorum
 			return
 		}
@@ -82,18 +83,35 @@ func (w *workload) runKafkaTxnInstance(id, name string, rng *rand.Rand, seq *int
 
 // kafkaTxn runs one transaction and returns false when the client
 // instance cannot go on.
-func (w *workload) kafkaTxn(cl *kgo.Client, watch *endTxnWatch, name, txnID string, rng *rand.Rand, seq, wseq *int64) bool {
+func (w *workload) kafkaTxn(cl *kgo.Client, watch *endTxnWatch, tid, name, txnID string, rng *rand.Rand, seq, wseq *int64) bool {
 	if err := cl.BeginTransaction(); err != nil {
 		w.log.Warn("kafka begin transaction", "producer", name, "err", err)
 		return false
 	}
 	ti := w.rec.beginTxn(checker.Txn{ID: txnID, Producer: name, Begin: time.Now()})
 	topics := w.cfg.kafkaTxnTopics()
-	n := 2 + rng.IntN(4)
-	var failed atomic.Bool
-	for range n {
-		topic := topics[rng.IntN(len(topics))]
-		part := rng.Int32N(w.cfg.Partitions)
+	// The records' partitions are drawn before the first is sent (in the
+	// order they always were): a record's callback fires the Ongoing
+	// event with parts, so parts is complete once any record is on its way.
+	type dest struct {
+		topic string
+		part  int32
+	}
+	dests := make([]dest, 2+rng.IntN(4))
+	var parts []int32
+	for k := range dests {
+		dests[k] = dest{topics[rng.IntN(len(topics))], rng.Int32N(w.cfg.Partitions)}
+		if log := w.cfg.logOf(dests[k].topic, dests[k].part); !slices.Contains(parts, log) {
+			parts = append(parts, log)
+		}
+	}
+	parts = slices.Clip(parts)
+	phase := func(ph TxnPhase, committed bool) {
+		w.phases.fire(PhaseEvent{Phase: ph, TransactionalID: tid, Txn: txnID, Committed: committed, Partitions: parts})
+	}
+	var failed, acked atomic.Bool
+	for _, d := range dests {
+		topic, part := d.topic, d.part
 		key := fmt.Sprintf("k%03d", *seq%int64(w.cfg.Keys))
 		value := fmt.Sprintf("%s/%s/%d", name, key, *seq)
 		i := w.rec.invoke(checker.Write{Producer: name, Partition: w.cfg.logOf(topic, part), Seq: *wseq, Key: key, Value: value,
@@ -105,6 +123,8 @@ func (w *workload) kafkaTxn(cl *kgo.Client, watch *endTxnWatch, name, txnID stri
 				w.rec.completeKafka(i, time.Now(), r.Offset, err)
 				if err != nil {
 					failed.Store(true)
+				} else if acked.CompareAndSwap(false, true) {
+					phase(PhaseOngoing, false)
 				}
 			})
 	}
@@ -117,7 +137,12 @@ func (w *workload) kafkaTxn(cl *kgo.Client, watch *endTxnWatch, name, txnID stri
 			_ = cl.Flush(ctx) // a record that fails only makes the abort more needed
 			cancel()
 		}
-		return w.kafkaAbort(cl, name, ti, nil)
+		phase(PhasePrepare, false)
+		ok := w.kafkaAbort(cl, name, ti, nil)
+		if ok {
+			phase(PhaseMarkers, false)
+		}
+		return ok
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.DeliveryTimeout+5*time.Second)
 	err := cl.Flush(ctx)
@@ -128,12 +153,14 @@ func (w *workload) kafkaTxn(cl *kgo.Client, watch *endTxnWatch, name, txnID stri
 	}
 	w.rec.commitInvoked(ti, time.Now())
 	watch.sent.Store(false)
+	phase(PhasePrepare, true) // the records are flushed: what a kill hits is EndTxn
 	ctx, cancel = context.WithTimeout(w.ctx, kafkaTxnPatience)
 	err = cl.EndTransaction(ctx, kgo.TryCommit)
 	cancel()
 	switch {
 	case err == nil:
 		w.rec.endTxn(ti, time.Now(), checker.TxnCommitted, nil)
+		phase(PhaseMarkers, true)
 		return true
 	case !watch.sent.Load() || errors.Is(err, kerr.OperationNotAttempted):
 		// The commit was never sent: abort (franz-go keeps the

@@ -2,8 +2,8 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -112,8 +112,12 @@ func (r *runner) phaseTarget(f Fault) (id int32, ev PhaseEvent, ok bool) {
 	leaders := map[int32]int32{} // log number -> leader
 	switch phase {
 	case PhaseOngoing, PhasePrepare:
-		for n := 1; n <= r.cfg.Workload.TxnProducers; n++ {
-			tid := fmt.Sprintf("chaos-txn-%d", n)
+		// The gRPC producers' ids and the Kafka door's (both fire phase
+		// events; the copiers' transactions do not).
+		for _, tid := range r.cfg.Workload.transactionalIDs() {
+			if !strings.HasPrefix(tid, "chaos-txn-") && !strings.HasPrefix(tid, kafkaTxnID+"-") {
+				continue
+			}
 			co, err := r.admin.FindCoordinator(ctx, tid)
 			if err != nil {
 				r.log.Warn("phase fault: coordinator not found", "transactional_id", tid, "err", err)
