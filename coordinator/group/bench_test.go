@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 )
@@ -169,6 +170,21 @@ func BenchmarkUniformAssign(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			RangeAssignor{}.Assign(members, topics)
+		}
+	})
+	b.Run("range-sticky", func(b *testing.B) {
+		// The previous range target, one member gone and one new.
+		prev := RangeAssignor{}.Assign(members, topics)
+		sticky := make([]MemberSubscription, len(members))
+		for i := range sticky {
+			sticky[i] = members[i]
+			sticky[i].Current = prev[members[i].MemberID]
+		}
+		sticky[0] = MemberSubscription{MemberID: "member-new", Topics: names}
+		sort.Slice(sticky, func(i, j int) bool { return sticky[i].MemberID < sticky[j].MemberID })
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			RangeAssignor{}.Assign(sticky, topics)
 		}
 	})
 }
