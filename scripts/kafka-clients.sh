@@ -596,13 +596,17 @@ run "txn_copier, 3 nodes" copier_cluster "$k1" "$k2" "$k3" "$g1"
 # 5. franz-go's own integration tests (github.com/twmb/franz-go/pkg/kgo,
 # the version in go.mod, run from the module cache) against the three
 # nodes, with replication factor 3 and 20000 records for the ETL tests:
-# every test but TestGroupETL (its long form runs in `make kafka-etl`: now
-# and then one of its KIP-848 subtests fails a plain commit that named
-# partitions the member had already released — refused
-# STALE_MEMBER_EPOCH for them, as Kafka does with or without KIP-1251's
-# assignment epochs, and turned by franz-go into REBALANCE_IN_PROGRESS;
-# one of six short runs — docs/kafka.md; a gate that fails at random is
-# no gate) and the share-group tests (not served).
+# every test but the share-group ones (not served) and TestGroupETL's
+# KIP-848 subtests, whose long form runs in `make kafka-etl`: now and then
+# (2 of 12 runs) one of them fails a plain commit that its own test loop
+# built before a revocation and sent after franz-go acknowledged it,
+# naming partitions the member had already released — refused
+# STALE_MEMBER_EPOCH for them, as Kafka does, and turned by franz-go into
+# REBALANCE_IN_PROGRESS (docs/kafka.md; a gate that fails at random is no
+# gate). TestGroupETL's classic subtests (range, cooperative-sticky,
+# static members: three levels of consume-transform-produce, consumers
+# joining and leaving) run, in a second go test since -skip cannot name
+# a subtest without its siblings' parents.
 # Test848RegexBrokerResolves runs: the coordinator resolves KIP-848
 # regular-expression subscriptions (decision 73).
 # The authentication tests skip themselves (KGO_TEST_SCRAM and the like
@@ -610,6 +614,8 @@ run "txn_copier, 3 nodes" copier_cluster "$k1" "$k2" "$k3" "$g1"
 franz_skip='TestGroupETL|Share'
 run "franz-go's kgo tests, 3 nodes" env KGO_SEEDS="$k1,$k2,$k3" KGO_TEST_RF=3 KGO_TEST_RECORDS=20000 \
   timeout 600 "$GO" test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 580s -skip "$franz_skip"
+run "franz-go's TestGroupETL (classic groups), 3 nodes" env KGO_SEEDS="$k1,$k2,$k3" KGO_TEST_RF=3 KGO_TEST_RECORDS=20000 \
+  timeout 600 "$GO" test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 580s -run '^TestGroupETL$' -skip 'TestGroupETL/.*/848'
 
 if [ ${#failed[@]} -gt 0 ]; then
   die "failed: ${failed[*]}"
