@@ -214,6 +214,9 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 		if err != nil {
 			return AppendResult{}, m.appendError(p, err)
 		}
+		if verifyOnly {
+			guard = guard.ForTV1() // TV1's sequence rules (storage.BatchInfo.TV1)
+		}
 		if guard.Needed() {
 			start := time.Now()
 			err := verifyWithRetries(ctx, box.v, transactionalID, info.ProducerID, info.Epoch, tp, verifyOnly)

@@ -63,3 +63,18 @@ func TestAppendTxnVerifyOnlyAndTV1Markers(t *testing.T) {
 	wantCode(t, "stale TV1 marker", r.m.WriteTxnMarker(testCtx(t), tp, TxnMarker{ProducerID: pid, ProducerEpoch: 0, Commit: true, Version: storage.MarkerTV1}),
 		sluicev1.ErrorCode_INVALID_PRODUCER_EPOCH)
 }
+
+// Rule (decision 69): a TV1 producer this partition knows nothing of
+// (its state expired here while it lived) is appended at its next
+// sequence, whatever it is, as in Kafka; a TV2 producer's first batch
+// must start at sequence 0.
+func TestAppendTxnTV1UnknownProducerContinuesItsSequence(t *testing.T) {
+	f := &fakeVerifier{}
+	r, p := txnRig(t, f)
+	_, err := r.m.AppendTxn(testCtx(t), p, TxnProduce{TransactionalID: "tv2", Batch: txnDataBatch(51, 0, 4, "tv2"), Now: r.now, AcksAll: true})
+	wantCode(t, "an unknown TV2 producer at sequence 4", err, sluicev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
+	res, err := r.m.AppendTxn(testCtx(t), p, TxnProduce{TransactionalID: "tv1", Batch: txnDataBatch(52, 0, 4, "tv1"), Now: r.now, AcksAll: true, VerifyOnly: true})
+	if err != nil || res.BaseOffset != 0 {
+		t.Fatalf("an unknown TV1 producer at sequence 4: %+v %v; want appended at 0", res, err)
+	}
+}

@@ -465,7 +465,9 @@ func (l *Log) StartTxnVerification(producerID int64, epoch int16, now time.Time)
 // written is a duplicate as in Append; otherwise the batch is appended
 // only if the guard still holds (ProducerState.CheckVerified: else
 // INVALID_TXN_STATE wrapping ErrVerificationEnded, nothing written) and
-// then passes the idempotence rules. Everything else is Append's.
+// then passes the idempotence rules — a TV1 producer's (the guard's
+// ForTV1) without the TV2-only rule that an unknown producer start at
+// sequence 0. Everything else is Append's.
 func (l *Log) AppendTxn(b []byte, leaderEpoch int32, guard VerificationGuard, now time.Time) (AppendResult, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -476,7 +478,7 @@ func (l *Log) AppendTxn(b []byte, leaderEpoch int32, guard VerificationGuard, no
 	if h.IsControl() || !h.IsTransactional() || h.ProducerID <= 0 {
 		return AppendResult{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "not a transactional data batch of a producer (control %v, transactional %v, producer id %d)", h.IsControl(), h.IsTransactional(), h.ProducerID)
 	}
-	info, d, err := l.checkProducer(h)
+	info, d, err := l.checkProducerVersion(h, guard.tv1)
 	if err == nil && d.Duplicate {
 		return AppendResult{BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, MaxTimestamp: d.MaxTimestamp, Duplicate: true}, nil
 	}

@@ -218,10 +218,17 @@ func (l *Log) producersTruncated(end int64, full bool) {
 // (Append): an error to refuse it, or a duplicate decision. The caller
 // holds appendMu.
 func (l *Log) checkProducer(h batch.Header) (BatchInfo, Decision, error) {
+	return l.checkProducerVersion(h, false)
+}
+
+// checkProducerVersion is checkProducer for a batch whose producer
+// speaks transaction version 1 when tv1 (BatchInfo.TV1).
+func (l *Log) checkProducerVersion(h batch.Header, tv1 bool) (BatchInfo, Decision, error) {
 	info, err := BatchInfoFromHeader(h)
 	if err != nil || info.ProducerID <= 0 {
 		return info, Decision{}, err
 	}
+	info.TV1 = tv1 && info.IsTransactional
 	d, err := l.producers.Check(info)
 	return info, d, err
 }

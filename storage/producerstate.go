@@ -76,6 +76,12 @@ type BatchInfo struct {
 	// LastSeq < FirstSeq when the batch wraps past MaxInt32 to 0.
 	FirstSeq, LastSeq int32
 	IsTransactional   bool
+	// TV1 marks a transactional data batch of a producer speaking
+	// transaction version 1 (it added the partition to its transaction
+	// itself; the leader only verified it): Check's rule 3 does not apply
+	// to it, as in Kafka. Only the leader knows it (from the produce
+	// request); nothing stores it.
+	TV1 bool
 	// IsControl marks a transaction marker (COMMIT/ABORT); its sequences are
 	// NoSequence.
 	IsControl bool
@@ -368,16 +374,16 @@ func cmpInt64(a, b int64) int {
 //     CheckMarker). A TV1 producer's next transaction after its marker is
 //     at the same epoch and continues its sequence (rule 5: the marker
 //     kept the epoch's batches).
-//  3. A transactional batch from a producer with no remembered batch must
-//     start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka
+//  3. A transactional batch of a TV2 producer with no remembered batch
+//     must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka
 //     ProducerAppendInfo.checkSequence, "for transactions v2 idempotent
 //     producers, reject non-zero sequences when there is no producer ID
-//     state"; the reference leaves this rule out). Kafka applies it to TV2
-//     producers only; Check does not know a batch's transaction version,
-//     so TV1 producers get it too (docs/design.md decision 69: a TV1
-//     producer's state expired here while it lived is refused). For a known
-//     producer with no batch remembered (after a marker) rules 4 and 5
-//     already demand 0, so only the unknown producer needs the test.
+//     state"; the reference leaves this rule out). As in Kafka, a TV1
+//     producer's batch (b.TV1) is exempt: its sequences continue across
+//     transactions at one epoch, so one whose state here expired while it
+//     lived goes on at its next sequence (rule 6). For a known producer
+//     with no batch remembered (after a marker) rules 4 and 5 already
+//     demand 0, so only the unknown producer needs the test.
 //  4. b.Epoch above the remembered epoch: b.FirstSeq must be 0, else
 //     OUT_OF_ORDER_SEQUENCE_NUMBER (ref: checkSequence, ProducerAppendInfo.java
 //     lines 181-210: "if the epoch is new, the sequence must start at 0").
@@ -412,7 +418,7 @@ func (s *ProducerState) Check(b BatchInfo) (Decision, error) {
 	}
 	e := s.producers[b.ProducerID]
 	if e == nil {
-		if b.IsTransactional && b.FirstSeq != 0 {
+		if b.IsTransactional && !b.TV1 && b.FirstSeq != 0 {
 			return Decision{}, outOfOrder("producer %d has no state here, so its first transactional batch must start at sequence 0, not %d", b.ProducerID, b.FirstSeq)
 		}
 		return Decision{}, nil // rule 6

@@ -240,6 +240,8 @@ func TestProducerCheckRules(t *testing.T) {
 		{"unknown producer accepts any epoch", nil, BatchInfo{ProducerID: 1, Epoch: 9, FirstSeq: 0, LastSeq: 0}, "NONE", false, 0},
 		{"unknown transactional producer must start at 0", nil, BatchInfo{ProducerID: 1, Epoch: 0, FirstSeq: 5, LastSeq: 5, IsTransactional: true}, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, 0},
 		{"unknown transactional producer at 0", nil, BatchInfo{ProducerID: 1, Epoch: 0, FirstSeq: 0, LastSeq: 2, IsTransactional: true}, "NONE", false, 0},
+		{"unknown TV1 transactional producer at any sequence (Kafka: rule 3 is TV2's)", nil, BatchInfo{ProducerID: 1, Epoch: 0, FirstSeq: 5, LastSeq: 5, IsTransactional: true, TV1: true}, "NONE", false, 0},
+		{"a known TV1 producer still continues its sequence", []step{txnData(1, 0, 0, 2)}, BatchInfo{ProducerID: 1, Epoch: 0, FirstSeq: 5, LastSeq: 5, IsTransactional: true, TV1: true}, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, 0},
 
 		// Rule 1: duplicates.
 		{"duplicate of the last batch", []step{data(1, 0, 0, 3), data(1, 0, 3, 2)}, BatchInfo{ProducerID: 1, Epoch: 0, FirstSeq: 3, LastSeq: 4}, "NONE", true, 3},

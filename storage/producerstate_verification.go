@@ -39,6 +39,15 @@ type VerificationGuard struct {
 	producerID int64
 	epoch      int16
 	id         uint64 // 0: no verification needed (the transaction was open)
+	tv1        bool   // the producer speaks transaction version 1 (ForTV1)
+}
+
+// ForTV1 returns g for a producer speaking transaction version 1 (the
+// leader verified, not added, the partition: a Kafka Produce v0–v11):
+// AppendTxn then applies the TV1 sequence rules (BatchInfo.TV1).
+func (g VerificationGuard) ForTV1() VerificationGuard {
+	g.tv1 = true
+	return g
 }
 
 // Needed reports whether the coordinator must be asked before the append:

@@ -144,3 +144,39 @@ func TestTV1TransactionsAtOneEpoch(t *testing.T) {
 		})
 	}
 }
+
+// Decision 69's caveat, closed: a TV1 producer whose state this log no
+// longer holds (expired while it lived) goes on at its next sequence —
+// Kafka's rule that an unknown producer's first transactional batch
+// start at sequence 0 is TV2's. Its verified batch (guard ForTV1) at
+// sequence 7 is appended and opens the transaction; a TV2 producer's
+// is refused OUT_OF_ORDER_SEQUENCE_NUMBER, nothing written.
+func TestAppendTxnTV1UnknownProducerAnySequence(t *testing.T) {
+	l := openLog(t, t.TempDir(), testConfig())
+	defer l.Close()
+	g, err := l.StartTxnVerification(21, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.AppendTxn(txnBatch(21, 0, 7, t0.UnixMilli(), "tv2"), fillEpoch, g, t0)
+	wantCode(t, err, sluicev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
+	if l.EndOffset() != 0 {
+		t.Fatalf("refused batch changed the log: end %d", l.EndOffset())
+	}
+	g, err = l.StartTxnVerification(22, 0, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendTxn(txnBatch(22, 0, 7, t0.UnixMilli(), "tv1a", "tv1b"), fillEpoch, g.ForTV1(), t0); err != nil {
+		t.Fatalf("TV1 batch at sequence 7 of an unknown producer: %v", err)
+	}
+	if l.OpenTransactions() != 1 {
+		t.Fatalf("%d open transactions, want 1", l.OpenTransactions())
+	}
+	// Its next batch continues the sequence; a gap is still refused.
+	if _, err := l.AppendTxn(txnBatch(22, 0, 9, t0.UnixMilli(), "tv1c"), fillEpoch, VerificationGuard{}.ForTV1(), t0); err != nil {
+		t.Fatalf("next TV1 batch: %v", err)
+	}
+	_, err = l.AppendTxn(txnBatch(22, 0, 12, t0.UnixMilli(), "gap"), fillEpoch, VerificationGuard{}.ForTV1(), t0)
+	wantCode(t, err, sluicev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
+}
