@@ -210,7 +210,7 @@ func (m *ReplicaManager) appendTxnTo(ctx context.Context, p *Replica, transactio
 	}
 	tp := p.TopicPartition
 	for reverified := 0; ; reverified++ {
-		guard, err := p.log.StartTxnVerification(info.ProducerID, info.Epoch, now)
+		guard, err := p.log.StartTxnVerification(info.ProducerID, info.Epoch, info.FirstSeq, now)
 		if err != nil {
 			return AppendResult{}, m.appendError(p, err)
 		}

@@ -441,13 +441,14 @@ func (l *Log) AppendMarker(b []byte, leaderEpoch int32, v MarkerVersion, now tim
 }
 
 // StartTxnVerification begins the verification of a transactional batch
-// of producerID at epoch before its append with AppendTxn
+// of producerID at epoch, starting at sequence firstSeq, before its
+// append with AppendTxn
 // (ProducerState.StartVerification, at now): INVALID_PRODUCER_EPOCH when
 // the epoch is below the producer's here, a guard whose Needed is false
 // when the producer's transaction is already open here at epoch, else a
 // guard to hold while the coordinator adds the partition to the
 // transaction. ErrClosed on a closed log.
-func (l *Log) StartTxnVerification(producerID int64, epoch int16, now time.Time) (VerificationGuard, error) {
+func (l *Log) StartTxnVerification(producerID int64, epoch int16, firstSeq int32, now time.Time) (VerificationGuard, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
@@ -456,7 +457,7 @@ func (l *Log) StartTxnVerification(producerID int64, epoch int16, now time.Time)
 	if err := l.offlineErr(); err != nil {
 		return VerificationGuard{}, err
 	}
-	return l.producers.StartVerification(producerID, epoch, now.UnixMilli())
+	return l.producers.StartVerification(producerID, epoch, firstSeq, now.UnixMilli())
 }
 
 // AppendTxn is Append for a transactional data batch verified with guard

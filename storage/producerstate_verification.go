@@ -60,6 +60,11 @@ type verification struct {
 	epoch   int16
 	id      uint64
 	started int64 // ms, for ExpireBefore
+	// lowestSeq is the lowest first sequence of the batches verified
+	// under this guard (Kafka's VerificationStateEntry.lowestSequence):
+	// a TV1 producer unknown here may start at any sequence, but not
+	// above a batch of its still being verified (CheckVerified).
+	lowestSeq int32
 }
 
 // StartVerification begins the verification of a transactional batch of
@@ -73,7 +78,7 @@ type verification struct {
 // a verification at the same epoch is already in progress (pipelined
 // first batches share it). INVALID_RECORD for producerID <= 0 or a
 // negative epoch.
-func (s *ProducerState) StartVerification(producerID int64, epoch int16, nowMs int64) (VerificationGuard, error) {
+func (s *ProducerState) StartVerification(producerID int64, epoch int16, firstSeq int32, nowMs int64) (VerificationGuard, error) {
 	if producerID <= 0 || epoch < 0 {
 		return VerificationGuard{}, errs.New(sluicev1.ErrorCode_INVALID_RECORD, "transactional batch has producer %d epoch %d; both must be set", producerID, epoch)
 	}
@@ -86,10 +91,14 @@ func (s *ProducerState) StartVerification(producerID int64, epoch int16, nowMs i
 		}
 	}
 	if v, ok := s.verifying[producerID]; ok && v.epoch == epoch {
+		if firstSeq < v.lowestSeq {
+			v.lowestSeq = firstSeq
+			s.verifying[producerID] = v
+		}
 		return VerificationGuard{producerID: producerID, epoch: epoch, id: v.id}, nil
 	}
 	s.guards++
-	s.verifying[producerID] = verification{epoch: epoch, id: s.guards, started: nowMs}
+	s.verifying[producerID] = verification{epoch: epoch, id: s.guards, started: nowMs, lowestSeq: firstSeq}
 	return VerificationGuard{producerID: producerID, epoch: epoch, id: s.guards}, nil
 }
 
@@ -97,16 +106,23 @@ func (s *ProducerState) StartVerification(producerID int64, epoch int16, nowMs i
 // guard g (from StartVerification for b's producer and epoch), may be
 // appended: yes when the producer's transaction is open here at b's
 // epoch (Kafka's hasOngoingTransaction), or when g is still the
-// producer's guard, untouched since; else INVALID_TXN_STATE with
+// producer's guard, untouched since — for a TV1 batch of a producer
+// unknown here, only if no batch at a lower sequence is being verified
+// under g (else OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's lowestSequence
+// check); else INVALID_TXN_STATE with
 // ErrVerificationEnded as the cause: a marker or a batch of the producer
 // was applied while the coordinator was asked. The idempotence rules
 // (Check) still apply after it. It changes nothing.
 func (s *ProducerState) CheckVerified(b BatchInfo, g VerificationGuard) error {
-	if e := s.producers[b.ProducerID]; e != nil && e.epoch == b.Epoch && e.txnFirstOffset >= 0 {
+	e := s.producers[b.ProducerID]
+	if e != nil && e.epoch == b.Epoch && e.txnFirstOffset >= 0 {
 		return nil
 	}
 	if g.id != 0 && g.producerID == b.ProducerID && g.epoch == b.Epoch {
 		if v, ok := s.verifying[b.ProducerID]; ok && v.id == g.id {
+			if b.TV1 && e == nil && b.FirstSeq > v.lowestSeq {
+				return outOfOrder("producer %d sent sequence %d while its batch at sequence %d is not yet written here", b.ProducerID, b.FirstSeq, v.lowestSeq)
+			}
 			return nil
 		}
 	}

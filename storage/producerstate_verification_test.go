@@ -18,7 +18,7 @@ func txnInfo(pid int64, epoch int16, seq int32) BatchInfo {
 // meanwhile.
 func TestVerificationGuardAdmitsUntouchedProducer(t *testing.T) {
 	s := NewProducerState(0)
-	g, err := s.StartVerification(7, 0, 1000)
+	g, err := s.StartVerification(7, 0, 0, 1000)
 	if err != nil || !g.Needed() {
 		t.Fatalf("first batch of a new producer: %+v %v; want a guard", g, err)
 	}
@@ -26,13 +26,13 @@ func TestVerificationGuardAdmitsUntouchedProducer(t *testing.T) {
 		t.Fatalf("untouched guard refused: %v", err)
 	}
 	// Pipelined first batches of the same epoch share the guard.
-	if g2, _ := s.StartVerification(7, 0, 1001); g2 != g {
+	if g2, _ := s.StartVerification(7, 0, 0, 1001); g2 != g {
 		t.Fatalf("second verification at the same epoch got %+v, want the shared %+v", g2, g)
 	}
 	s.Update(txnInfo(7, 0, 0), 0, 0, 1000)
 	// The transaction is open now: no verification needed, and the
 	// holder of the old guard may append (the coordinator knows).
-	if g3, err := s.StartVerification(7, 0, 1002); err != nil || g3.Needed() {
+	if g3, err := s.StartVerification(7, 0, 0, 1002); err != nil || g3.Needed() {
 		t.Fatalf("producer with an open transaction: %+v %v; want no verification", g3, err)
 	}
 	if err := s.CheckVerified(txnInfo(7, 0, 1), g); err != nil {
@@ -46,7 +46,7 @@ func TestVerificationGuardAdmitsUntouchedProducer(t *testing.T) {
 // ongoing transaction"), before the epoch check that would also refuse it.
 func TestVerificationGuardEndedByMarker(t *testing.T) {
 	s := NewProducerState(0)
-	g, _ := s.StartVerification(7, 0, 1000)
+	g, _ := s.StartVerification(7, 0, 0, 1000)
 	s.Update(BatchInfo{ProducerID: 7, Epoch: 1, FirstSeq: NoSequence, LastSeq: NoSequence, IsTransactional: true, IsControl: true, CoordinatorEpoch: 0}, 0, 0, 1000)
 	err := s.CheckVerified(txnInfo(7, 0, 0), g)
 	if code(err) != "INVALID_TXN_STATE" || !errors.Is(err, ErrVerificationEnded) {
@@ -54,7 +54,7 @@ func TestVerificationGuardEndedByMarker(t *testing.T) {
 	}
 	// Verifying again is refused early: the epoch is now below the
 	// producer's.
-	if _, err := s.StartVerification(7, 0, 1001); code(err) != "INVALID_PRODUCER_EPOCH" {
+	if _, err := s.StartVerification(7, 0, 0, 1001); code(err) != "INVALID_PRODUCER_EPOCH" {
 		t.Fatalf("new verification at the ended epoch: %v; want INVALID_PRODUCER_EPOCH", err)
 	}
 }
@@ -63,8 +63,8 @@ func TestVerificationGuardEndedByMarker(t *testing.T) {
 // the guard of the older one.
 func TestVerificationGuardEndedByHigherEpoch(t *testing.T) {
 	s := NewProducerState(0)
-	old, _ := s.StartVerification(7, 2, 1000)
-	newer, _ := s.StartVerification(7, 3, 1000)
+	old, _ := s.StartVerification(7, 2, 0, 1000)
+	newer, _ := s.StartVerification(7, 3, 0, 1000)
 	if old == newer {
 		t.Fatal("a verification at a new epoch reused the old guard")
 	}
@@ -85,7 +85,7 @@ func TestVerificationGuardEndedByHigherEpoch(t *testing.T) {
 // producers (ExpireBefore).
 func TestVerificationGuardsExpire(t *testing.T) {
 	s := NewProducerState(0)
-	g, _ := s.StartVerification(7, 0, 1000)
+	g, _ := s.StartVerification(7, 0, 0, 1000)
 	if n := s.VerificationsInProgress(); n != 1 {
 		t.Fatalf("%d guards, want 1", n)
 	}

@@ -43,7 +43,7 @@ func TestAppendTxnRefusedWhenMarkerCrossesVerification(t *testing.T) {
 	l := openLog(t, t.TempDir(), testConfig())
 	defer l.Close()
 	const pid = 7
-	g, err := l.StartTxnVerification(pid, 0, t0)
+	g, err := l.StartTxnVerification(pid, 0, 0, t0)
 	if err != nil || !g.Needed() {
 		t.Fatalf("StartTxnVerification: %+v %v", g, err)
 	}
@@ -69,8 +69,8 @@ func TestAppendTxnGuardEndedByHigherEpoch(t *testing.T) {
 	l := openLog(t, t.TempDir(), testConfig())
 	defer l.Close()
 	const pid = 9
-	old, _ := l.StartTxnVerification(pid, 0, t0)
-	newer, _ := l.StartTxnVerification(pid, 1, t0)
+	old, _ := l.StartTxnVerification(pid, 0, 0, t0)
+	newer, _ := l.StartTxnVerification(pid, 1, 0, t0)
 	if _, err := l.AppendTxn(txnBatch(pid, 1, 0, t0.UnixMilli(), "new"), fillEpoch, newer, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestAppendTxnGuardEndedByHigherEpoch(t *testing.T) {
 	}
 	// The transaction is open: later batches need no verification, and a
 	// retry of the first is a duplicate.
-	if g, err := l.StartTxnVerification(pid, 1, t0); err != nil || g.Needed() {
+	if g, err := l.StartTxnVerification(pid, 1, 0, t0); err != nil || g.Needed() {
 		t.Fatalf("open transaction: %+v %v", g, err)
 	}
 	res, err := l.AppendTxn(txnBatch(pid, 1, 0, t0.UnixMilli(), "new"), fillEpoch, VerificationGuard{}, t0)

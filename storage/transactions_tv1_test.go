@@ -149,12 +149,13 @@ func TestTV1TransactionsAtOneEpoch(t *testing.T) {
 // longer holds (expired while it lived) goes on at its next sequence —
 // Kafka's rule that an unknown producer's first transactional batch
 // start at sequence 0 is TV2's. Its verified batch (guard ForTV1) at
-// sequence 7 is appended and opens the transaction; a TV2 producer's
-// is refused OUT_OF_ORDER_SEQUENCE_NUMBER, nothing written.
+// sequence 7 is appended and opens the transaction — but not a pipelined
+// batch at 9 before it; a TV2 producer's is refused
+// OUT_OF_ORDER_SEQUENCE_NUMBER, nothing written.
 func TestAppendTxnTV1UnknownProducerAnySequence(t *testing.T) {
 	l := openLog(t, t.TempDir(), testConfig())
 	defer l.Close()
-	g, err := l.StartTxnVerification(21, 0, t0)
+	g, err := l.StartTxnVerification(21, 0, 0, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +164,18 @@ func TestAppendTxnTV1UnknownProducerAnySequence(t *testing.T) {
 	if l.EndOffset() != 0 {
 		t.Fatalf("refused batch changed the log: end %d", l.EndOffset())
 	}
-	g, err = l.StartTxnVerification(22, 0, t0)
+	// Two pipelined first batches share a guard; the later one may not
+	// overtake the earlier (Kafka's lowestSequence).
+	g, err = l.StartTxnVerification(22, 0, 7, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	g9, err := l.StartTxnVerification(22, 0, 9, t0)
+	if err != nil || g9 != g {
+		t.Fatalf("second first batch: %+v %v, want the same guard", g9, err)
+	}
+	_, err = l.AppendTxn(txnBatch(22, 0, 9, t0.UnixMilli(), "tv1c"), fillEpoch, g9.ForTV1(), t0)
+	wantCode(t, err, sluicev1.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
 	if _, err := l.AppendTxn(txnBatch(22, 0, 7, t0.UnixMilli(), "tv1a", "tv1b"), fillEpoch, g.ForTV1(), t0); err != nil {
 		t.Fatalf("TV1 batch at sequence 7 of an unknown producer: %v", err)
 	}
@@ -174,7 +183,7 @@ func TestAppendTxnTV1UnknownProducerAnySequence(t *testing.T) {
 		t.Fatalf("%d open transactions, want 1", l.OpenTransactions())
 	}
 	// Its next batch continues the sequence; a gap is still refused.
-	if _, err := l.AppendTxn(txnBatch(22, 0, 9, t0.UnixMilli(), "tv1c"), fillEpoch, VerificationGuard{}.ForTV1(), t0); err != nil {
+	if _, err := l.AppendTxn(txnBatch(22, 0, 9, t0.UnixMilli(), "tv1c"), fillEpoch, g9.ForTV1(), t0); err != nil {
 		t.Fatalf("next TV1 batch: %v", err)
 	}
 	_, err = l.AppendTxn(txnBatch(22, 0, 12, t0.UnixMilli(), "gap"), fillEpoch, VerificationGuard{}.ForTV1(), t0)
