@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,7 @@ func produce(c *conn, r *request) func() kmsg.Response {
 	if req.Acks != -1 && req.Acks != 0 && req.Acks != 1 {
 		requestErr = kafkaCode(sluicev1.ErrorCode_INVALID_REQUIRED_ACKS)
 	}
+	var txnParts []txnPart // a transaction's partitions, appended below
 	w := &acksWait{done: make(chan struct{})}
 	w.pending.Store(1) // this function's own hold, released below
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -71,10 +73,47 @@ func produce(c *conn, r *request) func() kmsg.Response {
 				pr.ErrorCode, pr.ErrorMessage = code, msg
 				continue
 			}
+			if txnID != "" {
+				txnParts = append(txnParts, txnPart{rt.Topic, rp, pr})
+				continue
+			}
 			err := c.appendPartition(rt.Topic, rp, pr, r.version, txnID, now, acksAll, timeout, w)
 			if err != nil {
 				c.answerError(resp, rt.Topic, pr, err)
 			}
+		}
+	}
+	// A transaction's partitions are appended side by side: the first
+	// batch of a transaction in each waits for its partition to be added
+	// at the coordinator, which writes the adds that come together as one
+	// record (txn.Coordinator.AddPartitions); one after the other, each
+	// would wait for the one before. Partitions are independent logs, and
+	// the next request starts only once all are done, so each
+	// partition's batches still append in request order.
+	txnErrs := make([]error, len(txnParts))
+	if len(txnParts) == 1 {
+		p := txnParts[0]
+		txnErrs[0] = c.appendPartition(p.topic, p.rp, p.pr, r.version, txnID, now, acksAll, timeout, w)
+	} else if len(txnParts) > 1 {
+		// At most txnAppendWorkers at a time: a request may name
+		// thousands of partitions.
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range min(len(txnParts), txnAppendWorkers) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1) - 1); i < len(txnParts); i = int(next.Add(1) - 1) {
+					p := txnParts[i]
+					txnErrs[i] = c.appendPartition(p.topic, p.rp, p.pr, r.version, txnID, now, acksAll, timeout, w)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for i, p := range txnParts {
+		if txnErrs[i] != nil {
+			c.answerError(resp, p.topic, p.pr, txnErrs[i])
 		}
 	}
 	handling := time.Since(start) // the work; the acks=all wait is not
@@ -91,6 +130,17 @@ func produce(c *conn, r *request) func() kmsg.Response {
 		resp.ThrottleMillis = c.throttle(r, auth.QuotaProduce, produceBytes(req), handling)
 		return resp
 	}
+}
+
+// txnAppendWorkers bounds the partitions of one transactional produce
+// request appended at once.
+const txnAppendWorkers = 16
+
+// txnPart is one partition of a transactional produce request.
+type txnPart struct {
+	topic string
+	rp    *kmsg.ProduceRequestTopicPartition
+	pr    *kmsg.ProduceResponseTopicPartition
 }
 
 // appendPartition converts and appends one partition's batch; when

@@ -139,6 +139,10 @@ type Coordinator struct {
 	// mu guards rt's partition table and every statePartition's state
 	// (runtime.Config.Mu).
 	mu sync.Mutex
+
+	// adds joins concurrent TV2 AddPartitions of one transaction
+	// (coordinator_adds.go).
+	adds addJoins
 }
 
 // statePartition is the shard of one led partition of

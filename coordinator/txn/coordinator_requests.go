@@ -74,15 +74,36 @@ func (c *Coordinator) InitProducerID(ctx context.Context, req InitProducerIDRequ
 // batch of a producer's next transaction arrives right after its commit
 // answer, before the markers, and a retry after a backoff would hold it
 // back for the whole backoff (Kafka's broker retries every 20 ms).
+//
+// Concurrent TV2 adds of one transaction are joined and written as one
+// record (coordinator_adds.go).
 func (c *Coordinator) AddPartitions(ctx context.Context, req AddPartitionsRequest) error {
 	if err := ValidateTransactionalID(req.TransactionalID); err != nil {
 		return err
 	}
+	if !joinable(req) {
+		return c.addPartitions(ctx, req, nil)
+	}
+	b, lead := c.adds.join(req)
+	if !lead {
+		return b.wait(ctx)
+	}
+	err := c.addPartitions(ctx, req, b)
+	c.adds.finish(b, err)
+	return err
+}
+
+// addPartitions is AddPartitions for req alone (b nil) or for the batch b
+// it leads: each attempt takes b's partitions joined so far.
+func (c *Coordinator) addPartitions(ctx context.Context, req AddPartitionsRequest, b *addBatch) error {
 	deadline := time.Now().Add(c.cfg.MaxConcurrentWait)
 	for {
 		changed := c.changes(req.TransactionalID)
 		_, err := c.serve(ctx, req.TransactionalID, func(m *Metadata, _ int64, now time.Time) Result {
-			return AddPartitions(m, req, now)
+			if b == nil {
+				return AddPartitions(m, req, now)
+			}
+			return c.adds.decide(b, req, func(r AddPartitionsRequest) Result { return AddPartitions(m, r, now) })
 		})
 		if errs.Code(err) != sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS || changed == nil {
 			return err

@@ -1,0 +1,130 @@
+package txn
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/sluice-io/sluice/proto/errs"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
+)
+
+// Concurrent AddPartitions of one TV2 transaction are written together.
+//
+// The partition leaders of a TV2 producer each add their partition when
+// the first batch of a transaction reaches them, and those requests come
+// together: right after the producer's EndTxn answer, while the previous
+// transaction's markers are still being written. Each used to wait for
+// the id's slot and then write its own Ongoing record — one replicated
+// append after another, the last leader's batch held for all of them.
+// Now the first request of a (transactional id, producer id, epoch)
+// leads an addBatch and the ones arriving while it waits join it; the
+// leader's attempt that decides (anything but CONCURRENT_TRANSACTIONS)
+// takes every partition joined so far, seals the batch, and its one write
+// answers them all. A request arriving after the seal starts the next
+// batch. Only TV2 adds with valid partitions are joined: they differ in
+// nothing but their partitions, so one decision holds for all (a TV1
+// client's own AddPartitionsToTxn and the verify-only checks go alone).
+
+// addKey is what requests must share to be joined.
+type addKey struct {
+	id    string
+	pid   int64
+	epoch int16
+}
+
+// addBatch is the requests joined under one leader.
+type addBatch struct {
+	key   addKey
+	parts []TopicPartition // guarded by addJoins.mu until sealed
+	// sealed: parts is final (the leader's deciding attempt took it) or
+	// the leader gave up; no request joins any more.
+	sealed bool
+	done   chan struct{} // closed once err is set
+	err    error
+}
+
+// addJoins is the open batches, one per key at most.
+type addJoins struct {
+	mu    sync.Mutex
+	open  map[addKey]*addBatch
+	joins int64 // requests that joined a batch rather than leading one (tests)
+}
+
+// joinable reports whether req may be joined with others (see above).
+func joinable(req AddPartitionsRequest) bool {
+	if req.VerifyOnly || req.ClientVersion != TV2 || len(req.Partitions) == 0 {
+		return false
+	}
+	for _, p := range req.Partitions {
+		if p.Topic == "" || p.Partition < 0 {
+			return false // the core's INVALID_REQUEST, for this request alone
+		}
+	}
+	return true
+}
+
+// join adds req's partitions to the open batch of its key and returns it
+// (lead false), or opens a batch led by the caller (lead true).
+func (j *addJoins) join(req AddPartitionsRequest) (b *addBatch, lead bool) {
+	k := addKey{req.TransactionalID, req.ProducerID, req.ProducerEpoch}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if b := j.open[k]; b != nil {
+		b.parts = append(b.parts, req.Partitions...)
+		j.joins++
+		return b, false
+	}
+	if j.open == nil {
+		j.open = map[addKey]*addBatch{}
+	}
+	b = &addBatch{key: k, parts: slices.Clone(req.Partitions), done: make(chan struct{})}
+	j.open[k] = b
+	return b, true
+}
+
+// decide runs the core for b's partitions so far and seals b unless the
+// answer is CONCURRENT_TRANSACTIONS (the leader waits and decides again,
+// with whatever joined meanwhile).
+func (j *addJoins) decide(b *addBatch, req AddPartitionsRequest, decide func(AddPartitionsRequest) Result) Result {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	req.Partitions = slices.Clone(b.parts)
+	r := decide(req)
+	if errs.Code(r.Err) != sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS {
+		j.sealLocked(b)
+	}
+	return r
+}
+
+// finish answers every request of b with err (the leader's outcome).
+func (j *addJoins) finish(b *addBatch, err error) {
+	j.mu.Lock()
+	j.sealLocked(b)
+	b.err = err
+	j.mu.Unlock()
+	close(b.done)
+}
+
+func (j *addJoins) sealLocked(b *addBatch) {
+	if b.sealed {
+		return
+	}
+	b.sealed = true
+	if j.open[b.key] == b {
+		delete(j.open, b.key)
+	}
+}
+
+// wait is a joined request's wait for its batch's answer. If ctx ends
+// first it answers CONCURRENT_TRANSACTIONS (retriable: the leader still
+// works; the partition may yet be added, which a retry then finds).
+func (b *addBatch) wait(ctx context.Context) error {
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return errs.New(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
+			"transactional id %q: the partitions are being added with others' (%v); retry", errs.Echo(b.key.id), ctx.Err())
+	}
+}
