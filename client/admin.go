@@ -81,7 +81,8 @@ func (c *Client) adminTimeoutMs(ctx context.Context) int32 {
 // A cluster that is starting, with no broker registered and unfenced yet,
 // answers INVALID_REPLICATION_FACTOR ("larger than the 0 live brokers"):
 // that answer is retried with backoff until the request timeout, as long
-// as the cluster's metadata lists no live broker.
+// as the cluster's metadata lists no live broker, and once more when it
+// lists some (a broker registered between the refusal and the look).
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) error {
 	_, err := c.CreateTopicResult(ctx, name, partitions, replicationFactor, configs)
 	return err
@@ -93,14 +94,24 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 // when a cluster default was adjusted for it.
 func (c *Client) CreateTopicResult(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) (*sluicev1.CreatableTopicResult, error) {
 	deadline := time.Now().Add(c.cfg.requestTimeout)
+	sawBrokers := false
 	for n := 0; ; n++ {
 		r, err := c.createTopic(ctx, name, partitions, replicationFactor, configs)
 		if errs.Code(err) != sluicev1.ErrorCode_INVALID_REPLICATION_FACTOR {
 			return r, err
 		}
 		md, merr := c.Metadata(ctx)
-		if merr != nil || len(md.Brokers) > 0 {
-			return nil, err // a real refusal: there are brokers, just too few
+		if merr != nil {
+			return nil, err
+		}
+		if len(md.Brokers) > 0 {
+			if sawBrokers {
+				return nil, err // a real refusal: there are brokers, just too few
+			}
+			// The broker may have registered between the refusal and
+			// this look: ask once more, at once.
+			sawBrokers = true
+			continue
 		}
 		pause := retryBackoff(n)
 		if time.Until(deadline) < pause {
