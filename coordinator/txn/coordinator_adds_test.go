@@ -19,17 +19,7 @@ import (
 // goes alone and is INVALID_REQUEST, the others unharmed.
 func TestConcurrentAddsOfATransactionAreWrittenTogether(t *testing.T) {
 	e := newTxnEnv(t)
-	gate := make(chan struct{})
-	var gateOnce sync.Once
-	open := func() { gateOnce.Do(func() { close(gate) }) }
-	defer open()
-	c := e.coordinator(markerFunc(func(ctx context.Context, m Markers) map[TopicPartition]error {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-		}
-		return e.markers.WriteMarkers(ctx, m)
-	}))
+	c, open := gatedCoordinator(t, e)
 	e.lead(c, 0, 1)
 	first := TopicPartition{Topic: "a", Partition: 0}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "w", 1000))
@@ -85,15 +75,7 @@ func TestConcurrentAddsOfATransactionAreWrittenTogether(t *testing.T) {
 func TestJoinedAddsEndWithTheirLeader(t *testing.T) {
 	e := newTxnEnv(t)
 	e.cfg.MaxConcurrentWait = 200 * time.Millisecond
-	gate := make(chan struct{})
-	defer close(gate)
-	c := e.coordinator(markerFunc(func(ctx context.Context, m Markers) map[TopicPartition]error {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-		}
-		return e.markers.WriteMarkers(ctx, m)
-	}))
+	c, _ := gatedCoordinator(t, e)
 	e.lead(c, 0, 1)
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "s", 1000))
 	if err := addPartition(c, "s", pe, TopicPartition{Topic: "a"}); err != nil {
@@ -113,4 +95,22 @@ func TestJoinedAddsEndWithTheirLeader(t *testing.T) {
 	if len(c.adds.open) != 0 {
 		t.Fatalf("%d batches left open", len(c.adds.open))
 	}
+}
+
+// gatedCoordinator returns a coordinator of e whose marker rounds wait
+// until open is called (at the latest when the test ends), then write
+// through e.markers.
+func gatedCoordinator(t *testing.T, e *txnEnv) (c *Coordinator, open func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	c = e.coordinator(markerFunc(func(ctx context.Context, m Markers) map[TopicPartition]error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return e.markers.WriteMarkers(ctx, m)
+	}))
+	return c, open
 }

@@ -752,17 +752,7 @@ func TestCloseWaitIsBounded(t *testing.T) {
 func TestAddPartitionsWaitsForThePreviousTransactionsMarkers(t *testing.T) {
 	e := newTxnEnv(t)
 	e.cfg.MaxConcurrentWait = 300 * time.Millisecond
-	gate := make(chan struct{})
-	var gateOnce sync.Once
-	open := func() { gateOnce.Do(func() { close(gate) }) }
-	defer open()
-	c := e.coordinator(markerFunc(func(ctx context.Context, m Markers) map[TopicPartition]error {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-		}
-		return e.markers.WriteMarkers(ctx, m)
-	}))
+	c, open := gatedCoordinator(t, e)
 	e.lead(c, 0, 1)
 	tp := TopicPartition{Topic: "a", Partition: 0}
 	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "w", 1000))
