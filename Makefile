@@ -39,7 +39,9 @@ examples:
 # librdkafka through Debian's kcat (metadata, every codec, keys, headers)
 # and python3-confluent-kafka (examples/kafka/python), and kafkajs
 # (examples/kafka/node), first on one sluiced, then on three nodes of
-# scripts/cluster.sh (all brokers in Metadata, replication factor 3); free
+# scripts/cluster.sh (all brokers in Metadata, replication factor 3), where
+# franz-go's own kgo integration tests run too (TestGroupETL's classic
+# subtests among them; docs/kafka.md lists what is left out); free
 # loopback ports, never 9092. Fails if any client fails or a tool is
 # missing (.ci/run installs them). Runs `npm ci` in examples/kafka/node
 # when needed. See examples/kafka/README.md and docs/kafka.md.
