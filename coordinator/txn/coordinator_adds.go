@@ -35,8 +35,12 @@ type addKey struct {
 
 // addBatch is the requests joined under one leader.
 type addBatch struct {
-	key   addKey
-	parts []TopicPartition // guarded by addJoins.mu until sealed
+	key addKey
+	// parts are the distinct partitions joined (in guards membership:
+	// a producer retrying its first batches while it waits adds nothing
+	// new), guarded by addJoins.mu until sealed.
+	parts []TopicPartition
+	in    map[TopicPartition]struct{}
 	// sealed: parts is final (the leader's deciding attempt took it) or
 	// the leader gave up; no request joins any more.
 	sealed bool
@@ -71,16 +75,27 @@ func (j *addJoins) join(req AddPartitionsRequest) (b *addBatch, lead bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if b := j.open[k]; b != nil {
-		b.parts = append(b.parts, req.Partitions...)
+		b.add(req.Partitions)
 		j.joins++
 		return b, false
 	}
 	if j.open == nil {
 		j.open = map[addKey]*addBatch{}
 	}
-	b = &addBatch{key: k, parts: slices.Clone(req.Partitions), done: make(chan struct{})}
+	b = &addBatch{key: k, in: map[TopicPartition]struct{}{}, done: make(chan struct{})}
+	b.add(req.Partitions)
 	j.open[k] = b
 	return b, true
+}
+
+// add joins the partitions of ps b does not hold yet.
+func (b *addBatch) add(ps []TopicPartition) {
+	for _, p := range ps {
+		if _, ok := b.in[p]; !ok {
+			b.in[p] = struct{}{}
+			b.parts = append(b.parts, p)
+		}
+	}
 }
 
 // decide runs the core for b's partitions so far and seals b unless the

@@ -30,23 +30,31 @@ func TestConcurrentAddsOfATransactionAreWrittenTogether(t *testing.T) {
 	before := len(e.log.records(t, 0))
 
 	const n = 6
-	errc := make(chan error, n)
+	errc := make(chan error, n+1)
 	for i := range n {
 		go func() { errc <- addPartition(c, "w", next, TopicPartition{Topic: "a", Partition: int32(i)}) }()
 	}
+	// A leader retrying a first batch joins a partition already joined:
+	// the batch holds it once.
+	go func() { errc <- addPartition(c, "w", next, TopicPartition{Topic: "a", Partition: 0}) }()
 	// A zombie at the old epoch and an invalid partition are answered alone.
 	wantErrCode(t, "the old epoch's add", addPartition(c, "w", pe, TopicPartition{Topic: "a", Partition: 9}), sluicev1.ErrorCode_PRODUCER_FENCED)
 	wantErrCode(t, "an invalid partition", addPartition(c, "w", next, TopicPartition{Topic: "", Partition: 1}), sluicev1.ErrorCode_INVALID_REQUEST)
 	waitFor(t, "every add joined the first", func() error {
 		c.adds.mu.Lock()
 		defer c.adds.mu.Unlock()
-		if c.adds.joins != n-1 {
+		if c.adds.joins != n {
 			return fmt.Errorf("%d joined", c.adds.joins)
+		}
+		for _, b := range c.adds.open {
+			if len(b.parts) != n {
+				return fmt.Errorf("the batch holds %v, want %d distinct partitions", b.parts, n)
+			}
 		}
 		return nil
 	})
 	open()
-	for range n {
+	for range n + 1 {
 		if err := <-errc; err != nil {
 			t.Fatalf("add: %v", err)
 		}
