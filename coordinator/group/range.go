@@ -1,6 +1,9 @@
 package group
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -122,43 +125,35 @@ func rangeOwners(subs []MemberSubscription, n int32, topics []string) (starts []
 	for i := range owners {
 		owners[i] = -1
 	}
-	type pair struct {
-		member, rng int
-		held        int32
-	}
-	var pairs []pair
+	// Partitions each member held of each range, over topics.
+	type pair struct{ member, rng int }
+	held := map[pair]int32{}
 	for mi, m := range subs {
 		for _, t := range topics {
 			for _, p := range m.Current[t] {
 				if p < 0 || p >= n {
 					continue
 				}
-				// The range holding p: the last start ≤ p.
+				// The range holding p: the first whose end is above p.
 				ri := sort.Search(int(k), func(i int) bool { return starts[i+1] > p })
-				if ri < int(k) && starts[ri+1] > starts[ri] {
-					pairs = append(pairs, pair{member: mi, rng: ri, held: 1})
+				if ri < int(k) {
+					held[pair{mi, ri}]++
 				}
 			}
 		}
 	}
-	// Sum the holdings per (member, range).
-	sort.Slice(pairs, func(i, j int) bool {
-		if pairs[i].member != pairs[j].member {
-			return pairs[i].member < pairs[j].member
+	// Most held first; ties: the earlier member, then the earlier range.
+	pairs := slices.SortedFunc(maps.Keys(held), func(a, b pair) int {
+		if c := cmp.Compare(held[b], held[a]); c != 0 {
+			return c
 		}
-		return pairs[i].rng < pairs[j].rng
+		if c := cmp.Compare(a.member, b.member); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rng, b.rng)
 	})
-	merged := pairs[:0]
-	for _, p := range pairs {
-		if l := len(merged); l > 0 && merged[l-1].member == p.member && merged[l-1].rng == p.rng {
-			merged[l-1].held += p.held
-			continue
-		}
-		merged = append(merged, p)
-	}
-	sort.SliceStable(merged, func(i, j int) bool { return merged[i].held > merged[j].held })
 	taken := make([]bool, k)
-	for _, p := range merged {
+	for _, p := range pairs {
 		if owners[p.rng] >= 0 || taken[p.member] {
 			continue
 		}
