@@ -310,12 +310,19 @@ func (c *Coordinator) transition(ctx context.Context, ps *statePartition, id str
 		c.release(ps, id)
 		return nil
 	}
-	raw, err := encodeStateBatch(*r.Write, c.now())
+	return c.persist(ctx, ps, id, *r.Write)
+}
+
+// persist is transition's write: ws, id's states one after another (the
+// last is id's new state), in one batch, so one replicated append writes
+// them all and they commit together; then the last is applied.
+func (c *Coordinator) persist(ctx context.Context, ps *statePartition, id string, ws ...Metadata) error {
+	raw, err := encodeStateBatch(c.now(), ws...)
 	if err != nil {
 		c.release(ps, id)
 		return errs.New(sluicev1.ErrorCode_UNKNOWN_SERVER_ERROR, "transactional id %q: %w", errs.Echo(id), err)
 	}
-	w := *r.Write
+	w := ws[len(ws)-1]
 	return c.rt.AppendThenApply(ctx, ps, id, raw, func(int64) error {
 		if !c.apply(ps, id, w) {
 			return errs.New(sluicev1.ErrorCode_NOT_COORDINATOR,
@@ -347,15 +354,17 @@ func (c *Coordinator) apply(ps *statePartition, id string, w Metadata) bool {
 	return true
 }
 
-// encodeStateBatch returns the batch holding m's record.
-func encodeStateBatch(m Metadata, now time.Time) ([]byte, error) {
-	key, value, err := EncodeRecord(m)
-	if err != nil {
-		return nil, err
-	}
+// encodeStateBatch returns the batch holding the records of ms, in order.
+func encodeStateBatch(now time.Time, ms ...Metadata) ([]byte, error) {
 	var b batch.Builder
 	ts := now.UnixMilli()
 	b.Reset(ts)
-	b.Add(ts, key, value, nil)
+	for _, m := range ms {
+		key, value, err := EncodeRecord(m)
+		if err != nil {
+			return nil, err
+		}
+		b.Add(ts, key, value, nil)
+	}
 	return b.Finish(batch.PlainProducer, 0), nil
 }

@@ -36,6 +36,9 @@ type addKey struct {
 // addBatch is the requests joined under one leader.
 type addBatch struct {
 	key addKey
+	// req is the leader's request (its partitions aside): what a
+	// transaction completing for key adds on its behalf (nextAdds).
+	req AddPartitionsRequest
 	// parts are the distinct partitions joined (in guards membership:
 	// a producer retrying its first batches while it waits adds nothing
 	// new), guarded by addJoins.mu until sealed.
@@ -82,7 +85,7 @@ func (j *addJoins) join(req AddPartitionsRequest) (b *addBatch, lead bool) {
 	if j.open == nil {
 		j.open = map[addKey]*addBatch{}
 	}
-	b = &addBatch{key: k, in: map[TopicPartition]struct{}{}, done: make(chan struct{})}
+	b = &addBatch{key: k, req: req, in: map[TopicPartition]struct{}{}, done: make(chan struct{})}
 	b.add(req.Partitions)
 	j.open[k] = b
 	return b, true
@@ -142,4 +145,29 @@ func (b *addBatch) wait(ctx context.Context) error {
 		return errs.New(sluicev1.ErrorCode_CONCURRENT_TRANSACTIONS,
 			"transactional id %q: the partitions are being added with others' (%v); retry", errs.Echo(b.key.id), ctx.Err())
 	}
+}
+
+// nextAdds returns the adds waiting for the transaction of id that
+// completes as done (a Complete*): the open batch of done's producer id
+// and epoch — the next transaction's partition leaders, whose first
+// batches came right after the EndTxn answer and have waited for the
+// markers since — with its partitions joined so far. ok is false when
+// none wait.
+//
+// The completion then writes done and the next transaction's Ongoing in
+// one batch (Coordinator.complete): one replicated append instead of
+// two on the path of the next transaction's first batches. The batch is
+// not sealed: its leader's next attempt finds the partitions in the
+// Ongoing state and answers at once without a write, or writes those
+// joined after this look.
+func (j *addJoins) nextAdds(done Metadata) (req AddPartitionsRequest, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := j.open[addKey{done.TransactionalID, done.ProducerID, done.ProducerEpoch}]
+	if b == nil || b.sealed || len(b.parts) == 0 {
+		return AddPartitionsRequest{}, false
+	}
+	req = b.req
+	req.Partitions = slices.Clone(b.parts)
+	return req, true
 }

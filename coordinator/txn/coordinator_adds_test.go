@@ -7,14 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster"
 	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // The partition leaders of a TV2 producer's next transaction add their
 // partitions while the previous transaction's markers are being written:
-// the requests are joined, and once the transaction completes one Ongoing
-// record holds every partition (before: one record per request, one
-// after another). A request of another producer epoch (a zombie) is not
+// the requests are joined, and once the markers are written one batch
+// holds the CompleteCommit and the next transaction's Ongoing with every
+// partition (before: a batch for the CompleteCommit, then one Ongoing per
+// request, one after another); a new leader loading the log finds the
+// Ongoing. A request of another producer epoch (a zombie) is not
 // joined and gets its own answer; a request with an invalid partition
 // goes alone and is INVALID_REQUEST, the others unharmed.
 func TestConcurrentAddsOfATransactionAreWrittenTogether(t *testing.T) {
@@ -27,7 +30,7 @@ func TestConcurrentAddsOfATransactionAreWrittenTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "w", pe, true))
-	before := len(e.log.records(t, 0))
+	before, beforeBatches := len(e.log.records(t, 0)), e.log.batchCount(0)
 
 	const n = 6
 	errc := make(chan error, n+1)
@@ -70,10 +73,85 @@ func TestConcurrentAddsOfATransactionAreWrittenTogether(t *testing.T) {
 	if fmt.Sprint(states) != fmt.Sprint([]State{CompleteCommit, Ongoing}) {
 		t.Fatalf("records after the commit: %v, want CompleteCommit then one Ongoing", states)
 	}
+	if n := e.log.batchCount(0) - beforeBatches; n != 1 {
+		t.Fatalf("%d batches written after the commit, want the CompleteCommit and the Ongoing in one", n)
+	}
 	c.adds.mu.Lock()
-	defer c.adds.mu.Unlock()
-	if len(c.adds.open) != 0 {
-		t.Fatalf("%d batches left open", len(c.adds.open))
+	left := len(c.adds.open)
+	c.adds.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d batches left open", left)
+	}
+
+	// The next leader of the partition loads the Ongoing.
+	c.Resigned(cluster.TopicPartition{Topic: StateTopic, Partition: 0}, 1)
+	d := e.coordinator(nil)
+	e.lead(d, 0, 2)
+	if m := waitState(t, d, "w", Ongoing); len(m.Partitions) != n || m.ProducerEpoch != next.ProducerEpoch {
+		t.Fatalf("loaded %+v, want %d partitions at epoch %d", m, n, next.ProducerEpoch)
+	}
+}
+
+// An add that arrives while the completing batch is being written (after
+// the completion took the waiting partitions) is written after it, in its
+// own Ongoing: the transaction ends up with every partition.
+func TestAddJoinedAfterTheCompletionLookIsWrittenNext(t *testing.T) {
+	e := newTxnEnv(t)
+	c, open := gatedCoordinator(t, e)
+	e.lead(c, 0, 1)
+	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "j", 1000))
+	if err := addPartition(c, "j", pe, TopicPartition{Topic: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "j", pe, true))
+	errc := make(chan error, 2)
+	go func() { errc <- addPartition(c, "j", next, TopicPartition{Topic: "a", Partition: 1}) }()
+	waitFor(t, "the first add waits", func() error {
+		c.adds.mu.Lock()
+		defer c.adds.mu.Unlock()
+		if len(c.adds.open) != 1 {
+			return fmt.Errorf("%d batches open", len(c.adds.open))
+		}
+		return nil
+	})
+	// Hold the completing append until a second add has joined the batch.
+	appending := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	e.log.setAppendHook(func(cluster.TopicPartition) error {
+		once.Do(func() {
+			close(appending)
+			<-release
+		})
+		return nil
+	})
+	open()
+	<-appending
+	go func() { errc <- addPartition(c, "j", next, TopicPartition{Topic: "a", Partition: 2}) }()
+	waitFor(t, "the second add joins", func() error {
+		c.adds.mu.Lock()
+		defer c.adds.mu.Unlock()
+		if c.adds.joins != 1 {
+			return fmt.Errorf("%d joined", c.adds.joins)
+		}
+		return nil
+	})
+	close(release)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatalf("add: %v", err)
+		}
+	}
+	if m := waitState(t, c, "j", Ongoing); len(m.Partitions) != 2 {
+		t.Fatalf("state %+v, want partitions 1 and 2", m)
+	}
+	var states []State
+	for _, r := range e.log.records(t, 0) {
+		states = append(states, r.State)
+	}
+	want := []State{Empty, Ongoing, PrepareCommit, CompleteCommit, Ongoing, Ongoing}
+	if fmt.Sprint(states) != fmt.Sprint(want) {
+		t.Fatalf("records %v, want %v", states, want)
 	}
 }
 

@@ -159,6 +159,13 @@ func (l *fakeStateLog) ReadForLoad(ctx context.Context, tp cluster.TopicPartitio
 }
 
 // records decodes partition p's records in log order.
+// batchCount returns the number of batches in partition p.
+func (l *fakeStateLog) batchCount(p int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.batches[p])
+}
+
 func (l *fakeStateLog) records(t *testing.T, p int32) []Metadata {
 	t.Helper()
 	l.mu.Lock()
@@ -338,7 +345,7 @@ func wantErrCode(t *testing.T, what string, err error, want sluicev1.ErrorCode) 
 func (l *fakeStateLog) seed(t *testing.T, p int32, ms ...Metadata) {
 	t.Helper()
 	for _, m := range ms {
-		raw, err := encodeStateBatch(m, time.UnixMilli(m.UpdateTimeMs))
+		raw, err := encodeStateBatch(time.UnixMilli(m.UpdateTimeMs), m)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,7 +72,9 @@ func (c *Coordinator) sendMarkers(ps *statePartition, w Metadata) {
 }
 
 // complete writes the Complete* of w once its markers are written,
-// through the same slot and write-then-apply path as a request. A request
+// through the same slot and write-then-apply path as a request — with the
+// next transaction's Ongoing in the same batch when its partition
+// leaders' adds are waiting (addJoins.nextAdds). A request
 // may hold the slot for a moment (it answers CONCURRENT_TRANSACTIONS
 // while the id is in Prepare*), so a busy slot or a failed append is
 // retried after a backoff while this node leads ps.
@@ -85,13 +87,22 @@ func (c *Coordinator) complete(ps *statePartition, w Metadata) {
 			return
 		}
 		if !busy {
-			r := Complete(cur, w.ProducerID, w.ProducerEpoch, c.now())
+			now := c.now()
+			r := Complete(cur, w.ProducerID, w.ProducerEpoch, now)
 			if r.Write == nil {
 				// Stale round (the id moved on): nothing to complete.
 				c.release(ps, id)
 				return
 			}
-			err := c.transition(ps.Ctx, ps, id, r)
+			ws := []Metadata{*r.Write}
+			// The next transaction's adds waiting for this one are
+			// written with it (addJoins.nextAdds).
+			if req, ok := c.adds.nextAdds(*r.Write); ok {
+				if next := AddPartitions(r.Write, req, now); next.Err == nil && next.Write != nil {
+					ws = append(ws, *next.Write)
+				}
+			}
+			err := c.persist(ps.Ctx, ps, id, ws...)
 			if err == nil || errs.Code(err) == sluicev1.ErrorCode_NOT_COORDINATOR ||
 				errors.Is(err, cluster.ErrCommitUnknown) {
 				// Done, no longer led, or the resolver of an uncertain
