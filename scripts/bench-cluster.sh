@@ -25,7 +25,7 @@
 # node 1 and of the load generator during the saturated acks=all 100-byte
 # run are written there), SYNC_RECORDS (records of each synchronous run:
 # 5000), RECORDS_TXN (records of each transactions run: 3000000),
-# KAFKA_TXN_ARGS (more kafkabench flags for the three door transactions
+# KAFKA_TXN_ARGS (more kafkabench flags for the door transactions
 # runs, e.g. --max-buffered-records 8192), KEEP=1 keeps the data directories and logs, BIN (bin: where the
 # binaries are built; another directory leaves bin/ alone, e.g. while a
 # chaos run restarts nodes from it), ONLY (a regular expression: only the
@@ -345,11 +345,15 @@ door "door: 1 KiB, acks=all, 1 partition, Kafka (franz-go), zstd" door-kafka-zst
 
 # Transactions through the Kafka door (issue 35): franz-go producing the
 # same 100 B acks=all load as the gRPC transaction runs above, over
-# $PARTITIONS partitions, idempotent and then in transactions committed
-# every 100 ms (KIP-890 TV2), and idempotent again.
+# $PARTITIONS partitions: idempotent; the control, idempotent flushed every
+# 100 ms (the client's half of a commit: its loop waits for the flush, as a
+# transactional producer's does before EndTxn); and in transactions
+# committed every 100 ms (KIP-890 TV2). kafka_txn KIND LABEL NAME FLAGS...
+# records each run's rate under KIND (base, flush, txn) for the summary.
+declare -A door_txn_rates=()
 kafka_txn() {
-	local label=$1 name=$2
-	shift 2
+	local kind=$1 label=$2 name=$3
+	shift 3
 	if [[ -n $ONLY && ! $label =~ $ONLY ]]; then
 		return
 	fi
@@ -358,6 +362,9 @@ kafka_txn() {
 	local out n0 g0
 	n0=$(node_ticks) g0=$(children_ticks)
 	out=$("$BIN/kafkabench" produce --brokers "$kafka_brokers" --topic "$name" --records "$RECORDS_TXN" --record-size 100 --acks all "$@" $KAFKA_TXN_ARGS)
+	if [[ -n $kind ]]; then
+		door_txn_rates[$kind]+=" $(grep -o '[0-9]* records/s' <<<"$out" | cut -d' ' -f1)"
+	fi
 	out="$out; $(cpu_summary $(($(node_ticks) - n0)) $(($(children_ticks) - g0)) --records "$RECORDS_TXN" --record-size 100)"
 	echo "$out" >&2
 	results+=("$label: $out")
@@ -365,13 +372,20 @@ kafka_txn() {
 }
 # Alternated after a warm-up (the first saturating run of a fresh cluster
 # is the slowest whatever it runs: page cache, segment files, Go heaps):
-# compare the two transactional runs' mean with the three baselines'.
-kafka_txn "door transactions: Kafka (franz-go) warm-up (not a result), 100 B" door-txn-warm
-kafka_txn "door transactions: Kafka (franz-go) idempotent baseline, 100 B" door-txn-base
-kafka_txn "door transactions: Kafka (franz-go) commit every 100ms, 100 B" door-txn-100ms --transactional-id bench-door --commit-interval 100ms
-kafka_txn "door transactions: Kafka (franz-go) idempotent baseline again, 100 B" door-txn-base2
-kafka_txn "door transactions: Kafka (franz-go) commit every 100ms again, 100 B" door-txn-100ms-2 --transactional-id bench-door-2 --commit-interval 100ms
-kafka_txn "door transactions: Kafka (franz-go) idempotent baseline a third time, 100 B" door-txn-base3
+# the summary compares the means of each kind.
+kafka_txn "" "door transactions: Kafka (franz-go) warm-up (not a result), 100 B" door-txn-warm
+for round in 1 2; do
+	kafka_txn base "door transactions: Kafka (franz-go) idempotent baseline (round $round), 100 B" "door-txn-base-$round"
+	kafka_txn flush "door transactions: Kafka (franz-go) idempotent flushed every 100ms, the control (round $round), 100 B" "door-txn-flush-$round" --flush-interval 100ms
+	kafka_txn txn "door transactions: Kafka (franz-go) commit every 100ms (round $round), 100 B" "door-txn-100ms-$round" --transactional-id "bench-door-$round" --commit-interval 100ms
+done
+kafka_txn base "door transactions: Kafka (franz-go) idempotent baseline (round 3), 100 B" door-txn-base-3
+if [[ -n ${door_txn_rates[txn]:-} ]]; then
+	results+=("$(awk -v b="${door_txn_rates[base]}" -v f="${door_txn_rates[flush]}" -v t="${door_txn_rates[txn]}" '
+		function mean(s,  a, n, i, sum) { n = split(s, a, " "); for (i = 1; i <= n; i++) sum += a[i]; return sum / n }
+		BEGIN { mb = mean(b); mf = mean(f); mt = mean(t)
+			printf "door transactions, means: idempotent %.0f, flushed every 100ms %.0f, transactions %.0f records/s; transactions/idempotent %.3f = flush/idempotent %.3f (the client'"'"'s flush) x transactions/flush %.3f (the transaction itself)", mb, mf, mt, mt / mb, mf / mb, mt / mf }')")
+fi
 
 echo
 echo "Three nodes, RF 3, min.insync.replicas=2, $PARTITIONS partitions (the door runs: 1):"

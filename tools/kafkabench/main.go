@@ -30,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || (os.Args[1] != "produce" && os.Args[1] != "consume") {
-		fmt.Fprintln(os.Stderr, "usage: kafkabench produce|consume --brokers B --topic T [--records N] [--record-size B] [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd] [--partition P] [--max-buffered-records N] [--transactional-id ID --commit-interval D]")
+		fmt.Fprintln(os.Stderr, "usage: kafkabench produce|consume --brokers B --topic T [--records N] [--record-size B] [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd] [--partition P] [--max-buffered-records N] [--transactional-id ID --commit-interval D | --flush-interval D]")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -46,11 +46,23 @@ func main() {
 	batchBytes := fs.Int("batch-bytes", 1000012, "producer batch size (franz-go's default, which fits Kafka's default max.message.bytes)")
 	txnID := fs.String("transactional-id", "", "produce in transactions with this transactional id")
 	every := fs.Duration("commit-interval", 100*time.Millisecond, "with --transactional-id: commit a transaction this long after it began")
+	flushEvery := fs.Duration("flush-interval", 0, "without --transactional-id: flush the idempotent producer this long after the last flush ended, as a transactional producer flushes before each commit (a control for the transactional runs: the client's half of a commit without the transaction)")
 	buffered := fs.Int("max-buffered-records", 1<<16, "records the producer buffers before Produce blocks (franz-go's MaxBufferedRecords); a transaction's flush waits for all of them")
 	fs.Parse(os.Args[2:])
 	if *topic == "" {
 		fmt.Fprintln(os.Stderr, "--topic is required")
 		os.Exit(2)
+	}
+	if *flushEvery > 0 && *txnID != "" {
+		fmt.Fprintln(os.Stderr, "--flush-interval is for the idempotent producer; a transactional one flushes before each commit (--commit-interval)")
+		os.Exit(2)
+	}
+	if *flushEvery < 0 {
+		fmt.Fprintln(os.Stderr, "--flush-interval must not be negative")
+		os.Exit(2)
+	}
+	if *txnID == "" {
+		*every = *flushEvery
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.RetryTimeout(time.Minute)}
 	var err error
@@ -143,13 +155,22 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 	txns := 0
 	var txnStart time.Time
 	var flushes, commits []time.Duration
-	// end commits the open transaction, its records flushed first.
+	// periodic: a transaction committed, or (the control) the idempotent
+	// producer flushed, every interval.
+	periodic := txnID != "" || every > 0
+	// end commits the open transaction, its records flushed first (or
+	// only flushes, without a transaction).
 	end := func() error {
 		t0 := time.Now()
 		if err := cl.Flush(ctx); err != nil {
 			return err
 		}
 		t1 := time.Now()
+		if txnID == "" {
+			flushes = append(flushes, t1.Sub(t0))
+			txns++
+			return nil
+		}
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
@@ -159,7 +180,7 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 	}
 	start := time.Now()
 	for i := range n {
-		if txnID != "" {
+		if periodic {
 			if !txnStart.IsZero() && time.Since(txnStart) >= every {
 				if err := end(); err != nil {
 					return err
@@ -167,8 +188,10 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 				txnStart = time.Time{}
 			}
 			if txnStart.IsZero() {
-				if err := cl.BeginTransaction(); err != nil {
-					return err
+				if txnID != "" {
+					if err := cl.BeginTransaction(); err != nil {
+						return err
+					}
 				}
 				txnStart = time.Now()
 			}
@@ -213,7 +236,7 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 	mb := float64(n) * float64(size) / 1e6
 	fmt.Printf("%d records (%.0f MB) in %.2f s: %.0f records/s, %.1f MB/s; latency p50 %v p99 %v p99.9 %v",
 		n, mb, elapsed.Seconds(), float64(n)/elapsed.Seconds(), mb/elapsed.Seconds(), pct(0.5), pct(0.99), pct(0.999))
-	if txnID != "" {
+	if periodic {
 		// The cost of a commit: the flush before it (the last batches'
 		// acks=all round trip) and EndTxn (PrepareCommit durable).
 		med := func(ds []time.Duration) time.Duration {
@@ -223,7 +246,11 @@ func produce(opts []kgo.Opt, topic string, n, size int, acks, compression string
 			slices.Sort(ds)
 			return ds[len(ds)/2].Round(100 * time.Microsecond)
 		}
-		fmt.Printf("; %d transactions committed, flush p50 %v, commit p50 %v", txns, med(flushes), med(commits))
+		if txnID == "" {
+			fmt.Printf("; %d flushes, flush p50 %v", txns, med(flushes))
+		} else {
+			fmt.Printf("; %d transactions committed, flush p50 %v, commit p50 %v", txns, med(flushes), med(commits))
+		}
 	}
 	fmt.Println()
 	return nil
