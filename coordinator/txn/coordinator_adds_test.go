@@ -200,3 +200,50 @@ func gatedCoordinator(t *testing.T, e *txnEnv) (c *Coordinator, open func()) {
 	}))
 	return c, open
 }
+
+// The completion's batch with the next transaction's Ongoing whose commit
+// is unknown: the id stays in PrepareCommit (the adds wait) until the
+// batch is known committed, then the Ongoing is applied and the waiting
+// add answered without another write.
+func TestCompletionWithAddsCommitUnknown(t *testing.T) {
+	e := newTxnEnv(t)
+	c, open := gatedCoordinator(t, e)
+	e.lead(c, 0, 1)
+	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "u", 1000))
+	if err := addPartition(c, "u", pe, TopicPartition{Topic: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "u", pe, true))
+	errc := make(chan error, 1)
+	go func() { errc <- addPartition(c, "u", next, TopicPartition{Topic: "a", Partition: 1}) }()
+	waitFor(t, "the add waits", func() error {
+		c.adds.mu.Lock()
+		defer c.adds.mu.Unlock()
+		if len(c.adds.open) != 1 {
+			return fmt.Errorf("%d batches open", len(c.adds.open))
+		}
+		return nil
+	})
+	e.log.setAppendHook(func(cluster.TopicPartition) error { return errUnknown })
+	open()
+	waitFor(t, "the completion's batch is appended", func() error {
+		if n := len(e.log.records(t, 0)); n != 5 {
+			return fmt.Errorf("%d records", n)
+		}
+		return nil
+	})
+	e.log.setAppendHook(nil)
+	if d := must[Description](t, "describe")(c.Describe("u")); d.State != PrepareCommit {
+		t.Fatalf("applied before known committed: %v", d.State)
+	}
+	e.log.commitAll()
+	if err := <-errc; err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	if m := waitState(t, c, "u", Ongoing); len(m.Partitions) != 1 || m.ProducerEpoch != next.ProducerEpoch {
+		t.Fatalf("state %+v", m)
+	}
+	if n := len(e.log.records(t, 0)); n != 5 {
+		t.Fatalf("%d records, want 5 (Empty, Ongoing, PrepareCommit, then CompleteCommit and Ongoing in one batch)", n)
+	}
+}
