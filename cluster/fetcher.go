@@ -309,6 +309,26 @@ type fetchRound struct {
 	// marked is, in a rescan (all, in a session), the partitions marked
 	// changed: what it lists beyond them is a change with no mark.
 	marked map[TopicPartition]struct{}
+	// due is the earliest end of a partition's back-off (zero: none
+	// backed off): the fetch's long poll ends by then (pollWait), so the
+	// partition is fetched again when its back-off ends rather than when
+	// a poll with nothing new times out.
+	due time.Time
+}
+
+// pollWait is how long the leader may hold the round's fetch with
+// nothing new: replicaFetchWait, cut to the end of the earliest back-off
+// (at least a millisecond: 0 would be an answer at once, a busy loop).
+// Without the cut a partition refused for a moment — a new topic's
+// follower asking before its leader learnt the partition — waited out
+// the whole poll of an idle fetcher: half a second on the first acks=all
+// produce to a new topic.
+func (r *fetchRound) pollWait(now time.Time) time.Duration {
+	wait := replicaFetchWait
+	if !r.due.IsZero() {
+		wait = min(wait, max(r.due.Sub(now), time.Millisecond))
+	}
+	return wait
 }
 
 func (r *fetchRound) empty() bool {
@@ -325,11 +345,14 @@ func (f *fetcher) snapshot(now time.Time) fetchRound {
 	defer f.mu.Unlock()
 	var r fetchRound
 	for tp, s := range f.retrying {
-		if f.parts[tp] != s {
+		switch {
+		case f.parts[tp] != s:
 			delete(f.retrying, tp)
-		} else if !now.Before(s.retryAt) {
+		case !now.Before(s.retryAt):
 			delete(f.retrying, tp)
 			f.changed[tp] = struct{}{}
+		case r.due.IsZero() || s.retryAt.Before(r.due):
+			r.due = s.retryAt
 		}
 	}
 	for _, s := range f.truncating {
@@ -374,6 +397,9 @@ func (f *fetcher) snapshot(now time.Time) fetchRound {
 // merge adds a later snapshot's partitions to fetch (the truncation of r
 // done): the later one's alone when it walked every partition.
 func (r *fetchRound) merge(later fetchRound) {
+	if !later.due.IsZero() && (r.due.IsZero() || later.due.Before(r.due)) {
+		r.due = later.due
+	}
 	if later.all {
 		r.fetch, r.gone, r.all, r.marked = later.fetch, nil, true, later.marked
 		return
@@ -694,7 +720,7 @@ func (c *sessionClient) stateOf(topic string, partition int32) *fetchState {
 func (f *fetcher) fetch(cc *grpc.ClientConn, round fetchRound) error {
 	rm := f.fm.rm
 	req := &internalv1.ReplicaFetchRequest{ReplicaId: rm.cfg.NodeID, BrokerEpoch: rm.brokerEpoch(),
-		MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
+		MaxWaitMs: int32(round.pollWait(time.Now()).Milliseconds()), MinBytes: 1, MaxBytes: replicaFetchMaxBytes}
 	listed := f.session.build(req, round)
 	f.noteRescan(round, listed)
 	resp := &codec.ReplicaFetchResponse{}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster/controller"
 	internalv1 "github.com/sluice-io/sluice/proto/internalv1"
+	sluicev1 "github.com/sluice-io/sluice/proto/sluicev1"
 )
 
 // fakeLeader serves sluice.internal.v1.Replica from the logs of a real
@@ -28,6 +30,37 @@ type fakeLeader struct {
 	unary, streams, streamMsgs atomic.Int32
 	// holding gets a value each time the leader starts holding a fetch.
 	holding chan struct{}
+	// honorWait: hold a fetch with nothing new for its MaxWaitMs, if
+	// shorter than hold, as a real leader does.
+	honorWait bool
+
+	mu sync.Mutex // guards the following
+	// refuse is topics whose partitions the next fetch answers
+	// NOT_LEADER_OR_FOLLOWER, once each.
+	refuse map[string]bool
+	// refused is set at the first refusal; waits are the MaxWaitMs of
+	// the fetches after it.
+	refused bool
+	waits   []int32
+}
+
+// refuseOnce makes the next fetch of topic's partitions answer
+// NOT_LEADER_OR_FOLLOWER (a leader that has not learnt the partition yet).
+func (l *fakeLeader) refuseOnce(topic string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse == nil {
+		l.refuse = map[string]bool{}
+	}
+	l.refuse[topic] = true
+}
+
+// waitsAfterRefusal returns the MaxWaitMs of the fetches after the first
+// refusal.
+func (l *fakeLeader) waitsAfterRefusal() []int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.waits)
 }
 
 func (l *fakeLeader) OffsetForLeaderEpoch(_ context.Context, req *internalv1.OffsetForLeaderEpochRequest) (*internalv1.OffsetForLeaderEpochResponse, error) {
@@ -51,7 +84,25 @@ func (l *fakeLeader) ReplicaFetch(ctx context.Context, req *internalv1.ReplicaFe
 func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
 	resp := &internalv1.ReplicaFetchResponse{}
 	found := false
+	l.mu.Lock()
+	if l.refused {
+		l.waits = append(l.waits, req.MaxWaitMs)
+	}
+	l.mu.Unlock()
 	for _, fp := range req.Partitions {
+		l.mu.Lock()
+		refuse := l.refuse[fp.Topic]
+		if refuse {
+			delete(l.refuse, fp.Topic)
+			l.refused = true
+		}
+		l.mu.Unlock()
+		if refuse {
+			found = true // an error is answered at once
+			resp.Partitions = append(resp.Partitions, &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition,
+				ErrorCode: sluicev1.ErrorCode_NOT_LEADER_OR_FOLLOWER})
+			continue
+		}
 		p, err := l.m.Replica(fp.Topic, fp.Partition)
 		if err != nil {
 			return nil, err
@@ -69,7 +120,11 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 		case l.holding <- struct{}{}:
 		default:
 		}
-		t := time.NewTimer(l.hold)
+		hold := l.hold
+		if l.honorWait {
+			hold = min(hold, time.Duration(req.MaxWaitMs)*time.Millisecond)
+		}
+		t := time.NewTimer(hold)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -228,6 +283,30 @@ func TestFetcherUsesOneStreamAndCancelsOnAdd(t *testing.T) {
 	}
 	if r.fake.streamMsgs.Load() <= before || r.fake.unary.Load() != 0 {
 		t.Fatalf("stream messages %d (before %d), unary %d", r.fake.streamMsgs.Load(), before, r.fake.unary.Load())
+	}
+}
+
+// A partition its leader refuses for a moment (a new topic's follower
+// asking before the leader learnt the partition) is backed off for
+// fetchBackoff; the poll sent meanwhile asks the leader to hold it no
+// longer than the back-off, so the partition is fetched again when its
+// back-off ends, not when an idle poll times out (replicaFetchWait: the
+// first acks=all produce to a new topic waited half a second).
+func TestFetcherPollEndsWhenABackOffDoes(t *testing.T) {
+	r := newFetchRig(t, true, time.Minute)
+	r.fake.honorWait = true
+	r.create("a", 1)
+	r.caughtUp("a", 5*time.Second)
+	r.fake.refuseOnce("b")
+	r.create("b", 2)
+	r.caughtUp("b", 5*time.Second)
+	waits := r.fake.waitsAfterRefusal()
+	if len(waits) == 0 {
+		t.Fatal("no fetch after the refusal")
+	}
+	if limit := int32(fetchBackoff / time.Millisecond); waits[0] < 1 || waits[0] > limit {
+		t.Fatalf("the poll after the refusal asked to be held %d ms, want 1..%d (the back-off), not %v (fetches after it: %v)",
+			waits[0], limit, replicaFetchWait, waits)
 	}
 }
 
