@@ -99,21 +99,7 @@ func TestAddJoinedAfterTheCompletionLookIsWrittenNext(t *testing.T) {
 	e := newTxnEnv(t)
 	c, open := gatedCoordinator(t, e)
 	e.lead(c, 0, 1)
-	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "j", 1000))
-	if err := addPartition(c, "j", pe, TopicPartition{Topic: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "j", pe, true))
-	errc := make(chan error, 2)
-	go func() { errc <- addPartition(c, "j", next, TopicPartition{Topic: "a", Partition: 1}) }()
-	waitFor(t, "the first add waits", func() error {
-		c.adds.mu.Lock()
-		defer c.adds.mu.Unlock()
-		if len(c.adds.open) != 1 {
-			return fmt.Errorf("%d batches open", len(c.adds.open))
-		}
-		return nil
-	})
+	next, errc := addWaitingForCompletion(t, c, "j", 2)
 	// Hold the completing append until a second add has joined the batch.
 	appending := make(chan struct{})
 	release := make(chan struct{})
@@ -209,21 +195,7 @@ func TestCompletionWithAddsCommitUnknown(t *testing.T) {
 	e := newTxnEnv(t)
 	c, open := gatedCoordinator(t, e)
 	e.lead(c, 0, 1)
-	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, "u", 1000))
-	if err := addPartition(c, "u", pe, TopicPartition{Topic: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, "u", pe, true))
-	errc := make(chan error, 1)
-	go func() { errc <- addPartition(c, "u", next, TopicPartition{Topic: "a", Partition: 1}) }()
-	waitFor(t, "the add waits", func() error {
-		c.adds.mu.Lock()
-		defer c.adds.mu.Unlock()
-		if len(c.adds.open) != 1 {
-			return fmt.Errorf("%d batches open", len(c.adds.open))
-		}
-		return nil
-	})
+	next, errc := addWaitingForCompletion(t, c, "u", 1)
 	e.log.setAppendHook(func(cluster.TopicPartition) error { return errUnknown })
 	open()
 	waitFor(t, "the completion's batch is appended", func() error {
@@ -246,4 +218,29 @@ func TestCompletionWithAddsCommitUnknown(t *testing.T) {
 	if n := len(e.log.records(t, 0)); n != 5 {
 		t.Fatalf("%d records, want 5 (Empty, Ongoing, PrepareCommit, then CompleteCommit and Ongoing in one batch)", n)
 	}
+}
+
+// addWaitingForCompletion commits a transaction of id (one partition, a-0)
+// on c, whose markers are gated, and starts the next transaction's add of
+// a-1, which waits for the completion: it returns the producer id and
+// epoch of the next transaction and the channel (of capacity n) the add
+// answers on, once the add's batch is open.
+func addWaitingForCompletion(t *testing.T, c *Coordinator, id string, n int) (ProducerIDAndEpoch, chan error) {
+	t.Helper()
+	pe := must[ProducerIDAndEpoch](t, "init")(initPID(c, id, 1000))
+	if err := addPartition(c, id, pe, TopicPartition{Topic: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	next := must[ProducerIDAndEpoch](t, "commit")(endTxn(c, id, pe, true))
+	errc := make(chan error, n)
+	go func() { errc <- addPartition(c, id, next, TopicPartition{Topic: "a", Partition: 1}) }()
+	waitFor(t, "the add waits for the completion", func() error {
+		c.adds.mu.Lock()
+		defer c.adds.mu.Unlock()
+		if len(c.adds.open) != 1 {
+			return fmt.Errorf("%d batches open", len(c.adds.open))
+		}
+		return nil
+	})
+	return next, errc
 }
