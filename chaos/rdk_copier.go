@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -351,11 +352,37 @@ func rdkCopyWrites(wc WorkloadConfig, txns []rdkTxn, inputs []checker.Write, val
 		outTxns = append(outTxns, tx)
 		outWrites = append(outWrites, ws)
 	}
-	var rest []checker.Write
+	// The copies no reported transaction holds are one producer's,
+	// numbered in the order a copier writes them: the input's offset
+	// order, partition by partition (not the order the input writes were
+	// sent in: concurrent producers' writes land in either order). Input
+	// records read_committed never returned are never copied; they come
+	// last.
+	at := make(map[string][2]int64, len(valueAt))
+	for k, v := range valueAt {
+		at[v] = k
+	}
+	var left []checker.Write
 	for _, in := range inputs {
-		if done[in.Value] {
-			continue
+		if !done[in.Value] {
+			left = append(left, in)
 		}
+	}
+	slices.SortStableFunc(left, func(a, b checker.Write) int {
+		pa, oka := at[a.Value]
+		pb, okb := at[b.Value]
+		switch {
+		case oka && okb:
+			return cmp.Or(cmp.Compare(pa[0], pb[0]), cmp.Compare(pa[1], pb[1]))
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	var rest []checker.Write
+	for _, in := range left {
 		_, p := wc.topicPartition(in.Partition)
 		rest = append(rest, checker.Write{Producer: "rdk", Partition: wc.logOf(wc.rdkOutput(), p), Seq: seq["rdk"], Key: in.Key,
 			Value: "copy:" + in.Value, Invoke: start, Complete: end, Outcome: checker.Unknown,

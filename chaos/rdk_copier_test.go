@@ -138,3 +138,41 @@ func TestRdkArgsOfASecuredRun(t *testing.T) {
 		t.Errorf("tls run: %q", args)
 	}
 }
+
+// Copies no reported transaction holds (a copier killed between its
+// commit and its report) are numbered in the input's offset order, the
+// order a copier writes them, not in the order the input writes were sent:
+// two producers' concurrent writes land in either order (found by a
+// 10-minute chaos run: a correct output judged non-monotonic).
+func TestRdkUnreportedCopiesFollowTheInputOrder(t *testing.T) {
+	wc := DefaultConfig().Workload
+	wc.RdkCopiers = 1
+	in := wc.logOf(wc.rdkInput(), 0)
+	out := wc.logOf(wc.rdkOutput(), 0)
+	now := time.Now()
+	// x was sent first but landed after y; z was never committed.
+	inputs := []checker.Write{
+		{Producer: "kt1", Partition: in, Value: "x", Outcome: checker.Unknown, Invoke: now, Complete: now},
+		{Producer: "kt2", Partition: in, Value: "z", Outcome: checker.Unknown, Invoke: now, Complete: now},
+		{Producer: "kt2", Partition: in, Value: "y", Outcome: checker.OK, Offset: 4, Invoke: now, Complete: now},
+	}
+	valueAt := map[[2]int64]string{{int64(in), 5}: "x", {int64(in), 4}: "y"}
+	_, _, rest := rdkCopyWrites(wc, nil, inputs, valueAt, now, now.Add(time.Minute))
+	var order []string
+	for _, w := range rest {
+		order = append(order, w.Value)
+	}
+	if want := []string{"copy:y", "copy:x", "copy:z"}; !slices.Equal(order, want) {
+		t.Fatalf("unreported copies in the order %v, want %v", order, want)
+	}
+	h := checker.History{Writes: append(slices.Clone(inputs), rest...), Copier: &checker.Copier{Ends: map[int32]int64{in: 6}}}
+	h.Reads = []checker.Read{
+		{Consumer: "in", Partition: in, Offset: 4, Value: "y", Time: now, Committed: true},
+		{Consumer: "in", Partition: in, Offset: 5, Value: "x", Time: now, Committed: true},
+		{Consumer: "o", Partition: out, Offset: 0, Value: "copy:y", Time: now.Add(2 * time.Second), Committed: true},
+		{Consumer: "o", Partition: out, Offset: 1, Value: "copy:x", Time: now.Add(2 * time.Second), Committed: true},
+	}
+	if rep := checker.Check(h); !rep.OK() {
+		t.Fatalf("copies in the input's order judged bad: %v", rep)
+	}
+}
