@@ -244,3 +244,28 @@ func addWaitingForCompletion(t *testing.T, c *Coordinator, id string, n int) (Pr
 	})
 	return next, errc
 }
+
+// A completion whose batch with the next transaction's adds is refused
+// (here: too many records) is retried alone: the transaction completes,
+// and the adds are then written apart.
+func TestCompletionRefusedWithAddsIsRetriedAlone(t *testing.T) {
+	e := newTxnEnv(t)
+	c, open := gatedCoordinator(t, e)
+	e.lead(c, 0, 1)
+	next, errc := addWaitingForCompletion(t, c, "r", 1)
+	e.log.setMaxRecords(1)
+	open()
+	if err := <-errc; err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	if m := waitState(t, c, "r", Ongoing); len(m.Partitions) != 1 || m.ProducerEpoch != next.ProducerEpoch {
+		t.Fatalf("state %+v", m)
+	}
+	var states []State
+	for _, r := range e.log.records(t, 0) {
+		states = append(states, r.State)
+	}
+	if want := []State{Empty, Ongoing, PrepareCommit, CompleteCommit, Ongoing}; fmt.Sprint(states) != fmt.Sprint(want) {
+		t.Fatalf("records %v, want %v", states, want)
+	}
+}

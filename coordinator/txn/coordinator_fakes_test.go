@@ -32,6 +32,9 @@ type fakeStateLog struct {
 	// cluster.ErrCommitUnknown appends without committing; any other
 	// error appends nothing.
 	appendHook func(tp cluster.TopicPartition) error
+	// maxRecords, if > 0, refuses a batch of more records
+	// (MESSAGE_TOO_LARGE), appending nothing.
+	maxRecords int
 	// loadGate, if set, blocks ReadForLoad until it is closed.
 	loadGate chan struct{}
 	// readHook, if set, may fail a ReadForLoad (numbered from 1).
@@ -59,6 +62,12 @@ func (l *fakeStateLog) setAppendHook(h func(tp cluster.TopicPartition) error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.appendHook = h
+}
+
+func (l *fakeStateLog) setMaxRecords(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maxRecords = n
 }
 
 func (l *fakeStateLog) setLoadGate(ch chan struct{}) {
@@ -99,8 +108,12 @@ func (l *fakeStateLog) AppendCommitted(ctx context.Context, tp cluster.TopicPart
 	if outcome != nil && !errors.Is(outcome, cluster.ErrCommitUnknown) {
 		return cluster.AppendResult{}, outcome
 	}
-	if _, err := batch.ParseHeader(raw); err != nil {
+	h, err := batch.ParseHeader(raw)
+	if err != nil {
 		return cluster.AppendResult{}, err
+	}
+	if l.maxRecords > 0 && int(h.RecordCount) > l.maxRecords {
+		return cluster.AppendResult{}, errs.New(sluicev1.ErrorCode_MESSAGE_TOO_LARGE, "%d records, at most %d", h.RecordCount, l.maxRecords)
 	}
 	off := int64(len(l.batches[tp.Partition]))
 	l.batches[tp.Partition] = append(l.batches[tp.Partition], raw)

@@ -81,6 +81,10 @@ func (c *Coordinator) sendMarkers(ps *statePartition, w Metadata) {
 func (c *Coordinator) complete(ps *statePartition, w Metadata) {
 	id := w.TransactionalID
 	backoff := c.cfg.MarkerRetryBackoff
+	// alone: a write with the next adds failed; the Complete* is retried
+	// by itself, so the adds' own fault (a record too large, say) cannot
+	// hold up the completion — they are then written, or refused, apart.
+	alone := false
 	for {
 		cur, ok, busy := c.acquireIn(ps, id)
 		if !ok {
@@ -97,7 +101,7 @@ func (c *Coordinator) complete(ps *statePartition, w Metadata) {
 			ws := []Metadata{*r.Write}
 			// The next transaction's adds waiting for this one are
 			// written with it (addJoins.nextAdds).
-			if req, ok := c.adds.nextAdds(*r.Write); ok {
+			if req, ok := c.adds.nextAdds(*r.Write); ok && !alone {
 				if next := AddPartitions(r.Write, req, now); next.Err == nil && next.Write != nil {
 					ws = append(ws, *next.Write)
 				}
@@ -109,6 +113,7 @@ func (c *Coordinator) complete(ps *statePartition, w Metadata) {
 				// append owns the slot and applies the record.
 				return
 			}
+			alone = alone || len(ws) > 1
 		}
 		if !runtime.Sleep(ps.Ctx, backoff) {
 			return
