@@ -380,7 +380,8 @@ for round in 1 2; do
 	kafka_txn txn "door transactions: Kafka (franz-go) commit every 100ms (round $round), 100 B" "door-txn-100ms-$round" --transactional-id "bench-door-$round" --commit-interval 100ms
 done
 kafka_txn base "door transactions: Kafka (franz-go) idempotent baseline (round 3), 100 B" door-txn-base-3
-if [[ -n ${door_txn_rates[txn]:-} ]]; then
+# The summary needs every kind (ONLY may have left some out).
+if [[ -n ${door_txn_rates[base]:-} && -n ${door_txn_rates[flush]:-} && -n ${door_txn_rates[txn]:-} ]]; then
 	results+=("$(awk -v b="${door_txn_rates[base]}" -v f="${door_txn_rates[flush]}" -v t="${door_txn_rates[txn]}" '
 		function mean(s,  a, n, i, sum) { n = split(s, a, " "); for (i = 1; i <= n; i++) sum += a[i]; return sum / n }
 		BEGIN { mb = mean(b); mf = mean(f); mt = mean(t)
