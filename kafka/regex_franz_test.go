@@ -126,10 +126,23 @@ func TestRegexResolvesToDescribableTopics(t *testing.T) {
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = g, "m-1", 0, 30000
 	hb.SubscribedTopicRegex, hb.Topics = kmsg.StringPtr(`rx-.*`), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	resp, err := hb.RequestWith(ctx, cl)
-	if err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("join: %v %v", resp, err)
-	}
+	// The group's coordinator may still be loading on the fresh node:
+	// retried, as a client does, while it answers a retriable coordinator
+	// error.
+	wait.For(t, 30*time.Second, "the join answered", func() error {
+		r, err := hb.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		switch r.ErrorCode {
+		case 0:
+			return nil
+		case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
+			return kerr.ErrorForCode(r.ErrorCode)
+		}
+		t.Fatalf("join: %v", kerr.ErrorForCode(r.ErrorCode))
+		return nil
+	})
 	// The answer's assignment is by topic id; the description names them.
 	assigned := func() []string {
 		t.Helper()
