@@ -49,16 +49,16 @@ var (
 	errFetchTimeout   = errors.New("replica fetch answer overdue")
 )
 
-// fetcherManager runs one fetcher per source broker (DESIGN §8): a
-// follower partition is fetched by the fetcher of its leader. Safe for
-// concurrent use.
+// fetcherManager runs the fetchers of a follower (DESIGN §8): a follower
+// partition is fetched by its leader's fetcher of the partition's lane.
+// Safe for concurrent use.
 type fetcherManager struct {
 	rm   *ReplicaManager
 	pool *ConnPool
 	log  *slog.Logger
 
 	mu       sync.Mutex // guards the following
-	fetchers map[int32]*fetcher
+	fetchers map[fetcherKey]*fetcher
 	closed   bool
 
 	// goroutines are the fetchers' run loops.
@@ -66,7 +66,46 @@ type fetcherManager struct {
 }
 
 func newFetcherManager(rm *ReplicaManager, pool *ConnPool, log *slog.Logger) *fetcherManager {
-	return &fetcherManager{rm: rm, pool: pool, log: log, fetchers: map[int32]*fetcher{}}
+	return &fetcherManager{rm: rm, pool: pool, log: log, fetchers: map[fetcherKey]*fetcher{}}
+}
+
+// fetchLane separates a follower's partitions of one leader into fetchers
+// of their own (decision 78): the internal topics' records — a
+// transaction's state, a group's offsets — are small, and a coordinator
+// waits for each one's replication before it answers; in the fetch that
+// carries megabytes of a busy topic's data they waited for it.
+type fetchLane uint8
+
+const (
+	// laneData is the user topics': one fetch session per leader.
+	laneData fetchLane = iota
+	// laneInternal is the internal topics' (IsInternalTopic): fetched
+	// without a session (a fetch session is per follower at a leader, and
+	// the data lane's holds it), which costs a little per partition per
+	// poll — the internal topics have a bounded number of partitions —
+	// and needs nothing new of the leader, so an older one serves it too.
+	laneInternal
+)
+
+// laneOf is the lane a topic's partitions are fetched in.
+func laneOf(topic string) fetchLane {
+	if IsInternalTopic(topic) {
+		return laneInternal
+	}
+	return laneData
+}
+
+func (l fetchLane) String() string {
+	if l == laneInternal {
+		return "internal"
+	}
+	return "data"
+}
+
+// fetcherKey names a fetcher: the leader it fetches from and its lane.
+type fetcherKey struct {
+	source int32
+	lane   fetchLane
 }
 
 // follow makes p fetched from leader at leaderEpoch, first truncating to
@@ -78,15 +117,16 @@ func (fm *fetcherManager) follow(p *Replica, leader, leaderEpoch int32) {
 	if fm.closed {
 		return
 	}
-	for id, f := range fm.fetchers {
-		if id != leader {
+	key := fetcherKey{source: leader, lane: laneOf(p.Topic)}
+	for k, f := range fm.fetchers {
+		if k != key {
 			f.remove(p.TopicPartition)
 		}
 	}
-	f := fm.fetchers[leader]
+	f := fm.fetchers[key]
 	if f == nil {
-		f = newFetcher(fm, leader)
-		fm.fetchers[leader] = f
+		f = newFetcher(fm, key)
+		fm.fetchers[key] = f
 		fm.goroutines.Go(f.run)
 	}
 	f.add(&fetchState{p: p, leaderEpoch: leaderEpoch, truncate: true})
@@ -109,7 +149,7 @@ func (fm *fetcherManager) close() {
 	for _, f := range fm.fetchers {
 		fs = append(fs, f)
 	}
-	fm.fetchers = map[int32]*fetcher{}
+	fm.fetchers = map[fetcherKey]*fetcher{}
 	fm.mu.Unlock()
 	for _, f := range fs {
 		f.stop()
@@ -134,6 +174,7 @@ type fetchState struct {
 type fetcher struct {
 	fm     *fetcherManager
 	source int32
+	lane   fetchLane
 
 	mu    sync.Mutex // guards parts, changed, truncating, cancelPoll, lastCancel, cancelLater and the truncate flags of the states
 	parts map[TopicPartition]*fetchState
@@ -180,9 +221,10 @@ type fetcher struct {
 	done   chan struct{}
 }
 
-func newFetcher(fm *fetcherManager, source int32) *fetcher {
+func newFetcher(fm *fetcherManager, key fetcherKey) *fetcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &fetcher{fm: fm, source: source, parts: map[TopicPartition]*fetchState{},
+	return &fetcher{fm: fm, source: key.source, lane: key.lane, session: sessionClient{none: key.lane == laneInternal},
+		parts:   map[TopicPartition]*fetchState{},
 		changed: map[TopicPartition]struct{}{}, truncating: map[TopicPartition]*fetchState{},
 		retrying: map[TopicPartition]*fetchState{},
 		wake:     make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
@@ -463,7 +505,7 @@ func (f *fetcher) run() {
 			if f.ctx.Err() != nil {
 				return
 			}
-			f.fm.log.Debug("replica fetch failed", "source", f.source, "err", err)
+			f.fm.log.Debug("replica fetch failed", "source", f.source, "lane", f.lane.String(), "err", err)
 			select {
 			case <-f.ctx.Done():
 				return
@@ -558,6 +600,9 @@ func (f *fetcher) truncate(cl internalv1.ReplicaClient, states []*fetchState) er
 // sessionClient is a fetcher's side of its fetch session with the source
 // (fetchsession.go): what the leader holds of each partition.
 type sessionClient struct {
+	// none: every fetch is a full one without a session
+	// (FetchSessionNone: the internal lane's).
+	none  bool
 	id    int32 // 0: the next fetch is a full one
 	epoch int32 // the next incremental fetch's epoch
 	round uint64
@@ -580,7 +625,7 @@ type sentPartition struct {
 }
 
 // reset makes the next fetch a full one (a new session).
-func (c *sessionClient) reset() { *c = sessionClient{} }
+func (c *sessionClient) reset() { *c = sessionClient{none: c.none} }
 
 // undo takes back the last fetch, which the follower cancelled before its
 // answer (a partition was added): the leader either never saw it or
@@ -609,6 +654,9 @@ func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, round fetchRo
 	full := c.id == 0
 	if full {
 		req.SessionId, req.SessionEpoch = 0, FetchSessionInitial
+		if c.none {
+			req.SessionEpoch = FetchSessionNone
+		}
 		c.sent = make(map[TopicPartition]*sentPartition, len(round.fetch))
 	} else {
 		req.SessionId, req.SessionEpoch = c.id, c.epoch
@@ -668,6 +716,10 @@ func (c *sessionClient) build(req *internalv1.ReplicaFetchRequest, round fetchRo
 // answered takes in a successful answer to req: the session's id after a
 // full fetch, the next epoch after an incremental one.
 func (c *sessionClient) answered(req *internalv1.ReplicaFetchRequest, resp *internalv1.ReplicaFetchResponse) {
+	if req.SessionEpoch == FetchSessionNone {
+		c.sent = nil // no session: the next fetch is full again
+		return
+	}
 	if req.SessionEpoch == FetchSessionInitial {
 		c.id, c.epoch = resp.SessionId, 1
 		if c.id == 0 {
@@ -752,7 +804,7 @@ func (f *fetcher) fetch(cc *grpc.ClientConn, round fetchRound) error {
 		f.session.reset()
 		return nil
 	}
-	full := req.SessionEpoch == FetchSessionInitial
+	full := req.SessionEpoch == FetchSessionInitial || req.SessionEpoch == FetchSessionNone
 	f.session.answered(req, &resp.ReplicaFetchResponse)
 	now := time.Now()
 	// Every partition answered is looked at again by the next fetch (its

@@ -42,6 +42,46 @@ type fakeLeader struct {
 	// the fetches after it.
 	refused bool
 	waits   []int32
+	// stalled is topics whose fetches are held for hold even with data
+	// (a fetch carrying megabytes of a busy topic); woken ends the held
+	// fetches that are not (appended); fetches is what each fetch listed.
+	stalled map[string]bool
+	woken   chan struct{}
+	fetches []seenFetch
+}
+
+// seenFetch is one fetch as the leader saw it.
+type seenFetch struct {
+	sessionEpoch int32
+	topics       []string
+}
+
+// stall makes every fetch listing topic be held for the leader's hold.
+func (l *fakeLeader) stall(topic string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stalled == nil {
+		l.stalled = map[string]bool{}
+	}
+	l.stalled[topic] = true
+}
+
+// appended ends the held fetches that no stalled topic holds, as a real
+// leader's long poll ends when a partition gets data.
+func (l *fakeLeader) appended() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.woken != nil {
+		close(l.woken)
+		l.woken = nil
+	}
+}
+
+// seen returns the fetches the leader has seen.
+func (l *fakeLeader) seen() []seenFetch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.fetches)
 }
 
 // refuseOnce makes the next fetch of topic's partitions answer
@@ -83,10 +123,23 @@ func (l *fakeLeader) ReplicaFetch(ctx context.Context, req *internalv1.ReplicaFe
 
 func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequest) (*internalv1.ReplicaFetchResponse, error) {
 	resp := &internalv1.ReplicaFetchResponse{}
-	found := false
+	found, stalled := false, false
+	seen := seenFetch{sessionEpoch: req.SessionEpoch}
 	l.mu.Lock()
 	if l.refused {
 		l.waits = append(l.waits, req.MaxWaitMs)
+	}
+	for _, fp := range req.Partitions {
+		seen.topics = append(seen.topics, fp.Topic)
+		stalled = stalled || l.stalled[fp.Topic]
+	}
+	l.fetches = append(l.fetches, seen)
+	if l.woken == nil {
+		l.woken = make(chan struct{})
+	}
+	woken := l.woken
+	if stalled {
+		woken = nil // held whatever is appended
 	}
 	l.mu.Unlock()
 	for _, fp := range req.Partitions {
@@ -115,7 +168,7 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 		resp.Partitions = append(resp.Partitions, &internalv1.ReplicaFetchPartitionData{Topic: fp.Topic, Partition: fp.Partition,
 			HighWatermark: p.log.EndOffset(), LogStartOffset: p.log.StartOffset(), LogEndOffset: p.log.EndOffset(), Batches: res.Batches})
 	}
-	if !found {
+	if !found || stalled {
 		select {
 		case l.holding <- struct{}{}:
 		default:
@@ -130,6 +183,10 @@ func (l *fakeLeader) fetch(ctx context.Context, req *internalv1.ReplicaFetchRequ
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-t.C:
+		case <-woken:
+			if !found {
+				return l.fetch(ctx, req) // read again: the new data
+			}
 		}
 	}
 	return resp, nil
@@ -209,9 +266,7 @@ func (r *fetchRig) create(name string, n int) *Replica {
 		r.t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		if _, err := r.leader.Append(name, 0, plainBatch(2), now); err != nil {
-			r.t.Fatal(err)
-		}
+		r.leaderAppend(name)
 	}
 	if err := r.cache.Update(r.img.off, r.img.snapshot(), nil); err != nil {
 		r.t.Fatal(err)
@@ -224,6 +279,19 @@ func (r *fetchRig) create(name string, n int) *Replica {
 		r.t.Fatal(err)
 	}
 	return p
+}
+
+// leaderAppend appends a batch of 2 records to the leader's name-0 (to
+// its log directly: an internal topic refuses a producer's append).
+func (r *fetchRig) leaderAppend(name string) {
+	r.t.Helper()
+	p, err := r.leader.Replica(name, 0)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := p.log.Append(plainBatch(2), p.LeaderEpoch(), time.Now()); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // caughtUp waits (bounded by within) until the follower's copy of name-0
@@ -341,4 +409,52 @@ func TestFetcherDialsTheLeadersInternalAddress(t *testing.T) {
 	}
 	r.create("a", 3)
 	r.caughtUp("a", 5*time.Second)
+}
+
+// Decision 78: a follower fetches the internal topics' partitions in a
+// fetch of their own, without a fetch session, and the user topics' in
+// its session: a record of __transaction_state is replicated while the
+// data fetch is held (as behind megabytes of a busy topic), and neither
+// fetch lists the other's partitions.
+func TestInternalTopicsAreFetchedInALaneOfTheirOwn(t *testing.T) {
+	r := newFetchRig(t, true, time.Minute)
+	r.create("a", 1)
+	r.caughtUp("a", 5*time.Second)
+	r.create("__transaction_state", 1)
+	r.caughtUp("__transaction_state", 5*time.Second)
+	r.fake.stall("a")
+	r.leaderAppend("a")
+	r.fake.appended()
+	r.leaderAppend("__transaction_state")
+	r.fake.appended()
+	r.caughtUp("__transaction_state", 5*time.Second)
+
+	var internal, data int
+	for _, f := range r.fake.seen() {
+		var hasInternal, hasData bool
+		for _, topic := range f.topics {
+			if IsInternalTopic(topic) {
+				hasInternal = true
+			} else {
+				hasData = true
+			}
+		}
+		switch {
+		case hasInternal && hasData:
+			t.Fatalf("a fetch listed %v: internal and user topics together", f.topics)
+		case hasInternal:
+			internal++
+			if f.sessionEpoch != FetchSessionNone {
+				t.Fatalf("an internal topic's fetch had session epoch %d, want %d (no session)", f.sessionEpoch, FetchSessionNone)
+			}
+		case hasData:
+			data++
+			if f.sessionEpoch == FetchSessionNone {
+				t.Fatalf("a user topic's fetch had no session")
+			}
+		}
+	}
+	if internal == 0 || data == 0 {
+		t.Fatalf("fetches listing internal topics %d, user topics %d; want both", internal, data)
+	}
 }

@@ -342,7 +342,7 @@ func TestFetchSessionCancelledFetchKeepsItsEpoch(t *testing.T) {
 // passing, a fetch taken back; a rescan walks every partition.
 func TestFetcherIncrementalRoundsExamineChangesOnly(t *testing.T) {
 	r := newSessionRig(t)
-	f := newFetcher(&fetcherManager{rm: r.m, log: r.m.log}, 2)
+	f := newFetcher(&fetcherManager{rm: r.m, log: r.m.log}, fetcherKey{source: 2})
 	tp := func(i int32) TopicPartition { return TopicPartition{Topic: "m", Partition: i} }
 	states := map[int32]*fetchState{}
 	for i := range int32(4) {
