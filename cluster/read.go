@@ -461,6 +461,19 @@ func (m *ReplicaManager) OffsetForLeaderEpoch(tp TopicPartition, currentLeaderEp
 	if err := checkLeaderEpoch(tp, currentLeaderEpoch, cur, false); err != nil {
 		return out, err
 	}
+	if epoch > cur {
+		// Only a later leader writes a later epoch: whoever asks has seen
+		// one (a consumer validating an offset committed under it, KIP-320),
+		// so this broker's leadership is stale — cut off from the
+		// controller, it has not learnt of its successor yet. Kafka answers
+		// UNDEFINED_EPOCH_OFFSET, on which a consumer that has read nothing
+		// keeps its offset, fetches it here past this log's end, is
+		// answered OFFSET_OUT_OF_RANGE and resets to its reset offset (the
+		// log start: everything again). A retriable error sends it to the
+		// metadata, and to the new leader.
+		return out, errs.New(sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH,
+			"leader epoch %d of %s is newer than this leader's %d: this broker's leadership is stale; refresh metadata", epoch, tp, cur)
+	}
 	// The leader's current epoch counts as starting at its log end even
 	// before its first append under it (Kafka assigns it at election).
 	out.LeaderEpoch, out.EndOffset = replication.LeaderEndOffsetForEpoch(r.log.EpochEntries(), r.log.EndOffset(), cur, epoch)

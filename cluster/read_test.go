@@ -33,6 +33,31 @@ func TestCheckLeaderEpoch(t *testing.T) {
 	}
 }
 
+// An OffsetForLeaderEpoch about an epoch later than the leader's own is
+// refused UNKNOWN_LEADER_EPOCH (retriable): only a later leader writes a
+// later epoch, so the asker has seen one and this leadership is stale. A
+// stale leader answering UNDEFINED_EPOCH_OFFSET (as Kafka) led franz-go,
+// validating a committed offset of the later epoch, to fetch that offset
+// here, past this log's end, and on OFFSET_OUT_OF_RANGE to reset to the
+// log start: a group copier copied a partition again from offset 0.
+func TestOffsetForLeaderEpochRefusesALaterEpoch(t *testing.T) {
+	r := newReadRig(t)
+	tp := TopicPartition{Topic: "s", Partition: 0}
+	if _, err := r.m.Append("s", 0, plainBatch(2), r.now); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.m.OffsetForLeaderEpoch(tp, NoLeaderEpoch, 0)
+	if err != nil || got.EndOffset != 2 || got.LeaderEpoch != 0 {
+		t.Fatalf("epoch 0: %+v, %v; want end offset 2 at epoch 0", got, err)
+	}
+	for _, current := range []int32{NoLeaderEpoch, 0} {
+		_, err := r.m.OffsetForLeaderEpoch(tp, current, 1)
+		if code := errs.Code(err); code != sluicev1.ErrorCode_UNKNOWN_LEADER_EPOCH {
+			t.Fatalf("epoch 1 (current %d) at a leader of epoch 0: %v (%v), want UNKNOWN_LEADER_EPOCH", current, code, err)
+		}
+	}
+}
+
 // readRig is node 2 leading r-0 (replicas 2 and 3, both in the ISR) and
 // s-0 (replica 2 alone), with the metadata a follower's fetch is checked
 // against.
