@@ -81,17 +81,22 @@ func TestRequestByteBudgetBoundsConcurrentLargeRequests(t *testing.T) {
 	}
 	b = batch.Builder{}
 
-	cl, err := client.New([]string{s.Node.Addr()})
+	// The canary's requests wait for the budget behind the large ones,
+	// in arrival order (as Kafka's queued.max.request.bytes): under -race
+	// on a slow machine its metadata call waited past the client's
+	// default 30 s request timeout (CI, once). Each request may take as
+	// long as the test allows.
+	cl, err := client.New([]string{s.Node.Addr()}, client.WithRequestTimeout(150*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	p, err := cl.NewProducer(client.WithLinger(0), client.WithDeliveryTimeout(60*time.Second))
+	p, err := cl.NewProducer(client.WithLinger(0), client.WithDeliveryTimeout(150*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	if _, err := p.SendSync(ctx, client.Record{Topic: "canary", Partition: 0, Value: []byte("before")}); err != nil {
 		t.Fatal(err)
